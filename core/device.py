@@ -1,0 +1,73 @@
+"""Which device and precision the models run on: CUDA, then MPS, then CPU.
+
+Overridable per call (``device="cpu"``) or for the whole process with the environment
+variable ``ENCODERSCOPE_DEVICE`` (auto | cpu | cuda | cuda:1 | mps).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+
+import torch
+
+ENV_VAR = "ENCODERSCOPE_DEVICE"
+PRECISIONS = ("fp32", "bf16")
+
+
+def pick_device(requested: str | None = None) -> torch.device:
+    choice = (requested or os.environ.get(ENV_VAR) or "auto").strip().lower()
+    if choice == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if choice.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"device {choice!r} was asked for, but this torch build sees no CUDA GPU "
+                           f"(torch {torch.__version__}); use --device cpu or install a CUDA torch")
+    if choice == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise RuntimeError("device 'mps' was asked for, but Apple's Metal backend is not available here")
+    try:
+        return torch.device(choice)
+    except RuntimeError as e:
+        raise RuntimeError(f"unknown device {choice!r}: use auto, cpu, cuda or mps") from e
+
+
+def describe_device(device: torch.device) -> str:
+    """A short human description, e.g. 'cuda:0 (NVIDIA H100)' or 'cpu (2 threads)'."""
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+    if device.type == "cpu":
+        return f"cpu ({torch.get_num_threads()} threads)"
+    return str(device)
+
+
+def available_devices() -> list[str]:
+    names = ["auto", "cpu"]
+    if torch.cuda.is_available():
+        names.append("cuda")
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        names.append("mps")
+    return names
+
+
+def bf16_supported(device: torch.device) -> bool:
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        # Without native bf16 instructions, CPU autocast to bf16 is slower than fp32.
+        return bool(getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")() in ("AVX512", "AMX")
+                    or torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return False
+
+
+def autocast(device: torch.device, precision: str):
+    """A context that runs matmuls in the chosen precision (fp32: no-op)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if not bf16_supported(device):
+        raise RuntimeError(f"bf16 is not supported on {describe_device(device)}; use fp32")
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)

@@ -1,0 +1,24 @@
+"""Errors meant for people: the message says what went wrong and what to do instead.
+
+The CLI prints them without a traceback; the app shows them in a message box.
+"""
+
+
+class EncoderscopeError(Exception):
+    """Base class: anything the user can fix or needs to know, worded for them."""
+
+
+class ModelUnavailable(EncoderscopeError):
+    """The model cannot be loaded here (missing folder, wrong files, hub unreachable, ...)."""
+
+
+class InputError(EncoderscopeError, ValueError):
+    """Bad input text or arguments: empty text, no [MASK], unknown target, ..."""
+
+
+class Cancelled(EncoderscopeError):
+    """A long job stopped because its cancel flag was set."""
+
+
+class NoMLMHead(EncoderscopeError):
+    """Fill-mask was asked of a model that has no masked-LM head."""

@@ -1,0 +1,197 @@
+"""Load real weights into our encoder, and save our own checkpoints.
+
+- DistilBERT folders load with ``strict=True`` and no renaming: our modules are named like theirs.
+- BERT-layout folders (BertModel / BertForMaskedLM, e.g. `minilm`) go through BERT_KEY_MAP.
+- Our checkpoints: ``encoderscope.json`` (config) + ``model.safetensors`` + tokenizer files.
+Missing or unexpected keys are an error that names them.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from .model import Encoder, EncoderConfig, EncoderForMaskedLM
+from .errors import ModelUnavailable
+from .sources import CHECKPOINT_MARKER, read_json
+
+CHECKPOINT_FORMAT = "encoderscope-checkpoint"
+CHECKPOINT_VERSION = 1
+
+# BERT name (regex) -> our (DistilBERT) name. One line per tensor family; nothing hidden.
+BERT_KEY_MAP = [
+    (r"^(?:bert\.)?embeddings\.(word_embeddings|position_embeddings|token_type_embeddings|LayerNorm)\.",
+     r"embeddings.\1."),
+    (r"^(?:bert\.)?encoder\.layer\.(\d+)\.attention\.self\.query\.", r"transformer.layer.\1.attention.q_lin."),
+    (r"^(?:bert\.)?encoder\.layer\.(\d+)\.attention\.self\.key\.", r"transformer.layer.\1.attention.k_lin."),
+    (r"^(?:bert\.)?encoder\.layer\.(\d+)\.attention\.self\.value\.", r"transformer.layer.\1.attention.v_lin."),
+    (r"^(?:bert\.)?encoder\.layer\.(\d+)\.attention\.output\.dense\.", r"transformer.layer.\1.attention.out_lin."),
+    (r"^(?:bert\.)?encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.", r"transformer.layer.\1.sa_layer_norm."),
+    (r"^(?:bert\.)?encoder\.layer\.(\d+)\.intermediate\.dense\.", r"transformer.layer.\1.ffn.lin1."),
+    (r"^(?:bert\.)?encoder\.layer\.(\d+)\.output\.dense\.", r"transformer.layer.\1.ffn.lin2."),
+    (r"^(?:bert\.)?encoder\.layer\.(\d+)\.output\.LayerNorm\.", r"transformer.layer.\1.output_layer_norm."),
+    (r"^cls\.predictions\.transform\.dense\.", "vocab_transform."),
+    (r"^cls\.predictions\.transform\.LayerNorm\.", "vocab_layer_norm."),
+    (r"^cls\.predictions\.decoder\.weight$", "vocab_projector.weight"),
+    (r"^cls\.predictions\.(?:decoder\.)?bias$", "vocab_projector.bias"),
+]
+# BERT tensors we knowingly drop: the pooler (unused for embeddings), the NSP head, and a
+# position-id buffer that older checkpoints saved.
+BERT_DROPPED = re.compile(r"^((bert\.)?pooler\.|cls\.seq_relationship\.|(bert\.)?embeddings\.position_ids$)")
+DISTILBERT_DROPPED = re.compile(r"^(distilbert\.)?embeddings\.position_ids$")
+MLM_HEAD_KEYS = ("vocab_transform.", "vocab_layer_norm.", "vocab_projector.")
+
+
+class WeightsError(ModelUnavailable):
+    """The weights do not fit the architecture: names the missing/unexpected keys."""
+
+
+def config_from_hf(cfg: dict) -> tuple[EncoderConfig, str]:
+    """A transformers config.json -> (our config, layout 'distilbert' | 'bert')."""
+    kind = cfg.get("model_type")
+    if kind == "distilbert":
+        act = cfg.get("activation", "gelu")
+        return EncoderConfig(
+            vocab_size=cfg["vocab_size"], max_position_embeddings=cfg.get("max_position_embeddings", 512),
+            dim=cfg["dim"], n_layers=cfg["n_layers"], n_heads=cfg["n_heads"], hidden_dim=cfg["hidden_dim"],
+            dropout=cfg.get("dropout", 0.1), attention_dropout=cfg.get("attention_dropout", 0.1),
+            activation=_activation(act), positions="sinusoidal" if cfg.get("sinusoidal_pos_embds") else "learned",
+            type_vocab_size=0, norm="post", layer_norm_eps=1e-12, pad_token_id=cfg.get("pad_token_id") or 0,
+        ), "distilbert"
+    if kind == "bert":
+        if cfg.get("position_embedding_type", "absolute") != "absolute":
+            raise ModelUnavailable(f"BERT with {cfg['position_embedding_type']!r} positions is not supported "
+                                   "by the from-scratch encoder; use --backend hf")
+        return EncoderConfig(
+            vocab_size=cfg["vocab_size"], max_position_embeddings=cfg.get("max_position_embeddings", 512),
+            dim=cfg["hidden_size"], n_layers=cfg["num_hidden_layers"], n_heads=cfg["num_attention_heads"],
+            hidden_dim=cfg["intermediate_size"], dropout=cfg.get("hidden_dropout_prob", 0.1),
+            attention_dropout=cfg.get("attention_probs_dropout_prob", 0.1),
+            activation=_activation(cfg.get("hidden_act", "gelu")), positions="learned",
+            type_vocab_size=cfg.get("type_vocab_size", 2), norm="post",
+            layer_norm_eps=cfg.get("layer_norm_eps", 1e-12), pad_token_id=cfg.get("pad_token_id") or 0,
+        ), "bert"
+    raise ModelUnavailable(f"model type {kind!r} is not supported by the from-scratch encoder "
+                           "(it reads DistilBERT and BERT layouts); try --backend hf")
+
+
+def _activation(name: str) -> str:
+    if name == "gelu":
+        return "gelu"
+    if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
+        return "gelu_tanh"
+    raise ModelUnavailable(f"activation {name!r} is not supported by the from-scratch encoder")
+
+
+def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
+    st, pt = folder / "model.safetensors", folder / "pytorch_model.bin"
+    try:
+        if st.is_file():
+            return load_file(str(st))
+        if pt.is_file():
+            # weights_only: a .bin is a pickle; never let it run code.
+            return torch.load(str(pt), map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise WeightsError(f"cannot read the weights in {folder}: {e}") from None
+    raise WeightsError(f"{folder} holds no model.safetensors or pytorch_model.bin")
+
+
+def bert_to_ours(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out, unknown = {}, []
+    for key, tensor in state.items():
+        if BERT_DROPPED.match(key):
+            continue
+        for pattern, repl in BERT_KEY_MAP:
+            new, n = re.subn(pattern, repl, key)
+            if n:
+                out[new] = tensor
+                break
+        else:
+            unknown.append(key)
+    if unknown:
+        raise WeightsError(f"unexpected keys in a BERT checkpoint: {', '.join(unknown[:10])}")
+    return out
+
+
+def nest_mlm(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], bool]:
+    """Our-named flat state (body keys + optional head) -> (state for the right class, has_head).
+
+    A body-only state is an ``Encoder``'s; with head keys it's an ``EncoderForMaskedLM``'s, whose
+    body lives under ``distilbert.`` (already there for DistilBERT, added for BERT).
+    """
+    has_head = any(k.startswith(MLM_HEAD_KEYS) for k in state)
+    if not has_head:
+        return state, False
+    nested = {}
+    for k, v in state.items():
+        nested[k if k.startswith(MLM_HEAD_KEYS) or k.startswith("distilbert.") else "distilbert." + k] = v
+    return nested, True
+
+
+def build_model(cfg: EncoderConfig, state: dict[str, torch.Tensor] | None, mlm_head: bool, where: str = ""):
+    model = EncoderForMaskedLM(cfg) if mlm_head else Encoder(cfg)
+    if state is None:
+        return model
+    if mlm_head and "vocab_projector.weight" not in state:
+        # The projection is tied to the word embeddings; checkpoints omit the copy.
+        state = dict(state, **{"vocab_projector.weight": state["distilbert.embeddings.word_embeddings.weight"]})
+    if cfg.positions == "sinusoidal":
+        # Fixed encodings: our table is the closed form whatever the checkpoint stored.
+        key = ("distilbert." if mlm_head else "") + "embeddings.position_embeddings.weight"
+        if key in state:
+            state = dict(state, **{key: model.state_dict()[key]})
+    result = model.load_state_dict(state, strict=False)
+    if result.missing_keys or result.unexpected_keys:
+        parts = []
+        if result.missing_keys:
+            parts.append(f"missing keys: {', '.join(result.missing_keys[:10])}")
+        if result.unexpected_keys:
+            parts.append(f"unexpected keys: {', '.join(result.unexpected_keys[:10])}")
+        raise WeightsError(f"the weights {where} do not fit the encoder: " + "; ".join(parts))
+    if mlm_head:
+        model.tie_weights()
+    return model
+
+
+def load_folder(folder: Path):
+    """A model folder (HF DistilBERT/BERT or our checkpoint) -> (model in eval mode, config, layout)."""
+    marker = folder / CHECKPOINT_MARKER
+    if marker.is_file():
+        meta = read_json(marker)
+        if meta.get("format") != CHECKPOINT_FORMAT:
+            raise WeightsError(f"{marker} is not an Encoderscope checkpoint file")
+        cfg = EncoderConfig.from_dict(meta["config"])
+        state, has_head = nest_mlm(read_state_dict(folder))
+        return build_model(cfg, state, has_head, str(folder)).eval(), cfg, "encoderscope"
+    cfg, layout = config_from_hf(read_json(folder / "config.json"))
+    raw = read_state_dict(folder)
+    if layout == "bert":
+        raw = bert_to_ours(raw)
+    else:
+        raw = {k: v for k, v in raw.items() if not DISTILBERT_DROPPED.match(k)}
+        if not any(k.startswith(MLM_HEAD_KEYS) for k in raw):
+            # A DistilBertModel saved from inside a ForMaskedLM wrapper keeps the prefix.
+            raw = {k.removeprefix("distilbert."): v for k, v in raw.items()}
+    state, has_head = nest_mlm(raw)
+    return build_model(cfg, state, has_head, str(folder)).eval(), cfg, layout
+
+
+def save_checkpoint(model, tokenizer, folder: Path, extra: dict | None = None) -> Path:
+    """Weights as safetensors + our config as JSON + the tokenizer's own files."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()
+             if k != "vocab_projector.weight"}          # tied to the word embeddings
+    tmp = folder / "model.safetensors.tmp"
+    save_file(state, str(tmp), metadata={"format": "pt"})
+    tmp.replace(folder / "model.safetensors")
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(folder))
+    meta = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
+            "config": model.config.to_dict(), "mlm_head": isinstance(model, EncoderForMaskedLM)}
+    meta.update(extra or {})
+    (folder / CHECKPOINT_MARKER).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    return folder

@@ -1,0 +1,45 @@
+"""Small local models for tests: built here, saved with save_pretrained, loaded like any folder."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+WORDS = ("the a an of to and in is was it on for with as by at from that this be are were "
+         "cat dog bird fish sat ran flew swam mat tree river sky house garden park street "
+         "quick brown lazy small big red blue green happy sad old new good bad "
+         "man woman child teacher student doctor king queen city music book film food water "
+         "search vector encoder attention head layer token model learn read write play eat").split()
+
+
+def write_vocab(folder: Path) -> Path:
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    pieces = ["##s", "##ed", "##ing", "##er", "##ly", ".", ",", "?", "!", "'"]
+    letters = list("abcdefghijklmnopqrstuvwxyz") + ["##" + c for c in "abcdefghijklmnopqrstuvwxyz"]
+    vocab = specials + WORDS + pieces + letters
+    path = folder / "vocab.txt"
+    path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    return path
+
+
+def make_tiny_distilbert(folder: Path, dim=32, n_layers=2, n_heads=4, hidden_dim=64, seed=0,
+                         mlm=True, sinusoidal=False) -> Path:
+    from transformers import DistilBertConfig, DistilBertForMaskedLM, DistilBertModel, DistilBertTokenizerFast
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = write_vocab(folder)
+    tok = DistilBertTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
+    tok.save_pretrained(str(folder))
+    torch.manual_seed(seed)
+    cfg = DistilBertConfig(vocab_size=len(tok), dim=dim, n_layers=n_layers, n_heads=n_heads,
+                           hidden_dim=hidden_dim, max_position_embeddings=64, sinusoidal_pos_embds=sinusoidal)
+    model = (DistilBertForMaskedLM if mlm else DistilBertModel)(cfg)
+    # Random init leaves LayerNorms at identity and biases at zero; perturb them so the
+    # comparison exercises every parameter.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias") or "layer_norm" in name.lower():
+                p.add_(torch.randn_like(p) * 0.1)
+    model.save_pretrained(str(folder))
+    return folder
