@@ -102,7 +102,7 @@ def _hub_folder(repo_id: str, progress=None) -> Path:
         if "RepositoryNotFound" in reason or "404" in str(e):
             raise ModelUnavailable(f"'{repo_id}' is not a model on the Hugging Face hub, "
                                    "nor a folder here") from None
-        raise ModelUnavailable(_offline_message(repo_id, f"the hub could not be reached ({reason})")) from None
+        raise ModelUnavailable(_offline_message(repo_id, "the Hugging Face hub could not be reached")) from None
 
 
 def _offline_message(repo_id: str, why: str) -> str:

@@ -29,7 +29,9 @@ def make_tiny_distilbert(folder: Path, dim=32, n_layers=2, n_heads=4, hidden_dim
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     vocab = write_vocab(folder)
-    tok = DistilBertTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
+    # transformers 5 takes the vocabulary as `vocab` (4.x: `vocab_file`).
+    tok = DistilBertTokenizerFast(vocab=str(vocab), do_lower_case=True)
+    assert len(tok) > 100, "the tokenizer did not read the vocabulary"
     tok.save_pretrained(str(folder))
     torch.manual_seed(seed)
     cfg = DistilBertConfig(vocab_size=len(tok), dim=dim, n_layers=n_layers, n_heads=n_heads,

@@ -1,0 +1,392 @@
+"""One API over two encoders: ours (``scratch``) and Hugging Face transformers (``hf``).
+
+The app, the CLI and the store all go through ``get_backend(...)``. Each backend only knows how
+to run its network (``_forward`` / ``_mlm``); tokenising, batching, pooling, inspection and
+fill-mask are written once here and in ``core.fillmask``.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import fillmask
+from .device import autocast, describe_device, pick_device
+from .errors import Cancelled, InputError, ModelUnavailable
+from .pooling import POOLINGS, l2_normalize, pool
+from .sources import PACKAGED, DEFAULT_HUB_MODEL, ModelSource, resolve
+
+log = logging.getLogger(__name__)
+BACKENDS = ("scratch", "hf")
+MAX_TEXT_CHARS = 1_000_000   # beyond this a "sentence" is a mistake (a whole file pasted in)
+
+
+@dataclass
+class EmbedStats:
+    total: int = 0                       # texts embedded
+    truncated: int = 0                   # texts cut to the model's maximum length
+    truncated_indices: list = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What a vector means: which weights, pooled how, how long, normalised or not."""
+    model: str
+    weights_sha256: str
+    pooling: str
+    dim: int
+    normalized: bool = True
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Fingerprint":
+        return cls(model=d["model"], weights_sha256=d["weights_sha256"], pooling=d["pooling"],
+                   dim=int(d["dim"]), normalized=bool(d.get("normalized", True)))
+
+    def compatible(self, other: "Fingerprint") -> bool:
+        # The name is for people; the same weights under another name are the same model.
+        return (self.weights_sha256, self.pooling, self.dim, self.normalized) == \
+               (other.weights_sha256, other.pooling, other.dim, other.normalized)
+
+    def describe(self) -> str:
+        return f"{self.model} ({self.pooling} pooling, {self.dim}-d, weights {self.weights_sha256[:12]})"
+
+
+@dataclass
+class Inspection:
+    tokens: list                 # as the tokenizer writes them, specials included
+    attentions: np.ndarray       # (L, H, T, T) float32
+    hidden_states: np.ndarray    # (L + 1, T, D) float32: embeddings output, then each layer
+    device: str
+    truncated: int = 0           # tokens cut beyond the model's maximum
+
+
+def _is_cancelled(cancel) -> bool:
+    if cancel is None:
+        return False
+    return cancel.is_set() if hasattr(cancel, "is_set") else bool(cancel())
+
+
+_hash_cache: dict = {}
+
+
+def weights_hash(folder: Path) -> str:
+    """sha256 of the weight file: the same folder gives the same identity on either backend."""
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        path = folder / name
+        if path.is_file():
+            st = path.stat()
+            key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+            if key not in _hash_cache:
+                h = hashlib.sha256()
+                with open(path, "rb") as f:
+                    for chunk in iter(lambda: f.read(1 << 22), b""):
+                        h.update(chunk)
+                _hash_cache[key] = h.hexdigest()
+            return _hash_cache[key]
+    raise ModelUnavailable(f"{folder} holds no weights to fingerprint")
+
+
+class Backend:
+    """Shared logic. Subclasses set: tokenizer, device, dim, n_layers, n_heads, max_length,
+    has_mlm, and implement _forward and _mlm."""
+
+    backend = "?"
+
+    def __init__(self, source: ModelSource, device: torch.device, precision: str):
+        self.source = source
+        self.model_name = source.name
+        self.device = device
+        self.device_name = describe_device(device)
+        self.precision = precision
+        self._lock = threading.Lock()   # one forward at a time per model object
+
+    # -- implemented by each backend ------------------------------------------------------
+    def _forward(self, input_ids, attention_mask, token_type_ids, hidden=False, attentions=False):
+        """-> (last_hidden (B,T,D), hidden_states tuple or None, attentions tuple or None)"""
+        raise NotImplementedError
+
+    def _mlm(self, input_ids, attention_mask, per_layer=False):
+        """-> (logits (B,T,V), per-layer logits list or None)"""
+        raise NotImplementedError
+
+    # -- shared ---------------------------------------------------------------------------
+    def fingerprint(self, pooling: str = "mean") -> "Fingerprint":
+        check_pooling(pooling)
+        return Fingerprint(self.model_name, self.weights_sha256, pooling, self.dim, True)
+
+    def encode_ids(self, texts: list[str]) -> tuple[list[list[int]], list[int]]:
+        """Token ids with specials, cut to max_length; and the indices of texts that were cut."""
+        for i, t in enumerate(texts):
+            if not isinstance(t, str) or not t.strip():
+                raise InputError(f"text {i + 1} is empty: every text needs at least one visible character")
+            if len(t) > MAX_TEXT_CHARS:
+                raise InputError(f"text {i + 1} is {len(t):,} characters long; the limit is "
+                                 f"{MAX_TEXT_CHARS:,} (split long documents into sentences)")
+        enc = self.tokenizer(texts, add_special_tokens=True, truncation=True, max_length=self.max_length,
+                             return_overflowing_tokens=True)
+        # A text longer than max_length comes back as several rows; its first row is the cut text.
+        sample = enc["overflow_to_sample_mapping"]
+        ids, cut = [None] * len(texts), []
+        for row, i in enumerate(sample):
+            if ids[i] is None:
+                ids[i] = enc["input_ids"][row]
+            elif not cut or cut[-1] != i:
+                cut.append(i)
+        return ids, cut
+
+    def _batch(self, ids: list[list[int]]):
+        T = max(len(x) for x in ids)
+        pad = self.tokenizer.pad_token_id or 0
+        input_ids = torch.full((len(ids), T), pad, dtype=torch.long)
+        mask = torch.zeros((len(ids), T), dtype=torch.long)
+        for row, x in enumerate(ids):
+            input_ids[row, : len(x)] = torch.tensor(x)
+            mask[row, : len(x)] = 1
+        return input_ids.to(self.device), mask.to(self.device)
+
+    def embed(self, texts, pooling: str = "mean", batch_size: int = 32, progress=None, cancel=None,
+              stats: EmbedStats | None = None) -> np.ndarray:
+        check_pooling(pooling)
+        texts = list(texts)
+        t0 = time.perf_counter()
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        ids, cut = self.encode_ids(texts)
+        if cut:
+            log.warning("%d of %d texts were longer than %d tokens and were truncated",
+                        len(cut), len(texts), self.max_length)
+        # Length-bucketed batches: sort by length so padding (wasted compute) is minimal.
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        done = 0
+        with self._lock, torch.inference_mode(), autocast(self.device, self.precision):
+            for start in range(0, len(order), batch_size):
+                if _is_cancelled(cancel):
+                    raise Cancelled(f"embedding cancelled after {done} of {len(texts)} texts")
+                rows = order[start: start + batch_size]
+                input_ids, mask = self._batch([ids[i] for i in rows])
+                hidden, _, _ = self._forward(input_ids, mask, None)
+                vec = l2_normalize(pool(hidden.float(), mask, pooling))
+                out[rows] = vec.cpu().numpy()
+                done += len(rows)
+                if progress is not None:
+                    progress(done, len(texts))
+        if stats is not None:
+            stats.total += len(texts)
+            stats.truncated += len(cut)
+            stats.truncated_indices.extend(cut)
+            stats.seconds += time.perf_counter() - t0
+        return out
+
+    def inspect(self, text: str) -> Inspection:
+        ids, cut = self.encode_ids([text])
+        n_cut = 0
+        if cut:
+            full = len(self.tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
+            n_cut = full - len(ids[0])
+        with self._lock, torch.inference_mode(), autocast(self.device, self.precision):
+            input_ids, mask = self._batch(ids)
+            _, hidden, att = self._forward(input_ids, mask, None, hidden=True, attentions=True)
+        return Inspection(
+            tokens=self.tokenizer.convert_ids_to_tokens(ids[0]),
+            attentions=torch.stack([a[0] for a in att]).float().cpu().numpy(),
+            hidden_states=torch.stack([h[0] for h in hidden]).float().cpu().numpy(),
+            device=self.device_name, truncated=n_cut)
+
+    def fill_mask(self, text: str, top_k: int = 5, targets=None, per_layer: bool = False):
+        return fillmask.fill_mask(self, text, top_k=top_k, targets=targets, per_layer=per_layer)
+
+    def describe(self) -> dict:
+        return {"model": self.model_name, "backend": self.backend, "device": self.device_name,
+                "dim": self.dim, "layers": self.n_layers, "heads": self.n_heads,
+                "max_length": self.max_length, "mlm_head": self.has_mlm, "source": self.source.kind,
+                "precision": self.precision}
+
+
+def check_pooling(pooling: str):
+    if pooling not in POOLINGS:
+        raise InputError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
+
+
+def _load_tokenizer(folder: Path):
+    from transformers import AutoTokenizer
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder), use_fast=True, trust_remote_code=False)
+    except Exception as e:
+        raise ModelUnavailable(f"cannot load the tokenizer in {folder}: {e}") from None
+    if not tok.is_fast:
+        raise ModelUnavailable(f"the tokenizer in {folder} has no fast (Rust) version")
+    return tok
+
+
+def _max_length(model_max: int, tok) -> int:
+    tmax = getattr(tok, "model_max_length", None) or model_max
+    return int(min(model_max, tmax))       # tokenizers say 1e30 when they don't know
+
+
+class ScratchBackend(Backend):
+    """Our from-scratch encoder (core/model.py)."""
+    backend = "scratch"
+
+    def __init__(self, source: ModelSource, device, precision="fp32"):
+        from .weights import load_folder
+        super().__init__(source, device, precision)
+        self.model, cfg, self.layout = load_folder(source.folder)
+        self.model.to(device).eval()
+        self.tokenizer = _load_tokenizer(source.folder)
+        self.config = cfg
+        self.dim, self.n_layers, self.n_heads = cfg.dim, cfg.n_layers, cfg.n_heads
+        self.max_length = _max_length(cfg.max_position_embeddings, self.tokenizer)
+        self.has_mlm = hasattr(self.model, "head")
+        self.encoder = self.model.distilbert if self.has_mlm else self.model
+        self.weights_sha256 = weights_hash(source.folder)
+
+    def _forward(self, input_ids, attention_mask, token_type_ids, hidden=False, attentions=False):
+        out = self.encoder(input_ids, attention_mask, token_type_ids, hidden, attentions)
+        return out.last_hidden_state, out.hidden_states, out.attentions
+
+    def _mlm(self, input_ids, attention_mask, per_layer=False):
+        logits, out = self.model(input_ids, attention_mask, output_hidden_states=per_layer)
+        return logits, (self.model.layer_logits(out.hidden_states) if per_layer else None)
+
+
+class HFBackend(Backend):
+    """Hugging Face transformers: the reference, and the app's "DistilBERT" choice."""
+    backend = "hf"
+
+    def __init__(self, source: ModelSource, device, precision="fp32"):
+        from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
+        super().__init__(source, device, precision)
+        folder = str(source.folder)
+        try:
+            cfg = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+        except Exception as e:
+            raise ModelUnavailable(f"transformers cannot read the config in {folder}: {e}") from None
+        archs = cfg.architectures or []
+        self.has_mlm = any(a.endswith("ForMaskedLM") for a in archs)
+        cls = AutoModelForMaskedLM if self.has_mlm else AutoModel
+        try:
+            # eager attention: sdpa returns empty attentions when they are asked for (transformers 5).
+            self.model = cls.from_pretrained(folder, attn_implementation="eager",
+                                             trust_remote_code=False).to(device).eval()
+        except Exception as e:
+            raise ModelUnavailable(f"transformers cannot load the model in {folder}: {e}") from None
+        self.tokenizer = _load_tokenizer(source.folder)
+        self.dim = cfg.hidden_size
+        self.n_layers, self.n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
+        self.max_length = _max_length(cfg.max_position_embeddings, self.tokenizer)
+        self.weights_sha256 = weights_hash(source.folder)
+
+    def _forward(self, input_ids, attention_mask, token_type_ids, hidden=False, attentions=False):
+        body = self.model.base_model if self.has_mlm else self.model
+        out = body(input_ids=input_ids, attention_mask=attention_mask,
+                   output_hidden_states=hidden, output_attentions=attentions)
+        return out.last_hidden_state, out.hidden_states, out.attentions
+
+    def _mlm(self, input_ids, attention_mask, per_layer=False):
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=per_layer)
+        layers = [self._head(h) for h in out.hidden_states] if per_layer else None
+        return out.logits, layers
+
+    def _head(self, h):
+        m = self.model
+        if hasattr(m, "vocab_transform"):                   # DistilBERT
+            h = m.activation(m.vocab_transform(h))
+            return m.vocab_projector(m.vocab_layer_norm(h))
+        if hasattr(m, "cls"):                               # BERT
+            return m.cls(h)
+        raise InputError(f"per-layer predictions are not available for {type(m).__name__}")
+
+
+_cache: dict = {}
+_cache_lock = threading.Lock()
+
+
+def get_backend(model: str = "minilm", backend: str = "scratch", device=None, precision: str = "fp32",
+                progress=None) -> Backend:
+    """The loaded model, cached: one object per (model, backend, device, precision)."""
+    if backend not in BACKENDS:
+        raise InputError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    dev = pick_device(device if isinstance(device, str) or device is None else str(device))
+    autocast(dev, precision)   # validates the precision on this device
+    source = resolve(model, progress=progress)
+    key = (str(source.folder.resolve()), backend, str(dev), precision)
+    with _cache_lock:
+        if key not in _cache:
+            cls = ScratchBackend if backend == "scratch" else HFBackend
+            _cache[key] = cls(source, dev, precision)
+        return _cache[key]
+
+
+def clear_cache():
+    with _cache_lock:
+        _cache.clear()
+
+
+def list_models(extra_folders=()) -> list[dict]:
+    """Known models: packaged, the default hub model, and any folders given (e.g. trained ones)."""
+    from .sources import CHECKPOINT_MARKER, check_folder, read_json
+    from .weights import config_from_hf
+    from .model import EncoderConfig
+
+    rows = []
+
+    def describe(name, kind, folder):
+        row = {"name": name, "source": kind, "available": folder is not None}
+        if folder is not None:
+            try:
+                if (folder / CHECKPOINT_MARKER).is_file():
+                    meta = read_json(folder / CHECKPOINT_MARKER)
+                    cfg, mlm = EncoderConfig.from_dict(meta["config"]), bool(meta.get("mlm_head"))
+                else:
+                    raw = read_json(folder / "config.json")
+                    cfg, _ = config_from_hf(raw)
+                    mlm = any(a.endswith("ForMaskedLM") for a in raw.get("architectures") or [])
+                row.update(dim=cfg.dim, layers=cfg.n_layers, heads=cfg.n_heads, mlm_head=mlm,
+                           folder=str(folder))
+            except Exception as e:
+                row.update(available=False, error=str(e))
+        return row
+
+    from .sources import packaged_folder
+    for name in PACKAGED:
+        rows.append(describe(name, "packaged", packaged_folder(name)))
+    try:
+        hub = resolve_cached(DEFAULT_HUB_MODEL)
+    except ModelUnavailable:
+        hub = None
+    row = describe(DEFAULT_HUB_MODEL, "hub", hub)
+    if hub is None:
+        # What users get once it downloads: DistilBERT base, with its MLM head.
+        row.update(dim=768, layers=6, heads=12, mlm_head=True,
+                   note="not in the Hugging Face cache; downloads on first use when online")
+    rows.append(row)
+    for f in extra_folders:
+        path = Path(f)
+        try:
+            check_folder(path)
+            kind = "trained" if (path / CHECKPOINT_MARKER).is_file() else "folder"
+            rows.append(describe(str(path), kind, path))
+        except ModelUnavailable as e:
+            rows.append({"name": str(path), "source": "folder", "available": False, "error": str(e)})
+    return rows
+
+
+def resolve_cached(repo_id: str) -> Path:
+    """The hub model's cached folder, without touching the network."""
+    from huggingface_hub import snapshot_download
+    from .sources import HUB_FILES
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=HUB_FILES, local_files_only=True))
+    except Exception:
+        raise ModelUnavailable(f"{repo_id} is not cached") from None

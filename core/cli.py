@@ -1,0 +1,199 @@
+"""`encoderscope` on the command line: the same core as the app, for scripting.
+
+Subcommands here: embed, inspect, fill-mask, models, gui. The store (ingest, search, info,
+remove) and training (train) register theirs from index/cli.py and core/train_cli.py.
+Errors meant for people print as `error: ...` with exit code 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+
+from .errors import EncoderscopeError
+
+EXIT_USAGE = 2
+
+
+def add_model_options(p: argparse.ArgumentParser, pooling: bool = True):
+    """--model/--backend/--device (and --pooling): shared by every command that runs a model."""
+    p.add_argument("--model", default="minilm",
+                   help="minilm (packaged, offline), a hub id such as distilbert-base-uncased, "
+                        "or a model folder / trained checkpoint (default: minilm)")
+    p.add_argument("--backend", choices=("scratch", "hf"), default="scratch",
+                   help="scratch: our from-scratch encoder; hf: Hugging Face transformers (default: scratch)")
+    p.add_argument("--device", default=None,
+                   help="auto, cpu, cuda or mps (default: $ENCODERSCOPE_DEVICE or auto)")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="bf16 runs faster on CPUs/GPUs that support it (cosine >= 0.9999 vs fp32)")
+    if pooling:
+        p.add_argument("--pooling", choices=("mean", "cls", "max"), default="mean",
+                       help="how token vectors become one sentence vector (default: mean)")
+
+
+def backend_from_args(args):
+    from .backend import get_backend
+    return get_backend(args.model, args.backend, device=args.device, precision=args.precision)
+
+
+def emit_json(obj):
+    json.dump(obj, sys.stdout, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+def read_texts(args) -> list[str]:
+    texts = list(args.text or [])
+    if args.file:
+        from .textio import read_lines
+        texts += [t for _, t in read_lines(args.file)]
+    if not texts:
+        raise EncoderscopeError("no text given: pass TEXT arguments or --file FILE")
+    return texts
+
+
+def cmd_embed(args) -> int:
+    from .backend import EmbedStats
+    b = backend_from_args(args)
+    stats = EmbedStats()
+    vecs = b.embed(read_texts(args), pooling=args.pooling, batch_size=args.batch_size, stats=stats)
+    if stats.truncated:
+        print(f"note: {stats.truncated} text(s) were longer than {b.max_length} tokens and were truncated "
+              f"(texts {', '.join(str(i + 1) for i in stats.truncated_indices[:10])})", file=sys.stderr)
+    if args.json:
+        emit_json({"model": b.model_name, "backend": b.backend, "device": b.device_name, "dim": b.dim,
+                   "pooling": args.pooling, "truncated": stats.truncated,
+                   "vectors": [[round(float(x), 7) for x in v] for v in vecs]})
+    else:
+        print(f"# {len(vecs)} vectors, {b.dim}-d, {b.model_name} ({b.backend}) on {b.device_name}")
+        for v in vecs:
+            print(" ".join(f"{x:.6f}" for x in v))
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    b = backend_from_args(args)
+    ins = b.inspect(args.text)
+    if args.json:
+        emit_json({"model": b.model_name, "backend": b.backend, "device": ins.device,
+                   "tokens": ins.tokens, "truncated_tokens": ins.truncated,
+                   "attentions": ins.attentions.round(6).tolist()})
+    else:
+        L, H, T, _ = ins.attentions.shape
+        print(f"{b.model_name} ({b.backend}) on {ins.device}: {T} tokens, {L} layers x {H} heads")
+        print("tokens:", " ".join(ins.tokens))
+        for layer in range(L):
+            mean = ins.attentions[layer].mean(0)          # (T, T) averaged over heads
+            focus = [ins.tokens[j] for j in mean.argmax(-1)]
+            print(f"layer {layer}: each token attends most to -> {' '.join(focus)}")
+    return 0
+
+
+def cmd_fill_mask(args) -> int:
+    b = backend_from_args(args)
+    res = b.fill_mask(args.text, top_k=args.top_k, targets=args.targets, per_layer=args.per_layer)
+    if args.json:
+        emit_json(res.to_dict())
+        return 0
+    for m in res.masks:
+        print(f"mask at token {m['position']}:")
+        for p in m["predictions"]:
+            extra = f"  (pieces: {' '.join(p['pieces'])})" if p.get("multi_piece") else ""
+            print(f"  {p['score']:8.4f}  {p['token']}{extra}")
+    if len(res.masks) > 1:
+        print(f"joint: {res.joint['text']}  (p = {res.joint['score']:.4g})")
+    for pl in res.per_layer:
+        print(f"per layer, mask at token {pl['position']}:")
+        for i, guesses in enumerate(pl["layers"]):
+            name = "embeddings" if i == 0 else f"layer {i}"
+            print(f"  {name:>10}: " + ", ".join(f"{g['token']} {g['score']:.3f}" for g in guesses))
+    return 0
+
+
+def cmd_models(args) -> int:
+    from .backend import list_models
+    rows = list_models(args.folder or ())
+    if args.json:
+        emit_json({"models": rows})
+        return 0
+    for r in rows:
+        state = "available" if r["available"] else "not available offline"
+        dims = f"{r.get('dim', '?')}-d, {r.get('layers', '?')} layers, {r.get('heads', '?')} heads"
+        mlm = "MLM head" if r.get("mlm_head") else "no MLM head"
+        print(f"{r['name']:<28} {r['source']:<9} {state:<22} {dims}, {mlm}")
+    return 0
+
+
+def cmd_gui(args) -> int:
+    from app.main import main as gui_main
+    return gui_main([] if args.store is None else ["--store", args.store]) or 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="encoderscope",
+                                     description="Embed, search, inspect and fill masks with transformer encoders.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("embed", help="sentence vectors (L2-normalised) for texts")
+    p.add_argument("text", nargs="*", help="texts to embed")
+    p.add_argument("--file", help="a file with one text per non-blank line")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    add_model_options(p)
+    p.set_defaults(func=cmd_embed)
+
+    p = sub.add_parser("inspect", help="tokens and attention weights of every layer and head")
+    p.add_argument("text")
+    p.add_argument("--json", action="store_true", help="print JSON (attentions: layers x heads x T x T)")
+    add_model_options(p, pooling=False)
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("fill-mask", help="predict the words hidden by [MASK]")
+    p.add_argument("text", help="a sentence with one or more [MASK]")
+    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--targets", help="comma-separated candidate words to score instead of the top-k")
+    p.add_argument("--per-layer", action="store_true", help="also show each layer's guesses")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    add_model_options(p, pooling=False)
+    p.set_defaults(func=cmd_fill_mask)
+
+    p = sub.add_parser("models", help="known models and whether they are available offline")
+    p.add_argument("--folder", action="append", help="also describe this model folder (repeatable)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("gui", help="open the desktop app")
+    p.add_argument("--store", help="store folder to open")
+    p.set_defaults(func=cmd_gui)
+
+    # Commands that live next to their subsystem.
+    for module in ("index.cli", "core.train_cli"):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+            continue
+        mod.register(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args) or 0
+    except EncoderscopeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""Training text: read a corpus, split off a held-out part, turn sentences into padded batches.
+
+A corpus is one of
+- a store (a folder holding ``store.db``, or the ``store.db`` file): its sentences, in id order;
+- ``.txt``: one sentence per line; prose wrapped across lines (paragraphs separated by blank
+  lines) is joined and cut into sentences;
+- ``.csv`` / ``.tsv``: the ``text`` (or ``sentence``, ``content``, ``body``) column; without one,
+  every column whose values look like text (``a`` and ``b`` of a pairs file, say);
+- ``.jsonl``: one JSON object per line with a ``text`` (or ``sentence``) field, or a JSON string.
+
+Sentences are stripped, empty ones dropped and exact duplicates kept once (a duplicate in both
+the training and held-out parts would make the held-out numbers look better than they are).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .errors import InputError
+
+TEXT_COLUMNS = ("text", "sentence", "sentences", "content", "body")
+STORE_DB = "store.db"
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_TERMINAL = re.compile(r"[.!?:;\"')\]]$")
+LONG_LINE = 600          # characters: a longer line is cut into sentences
+
+
+def read_corpus(source: str | Path, limit: int | None = None) -> list[str]:
+    """The sentences of a store or a .txt/.csv/.tsv/.jsonl file, de-duplicated, in file order."""
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise InputError(f"corpus {str(source)!r} does not exist (give a .txt/.csv/.jsonl file or a store folder)")
+    if path.is_dir() or path.name == STORE_DB:
+        texts = _read_store(path)
+    else:
+        suffix = path.suffix.lower()
+        try:
+            raw = path.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise InputError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+        if suffix in (".csv", ".tsv"):
+            texts = _read_table(raw, "\t" if suffix == ".tsv" else None, path)
+        elif suffix in (".jsonl", ".ndjson"):
+            texts = _read_jsonl(raw, path)
+        else:
+            texts = split_text(raw)
+    seen, out = set(), []
+    for t in texts:
+        t = " ".join(str(t).split())
+        if t and t not in seen:
+            seen.add(t)
+            out.append(t)
+            if limit and len(out) >= limit:
+                break
+    if not out:
+        raise InputError(f"corpus {path} holds no sentences")
+    return out
+
+
+def split_text(raw: str) -> list[str]:
+    """Plain text -> sentences. One sentence per line, unless the lines look like wrapped prose."""
+    lines = raw.splitlines()
+    stripped = [l.strip() for l in lines]
+    content = [l for l in stripped if l]
+    # A wrapped line: no closing punctuation, and the next line carries on in lower case.
+    wrapped = sum(1 for a, b in zip(stripped, stripped[1:])
+                  if a and b and not _TERMINAL.search(a) and b[0].islower())
+    if content and wrapped > 0.2 * len(content):
+        blocks, cur = [], []
+        for l in stripped:
+            if l:
+                cur.append(l)
+            elif cur:
+                blocks.append(" ".join(cur))
+                cur = []
+        if cur:
+            blocks.append(" ".join(cur))
+        return [s for b in blocks for s in _SENTENCE_END.split(b)]
+    out = []
+    for l in content:
+        out.extend(_SENTENCE_END.split(l) if len(l) > LONG_LINE else [l])
+    return out
+
+
+def _read_table(raw: str, delimiter: str | None, path: Path) -> list[str]:
+    if delimiter is None:
+        try:
+            delimiter = csv.Sniffer().sniff(raw[:4096], delimiters=",;\t").delimiter
+        except csv.Error:
+            delimiter = ","
+    rows = list(csv.DictReader(raw.splitlines(), delimiter=delimiter))
+    if not rows:
+        raise InputError(f"{path} has a header but no rows")
+    columns = [c for c in (rows[0].keys() or []) if c]
+    named = [c for c in columns if c.strip().lower() in TEXT_COLUMNS]
+    if named:
+        use = named[:1]
+    else:
+        def texty(c):
+            vals = [r.get(c) or "" for r in rows[:200]]
+            words = np.mean([len(v.split()) for v in vals]) if vals else 0
+            numeric = sum(1 for v in vals if re.fullmatch(r"[-+0-9.eE]*", v.strip()))
+            return words >= 3 and numeric < len(vals) / 2
+        use = [c for c in columns if texty(c)]
+    if not use:
+        raise InputError(f"{path}: no text column found (name one 'text'); columns: {', '.join(columns)}")
+    return [r.get(c) or "" for r in rows for c in use]
+
+
+def _read_jsonl(raw: str, path: Path) -> list[str]:
+    out = []
+    for n, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise InputError(f"{path} line {n} is not JSON: {e}") from None
+        if isinstance(obj, str):
+            out.append(obj)
+        elif isinstance(obj, dict):
+            key = next((k for k in TEXT_COLUMNS if isinstance(obj.get(k), str)), None)
+            if key is None:
+                raise InputError(f"{path} line {n} has no 'text' field (fields: {', '.join(obj)})")
+            out.append(obj[key])
+        else:
+            raise InputError(f"{path} line {n}: expected an object with 'text' or a string")
+    return out
+
+
+def _read_store(path: Path) -> list[str]:
+    folder = path if path.is_dir() else path.parent
+    if not (folder / STORE_DB).is_file():
+        raise InputError(f"{folder} is not a store (no {STORE_DB}); give a store folder or a text file")
+    try:   # the store's own reader when the index package is there
+        from index.sentences import SentenceDB
+        db = SentenceDB(folder, readonly=True)
+        try:
+            return [t for _, t in db.iter_texts()]
+        finally:
+            db.close()
+    except ImportError:
+        pass
+    uri = (folder / STORE_DB).resolve().as_uri() + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            return [r[0] for r in conn.execute("SELECT text FROM sentences ORDER BY id")]
+        finally:
+            conn.close()
+    except sqlite3.Error as e:
+        raise InputError(f"cannot read the sentences of store {folder}: {e}") from None
+
+
+def split_heldout(sentences: list[str], fraction: float, seed: int) -> tuple[list[str], list[str]]:
+    """(train, held-out): a seeded random ``fraction`` held out (at least 1 when asked for any)."""
+    if not 0 <= fraction < 1:
+        raise InputError(f"held-out fraction must be in [0, 1), not {fraction}")
+    n = len(sentences)
+    k = 0 if fraction == 0 else max(1, int(round(n * fraction)))
+    if n - k < 1:
+        raise InputError(f"the corpus has {n} sentence(s): too few to train on and hold some out")
+    order = np.random.default_rng(seed).permutation(n)
+    held = set(order[:k].tolist())
+    return ([s for i, s in enumerate(sentences) if i not in held],
+            [s for i, s in enumerate(sentences) if i in held])
+
+
+def encode(tokenizer, sentences: list[str], max_length: int, batch: int = 2048) -> list[np.ndarray]:
+    """Sentences -> token id arrays with [CLS] ... [SEP], cut to ``max_length`` tokens."""
+    out = []
+    for i in range(0, len(sentences), batch):
+        enc = tokenizer(sentences[i:i + batch], truncation=True, max_length=max_length,
+                        add_special_tokens=True)
+        out.extend(np.asarray(ids, dtype=np.int64) for ids in enc["input_ids"])
+    return out
+
+
+def collate(seqs: list[np.ndarray], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A list of id arrays -> (input_ids (B, T), attention_mask (B, T)), right-padded."""
+    T = max(len(s) for s in seqs)
+    ids = np.full((len(seqs), T), pad_id, dtype=np.int64)
+    mask = np.zeros((len(seqs), T), dtype=np.int64)
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = s
+        mask[i, :len(s)] = 1
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+class BatchSampler:
+    """Endless shuffled batches over a list of sequences, resumable from (epoch, position).
+
+    Epoch e visits the sequences in the order ``default_rng([seed, e]).permutation(n)``; the
+    state is two integers, so a resumed run sees exactly the batches the first run would have.
+    """
+
+    def __init__(self, n: int, batch_size: int, seed: int, epoch: int = 0, position: int = 0):
+        self.n, self.batch_size, self.seed = n, batch_size, seed
+        self.epoch, self.position = epoch, position
+        self._order = self._perm(epoch)
+
+    def _perm(self, epoch: int) -> np.ndarray:
+        return np.random.default_rng([self.seed, epoch]).permutation(self.n)
+
+    def next(self) -> np.ndarray:
+        """The next batch's indices. A batch never spans two epochs, so no sentence appears twice
+        in it (for contrastive training a duplicate would be its own in-batch negative)."""
+        size = min(self.batch_size, self.n)
+        if self.position + size > self.n:
+            self.epoch, self.position = self.epoch + 1, 0
+            self._order = self._perm(self.epoch)
+        out = self._order[self.position:self.position + size]
+        self.position += size
+        return out
+
+    def state(self) -> dict:
+        return {"epoch": self.epoch, "position": self.position}
