@@ -1,0 +1,197 @@
+"""The main window: model toolbar, Search / Corpus tabs, the optional Attention / Fill-mask /
+Train panels, menus, a status bar with the device in use, corpus count and job progress."""
+from __future__ import annotations
+
+from PySide6.QtCore import QByteArray, Qt, QUrl
+from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
+from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QTabWidget
+
+from .about import show_about
+from .corpus_panel import CorpusPanel
+from .job_progress import JobProgress
+from .logs import log, log_dir
+from .model_bar import ModelBar
+from .panels import load_optional_panels
+from .search_panel import SearchPanel
+from .settings import as_int, open_settings
+from .state import AppState, ModelChoice
+
+TITLE = "Encoderscope"
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, state: AppState | None = None, settings=None, parent=None):
+        super().__init__(parent)
+        self.settings = settings or open_settings()
+        self.state = state or AppState(choice=self._saved_choice())
+        self.setWindowTitle(TITLE)
+        self.setObjectName("main_window")
+        self.resize(1200, 780)
+        self._error_boxes: list[QMessageBox] = []
+
+        self.model_bar = ModelBar(self.state, self)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.model_bar)
+
+        self.tabs = QTabWidget()
+        self.tabs.setObjectName("tabs")
+        self.tabs.setDocumentMode(True)
+        self.search_panel = SearchPanel(self.state)
+        self.corpus_panel = CorpusPanel(self.state)
+        self.tabs.addTab(self.search_panel, "Search")
+        self.tabs.addTab(self.corpus_panel, "Corpus")
+        self.optional_panels = dict(load_optional_panels(self.state))
+        for title, widget in self.optional_panels.items():
+            self.tabs.addTab(widget, title)
+        self.setCentralWidget(self.tabs)
+
+        self._build_status_bar()
+        self._build_menus()
+
+        self.state.status.connect(lambda m: self.statusBar().showMessage(m, 6000))
+        self.state.error.connect(self.show_error)
+        self.state.backend_changed.connect(self._on_backend)
+        self.state.choice_changed.connect(self._on_choice)
+        self.state.inspect_requested.connect(self._on_inspect)
+        self._on_choice(self.state.choice)
+        self._on_backend(self.state.backend)
+        self._restore()
+
+    # ---- building ---------------------------------------------------------------------------
+    def _build_status_bar(self):
+        bar = self.statusBar()
+        self.job_progress = JobProgress(self.state)
+        self.count_label = QLabel()
+        self.count_label.setObjectName("count_label")
+        self.model_label = QLabel()
+        self.device_label = QLabel()
+        self.device_label.setObjectName("device_label")
+        self.device_label.setToolTip("The device the model runs on")
+        bar.addPermanentWidget(self.job_progress)
+        bar.addPermanentWidget(self.count_label)
+        bar.addPermanentWidget(self.model_label)
+        bar.addPermanentWidget(self.device_label)
+
+    def _action(self, menu, text, slot, shortcut=None, tip=""):
+        act = QAction(text, self)
+        if shortcut:
+            act.setShortcut(QKeySequence(shortcut))
+        if tip:
+            act.setStatusTip(tip)
+        act.triggered.connect(slot)
+        menu.addAction(act)
+        return act
+
+    def _build_menus(self):
+        mb = self.menuBar()
+        file_menu = mb.addMenu("&File")
+        self.import_action = self._action(file_menu, "&Import sentences…", self.corpus_panel.import_dialog,
+                                          QKeySequence.StandardKey.Open, "Import a .txt, .csv or .jsonl file")
+        self._action(file_menu, "&Paste sentences", self.corpus_panel.paste_lines, "Ctrl+Shift+V",
+                     "Add every line on the clipboard")
+        file_menu.addSeparator()
+        self._action(file_menu, "Open &log folder", self.open_log_folder)
+        file_menu.addSeparator()
+        self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+
+        edit_menu = mb.addMenu("&Edit")
+        self._action(edit_menu, "&Find in search", self.focus_search, QKeySequence.StandardKey.Find)
+        self._action(edit_menu, "&Add a sentence", self.focus_add, "Ctrl+N")
+        self._action(edit_menu, "&Delete selected sentences", self.corpus_panel.delete_selected,
+                     QKeySequence.StandardKey.Delete)
+
+        model_menu = mb.addMenu("&Model")
+        self._action(model_menu, "&Re-embed the corpus with the current model", self.corpus_panel.reembed,
+                     "Ctrl+R")
+        self._action(model_menu, "&Cancel the running job", self.job_progress.cancel_current, "Esc")
+
+        view_menu = mb.addMenu("&View")
+        for i in range(self.tabs.count()):
+            self._action(view_menu, self.tabs.tabText(i), lambda _=False, i=i: self.tabs.setCurrentIndex(i),
+                         f"Ctrl+{i + 1}")
+
+        help_menu = mb.addMenu("&Help")
+        self._action(help_menu, "&About Encoderscope", lambda: show_about(self, self.state), "F1")
+
+    # ---- state -> widgets ---------------------------------------------------------------------
+    def _on_choice(self, choice: ModelChoice):
+        self.model_label.setText(f"  {choice.model} · {choice.pooling}  ")
+
+    def _on_backend(self, backend):
+        if backend is None:
+            self.device_label.setText("  Device: loading …  ")
+        else:
+            self.device_label.setText(f"  Device: {getattr(backend, 'device_name', '?')}  ")
+
+    def _on_inspect(self, text: str, compare_with: str):
+        widget = self.optional_panels.get("Attention")
+        if widget is not None:
+            self.tabs.setCurrentWidget(widget)
+        else:
+            self.statusBar().showMessage("The attention inspector is not installed in this build", 6000)
+
+    def show_error(self, message: str):
+        log.warning("shown to the user: %s", message)
+        box = QMessageBox(QMessageBox.Icon.Warning, TITLE, message, QMessageBox.StandardButton.Ok, self)
+        box.setObjectName("error_box")
+        box.setWindowModality(Qt.WindowModality.WindowModal)
+        box.finished.connect(lambda *_: self._error_boxes.remove(box) if box in self._error_boxes else None)
+        self._error_boxes.append(box)
+        box.open()   # not exec(): never blocks the event loop (jobs keep reporting)
+
+    def focus_search(self):
+        self.tabs.setCurrentWidget(self.search_panel)
+        self.search_panel.query.setFocus()
+        self.search_panel.query.selectAll()
+
+    def focus_add(self):
+        self.tabs.setCurrentWidget(self.corpus_panel)
+        self.corpus_panel.add_edit.setFocus()
+
+    def open_log_folder(self):
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(log_dir())))
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    def start(self):
+        """Load the model and open the last (or sample) store, in workers."""
+        self.corpus_panel.service.start()
+
+    def _saved_choice(self) -> ModelChoice:
+        s = self.settings
+        default = ModelChoice()
+        return ModelChoice(model=str(s.value("model/name", default.model)),
+                           backend=str(s.value("model/backend", default.backend)),
+                           pooling=str(s.value("model/pooling", default.pooling)),
+                           device=str(s.value("model/device", default.device)))
+
+    def _restore(self):
+        geometry = self.settings.value("window/geometry")
+        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
+            self.restoreGeometry(geometry)
+        state = self.settings.value("window/state")
+        if isinstance(state, QByteArray) and not state.isEmpty():
+            self.restoreState(state)
+        self.tabs.setCurrentIndex(min(as_int(self.settings.value("window/tab"), 0), self.tabs.count() - 1))
+        self.search_panel.restore(self.settings)
+        self.corpus_panel.restore(self.settings)
+
+    def save_settings(self):
+        s = self.settings
+        s.setValue("window/geometry", self.saveGeometry())
+        s.setValue("window/state", self.saveState())
+        s.setValue("window/tab", self.tabs.currentIndex())
+        c = self.state.choice
+        s.setValue("model/name", c.model)
+        s.setValue("model/backend", c.backend)
+        s.setValue("model/pooling", c.pooling)
+        s.setValue("model/device", c.device)
+        self.search_panel.save(s)
+        self.corpus_panel.save(s)
+        s.sync()
+
+    def closeEvent(self, event):
+        self.save_settings()
+        self.statusBar().showMessage("Stopping background jobs …")
+        self.state.shutdown()          # cancels jobs; committed rows stay committed
+        self.corpus_panel.service.close()
+        log.info("window closed")
+        super().closeEvent(event)

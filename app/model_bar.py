@@ -1,0 +1,114 @@
+"""The model toolbar: encoder, weights, pooling and device. Edits ``state.choice``."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QToolBar, QToolButton, QWidget, QSizePolicy
+
+from .state import BACKENDS, POOLINGS, ModelChoice
+
+WEIGHTS = ["minilm", "distilbert-base-uncased"]
+POOLING_LABELS = {"mean": "Mean", "cls": "CLS", "max": "Max"}
+
+
+def _devices() -> list[str]:
+    try:
+        from core.device import available_devices
+        return available_devices()
+    except Exception:  # noqa: BLE001
+        return ["auto", "cpu"]
+
+
+class ModelBar(QToolBar):
+    def __init__(self, state, parent=None):
+        super().__init__("Model", parent)
+        self.setObjectName("model_bar")
+        self.setMovable(False)
+        self.state = state
+
+        self.encoder = QComboBox()
+        self.encoder.setObjectName("encoder_combo")
+        for key, label in BACKENDS.items():
+            self.encoder.addItem(label, key)
+        self.encoder.setToolTip("Which code runs the network: our from-scratch encoder (core/model.py) "
+                                "or Hugging Face transformers")
+
+        self.weights = QComboBox()
+        self.weights.setObjectName("weights_combo")
+        self.weights.setEditable(True)
+        self.weights.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.weights.addItems(WEIGHTS)
+        self.weights.setMinimumContentsLength(22)
+        self.weights.setToolTip("minilm (bundled, offline), a Hugging Face id, a model folder or a "
+                                "trained checkpoint folder. Type a name and press Enter.")
+        self.browse = QToolButton()
+        self.browse.setText("Folder…")
+        self.browse.setToolTip("Use a model folder or a trained checkpoint")
+        self.browse.clicked.connect(self._browse)
+
+        self.pooling = QComboBox()
+        self.pooling.setObjectName("pooling_combo")
+        for p in POOLINGS:
+            self.pooling.addItem(POOLING_LABELS[p], p)
+        self.pooling.setToolTip("How token vectors become one sentence vector")
+
+        self.device = QComboBox()
+        self.device.setObjectName("device_combo")
+        for d in _devices():
+            self.device.addItem({"auto": "Auto", "cpu": "CPU", "cuda": "CUDA", "mps": "MPS"}.get(d, d), d)
+        self.device.setToolTip("Where the model runs; the device in use is shown in the status bar")
+
+        for text, w in (("Encoder", self.encoder), ("Weights", self.weights), ("Pooling", self.pooling),
+                        ("Device", self.device)):
+            label = QLabel(f"  {text} ")
+            label.setBuddy(w)
+            self.addWidget(label)
+            self.addWidget(w)
+            if w is self.weights:
+                self.addWidget(self.browse)
+        spacer = QWidget()
+        spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.addWidget(spacer)
+
+        self._sync(state.choice)
+        state.choice_changed.connect(self._sync)
+        self.encoder.activated.connect(self._apply)
+        self.weights.activated.connect(self._apply)
+        self.weights.lineEdit().returnPressed.connect(self._apply)
+        self.pooling.activated.connect(self._apply)
+        self.device.activated.connect(self._apply)
+
+    def current_choice(self) -> ModelChoice:
+        return ModelChoice(model=self.weights.currentText().strip() or "minilm",
+                           backend=self.encoder.currentData(),
+                           pooling=self.pooling.currentData(),
+                           device=self.device.currentData())
+
+    def _apply(self, *_):
+        choice = self.current_choice()
+        if choice != self.state.choice:
+            self.state.set_choice(choice)
+
+    def _browse(self):
+        folder = QFileDialog.getExistingDirectory(self, "Choose a model folder or trained checkpoint")
+        if folder:
+            self.set_weights(folder)
+            self._apply()
+
+    def set_weights(self, name: str) -> None:
+        if self.weights.findText(name) < 0:
+            self.weights.addItem(name)
+        self.weights.setCurrentText(name)
+
+    def _sync(self, choice: ModelChoice):
+        for combo, value in ((self.encoder, choice.backend), (self.pooling, choice.pooling),
+                             (self.device, choice.device)):
+            combo.blockSignals(True)
+            i = combo.findData(value)
+            if i < 0 and combo is self.device:
+                combo.addItem(value, value)
+                i = combo.count() - 1
+            combo.setCurrentIndex(max(i, 0))
+            combo.blockSignals(False)
+        self.weights.blockSignals(True)
+        self.set_weights(choice.model)
+        self.weights.blockSignals(False)
