@@ -1,0 +1,48 @@
+"""Errors of the vector store, worded for people (the CLI prints them as `error: ...`)."""
+from __future__ import annotations
+
+from core.errors import EncoderscopeError, InputError
+
+
+class StoreError(EncoderscopeError):
+    """Base class of everything the store reports."""
+
+
+class StoreNotFound(StoreError):
+    """No store at the given folder (and creating one was not asked for)."""
+
+
+class StoreCorrupted(StoreError):
+    """A store file is damaged, truncated or not what it claims to be.
+
+    `path` names the file; the last good snapshot on disk is left untouched.
+    """
+
+    def __init__(self, message: str, path=None):
+        super().__init__(message)
+        self.path = path
+
+
+class ModelMismatch(StoreError):
+    """Vectors or a query come from another model than the one the store was built with."""
+
+    def __init__(self, message: str, store_model=None, other_model=None):
+        super().__init__(message)
+        self.store_model = store_model
+        self.other_model = other_model
+
+
+class StoreLocked(StoreError):
+    """Another process is writing to the store."""
+
+    def __init__(self, message: str, pid=None):
+        super().__init__(message)
+        self.pid = pid
+
+
+class DuplicateText(StoreError, InputError):
+    """update_text was asked to store a text the store already holds under another id."""
+
+
+class UnknownId(StoreError, InputError):
+    """An id that is not in the store."""

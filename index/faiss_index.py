@@ -1,0 +1,170 @@
+"""The FAISS side of the store: index kinds, search settings, snapshot files.
+
+Everything FAISS-specific lives here; store.py only calls this small class.
+
+Kinds (all cosine = inner product on L2-normalised vectors, wrapped in IndexIDMap2 so FAISS ids
+are the SQLite sentence ids):
+  flat  exact search (IndexFlatIP), the default
+  hnsw  approximate graph search (IndexHNSWFlat); removals/updates rebuild it
+  sq8   exact scan over 8-bit scalar-quantised codes (IndexScalarQuantizer QT_8bit), 4x smaller
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import faiss
+import numpy as np
+
+KINDS = ("flat", "hnsw", "sq8")
+REQUESTS = KINDS + ("auto",)
+# "auto" stays exact until the store holds this many vectors, then switches to HNSW.
+AUTO_HNSW_THRESHOLD = 200_000
+DEFAULT_PARAMS = {
+    "flat": {},
+    "hnsw": {"M": 32, "ef_construction": 80, "ef_search": 128},
+    "sq8": {"qtype": "QT_8bit"},
+}
+# faiss-cpu >= 1.12 ships distance_compute_blas_threshold = 128000: below that many queries a
+# flat search scans with its own SIMD loop per query instead of one BLAS matrix product. For
+# batches of queries BLAS is several times faster (see docs/benchmarks/search.md), for a single
+# query the SIMD loop wins, so batches of >= BLAS_THRESHOLD queries go through BLAS.
+BLAS_THRESHOLD = 4
+# Threads for one query: a single flat query is one memory-bound scan; see the benchmark.
+SINGLE_QUERY_THREADS = None   # None = leave FAISS's default (all cores)
+
+_settings_lock = threading.Lock()
+
+
+def configure_faiss(blas_threshold: int | None = BLAS_THRESHOLD) -> None:
+    if blas_threshold is not None:
+        faiss.cvar.distance_compute_blas_threshold = int(blas_threshold)
+
+
+configure_faiss()
+
+
+def resolve_kind(request: str, count: int, threshold: int = AUTO_HNSW_THRESHOLD) -> str:
+    if request == "auto":
+        return "hnsw" if count >= threshold else "flat"
+    if request not in KINDS:
+        raise ValueError(f"unknown index kind {request!r}; choose one of {', '.join(REQUESTS)}")
+    return request
+
+
+def normalize(vectors) -> np.ndarray:
+    x = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
+    if x.ndim == 1:
+        x = x[None, :]
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(x / norms, dtype=np.float32)
+
+
+class FaissIndex:
+    """An IndexIDMap2 over one of KINDS, plus what is needed to rebuild and save it."""
+
+    def __init__(self, kind: str, dim: int, params: dict | None = None, index=None):
+        if kind not in KINDS:
+            raise ValueError(f"unknown index kind {kind!r}")
+        self.kind = kind
+        self.dim = int(dim)
+        self.params = {**DEFAULT_PARAMS[kind], **(params or {})}
+        self.index = index if index is not None else self._new()
+        self._apply_search_params()
+
+    # -- construction -----------------------------------------------------------------------
+    def _new(self):
+        d = self.dim
+        if self.kind == "flat":
+            inner = faiss.IndexFlatIP(d)
+        elif self.kind == "hnsw":
+            inner = faiss.IndexHNSWFlat(d, int(self.params["M"]), faiss.METRIC_INNER_PRODUCT)
+            inner.hnsw.efConstruction = int(self.params["ef_construction"])
+        else:
+            inner = faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+        return faiss.IndexIDMap2(inner)
+
+    def _apply_search_params(self):
+        if self.kind == "hnsw":
+            inner = faiss.downcast_index(self.index.index)
+            inner.hnsw.efSearch = int(self.params["ef_search"])
+
+    @property
+    def supports_remove(self) -> bool:
+        return self.kind != "hnsw"
+
+    @property
+    def is_trained(self) -> bool:
+        return bool(self.index.is_trained)
+
+    @property
+    def ntotal(self) -> int:
+        return int(self.index.ntotal)
+
+    def ids(self) -> np.ndarray:
+        return faiss.vector_to_array(self.index.id_map).astype(np.int64)
+
+    def train(self, vectors: np.ndarray) -> None:
+        if not self.index.is_trained and len(vectors):
+            self.index.train(vectors)
+            self.params["trained_on"] = int(len(vectors))
+
+    # -- changes ----------------------------------------------------------------------------
+    def add(self, ids, vectors) -> None:
+        if len(ids) == 0:
+            return
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if not self.index.is_trained:
+            self.train(vectors)
+        self.index.add_with_ids(vectors, np.ascontiguousarray(ids, dtype=np.int64))
+
+    def remove(self, ids) -> int:
+        if not self.supports_remove:
+            raise NotImplementedError("HNSW cannot remove vectors in place; rebuild it")
+        return int(self.index.remove_ids(np.ascontiguousarray(ids, dtype=np.int64)))
+
+    @classmethod
+    def build(cls, kind, dim, params, ids, vectors) -> "FaissIndex":
+        params = {k: v for k, v in (params or {}).items() if k != "trained_on"}
+        fi = cls(kind, dim, params)
+        if len(ids):
+            fi.train(vectors)
+            fi.add(ids, vectors)
+        return fi
+
+    # -- search -----------------------------------------------------------------------------
+    def search(self, queries: np.ndarray, k: int):
+        """queries: (nq, dim) float32, normalised. Returns (scores, ids), -1 ids for no hit."""
+        nq = len(queries)
+        k = max(1, min(int(k), max(self.ntotal, 1)))
+        if self.ntotal == 0:
+            return np.zeros((nq, 0), np.float32), np.zeros((nq, 0), np.int64)
+        if nq == 1 and SINGLE_QUERY_THREADS:
+            with _settings_lock:
+                old = faiss.omp_get_max_threads()
+                faiss.omp_set_num_threads(SINGLE_QUERY_THREADS)
+                try:
+                    return self.index.search(queries, k)
+                finally:
+                    faiss.omp_set_num_threads(old)
+        return self.index.search(queries, k)
+
+    # -- files ------------------------------------------------------------------------------
+    def write(self, path) -> None:
+        faiss.write_index(self.index, os.fspath(path))
+
+    @classmethod
+    def read(cls, path, kind, dim, params) -> "FaissIndex":
+        index = faiss.read_index(os.fspath(path))
+        if not isinstance(index, faiss.IndexIDMap2):
+            index = faiss.downcast_index(index)
+        if not isinstance(index, faiss.IndexIDMap2):
+            raise ValueError(f"expected an IndexIDMap2, found {type(index).__name__}")
+        if index.d != int(dim):
+            raise ValueError(f"index dimension {index.d} differs from the manifest's {dim}")
+        return cls(kind, dim, params, index=index)
+
+    def describe(self) -> str:
+        inner = type(faiss.downcast_index(self.index.index)).__name__
+        return f"{self.kind} (IndexIDMap2 over {inner}, inner product on normalised vectors)"

@@ -1,0 +1,47 @@
+"""Model fingerprints as the store keeps them (plain dicts on disk) and the mismatch check.
+
+Comparison follows core.backend.Fingerprint.compatible (same weights, pooling, dim,
+normalisation; the name is only for people). core.backend imports torch, so it is imported only
+when a comparison is needed, never by read-only commands like `info`.
+"""
+from __future__ import annotations
+
+from .errors import ModelMismatch
+
+
+def as_dict(fp) -> dict:
+    if fp is None:
+        return None
+    if isinstance(fp, dict):
+        return dict(fp)
+    return fp.to_dict()
+
+
+def from_dict(d: dict):
+    from core.backend import Fingerprint
+    return Fingerprint.from_dict(d)
+
+
+def describe(d: dict) -> str:
+    try:
+        return from_dict(d).describe()
+    except Exception:  # a foreign or partial dict: still say something useful
+        return f"{d.get('model', '?')} ({d.get('pooling', '?')} pooling, {d.get('dim', '?')}-d)"
+
+
+def compatible(a: dict, b: dict) -> bool:
+    return from_dict(a).compatible(from_dict(b))
+
+
+def check(store_fp: dict, other, what: str, where: str = "", hint: str = "") -> None:
+    """Raise ModelMismatch unless `other` (a Fingerprint or dict) matches the store's model."""
+    if other is None:
+        return
+    other = as_dict(other)
+    if compatible(store_fp, other):
+        return
+    msg = (f"{what} come from {describe(other)}, but the store{(' ' + where) if where else ''} "
+           f"was built with {describe(store_fp)}")
+    if hint:
+        msg += f"; {hint}"
+    raise ModelMismatch(msg, store_model=store_fp.get("model"), other_model=other.get("model"))

@@ -1,0 +1,703 @@
+"""VectorStore: sentences and vectors in SQLite (the source of truth), a FAISS index snapshot for
+search, a manifest tying them together. See docs/api-contract.md for the backend it embeds with.
+
+Folder layout:
+    store.db (+ -wal, -shm)   sentences, metadata, float32 vectors, generation counter
+    index-<generation>.faiss  the FAISS snapshot named by the manifest
+    manifest.json             format, fingerprint, dim, metric, index kind + params, count,
+                              generation covered, index file name/size/sha256
+    lock                      flock'ed by the one writer; holds its pid
+
+Durability: every batch of added sentences is one SQLite transaction (WAL, synchronous=FULL).
+`save()` writes the FAISS snapshot to a new file (temp + fsync + rename), then the manifest (same
+way), then deletes older snapshots; a crash at any point leaves the manifest pointing at a
+complete older snapshot. On open, a snapshot behind the database (crash between commit and
+save) is caught up from the stored vectors, without the model.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from core.errors import Cancelled, InputError
+
+from . import fingerprint as fpmod
+from .base import AddResult, Hit, Store
+from .durability import WriterLock, atomic_write_with, remove_stale_temps
+from .errors import ModelMismatch, StoreCorrupted, StoreError, StoreNotFound, UnknownId, DuplicateText
+from .faiss_index import AUTO_HNSW_THRESHOLD, REQUESTS, FaissIndex, normalize, resolve_kind
+from .manifest import MANIFEST_NAME, Manifest, read_manifest, sha256_file, write_manifest
+from .sentences import DB_NAME, SentenceDB
+
+ADD_BATCH = 256          # sentences per committed transaction during ingest
+SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
+
+
+def default_store_dir() -> Path:
+    import platformdirs
+    return Path(platformdirs.user_data_dir("encoderscope")) / "stores" / "default"
+
+
+def _index_name(generation: int) -> str:
+    return f"index-{generation:010d}.faiss"
+
+
+class VectorStore(Store):
+    """FAISS + SQLite store. Open with `VectorStore.open(folder, ...)`."""
+
+    def __init__(self, folder: Path, db: SentenceDB, lock: WriterLock | None):
+        self.folder = Path(folder)
+        self._db = db
+        self._lock = lock
+        self._mutex = threading.RLock()
+        self._index: FaissIndex | None = None
+        self._fp: dict = db.get_meta("fingerprint")
+        self._dim: int = int(db.get_meta("dim"))
+        self._request: str = db.get_meta("index_request", "auto")
+        self._params: dict = db.get_meta("index_params", {}) or {}
+        self._threshold: int = int(db.get_meta("hnsw_threshold", AUTO_HNSW_THRESHOLD))
+        self._indexed_gen = -1     # database generation the in-memory index reflects
+        self._saved_gen = -1       # generation of the snapshot on disk
+        self._stale = False        # HNSW after a removal/update: rebuild before use
+        self._closed = False
+
+    # ---------------------------------------------------------------------------------------
+    # opening
+    # ---------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, folder=None, *, writable: bool = False, create: bool = False, fingerprint=None,
+             index: str = "auto", index_params: dict | None = None,
+             hnsw_threshold: int = AUTO_HNSW_THRESHOLD, repair: bool = False,
+             check: bool = True) -> "VectorStore":
+        """Open (or with create=True, writable=True and a fingerprint, create) a store.
+
+        fingerprint: the model the caller will add/search with; a different model raises
+        ModelMismatch (rebuild() re-embeds the store for another model).
+        index: "auto" (exact, HNSW from hnsw_threshold vectors on), "flat", "hnsw" or "sq8";
+        used when creating; an existing store keeps its own.
+        repair: rebuild a damaged/missing index snapshot from the vectors in the database.
+        """
+        folder = Path(folder) if folder is not None else default_store_dir()
+        folder = folder.expanduser()
+        if create and not writable:
+            raise ValueError("create=True needs writable=True")
+        if index not in REQUESTS:
+            raise InputError(f"unknown index kind {index!r}; choose one of {', '.join(REQUESTS)}")
+        db_path = folder / DB_NAME
+        if not db_path.exists():
+            if not create:
+                if (folder / MANIFEST_NAME).exists():
+                    raise StoreCorrupted(f"the store at {folder} has lost its sentence database "
+                                         f"({db_path} is missing)", path=db_path)
+                raise StoreNotFound(f"no store at {folder}: ingest some files first "
+                                    "(encoderscope ingest FILE --store DIR)")
+            if fingerprint is None:
+                raise InputError("creating a store needs the model fingerprint")
+            folder.mkdir(parents=True, exist_ok=True)
+            strangers = [p.name for p in folder.iterdir() if p.name not in ("lock",)
+                         and not p.name.startswith(".")]
+            if strangers:
+                raise StoreError(f"{folder} is not empty and holds no store; choose an empty or "
+                                 "new folder for --store")
+        lock = WriterLock(folder).acquire() if writable else None
+        db = None
+        try:
+            if writable:
+                remove_stale_temps(folder)
+            db = SentenceDB(folder)
+            if check:
+                if db.initialised():
+                    db.check()
+            if not db.initialised():
+                if not (create and writable):
+                    raise StoreCorrupted(f"{db_path} is not an Encoderscope store database",
+                                         path=db_path)
+                fpd = fpmod.as_dict(fingerprint)
+                db.create({"fingerprint": fpd, "dim": int(fpd["dim"]), "index_request": index,
+                           "index_params": index_params or {}, "hnsw_threshold": int(hnsw_threshold),
+                           "generation": 0, "structural_generation": 0, "format_version": 1})
+            store = cls(folder, db, lock)
+            if writable:
+                db._q("DROP TABLE IF EXISTS _rebuild")
+            if fingerprint is not None:
+                fpmod.check(store._fp, fingerprint, "your vectors and queries", where=f"at {folder}",
+                            hint=store._rebuild_hint(fingerprint))
+            store._load(repair=repair)
+            if writable and (store._saved_gen != store._indexed_gen or store._needs_migration()):
+                store.save()
+            return store
+        except BaseException:
+            if db is not None:
+                db.close()
+            if lock is not None:
+                lock.release()
+            raise
+
+    def _rebuild_hint(self, other) -> str:
+        other = fpmod.as_dict(other)
+        return (f"search it with {self._fp.get('model')} (leave out --model), or re-embed all "
+                f"{self.count()} sentences with {other.get('model')} by running "
+                f"`encoderscope ingest --rebuild --model {other.get('model')} --store {self.folder}`"
+                " (VectorStore.rebuild)")
+
+    def _load(self, repair: bool = False) -> None:
+        """Load the snapshot named by the manifest and catch it up with the database."""
+        for attempt in range(5):
+            try:
+                return self._load_once(repair)
+            except FileNotFoundError:
+                # A writer replaced the snapshot between our manifest read and the index read.
+                if self._lock is not None or attempt == 4:
+                    raise StoreCorrupted(f"the index file named by {self.folder / MANIFEST_NAME} "
+                                         "is missing", path=self.folder / MANIFEST_NAME) from None
+
+    def _load_once(self, repair: bool) -> None:
+        db = self._db
+        reader = self._lock is None
+        if reader:   # one consistent view of the database while a writer may be committing
+            db._q("BEGIN")
+        try:
+            man = read_manifest(self.folder)
+            gen = db.generation
+            structural = int(db.get_meta("structural_generation", 0))
+            if man is None:
+                self._rebuild_index()
+                self._saved_gen = -1
+                return
+            try:
+                index = self._read_snapshot(man)
+            except StoreCorrupted:
+                if not repair:
+                    raise
+                self._rebuild_index()
+                self._saved_gen = -1
+                return
+            self._saved_gen = man.generation
+            if man.generation > gen:
+                if not repair:
+                    raise StoreCorrupted(
+                        f"the index snapshot (generation {man.generation}) is newer than the "
+                        f"sentence database {db.path} (generation {gen}): the database was "
+                        "replaced by an older copy; open with repair to reindex it",
+                        path=db.path)
+                self._rebuild_index()
+                self._saved_gen = -1
+                return
+            same_model = man.fingerprint == self._fp and int(man.dim) == self._dim
+            if man.generation == gen and same_model:
+                n = db.count()
+                if index.ntotal != n or man.count != n:
+                    if not repair:
+                        raise StoreCorrupted(
+                            f"the index snapshot holds {index.ntotal} vectors but {db.path} holds "
+                            f"{n} sentences at the same generation; open with repair to reindex",
+                            path=self.folder / man.index_file)
+                    self._rebuild_index()
+                    self._saved_gen = -1
+                    return
+                self._index = index
+                self._indexed_gen = gen
+                return
+            # The database moved on after the snapshot (a crash between commit and save).
+            if same_model and structural <= man.generation and index.ntotal == man.count:
+                self._index = index
+                for ids, vecs in db.vectors(self._dim, after_id=man.max_id):
+                    index.add(ids, vecs)
+                if index.ntotal == db.count():
+                    self._indexed_gen = gen
+                    return
+            self._rebuild_index()
+        finally:
+            if reader:
+                db._q("COMMIT")
+
+    def _read_snapshot(self, man: Manifest) -> FaissIndex:
+        if not man.index_file or "/" in man.index_file or man.index_file.startswith("."):
+            raise StoreCorrupted(f"{self.folder / MANIFEST_NAME} names no valid index file",
+                                 path=self.folder / MANIFEST_NAME)
+        path = self.folder / man.index_file
+        size = path.stat().st_size   # FileNotFoundError handled by _load
+        hint = " ; open with repair (encoderscope info --repair) to rebuild it from the stored vectors"
+        if size != man.index_bytes:
+            raise StoreCorrupted(f"the index file {path} is truncated or overwritten: "
+                                 f"{size} bytes, the manifest says {man.index_bytes}" + hint, path=path)
+        if sha256_file(path) != man.index_sha256:
+            raise StoreCorrupted(f"the index file {path} is damaged: its checksum does not match "
+                                 "the manifest" + hint, path=path)
+        try:
+            return FaissIndex.read(path, man.index_kind, man.dim, man.index_params)
+        except (RuntimeError, ValueError) as e:
+            raise StoreCorrupted(f"the index file {path} is not a readable FAISS index ({e})" + hint,
+                                 path=path) from None
+
+    def _rebuild_index(self, kind: str | None = None) -> None:
+        """Build the FAISS index from the vectors stored in the database."""
+        db = self._db
+        n = db.count()
+        kind = kind or resolve_kind(self._request, n, self._threshold)
+        ids_parts, vec_parts = [], []
+        for ids, vecs in db.vectors(self._dim):
+            ids_parts.append(ids)
+            vec_parts.append(vecs)
+        ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int64)
+        vecs = np.concatenate(vec_parts) if vec_parts else np.zeros((0, self._dim), np.float32)
+        self._index = FaissIndex.build(kind, self._dim, self._params_for(kind), ids, vecs)
+        self._indexed_gen = db.generation
+        self._stale = False
+
+    def _params_for(self, kind):
+        return self._params if self._request == kind else {}
+
+    def _needs_migration(self) -> bool:
+        """Index kind or quantiser training that should change now that the store has grown."""
+        if self._index is None:
+            return False
+        n = self._index.ntotal
+        if self._request == "auto" and self._index.kind == "flat" and n >= self._threshold:
+            return True
+        if self._index.kind == "sq8":
+            trained = int(self._index.params.get("trained_on", 0))
+            if trained < SQ8_RETRAIN_BELOW and n >= 2 * max(trained, 1):
+                return True
+        return False
+
+    # ---------------------------------------------------------------------------------------
+    # properties
+    # ---------------------------------------------------------------------------------------
+    @property
+    def fingerprint_dict(self) -> dict:
+        return dict(self._fp)
+
+    @property
+    def fingerprint(self):
+        return fpmod.from_dict(self._fp)
+
+    @property
+    def model_name(self) -> str:
+        return self._fp.get("model")
+
+    @property
+    def pooling(self) -> str:
+        return self._fp.get("pooling", "mean")
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def index_kind(self) -> str:
+        return self._index.kind
+
+    @property
+    def writable(self) -> bool:
+        return self._lock is not None
+
+    def _need_writer(self):
+        if self._closed:
+            raise StoreError("the store is closed")
+        if self._lock is None:
+            raise StoreError(f"the store at {self.folder} was opened read-only")
+
+    def _check_vectors(self, vectors, fingerprint, what) -> np.ndarray:
+        if fingerprint is not None:
+            fpmod.check(self._fp, fingerprint, what, where=f"at {self.folder}",
+                        hint=self._rebuild_hint(fingerprint))
+        x = np.asarray(vectors, dtype=np.float32)
+        if x.ndim == 1:
+            x = x[None, :]
+        if x.ndim != 2 or x.shape[1] != self._dim:
+            raise ModelMismatch(
+                f"{what} have {x.shape[-1]} dimensions, but the store at {self.folder} holds "
+                f"{self._dim}-d vectors from {fpmod.describe(self._fp)}",
+                store_model=self._fp.get("model"))
+        if not np.all(np.isfinite(x)):
+            raise InputError(f"{what} contain NaN or infinite values")
+        return normalize(x)
+
+    # ---------------------------------------------------------------------------------------
+    # changes
+    # ---------------------------------------------------------------------------------------
+    def add(self, texts, vectors, metadata=None, fingerprint=None) -> AddResult:
+        """Add texts with their vectors (one row each). The same text is stored once: a
+        duplicate (of the store or of an earlier text in this call) is counted, not added."""
+        self._need_writer()
+        texts = list(texts)
+        x = self._check_vectors(vectors, fingerprint, "the vectors") if len(texts) else None
+        if x is not None and len(x) != len(texts):
+            raise InputError(f"{len(texts)} texts but {len(x)} vectors")
+        metadata = list(metadata) if metadata is not None else [None] * len(texts)
+        result = AddResult(ids=[None] * len(texts))
+        with self._mutex:
+            plan, dup_of = self._plan(texts, result)
+            rows = [(texts[i], *_split_meta(metadata[i]), x[i]) for i in plan]
+            self._commit_rows(plan, rows, result)
+            for i, j in dup_of.items():
+                result.ids[i] = result.ids[j]
+        return result
+
+    def _plan(self, texts, result: AddResult):
+        """Indices of texts to insert; duplicates get their existing id in result.ids."""
+        from .sentences import text_hash
+        for t in texts:
+            if not isinstance(t, str) or not t.strip():
+                raise InputError("empty texts cannot be stored")
+        hashes = [text_hash(t) for t in texts]
+        existing = self._db.existing_hashes(set(hashes))
+        plan, first, dup_of = [], {}, {}
+        for i, (t, h) in enumerate(zip(texts, hashes)):
+            if h in existing:
+                result.ids[i] = self._db.id_of(t)
+                result.duplicates += 1
+            elif h in first:
+                dup_of[i] = first[h]
+                result.duplicates += 1
+            else:
+                first[h] = i
+                plan.append(i)
+        return plan, dup_of
+
+    def _commit_rows(self, plan, rows, result: AddResult):
+        if not rows:
+            return
+        db = self._db
+        with db.transaction():
+            ids = db.insert(rows)
+            gen = db.bump()
+        for i, id_ in zip(plan, ids):
+            result.ids[i] = id_
+        result.added += len(ids)
+        vecs = np.stack([r[4] for r in rows]).astype(np.float32)
+        if self._stale:
+            self._indexed_gen = gen
+        else:
+            self._index.add(np.asarray(ids, np.int64), vecs)
+            self._indexed_gen = gen
+
+    def add_stream(self, items, backend, *, pooling=None, batch_size: int = ADD_BATCH,
+                   embed_batch_size: int = 32, progress=None, cancel=None,
+                   result: AddResult | None = None, keep_ids: bool = False) -> AddResult:
+        """Embed and add (text, metadata) items in committed batches of `batch_size`.
+
+        Only texts not already stored are embedded. Every finished batch is committed, so an
+        interruption (Ctrl-C, kill, cancel) keeps what was committed. Cancelled (cancel set)
+        returns with result.cancelled; KeyboardInterrupt propagates after the current batch's
+        transaction is rolled back or committed. `result` is updated in place as batches commit.
+        Call save() (or close()) afterwards to write the index snapshot.
+        """
+        from core.backend import EmbedStats
+        self._need_writer()
+        fp = backend.fingerprint(pooling=pooling or self.pooling)
+        fpmod.check(self._fp, fp, f"texts embedded with --model {backend.model_name}",
+                    where=f"at {self.folder}", hint=self._rebuild_hint(fp))
+        pooling = fp.pooling
+        result = result if result is not None else AddResult(ids=[])
+        done = 0
+        batch: list = []
+
+        def flush():
+            nonlocal done
+            texts = [t for t, _ in batch]
+            metas = [m for _, m in batch]
+            part = AddResult(ids=[None] * len(texts))
+            with self._mutex:
+                plan, dup_of = self._plan(texts, part)
+                if plan:
+                    stats = EmbedStats()
+                    vecs = backend.embed([texts[i] for i in plan], pooling=pooling,
+                                         batch_size=embed_batch_size, cancel=cancel, stats=stats)
+                    vecs = normalize(vecs)
+                    rows = [(texts[i], *_split_meta(metas[i]), v) for i, v in zip(plan, vecs)]
+                    self._commit_rows(plan, rows, part)
+                    result.truncated += int(stats.truncated)
+            for i, j in dup_of.items():
+                part.ids[i] = part.ids[j]
+            result.added += part.added
+            result.duplicates += part.duplicates
+            if keep_ids:
+                result.ids.extend(part.ids)
+            done += len(texts)
+            batch.clear()
+            if progress is not None:
+                progress(done, part)
+
+        try:
+            for item in items:
+                if isinstance(item, str):
+                    item = (item, None)
+                batch.append(item)
+                if len(batch) >= batch_size:
+                    flush()
+            if batch:
+                flush()
+        except Cancelled:
+            result.cancelled = True
+        return result
+
+    def add_texts(self, texts, backend, metadata=None, **kw) -> AddResult:
+        texts = list(texts)
+        metadata = list(metadata) if metadata is not None else [None] * len(texts)
+        kw.setdefault("keep_ids", True)
+        return self.add_stream(zip(texts, metadata), backend, **kw)
+
+    def remove(self, ids) -> list:
+        """Remove sentences by id; returns the ids that were there (unknown ids are skipped)."""
+        self._need_writer()
+        ids = [int(i) for i in ids]
+        with self._mutex:
+            with self._db.transaction():
+                gone = self._db.delete(ids)
+                if gone:
+                    gen = self._db.bump(structural=True)
+            if gone:
+                self._index_remove(gone)
+                self._indexed_gen = gen
+        return gone
+
+    def _index_remove(self, ids):
+        if self._index.supports_remove and not self._stale:
+            self._index.remove(np.asarray(ids, np.int64))
+        else:
+            self._stale = True
+
+    def update_text(self, id, text, vector=None, *, backend=None, fingerprint=None) -> None:
+        """Replace the text of sentence `id` and its vector (embedded with `backend` when no
+        vector is given)."""
+        self._need_writer()
+        id = int(id)
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("empty texts cannot be stored")
+        with self._mutex:
+            if not self._db.records([id]):
+                raise UnknownId(f"no sentence with id {id} in the store at {self.folder}")
+            other = self._db.id_of(text)
+            if other is not None and other != id:
+                raise DuplicateText(f"the store already holds this text as id {other}")
+            if vector is None:
+                if backend is None:
+                    raise InputError("update_text needs a vector or a backend to embed with")
+                fingerprint = backend.fingerprint(pooling=self.pooling)
+                vector = backend.embed([text], pooling=self.pooling)[0]
+            x = self._check_vectors(vector, fingerprint, "the vector")[0]
+            with self._db.transaction():
+                self._db.update(id, text, x)
+                gen = self._db.bump(structural=True)
+            self._index_remove([id])
+            if not self._stale:
+                self._index.add(np.asarray([id], np.int64), x[None, :])
+            self._indexed_gen = gen
+
+    def clear(self) -> None:
+        self._need_writer()
+        with self._mutex:
+            with self._db.transaction():
+                self._db.clear()
+                self._db.bump(structural=True)
+            self._rebuild_index()
+
+    def rebuild(self, backend, pooling=None, *, batch_size: int = ADD_BATCH,
+                embed_batch_size: int = 32, progress=None, cancel=None) -> None:
+        """Re-embed every sentence with another model (or pooling) and switch the store to it.
+
+        The new vectors are staged in the database; the switch is one transaction, so an
+        interruption leaves the store on its old model, intact."""
+        self._need_writer()
+        fp = fpmod.as_dict(backend.fingerprint(pooling=pooling or self.pooling))
+        db = self._db
+        total = db.count()
+        with self._mutex:
+            db._q("DROP TABLE IF EXISTS _rebuild")
+            db._q("CREATE TABLE _rebuild (id INTEGER PRIMARY KEY, vector BLOB NOT NULL)")
+            done = 0
+            try:
+                chunk = []
+                for pair in db.iter_texts(batch=batch_size):
+                    chunk.append(pair)
+                    if len(chunk) >= batch_size:
+                        done += self._rebuild_chunk(chunk, backend, fp, embed_batch_size, cancel)
+                        chunk = []
+                        if progress:
+                            progress(done, total)
+                if chunk:
+                    done += self._rebuild_chunk(chunk, backend, fp, embed_batch_size, cancel)
+                    if progress:
+                        progress(done, total)
+                with db.transaction():
+                    db._q("UPDATE sentences SET vector = (SELECT r.vector FROM _rebuild r "
+                          "WHERE r.id = sentences.id) WHERE id IN (SELECT id FROM _rebuild)")
+                    db._q("DELETE FROM sentences WHERE id NOT IN (SELECT id FROM _rebuild)")
+                    db.set_meta("fingerprint", fp)
+                    db.set_meta("dim", int(fp["dim"]))
+                    db.bump(structural=True)
+            finally:
+                db._q("DROP TABLE IF EXISTS _rebuild")
+            self._fp = fp
+            self._dim = int(fp["dim"])
+            kind = self._index.kind if self._request != "auto" else None
+            self._rebuild_index(kind)
+        self.save()
+
+    def _rebuild_chunk(self, chunk, backend, fp, embed_batch_size, cancel) -> int:
+        vecs = normalize(backend.embed([t for _, t in chunk], pooling=fp["pooling"],
+                                       batch_size=embed_batch_size, cancel=cancel))
+        with self._db.transaction():
+            self._db.conn.executemany("INSERT INTO _rebuild(id, vector) VALUES (?, ?)",
+                                      [(i, v.tobytes()) for (i, _), v in zip(chunk, vecs)])
+        return len(chunk)
+
+    def reindex(self, kind: str | None = None) -> None:
+        """Rebuild the FAISS index from the stored vectors (no model needed) and save it."""
+        self._need_writer()
+        if kind is not None:
+            resolve_kind(kind, 0)
+            self._request = kind
+            with self._db.transaction():
+                self._db.set_meta("index_request", kind)
+        with self._mutex:
+            self._rebuild_index()
+            self._saved_gen = -1
+        self.save()
+
+    # ---------------------------------------------------------------------------------------
+    # snapshot
+    # ---------------------------------------------------------------------------------------
+    def save(self) -> None:
+        """Write the index snapshot + manifest for the current database state (if changed)."""
+        self._need_writer()
+        with self._mutex:
+            if self._stale or self._needs_migration() or self._indexed_gen != self._db.generation:
+                self._rebuild_index()
+            gen = self._db.generation
+            if self._saved_gen == gen:
+                return
+            name = _index_name(gen)
+            path = self.folder / name
+            size = atomic_write_with(path, self._index.write)
+            man = Manifest(fingerprint=self._fp, dim=self._dim, index_kind=self._index.kind,
+                           index_params=self._index.params, index_file=name, index_bytes=size,
+                           index_sha256=sha256_file(path), count=self._index.ntotal,
+                           max_id=self._db.max_id(), generation=gen)
+            write_manifest(self.folder, man)
+            self._saved_gen = gen
+            for old in self.folder.glob("index-*.faiss"):
+                if old.name != name:
+                    try:
+                        old.unlink()
+                    except OSError:
+                        pass
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            if self._lock is not None:
+                self.save()
+                try:
+                    self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                except sqlite3.Error:
+                    pass
+        finally:
+            self._closed = True
+            self._db.close()
+            if self._lock is not None:
+                self._lock.release()
+
+    # ---------------------------------------------------------------------------------------
+    # reading
+    # ---------------------------------------------------------------------------------------
+    def search(self, query, k: int = 10, *, backend=None, fingerprint=None):
+        """Nearest sentences by cosine similarity.
+
+        query: a text (embedded with `backend`, which must be the store's model), a vector
+        (D,) -> list[Hit], or a matrix (n, D) / list of texts -> list[list[Hit]].
+        Results are sorted by score (ties by id); k larger than the store is fine.
+        """
+        if self._closed:
+            raise StoreError("the store is closed")
+        single = False
+        if isinstance(query, str) or (isinstance(query, (list, tuple)) and query
+                                      and isinstance(query[0], str)):
+            single = isinstance(query, str)
+            texts = [query] if single else list(query)
+            if backend is None:
+                raise InputError("searching with text needs a backend to embed the query")
+            fingerprint = backend.fingerprint(pooling=self.pooling)
+            fpmod.check(self._fp, fingerprint, f"queries embedded with --model {backend.model_name}",
+                        where=f"at {self.folder}", hint=self._rebuild_hint(fingerprint))
+            q = backend.embed(texts, pooling=self.pooling)
+        else:
+            q = np.asarray(query, dtype=np.float32)
+            single = q.ndim == 1
+        q = self._check_vectors(q, fingerprint, "the query vectors")
+        k = int(k)
+        if k < 1:
+            raise InputError("k must be at least 1")
+        with self._mutex:
+            if self._stale:
+                self._rebuild_index()
+            scores, ids = self._index.search(q, k)
+            wanted = {int(i) for i in ids.ravel() if i >= 0}
+            records = self._db.records(wanted) if wanted else {}
+        out = []
+        for srow, irow in zip(scores, ids):
+            hits = [Hit(float(s), int(i), records[int(i)]["text"], records[int(i)]["metadata"])
+                    for s, i in zip(srow, irow) if i >= 0 and int(i) in records]
+            hits.sort(key=lambda h: (-h.score, h.id))
+            out.append(hits)
+        return out[0] if single else out
+
+    def count(self) -> int:
+        return self._db.count()
+
+    def iter(self):
+        """Every sentence as {"id", "text", "metadata"}, in id order."""
+        return self._db.iter_records()
+
+    def get(self, ids) -> dict:
+        return self._db.records(ids)
+
+    def vectors(self):
+        """(ids, vectors) of the whole store, as stored."""
+        parts = list(self._db.vectors(self._dim))
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros((0, self._dim), np.float32)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    def index_ids(self) -> np.ndarray:
+        return np.sort(self._index.ids())
+
+    def bytes_on_disk(self) -> int:
+        total = 0
+        for p in self.folder.iterdir():
+            if p.is_file() and p.name != "lock":
+                total += p.stat().st_size
+        return total
+
+    def info(self) -> dict:
+        return {"count": self.count(), "model": self._fp.get("model"), "dim": self._dim,
+                "index": self._index.kind, "bytes": self.bytes_on_disk(),
+                "metric": "cosine", "pooling": self.pooling,
+                "fingerprint": dict(self._fp), "index_params": dict(self._index.params),
+                "path": str(self.folder), "generation": self._db.generation}
+
+    def __repr__(self):
+        return f"VectorStore({str(self.folder)!r}, {self.count()} sentences, {self._index.kind})"
+
+
+def _split_meta(meta):
+    """-> (source, row, extra-json-dict) from a metadata dict."""
+    if not meta:
+        return None, None, None
+    meta = dict(meta)
+    source = meta.pop("source", None)
+    row = meta.pop("row", None)
+    meta.pop("added", None)
+    return (str(source) if source is not None else None,
+            int(row) if row is not None else None, meta or None)
+
+
+def open_store(folder=None, **kw) -> VectorStore:
+    return VectorStore.open(folder, **kw)
