@@ -16,7 +16,7 @@ def write_vocab(folder: Path) -> Path:
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     pieces = ["##s", "##ed", "##ing", "##er", "##ly", ".", ",", "?", "!", "'"]
     letters = list("abcdefghijklmnopqrstuvwxyz") + ["##" + c for c in "abcdefghijklmnopqrstuvwxyz"]
-    vocab = specials + WORDS + pieces + letters
+    vocab = list(dict.fromkeys(specials + WORDS + pieces + letters))   # unique, in order
     path = folder / "vocab.txt"
     path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
     return path
@@ -35,7 +35,7 @@ def make_tiny_distilbert(folder: Path, dim=32, n_layers=2, n_heads=4, hidden_dim
     tok.save_pretrained(str(folder))
     torch.manual_seed(seed)
     cfg = DistilBertConfig(vocab_size=len(tok), dim=dim, n_layers=n_layers, n_heads=n_heads,
-                           hidden_dim=hidden_dim, max_position_embeddings=64, sinusoidal_pos_embds=sinusoidal)
+                           hidden_dim=hidden_dim, max_position_embeddings=128, sinusoidal_pos_embds=sinusoidal)
     model = (DistilBertForMaskedLM if mlm else DistilBertModel)(cfg)
     # Random init leaves LayerNorms at identity and biases at zero; perturb them so the
     # comparison exercises every parameter.

@@ -1,0 +1,112 @@
+"""Our encoder against transformers' own modules, on the same weights, in eval mode (fp32).
+
+Hidden states are compared at real-token positions (what anything downstream reads); attention
+weights at every position of every layer and head; MLM logits at real-token positions.
+"""
+import pytest
+import torch
+from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer, DistilBertConfig, DistilBertForMaskedLM
+
+from core.model import EncoderConfig, EncoderForMaskedLM
+from core.sources import resolve
+from core.weights import WeightsError, build_model, load_folder
+
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "A cat sat.",
+    "Attention lets every token look at every other token in the sentence, weighted by relevance.",
+    "hello",
+]
+TOL = 1e-5
+
+
+def max_diff(a, b, keep=None):
+    d = (a - b).abs()
+    return (d[keep] if keep is not None else d).max().item()
+
+
+def compare(ours_out, ref_out, mask, ours_logits=None):
+    keep = mask.bool()
+    assert len(ours_out.hidden_states) == len(ref_out.hidden_states)
+    for layer, (a, b) in enumerate(zip(ours_out.hidden_states, ref_out.hidden_states)):
+        assert max_diff(a, b, keep) <= TOL, f"hidden state {layer}"
+    assert len(ours_out.attentions) == len(ref_out.attentions)
+    for layer, (a, b) in enumerate(zip(ours_out.attentions, ref_out.attentions)):
+        assert a.shape == b.shape
+        assert max_diff(a, b) <= TOL, f"attention layer {layer}"
+    if ours_logits is not None:
+        assert max_diff(ours_logits, ref_out.logits, keep) <= TOL
+
+
+def test_minilm_matches_bert_model():
+    folder = resolve("minilm").folder
+    ours, cfg, layout = load_folder(folder)
+    assert layout == "bert" and cfg.n_layers == 6 and cfg.dim == 384 and cfg.n_heads == 12
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    enc = tok(SENTENCES, padding=True, truncation=True, max_length=64, return_tensors="pt")
+    assert (enc["attention_mask"] == 0).any(), "the batch must contain padding"
+    ref = AutoModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+    with torch.no_grad():
+        r = ref(**enc, output_hidden_states=True, output_attentions=True)
+        o = ours(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], True, True)
+    compare(o, r, enc["attention_mask"])
+    assert max_diff(o.last_hidden_state, r.last_hidden_state, enc["attention_mask"].bool()) <= TOL
+
+
+def _distilbert_roundtrip(folder):
+    ours, cfg, layout = load_folder(folder)
+    assert layout == "distilbert" and isinstance(ours, EncoderForMaskedLM)
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    enc = tok(SENTENCES, padding=True, truncation=True, max_length=64, return_tensors="pt")
+    ref = AutoModelForMaskedLM.from_pretrained(str(folder), attn_implementation="eager").eval()
+    with torch.no_grad():
+        r = ref(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
+                output_hidden_states=True, output_attentions=True)
+        logits, o = ours(enc["input_ids"], enc["attention_mask"], output_hidden_states=True, output_attentions=True)
+    compare(o, r, enc["attention_mask"], logits)
+
+
+def test_tiny_distilbert_mlm_matches(tiny_distilbert):
+    _distilbert_roundtrip(tiny_distilbert)
+
+
+def test_tiny_distilbert_sinusoidal_matches(tmp_path):
+    from tests.helpers import make_tiny_distilbert
+    folder = make_tiny_distilbert(tmp_path / "sin", sinusoidal=True, seed=3)
+    _distilbert_roundtrip(folder)
+
+
+def test_distilbert_default_size_matches(tmp_path):
+    """768-d, 12 heads, 6 layers, random weights: DistilBERT's real shape."""
+    from tests.helpers import write_vocab
+    torch.manual_seed(1)
+    ref = DistilBertForMaskedLM(DistilBertConfig(vocab_size=30522, attn_implementation="eager")).eval()
+    assert (ref.config.dim, ref.config.n_heads, ref.config.n_layers) == (768, 12, 6)
+    cfg = EncoderConfig()      # our defaults are DistilBERT's
+    ours = build_model(cfg, ref.state_dict(), mlm_head=True).eval()
+    ids = torch.randint(5, 30522, (3, 40))
+    mask = torch.ones_like(ids)
+    mask[1, 25:] = 0
+    mask[2, 7:] = 0
+    with torch.no_grad():
+        r = ref(input_ids=ids, attention_mask=mask, output_hidden_states=True, output_attentions=True)
+        logits, o = ours(ids, mask, output_hidden_states=True, output_attentions=True)
+    compare(o, r, mask, logits)
+
+
+def test_distilbert_state_dict_loads_strictly_without_renaming():
+    torch.manual_seed(0)
+    ref = DistilBertForMaskedLM(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32))
+    ours = EncoderForMaskedLM(EncoderConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32))
+    ours.load_state_dict(ref.state_dict(), strict=True)        # raises on any name difference
+    assert set(ours.state_dict()) == set(ref.state_dict())
+
+
+def test_missing_and_unexpected_keys_are_named():
+    cfg = EncoderConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32)
+    state = EncoderForMaskedLM(cfg).state_dict()
+    state.pop("distilbert.transformer.layer.0.ffn.lin1.weight")
+    state["distilbert.transformer.layer.0.extra.weight"] = torch.zeros(1)
+    with pytest.raises(WeightsError) as e:
+        build_model(cfg, state, mlm_head=True)
+    assert "ffn.lin1.weight" in str(e.value) and "extra.weight" in str(e.value)
