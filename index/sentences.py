@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import StoreCorrupted
+from .errors import StoreCorrupted, StoreError
 
 DB_NAME = "store.db"
 SCHEMA = """
@@ -70,9 +70,14 @@ class SentenceDB:
     def _q(self, sql, args=()):
         try:
             return self.conn.execute(sql, args)
+        except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
+            raise
+        except sqlite3.OperationalError as e:
+            msg = str(e)
+            if "no such table" in msg or "malformed" in msg or "not a database" in msg:
+                raise self._corrupt(e) from None
+            raise StoreError(f"{self.path}: {msg}") from None
         except sqlite3.DatabaseError as e:
-            if isinstance(e, sqlite3.IntegrityError):
-                raise
             raise self._corrupt(e) from None
 
     def begin(self):

@@ -1,0 +1,302 @@
+"""Store commands for `encoderscope`: ingest, search, info, remove.
+
+core/cli.py calls `register(subparsers)`; each command sets `func=handler(args) -> exit code`.
+`python -m index.cli ...` runs these commands alone (same behaviour).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from core.errors import EncoderscopeError, InputError
+
+EXIT_USAGE = 2
+MAX_BAD_LINES_SHOWN = 20
+
+
+def _add_model_options(p):
+    try:
+        from core.cli import add_model_options
+        add_model_options(p)
+    except ImportError:  # pragma: no cover - core.cli not there yet
+        p.add_argument("--model")
+        p.add_argument("--backend", choices=("scratch", "hf"), default="scratch")
+        p.add_argument("--device", default=None)
+        p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+        p.add_argument("--pooling", choices=("mean", "cls", "max"))
+    # None = "the store's model/pooling" (a new store gets minilm + mean).
+    p.set_defaults(model=None, pooling=None)
+
+
+def _add_store_option(p):
+    p.add_argument("--store", metavar="DIR", default=None,
+                   help="store folder (default: the user data folder, "
+                        "e.g. ~/.local/share/encoderscope/stores/default)")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("ingest", help="embed sentences from .txt/.csv/.jsonl files into a store")
+    p.add_argument("files", nargs="+", metavar="FILE", help=".txt (one sentence a line), .csv or .jsonl")
+    _add_store_option(p)
+    _add_model_options(p)
+    p.add_argument("--column", metavar="NAME", help="CSV column holding the text (default: 'text' "
+                                                    "or the only column)")
+    p.add_argument("--field", metavar="NAME", help="JSONL field holding the text (default: text)")
+    p.add_argument("--index", choices=("auto", "flat", "hnsw", "sq8"), default="auto",
+                   help="index kind of a new store: exact (flat), approximate (hnsw), 8-bit "
+                        "quantised (sq8) or auto (exact, HNSW from 200k sentences; default)")
+    p.add_argument("--batch-size", type=int, default=256,
+                   help="sentences per committed batch (default 256)")
+    p.add_argument("--rebuild", action="store_true",
+                   help="if the store was built with another model, re-embed all its sentences "
+                        "with this one first")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_ingest)
+
+    p = subparsers.add_parser("search", help="the stored sentences nearest to a query")
+    p.add_argument("query", metavar="QUERY")
+    _add_store_option(p)
+    _add_model_options(p)
+    p.add_argument("-k", type=int, default=10, help="number of results (default 10)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_search)
+
+    p = subparsers.add_parser("info", help="what a store holds")
+    _add_store_option(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--repair", action="store_true",
+                   help="rebuild a damaged index file from the vectors kept in the database")
+    p.set_defaults(func=cmd_info)
+
+    p = subparsers.add_parser("remove", help="remove sentences from a store by id")
+    p.add_argument("ids", nargs="+", type=int, metavar="ID")
+    _add_store_option(p)
+    p.set_defaults(func=cmd_remove)
+
+
+def _store_dir(args) -> Path:
+    from .store import default_store_dir
+    return Path(args.store).expanduser() if args.store else default_store_dir()
+
+
+def _backend(args, model):
+    from core.backend import get_backend
+    return get_backend(model, getattr(args, "backend", "scratch") or "scratch",
+                       device=getattr(args, "device", None),
+                       precision=getattr(args, "precision", "fp32") or "fp32")
+
+
+def _err(msg):
+    print(msg, file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------------------
+def _read_inputs(args):
+    from .readers import Blank, BadLine, read_file
+    items, bad, blank = [], [], 0
+    for f in args.files:
+        for rec in read_file(f, column=args.column, field=args.field):
+            if isinstance(rec, Blank):
+                blank += 1
+            elif isinstance(rec, BadLine):
+                bad.append(rec)
+            else:
+                items.append((rec.text, rec.metadata))
+    return items, bad, blank
+
+
+def cmd_ingest(args) -> int:
+    from . import fingerprint as fpmod
+    from .base import AddResult
+    from .sentences import DB_NAME
+    from .store import VectorStore
+
+    if args.batch_size < 1:
+        raise InputError("--batch-size must be at least 1")
+    items, bad, blank = _read_inputs(args)
+    for b in bad[:MAX_BAD_LINES_SHOWN]:
+        _err(f"skipped {b}")
+    if len(bad) > MAX_BAD_LINES_SHOWN:
+        _err(f"... and {len(bad) - MAX_BAD_LINES_SHOWN} more unreadable lines")
+    folder = _store_dir(args)
+
+    if (folder / DB_NAME).exists():
+        store = VectorStore.open(folder, writable=True)
+        backend = None
+        try:
+            model = args.model or store.model_name
+            pooling = args.pooling or store.pooling
+            backend = _backend(args, model)
+            fp = backend.fingerprint(pooling=pooling)
+            if not fpmod.compatible(store.fingerprint_dict, fpmod.as_dict(fp)):
+                if args.rebuild or _ask(f"The store at {folder} was built with "
+                                        f"{fpmod.describe(store.fingerprint_dict)}, not "
+                                        f"{fp.describe()}. Re-embed all {store.count()} sentences "
+                                        f"with {model}? [y/N] "):
+                    _rebuild(store, backend, pooling, args.quiet)
+                else:
+                    fpmod.check(store.fingerprint_dict, fp, f"texts embedded with --model {model}",
+                                where=f"at {folder}", hint=store._rebuild_hint(fp))
+        except BaseException:
+            store.close()
+            raise
+    else:
+        model = args.model or "minilm"
+        pooling = args.pooling or "mean"
+        backend = _backend(args, model)
+        fp = backend.fingerprint(pooling=pooling)
+        store = VectorStore.open(folder, writable=True, create=True, fingerprint=fp, index=args.index)
+
+    result = AddResult(ids=[])
+    interrupted = False
+    bar = _progress_bar(len(items), args.quiet)
+    try:
+        try:
+            store.add_stream(items, backend, pooling=pooling, batch_size=args.batch_size,
+                             progress=lambda done, part: bar.update(len(part.ids)), result=result)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            bar.close()
+        try:
+            store.save()
+        except KeyboardInterrupt:   # a second Ctrl-C: the database still holds every commit
+            interrupted = True
+        total = store.count()
+    finally:
+        try:
+            store.close()
+        except KeyboardInterrupt:
+            interrupted = True
+    skipped = blank + len(bad)
+    print(f"added {result.added}, duplicates {result.duplicates}, skipped {skipped} "
+          f"(blank {blank}, unreadable {len(bad)}), truncated {result.truncated}; "
+          f"the store at {folder} holds {total} sentences")
+    if interrupted:
+        _err("interrupted: the sentences committed before Ctrl-C are kept")
+        return 130
+    return 0
+
+
+def _ask(question: str) -> bool:
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return False
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def _rebuild(store, backend, pooling, quiet):
+    bar = _progress_bar(store.count(), quiet, desc="re-embedding")
+    last = [0]
+
+    def progress(done, total):
+        bar.update(done - last[0])
+        last[0] = done
+    try:
+        store.rebuild(backend, pooling, progress=progress)
+    finally:
+        bar.close()
+
+
+def _progress_bar(total, quiet, desc="embedding"):
+    from tqdm import tqdm
+    return tqdm(total=total, desc=desc, unit=" sentences", unit_scale=False, disable=quiet,
+                file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+
+
+# ------------------------------------------------------------------------------------------
+def cmd_search(args) -> int:
+    from . import fingerprint as fpmod
+    from .store import VectorStore
+
+    if args.k < 1:
+        raise InputError("-k must be at least 1")
+    store = VectorStore.open(_store_dir(args))
+    try:
+        model = args.model or store.model_name
+        backend = _backend(args, model)
+        if args.pooling and args.pooling != store.pooling or args.model:
+            fp = backend.fingerprint(pooling=args.pooling or store.pooling)
+            fpmod.check(store.fingerprint_dict, fp, f"queries embedded with --model {model}",
+                        where=f"at {store.folder}", hint=store._rebuild_hint(fp))
+        hits = store.search(args.query, k=args.k, backend=backend)
+    finally:
+        store.close()
+    if args.json:
+        json.dump({"results": [h.to_dict() for h in hits]}, sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        for h in hits:
+            print(f"{h.score:.4f}  {h.id:>6}  {h.text}")
+    return 0
+
+
+def cmd_info(args) -> int:
+    from .store import VectorStore
+    folder = _store_dir(args)
+    if args.repair:
+        store = VectorStore.open(folder, writable=True, repair=True)
+    else:
+        store = VectorStore.open(folder)
+    try:
+        info = store.info()
+    finally:
+        store.close()
+    if args.json:
+        keys = ("count", "model", "dim", "index", "bytes")
+        json.dump({k: info[k] for k in keys}, sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        fp = info["fingerprint"]
+        print(f"store     {info['path']}")
+        print(f"sentences {info['count']}")
+        print(f"model     {info['model']} ({info['pooling']} pooling, weights "
+              f"{str(fp.get('weights_sha256', ''))[:12]})")
+        print(f"dim       {info['dim']}")
+        print(f"index     {info['index']} {info['index_params'] or ''}".rstrip())
+        print(f"on disk   {_human(info['bytes'])}")
+    return 0
+
+
+def cmd_remove(args) -> int:
+    from .store import VectorStore
+    with VectorStore.open(_store_dir(args), writable=True) as store:
+        gone = store.remove(args.ids)
+        left = store.count()
+    missing = [i for i in dict.fromkeys(args.ids) if i not in set(gone)]
+    print(f"removed {len(gone)} sentence{'s' if len(gone) != 1 else ''}; the store holds {left}")
+    if missing:
+        _err(f"no sentence with id {', '.join(map(str, missing))}")
+        return 1
+    return 0
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+# ------------------------------------------------------------------------------------------
+def main(argv=None) -> int:
+    """Stand-alone entry (`python -m index.cli`), same behaviour as `encoderscope`."""
+    parser = argparse.ArgumentParser(prog="encoderscope")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except EncoderscopeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
