@@ -1,0 +1,449 @@
+"""A reusable token x token heatmap: pyqtgraph ImageItem + ColorBarItem + token labels.
+
+    hm = HeatmapWidget()
+    hm.set_matrix(matrix, row_labels, col_labels, title="Layer 3, head 5")
+    hm.hovered.connect(lambda i, j, v: ...)      # query row i, key column j, weight v
+    hm.cell_clicked.connect(lambda i, j: ...)
+    hm.set_show_values(True)                     # numbers in the cells (small matrices)
+    hm.save_png(path)
+
+Rows are queries (top to bottom), columns are keys (left to right), as in the attention
+matrix ``A[i, j]`` = how much query i attends to key j. Token labels sit on the left (rows)
+and on top (columns, written vertically); when the tokens do not fit, every k-th one is
+labelled and zooming in (mouse wheel) brings the others back.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+COLORMAPS = {"Blues": "blues", "Viridis": "viridis", "Inferno": "inferno", "Magma": "magma",
+             "Greys": "CET-L1"}
+# ColorBrewer "Blues" (as in matplotlib): white for 0, deep blue for the largest weight.
+BLUES = ["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"]
+DEFAULT_COLORMAP = "Blues"
+MAX_VALUE_LABELS = 48          # show numbers in the cells only up to this many rows/columns
+MAX_LABEL_CHARS = 16
+
+
+def colormap(name: str) -> pg.ColorMap:
+    key = COLORMAPS.get(name, name)
+    if key == "blues":
+        return pg.ColorMap(np.linspace(0, 1, len(BLUES)), [QtGui.QColor(c) for c in BLUES], name="Blues")
+    cmap = pg.colormap.get(key)
+    if key == "CET-L1":     # light-to-dark reads better on a light theme: 0 = white
+        cmap = cmap.reverse() if _starts_dark(cmap) else cmap
+    return cmap
+
+
+def _starts_dark(cmap: pg.ColorMap) -> bool:
+    c = cmap.map(np.array([0.0]), mode="float")[0]
+    return float(np.dot(c[:3], [0.299, 0.587, 0.114])) < 0.5
+
+
+def elide(text: str, n: int = MAX_LABEL_CHARS) -> str:
+    text = str(text)
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def palette_colors(widget: QtWidgets.QWidget | None = None) -> tuple[QtGui.QColor, QtGui.QColor]:
+    """(background, foreground) from the application palette, so plots follow light/dark themes."""
+    pal = widget.palette() if widget is not None else QtWidgets.QApplication.palette()
+    return pal.color(QtGui.QPalette.ColorRole.Base), pal.color(QtGui.QPalette.ColorRole.Text)
+
+
+class TokenAxis(pg.AxisItem):
+    """An axis whose ticks are token labels at integer positions 0..n-1.
+
+    Shows as many labels as fit without overlapping (every k-th one, k a power-of-two-ish
+    stride); horizontal axes write their labels vertically so long tokens fit.
+    """
+
+    def __init__(self, orientation: str, vertical_text: bool | None = None, **kw):
+        super().__init__(orientation, **kw)
+        self.labels: list[str] = []
+        self.vertical_text = orientation in ("top", "bottom") if vertical_text is None else vertical_text
+        self.highlight: int | None = None
+        self.max_extent = 130       # pixels the label side may take at most
+        self.setStyle(tickLength=-4, tickTextOffset=4, autoExpandTextSpace=False)
+
+    def set_labels(self, labels) -> None:
+        self.labels = [elide(t) for t in labels]
+        fm = QtGui.QFontMetrics(self.style["tickFont"] or QtGui.QFont())
+        widest = max((fm.horizontalAdvance(t) for t in self.labels), default=10)
+        extent = min(self.max_extent, widest + 14)
+        if self.style.get("showValues", True) and self.labelText:
+            extent += fm.height() + 6      # room for the axis title ("query" / "key")
+        if self.orientation in ("left", "right"):
+            self.setWidth(extent)
+        else:
+            self.setHeight(extent if self.vertical_text else fm.height() + 10)
+        self.picture = None
+        self.update()
+
+    def set_highlight(self, index: int | None) -> None:
+        if index != self.highlight:
+            self.highlight = index
+            self.picture = None
+            self.update()
+
+    # --- geometry shared by draw specs and tests -----------------------------------------
+    def _mapping(self):
+        bounds = self.mapRectFromParent(self.geometry())
+        dif = self.range[1] - self.range[0]
+        if self.orientation in ("left", "right"):
+            scale = -bounds.height() / dif if dif else 1.0
+            offset = self.range[0] * scale - bounds.height()
+        else:
+            scale = bounds.width() / dif if dif else 1.0
+            offset = self.range[0] * scale
+        return bounds, scale, offset
+
+    def visible_labels(self, pixels_per_label: float | None = None) -> list[int]:
+        """Indices of the labels drawn at the current zoom."""
+        n = len(self.labels)
+        if not n:
+            return []
+        lo, hi = sorted(self.range)
+        first, last = max(0, math.ceil(lo - 0.5)), min(n - 1, math.floor(hi + 0.5))
+        if last < first:
+            return []
+        _, scale, _ = self._mapping()
+        per = abs(scale) if pixels_per_label is None else pixels_per_label
+        fm = QtGui.QFontMetrics(self.style["tickFont"] or QtGui.QFont())
+        need = fm.height() * 1.05
+        stride = 1 if per <= 0 else max(1, math.ceil(need / per))
+        if stride > 1:                       # a round stride keeps labels stable while panning
+            stride = next(s for s in (2, 3, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 256, 10**9)
+                          if s >= stride)
+        start = first + (-first) % stride
+        return list(range(start, last + 1, stride))
+
+    def generateDrawSpecs(self, p):
+        if not self.labels:
+            return super().generateDrawSpecs(p)
+        if self.style["tickFont"] is not None:
+            p.setFont(self.style["tickFont"])
+        bounds, scale, offset = self._mapping()
+        pen = self.pen()
+        if self.orientation == "left":
+            span = (bounds.topRight(), bounds.bottomRight())
+            stop = bounds.right()
+        elif self.orientation == "right":
+            span = (bounds.topLeft(), bounds.bottomLeft())
+            stop = bounds.left()
+        elif self.orientation == "top":
+            span = (bounds.bottomLeft(), bounds.bottomRight())
+            stop = bounds.bottom()
+        else:
+            span = (bounds.topLeft(), bounds.topRight())
+            stop = bounds.top()
+        axis_spec = (pen, span[0], span[1])
+        fm = QtGui.QFontMetrics(p.font())
+        h = fm.height()
+        gap = 4
+        ticks, texts = [], []
+        for i in self.visible_labels():
+            x = i * scale - offset
+            text = self.labels[i]
+            w = fm.horizontalAdvance(text) + 2
+            if self.orientation == "left":
+                ticks.append((pen, QtCore.QPointF(stop, x), QtCore.QPointF(stop - 3, x)))
+                rect = QtCore.QRectF(stop - gap - w - 2, x - h / 2, w, h)
+                flags = QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter
+            elif self.orientation == "right":
+                ticks.append((pen, QtCore.QPointF(stop, x), QtCore.QPointF(stop + 3, x)))
+                rect = QtCore.QRectF(stop + gap, x - h / 2, w, h)
+                flags = QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter
+            else:
+                sign = -1 if self.orientation == "top" else 1
+                ticks.append((pen, QtCore.QPointF(x, stop), QtCore.QPointF(x, stop + sign * 3)))
+                if self.vertical_text:
+                    rect = QtCore.QRectF(x, stop + sign * gap, w, h)     # anchor; rotated when drawn
+                    flags = QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter
+                else:
+                    y = stop - gap - h if sign < 0 else stop + gap
+                    rect = QtCore.QRectF(x - w / 2, y, w, h)
+                    flags = QtCore.Qt.AlignmentFlag.AlignCenter
+            texts.append((rect, flags, text, i == self.highlight))
+        return axis_spec, ticks, texts
+
+    def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):
+        if not self.labels:
+            return super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
+        p.setRenderHint(p.RenderHint.Antialiasing, False)
+        p.setRenderHint(p.RenderHint.TextAntialiasing, True)
+        pen, p1, p2 = axisSpec
+        p.setPen(pen)
+        p.drawLine(p1, p2)
+        for tpen, a, b in tickSpecs:
+            p.setPen(tpen)
+            p.drawLine(a, b)
+        font = QtGui.QFont(self.style["tickFont"] or p.font())
+        bold = QtGui.QFont(font)
+        bold.setBold(True)
+        p.setClipRect(self.boundingRect().toAlignedRect())
+        for rect, flags, text, hl in textSpecs:
+            p.setFont(bold if hl else font)
+            p.setPen(pg.mkPen("#d62728") if hl else self.textPen())
+            if self.vertical_text and self.orientation in ("top", "bottom"):
+                p.save()
+                h = rect.height()
+                p.translate(rect.x(), rect.y())
+                if self.orientation == "top":
+                    p.rotate(-90)          # text runs upwards from the axis
+                    p.drawText(QtCore.QRectF(0, -h / 2, rect.width(), h), int(flags), text)
+                else:
+                    p.rotate(90)           # text runs downwards from the axis
+                    p.drawText(QtCore.QRectF(0, -h / 2, rect.width(), h), int(flags), text)
+                p.restore()
+            else:
+                p.drawText(rect, int(flags), text)
+
+
+class HeatmapWidget(pg.GraphicsLayoutWidget):
+    """One attention matrix: rows = queries, columns = keys, with token labels and a colour bar."""
+
+    hovered = QtCore.Signal(int, int, float)     # row, column, value (-1, -1, nan when leaving)
+    cell_clicked = QtCore.Signal(int, int)
+    arrow_key = QtCore.Signal(int)               # Qt.Key_Left/Right/Up/Down, for layer/head stepping
+
+    def __init__(self, parent=None, colormap_name: str = DEFAULT_COLORMAP, row_title="query",
+                 col_title="key"):
+        bg, fg = palette_colors(parent)
+        super().__init__(parent, border=False)
+        self.setBackground(bg)
+        self.fg = fg
+        self.setFocusPolicy(QtCore.Qt.FocusPolicy.StrongFocus)
+        self.matrix = np.zeros((0, 0), dtype=np.float32)
+        self.row_labels: list[str] = []
+        self.col_labels: list[str] = []
+        self.show_values = False
+        self.value_items: list[pg.TextItem] = []
+        self._hover = (-1, -1)
+        self._levels_fixed: tuple[float, float] | None = None
+
+        self.left_axis = TokenAxis("left")
+        self.top_axis = TokenAxis("top")
+        for ax in (self.left_axis, self.top_axis):
+            ax.setPen(pg.mkPen(fg))
+            ax.setTextPen(pg.mkPen(fg))
+        self.plot = self.addPlot(row=0, col=0, axisItems={"left": self.left_axis, "top": self.top_axis})
+        self.plot.showAxes((True, True, False, False), showValues=(True, True, False, False))
+        self.plot.invertY(True)
+        self.plot.setDefaultPadding(0.0)
+        self.plot.setMenuEnabled(False)
+        self.plot.hideButtons()
+        self.plot.setAspectLocked(False)
+        self.plot.vb.setMouseEnabled(x=True, y=True)
+        self.plot.vb.setLimits(minXRange=3, minYRange=3)
+        title_style = {"color": fg.name(), "size": "10pt"}
+        self.plot.setTitle("", **title_style)
+        self._title_style = title_style
+        self.left_axis.setLabel(row_title, color=fg.name())
+        self.top_axis.setLabel(col_title, color=fg.name())
+
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image.setTransform(QtGui.QTransform().translate(-0.5, -0.5))   # cell (i, j) centred on (j, i)
+        self.plot.addItem(self.image)
+        self.cmap_name = colormap_name
+        self.colorbar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=colormap(colormap_name), width=14,
+                                        interactive=False, label="weight", pen=pg.mkPen(fg),
+                                        colorMapMenu=False)
+        self.colorbar.setImageItem(self.image)
+        self.colorbar.getAxis("right").setPen(pg.mkPen(fg))
+        self.colorbar.getAxis("right").setTextPen(pg.mkPen(fg))
+        self.colorbar.getAxis("right").setLabel("weight", color=fg.name())
+        self.addItem(self.colorbar, row=0, col=1)
+
+        # hover + click
+        self.cursor = QtWidgets.QGraphicsRectItem(0, 0, 1, 1)
+        cpen = pg.mkPen("#d62728", width=2)
+        cpen.setCosmetic(True)
+        self.cursor.setPen(cpen)
+        self.cursor.setZValue(20)
+        self.cursor.hide()
+        self.plot.addItem(self.cursor, ignoreBounds=True)
+        self.row_band = QtWidgets.QGraphicsRectItem(0, 0, 1, 1)
+        self.row_band.setPen(QtGui.QPen(QtCore.Qt.PenStyle.NoPen))
+        self.row_band.setBrush(QtGui.QColor(214, 39, 40, 28))
+        self.row_band.setZValue(15)
+        self.row_band.hide()
+        self.plot.addItem(self.row_band, ignoreBounds=True)
+        self.mouse_proxy = pg.SignalProxy(self.scene().sigMouseMoved, rateLimit=60, slot=self._mouse_moved)
+        self.scene().sigMouseClicked.connect(self._mouse_clicked)
+
+    # ---- data -----------------------------------------------------------------------------
+    def set_matrix(self, matrix, row_labels, col_labels=None, title: str = "", levels=None) -> None:
+        m = np.asarray(matrix, dtype=np.float32)
+        col_labels = list(row_labels if col_labels is None else col_labels)
+        if m.ndim != 2 or m.shape != (len(row_labels), len(col_labels)):
+            raise ValueError(f"matrix {m.shape} does not match {len(row_labels)} x {len(col_labels)} labels")
+        self.matrix = m
+        self.row_labels = [str(t) for t in row_labels]
+        self.col_labels = [str(t) for t in col_labels]
+        self.left_axis.set_labels(self.row_labels)
+        self.top_axis.set_labels(self.col_labels)
+        self.plot.setTitle(title, **self._title_style)
+        if m.size:
+            lo, hi = levels if levels is not None else self._levels_fixed or (0.0, float(np.nanmax(m)))
+            hi = hi if hi > lo else lo + 1e-6
+        else:
+            lo, hi = 0.0, 1.0
+        self.image.setImage(m if m.size else np.zeros((1, 1), np.float32), autoLevels=False)
+        self.colorbar.setLevels((lo, hi))
+        rows, cols = m.shape
+        self.plot.vb.setLimits(xMin=-0.5, xMax=max(cols, 1) - 0.5, yMin=-0.5, yMax=max(rows, 1) - 0.5)
+        self.plot.vb.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0)
+        self._set_hover(-1, -1, emit=False)
+        self._update_values()
+
+    def set_fixed_levels(self, levels: tuple[float, float] | None) -> None:
+        """(0, 1) to compare matrices on one scale; None = 0..max of each matrix."""
+        self._levels_fixed = levels
+        if self.matrix.size:
+            self.set_matrix(self.matrix, self.row_labels, self.col_labels, self.plot.titleLabel.text)
+
+    def set_colormap(self, name: str) -> None:
+        self.cmap_name = name
+        self.colorbar.setColorMap(colormap(name))
+        self._update_values()
+
+    def levels(self) -> tuple[float, float]:
+        return tuple(float(v) for v in self.colorbar.levels())
+
+    def drawn_matrix(self) -> np.ndarray:
+        """The array the ImageItem is drawing (for tests and exports)."""
+        return np.asarray(self.image.image)
+
+    # ---- numbers in cells ---------------------------------------------------------------------
+    def set_show_values(self, on: bool) -> None:
+        self.show_values = bool(on)
+        self._update_values()
+
+    def values_shown(self) -> bool:
+        return bool(self.value_items)
+
+    def _update_values(self) -> None:
+        for item in self.value_items:
+            self.plot.removeItem(item)
+        self.value_items = []
+        m = self.matrix
+        if not self.show_values or not m.size or max(m.shape) > MAX_VALUE_LABELS:
+            return
+        lo, hi = self.levels()
+        cmap = colormap(self.cmap_name)
+        rgb = cmap.map(np.clip((m - lo) / max(hi - lo, 1e-12), 0, 1).ravel(), mode="float")[:, :3]
+        lum = (rgb @ np.array([0.299, 0.587, 0.114])).reshape(m.shape)
+        size = 8 if max(m.shape) > 24 else 9
+        font = QtGui.QFont()
+        font.setPointSize(size)
+        for i in range(m.shape[0]):
+            for j in range(m.shape[1]):
+                v = float(m[i, j])
+                text = f"{v:.2f}".lstrip("0") if v < 1 else "1"
+                item = pg.TextItem(text, color="k" if lum[i, j] > 0.55 else "w", anchor=(0.5, 0.5))
+                item.setFont(font)
+                item.setPos(j, i)
+                item.setZValue(10)
+                self.plot.addItem(item, ignoreBounds=True)
+                self.value_items.append(item)
+
+    # ---- hover / click ------------------------------------------------------------------------
+    def cell_at(self, scene_pos) -> tuple[int, int]:
+        if not self.matrix.size or not self.plot.sceneBoundingRect().contains(scene_pos):
+            return -1, -1
+        p = self.plot.vb.mapSceneToView(scene_pos)
+        i, j = int(round(p.y())), int(round(p.x()))
+        if 0 <= i < self.matrix.shape[0] and 0 <= j < self.matrix.shape[1]:
+            return i, j
+        return -1, -1
+
+    def tooltip_text(self, i: int, j: int) -> str:
+        v = float(self.matrix[i, j])
+        return (f"query <b>{_html(self.row_labels[i])}</b> (row {i})<br>"
+                f"key <b>{_html(self.col_labels[j])}</b> (column {j})<br>"
+                f"weight <b>{v:.4f}</b>")
+
+    def _mouse_moved(self, evt) -> None:
+        pos = evt[0]
+        i, j = self.cell_at(pos)
+        self._set_hover(i, j)
+        if i >= 0:
+            gp = self.mapToGlobal(self.mapFromScene(pos))
+            QtWidgets.QToolTip.showText(gp + QtCore.QPoint(14, 10), self.tooltip_text(i, j), self)
+        else:
+            QtWidgets.QToolTip.hideText()
+
+    def hover(self, i: int, j: int) -> None:
+        """Programmatic hover (keyboard, tests)."""
+        self._set_hover(i, j)
+
+    def _set_hover(self, i: int, j: int, emit: bool = True) -> None:
+        if (i, j) == self._hover:
+            return
+        self._hover = (i, j)
+        if i >= 0:
+            self.cursor.setRect(QtCore.QRectF(j - 0.5, i - 0.5, 1, 1))
+            self.cursor.show()
+            self.row_band.setRect(QtCore.QRectF(-0.5, i - 0.5, self.matrix.shape[1], 1))
+            self.row_band.show()
+        else:
+            self.cursor.hide()
+            self.row_band.hide()
+        self.left_axis.set_highlight(i if i >= 0 else None)
+        self.top_axis.set_highlight(j if j >= 0 else None)
+        if emit:
+            self.hovered.emit(i, j, float(self.matrix[i, j]) if i >= 0 else float("nan"))
+
+    def _mouse_clicked(self, ev) -> None:
+        if ev.button() != QtCore.Qt.MouseButton.LeftButton:
+            return
+        i, j = self.cell_at(ev.scenePos())
+        if i >= 0:
+            self.cell_clicked.emit(i, j)
+
+    def leaveEvent(self, ev):
+        self._set_hover(-1, -1)
+        super().leaveEvent(ev)
+
+    def keyPressEvent(self, ev):
+        if ev.key() in (QtCore.Qt.Key.Key_Left, QtCore.Qt.Key.Key_Right, QtCore.Qt.Key.Key_Up,
+                        QtCore.Qt.Key.Key_Down) and not ev.modifiers():
+            self.arrow_key.emit(int(ev.key()))
+            ev.accept()
+            return
+        if ev.key() == QtCore.Qt.Key.Key_Home:
+            self.reset_zoom()
+            ev.accept()
+            return
+        super().keyPressEvent(ev)
+
+    def reset_zoom(self) -> None:
+        rows, cols = self.matrix.shape
+        self.plot.vb.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0)
+
+    def mouseDoubleClickEvent(self, ev):
+        self.reset_zoom()
+        super().mouseDoubleClickEvent(ev)
+
+    # ---- export ---------------------------------------------------------------------------
+    def save_png(self, path, scale: float = 2.0) -> bool:
+        """The view as drawn (labels, colour bar, title), at ``scale`` x the screen size."""
+        size = self.size()
+        img = QtGui.QImage(int(size.width() * scale), int(size.height() * scale),
+                           QtGui.QImage.Format.Format_ARGB32)
+        img.fill(self.backgroundBrush().color())
+        painter = QtGui.QPainter(img)
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
+        painter.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing)
+        self.render(painter, QtCore.QRectF(img.rect()), self.viewport().rect())
+        painter.end()
+        return img.save(str(path), "PNG")
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
