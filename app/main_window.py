@@ -8,12 +8,13 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QTabWidget
 
 from .about import show_about
 from .corpus_panel import CorpusPanel
+from .corpus_service import SAMPLE_STORE, CorpusService
 from .job_progress import JobProgress
-from .logs import log, log_dir
+from .logs import log, log_dir, setup_logging
 from .model_bar import ModelBar
 from .panels import load_optional_panels
 from .search_panel import SearchPanel
-from .settings import as_int, open_settings
+from .settings import as_int, open_settings, stores_dir
 from .state import AppState, ModelChoice
 
 TITLE = "Encoderscope"
@@ -22,6 +23,7 @@ TITLE = "Encoderscope"
 class MainWindow(QMainWindow):
     def __init__(self, state: AppState | None = None, settings=None, parent=None):
         super().__init__(parent)
+        setup_logging()
         self.settings = settings or open_settings()
         self.state = state or AppState(choice=self._saved_choice())
         self.setWindowTitle(TITLE)
@@ -35,8 +37,9 @@ class MainWindow(QMainWindow):
         self.tabs = QTabWidget()
         self.tabs.setObjectName("tabs")
         self.tabs.setDocumentMode(True)
+        self.service = CorpusService(self.state, self)
         self.search_panel = SearchPanel(self.state)
-        self.corpus_panel = CorpusPanel(self.state)
+        self.corpus_panel = CorpusPanel(self.state, self.service)
         self.tabs.addTab(self.search_panel, "Search")
         self.tabs.addTab(self.corpus_panel, "Corpus")
         self.optional_panels = dict(load_optional_panels(self.state))
@@ -52,6 +55,8 @@ class MainWindow(QMainWindow):
         self.state.backend_changed.connect(self._on_backend)
         self.state.choice_changed.connect(self._on_choice)
         self.state.inspect_requested.connect(self._on_inspect)
+        self.corpus_panel.count_changed.connect(
+            lambda n: self.count_label.setText(f"  {n:,} sentences  "))
         self._on_choice(self.state.choice)
         self._on_backend(self.state.backend)
         self._restore()
@@ -151,9 +156,10 @@ class MainWindow(QMainWindow):
         QDesktopServices.openUrl(QUrl.fromLocalFile(str(log_dir())))
 
     # ---- lifecycle ------------------------------------------------------------------------------
-    def start(self):
-        """Load the model and open the last (or sample) store, in workers."""
-        self.corpus_panel.service.start()
+    def start(self, store_folder=None):
+        """Load the model and open the last (or the sample) store, both in workers."""
+        folder = store_folder or self.settings.value("store/folder") or (stores_dir() / SAMPLE_STORE)
+        self.service.start(folder)
 
     def _saved_choice(self) -> ModelChoice:
         s = self.settings
@@ -184,6 +190,8 @@ class MainWindow(QMainWindow):
         s.setValue("model/backend", c.backend)
         s.setValue("model/pooling", c.pooling)
         s.setValue("model/device", c.device)
+        if self.service.folder is not None:
+            s.setValue("store/folder", str(self.service.folder))
         self.search_panel.save(s)
         self.corpus_panel.save(s)
         s.sync()
@@ -192,6 +200,6 @@ class MainWindow(QMainWindow):
         self.save_settings()
         self.statusBar().showMessage("Stopping background jobs …")
         self.state.shutdown()          # cancels jobs; committed rows stay committed
-        self.corpus_panel.service.close()
+        self.service.close()
         log.info("window closed")
         super().closeEvent(event)

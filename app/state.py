@@ -60,6 +60,7 @@ def load_backend_fn(choice: ModelChoice, progress=None, cancel=None):
         progress(0, 0, f"Loading {choice.model} …")
     device = None if choice.device in ("", "auto") else choice.device
     backend = get_backend(model=choice.model, backend=choice.backend, device=device)
+    backend.fingerprint(choice.pooling)   # hashes the weights once, here rather than on the UI thread
     if progress:
         progress(1, 1, f"Loaded {choice.model}")
     return backend
@@ -81,6 +82,7 @@ class AppState(QObject):
         self.choice = choice or ModelChoice()
         self.backend = None
         self.store = None
+        self.corpus = None        # app.corpus_service.CorpusService, set by the main window
         self.jobs = jobs or JobRunner(parent=self)
         self.jobs.busy_changed.connect(self.busy)
         self.jobs.job_started.connect(self.job_started)

@@ -1,0 +1,394 @@
+"""The corpus and its vector store, seen from the app: open/create, ingest, delete, re-embed,
+search. Knows nothing of widgets; every store operation runs as a job (app/workers.py).
+
+Store-changing jobs share the job key ``"store"``, so only one runs at a time; searches use
+``"search"`` and run beside them (the store's own lock keeps FAISS consistent).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+
+from core.errors import Cancelled, InputError
+
+from .logs import log
+from .settings import stores_dir
+from .state import ModelChoice
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+SAMPLE_CORPUS = ASSETS / "sample_corpus.txt"
+SAMPLE_STORE = "sample"
+CHUNK = 256           # sentences embedded, then committed, per step
+
+
+@dataclass
+class IngestResult:
+    ids: list = field(default_factory=list)       # ids of every committed text (duplicates: existing id)
+    texts: list = field(default_factory=list)
+    added: int = 0
+    duplicates: int = 0
+    truncated: int = 0
+    cancelled: bool = False
+    skipped: list = field(default_factory=list)   # BadLine from the file readers
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        parts = [f"Added {self.added:,} sentence{'s' if self.added != 1 else ''}"]
+        if self.duplicates:
+            parts.append(f"{self.duplicates:,} already there")
+        if self.truncated:
+            parts.append(f"{self.truncated:,} cut to the model's maximum length")
+        if self.skipped:
+            b = self.skipped[0]
+            parts.append(f"skipped {len(self.skipped):,} bad line(s), e.g. line {b.row}: {b.reason}")
+        text = ", ".join(parts)
+        return text + (" — cancelled; what was committed is kept" if self.cancelled else "")
+
+
+@dataclass
+class SearchResult:
+    query: str
+    k: int
+    hits: list
+    ms: float
+    seq: int = 0
+
+
+# ---- worker-side functions (run in app/workers.py threads) -----------------------------------
+def read_rows(store):
+    ids, texts = [], []
+    for rec in store.iter():
+        ids.append(rec["id"])
+        texts.append(rec["text"])
+    return ids, texts
+
+
+def open_store_job(folder, progress=None, cancel=None):
+    """(store, ids, texts), or None when there is no store in ``folder`` yet."""
+    from index.store import VectorStore
+
+    folder = Path(folder)
+    if not (folder / "store.db").exists():
+        return None
+    progress(0, 0, f"Opening {folder.name} …")
+    store = VectorStore.open(folder, writable=True, repair=True)
+    ids, texts = read_rows(store)
+    return store, ids, texts
+
+
+def ingest_job(store, backend, pooling, texts, metadata=None, skipped=(), progress=None, cancel=None,
+               chunk=CHUNK):
+    """Embed and commit ``texts`` in chunks; a cancel keeps every committed chunk."""
+    from core.backend import EmbedStats
+
+    t0 = time.perf_counter()
+    texts = list(texts)
+    metadata = list(metadata) if metadata is not None else [None] * len(texts)
+    fp = backend.fingerprint(pooling=pooling)
+    total = len(texts)
+    res = IngestResult(skipped=list(skipped))
+    label = f"Embedding {total:,} sentence{'s' if total != 1 else ''}"
+    progress(0, total, label)
+    try:
+        for start in range(0, total, chunk):
+            part = texts[start:start + chunk]
+            stats = EmbedStats()
+            vecs = backend.embed(part, pooling=pooling, batch_size=32, cancel=cancel, stats=stats,
+                                 progress=lambda d, _t, s=start: progress(s + d, total, label))
+            added = store.add(part, vecs, metadata[start:start + chunk], fingerprint=fp)
+            res.ids += added.ids
+            res.texts += part
+            res.added += added.added
+            res.duplicates += added.duplicates
+            res.truncated += int(stats.truncated)
+            progress(start + len(part), total, label)
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("cancelled")
+    except Cancelled:
+        res.cancelled = True
+    progress(total, total, "Saving the index …")
+    store.save()
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def import_job(store, backend, pooling, path, column=None, progress=None, cancel=None):
+    from .importers import read_sentences
+
+    progress(0, 0, f"Reading {Path(path).name} …")
+    found = read_sentences(path, column, cancel=cancel)
+    if cancel.is_set():
+        raise Cancelled("cancelled")
+    return ingest_job(store, backend, pooling, found.texts, found.metadata, found.bad,
+                      progress=progress, cancel=cancel)
+
+
+def create_store_job(folder, backend, pooling, sample=SAMPLE_CORPUS, progress=None, cancel=None):
+    """Create a store for ``backend`` and fill it with the bundled sample corpus."""
+    from index.store import VectorStore
+
+    from .importers import read_sentences
+
+    store = VectorStore.open(folder, writable=True, create=True, fingerprint=backend.fingerprint(pooling))
+    result = IngestResult()
+    if sample is not None and Path(sample).is_file():
+        found = read_sentences(sample)
+        meta = [{"source": "sample_corpus.txt", "row": m["row"]} for m in found.metadata]
+        result = ingest_job(store, backend, pooling, found.texts, meta, progress=progress, cancel=cancel)
+    else:
+        store.save()
+    return store, result
+
+
+def remove_job(store, ids, progress=None, cancel=None):
+    progress(0, 0, f"Deleting {len(ids):,} sentence(s) …")
+    gone = store.remove(ids)
+    store.save()
+    return gone
+
+
+def rebuild_job(store, backend, pooling, progress=None, cancel=None):
+    total = store.count()
+    label = f"Re-embedding {total:,} sentences with {backend.model_name} ({pooling})"
+    progress(0, total, label)
+    store.rebuild(backend, pooling=pooling, progress=lambda d, t: progress(d, t, label), cancel=cancel)
+    return read_rows(store)
+
+
+def search_job(store, backend, pooling, query, k, seq=0):
+    t0 = time.perf_counter()
+    vec = backend.embed([query], pooling=pooling)[0]
+    hits = store.search(vec, k, fingerprint=backend.fingerprint(pooling=pooling))
+    return SearchResult(query, k, hits, (time.perf_counter() - t0) * 1000, seq)
+
+
+# ---- the UI-side service ------------------------------------------------------------------------
+class CorpusService(QObject):
+    rows_reset = Signal(object, object)      # ids, texts
+    rows_added = Signal(object, object)      # ids, texts (may repeat known ids: duplicates)
+    rows_removed = Signal(object)            # ids
+    mismatch = Signal(str, str, int)         # store model, chosen model, sentences
+    ingest_done = Signal(object)             # IngestResult
+
+    def __init__(self, state, parent=None):
+        super().__init__(parent)
+        self.state = state
+        self.folder: Path | None = None
+        self.store_choice: ModelChoice | None = None   # last choice that matched the store
+        self._create_pending = False
+        self._asking = False
+        self._started = False
+        state.corpus = self
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def start(self, folder=None) -> None:
+        """Open ``folder`` (default: the sample store) and load the model, both in workers."""
+        if not self._started:
+            self._started = True
+            self.state.backend_changed.connect(self._on_backend)
+            self.state.choice_changed.connect(self._on_choice)
+        self.open(folder or (stores_dir() / SAMPLE_STORE))
+        if self.state.backend is None:
+            self.state.load_initial()
+
+    @property
+    def store(self):
+        return self.state.store
+
+    @property
+    def busy(self) -> bool:
+        return self.state.jobs.is_running("store")
+
+    def open(self, folder) -> None:
+        self.folder = Path(folder)
+
+        def opened(value):
+            if value is None:
+                self._create_pending = True
+                self._create_if_ready()
+                return
+            store, ids, texts = value
+            self._set_store(store, ids, texts)
+            self.state.status.emit(f"Opened {self.folder.name}: {len(ids):,} sentences")
+
+        self._run_store("Opening the corpus", open_store_job, self.folder, on_result=opened)
+
+    def close(self) -> None:
+        store = self.state.store
+        if store is not None:
+            try:
+                store.close()      # writes the last index snapshot; committed rows are on disk
+            except Exception:  # noqa: BLE001
+                log.exception("closing the store failed")
+
+    def _set_store(self, store, ids, texts):
+        old = self.state.store
+        if old is not None and old is not store:
+            try:
+                old.close()
+            except Exception:  # noqa: BLE001
+                log.exception("closing the previous store failed")
+        self.state.set_store(store)
+        self.rows_reset.emit(ids, texts)
+        self.check_model()
+
+    def _run_store(self, label, fn, *args, on_result=None, **kw):
+        job = self.state.run("store", fn, *args, label=label, on_result=on_result, **kw)
+        if job is None:
+            self.state.status.emit("Another corpus job is running: wait for it or cancel it")
+        return job
+
+    def _create_if_ready(self):
+        backend = self.state.backend
+        if not self._create_pending or backend is None or self.busy:
+            return
+        self._create_pending = False
+        pooling = self.state.pooling
+
+        def created(value):
+            store, result = value
+            self.store_choice = self.state.choice
+            self._set_store(store, result.ids, result.texts)
+            self.state.status.emit(f"Indexed the sample corpus: {result.summary()}")
+
+        self._run_store("Indexing the sample corpus", create_store_job, self.folder, backend, pooling,
+                        on_result=created)
+
+    # ---- model changes ------------------------------------------------------------------------
+    def _on_backend(self, backend):
+        if backend is None:
+            return
+        if self._create_pending:
+            self._create_if_ready()
+        else:
+            self.check_model()
+
+    def _on_choice(self, choice):
+        if self.state.backend is not None:
+            self.check_model()
+
+    def compatible(self) -> bool | None:
+        store, backend = self.state.store, self.state.backend
+        if store is None or backend is None:
+            return None
+        from index import fingerprint as fpmod
+        return fpmod.compatible(store.fingerprint_dict, backend.fingerprint(self.state.pooling).to_dict())
+
+    def check_model(self) -> None:
+        """If the store was embedded with another model/pooling, offer to re-embed it."""
+        ok = self.compatible()
+        if ok is None or self.busy:
+            return
+        if ok:
+            self.store_choice = self.state.choice
+            return
+        store = self.state.store
+        if store.count() == 0:
+            self.reembed()       # nothing to embed: just switch the store's model
+            return
+        if self._asking:
+            return
+        self._asking = True
+        from index import fingerprint as fpmod
+        new = self.state.backend.fingerprint(self.state.pooling).to_dict()
+        self.mismatch.emit(fpmod.describe(store.fingerprint_dict), fpmod.describe(new), store.count())
+
+    def answer_mismatch(self, reembed: bool) -> None:
+        self._asking = False
+        if reembed:
+            self.reembed()
+        else:
+            self.revert_choice()
+
+    def store_model_choice(self) -> ModelChoice:
+        if self.store_choice is not None:
+            return self.store_choice
+        fp = self.state.store.fingerprint_dict
+        return self.state.choice.with_(model=fp.get("model", self.state.choice.model),
+                                       pooling=fp.get("pooling", self.state.choice.pooling))
+
+    def revert_choice(self) -> None:
+        if self.state.store is None:
+            return
+        choice = self.store_model_choice()
+        self.state.status.emit(f"Keeping {choice.model} ({choice.pooling} pooling): the corpus was embedded with it")
+        self.state.set_choice(choice)
+
+    def reembed(self) -> None:
+        store, backend = self.state.store, self.state.backend
+        if store is None or backend is None:
+            self.state.status.emit("Nothing to re-embed yet")
+            return
+        pooling, choice = self.state.pooling, self.state.choice
+
+        def done(value):
+            self.store_choice = choice
+            ids, texts = value
+            self.rows_reset.emit(ids, texts)
+            self.state.corpus_changed.emit()
+            self.state.status.emit(f"Re-embedded {len(ids):,} sentences with {choice.model} ({pooling})")
+
+        def cancelled():
+            self.state.status.emit("Re-embedding cancelled: the corpus keeps its previous vectors")
+            self.revert_choice()
+
+        job = self._run_store(f"Re-embedding with {choice.model}", rebuild_job, store, backend, pooling,
+                              on_result=done)
+        if job is not None:
+            job.cancelled.connect(cancelled)
+            job.error.connect(lambda _m: self.revert_choice())
+
+    # ---- corpus edits ------------------------------------------------------------------------
+    def _ready(self) -> bool:
+        if self.state.store is None or self.state.backend is None:
+            self.state.status.emit("The corpus is still loading …")
+            return False
+        if self.compatible() is False:
+            self.state.error.emit("The corpus was embedded with another model or pooling: re-embed it "
+                                  "(Model → Re-embed) or switch back before adding sentences.")
+            return False
+        return True
+
+    def _ingested(self, result: IngestResult):
+        self.rows_added.emit(result.ids, result.texts)
+        self.state.corpus_changed.emit()
+        self.state.status.emit(result.summary())
+        self.ingest_done.emit(result)
+
+    def add_texts(self, texts, metadata=None, label=None):
+        texts = [t.strip() for t in texts if t and t.strip()]
+        if not texts:
+            self.state.status.emit("Nothing to add: the text is empty")
+            return None
+        if not self._ready():
+            return None
+        label = label or f"Adding {len(texts):,} sentence{'s' if len(texts) != 1 else ''}"
+        return self._run_store(label, ingest_job, self.state.store, self.state.backend, self.state.pooling,
+                               texts, metadata, on_result=self._ingested)
+
+    def import_file(self, path, column=None):
+        if not self._ready():
+            return None
+        return self._run_store(f"Importing {Path(path).name}", import_job, self.state.store,
+                               self.state.backend, self.state.pooling, str(path), column,
+                               on_result=self._ingested)
+
+    def remove(self, ids):
+        ids = [int(i) for i in ids]
+        if not ids or self.state.store is None:
+            return None
+
+        def removed(gone):
+            self.rows_removed.emit(gone)
+            self.state.corpus_changed.emit()
+            self.state.status.emit(f"Deleted {len(gone):,} sentence{'s' if len(gone) != 1 else ''}")
+
+        return self._run_store(f"Deleting {len(ids):,} sentences", remove_job, self.state.store, ids,
+                               on_result=removed)
+
+    def count(self) -> int:
+        store = self.state.store
+        return store.count() if store is not None else 0
