@@ -51,6 +51,15 @@ class WeightsError(ModelUnavailable):
 
 def config_from_hf(cfg: dict) -> tuple[EncoderConfig, str]:
     """A transformers config.json -> (our config, layout 'distilbert' | 'bert')."""
+    try:
+        return _config_from_hf(cfg)
+    except KeyError as e:
+        raise ModelUnavailable(f"config.json of this {cfg.get('model_type')} model lacks the field {e}") from None
+    except (TypeError, ValueError) as e:
+        raise ModelUnavailable(f"config.json has a value the encoder cannot use: {e}") from None
+
+
+def _config_from_hf(cfg: dict) -> tuple[EncoderConfig, str]:
     kind = cfg.get("model_type")
     if kind == "distilbert":
         act = cfg.get("activation", "gelu")

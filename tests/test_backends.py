@@ -1,0 +1,219 @@
+"""Both backends through the one API: same numbers on the same weights, and clear errors."""
+import numpy as np
+import pytest
+import torch
+
+from core.backend import EmbedStats, Fingerprint, get_backend, list_models
+from core.errors import InputError, ModelUnavailable, NoMLMHead
+
+SENTENCES = ["The cat sat on the mat.", "Stock markets fell sharply on Monday.",
+             "A kitten was sitting on the rug.", "hi"]
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return get_backend("minilm", "scratch"), get_backend("minilm", "hf")
+
+
+def test_backends_agree_on_minilm(minilm):
+    ours, hf = minilm
+    for pooling in ("mean", "cls", "max"):
+        a, b = ours.embed(SENTENCES, pooling=pooling), hf.embed(SENTENCES, pooling=pooling)
+        assert a.dtype == np.float32 and a.shape == (4, 384)
+        np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    ia, ib = ours.inspect(SENTENCES[0]), hf.inspect(SENTENCES[0])
+    assert ia.tokens == ib.tokens == ["[CLS]", "the", "cat", "sat", "on", "the", "mat", ".", "[SEP]"]
+    assert ia.attentions.shape == (6, 12, 9, 9) and ia.hidden_states.shape == (7, 9, 384)
+    np.testing.assert_allclose(ia.attentions, ib.attentions, atol=1e-5)
+    np.testing.assert_allclose(ia.attentions.sum(-1), 1.0, atol=1e-5)
+
+
+def test_embeddings_match_sentence_transformers_recipe(minilm):
+    """all-MiniLM-L6-v2 is mean pooling + L2 norm over BertModel: do it by hand with transformers."""
+    ours, hf = minilm
+    tok = hf.tokenizer
+    enc = tok(SENTENCES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        h = hf.model(**enc).last_hidden_state
+    m = enc["attention_mask"].unsqueeze(-1).float()
+    ref = torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1).numpy()
+    np.testing.assert_allclose(ours.embed(SENTENCES), ref, atol=1e-5)
+
+
+def test_embeddings_are_meaningful_and_batch_independent(minilm):
+    ours, _ = minilm
+    v = ours.embed(SENTENCES, batch_size=1)
+    np.testing.assert_allclose(v, ours.embed(SENTENCES, batch_size=3), atol=1e-5)
+    sims = v @ v.T
+    assert sims[0, 2] > 0.5 > sims[0, 1]       # paraphrase close, unrelated far
+
+
+def test_order_kept_with_length_bucketing(minilm):
+    ours, _ = minilm
+    texts = ["short", "a much much longer sentence about many different things and more", "mid length one"]
+    together = ours.embed(texts, batch_size=2)
+    one_by_one = np.stack([ours.embed([t])[0] for t in texts])
+    np.testing.assert_allclose(together, one_by_one, atol=1e-5)
+
+
+def test_truncation_is_reported(minilm):
+    ours, _ = minilm
+    stats = EmbedStats()
+    v = ours.embed(["word " * 700, "short"], stats=stats)
+    assert stats.truncated == 1 and stats.truncated_indices == [0] and v.shape == (2, 384)
+    assert ours.inspect("word " * 700).truncated == 702 - 512
+
+
+def test_progress_and_cancel(minilm):
+    import threading
+    ours, _ = minilm
+    seen = []
+    ours.embed(SENTENCES * 3, batch_size=4, progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(4, 12), (8, 12), (12, 12)]
+    from core.errors import Cancelled
+    ev = threading.Event()
+    ev.set()
+    with pytest.raises(Cancelled):
+        ours.embed(SENTENCES, cancel=ev)
+
+
+@pytest.mark.parametrize("bad", ["", "   \n\t"])
+def test_empty_text_is_refused(minilm, bad):
+    with pytest.raises(InputError, match="empty"):
+        minilm[0].embed(["fine", bad])
+
+
+def test_fingerprint_is_backend_independent(minilm):
+    ours, hf = minilm
+    a, b = ours.fingerprint("mean"), hf.fingerprint("mean")
+    assert a == b and a.compatible(b) and a.dim == 384
+    assert not a.compatible(ours.fingerprint("cls"))
+    assert Fingerprint.from_dict(a.to_dict()) == a
+    assert "minilm" in a.describe()
+
+
+def test_backend_cache_returns_same_object(minilm):
+    assert get_backend("minilm", "scratch") is minilm[0]
+
+
+def test_tiny_distilbert_backends_agree(tiny_distilbert):
+    ours, hf = get_backend(str(tiny_distilbert), "scratch"), get_backend(str(tiny_distilbert), "hf")
+    np.testing.assert_allclose(ours.embed(SENTENCES), hf.embed(SENTENCES), atol=1e-5)
+    np.testing.assert_allclose(ours.inspect(SENTENCES[0]).attentions, hf.inspect(SENTENCES[0]).attentions,
+                               atol=1e-5)
+    fa = ours.fill_mask("the [MASK] sat on the [MASK] .", top_k=5, per_layer=True).to_dict()
+    fb = hf.fill_mask("the [MASK] sat on the [MASK] .", top_k=5, per_layer=True).to_dict()
+    for ma, mb in zip(fa["masks"], fb["masks"]):
+        assert [p["token_id"] for p in ma["predictions"]] == [p["token_id"] for p in mb["predictions"]]
+        np.testing.assert_allclose([p["score"] for p in ma["predictions"]],
+                                   [p["score"] for p in mb["predictions"]], atol=1e-5)
+    assert fa["joint"]["text"] == fb["joint"]["text"]
+    assert fa["joint"]["score"] == pytest.approx(fb["joint"]["score"], rel=1e-4)
+    assert len(fa["per_layer"][0]["layers"]) == 3          # embeddings + 2 layers
+
+
+def test_fill_mask_matches_transformers_pipeline(tiny_distilbert):
+    from transformers import pipeline
+    pipe = pipeline("fill-mask", model=str(tiny_distilbert), top_k=5)
+    text = "the [MASK] sat on the mat ."
+    expected = pipe(text)
+    got = get_backend(str(tiny_distilbert), "scratch").fill_mask(text, top_k=5).masks[0]["predictions"]
+    assert [p["token_id"] for p in got] == [e["token"] for e in expected]
+    np.testing.assert_allclose([p["score"] for p in got], [e["score"] for e in expected], atol=1e-5)
+    assert [p["token"] for p in got] == [e["token_str"].strip() for e in expected]
+
+
+def test_fill_mask_targets_score_multi_piece_words_honestly(tiny_distilbert):
+    b = get_backend(str(tiny_distilbert), "scratch")
+    text = "the [MASK] sat on the mat ."
+    res = b.fill_mask(text, targets=["cat", "dogs"], top_k=5).masks[0]["predictions"]
+    by_word = {r["token"]: r for r in res}
+    assert by_word["cat"]["multi_piece"] is False
+    full = b.fill_mask(text, top_k=200).masks[0]["predictions"]
+    assert by_word["cat"]["score"] == pytest.approx(next(p["score"] for p in full if p["token"] == "cat"), abs=1e-6)
+    dogs = by_word["dogs"]
+    assert dogs["multi_piece"] is True and dogs["pieces"] == ["dog", "##s"]
+    # p(dog) at the first of two masks, then p(##s | dog) at the second
+    p1 = b.fill_mask("the [MASK] [MASK] sat on the mat .", top_k=200).masks[0]["predictions"]
+    p_dog = next(p["score"] for p in p1 if p["token"] == "dog")
+    p2 = b.fill_mask("the dog [MASK] sat on the mat .", top_k=200).masks[0]["predictions"]
+    p_s = next(p["score"] for p in p2 if p["token_id"] == b.tokenizer.convert_tokens_to_ids("##s"))
+    assert dogs["score"] == pytest.approx(p_dog * p_s, rel=1e-4)
+
+
+def test_joint_completion_fills_every_mask(tiny_distilbert):
+    b = get_backend(str(tiny_distilbert), "scratch")
+    res = b.fill_mask("[MASK] cat [MASK] on the [MASK] .", top_k=3)
+    assert len(res.masks) == 3 and len(res.joint["tokens"]) == 3
+    assert "[MASK]" not in res.joint["text"] and 0 < res.joint["score"] <= 1
+
+
+@pytest.mark.parametrize("text,error,match", [
+    ("", InputError, "empty"),
+    ("   ", InputError, "empty"),
+    ("no mask here", InputError, "no \\[MASK\\]"),
+    (" ".join(["[MASK]"] * 20), InputError, "too many"),
+])
+def test_fill_mask_bad_inputs(tiny_distilbert, text, error, match):
+    with pytest.raises(error, match=match):
+        get_backend(str(tiny_distilbert), "scratch").fill_mask(text)
+
+
+def test_unknown_target_is_refused(tiny_distilbert):
+    with pytest.raises(InputError, match="not in the model's vocabulary"):
+        get_backend(str(tiny_distilbert), "scratch").fill_mask("the [MASK] .", targets=["§§§"])
+
+
+def test_minilm_has_no_mlm_head(minilm):
+    with pytest.raises(NoMLMHead, match="no masked-LM head"):
+        minilm[0].fill_mask("the [MASK] sat.")
+
+
+def test_missing_folder_and_wrong_files(tmp_path):
+    with pytest.raises(ModelUnavailable, match="does not exist"):
+        get_backend(str(tmp_path / "nope"))
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "notes.txt").write_text("hello")
+    with pytest.raises(ModelUnavailable, match="lacks config.json"):
+        get_backend(str(tmp_path / "junk"))
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "config.json").write_text('{"model_type": "distilbert"}')
+    (bad / "model.safetensors").write_bytes(b"not really safetensors")
+    with pytest.raises(ModelUnavailable):
+        get_backend(str(bad))
+
+
+def test_hub_model_offline_gives_one_clear_message(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelUnavailable) as e:
+        get_backend("distilbert-base-uncased")
+    msg = str(e.value)
+    assert "distilbert-base-uncased" in msg and "minilm" in msg and "cache" in msg
+
+
+def test_bad_backend_and_pooling(minilm):
+    with pytest.raises(InputError, match="backend"):
+        get_backend("minilm", "onnx")
+    with pytest.raises(InputError, match="pooling"):
+        minilm[0].embed(["x"], pooling="median")
+
+
+def test_list_models(tiny_distilbert):
+    rows = {r["name"]: r for r in list_models([tiny_distilbert])}
+    assert rows["minilm"]["available"] and rows["minilm"]["mlm_head"] is False and rows["minilm"]["dim"] == 384
+    assert rows["distilbert-base-uncased"]["source"] == "hub"
+    tiny = rows[str(tiny_distilbert)]
+    assert tiny["available"] and tiny["mlm_head"] and tiny["layers"] == 2
+
+
+def test_checkpoint_roundtrip(tmp_path, tiny_distilbert):
+    from core.weights import load_folder, save_checkpoint
+    b = get_backend(str(tiny_distilbert), "scratch")
+    out = save_checkpoint(b.model, b.tokenizer, tmp_path / "ckpt")
+    again = get_backend(str(out), "scratch")
+    assert again.source.kind == "trained" and again.has_mlm
+    np.testing.assert_allclose(again.embed(SENTENCES), b.embed(SENTENCES), atol=1e-6)
+    model, cfg, layout = load_folder(out)
+    assert layout == "encoderscope" and cfg == b.config

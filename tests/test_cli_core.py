@@ -1,0 +1,81 @@
+"""The CLI as a black box: the real `encoderscope` console script in a subprocess."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+EXE = Path(sys.executable).with_name("encoderscope")
+
+
+def run(*args, check=True):
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    p = subprocess.run([str(EXE), *args], capture_output=True, text=True, env=env, timeout=300)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def test_embed_json_matches_the_api(tmp_path):
+    from core.backend import get_backend
+    f = tmp_path / "texts.txt"
+    f.write_text("A third one from a file.\n\n   \nAnd a fourth.\n", encoding="utf-8")
+    out = json.loads(run("embed", "The cat sat.", "Dogs bark.", "--file", str(f), "--json").stdout)
+    assert out["model"] == "minilm" and out["backend"] == "scratch" and out["dim"] == 384
+    assert out["device"].startswith("cpu")
+    v = np.array(out["vectors"])
+    assert v.shape == (4, 384)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5)
+    ref = get_backend("minilm").embed(["The cat sat.", "Dogs bark.", "A third one from a file.", "And a fourth."])
+    np.testing.assert_allclose(v, ref, atol=1e-5)
+
+
+def test_embed_hf_backend_and_pooling():
+    a = np.array(json.loads(run("embed", "hello there", "--pooling", "cls", "--json").stdout)["vectors"])
+    b = json.loads(run("embed", "hello there", "--pooling", "cls", "--backend", "hf", "--json").stdout)
+    assert b["backend"] == "hf"
+    np.testing.assert_allclose(a, np.array(b["vectors"]), atol=1e-5)
+
+
+def test_inspect_json():
+    out = json.loads(run("inspect", "The cat sat.", "--json").stdout)
+    assert out["tokens"] == ["[CLS]", "the", "cat", "sat", ".", "[SEP]"]
+    att = np.array(out["attentions"])
+    assert att.shape == (6, 12, 6, 6)
+    np.testing.assert_allclose(att.sum(-1), 1, atol=1e-4)
+
+
+def test_fill_mask_json(tiny_distilbert):
+    out = json.loads(run("fill-mask", "the [MASK] sat on the [MASK] .", "--model", str(tiny_distilbert),
+                         "--top-k", "3", "--per-layer", "--json").stdout)
+    assert len(out["masks"]) == 2 and len(out["masks"][0]["predictions"]) == 3
+    assert {"token", "score"} <= set(out["masks"][0]["predictions"][0])
+    assert out["joint"]["text"] and 0 < out["joint"]["score"] <= 1
+    assert len(out["per_layer"]) == 2
+    t = json.loads(run("fill-mask", "the [MASK] sat .", "--model", str(tiny_distilbert), "--targets", "cat,dogs",
+                       "--json").stdout)
+    assert {p["token"] for p in t["masks"][0]["predictions"]} == {"cat", "dogs"}
+
+
+def test_models_json():
+    rows = {r["name"]: r for r in json.loads(run("models", "--json").stdout)["models"]}
+    assert rows["minilm"] == {**rows["minilm"], "source": "packaged", "available": True, "dim": 384,
+                              "layers": 6, "heads": 12, "mlm_head": False}
+    assert rows["distilbert-base-uncased"]["available"] is False
+
+
+@pytest.mark.parametrize("args,message", [
+    (["embed", "--model", "distilbert-base-uncased", "hi"], "minilm"),
+    (["embed", "--model", "/no/such/folder", "hi"], "does not exist"),
+    (["embed", "   "], "empty"),
+    (["fill-mask", "the [MASK] sat"], "no masked-LM head"),
+    (["embed"], "no text given"),
+])
+def test_errors_are_messages_not_tracebacks(args, message):
+    p = run(*args, check=False)
+    assert p.returncode == 2
+    assert p.stderr.startswith("error: ") and message in p.stderr
+    assert "Traceback" not in p.stderr
