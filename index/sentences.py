@@ -55,9 +55,8 @@ class SentenceDB:
             self.conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30,
                                         check_same_thread=False)
             self.conn.execute("PRAGMA busy_timeout=30000")
-            if not readonly:
-                self.conn.execute("PRAGMA journal_mode=WAL")
-                self.conn.execute("PRAGMA synchronous=FULL")
+            # synchronous=FULL: a commit is on disk before it returns (WAL is set at create).
+            self.conn.execute("PRAGMA synchronous=FULL")
         except sqlite3.DatabaseError as e:
             raise self._corrupt(e) from None
 
@@ -114,6 +113,7 @@ class SentenceDB:
         return row is not None and self.get_meta("fingerprint") is not None
 
     def create(self, meta: dict) -> None:
+        self._q("PRAGMA journal_mode=WAL")
         with self.transaction():
             for stmt in SCHEMA.strip().split(";"):
                 if stmt.strip():

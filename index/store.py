@@ -152,8 +152,10 @@ class VectorStore(Store):
             except FileNotFoundError:
                 # A writer replaced the snapshot between our manifest read and the index read.
                 if self._lock is not None or attempt == 4:
-                    raise StoreCorrupted(f"the index file named by {self.folder / MANIFEST_NAME} "
-                                         "is missing", path=self.folder / MANIFEST_NAME) from None
+                    raise StoreCorrupted(
+                        f"the index file named by {self.folder / MANIFEST_NAME} is missing; open "
+                        "with repair (encoderscope info --repair) to rebuild it from the stored "
+                        "vectors", path=self.folder / MANIFEST_NAME) from None
 
     def _load_once(self, repair: bool) -> None:
         db = self._db
@@ -170,7 +172,7 @@ class VectorStore(Store):
                 return
             try:
                 index = self._read_snapshot(man)
-            except StoreCorrupted:
+            except (StoreCorrupted, FileNotFoundError):
                 if not repair:
                     raise
                 self._rebuild_index()
@@ -221,7 +223,7 @@ class VectorStore(Store):
                                  path=self.folder / MANIFEST_NAME)
         path = self.folder / man.index_file
         size = path.stat().st_size   # FileNotFoundError handled by _load
-        hint = " ; open with repair (encoderscope info --repair) to rebuild it from the stored vectors"
+        hint = "; open with repair (encoderscope info --repair) to rebuild it from the stored vectors"
         if size != man.index_bytes:
             raise StoreCorrupted(f"the index file {path} is truncated or overwritten: "
                                  f"{size} bytes, the manifest says {man.index_bytes}" + hint, path=path)
