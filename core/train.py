@@ -89,6 +89,7 @@ class TrainConfig:
     seed: int = 0                  # seeds weights, data order, masks and dropout
     device: str = "auto"           # "auto" | "cpu" | "cuda" | "cuda:1" | "mps"
     precision: str = "auto"        # "auto" (bf16 autocast where supported) | "fp32" | "bf16"
+    threads: int = 0               # CPU threads for this run (0 = torch's default); 1 is fastest for tiny models
     resume: str = ""               # a checkpoint folder: continue its run (weights, optimizer, RNG, data)
     pairs: str = ""                # optional .tsv/.csv with columns a, b (, topic): paraphrase pairs to evaluate
     max_sentences: int = 0         # read at most this many corpus sentences (0 = all)
@@ -227,7 +228,15 @@ class Trainer:
     def run(self, progress: Callable[[dict], None] | None = None, cancel=None) -> dict:
         """Train to ``config.steps``; returns the summary (also sent as the "done" event)."""
         self._progress = progress or (lambda ev: None)
-        is_cancelled = _cancel_fn(cancel)
+        threads = torch.get_num_threads()
+        if self.config.threads > 0:
+            torch.set_num_threads(self.config.threads)
+        try:
+            return self._run(_cancel_fn(cancel))
+        finally:
+            torch.set_num_threads(threads)
+
+    def _run(self, is_cancelled) -> dict:
         started = time.perf_counter()
         self._setup()
         c = self.config
