@@ -1,0 +1,177 @@
+"""Attention inspector (app/attention_panel.py, heatmap.py, head_grid.py) on a tiny local model."""
+import numpy as np
+import pytest
+from PySide6 import QtCore, QtGui
+
+from core import attention as A
+from core.backend import get_backend
+
+pytest.importorskip("pytestqt")
+
+from app.attention_panel import AttentionPanel, pair_text  # noqa: E402
+from app.state import AppState  # noqa: E402
+
+TEXT = "the quick brown fox sat on the mat"
+
+
+@pytest.fixture(scope="module", params=["hf", "scratch"])
+def backend(request, tiny_distilbert):
+    return get_backend(str(tiny_distilbert), backend=request.param)
+
+
+@pytest.fixture
+def panel(qtbot, backend):
+    state = AppState()
+    p = AttentionPanel(state)
+    qtbot.addWidget(p)
+    p.resize(1000, 700)
+    p.show()
+    state.backend = backend
+    state.backend_changed.emit(backend)
+    yield p
+    state.shutdown(5000)
+
+
+def inspect(qtbot, panel, text=TEXT, pair=""):
+    with qtbot.waitSignal(panel.inspected, timeout=15000):
+        panel.inspect_text(text, pair)
+    return panel.inspection
+
+
+def test_heatmap_rows_and_columns_are_the_tokens(qtbot, panel, backend):
+    ins = inspect(qtbot, panel)
+    T = len(ins.tokens)
+    assert ins.tokens[0] == "[CLS]" and ins.tokens[-1] == "[SEP]"
+    hm = panel.heatmap
+    assert hm.drawn_matrix().shape == (T, T)
+    assert hm.left_axis.labels == ins.tokens and hm.top_axis.labels == ins.tokens
+    qtbot.waitUntil(lambda: len(hm.left_axis.visible_labels()) == T)   # all fit at this size
+    assert len(hm.top_axis.visible_labels()) == T
+
+
+def test_drawn_values_equal_core_attentions(qtbot, panel, backend):
+    inspect(qtbot, panel)
+    expected = backend.inspect(TEXT).attentions
+    L, H = expected.shape[:2]
+    assert panel.layer_spin.maximum() == L and panel.head_spin.maximum() == H
+    for layer, head in [(0, 0), (L - 1, H - 1), (1, 2)]:
+        panel.set_layer_head(layer, head)
+        np.testing.assert_allclose(panel.heatmap.drawn_matrix(), expected[layer, head], rtol=1e-5, atol=1e-6)
+        assert panel.heatmap.plot.titleLabel.text.startswith(f"Layer {layer + 1}, head {head + 1}")
+    panel.set_mode("mean")
+    np.testing.assert_allclose(panel.heatmap.drawn_matrix(), expected[panel.layer].mean(0), rtol=1e-5, atol=1e-6)
+
+
+def test_rollout_rows_sum_to_one(qtbot, panel, backend):
+    ins = inspect(qtbot, panel)
+    panel.set_mode("rollout")
+    for layer in range(ins.attentions.shape[0]):
+        panel.set_layer_head(layer)
+        m = panel.heatmap.drawn_matrix()
+        np.testing.assert_allclose(m.sum(-1), 1.0, atol=1e-5)
+        np.testing.assert_allclose(m, A.rollout(ins.attentions, upto=layer), atol=1e-6)
+    assert not panel.head_spin.isEnabled()          # no head to choose in rollout
+    assert "rollout" in panel.heatmap.plot.titleLabel.text.lower()
+
+
+def test_grid_has_layers_times_heads_cells_and_click_opens_head(qtbot, panel, backend):
+    ins = inspect(qtbot, panel)
+    L, H = ins.attentions.shape[:2]
+    panel.set_mode("mean")
+    panel.set_view(1)
+    grid = panel.grid
+    qtbot.waitExposed(grid)
+    assert grid.grid_shape() == (L, H) and grid.cell_count() == L * H
+    # every cell of the mosaic is the colour-mapped head: check one head's corner pixels differ from gutter
+    layer, head = L - 1, H - 2
+    pos = grid.mapFromScene(grid.scene_pos_of(layer, head))
+    qtbot.mouseClick(grid.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=pos)
+    assert (panel.layer, panel.head, panel.mode) == (layer, head, "head")
+    assert panel.stack.currentIndex() == 0
+    np.testing.assert_allclose(panel.heatmap.drawn_matrix(), ins.attentions[layer, head], atol=1e-6)
+
+
+def test_hide_special_tokens_raw_or_renormalised(qtbot, panel, backend):
+    ins = inspect(qtbot, panel)
+    panel.hide_special.setChecked(True)
+    words = [t for t in ins.tokens if t not in ("[CLS]", "[SEP]")]
+    assert panel.heatmap.left_axis.labels == words and panel.heatmap.top_axis.labels == words
+    raw = panel.heatmap.drawn_matrix()
+    np.testing.assert_allclose(raw, ins.attentions[0, 0][1:-1, 1:-1], atol=1e-6)
+    assert (raw.sum(-1) <= 1 + 1e-6).all()
+    panel.renormalise.setChecked(True)
+    np.testing.assert_allclose(panel.heatmap.drawn_matrix().sum(-1), 1.0, atol=1e-5)
+    assert panel.grid.grid_shape() == ins.attentions.shape[:2]
+    assert panel.grid.attentions.shape[-1] == len(words)
+
+
+def test_export_png_and_csv_numbers_match(qtbot, panel, backend, tmp_path):
+    ins = inspect(qtbot, panel)
+    panel.set_layer_head(1, 3)
+    png = panel.export_png(tmp_path / "view.png")
+    img = QtGui.QImage(str(png))
+    assert not img.isNull() and img.width() > 200 and img.height() > 200
+    csv = panel.export_csv(tmp_path / "m.csv")
+    m, rows, cols = A.read_matrix_csv(csv)
+    assert rows == ins.tokens and cols == ins.tokens
+    np.testing.assert_allclose(m, panel.heatmap.drawn_matrix(), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(m, ins.attentions[1, 3], rtol=1e-6, atol=1e-8)
+    all_csv = panel.export_all_csv(tmp_path / "all.csv")
+    L, H, T, _ = ins.attentions.shape
+    assert len(all_csv.read_text().strip().split("\n")) == 1 + L * H * T * T
+    npz = np.load(panel.export_npz(tmp_path / "all.npz"))
+    np.testing.assert_array_equal(npz["attentions"], ins.attentions.astype(np.float32))
+    panel.set_view(1)
+    assert QtGui.QImage(str(panel.export_png(tmp_path / "grid.png"))).width() > 200
+
+
+def test_arrow_keys_step_heads_and_layers(qtbot, panel):
+    inspect(qtbot, panel)
+    panel.set_layer_head(0, 0)
+    qtbot.keyClick(panel.heatmap, QtCore.Qt.Key.Key_Right)
+    qtbot.keyClick(panel.heatmap, QtCore.Qt.Key.Key_Right)
+    qtbot.keyClick(panel.heatmap, QtCore.Qt.Key.Key_Down)
+    assert (panel.layer, panel.head) == (1, 2)
+    qtbot.keyClick(panel.heatmap, QtCore.Qt.Key.Key_Left)
+    assert panel.head == 1
+
+
+def test_hover_readout_and_numbers(qtbot, panel):
+    ins = inspect(qtbot, panel)
+    with qtbot.waitSignal(panel.heatmap.hovered) as sig:
+        panel.heatmap.hover(2, 1)
+    i, j, v = sig.args
+    assert v == pytest.approx(float(panel.heatmap.drawn_matrix()[2, 1]))
+    tip = panel.heatmap.tooltip_text(2, 1)
+    assert ins.tokens[2] in tip and ins.tokens[1] in tip and f"{v:.4f}" in tip
+    assert f"{v:.4f}" in panel.hover_label.text()
+    panel.show_values.setChecked(True)
+    assert panel.heatmap.values_shown()
+    assert len(panel.heatmap.value_items) == len(ins.tokens) ** 2
+
+
+def test_long_text_says_how_much_was_truncated(qtbot, panel, backend):
+    text = " ".join(["the cat sat on the mat"] * 30)       # far beyond the tiny model's 64 positions
+    ins = inspect(qtbot, panel, text)
+    assert ins.truncated > 0
+    assert len(ins.tokens) == backend.max_length
+    info = panel.info_label.text()
+    assert "truncated" in info and f"{ins.truncated}" in info
+    assert panel.heatmap.drawn_matrix().shape == (backend.max_length,) * 2
+
+
+def test_request_from_other_panels_inspects_a_pair(qtbot, panel):
+    with qtbot.waitSignal(panel.inspected, timeout=15000):
+        panel.state.request_inspect("the cat sat", "a dog ran")
+    assert panel.inspection.tokens.count("[SEP]") == 2
+    assert panel.pair_edit.text() == "a dog ran"
+    assert pair_text("a", "") == "a"
+
+
+def test_new_backend_reinspects_same_text(qtbot, panel, tiny_distilbert):
+    inspect(qtbot, panel)
+    other = get_backend(str(tiny_distilbert), backend="scratch" if panel.state.backend.backend == "hf" else "hf")
+    with qtbot.waitSignal(panel.inspected, timeout=15000):
+        panel.state.backend = other
+        panel.state.backend_changed.emit(other)
+    np.testing.assert_allclose(panel.inspection.attentions, other.inspect(TEXT).attentions, atol=1e-5)
