@@ -1,0 +1,169 @@
+"""Fill-mask panel (app/fillmask_panel.py) on a tiny local MLM model and on minilm (no head)."""
+import pytest
+from PySide6 import QtCore
+
+from core.backend import get_backend
+
+pytest.importorskip("pytestqt")
+
+from app import fillmask_panel as F  # noqa: E402
+from app.state import AppState  # noqa: E402
+
+TEXT = "the [MASK] sat on the mat ."
+
+
+# ---- pure helpers -------------------------------------------------------------------------
+
+def test_words_and_masking():
+    text = "The cat's toy, [MASK] here."
+    assert [w for _, _, w in F.words(text)] == ["The", "cat's", "toy", ",", "[MASK]", "here", "."]
+    assert F.mask_word(text, 1) == "The [MASK] toy, [MASK] here."
+    assert F.mask_spans("a [MASK] b [MASK]") == [(2, 8), (11, 17)]
+
+
+def test_fill_mask_at():
+    assert F.fill_mask_at("a [MASK] b [MASK]", 1, "c") == "a [MASK] b c"
+    assert F.fill_mask_at("the cat [MASK] ran", 0, "##s") == "the cats ran"
+    with pytest.raises(IndexError):
+        F.fill_mask_at("no mask", 0, "x")
+
+
+def test_layer_names():
+    assert F.layer_names(3, 2) == ["embeddings", "layer 1", "layer 2"]
+    assert F.layer_names(2, 2) == ["layer 1", "layer 2"]
+
+
+# ---- the panel ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def backend(tiny_distilbert):
+    return get_backend(str(tiny_distilbert), backend="scratch")
+
+
+def make_panel(qtbot, backend, **kw):
+    state = AppState()
+    p = F.FillMaskPanel(state, **kw)
+    qtbot.addWidget(p)
+    p.resize(1000, 700)
+    p.show()
+    state.backend = backend
+    state.backend_changed.emit(backend)
+    return p
+
+
+@pytest.fixture
+def panel(qtbot, backend):
+    p = make_panel(qtbot, backend)
+    yield p
+    p.state.shutdown(5000)
+
+
+def predict(qtbot, panel, text=None):
+    if text is not None:
+        panel.text_edit.setText(text)
+    with qtbot.waitSignal(panel.predicted, timeout=15000):
+        panel.predict()
+    return panel.result
+
+
+def test_top_k_table_matches_core(qtbot, panel, backend):
+    panel.topk_spin.setValue(7)
+    predict(qtbot, panel, TEXT)
+    core = backend.fill_mask(TEXT, top_k=7, per_layer=True).to_dict()
+    assert len(panel.mask_tables) == 1
+    table = panel.mask_tables[0]
+    assert table.tokens() == [p["token"] for p in core["masks"][0]["predictions"]]
+    assert table.scores() == pytest.approx([p["score"] for p in core["masks"][0]["predictions"]], rel=1e-5)
+    # per-layer view: embeddings + each layer, top-k columns
+    assert panel.layer_table.rowCount() == backend.n_layers + 1
+    assert panel.layer_table.columnCount() == 7
+    first = core["per_layer"][0]["layers"][-1][0]["token"]
+    assert panel.layer_table.item(backend.n_layers, 0).text().startswith(first)
+
+
+def test_several_masks_and_joint(qtbot, panel, backend):
+    text = "the [MASK] sat on the [MASK] ."
+    predict(qtbot, panel, text)
+    core = backend.fill_mask(text, top_k=10).to_dict()
+    assert len(panel.mask_tables) == 2
+    for table, m in zip(panel.mask_tables, core["masks"]):
+        assert table.tokens() == [p["token"] for p in m["predictions"]]
+    assert not panel.joint_box.isHidden()
+    assert f"{core['joint']['score']:.3g}" in panel.joint_label.text()
+    panel.use_joint()
+    assert "[MASK]" not in panel.text_edit.text()
+
+
+def test_clicking_a_prediction_fills_it_in(qtbot, panel):
+    predict(qtbot, panel, "the [MASK] sat on the [MASK] .")
+    table = panel.mask_tables[1]
+    token = table.tokens()[2]
+    rect = table.visualItemRect(table.item(2, 1))
+    with qtbot.waitSignal(panel.predicted, timeout=15000):     # one mask left: predicts again
+        qtbot.mouseClick(table.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+    assert panel.text_edit.text() == F.fill_mask_at("the [MASK] sat on the [MASK] .", 1, token)
+    assert len(panel.mask_tables) == 1
+    # filling the last one leaves a full sentence and a hint
+    last = panel.mask_tables[0]
+    rect = last.visualItemRect(last.item(0, 1))
+    qtbot.mouseClick(last.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+    assert "[MASK]" not in panel.text_edit.text()
+    assert "Click a word" in panel.status_label.text()
+    panel.text_edit.undo()                                   # the fill can be undone
+    assert panel.text_edit.text().count("[MASK]") == 1
+
+
+def test_click_a_word_or_button_to_mask(qtbot, panel):
+    panel.text_edit.setText("the cat sat on the mat")
+    assert "href='w:1'" in panel.words_label.text()
+    panel.words_label.linkActivated.emit("w:1")
+    assert panel.text_edit.text() == "the [MASK] sat on the mat"
+    panel.text_edit.setCursorPosition(len(panel.text_edit.text()))
+    qtbot.mouseClick(panel.mask_button, QtCore.Qt.MouseButton.LeftButton)
+    assert panel.text_edit.text() == "the [MASK] sat on the mat[MASK]"
+    panel.text_edit.setSelection(0, 3)
+    qtbot.keyClick(panel.text_edit, QtCore.Qt.Key.Key_M, QtCore.Qt.KeyboardModifier.ControlModifier)
+    assert panel.text_edit.text().startswith("[MASK] [MASK] sat")
+    assert panel.mask_count() == 3
+
+
+def test_targets(qtbot, panel, backend):
+    panel.targets_edit.setText("cat, dog, bird")
+    predict(qtbot, panel, TEXT)
+    core = backend.fill_mask(TEXT, top_k=10, targets=["cat", "dog", "bird"]).to_dict()
+    assert panel.mask_tables[0].tokens() == [p["token"] for p in core["masks"][0]["predictions"]]
+    assert sorted(panel.mask_tables[0].tokens()) == ["bird", "cat", "dog"]
+
+
+def test_input_errors_are_shown(qtbot, panel):
+    panel.text_edit.setText("no mask here")
+    panel.predict()
+    assert "[MASK]" in panel.status_label.text()
+    panel.targets_edit.setText("42")
+    panel.text_edit.setText(TEXT)
+    with qtbot.waitSignal(panel.failed, timeout=15000):
+        panel.predict()
+    assert "vocabulary" in panel.status_label.text()
+
+
+def test_model_without_mlm_head_explains(qtbot):
+    try:
+        minilm = get_backend("minilm", backend="scratch")
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"minilm not installed: {e}")
+    listing = [{"name": "minilm", "mlm_head": False, "available": True},
+               {"name": "distilbert-base-uncased", "mlm_head": True, "available": False,
+                "note": "not in the Hugging Face cache"},
+               {"name": "/models/mine", "mlm_head": True, "available": True, "source": "trained"}]
+    p = make_panel(qtbot, minilm, list_models_fn=lambda: listing)
+    assert p.has_explanation
+    text = p.no_mlm_label.text()
+    assert "masked-language-model head" in text and "minilm" in text
+    assert "distilbert-base-uncased" in text and "/models/mine" in text
+    assert "href='minilm'" not in text
+    p.state.shutdown(5000)
+
+
+def test_real_listing_names_distilbert(qtbot):
+    names = [m["name"] for m in F.mlm_models()]
+    assert "distilbert-base-uncased" in names and "minilm" not in names
