@@ -181,6 +181,9 @@ class CorpusService(QObject):
         self._create_pending = False
         self._asking = False
         self._started = False
+        self._count = 0            # rows in the store, kept here: no SQL on the UI thread
+        self.rows_reset.connect(lambda ids, _t: self._set_count(len(ids)))
+        self.rows_removed.connect(lambda gone: self._set_count(self._count - len(gone)))
         state.corpus = self
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -218,6 +221,7 @@ class CorpusService(QObject):
 
     def close(self) -> None:
         store = self.state.store
+        self.state.store = None    # late signals from finished jobs find no store
         if store is not None:
             try:
                 store.close()      # writes the last index snapshot; committed rows are on disk
@@ -353,6 +357,7 @@ class CorpusService(QObject):
         return True
 
     def _ingested(self, result: IngestResult):
+        self._set_count(self._count + result.added)
         self.rows_added.emit(result.ids, result.texts)
         self.state.corpus_changed.emit()
         self.state.status.emit(result.summary())
@@ -390,5 +395,7 @@ class CorpusService(QObject):
                                on_result=removed)
 
     def count(self) -> int:
-        store = self.state.store
-        return store.count() if store is not None else 0
+        return self._count if self.state.store is not None else 0
+
+    def _set_count(self, n: int) -> None:
+        self._count = max(0, int(n))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, Qt, QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
-from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QTabWidget
+from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QScrollArea, QTabWidget
 
 from .about import show_about
 from .corpus_panel import CorpusPanel
@@ -43,8 +43,16 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.search_panel, "Search")
         self.tabs.addTab(self.corpus_panel, "Corpus")
         self.optional_panels = dict(load_optional_panels(self.state))
+        self._panel_tabs = {}
         for title, widget in self.optional_panels.items():
-            self.tabs.addTab(widget, title)
+            # a scroll area: a panel wider than the window scrolls instead of widening the window
+            scroll = QScrollArea()
+            scroll.setObjectName(f"{widget.objectName()}_scroll")
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+            scroll.setWidget(widget)
+            self._panel_tabs[title] = scroll
+            self.tabs.addTab(scroll, title)
         self.setCentralWidget(self.tabs)
 
         self._build_status_bar()
@@ -128,9 +136,9 @@ class MainWindow(QMainWindow):
             self.device_label.setText(f"  Device: {getattr(backend, 'device_name', '?')}  ")
 
     def _on_inspect(self, text: str, compare_with: str):
-        widget = self.optional_panels.get("Attention")
-        if widget is not None:
-            self.tabs.setCurrentWidget(widget)
+        tab = self._panel_tabs.get("Attention")
+        if tab is not None:
+            self.tabs.setCurrentWidget(tab)
         else:
             self.statusBar().showMessage("The attention inspector is not installed in this build", 6000)
 
@@ -142,6 +150,14 @@ class MainWindow(QMainWindow):
         box.finished.connect(lambda *_: self._error_boxes.remove(box) if box in self._error_boxes else None)
         self._error_boxes.append(box)
         box.open()   # not exec(): never blocks the event loop (jobs keep reporting)
+
+    def show_panel(self, title: str) -> bool:
+        """Bring the tab called ``title`` (Search, Corpus, Attention, Fill-mask, Train) forward."""
+        for i in range(self.tabs.count()):
+            if self.tabs.tabText(i) == title:
+                self.tabs.setCurrentIndex(i)
+                return True
+        return False
 
     def focus_search(self):
         self.tabs.setCurrentWidget(self.search_panel)
