@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt
 from core import attention as A
 
 from .head_grid import HeadGrid
-from .heatmap import COLORMAPS, DEFAULT_COLORMAP, MAX_VALUE_LABELS, HeatmapWidget
+from .heatmap import COLORMAPS, DEFAULT_COLORMAP, HeatmapWidget
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "attention.inspect"
@@ -158,7 +158,7 @@ class AttentionPanel(QtWidgets.QWidget):
                                     "the rest went to the hidden tokens).")
         self.renormalise.setEnabled(False)
         self.show_values = QtWidgets.QCheckBox("Numbers")
-        self.show_values.setToolTip(f"Write each weight in its cell (up to {MAX_VALUE_LABELS} tokens)")
+        self.show_values.setToolTip("Write each weight in its cell (for long texts, zoom in with the wheel)")
         self.hide_special.toggled.connect(self.renormalise.setEnabled)
         for cb in (self.hide_special, self.renormalise, self.show_values):
             cb.toggled.connect(self.refresh)
@@ -433,8 +433,6 @@ class AttentionPanel(QtWidgets.QWidget):
         self.heatmap.set_matrix(self.matrix, self.labels, title=self.title() + note)
         self.hover_label.setText("Hover a cell to read its weight.")
         self.heatmap.set_show_values(self.show_values.isChecked())
-        self.show_values.setToolTip(
-            f"Write each weight in its cell (up to {MAX_VALUE_LABELS} tokens; this text has {len(keep)})")
         grid_att = A.hide(self.inspection.attentions, keep, renormalise=renorm)
         self.grid.set_attentions(grid_att, self.labels)
         self.grid.set_selected(self.layer, self.head if self.mode == "head" else -1)

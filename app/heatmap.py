@@ -25,7 +25,7 @@ COLORMAPS = {"Blues": "blues", "Viridis": "viridis", "Inferno": "inferno", "Magm
 # ColorBrewer "Blues" (as in matplotlib): white for 0, deep blue for the largest weight.
 BLUES = ["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"]
 DEFAULT_COLORMAP = "Blues"
-MAX_VALUE_LABELS = 48          # show numbers in the cells only up to this many rows/columns
+MIN_CELL_PX_FOR_VALUES = 22   # numbers are written in cells at least this many pixels wide (zoom in)
 MAX_LABEL_CHARS = 16
 
 
@@ -204,6 +204,58 @@ class TokenAxis(pg.AxisItem):
                 p.drawText(rect, int(flags), text)
 
 
+class CellValues(pg.GraphicsObject):
+    """Every cell's number, drawn by ONE item in one paint() call (1000s of TextItems would take
+    seconds). Only visible cells at least MIN_CELL_PX_FOR_VALUES wide are written, so zooming
+    into a long text brings its numbers in."""
+
+    def __init__(self):
+        super().__init__()
+        self.values = np.zeros((0, 0), np.float32)
+        self.dark = np.zeros((0, 0), bool)
+        self.drawn = 0
+        self.setZValue(10)
+
+    def set_values(self, values: np.ndarray, dark: np.ndarray) -> None:
+        self.prepareGeometryChange()
+        self.values, self.dark = values, dark
+        self.update()
+
+    def boundingRect(self):
+        rows, cols = self.values.shape
+        return QtCore.QRectF(-0.5, -0.5, cols, rows)
+
+    def paint(self, p, *args):
+        self.drawn = 0
+        rows, cols = self.values.shape
+        vb = self.getViewBox()
+        if not rows or vb is None:
+            return
+        t = p.transform()
+        cell_w, cell_h = abs(t.m11()), abs(t.m22())
+        if min(cell_w, cell_h) < MIN_CELL_PX_FOR_VALUES:
+            return
+        r = vb.viewRect()
+        j0, j1 = max(0, int(np.floor(r.left() + 0.5))), min(cols - 1, int(np.ceil(r.right() - 0.5)))
+        i0, i1 = max(0, int(np.floor(r.top() + 0.5))), min(rows - 1, int(np.ceil(r.bottom() - 0.5)))
+        p.save()
+        p.resetTransform()
+        font = QtGui.QFont()
+        font.setPixelSize(int(max(8, min(13, cell_h * 0.42, cell_w * 0.3))))
+        p.setFont(font)
+        white, black = QtGui.QColor("white"), QtGui.QColor("#111111")
+        align = int(QtCore.Qt.AlignmentFlag.AlignCenter)
+        for i in range(i0, i1 + 1):
+            for j in range(j0, j1 + 1):
+                v = float(self.values[i, j])
+                text = "1" if v >= 0.995 else f"{v:.2f}".lstrip("0") if v >= 0 else f"{v:.2f}"
+                c = t.map(QtCore.QPointF(j, i))
+                p.setPen(white if self.dark[i, j] else black)
+                p.drawText(QtCore.QRectF(c.x() - cell_w / 2, c.y() - cell_h / 2, cell_w, cell_h), align, text)
+                self.drawn += 1
+        p.restore()
+
+
 class HeatmapWidget(pg.GraphicsLayoutWidget):
     """One attention matrix: rows = queries, columns = keys, with token labels and a colour bar."""
 
@@ -222,7 +274,6 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.row_labels: list[str] = []
         self.col_labels: list[str] = []
         self.show_values = False
-        self.value_items: list[pg.TextItem] = []
         self._hover = (-1, -1)
         self._levels_fixed: tuple[float, float] | None = None
 
@@ -249,13 +300,17 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image.setTransform(QtGui.QTransform().translate(-0.5, -0.5))   # cell (i, j) centred on (j, i)
         self.plot.addItem(self.image)
+        self.values_item = CellValues()
+        self.values_item.hide()
+        self.plot.addItem(self.values_item, ignoreBounds=True)
         self.cmap_name = colormap_name
         self.colorbar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=colormap(colormap_name), width=14,
-                                        interactive=False, label="weight", pen=pg.mkPen(fg),
+                                        interactive=False, pen=pg.mkPen(fg),
                                         colorMapMenu=False)
         self.colorbar.setImageItem(self.image)
         self.colorbar.getAxis("right").setPen(pg.mkPen(fg))
         self.colorbar.getAxis("right").setTextPen(pg.mkPen(fg))
+        self.colorbar.getAxis("right").enableAutoSIPrefix(False)
         self.colorbar.getAxis("right").setLabel("weight", color=fg.name())
         self.addItem(self.colorbar, row=0, col=1)
 
@@ -325,32 +380,18 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self._update_values()
 
     def values_shown(self) -> bool:
-        return bool(self.value_items)
+        return self.values_item.isVisible() and self.values_item.drawn > 0
 
     def _update_values(self) -> None:
-        for item in self.value_items:
-            self.plot.removeItem(item)
-        self.value_items = []
         m = self.matrix
-        if not self.show_values or not m.size or max(m.shape) > MAX_VALUE_LABELS:
-            return
-        lo, hi = self.levels()
-        cmap = colormap(self.cmap_name)
-        rgb = cmap.map(np.clip((m - lo) / max(hi - lo, 1e-12), 0, 1).ravel(), mode="float")[:, :3]
-        lum = (rgb @ np.array([0.299, 0.587, 0.114])).reshape(m.shape)
-        size = 8 if max(m.shape) > 24 else 9
-        font = QtGui.QFont()
-        font.setPointSize(size)
-        for i in range(m.shape[0]):
-            for j in range(m.shape[1]):
-                v = float(m[i, j])
-                text = f"{v:.2f}".lstrip("0") if v < 1 else "1"
-                item = pg.TextItem(text, color="k" if lum[i, j] > 0.55 else "w", anchor=(0.5, 0.5))
-                item.setFont(font)
-                item.setPos(j, i)
-                item.setZValue(10)
-                self.plot.addItem(item, ignoreBounds=True)
-                self.value_items.append(item)
+        on = self.show_values and m.size > 0
+        self.values_item.setVisible(on)
+        if on:
+            lo, hi = self.levels()
+            rgb = colormap(self.cmap_name).map(np.clip((m - lo) / max(hi - lo, 1e-12), 0, 1).ravel(),
+                                               mode="float")[:, :3]
+            dark = (rgb @ np.array([0.299, 0.587, 0.114])).reshape(m.shape) < 0.55
+            self.values_item.set_values(m, dark)
 
     # ---- hover / click ------------------------------------------------------------------------
     def cell_at(self, scene_pos) -> tuple[int, int]:

@@ -146,8 +146,9 @@ def test_hover_readout_and_numbers(qtbot, panel):
     assert ins.tokens[2] in tip and ins.tokens[1] in tip and f"{v:.4f}" in tip
     assert f"{v:.4f}" in panel.hover_label.text()
     panel.show_values.setChecked(True)
+    panel.heatmap.grab()                                   # paint
     assert panel.heatmap.values_shown()
-    assert len(panel.heatmap.value_items) == len(ins.tokens) ** 2
+    assert panel.heatmap.values_item.drawn == len(ins.tokens) ** 2
 
 
 def test_long_text_says_how_much_was_truncated(qtbot, panel, backend):
