@@ -26,6 +26,7 @@ EVENT KINDS (every event has "kind", "step", "total"):
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -245,7 +246,7 @@ class Trainer:
                    params=sum(p.numel() for p in self.model.parameters()),
                    vocab_size=len(self.tokenizer), train_sentences=len(self.train_ids),
                    heldout_sentences=len(self.eval_ids), objective=c.objective,
-                   history=self.history, out=str(c.out))
+                   history=copy.deepcopy(self.history), out=str(c.out))
         if self.step == 0 and self.eval_ids:
             self._evaluate()
         if self.step >= total:
@@ -307,7 +308,7 @@ class Trainer:
         c = self.config
         c.validate()
         try:
-            self.device = pick_device(c.device)
+            self.device = pick_device(None if c.device in ("", "auto") else c.device)
         except RuntimeError as e:
             raise InputError(str(e)) from None
         if c.precision == "auto":

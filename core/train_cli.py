@@ -1,0 +1,194 @@
+"""`encoderscope train`: train the from-scratch encoder from the command line.
+
+    encoderscope train --corpus assets/sample_corpus.txt --out runs/tiny --steps 500
+    encoderscope train --corpus notes.txt --out runs/minilm-mlm --init minilm --steps 300
+    encoderscope train --resume runs/tiny --steps 1000          # go on to step 1000
+
+A tqdm bar on stderr while it runs; evaluations as lines above the bar; the last line on stdout
+is a JSON summary. Ctrl-C stops at the next step and saves a checkpoint first (exit code 130);
+a second Ctrl-C aborts at once.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+
+from .errors import EncoderscopeError
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    from .train import TrainConfig
+
+    d = TrainConfig()
+    p = subparsers.add_parser(
+        "train", help="train the from-scratch encoder (masked-LM and/or contrastive)",
+        description="Train the from-scratch encoder on a corpus. The output folder is a model "
+                    "folder: use it with --model OUT in every command. Options left out take "
+                    "their defaults, or with --resume the values the checkpoint was trained with.")
+    g = p.add_argument_group("data and output")
+    g.add_argument("--corpus", metavar="FILE_OR_STORE",
+                   help="a .txt (one sentence per line, or prose), .csv/.tsv (a 'text' column), "
+                        ".jsonl ('text' field) file, or a store folder")
+    g.add_argument("--out", metavar="DIR", help="output folder: checkpoints are written here")
+    g.add_argument("--resume", metavar="DIR", help="continue the run saved in this checkpoint folder "
+                                                   "(--out defaults to it)")
+    g.add_argument("--heldout", type=float, help=f"share held out for evaluation (default {d.heldout})")
+    g.add_argument("--pairs", metavar="TSV", help="paraphrase pairs (columns a, b, topic) to score at "
+                                                  "each evaluation: cosine of pairs vs unrelated pairs")
+    g.add_argument("--max-sentences", type=int, help="read at most this many sentences")
+    g.add_argument("--overwrite", action="store_true", default=None,
+                   help="replace a checkpoint already in --out")
+    g = p.add_argument_group("what to train")
+    g.add_argument("--objective", choices=("mlm", "simcse", "mlm+simcse"),
+                   help=f"masked-LM, contrastive (SimCSE), or MLM then SimCSE (default {d.objective})")
+    g.add_argument("--init", metavar="fresh|minilm|FOLDER",
+                   help="random weights, the packaged minilm (a fresh MLM head is added for MLM), "
+                        f"or a model folder (default {d.init})")
+    g.add_argument("--tokenizer", choices=("word", "wordpiece"),
+                   help="fresh only: word-level vocabulary built from the corpus, or minilm's "
+                        f"WordPiece (default {d.tokenizer})")
+    g.add_argument("--vocab-size", type=int, help=f"word tokenizer: most words kept (default {d.vocab_size})")
+    g.add_argument("--min-frequency", type=int, help=f"word tokenizer: rarer words become [UNK] (default {d.min_frequency})")
+    g = p.add_argument_group("architecture (fresh only)")
+    g.add_argument("--layers", type=int, help=f"encoder blocks (default {d.layers})")
+    g.add_argument("--dim", type=int, help=f"model width (default {d.dim})")
+    g.add_argument("--heads", type=int, help=f"attention heads (default {d.heads})")
+    g.add_argument("--ffn", type=int, help=f"feed-forward inner width (default {d.ffn})")
+    g.add_argument("--positions", choices=("learned", "sinusoidal"), help=f"(default {d.positions})")
+    g.add_argument("--norm", choices=("pre", "post"), help=f"LayerNorm placement (default {d.norm})")
+    g.add_argument("--dropout", type=float, help=f"(default {d.dropout})")
+    g.add_argument("--max-length", type=int, help=f"tokens per training sentence (default {d.max_length})")
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--steps", type=int, help=f"optimizer steps in all (default {d.steps})")
+    g.add_argument("--batch-size", type=int, help=f"sentences per step (default {d.batch_size})")
+    g.add_argument("--lr", type=float, help="peak learning rate (default: 5e-4 fresh, 5e-5 imported)")
+    g.add_argument("--warmup", type=float, help=f"warm-up: share of steps, or a step count if >= 1 (default {d.warmup})")
+    g.add_argument("--weight-decay", type=float, help=f"(default {d.weight_decay})")
+    g.add_argument("--grad-clip", type=float, help=f"max gradient norm, 0 = off (default {d.grad_clip})")
+    g.add_argument("--mask-prob", type=float, help=f"MLM: share of tokens picked (default {d.mask_prob})")
+    g.add_argument("--temperature", type=float, help=f"SimCSE softmax temperature (default {d.temperature})")
+    g.add_argument("--mlm-fraction", type=float, help=f"mlm+simcse: share of steps for MLM (default {d.mlm_fraction})")
+    g.add_argument("--seed", type=int, help=f"(default {d.seed})")
+    g = p.add_argument_group("running")
+    g.add_argument("--device", help="auto, cpu, cuda (default auto: CUDA when present)")
+    g.add_argument("--precision", choices=("auto", "fp32", "bf16"),
+                   help="auto: bf16 autocast where the device supports it, else fp32 (default auto)")
+    g.add_argument("--threads", type=int, help="CPU threads (default: torch's; 1 is fastest for tiny models)")
+    g.add_argument("--eval-every", type=int, help="evaluate every N steps (default: steps/20)")
+    g.add_argument("--eval-sentences", type=int, help=f"held-out sentences evaluated (default {d.eval_sentences})")
+    g.add_argument("--checkpoint-every", type=int, help="save every N steps (default: at the end only)")
+    g.add_argument("--log-every", type=int, help=f"(default {d.log_every})")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_train)
+    return p
+
+
+def config_from_args(args):
+    from dataclasses import fields, replace
+
+    from .train import TrainConfig
+
+    names = {f.name for f in fields(TrainConfig)} - {"resume"}
+    given = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    if args.resume:
+        return TrainConfig.from_checkpoint(args.resume, **given)
+    missing = [f"--{n}" for n in ("corpus", "out") if not given.get(n)]
+    if missing:
+        raise EncoderscopeError(f"train needs {' and '.join(missing)} (or --resume DIR)")
+    return replace(TrainConfig(), **given)
+
+
+def _fmt(x, spec=".3f"):
+    return "-" if x is None else format(x, spec)
+
+
+def describe_eval(ev: dict) -> str:
+    parts = [f"step {ev['step']}:"]
+    if ev.get("heldout_mlm_loss") is not None:
+        parts.append(f"held-out MLM loss {_fmt(ev['heldout_mlm_loss'])} (unigram {_fmt(ev['unigram_loss'])}), "
+                     f"accuracy {_fmt(100 * ev['heldout_mlm_accuracy'], '.1f')}% "
+                     f"(unigram {_fmt(100 * ev['unigram_accuracy'], '.1f')}%)")
+    if ev.get("alignment") is not None:
+        parts.append(f"SimCSE loss {_fmt(ev['heldout_simcse_loss'])}, alignment {_fmt(ev['alignment'])}, "
+                     f"uniformity {_fmt(ev['uniformity'])}")
+    if ev.get("pair_cosine") is not None:
+        parts.append(f"paraphrase cos {_fmt(ev['pair_cosine'])} vs unrelated {_fmt(ev['unrelated_cosine'])}")
+    return " ".join(parts)
+
+
+def cmd_train(args) -> int:
+    from .train import Trainer
+
+    cfg = config_from_args(args)
+    cancel = threading.Event()
+    bar = None
+    show = not args.no_progress
+
+    def progress(ev):
+        nonlocal bar
+        kind = ev["kind"]
+        if kind == "status":
+            _note(bar, ev["message"])
+        elif kind == "start":
+            _note(bar, f"training {ev['params']:,} parameters (vocabulary {ev['vocab_size']:,}) on "
+                       f"{ev['train_sentences']:,} sentences, {ev['heldout_sentences']:,} held out; "
+                       f"device {ev['device']}, precision {ev['precision']}")
+            if show:
+                from tqdm import tqdm
+                bar = tqdm(total=ev["total"], initial=ev["step"], unit="step", file=sys.stderr,
+                           dynamic_ncols=True, desc=cfg.objective)
+        elif kind == "step" and bar is not None:
+            bar.update(ev["step"] - bar.n)
+            bar.set_postfix(loss=f"{ev['loss']:.3f}", lr=f"{ev['lr']:.1e}",
+                            tok_s=f"{ev['tokens_per_s']:,.0f}", refresh=False)
+        elif kind == "eval":
+            _note(bar, describe_eval(ev))
+        elif kind == "checkpoint":
+            _note(bar, f"checkpoint at step {ev['step']}: {ev['path']}")
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        def on_sigint(signum, frame):
+            if cancel.is_set():
+                raise KeyboardInterrupt
+            cancel.set()
+            _note(bar, "stopping after this step (Ctrl-C again to abort without saving) ...")
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        summary = Trainer(cfg).run(progress=progress, cancel=cancel)
+    finally:
+        if bar is not None:
+            bar.close()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    print(json.dumps(summary), flush=True)
+    return EXIT_INTERRUPTED if summary["cancelled"] else 0
+
+
+def _note(bar, message: str) -> None:
+    if bar is not None:
+        bar.write(message, file=sys.stderr)
+    else:
+        print(message, file=sys.stderr, flush=True)
+
+
+def main(argv=None) -> int:
+    """Stand-alone entry (``python -m core.train_cli train ...``): the same as ``encoderscope train``."""
+    parser = argparse.ArgumentParser(prog="encoderscope")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except EncoderscopeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
