@@ -1,0 +1,196 @@
+"""`encoderscope ingest/search/info/remove` end to end with the real minilm model."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "assets" / "sample_corpus.txt"
+
+
+def corpus_lines(n=None):
+    lines = [l.strip() for l in CORPUS.read_text(encoding="utf-8").splitlines() if l.strip()]
+    return lines[:n] if n else lines
+
+
+def cli(argv, capsys):
+    from core.cli import main
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("inputs")
+    lines = corpus_lines(120)
+    txt = d / "a.txt"
+    # 100 sentences, one blank line, one undecodable line (line 52), one duplicate.
+    body = "\n".join(lines[:50]).encode() + b"\n\n\xff\xfe not utf-8\n" + \
+        "\n".join(lines[50:100] + [lines[0]]).encode() + b"\n"
+    txt.write_bytes(body)
+    csv = d / "b.csv"
+    csv.write_text("id,sentence\n" + "".join(f'{i},"{t}"\n' for i, t in enumerate(lines[100:110])),
+                   encoding="utf-8")
+    jsonl = d / "c.jsonl"
+    jsonl.write_text("".join(json.dumps({"body": t}) + "\n" for t in lines[110:120]) + "{oops\n",
+                     encoding="utf-8")
+    return {"txt": txt, "csv": csv, "jsonl": jsonl, "lines": lines}
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from tests.helpers import make_tiny_distilbert
+    return make_tiny_distilbert(tmp_path_factory.mktemp("tiny") / "tiny-encoder", mlm=False)
+
+
+def test_ingest_search_info_remove(tmp_path, inputs, capsys):
+    store = tmp_path / "store"
+    rc, out, err = cli(["ingest", inputs["txt"], inputs["csv"], inputs["jsonl"], "--store", store,
+                        "--column", "sentence", "--field", "body"], capsys)
+    assert rc == 0, err
+    assert "added 120, duplicates 1, skipped 3 (blank 1, unreadable 2), truncated 0" in out
+    assert f"{inputs['txt']}:52: not valid UTF-8" in err and "c.jsonl:11: not valid JSON" in err
+    assert "sentences/s" in err            # the tqdm progress bar with its rate
+
+    query = inputs["lines"][7]
+    rc, out, err = cli(["search", query, "--store", store, "-k", "5", "--json"], capsys)
+    assert rc == 0, err
+    res = json.loads(out)["results"]
+    assert len(res) == 5 and all(set(r) == {"score", "id", "text"} for r in res)
+    assert res[0]["text"] == query and res[0]["score"] == pytest.approx(1.0, abs=1e-4)
+    assert [r["score"] for r in res] == sorted((r["score"] for r in res), reverse=True)
+
+    rc, out, err = cli(["info", "--store", store, "--json"], capsys)
+    info = json.loads(out)
+    assert set(info) == {"count", "model", "dim", "index", "bytes"}
+    assert info["count"] == 120 and info["model"] == "minilm" and info["dim"] == 384
+    assert info["index"] == "flat" and info["bytes"] > 120 * 384 * 4
+
+    rc, out, err = cli(["remove", res[0]["id"], "--store", store], capsys)
+    assert rc == 0 and "removed 1 sentence" in out
+    rc, out, err = cli(["search", query, "--store", store, "-k", "3", "--json"], capsys)
+    assert query not in [r["text"] for r in json.loads(out)["results"]]
+    rc, out, err = cli(["remove", "999999", "--store", store], capsys)
+    assert rc == 1 and "no sentence with id 999999" in err
+
+    # Ingesting the same files again adds nothing; the removed sentence comes back.
+    rc, out, err = cli(["ingest", inputs["txt"], "--store", store, "--quiet"], capsys)
+    assert rc == 0 and "added 1, duplicates 100" in out
+
+
+def test_plain_output_and_default_store_folder(tmp_path, inputs, capsys, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    rc, out, err = cli(["ingest", inputs["csv"], "--column", "sentence", "--quiet"], capsys)
+    assert rc == 0, err
+    assert (tmp_path / "xdg" / "encoderscope" / "stores" / "default" / "manifest.json").is_file()
+    rc, out, err = cli(["search", inputs["lines"][100], "-k", "2"], capsys)
+    assert rc == 0 and inputs["lines"][100] in out.splitlines()[0]
+    rc, out, err = cli(["info"], capsys)
+    assert rc == 0 and "sentences 10" in out and "minilm" in out
+
+
+def test_other_model_is_refused_then_rebuilt(tmp_path, inputs, tiny_model, capsys):
+    store = tmp_path / "store"
+    assert cli(["ingest", inputs["csv"], "--column", "sentence", "--store", store, "--quiet"],
+               capsys)[0] == 0
+    rc, out, err = cli(["search", "hello", "--store", store, "--model", tiny_model], capsys)
+    assert rc == 2 and err.startswith("error: ") and "Traceback" not in err
+    assert "tiny-encoder" in err and "minilm" in err
+    rc, out, err = cli(["search", "hello", "--store", store, "--pooling", "cls"], capsys)
+    assert rc == 2 and "cls pooling" in err and "mean pooling" in err
+    rc, out, err = cli(["ingest", inputs["jsonl"], "--field", "body", "--store", store,
+                        "--model", tiny_model, "--quiet"], capsys)
+    assert rc == 2 and "tiny-encoder" in err and "minilm" in err and "--rebuild" in err
+    rc, out, err = cli(["ingest", inputs["jsonl"], "--field", "body", "--store", store,
+                        "--model", tiny_model, "--quiet", "--rebuild"], capsys)
+    assert rc == 0, err
+    info = json.loads(cli(["info", "--store", store, "--json"], capsys)[1])
+    assert info["count"] == 20 and info["dim"] == 32 and info["model"].endswith("tiny-encoder")
+    # The store now searches with its recorded (tiny) model by default.
+    rc, out, err = cli(["search", inputs["lines"][111], "--store", store, "--json", "-k", "1"], capsys)
+    assert rc == 0 and json.loads(out)["results"][0]["text"] == inputs["lines"][111]
+
+
+def test_errors_are_messages_not_tracebacks(tmp_path, inputs, capsys):
+    rc, out, err = cli(["search", "x", "--store", tmp_path / "none"], capsys)
+    assert rc == 2 and err.startswith("error: no store at")
+    rc, out, err = cli(["ingest", tmp_path / "missing.txt", "--store", tmp_path / "s"], capsys)
+    assert rc == 2 and "no such file" in err
+    rc, out, err = cli(["ingest", inputs["csv"], "--store", tmp_path / "s"], capsys)
+    assert rc == 2 and "--column" in err           # two columns, none chosen
+    store = tmp_path / "s2"
+    assert cli(["ingest", inputs["csv"], "--column", "sentence", "--store", store, "--quiet"],
+               capsys)[0] == 0
+    (store / "manifest.json").write_text("{not json")
+    rc, out, err = cli(["info", "--store", store], capsys)
+    assert rc == 2 and "manifest" in err and "damaged" in err and "Traceback" not in err
+    # A second writer gets a clear message naming the process holding the store.
+    from index.store import VectorStore
+    (store / "manifest.json").unlink()
+    holder = VectorStore.open(store, writable=True)
+    try:
+        rc, out, err = cli(["remove", "1", "--store", store], capsys)
+        assert rc == 2 and f"being written by process {os.getpid()}" in err
+        rc, out, err = cli(["info", "--store", store, "--json"], capsys)   # readers are fine
+        assert rc == 0 and json.loads(out)["count"] == 10
+    finally:
+        holder.close()
+
+
+def _count(db: Path) -> int:
+    try:
+        c = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            return c.execute("SELECT COUNT(*) FROM sentences").fetchone()[0]
+        finally:
+            c.close()
+    except sqlite3.Error:
+        return 0
+
+
+def test_ctrl_c_keeps_committed_sentences(tmp_path):
+    """SIGINT in the middle of an ingest: exit 130, a summary, committed batches kept."""
+    store = tmp_path / "store"
+    src = tmp_path / "in.txt"
+    lines = list(dict.fromkeys(corpus_lines(160)))
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-m", "index.cli", "ingest", str(src), "--store", str(store),
+           "--batch-size", "8", "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=ROOT)
+    deadline = time.time() + 120
+    while time.time() < deadline and _count(store / "store.db") < 16 and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    added = int(out.split("added ")[1].split(",")[0])
+    from index.store import VectorStore
+    with VectorStore.open(store) as s:
+        assert s.count() == added >= 16
+        assert s._index.ntotal == added
+    # Running it again finishes the job, without re-adding what was kept.
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"duplicates {added}," in done.stdout
+    assert f"holds {len(lines)} sentences" in done.stdout
+
+
+def test_console_script(tmp_path, inputs):
+    exe = Path(sys.executable).parent / "encoderscope"
+    if not exe.exists():
+        pytest.skip("console script not installed")
+    r = subprocess.run([str(exe), "info", "--store", str(tmp_path / "none"), "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.startswith("error: no store at")
