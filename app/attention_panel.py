@@ -52,9 +52,10 @@ class AttentionPanel(QtWidgets.QWidget):
     view_updated = QtCore.Signal()           # after each redraw (mode/layer/head/options)
     failed = QtCore.Signal(str)
 
-    def __init__(self, state, parent=None):
+    def __init__(self, state, parent=None, auto_inspect: bool = True):
         super().__init__(parent)
         self.state = state
+        self.auto_inspect = auto_inspect     # inspect the example as soon as a model is loaded
         self.inspection = None
         self.model_label_text = ""
         self._rollout = None                 # (L, T, T) cache for the current inspection
@@ -192,6 +193,7 @@ class AttentionPanel(QtWidgets.QWidget):
         self.heatmap.hovered.connect(self._hovered)
         self.heatmap.cell_clicked.connect(self._cell_clicked)
         self.heatmap.arrow_key.connect(self._arrow)
+        self.heatmap.set_placeholder("Type a sentence above and press Enter")
         one.addWidget(self.heatmap)
         side = QtWidgets.QWidget()
         side_layout = QtWidgets.QVBoxLayout(side)
@@ -254,6 +256,8 @@ class AttentionPanel(QtWidgets.QWidget):
         self.inspect_button.setEnabled(True)
         request = self._queued or self._last_request
         self._queued = None
+        if request is None and self.auto_inspect and self.text_edit.text().strip():
+            request = (self.text_edit.text(), self.pair_edit.text())
         if request is not None:
             self._start(*request)                      # same text, new model: same views
         else:

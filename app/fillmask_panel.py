@@ -165,9 +165,10 @@ class FillMaskPanel(QtWidgets.QWidget):
     predicted = QtCore.Signal(dict)         # the result dict, after the views are drawn
     failed = QtCore.Signal(str)
 
-    def __init__(self, state, parent=None, list_models_fn=None):
+    def __init__(self, state, parent=None, list_models_fn=None, auto_predict: bool = True):
         super().__init__(parent)
         self.state = state
+        self.auto_predict = auto_predict     # predict the example as soon as an MLM model is loaded
         self.result: dict | None = None
         self.mask_tables: list[MaskTable] = []
         self._list_models_fn = list_models_fn
@@ -325,7 +326,7 @@ class FillMaskPanel(QtWidgets.QWidget):
         self.predict_button.setEnabled(True)
         name = Path(str(backend.model_name)).name or str(backend.model_name)
         self._status(f"<b>{_html(name)}</b> · type a sentence with [MASK] and press Enter")
-        if self._queued or self.result is not None:
+        if self._queued or self.result is not None or (self.auto_predict and MASK in self.text_edit.text()):
             self._queued = False
             self.predict()
 

@@ -84,6 +84,9 @@ class TokenAxis(pg.AxisItem):
         self.picture = None
         self.update()
 
+    def tickValues(self, minVal, maxVal, size):
+        return [] if not self.labels else super().tickValues(minVal, maxVal, size)
+
     def set_highlight(self, index: int | None) -> None:
         if index != self.highlight:
             self.highlight = index
@@ -123,8 +126,11 @@ class TokenAxis(pg.AxisItem):
         return list(range(start, last + 1, stride))
 
     def generateDrawSpecs(self, p):
-        if not self.labels:
-            return super().generateDrawSpecs(p)
+        if not self.labels:                  # nothing to label yet: just the axis line
+            bounds = self.mapRectFromParent(self.geometry())
+            line = ((bounds.topRight(), bounds.bottomRight()) if self.orientation == "left"
+                    else (bounds.bottomLeft(), bounds.bottomRight()))
+            return (self.pen(), *line), [], []
         if self.style["tickFont"] is not None:
             p.setFont(self.style["tickFont"])
         bounds, scale, offset = self._mapping()
@@ -328,6 +334,9 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.row_band.setZValue(15)
         self.row_band.hide()
         self.plot.addItem(self.row_band, ignoreBounds=True)
+        self.placeholder = pg.TextItem("", color=fg.name(), anchor=(0.5, 0.5))
+        self.plot.addItem(self.placeholder, ignoreBounds=True)
+        self.plot.vb.setRange(xRange=(-0.5, 0.5), yRange=(-0.5, 0.5), padding=0)
         self.mouse_proxy = pg.SignalProxy(self.scene().sigMouseMoved, rateLimit=60, slot=self._mouse_moved)
         self.scene().sigMouseClicked.connect(self._mouse_clicked)
 
@@ -338,6 +347,7 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         if m.ndim != 2 or m.shape != (len(row_labels), len(col_labels)):
             raise ValueError(f"matrix {m.shape} does not match {len(row_labels)} x {len(col_labels)} labels")
         self.matrix = m
+        self.placeholder.setText("")
         self.row_labels = [str(t) for t in row_labels]
         self.col_labels = [str(t) for t in col_labels]
         self.left_axis.set_labels(self.row_labels)
@@ -355,6 +365,11 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.plot.vb.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0)
         self._set_hover(-1, -1, emit=False)
         self._update_values()
+
+    def set_placeholder(self, text: str) -> None:
+        """A message in the middle of the empty plot (before the first matrix)."""
+        self.placeholder.setText(text)
+        self.placeholder.setPos(0, 0)
 
     def set_fixed_levels(self, levels: tuple[float, float] | None) -> None:
         """(0, 1) to compare matrices on one scale; None = 0..max of each matrix."""

@@ -215,8 +215,7 @@ def all_heads_csv(attentions, tokens: Sequence[str], precision: int = 8) -> str:
     for l in range(L):
         for h in range(H):
             for i in range(T):
-                qi, qt = i, tokens[i]
-                w.writerows([l, h, qi, qt, j, tokens[j], f"{float(a[l, h, i, j]):.{precision}g}"]
+                w.writerows([l, h, i, tokens[i], j, tokens[j], f"{float(a[l, h, i, j]):.{precision}g}"]
                             for j in range(T))
     return buf.getvalue()
 

@@ -22,7 +22,7 @@ def backend(request, tiny_distilbert):
 @pytest.fixture
 def panel(qtbot, backend):
     state = AppState()
-    p = AttentionPanel(state)
+    p = AttentionPanel(state, auto_inspect=False)
     qtbot.addWidget(p)
     p.resize(1000, 700)
     p.show()
@@ -176,3 +176,15 @@ def test_new_backend_reinspects_same_text(qtbot, panel, tiny_distilbert):
         panel.state.backend = other
         panel.state.backend_changed.emit(other)
     np.testing.assert_allclose(panel.inspection.attentions, other.inspect(TEXT).attentions, atol=1e-5)
+
+
+def test_example_is_inspected_when_a_model_loads(qtbot, backend):
+    state = AppState()
+    p = AttentionPanel(state)                      # as the main window makes it
+    qtbot.addWidget(p)
+    assert p.heatmap.left_axis.labels == []        # empty until a model is there
+    with qtbot.waitSignal(p.inspected, timeout=15000):
+        state.backend = backend
+        state.backend_changed.emit(backend)
+    assert p.inspection.tokens[0] == "[CLS]" and len(p.heatmap.left_axis.labels) > 3
+    state.shutdown(5000)

@@ -42,7 +42,7 @@ def backend(tiny_distilbert):
 
 def make_panel(qtbot, backend, **kw):
     state = AppState()
-    p = F.FillMaskPanel(state, **kw)
+    p = F.FillMaskPanel(state, auto_predict=False, **kw)
     qtbot.addWidget(p)
     p.resize(1000, 700)
     p.show()
@@ -167,3 +167,14 @@ def test_model_without_mlm_head_explains(qtbot):
 def test_real_listing_names_distilbert(qtbot):
     names = [m["name"] for m in F.mlm_models()]
     assert "distilbert-base-uncased" in names and "minilm" not in names
+
+
+def test_example_is_predicted_when_an_mlm_model_loads(qtbot, backend):
+    state = AppState()
+    p = F.FillMaskPanel(state)
+    qtbot.addWidget(p)
+    with qtbot.waitSignal(p.predicted, timeout=15000):
+        state.backend = backend
+        state.backend_changed.emit(backend)
+    assert len(p.mask_tables) == F.EXAMPLE.count("[MASK]")
+    state.shutdown(5000)
