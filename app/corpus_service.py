@@ -16,7 +16,7 @@ from core.errors import Cancelled, InputError
 
 from .logs import log
 from .settings import stores_dir
-from .state import ModelChoice
+from .state import ModelChoice, freeze_long_lived
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 SAMPLE_CORPUS = ASSETS / "sample_corpus.txt"
@@ -237,6 +237,7 @@ class CorpusService(QObject):
                 log.exception("closing the previous store failed")
         self.state.set_store(store)
         self.rows_reset.emit(ids, texts)
+        freeze_long_lived()        # the table's rows live as long as the store
         self.check_model()
 
     def _run_store(self, label, fn, *args, on_result=None, **kw):

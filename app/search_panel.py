@@ -13,7 +13,7 @@ from .results_model import ResultsModel
 from .score_delegate import ScoreBarDelegate
 from .settings import as_int
 
-DEBOUNCE_MS = 25     # coalesces bursts (paste, auto-repeat); a search in flight coalesces the rest
+DEBOUNCE_MS = 10     # coalesces bursts (paste, auto-repeat); a search in flight coalesces the rest
 
 
 class SearchPanel(QWidget):

@@ -21,6 +21,7 @@ Signals:
 """
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -64,6 +65,16 @@ def load_backend_fn(choice: ModelChoice, progress=None, cancel=None):
     if progress:
         progress(1, 1, f"Loaded {choice.model}")
     return backend
+
+
+def freeze_long_lived() -> None:
+    """Move every object alive now out of the cyclic GC's reach.
+
+    torch + transformers + a loaded corpus are millions of objects; a full collection then takes
+    ~300 ms with the GIL held, which freezes the UI thread even when a worker triggered it.
+    Called after a model or a corpus finished loading (those objects live for the session).
+    """
+    gc.freeze()
 
 
 class AppState(QObject):
@@ -169,6 +180,7 @@ class AppState(QObject):
             if self._pending_choice is not None:
                 return   # superseded: the finished handler loads the newer one
             self.backend, self._loaded_key = backend, choice.load_key()
+            freeze_long_lived()
             log.info("backend loaded: %s on %s", choice.describe(), getattr(backend, "device_name", "?"))
             self.status.emit(f"Loaded {choice.model} on {getattr(backend, 'device_name', '?')}")
             self.backend_changed.emit(backend)
@@ -199,6 +211,7 @@ class AppState(QObject):
     # ---- store --------------------------------------------------------------------------
     def set_store(self, store) -> None:
         self.store = store
+        freeze_long_lived()
         self.store_changed.emit(store)
         self.corpus_changed.emit()
 

@@ -117,7 +117,8 @@ class Job(QObject):
         self.progress.emit(done, total, message)
 
     @Slot(object)
-    def _on_result(self, value):
+    def _on_result(self, boxed):
+        value = boxed[0]
         self.state, self.value = "done", value
         self.result.emit(value)
 
@@ -163,7 +164,8 @@ class Job(QObject):
                 self._w_error.emit(message)
         else:
             log.info("job %s done in %.2fs", self.key, time.perf_counter() - self.started_at)
-            self._w_result.emit(value)
+            # boxed: PySide's queued Signal(object) mishandles a bare None's refcount
+            self._w_result.emit((value,))
         finally:
             self._w_finished.emit()
 
