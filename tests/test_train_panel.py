@@ -1,0 +1,78 @@
+"""The Train panel (pytest-qt): start a tiny run, watch the curve grow, cancel, resume, use it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from tests.test_train_helpers import write_corpus  # noqa: E402
+
+TINY = dict(threads=1, precision="fp32", max_length=24, eval_every=20, eval_sentences=50, dropout=0.0,
+            lr=3e-3, log_every=5)
+
+
+@pytest.fixture
+def panel(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("ENCODERSCOPE_DEVICE", "cpu")
+    from app.state import AppState
+    from app.train_panel import TrainPanel
+
+    state = AppState()
+    p = TrainPanel(state)
+    qtbot.addWidget(p)
+    p.show()
+    p.set_corpus(write_corpus(tmp_path / "gen.txt", n=800))
+    p.layers.setValue(1)
+    p.dim.setValue(32)
+    p.heads.setValue(2)
+    p.ffn.setValue(64)
+    p.batch.setValue(16)
+    p.device.setCurrentIndex(p.device.findData("cpu"))
+    p.out.setText(str(tmp_path / "run"))
+    p.overrides = dict(TINY)
+    yield p
+    state.shutdown(30_000)
+
+
+def test_defaults_make_a_valid_config(panel):
+    panel.overrides = {}
+    cfg = panel.config()
+    cfg.validate()
+    assert cfg.objective == "mlm" and cfg.init == "fresh" and cfg.tokenizer == "word" and cfg.heldout == 0.05
+    panel.start_from.setCurrentIndex(2)                 # minilm: the architecture is minilm's
+    assert not panel.arch_box.isEnabled() and panel.config().init == "minilm"
+    panel.lr.setText("fast")
+    assert not panel.start() and "learning rate" in panel.stats.text()
+
+
+def test_start_curve_cancel_resume_and_use(panel, qtbot):
+    state = panel.state
+    panel.steps.setValue(100_000)                       # long enough that only Cancel ends it
+    assert panel.start()
+    assert panel.running and not panel.start_button.isEnabled() and panel.cancel_button.isEnabled()
+    qtbot.waitUntil(lambda: len(panel.train_points) >= 3 and len(panel.eval_points) >= 2, timeout=60_000)
+    assert panel.train_curve.getData()[0] is not None and len(panel.train_curve.getData()[0]) >= 3
+    assert "tokens/s" in panel.stats.text() and "ETA" in panel.stats.text()
+    panel.cancel()
+    qtbot.waitUntil(lambda: not panel.running, timeout=60_000)
+    s = panel.summary
+    assert s["cancelled"] and 0 < s["steps"] < 100_000
+    out = Path(s["out"])
+    assert (out / "model.safetensors").is_file() and panel.use_button.isEnabled()
+
+    # Resume: the curve starts from the saved history and goes on.
+    stopped_at = s["steps"]
+    panel.steps.setValue(stopped_at + 20)
+    with qtbot.waitSignal(panel.run_finished, timeout=60_000) as done:
+        assert panel.resume(str(out))
+    assert done.args[0]["steps"] == stopped_at + 20 and not done.args[0]["cancelled"]
+    assert panel.train_points[0][0] <= 10 and panel.train_points[-1][0] == stopped_at + 20
+
+    # "Use this model": the app switches to the trained folder (an MLM model: fill-mask works).
+    assert panel.use_model()
+    assert state.choice.model == str(out) and state.choice.backend == "scratch"
+    qtbot.waitUntil(lambda: state.backend is not None and not state.jobs.busy, timeout=60_000)
+    assert state.backend.has_mlm and state.backend.dim == 32
