@@ -260,6 +260,55 @@ class ScratchBackend(Backend):
         return logits, (self.model.layer_logits(out.hidden_states) if per_layer else None)
 
 
+class RandomScratchBackend(ScratchBackend):
+    """Our encoder with freshly initialised weights of a given config ("random:dim=64,layers=2"),
+    and minilm's WordPiece tokenizer: what a model knows before any training."""
+
+    def __init__(self, spec: str, device, precision="fp32"):
+        from .model import EncoderConfig, EncoderForMaskedLM
+        cfg, seed = parse_random_spec(spec)
+        Backend.__init__(self, ModelSource(spec, Path("."), "random"), device, precision)
+        self.tokenizer = _load_tokenizer(resolve("minilm").folder)
+        cfg.vocab_size = len(self.tokenizer)
+        torch.manual_seed(seed)
+        self.model = EncoderForMaskedLM(cfg).to(device).eval()
+        self.config, self.layout = cfg, "random"
+        self.dim, self.n_layers, self.n_heads = cfg.dim, cfg.n_layers, cfg.n_heads
+        self.max_length = _max_length(cfg.max_position_embeddings, self.tokenizer)
+        self.has_mlm, self.encoder = True, self.model.distilbert
+        h = hashlib.sha256()
+        for k, v in sorted(self.model.state_dict().items()):
+            h.update(k.encode())
+            h.update(v.detach().cpu().numpy().tobytes())
+        self.weights_sha256 = h.hexdigest()
+
+
+RANDOM_KEYS = {"dim": int, "layers": "n_layers", "heads": "n_heads", "ffn": "hidden_dim",
+               "positions": str, "norm": str, "activation": str, "max_len": "max_position_embeddings"}
+
+
+def parse_random_spec(spec: str):
+    """'random' or 'random:dim=128,layers=2,heads=4,ffn=512,positions=sinusoidal,norm=pre,seed=0'."""
+    from .model import EncoderConfig
+    fields = dict(dim=256, n_layers=4, n_heads=4, hidden_dim=1024, dropout=0.0, attention_dropout=0.0)
+    seed = 0
+    _, _, rest = spec.partition(":")
+    for item in filter(None, (x.strip() for x in rest.split(","))):
+        key, _, value = item.partition("=")
+        if key == "seed":
+            seed = int(value)
+            continue
+        target = RANDOM_KEYS.get(key)
+        if target is None or not value:
+            raise InputError(f"unknown setting {item!r} in {spec!r}; use {', '.join(RANDOM_KEYS)} or seed")
+        name = key if target in (int, str) else target
+        fields[name] = value if target is str else int(value)
+    try:
+        return EncoderConfig(**fields), seed
+    except (ValueError, TypeError) as e:
+        raise InputError(f"{spec!r}: {e}") from None
+
+
 class HFBackend(Backend):
     """Hugging Face transformers: the reference, and the app's "DistilBERT" choice."""
     backend = "hf"
@@ -276,7 +325,6 @@ class HFBackend(Backend):
         self.has_mlm = any(a.endswith("ForMaskedLM") for a in archs)
         cls = AutoModelForMaskedLM if self.has_mlm else AutoModel
         try:
-            # eager attention: sdpa returns empty attentions when they are asked for (transformers 5).
             self.model = cls.from_pretrained(folder, attn_implementation="eager",
                                              trust_remote_code=False).to(device).eval()
         except Exception as e:
@@ -287,13 +335,22 @@ class HFBackend(Backend):
         self.max_length = _max_length(cfg.max_position_embeddings, self.tokenizer)
         self.weights_sha256 = weights_hash(source.folder)
 
+    def _attention_impl(self, attentions: bool):
+        # sdpa is faster, but returns *empty* attentions when they are asked for (transformers 5),
+        # so switch to eager for inspection. Callers hold self._lock, so no forward sees a switch.
+        want = "eager" if attentions or not hasattr(self.model, "set_attn_implementation") else "sdpa"
+        if self.model.config._attn_implementation != want:
+            self.model.set_attn_implementation(want)
+
     def _forward(self, input_ids, attention_mask, token_type_ids, hidden=False, attentions=False):
+        self._attention_impl(attentions)
         body = self.model.base_model if self.has_mlm else self.model
         out = body(input_ids=input_ids, attention_mask=attention_mask,
                    output_hidden_states=hidden, output_attentions=attentions)
         return out.last_hidden_state, out.hidden_states, out.attentions
 
     def _mlm(self, input_ids, attention_mask, per_layer=False):
+        self._attention_impl(False)
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=per_layer)
         layers = [self._head(h) for h in out.hidden_states] if per_layer else None
         return out.logits, layers
@@ -319,6 +376,14 @@ def get_backend(model: str = "minilm", backend: str = "scratch", device=None, pr
         raise InputError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     dev = pick_device(device if isinstance(device, str) or device is None else str(device))
     autocast(dev, precision)   # validates the precision on this device
+    if model == "random" or model.startswith("random:"):
+        if backend != "scratch":
+            raise InputError("random weights exist only for the from-scratch encoder (--backend scratch)")
+        key = (model, backend, str(dev), precision)
+        with _cache_lock:
+            if key not in _cache:
+                _cache[key] = RandomScratchBackend(model, dev, precision)
+            return _cache[key]
     source = resolve(model, progress=progress)
     key = (str(source.folder.resolve()), backend, str(dev), precision)
     with _cache_lock:
