@@ -11,7 +11,6 @@ are the SQLite sentence ids):
 from __future__ import annotations
 
 import os
-import threading
 
 import faiss
 import numpy as np
@@ -30,10 +29,10 @@ DEFAULT_PARAMS = {
 # batches of queries BLAS is several times faster (see docs/benchmarks/search.md), for a single
 # query the SIMD loop wins, so batches of >= BLAS_THRESHOLD queries go through BLAS.
 BLAS_THRESHOLD = 4
-# Threads for one query: a single flat query is one memory-bound scan; see the benchmark.
-SINGLE_QUERY_THREADS = None   # None = leave FAISS's default (all cores)
-
-_settings_lock = threading.Lock()
+# Threads for one query (and small batches): waking an OpenMP team costs more than the scan it
+# parallelises, badly so on a busy machine (see docs/benchmarks/search.md).
+SINGLE_QUERY_THREADS = 1
+SMALL_BATCH = 1     # batches up to this many queries run on SINGLE_QUERY_THREADS
 
 
 def configure_faiss(blas_threshold: int | None = BLAS_THRESHOLD) -> None:
@@ -140,14 +139,14 @@ class FaissIndex:
         k = max(1, min(int(k), max(self.ntotal, 1)))
         if self.ntotal == 0:
             return np.zeros((nq, 0), np.float32), np.zeros((nq, 0), np.int64)
-        if nq == 1 and SINGLE_QUERY_THREADS:
-            with _settings_lock:
-                old = faiss.omp_get_max_threads()
-                faiss.omp_set_num_threads(SINGLE_QUERY_THREADS)
-                try:
-                    return self.index.search(queries, k)
-                finally:
-                    faiss.omp_set_num_threads(old)
+        if nq <= SMALL_BATCH and SINGLE_QUERY_THREADS:
+            # nthreads-var is per OpenMP thread: this changes nothing for other Python threads.
+            old = faiss.omp_get_max_threads()
+            faiss.omp_set_num_threads(SINGLE_QUERY_THREADS)
+            try:
+                return self.index.search(queries, k)
+            finally:
+                faiss.omp_set_num_threads(old)
         return self.index.search(queries, k)
 
     # -- files ------------------------------------------------------------------------------

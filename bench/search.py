@@ -1,0 +1,387 @@
+"""Search benchmark for the vector store (index/).
+
+    .venv/bin/python bench/search.py            # --quick: 100k x 768
+    .venv/bin/python bench/search.py --full     # 1M x 768 (about 10 GiB of RAM at peak)
+
+Vectors: unit vectors with cluster structure like sentence embeddings (topics -> clusters of
+Zipf-distributed sizes -> points; top-1 cosine ~0.8, random pairs ~0.07); queries are held-out
+points of the same distribution. Pure Gaussian vectors are HNSW's worst case and are not used.
+
+Measures, for exact (flat), HNSW and SQ8: build time, memory, single-query p50/p99 latency,
+batched throughput and recall@10 against exact search; the baseline is numpy brute force
+(matrix product + argpartition) measured in the same run. Also: FAISS's
+distance_compute_blas_threshold and thread count for single and batched queries, the store end
+to end (SQLite + snapshot + reopen), and ingest throughput with minilm on real sentences (share
+of the time not spent in the model). Prints a Markdown report; --json writes the raw numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import faiss  # noqa: E402
+
+from index.faiss_index import FaissIndex  # noqa: E402
+
+FAISS_DEFAULT_BLAS_THRESHOLD = 128000   # faiss-cpu 1.15's own default, restored for baselines
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def clustered(n, d, n_clusters=None, seed=0, noise=1.0, n_topics=50, chunk=100_000):
+    """Same generator as tests/test_store_support.clustered, chunked for 1M x 768."""
+    rng = np.random.default_rng(seed)
+    n_clusters = n_clusters or max(200, n // 500)
+    topics = rng.normal(size=(n_topics, d)).astype(np.float32)
+    centres = topics[rng.integers(0, n_topics, n_clusters)] + rng.normal(size=(n_clusters, d)).astype(np.float32)
+    sizes = rng.zipf(1.5, n_clusters).astype(float).clip(max=max(1000, n // 50))
+    labels = rng.choice(n_clusters, n, p=sizes / sizes.sum())
+    out = np.empty((n, d), np.float32)
+    for s in range(0, n, chunk):
+        e = min(n, s + chunk)
+        x = centres[labels[s:e]] + noise * rng.standard_normal(size=(e - s, d), dtype=np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        out[s:e] = x
+    return out
+
+
+def pct(a, q):
+    return float(np.percentile(np.asarray(a) * 1e3, q))
+
+
+def single_latencies(fn, queries):
+    fn(queries[:1])   # warm up
+    t = []
+    for i in range(len(queries)):
+        q = queries[i:i + 1]
+        t0 = time.perf_counter()
+        fn(q)
+        t.append(time.perf_counter() - t0)
+    return {"p50_ms": pct(t, 50), "p99_ms": pct(t, 99), "mean_ms": float(np.mean(t) * 1e3)}
+
+
+def batched_qps(fn, queries, batch):
+    fn(queries[:batch])
+    t0 = time.perf_counter()
+    for s in range(0, len(queries), batch):
+        fn(queries[s:s + batch])
+    dt = time.perf_counter() - t0
+    return {"qps": len(queries) / dt, "ms_per_batch": dt / max(1, len(queries) // batch) * 1e3}
+
+
+def recall_at(I, gt, k=10):
+    return float(np.mean([len(set(a[:k]) & set(b[:k])) / k for a, b in zip(I, gt)]))
+
+
+def numpy_search(x, q, k=10):
+    s = q @ x.T
+    part = np.argpartition(-s, k, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(s, part, 1), axis=1)
+    return np.take_along_axis(part, order, 1)
+
+
+class Settings:
+    def __init__(self, blas=None, threads=None):
+        self.blas, self.threads = blas, threads
+
+    def __enter__(self):
+        self.old = (faiss.cvar.distance_compute_blas_threshold, faiss.omp_get_max_threads())
+        if self.blas is not None:
+            faiss.cvar.distance_compute_blas_threshold = self.blas
+        if self.threads is not None:
+            faiss.omp_set_num_threads(self.threads)
+
+    def __exit__(self, *a):
+        faiss.cvar.distance_compute_blas_threshold = self.old[0]
+        faiss.omp_set_num_threads(self.old[1])
+
+
+def bench_index(kind, x, q, gt, params, args, log):
+    ids = np.arange(len(x), dtype=np.int64)
+    r0 = rss_mib()
+    t0 = time.perf_counter()
+    fi = FaissIndex.build(kind, x.shape[1], params, ids, x)
+    build = time.perf_counter() - t0
+    mem = rss_mib() - r0
+    res = {"kind": kind, "params": {k: v for k, v in fi.params.items()}, "build_s": build,
+           "memory_mib": mem}
+    log(f"  {kind}: built in {build:.1f} s, +{mem:.0f} MiB")
+    search = lambda qq: fi.search(qq, 10)  # noqa: E731
+    _, I = fi.search(q, 10)
+    res["recall@10"] = recall_at(I, gt)
+    nthreads = faiss.omp_get_max_threads()
+    qs = q[:args.single]
+    res["single"] = {}
+    for blas in ((FAISS_DEFAULT_BLAS_THRESHOLD, 1) if kind != "hnsw" else (FAISS_DEFAULT_BLAS_THRESHOLD,)):
+        for th in sorted({1, nthreads}):
+            with Settings(blas, th):
+                res["single"][f"blas{blas}_t{th}"] = single_latencies(search, qs)
+    res["batched"] = {}
+    for batch in args.batches:
+        for blas in ((FAISS_DEFAULT_BLAS_THRESHOLD, 4) if kind != "hnsw" else (FAISS_DEFAULT_BLAS_THRESHOLD,)):
+            for th in sorted({1, nthreads}):
+                with Settings(blas, th):
+                    res["batched"][f"b{batch}_blas{blas}_t{th}"] = batched_qps(search, q, batch)
+    if kind == "hnsw":
+        inner = faiss.downcast_index(fi.index.index)
+        sweep = {}
+        for ef in (16, 32, 64, 128, 256):
+            inner.hnsw.efSearch = ef
+            _, I = fi.search(q, 10)
+            lat = single_latencies(search, qs)
+            sweep[ef] = {"recall@10": recall_at(I, gt), **lat}
+        inner.hnsw.efSearch = int(fi.params["ef_search"])
+        res["ef_search_sweep"] = sweep
+    log(f"  {kind}: recall@10 {res['recall@10']:.4f}")
+    del fi
+    return res
+
+
+def bench_store(x, q, args, log):
+    """The store end to end: SQLite inserts + FAISS add, snapshot, reopen, search via the store."""
+    from core.backend import Fingerprint
+    from index.store import VectorStore
+    n, d = x.shape
+    folder = Path(tempfile.mkdtemp(prefix="es-bench-", dir=args.tmp))
+    fp = Fingerprint("bench", "0" * 64, "mean", d, True)
+    out = {"n": n}
+    try:
+        t0 = time.perf_counter()
+        s = VectorStore.open(folder / "s", writable=True, create=True, fingerprint=fp, index="flat")
+        texts = [f"synthetic sentence number {i}" for i in range(n)]
+        for a in range(0, n, 10_000):
+            s.add(texts[a:a + 10_000], x[a:a + 10_000])
+        out["add_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        s.save()
+        out["save_s"] = time.perf_counter() - t0
+        s.close()
+        out["bytes_on_disk"] = sum(p.stat().st_size for p in (folder / "s").iterdir())
+        t0 = time.perf_counter()
+        s = VectorStore.open(folder / "s")
+        out["open_s"] = time.perf_counter() - t0
+        lat = single_latencies(lambda qq: s.search(qq[0], k=10), q[:args.single])
+        out["search_single"] = lat
+        s.close()
+        log(f"  store: add {out['add_s']:.1f} s, save {out['save_s']:.1f} s, open "
+            f"{out['open_s']:.1f} s, search p50 {lat['p50_ms']:.2f} ms")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
+def bench_ingest(args, log):
+    """minilm on real sentences through VectorStore.add_stream: time in the model vs the rest."""
+    from core.backend import get_backend
+    from index.store import VectorStore
+    texts = []
+    for name in args.ingest_files:
+        for line in (ROOT / name).read_text(encoding="utf-8").splitlines():
+            for part in line.split("\t"):
+                part = part.strip()
+                if part and not part.lower().startswith(("sentence", "query", "text\t")):
+                    texts.append(part)
+    texts = list(dict.fromkeys(texts))[:args.ingest_max]
+    b = get_backend("minilm")
+
+    class Timed:
+        def __init__(self, inner):
+            self.inner, self.model_s = inner, 0.0
+            self.model_name = inner.model_name
+
+        def fingerprint(self, pooling="mean"):
+            return self.inner.fingerprint(pooling=pooling)
+
+        def embed(self, *a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return self.inner.embed(*a, **kw)
+            finally:
+                self.model_s += time.perf_counter() - t0
+
+    b.embed(texts[:64])   # warm up
+    t0 = time.perf_counter()
+    b.embed(texts, batch_size=32)
+    model_only = time.perf_counter() - t0
+    folder = Path(tempfile.mkdtemp(prefix="es-ingest-", dir=args.tmp))
+    try:
+        tb = Timed(b)
+        t0 = time.perf_counter()
+        s = VectorStore.open(folder / "s", writable=True, create=True, fingerprint=b.fingerprint())
+        s.add_stream(((t, {"source": "bench", "row": i}) for i, t in enumerate(texts)), tb)
+        s.close()
+        total = time.perf_counter() - t0
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    out = {"sentences": len(texts), "total_s": total, "model_s": tb.model_s,
+           "model_only_s": model_only, "sentences_per_s": len(texts) / total,
+           "non_model_share": (total - tb.model_s) / total, "device": b.device_name}
+    log(f"  ingest: {len(texts)} sentences in {total:.1f} s ({out['sentences_per_s']:.0f}/s), "
+        f"non-model share {out['non_model_share']:.1%}")
+    return out
+
+
+def report(r) -> str:
+    L = []
+    m = r["machine"]
+    L.append(f"### {r['n']:,} x {r['dim']} ({r['mode']})\n")
+    L.append(f"Machine: {m['cpu']}, {m['cores']} cores visible (shared), faiss {m['faiss']}, "
+             f"numpy {m['numpy']}, FAISS threads {m['faiss_threads']}. Command: `{r['command']}`. "
+             f"{len(r['queries_note'])and r['queries_note']}\n")
+    L.append(f"Data generated in {r['gen_s']:.1f} s; ground truth by exact FAISS search "
+             f"(checked equal to numpy on {r['gt_checked']} queries: {r['gt_agree']:.4f} agreement).\n")
+    b = r["baseline"]
+    L.append("| method | build s | memory MiB | recall@10 | single p50 ms | single p99 ms | "
+             "batched qps (b=%d) | vs numpy single | vs numpy batched |" % r["main_batch"])
+    L.append("|---|---|---|---|---|---|---|---|---|")
+    L.append(f"| numpy brute force (baseline) | - | {b['memory_mib']:.0f} | 1.0000 | "
+             f"{b['single']['p50_ms']:.2f} | {b['single']['p99_ms']:.2f} | {b['batched']['qps']:.0f} | 1.00x | 1.00x |")
+    for res in r["indexes"]:
+        best_single = min(res["single"].values(), key=lambda s: s["p50_ms"])
+        bq = max(v["qps"] for k, v in res["batched"].items() if k.startswith(f"b{r['main_batch']}_"))
+        L.append(f"| {res['kind']} {res['params'] or ''} | {res['build_s']:.1f} | {res['memory_mib']:.0f} | "
+                 f"{res['recall@10']:.4f} | {best_single['p50_ms']:.2f} | {best_single['p99_ms']:.2f} | "
+                 f"{bq:.0f} | {b['single']['p50_ms'] / best_single['p50_ms']:.2f}x | "
+                 f"{bq / b['batched']['qps']:.2f}x |")
+    L.append("")
+    L.append("Settings (single: p50/p99 ms per query; batched: queries/s):\n")
+    L.append("| method | setting | result |")
+    L.append("|---|---|---|")
+    for res in r["indexes"]:
+        for k, v in res["single"].items():
+            bl, th = k.split("_")
+            L.append(f"| {res['kind']} | single, blas_threshold={bl[4:]}, threads={th[1:]} | "
+                     f"{v['p50_ms']:.2f} / {v['p99_ms']:.2f} ms |")
+        for k, v in res["batched"].items():
+            bs, bl, th = k.split("_")
+            L.append(f"| {res['kind']} | batch {bs[1:]}, blas_threshold={bl[4:]}, threads={th[1:]} | "
+                     f"{v['qps']:.0f} q/s |")
+    hn = [res for res in r["indexes"] if res["kind"] == "hnsw"]
+    if hn:
+        L.append("\nHNSW efSearch sweep (single query):\n")
+        L.append("| efSearch | recall@10 | p50 ms | p99 ms |")
+        L.append("|---|---|---|---|")
+        for ef, v in hn[0]["ef_search_sweep"].items():
+            L.append(f"| {ef} | {v['recall@10']:.4f} | {v['p50_ms']:.2f} | {v['p99_ms']:.2f} |")
+    if r.get("store"):
+        s = r["store"]
+        L.append(f"\nStore end to end ({s['n']:,} vectors, flat): add (SQLite + FAISS) {s['add_s']:.1f} s, "
+                 f"save snapshot {s['save_s']:.1f} s, reopen (checksum + quick_check + load) "
+                 f"{s['open_s']:.1f} s, {s['bytes_on_disk'] / 2**20:.0f} MiB on disk, search through the "
+                 f"store p50 {s['search_single']['p50_ms']:.2f} ms / p99 {s['search_single']['p99_ms']:.2f} ms.")
+    if r.get("ingest"):
+        g = r["ingest"]
+        L.append(f"\nIngest with minilm ({g['device']}): {g['sentences']} real sentences in "
+                 f"{g['total_s']:.2f} s = {g['sentences_per_s']:.0f} sentences/s; time in the model "
+                 f"{g['model_s']:.2f} s (one plain embed() call of all of them: {g['model_only_s']:.2f} s); "
+                 f"share not spent in the model: **{g['non_model_share']:.1%}**.")
+    return "\n".join(L) + "\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help="100k vectors (default)")
+    g.add_argument("--full", action="store_true", help="1M vectors")
+    p.add_argument("--n", type=int, help="override the number of vectors")
+    p.add_argument("--dim", type=int, default=768)
+    p.add_argument("--queries", type=int, default=1000)
+    p.add_argument("--single", type=int, default=200, help="queries timed one at a time")
+    p.add_argument("--batches", type=int, nargs="+", default=[16, 256])
+    p.add_argument("--kinds", default="flat,hnsw,sq8")
+    p.add_argument("--no-store", action="store_true")
+    p.add_argument("--no-ingest", action="store_true")
+    p.add_argument("--ingest-files", nargs="+", default=["assets/sample_corpus.txt",
+                                                         "assets/paraphrase_pairs.tsv",
+                                                         "assets/near_misses.tsv",
+                                                         "assets/search_examples.tsv"])
+    p.add_argument("--ingest-max", type=int, default=2000)
+    p.add_argument("--tmp", default=None, help="folder for temporary stores")
+    p.add_argument("--json", help="write raw results here")
+    p.add_argument("--md", help="append the Markdown report here")
+    args = p.parse_args(argv)
+    n = args.n or (1_000_000 if args.full else 100_000)
+    mode = "full" if args.full else "quick"
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+
+    r = {"n": n, "dim": args.dim, "mode": mode, "command": "python bench/search.py " + " ".join(argv or sys.argv[1:]),
+         "main_batch": max(args.batches),
+         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                     "faiss": faiss.__version__, "numpy": np.__version__,
+                     "faiss_threads": faiss.omp_get_max_threads()}}
+    try:
+        with open("/proc/cpuinfo") as f:
+            r["machine"]["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    try:
+        r["machine"]["load_avg"] = os.getloadavg()
+    except OSError:
+        pass
+    r["queries_note"] = f"{args.queries} held-out queries, {args.single} timed one by one."
+    log(f"generating {n:,} x {args.dim} clustered vectors ...")
+    t0 = time.perf_counter()
+    allx = clustered(n + args.queries, args.dim)
+    x, q = allx[:n], np.ascontiguousarray(allx[n:])
+    r["gen_s"] = time.perf_counter() - t0
+
+    # Baseline: numpy brute force.
+    log("numpy baseline ...")
+    base = {"memory_mib": x.nbytes / 2**20}
+    base["single"] = single_latencies(lambda qq: numpy_search(x, qq), q[:args.single])
+    base["batched"] = batched_qps(lambda qq: numpy_search(x, qq), q, max(args.batches))
+    r["baseline"] = base
+
+    # Ground truth: exact FAISS (BLAS), checked against numpy.
+    exact = faiss.IndexFlatIP(args.dim)
+    exact.add(x)
+    with Settings(blas=1):
+        _, gt = exact.search(q, 10)
+    del exact
+    chk = min(100, len(q))
+    npi = numpy_search(x, q[:chk])
+    r["gt_checked"], r["gt_agree"] = chk, recall_at(npi, gt[:chk])
+
+    r["indexes"] = []
+    for kind in args.kinds.split(","):
+        log(f"{kind} ...")
+        r["indexes"].append(bench_index(kind, x, q, gt, {}, args, log))
+    if not args.no_store:
+        log("store end to end ...")
+        m = min(n, 100_000)
+        r["store"] = bench_store(x[:m], q, args, log)
+    del allx, x
+    if not args.no_ingest:
+        log("ingest with minilm ...")
+        r["ingest"] = bench_ingest(args, log)
+    r["machine"]["load_avg_end"] = os.getloadavg()
+    md = report(r)
+    print(md)
+    if args.md:
+        with open(args.md, "a") as f:
+            f.write(md + "\n")
+    if args.json:
+        Path(args.json).write_text(json.dumps(r, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
