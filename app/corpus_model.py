@@ -16,16 +16,16 @@ class CorpusModel(QAbstractTableModel):
         super().__init__(parent)
         self._ids: list[int] = []
         self._texts: list[str] = []
-        self._lower: list[str] = []
+        self._lower: list[str] | None = None       # lowercase texts, built on first filter
         self._visible: np.ndarray | None = None   # rows (into _ids) shown; None = all
         self._filter = ""
 
     # ---- data -------------------------------------------------------------------------------
     def set_rows(self, ids, texts) -> None:
         self.beginResetModel()
-        self._ids = [int(i) for i in ids]
+        self._ids = list(ids)
         self._texts = list(texts)
-        self._lower = [t.lower() for t in self._texts]
+        self._lower = None
         self._visible = self._compute(self._filter)
         self.endResetModel()
 
@@ -34,17 +34,19 @@ class CorpusModel(QAbstractTableModel):
         if not ids:
             return
         if self._filter:
-            self._ids.extend(ids)
-            self._texts.extend(texts)
-            self._lower.extend(t.lower() for t in texts)
+            self._extend(ids, texts)
             self.set_filter(self._filter, force=True)
             return
         first = len(self._ids)
         self.beginInsertRows(QModelIndex(), first, first + len(ids) - 1)
+        self._extend(ids, texts)
+        self.endInsertRows()
+
+    def _extend(self, ids, texts):
         self._ids.extend(ids)
         self._texts.extend(texts)
-        self._lower.extend(t.lower() for t in texts)
-        self.endInsertRows()
+        if self._lower is not None:
+            self._lower.extend(t.lower() for t in texts)
 
     def remove_ids(self, ids) -> None:
         gone = set(int(i) for i in ids)
@@ -54,7 +56,7 @@ class CorpusModel(QAbstractTableModel):
         self.beginResetModel()
         self._ids = [self._ids[k] for k in keep]
         self._texts = [self._texts[k] for k in keep]
-        self._lower = [self._lower[k] for k in keep]
+        self._lower = None
         self._visible = self._compute(self._filter)
         self.endResetModel()
 
@@ -70,6 +72,8 @@ class CorpusModel(QAbstractTableModel):
     def _compute(self, text: str):
         if not text:
             return None
+        if self._lower is None:
+            self._lower = [t.lower() for t in self._texts]
         return np.fromiter((k for k, t in enumerate(self._lower) if text in t), dtype=np.int64)
 
     def _row(self, r: int) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
                                QMessageBox, QPushButton, QTableView, QVBoxLayout, QWidget)
 
@@ -100,8 +100,6 @@ class CorpusPanel(QWidget):
         self.delete_button.clicked.connect(self.delete_selected)
         self.reembed_button.clicked.connect(self.reembed)
         self.table.selectionModel().selectionChanged.connect(self._on_selection)
-        QShortcut(QKeySequence.StandardKey.Delete, self.table, self.delete_selected,
-                  context=Qt.ShortcutContext.WidgetShortcut)
         self.model.modelReset.connect(self._update_count)
         self.model.rowsInserted.connect(self._update_count)
 

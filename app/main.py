@@ -1,24 +1,35 @@
-"""Entry point: ``encoderscope-gui`` / ``encoderscope gui`` / ``python -m app.main``."""
+"""Entry point: ``encoderscope-gui`` / ``encoderscope gui [--store DIR]`` / ``python -m app.main``."""
 from __future__ import annotations
 
+import argparse
 import sys
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="encoderscope-gui", description="Encoderscope desktop app")
+    ap.add_argument("--store", default=None, help="store folder to open (default: the last one, "
+                    "or the bundled sample corpus)")
+    args, _qt_args = ap.parse_known_args(argv)
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Open the main window. ``argv`` excludes the program name (None: sys.argv[1:])."""
     from PySide6.QtWidgets import QApplication
 
     from .logs import log, setup_logging
     from .main_window import MainWindow
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
     path = setup_logging()
-    argv = list(sys.argv if argv is None else argv)
-    app = QApplication.instance() or QApplication(argv)
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "encoderscope", *argv])
     app.setOrganizationName("Encoderscope")
     app.setApplicationName("Encoderscope")
     log.info("starting Encoderscope GUI (log: %s)", path)
     window = MainWindow()
     window.show()
-    window.start()
+    window.start(args.store)
     return app.exec()
 
 

@@ -109,7 +109,7 @@ class MainWindow(QMainWindow):
         edit_menu = mb.addMenu("&Edit")
         self._action(edit_menu, "&Find in search", self.focus_search, QKeySequence.StandardKey.Find)
         self._action(edit_menu, "&Add a sentence", self.focus_add, "Ctrl+N")
-        self._action(edit_menu, "&Delete selected sentences", self.corpus_panel.delete_selected,
+        self._action(edit_menu, "&Delete selected sentences", self.delete_selected,
                      QKeySequence.StandardKey.Delete)
 
         model_menu = mb.addMenu("&Model")
@@ -158,6 +158,10 @@ class MainWindow(QMainWindow):
                 self.tabs.setCurrentIndex(i)
                 return True
         return False
+
+    def delete_selected(self):
+        if self.tabs.currentWidget() is self.corpus_panel:
+            self.corpus_panel.delete_selected()
 
     def focus_search(self):
         self.tabs.setCurrentWidget(self.search_panel)

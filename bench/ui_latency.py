@@ -8,7 +8,7 @@ The 100k store holds real minilm vectors of the sample corpus, perturbed, under 
 texts (embedding 100k sentences on a laptop CPU takes many minutes and changes nothing here:
 the query is embedded for real and FAISS scans all 100k vectors).
 
-    .venv/bin/python bench/ui_latency.py [--ingest 20000] [--rows 100000] [--out docs/benchmarks/ui.md]
+    .venv/bin/python bench/ui_latency.py [--ingest 20000] [--rows 100000] [--out docs/benchmarks/ui.md (default)]
 """
 from __future__ import annotations
 
@@ -240,7 +240,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ingest", type=int, default=20000)
     ap.add_argument("--rows", type=int, default=100000)
-    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "ui.md")
     ap.add_argument("--skip-ingest", action="store_true")
     ap.add_argument("--skip-search", action="store_true")
     args = ap.parse_args(argv)

@@ -110,3 +110,23 @@ def test_state_run_callbacks(qtbot):
     with qtbot.waitSignal(job.finished, timeout=5000):
         pass
     assert errors and "ZeroDivisionError" in errors[0]
+
+
+def test_pyside_refcount_guard(qtbot):
+    """PySide6 6.12 on Python 3.11 leaks references of None/True/False (app/pyside_fix.py)."""
+    import sys
+
+    from PySide6.QtCore import QObject, Signal
+    from PySide6.QtWidgets import QLabel
+
+    import app  # noqa: F401 - installs the guard
+
+    class Emitter(QObject):
+        fired = Signal()
+
+    e, label = Emitter(), QLabel()
+    for _ in range(20_000):
+        e.fired.emit()
+        label.setText("x")
+    assert sys.getrefcount(None) > 1 << 30 or sys.version_info >= (3, 12)
+    assert sys.getrefcount(True) > 1 << 30 or sys.version_info >= (3, 12)
