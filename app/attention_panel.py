@@ -322,6 +322,8 @@ class AttentionPanel(QtWidgets.QWidget):
         self._on_inspection(ins, backend or self.state.backend)
 
     def _on_inspection(self, ins, backend) -> None:
+        if self._queued is not None and backend is self.state.backend:
+            return                               # stale: the newer request runs next
         self.inspection = ins
         att = A.check_attentions(ins.attentions)
         L, H, T, _ = att.shape

@@ -272,7 +272,7 @@ class FillMaskPanel(QtWidgets.QWidget):
         ll.setContentsMargins(0, 4, 0, 0)
         lh = QtWidgets.QHBoxLayout()
         self.layer_title = QtWidgets.QLabel("<b>Per layer</b>: the top guesses if the model stopped "
-                                            "after each layer (darker = more probable)")
+                                            "after each layer (darker = more probable; bold = the final top guess)")
         self.layer_title.setTextFormat(Qt.TextFormat.RichText)
         self.layer_mask_combo = QtWidgets.QComboBox()
         self.layer_mask_combo.currentIndexChanged.connect(self._show_layers)
@@ -449,6 +449,8 @@ class FillMaskPanel(QtWidgets.QWidget):
         self._on_result(result, text if text is not None else self.text_edit.text(), backend or self.state.backend)
 
     def _on_result(self, result: dict, text: str, backend) -> None:
+        if self._queued and text != self.text_edit.text():
+            return                               # stale: the newer request runs next
         self.result = result
         self.result_text = text
         for t in self.mask_tables:
@@ -508,14 +510,15 @@ class FillMaskPanel(QtWidgets.QWidget):
         t.setColumnCount(k)
         t.setHorizontalHeaderLabels([f"#{i + 1}" for i in range(k)])
         t.setVerticalHeaderLabels(layer_names(len(layers), self._n_layers))
+        top = max((float(p["score"]) for row in layers for p in row), default=1.0) or 1.0
         final = {p["token"] for p in (self.result["masks"][idx]["predictions"] if idx < len(self.result["masks"]) else [])[:1]}
         for r, row in enumerate(layers):
             for c, p in enumerate(row):
-                item = QtWidgets.QTableWidgetItem(f"{p['token']}  {p['score']:.2f}")
-                s = max(0.0, min(1.0, float(p["score"])))
+                item = QtWidgets.QTableWidgetItem(f"{p['token']}  {100 * p['score']:.1f}%")
+                s = max(0.0, min(1.0, float(p["score"]) / top))     # colour: share of the table's maximum
                 bg = _blend(s)
                 item.setBackground(bg)
-                item.setForeground(QtGui.QColor("white") if s > 0.5 else QtGui.QColor("black"))
+                item.setForeground(QtGui.QColor("white") if bg.lightness() < 150 else QtGui.QColor("black"))
                 if p["token"] in final:
                     f = item.font()
                     f.setBold(True)

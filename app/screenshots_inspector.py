@@ -44,6 +44,7 @@ def coreference_head(ins, query="it", key="animal") -> tuple[int, int]:
 def populate_attention(panel, backend=None, text: str = SENTENCE, view: str = "head") -> None:
     """Fill an AttentionPanel with ``text``; view: "head" | "grid" | "rollout"."""
     backend = backend or panel.state.backend
+    _settle(panel)
     panel.text_edit.setText(text)
     panel._last_request = (text, "")
     ins = backend.inspect(text)
@@ -77,6 +78,7 @@ def populate_attention(panel, backend=None, text: str = SENTENCE, view: str = "h
 
 def populate_fillmask(panel, backend=None, text: str = FILL_TEXT) -> None:
     backend = backend or panel.state.backend
+    _settle(panel)
     panel.text_edit.setText(text)
     if not getattr(backend, "has_mlm", False):
         panel.show_no_mlm(backend)
@@ -85,6 +87,14 @@ def populate_fillmask(panel, backend=None, text: str = FILL_TEXT) -> None:
         result = backend.fill_mask(text, top_k=panel.topk_spin.value(), per_layer=True).to_dict()
         panel.set_result(result, text, backend)
     _app().processEvents()
+
+
+def _settle(panel) -> None:
+    """Let any job the panel started on its own (the example) finish first, so it cannot land
+    on top of what the screenshot shows."""
+    panel.state.jobs.wait(30000)
+    _app().processEvents()
+    panel._queued = None if hasattr(panel, "inspection") else False
 
 
 def mlm_backend(model: str | None):
@@ -128,7 +138,7 @@ def main(argv=None) -> int:
     state = AppState()
     state.backend = minilm
     out = []
-    panel = AttentionPanel(state)
+    panel = AttentionPanel(state, auto_inspect=False)
     panel.resize(w, h)
     panel.show()
     for view, name in (("head", "inspector_head.png"), ("grid", "inspector_grid.png"),
@@ -136,7 +146,7 @@ def main(argv=None) -> int:
         populate_attention(panel, minilm, view=view)
         out.append(grab(panel, args.out / name))
 
-    fm = FillMaskPanel(state)
+    fm = FillMaskPanel(state, auto_predict=False)
     fm.resize(w, h)
     fm.show()
     populate_fillmask(fm, minilm)
@@ -145,7 +155,7 @@ def main(argv=None) -> int:
     if mlm is not None:
         mstate = AppState()
         mstate.backend = mlm
-        fm2 = FillMaskPanel(mstate)
+        fm2 = FillMaskPanel(mstate, auto_predict=False)
         fm2.resize(w, h)
         fm2.show()
         populate_fillmask(fm2, mlm)
