@@ -5,7 +5,8 @@ Everything FAISS-specific lives here; store.py only calls this small class.
 Kinds (all cosine = inner product on L2-normalised vectors, wrapped in IndexIDMap2 so FAISS ids
 are the SQLite sentence ids):
   flat  exact search (IndexFlatIP), the default
-  hnsw  approximate graph search (IndexHNSWFlat); removals/updates rebuild it
+  hnsw  approximate graph search (IndexHNSWFlat); a removal marks the id deleted (searches skip
+        it through an IDSelector), updates and too many deleted ids rebuild the graph
   sq8   exact scan over 8-bit scalar-quantised codes (IndexScalarQuantizer QT_8bit), 4x smaller
 """
 from __future__ import annotations
@@ -70,6 +71,8 @@ class FaissIndex:
         self.dim = int(dim)
         self.params = {**DEFAULT_PARAMS[kind], **(params or {})}
         self.index = index if index is not None else self._new()
+        self.deleted: set[int] = set()   # HNSW only: ids removed but still in the graph
+        self._search_params = None
         self._apply_search_params()
 
     # -- construction -----------------------------------------------------------------------
@@ -90,7 +93,8 @@ class FaissIndex:
             inner.hnsw.efSearch = int(self.params["ef_search"])
 
     @property
-    def supports_remove(self) -> bool:
+    def supports_update(self) -> bool:
+        """Can a vector be replaced in place (same id)? HNSW graphs can't drop a node."""
         return self.kind != "hnsw"
 
     @property
@@ -99,10 +103,21 @@ class FaissIndex:
 
     @property
     def ntotal(self) -> int:
+        """Live vectors (deleted HNSW nodes not counted)."""
+        return int(self.index.ntotal) - len(self.deleted)
+
+    @property
+    def stored(self) -> int:
         return int(self.index.ntotal)
 
-    def ids(self) -> np.ndarray:
+    def all_ids(self) -> np.ndarray:
         return faiss.vector_to_array(self.index.id_map).astype(np.int64)
+
+    def ids(self) -> np.ndarray:
+        ids = self.all_ids()
+        if self.deleted:
+            ids = ids[~np.isin(ids, np.fromiter(self.deleted, np.int64, len(self.deleted)))]
+        return ids
 
     def train(self, vectors: np.ndarray) -> None:
         if not self.index.is_trained and len(vectors):
@@ -119,9 +134,13 @@ class FaissIndex:
         self.index.add_with_ids(vectors, np.ascontiguousarray(ids, dtype=np.int64))
 
     def remove(self, ids) -> int:
-        if not self.supports_remove:
-            raise NotImplementedError("HNSW cannot remove vectors in place; rebuild it")
-        return int(self.index.remove_ids(np.ascontiguousarray(ids, dtype=np.int64)))
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        if self.kind != "hnsw":
+            return int(self.index.remove_ids(ids))
+        present = set(ids[np.isin(ids, self.all_ids())].tolist()) - self.deleted
+        self.deleted |= present
+        self._search_params = None
+        return len(present)
 
     @classmethod
     def build(cls, kind, dim, params, ids, vectors) -> "FaissIndex":
@@ -139,15 +158,30 @@ class FaissIndex:
         k = max(1, min(int(k), max(self.ntotal, 1)))
         if self.ntotal == 0:
             return np.zeros((nq, 0), np.float32), np.zeros((nq, 0), np.int64)
+        params = self._params()
         if nq <= SMALL_BATCH and SINGLE_QUERY_THREADS:
             # nthreads-var is per OpenMP thread: this changes nothing for other Python threads.
             old = faiss.omp_get_max_threads()
             faiss.omp_set_num_threads(SINGLE_QUERY_THREADS)
             try:
-                return self.index.search(queries, k)
+                return self.index.search(queries, k, params=params)
             finally:
                 faiss.omp_set_num_threads(old)
-        return self.index.search(queries, k)
+        return self.index.search(queries, k, params=params)
+
+    def _params(self):
+        if not self.deleted:
+            return None
+        if self._search_params is None:
+            dead = np.fromiter(sorted(self.deleted), np.int64, len(self.deleted))
+            batch = faiss.IDSelectorBatch(dead)
+            sel = faiss.IDSelectorNot(batch)
+            p = faiss.SearchParametersHNSW()
+            p.efSearch = int(self.params["ef_search"])
+            p.sel = sel
+            p._keep = (batch, sel, dead)   # the C++ objects reference these
+            self._search_params = p
+        return self._search_params
 
     # -- files ------------------------------------------------------------------------------
     def write(self, path) -> None:

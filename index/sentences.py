@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS sentences (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 _CHUNK = 500  # ids per IN (...) query
+QUICK_CHECK_MAX_BYTES = 256 << 20
 
 
 def text_hash(text: str) -> bytes:
@@ -121,11 +122,17 @@ class SentenceDB:
             for k, v in meta.items():
                 self.set_meta(k, v)
 
-    def check(self, full: bool = False) -> None:
-        """Raise StoreCorrupted unless SQLite's own integrity check passes."""
-        row = self._q("PRAGMA integrity_check" if full else "PRAGMA quick_check").fetchone()
-        if row is None or row[0] != "ok":
-            raise self._corrupt(row[0] if row else "integrity check failed")
+    def check(self, full: bool = False, scan_limit: int = QUICK_CHECK_MAX_BYTES) -> None:
+        """Raise StoreCorrupted unless SQLite's own integrity check passes.
+
+        quick_check reads every page: done on open for databases up to `scan_limit` bytes;
+        bigger ones are checked page by page as they are read (errors still become
+        StoreCorrupted), so opening a big store for one search stays fast."""
+        size = self.path.stat().st_size if self.path.exists() else 0
+        if full or size <= scan_limit:
+            row = self._q("PRAGMA integrity_check" if full else "PRAGMA quick_check").fetchone()
+            if row is None or row[0] != "ok":
+                raise self._corrupt(row[0] if row else "integrity check failed")
         names = {r[0] for r in self._q("SELECT name FROM sqlite_master WHERE type='table'")}
         if not {"sentences", "meta"} <= names:
             raise StoreCorrupted(f"{self.path} is an SQLite database but not an Encoderscope store",
@@ -146,7 +153,7 @@ class SentenceDB:
         """Call inside a transaction: one more committed change."""
         g = self.generation + 1
         self.set_meta("generation", g)
-        if structural:  # removals/updates: an index snapshot can't be caught up by appending
+        if structural:  # updates/clear/rebuild: a snapshot can't be caught up by add + remove
             self.set_meta("structural_generation", g)
         return g
 
@@ -156,6 +163,10 @@ class SentenceDB:
 
     def max_id(self) -> int:
         return int(self._q("SELECT COALESCE(MAX(id), 0) FROM sentences").fetchone()[0])
+
+    def all_ids(self) -> np.ndarray:
+        return np.fromiter((r[0] for r in self._q("SELECT id FROM sentences ORDER BY id")),
+                           dtype=np.int64)
 
     def existing_hashes(self, hashes) -> set[bytes]:
         found = set()

@@ -62,7 +62,7 @@ class VectorStore(Store):
         self._threshold: int = int(db.get_meta("hnsw_threshold", AUTO_HNSW_THRESHOLD))
         self._indexed_gen = -1     # database generation the in-memory index reflects
         self._saved_gen = -1       # generation of the snapshot on disk
-        self._stale = False        # HNSW after a removal/update: rebuild before use
+        self._stale = False        # HNSW after an update: rebuild before use
         self._closed = False
 
     # ---------------------------------------------------------------------------------------
@@ -192,6 +192,8 @@ class VectorStore(Store):
             same_model = man.fingerprint == self._fp and int(man.dim) == self._dim
             if man.generation == gen and same_model:
                 n = db.count()
+                if index.kind == "hnsw" and index.stored > n:
+                    self._drop_removed(index)      # restore the snapshot's deleted-id marks
                 if index.ntotal != n or man.count != n:
                     if not repair:
                         raise StoreCorrupted(
@@ -204,18 +206,25 @@ class VectorStore(Store):
                 self._index = index
                 self._indexed_gen = gen
                 return
-            # The database moved on after the snapshot (a crash between commit and save).
-            if same_model and structural <= man.generation and index.ntotal == man.count:
-                self._index = index
+            # The database moved on after the snapshot (a crash between commit and save):
+            # append the rows added since, drop the rows removed since.
+            if same_model and structural <= man.generation:
                 for ids, vecs in db.vectors(self._dim, after_id=man.max_id):
                     index.add(ids, vecs)
+                self._drop_removed(index)
                 if index.ntotal == db.count():
+                    self._index = index
                     self._indexed_gen = gen
                     return
             self._rebuild_index()
         finally:
             if reader:
                 db._q("COMMIT")
+
+    def _drop_removed(self, index: FaissIndex) -> None:
+        gone = np.setdiff1d(index.all_ids(), self._db.all_ids(), assume_unique=False)
+        if len(gone):
+            index.remove(gone)
 
     def _read_snapshot(self, man: Manifest) -> FaissIndex:
         if not man.index_file or "/" in man.index_file or man.index_file.startswith("."):
@@ -261,6 +270,8 @@ class VectorStore(Store):
         n = self._index.ntotal
         if self._request == "auto" and self._index.kind == "flat" and n >= self._threshold:
             return True
+        if self._index.kind == "hnsw" and len(self._index.deleted) > 0.25 * max(self._index.stored, 1):
+            return True    # compact: too many deleted nodes still in the graph
         if self._index.kind == "sq8":
             trained = int(self._index.params.get("trained_on", 0))
             if trained < SQ8_RETRAIN_BELOW and n >= 2 * max(trained, 1):
@@ -453,17 +464,15 @@ class VectorStore(Store):
             with self._db.transaction():
                 gone = self._db.delete(ids)
                 if gone:
-                    gen = self._db.bump(structural=True)
+                    gen = self._db.bump()
             if gone:
                 self._index_remove(gone)
                 self._indexed_gen = gen
         return gone
 
     def _index_remove(self, ids):
-        if self._index.supports_remove and not self._stale:
+        if not self._stale:
             self._index.remove(np.asarray(ids, np.int64))
-        else:
-            self._stale = True
 
     def update_text(self, id, text, vector=None, *, backend=None, fingerprint=None) -> None:
         """Replace the text of sentence `id` and its vector (embedded with `backend` when no
@@ -487,9 +496,11 @@ class VectorStore(Store):
             with self._db.transaction():
                 self._db.update(id, text, x)
                 gen = self._db.bump(structural=True)
-            self._index_remove([id])
-            if not self._stale:
+            if self._index.supports_update and not self._stale:
+                self._index.remove(np.asarray([id], np.int64))
                 self._index.add(np.asarray([id], np.int64), x[None, :])
+            else:
+                self._stale = True
             self._indexed_gen = gen
 
     def clear(self) -> None:

@@ -150,6 +150,25 @@ def test_remove_and_update_every_kind(tmp_path, kind):
     np.testing.assert_array_equal(store.index_ids(), np.sort(store.vectors()[0]))
 
 
+def test_hnsw_removal_marks_deleted_without_rebuilding(tmp_path):
+    store, x = make(tmp_path, 500, index="hnsw")
+    graph = store._index
+    store.remove([10, 11, 12])
+    assert store._index is graph and graph.deleted == {10, 11, 12} and graph.stored == 500
+    assert all(h.id not in (10, 11, 12) for h in store.search(x[9:12], k=10)[1])
+    store.close()
+    again = VectorStore.open(tmp_path / "s")
+    assert again._index.deleted == {10, 11, 12} and again.count() == 497
+    assert all(h.id not in (10, 11, 12) for row in again.search(x[9:12], k=10) for h in row)
+    again.close()
+    # Many removals compact the graph on save.
+    w = VectorStore.open(tmp_path / "s", writable=True)
+    w.remove(list(range(100, 300)))
+    w.save()
+    assert w._index.deleted == set() and w._index.stored == 297
+    w.close()
+
+
 # ---------------------------------------------------------------- add / dedupe / iterate / clear
 def test_duplicates_stored_once(tmp_path):
     store, _ = make(tmp_path)
@@ -259,9 +278,10 @@ def test_round_trip_identical_results(tmp_path, kind):
     assert man["count"] == 2000 and man["metric"] == "cosine"
 
 
-def test_snapshot_behind_database_is_caught_up(tmp_path):
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_snapshot_behind_database_is_caught_up(tmp_path, kind):
     """A crash between an SQLite commit and the index snapshot: the next open catches up."""
-    store, x = make(tmp_path, 100)
+    store, x = make(tmp_path, 100, index=kind)
     store.save()
     store.add([f"late {i}" for i in range(30)], clustered(30, D, seed=5))
     store.remove([5])
@@ -270,6 +290,7 @@ def test_snapshot_behind_database_is_caught_up(tmp_path):
     store._lock.release()
     reader = VectorStore.open(tmp_path / "s")            # readers catch up in memory
     assert reader.count() == 129 and reader._index.ntotal == 129
+    assert all(h.id != 5 for h in reader.search(x[4], k=5))
     man_gen = read_manifest(tmp_path / "s").generation
     writer = VectorStore.open(tmp_path / "s", writable=True)   # writers also save it
     assert read_manifest(tmp_path / "s").generation > man_gen
