@@ -22,25 +22,35 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = textwrap.dedent("""
-    import sys
+    import hashlib, sys
     sys.path.insert(0, {root!r})
-    from index.store import VectorStore
-    from tests.test_store_support import FakeBackend
+    import numpy as np
+    from index.store import VectorStore   # numpy + faiss + sqlite only: starts fast
+
+    D = 24
+    FP = {{"model": "fake", "weights_sha256": "f" * 64, "pooling": "mean", "dim": D,
+           "normalized": True}}
+
+    def embed(texts):
+        out = []
+        for t in texts:
+            seed = int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little")
+            out.append(np.random.default_rng(seed).normal(size=D))
+        return np.asarray(out, np.float32)
 
     folder, start, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    b = FakeBackend(dim=24)
-    store = VectorStore.open(folder, writable=True, create=True, fingerprint=b.fingerprint(),
-                             index=kind)
+    store = VectorStore.open(folder, writable=True, create=True, fingerprint=FP, index=kind)
     print("READY", flush=True)
     i = start
     while True:
         texts = [f"ingest {{i}} sentence {{j}}" for j in range(40 + (i * 37) % 90)]
-        store.add_texts(texts, b, batch_size=16)
+        for a in range(0, len(texts), 16):          # one committed batch at a time
+            store.add(texts[a:a + 16], embed(texts[a:a + 16]))
         store.save()
         print(f"DONE {{i}} {{len(texts)}}", flush=True)
         if i % 3 == 2:
             text = f"ingest {{i - 1}} sentence 1"
-            ids = [r.id for r in store.search(text, backend=b, k=1) if r.text == text]
+            ids = [r.id for r in store.search(embed([text])[0], k=1) if r.text == text]
             print("REMOVING " + text, flush=True)
             store.remove(ids)
             store.save()
@@ -74,8 +84,6 @@ def run_trial(folder: Path, rng: random.Random, start: int, kind: str = "flat"):
 
 def check_store(folder: Path, done_all, removed_all, removing_all):
     from index.store import VectorStore
-    from tests.test_store_support import FakeBackend
-    b = FakeBackend(dim=24)
     for writable in (False, True):   # readers catch up in memory; the writer also saves
         store = VectorStore.open(folder, writable=writable)
         try:
@@ -89,8 +97,8 @@ def check_store(folder: Path, done_all, removed_all, removing_all):
             np.testing.assert_array_equal(store.index_ids(), np.sort(ids))
             assert store._index.ntotal == store.count() == len(texts)
             if texts:
-                t = next(iter(texts))
-                assert store.search(t, backend=b, k=1)[0].text == t
+                ids, vecs = store.vectors()
+                assert store.search(vecs[-1], k=1)[0].id == ids[-1]
         finally:
             store.close()
 
@@ -123,3 +131,37 @@ def test_kill9_twenty_trials(tmp_path):
 @pytest.mark.slow
 def test_kill9_twenty_trials_hnsw(tmp_path):
     kill_trials(tmp_path, trials=20, seed=11, kind="hnsw")
+
+
+@pytest.mark.slow
+def test_kill9_real_cli_ingest(tmp_path):
+    """`encoderscope ingest` with minilm, killed -9 mid-way: a finished ingest is intact."""
+    from index.store import VectorStore
+    lines = [l.strip() for l in (ROOT / "assets" / "sample_corpus.txt").read_text().splitlines()
+             if l.strip()]
+    lines = list(dict.fromkeys(lines))
+    first, rest = tmp_path / "first.txt", tmp_path / "rest.txt"
+    first.write_text("\n".join(lines[:40]) + "\n")
+    rest.write_text("\n".join(lines[40:200]) + "\n")
+    store = tmp_path / "store"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    base = [sys.executable, "-m", "index.cli", "ingest", "--store", str(store), "--quiet",
+            "--batch-size", "8"]
+    done = subprocess.run(base + [str(first)], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    rng = random.Random(5)
+    for _ in range(5):
+        proc = subprocess.Popen(base + [str(rest)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=env, cwd=ROOT)
+        time.sleep(rng.uniform(1.0, 6.0))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        with VectorStore.open(store) as s:
+            texts = {r["text"] for r in s.iter()}
+            assert set(lines[:40]) <= texts
+            ids, _ = s.vectors()
+            np.testing.assert_array_equal(s.index_ids(), np.sort(ids))
+    done = subprocess.run(base + [str(rest)], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    with VectorStore.open(store) as s:
+        assert s.count() == 200
