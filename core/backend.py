@@ -19,6 +19,7 @@ import torch
 from . import fillmask
 from .device import autocast, describe_device, pick_device
 from .errors import Cancelled, InputError, ModelUnavailable
+from .model import pack_for_cpu_inference
 from .pooling import POOLINGS, l2_normalize, pool
 from .sources import PACKAGED, DEFAULT_HUB_MODEL, ModelSource, resolve
 
@@ -243,6 +244,8 @@ class ScratchBackend(Backend):
         super().__init__(source, device, precision)
         self.model, cfg, self.layout = load_folder(source.folder)
         self.model.to(device).eval()
+        if device.type == "cpu":
+            pack_for_cpu_inference(self.model)
         self.tokenizer = _load_tokenizer(source.folder)
         self.config = cfg
         self.dim, self.n_layers, self.n_heads = cfg.dim, cfg.n_layers, cfg.n_heads
@@ -272,6 +275,8 @@ class RandomScratchBackend(ScratchBackend):
         cfg.vocab_size = len(self.tokenizer)
         torch.manual_seed(seed)
         self.model = EncoderForMaskedLM(cfg).to(device).eval()
+        if device.type == "cpu":
+            pack_for_cpu_inference(self.model)
         self.config, self.layout = cfg, "random"
         self.dim, self.n_layers, self.n_heads = cfg.dim, cfg.n_layers, cfg.n_heads
         self.max_length = _max_length(cfg.max_position_embeddings, self.tokenizer)

@@ -105,3 +105,31 @@ def test_config_rejects_bad_values():
         EncoderConfig(dim=10, n_heads=3)
     with pytest.raises(ValueError, match="norm"):
         EncoderConfig(norm="sandwich")
+
+
+def test_onednn_inference_path_equals_plain_path():
+    from core.model import EncoderForMaskedLM, Linear, pack_for_cpu_inference
+    model = randomised(EncoderForMaskedLM(small_config(activation="gelu_tanh")), seed=9)
+    ids = torch.randint(5, 60, (2, 7))
+    mask = torch.ones_like(ids)
+    with torch.inference_mode():
+        plain_logits, plain = model(ids, mask)
+    if not pack_for_cpu_inference(model):
+        pytest.skip("this torch has no oneDNN")
+    assert all(m.packed is not None for m in model.modules() if isinstance(m, Linear))
+    with torch.inference_mode():
+        fast_logits, fast = model(ids, mask)
+    assert torch.allclose(plain.last_hidden_state, fast.last_hidden_state, atol=1e-5)
+    assert torch.allclose(plain_logits, fast_logits, atol=1e-4)
+    # Training still gets gradients (the plain path), and a changed weight is never served stale.
+    logits, _ = model(ids, mask)
+    logits.sum().backward()
+    assert model.distilbert.transformer.layer[0].ffn.lin1.weight.grad is not None
+    with torch.no_grad():
+        model.distilbert.transformer.layer[0].ffn.lin1.weight.mul_(2.0)
+    with torch.inference_mode():
+        changed = model(ids, mask)[1].last_hidden_state
+    model.distilbert.transformer.layer[0].ffn.lin1.packed = None
+    with torch.inference_mode():
+        expected = model(ids, mask)[1].last_hidden_state
+    assert torch.allclose(changed, expected, atol=1e-6)
