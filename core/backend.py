@@ -245,7 +245,7 @@ class ScratchBackend(Backend):
         self.model, cfg, self.layout = load_folder(source.folder)
         self.model.to(device).eval()
         if device.type == "cpu":
-            pack_for_cpu_inference(self.model)
+            pack_for_cpu_inference(self.model, bf16=precision == "bf16")
         self.tokenizer = _load_tokenizer(source.folder)
         self.config = cfg
         self.dim, self.n_layers, self.n_heads = cfg.dim, cfg.n_layers, cfg.n_heads
@@ -276,7 +276,7 @@ class RandomScratchBackend(ScratchBackend):
         torch.manual_seed(seed)
         self.model = EncoderForMaskedLM(cfg).to(device).eval()
         if device.type == "cpu":
-            pack_for_cpu_inference(self.model)
+            pack_for_cpu_inference(self.model, bf16=precision == "bf16")
         self.config, self.layout = cfg, "random"
         self.dim, self.n_layers, self.n_heads = cfg.dim, cfg.n_layers, cfg.n_heads
         self.max_length = _max_length(cfg.max_position_embeddings, self.tokenizer)
