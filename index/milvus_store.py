@@ -265,10 +265,10 @@ class MilvusStore(Store):
                 with _LITE_MUTEX:
                     _LITE_USERS[lite_key] = _LITE_USERS.get(lite_key, 0) + 1
                 registered = True
+            call(client.load_collection, name, what="load the collection")
             if fingerprint is not None:
                 fpmod.check(store._fp, fingerprint, "your vectors and queries",
                             where=f"at {loc}", hint=store._rebuild_hint(fingerprint))
-            call(client.load_collection, name, what="load the collection")
             return store
         except BaseException:
             if client is not None:
@@ -422,9 +422,14 @@ class MilvusStore(Store):
 
     def _rebuild_hint(self, other) -> str:
         other = fpmod.as_dict(other)
+        try:
+            n = f"{self.count()} "
+        except StoreError:
+            n = ""
         return (f"search it with {self._fp.get('model')} (leave out --model), or re-embed all "
-                f"sentences with {other.get('model')} by running `encoderscope ingest --rebuild "
-                f"--model {other.get('model')} --store {self.location}` (MilvusStore.rebuild)")
+                f"{n}sentences with {other.get('model')} by running "
+                f"`encoderscope ingest --rebuild --model {other.get('model')} --store "
+                f"{self.location}` (MilvusStore.rebuild)")
 
     # ---------------------------------------------------------------------------------------
     # properties

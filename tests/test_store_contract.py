@@ -1,0 +1,359 @@
+"""The store contract, run against every implementation: the FAISS store (a folder) and Milvus
+Lite (milvus-lite:FOLDER), both opened through index.locations.open_store in tmp folders.
+
+Exact search = numpy brute force, identical top-k on both engines (ties aside), the model
+fingerprint refused the same way, duplicates, remove/count/iterate/get, update, clear, reopen,
+read-only, rebuild, and migrate FAISS -> Milvus -> FAISS without re-embedding.
+Fake embedder + synthetic vectors (fast); Milvus-only behaviour is in test_store_milvus.py.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from index.errors import (DuplicateText, ModelMismatch, StoreError, StoreNotFound, UnknownId)
+from index.locations import open_store
+from tests.test_store_support import FakeBackend, Fingerprint, clustered
+
+D = 32
+FP = Fingerprint("fake", "f" * 64, "mean", D, True)
+OTHER = Fingerprint("other-model", "0" * 64, "mean", D, True)
+
+
+def _milvus_available():
+    try:
+        import milvus_lite  # noqa: F401
+        import pymilvus  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+KINDS = ["faiss", pytest.param("milvus", marks=pytest.mark.skipif(
+    not _milvus_available(), reason="needs the [milvus] extra (pymilvus, milvus-lite)"))]
+
+
+def loc(tmp_path, kind, name="s"):
+    return str(tmp_path / name) if kind == "faiss" else f"milvus-lite:{tmp_path / name}"
+
+
+@pytest.fixture
+def opened():
+    """Closes every store a test opened (Milvus Lite keeps a server per folder until then)."""
+    stores = []
+    yield stores
+    for s in reversed(stores):
+        try:
+            s.close()
+        except Exception:
+            pass
+
+
+@pytest.fixture(params=KINDS)
+def kind(request):
+    return request.param
+
+
+def open_(opened, location, **kw):
+    s = open_store(location, **kw)
+    opened.append(s)
+    return s
+
+
+def make(opened, tmp_path, kind, n=0, fp=FP, name="s", seed=0, **kw):
+    s = open_(opened, loc(tmp_path, kind, name), create=True, fingerprint=fp, **kw)
+    x = clustered(n, D, seed=seed) if n else np.zeros((0, D), np.float32)
+    if n:
+        s.add([f"sentence {i}" for i in range(n)], x)
+    return s, x
+
+
+def brute_force(x, q, k):
+    xs = x / np.linalg.norm(x, axis=1, keepdims=True)
+    qs = q / np.linalg.norm(q, axis=1, keepdims=True)
+    s = qs @ xs.T
+    order = np.argsort(-s, axis=1, kind="stable")[:, :k]
+    return order, np.take_along_axis(s, order, axis=1)
+
+
+def untied(scores, atol=1e-5):
+    """Ranks whose score is clearly apart from the neighbours' (their position is defined)."""
+    s = np.asarray(scores)
+    ok = np.ones(len(s), bool)
+    gaps = np.abs(np.diff(s)) < atol
+    ok[:-1] &= ~gaps
+    ok[1:] &= ~gaps
+    return ok
+
+
+# ---------------------------------------------------------------- exact search
+def test_exact_search_equals_numpy_cosine_ranking(tmp_path, kind, opened):
+    store, x = make(opened, tmp_path, kind, 1500)
+    rng = np.random.default_rng(1)
+    q = clustered(1530, D)[1500:] * rng.uniform(0.5, 3.0, size=(30, 1)).astype(np.float32)
+    order, scores = brute_force(x, q, 10)
+    hits = store.search(q, k=10)
+    assert len(hits) == 30
+    for row, o, s in zip(hits, order, scores):
+        assert len(row) == 10
+        np.testing.assert_allclose([h.score for h in row], s, atol=1e-5)
+        ok = untied(s)
+        assert [h.id - 1 for h, k in zip(row, ok) if k] == [i for i, k in zip(o, ok) if k]
+        assert [h.text for h in row] == [f"sentence {h.id - 1}" for h in row]
+        assert all(a.score >= b.score for a, b in zip(row, row[1:]))
+    single = store.search(q[0], k=10)
+    assert [h.id for h in single] == [h.id for h in hits[0]]
+
+
+@pytest.mark.skipif(not _milvus_available(), reason="needs the [milvus] extra")
+def test_faiss_and_milvus_give_identical_top_k(tmp_path, opened):
+    a, x = make(opened, tmp_path, "faiss", 2000, name="f")
+    b, _ = make(opened, tmp_path, "milvus", 2000, name="m")
+    q = clustered(2040, D, seed=5)[2000:]
+    for ra, rb in zip(a.search(q, k=20), b.search(q, k=20)):
+        np.testing.assert_allclose([h.score for h in ra], [h.score for h in rb], atol=1e-5)
+        ok = untied([h.score for h in ra])
+        assert [h.id for h, k in zip(ra, ok) if k] == [h.id for h, k in zip(rb, ok) if k]
+        assert {h.text for h in ra if h.score > ra[-1].score + 1e-5} == \
+            {h.text for h in rb if h.score > rb[-1].score + 1e-5}
+
+
+def test_empty_store_and_k_larger_than_corpus(tmp_path, kind, opened):
+    store, _ = make(opened, tmp_path, kind)
+    assert store.count() == 0 and list(store.iter()) == []
+    assert store.search(np.ones(D), k=5) == []
+    store.add(["a", "b", "c"], clustered(3, D))
+    hits = store.search(np.ones(D), k=50)
+    assert len(hits) == 3
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    with pytest.raises(Exception, match="k must be at least 1"):
+        store.search(np.ones(D), k=0)
+
+
+def test_metadata_round_trip(tmp_path, kind, opened):
+    store, _ = make(opened, tmp_path, kind)
+    x = clustered(4, D)
+    store.add(["one", "two", "three", "four"], x,
+              metadata=[{"source": "a.txt", "row": 3, "lang": "en"}, None, None, {"row": 9}])
+    hits = store.search(x[0], k=4)
+    assert hits[0].text == "one" and hits[0].score == pytest.approx(1.0, abs=1e-5)
+    md = hits[0].metadata
+    assert md["source"] == "a.txt" and md["row"] == 3 and md["lang"] == "en" and md["added"] > 1e9
+    two = next(h for h in hits if h.text == "two")
+    assert two.metadata["source"] is None and two.metadata["row"] is None
+    assert hits[0].to_dict() == {"score": hits[0].score, "id": hits[0].id, "text": "one"}
+    assert store.get([hits[0].id])[hits[0].id]["metadata"]["lang"] == "en"
+
+
+# ---------------------------------------------------------------- changes
+def test_duplicates_stored_once(tmp_path, kind, opened):
+    store, _ = make(opened, tmp_path, kind)
+    x = clustered(5, D)
+    r = store.add(["a", "b", "a", "c", "b"], x)
+    assert r.added == 3 and r.duplicates == 2
+    assert r.ids[0] == r.ids[2] and r.ids[1] == r.ids[4] and len(set(r.ids)) == 3
+    assert r.ids == [1, 2, 1, 3, 2]           # ids 1, 2, 3 in insertion order on both
+    r2 = store.add(["c", "d"], x[:2])
+    assert r2.added == 1 and r2.duplicates == 1 and r2.ids == [3, 4]
+    assert store.count() == 4
+
+
+def test_remove_count_iterate_get(tmp_path, kind, opened):
+    store, x = make(opened, tmp_path, kind, 300)
+    assert store.count() == len(store) == 300
+    gone = store.remove([5, 7, 7, 99999])
+    assert gone == [5, 7]
+    assert store.count() == 298
+    rows = list(store.iter())
+    assert [r["id"] for r in rows] == [i for i in range(1, 301) if i not in (5, 7)]
+    assert rows[0] == {"id": 1, "text": "sentence 0", "metadata": rows[0]["metadata"]}
+    hit = store.search(x[4], k=1)[0]
+    assert hit.id != 5
+    got = store.get([1, 5, 300])
+    assert set(got) == {1, 300} and got[300]["text"] == "sentence 299"
+    # ids are never reused, even after removing the newest
+    store.remove([300])
+    assert store.add(["brand new"], clustered(1, D, seed=9)).ids == [301]
+    # the removed text can come back (as a new id)
+    assert store.add(["sentence 4"], x[4:5]).ids == [302]
+
+
+def test_update_text(tmp_path, kind, opened):
+    store, x = make(opened, tmp_path, kind, 50)
+    v = clustered(1, D, seed=42)[0]
+    store.update_text(3, "a new third sentence", v)
+    assert store.get([3])[3]["text"] == "a new third sentence"
+    top = store.search(v, k=1)[0]
+    assert (top.id, top.text) == (3, "a new third sentence")
+    assert store.count() == 50
+    with pytest.raises(DuplicateText, match="as id 4"):
+        store.update_text(3, "sentence 3", v)
+    with pytest.raises(UnknownId):
+        store.update_text(9999, "nothing", v)
+    # the old text is free again
+    assert store.add(["sentence 2"], x[2:3]).added == 1
+
+
+def test_clear(tmp_path, kind, opened):
+    store, x = make(opened, tmp_path, kind, 40)
+    store.clear()
+    assert store.count() == 0 and store.search(x[0], k=3) == []
+    r = store.add(["sentence 0"], x[:1])
+    assert r.added == 1 and r.ids[0] > 40
+
+
+def test_add_texts_embeds_only_new_and_search_by_text(tmp_path, kind, opened):
+    b = FakeBackend(dim=D)
+    store, _ = make(opened, tmp_path, kind, fp=b.fingerprint())
+    r = store.add_texts(["the cat sat", "a dog ran", "the cat sat"], b,
+                        metadata=[{"source": "x.txt", "row": 1}, None, None])
+    assert r.added == 2 and r.duplicates == 1 and b.embedded == 2
+    r2 = store.add_texts(["a dog ran", "birds flew"], b)
+    assert r2.added == 1 and b.embedded == 3
+    hits = store.search("the cat sat", k=2, backend=b)
+    assert hits[0].text == "the cat sat" and hits[0].metadata["source"] == "x.txt"
+    many = store.search(["a dog ran", "birds flew"], k=1, backend=b)
+    assert [h[0].text for h in many] == ["a dog ran", "birds flew"]
+
+
+def test_cancel_keeps_committed_batches(tmp_path, kind, opened):
+    b = FakeBackend(dim=D)
+    store, _ = make(opened, tmp_path, kind, fp=b.fingerprint())
+    b.cancel_after = 20
+    r = store.add_texts([f"t{i}" for i in range(50)], b, batch_size=10)
+    assert r.cancelled and r.added == 20 and store.count() == 20
+
+
+def test_rebuild_reembeds_with_another_model(tmp_path, kind, opened):
+    b1 = FakeBackend(dim=D)
+    b2 = FakeBackend(name="second", dim=16, weights="2" * 64)
+    store, _ = make(opened, tmp_path, kind, fp=b1.fingerprint())
+    store.add_texts([f"text {i}" for i in range(30)], b1)
+    store.remove([4])
+    store.rebuild(b2, batch_size=8)
+    assert store.fingerprint_dict["model"] == "second" and store.count() == 29
+    assert store.search("text 7", k=1, backend=b2)[0].text == "text 7"
+    with pytest.raises(ModelMismatch):
+        store.search("text 7", k=1, backend=b1)
+    assert [r["id"] for r in store.iter()][:4] == [1, 2, 3, 5]
+    store.close()
+    again = open_(opened, loc(tmp_path, kind), readonly=True)
+    assert again.fingerprint_dict["model"] == "second" and again.count() == 29
+
+
+# ---------------------------------------------------------------- the model check
+def _without_location(msg, tmp_path):
+    msg = msg.replace("milvus-lite:", "")
+    return re.sub(r"\(\w+Store\.rebuild\)", "", msg.replace(str(tmp_path), "<dir>"))
+
+
+def test_foreign_model_is_refused_the_same_way(tmp_path, opened):
+    messages = {}
+    for k in (p if isinstance(p, str) else p.values[0] for p in KINDS):
+        if k == "milvus" and not _milvus_available():
+            continue
+        store, x = make(opened, tmp_path, k, 10, name="s" + k)
+        msgs = []
+        with pytest.raises(ModelMismatch) as e:
+            store.add(["x"], clustered(1, D), fingerprint=OTHER)
+        msgs.append(str(e.value))
+        with pytest.raises(ModelMismatch) as e:
+            store.search(x[0], k=1, fingerprint=OTHER)
+        msgs.append(str(e.value))
+        with pytest.raises(ModelMismatch, match="16 dimensions"):
+            store.search(np.ones(16), k=1)
+        store.close()
+        with pytest.raises(ModelMismatch) as e:
+            open_(opened, loc(tmp_path, k, "s" + k), readonly=True, fingerprint=OTHER)
+        msgs.append(str(e.value))
+        for m in msgs:
+            assert "other-model" in m and "fake" in m and "--rebuild" in m
+        messages[k] = [_without_location(m, tmp_path).replace("s" + k, "S") for m in msgs]
+        again = open_(opened, loc(tmp_path, k, "s" + k), readonly=True, fingerprint=FP)
+        assert again.count() == 10
+    if len(messages) == 2:
+        assert messages["faiss"] == messages["milvus"]
+
+
+def test_missing_store_is_not_found(tmp_path, kind, opened):
+    with pytest.raises(StoreNotFound, match="ingest"):
+        open_store(loc(tmp_path, kind, "nothing"), readonly=True)
+    with pytest.raises(StoreNotFound):
+        open_store(loc(tmp_path, kind, "nothing"))
+
+
+# ---------------------------------------------------------------- reopen
+def test_reopen_same_results_ids_continue(tmp_path, kind, opened):
+    store, x = make(opened, tmp_path, kind, 400)
+    store.remove([10])
+    q = clustered(420, D)[400:]
+    before = [[(h.id, h.text) for h in row] for row in store.search(q, k=5)]
+    store.close()
+    ro = open_(opened, loc(tmp_path, kind), readonly=True)
+    assert ro.count() == 399
+    assert [[(h.id, h.text) for h in row] for row in ro.search(q, k=5)] == before
+    with pytest.raises(StoreError, match="read-only"):
+        ro.add(["x"], clustered(1, D))
+    with pytest.raises(StoreError, match="read-only"):
+        ro.remove([1])
+    ro.close()
+    rw = open_(opened, loc(tmp_path, kind))
+    assert rw.add(["another"], clustered(1, D, seed=3)).ids == [401]
+    assert rw.add(["sentence 0"], x[:1]).ids == [1]      # duplicates known after reopen
+    info = rw.info()
+    assert info["count"] == 400 and info["dim"] == D and info["model"] == "fake"
+    assert info["index"] == "flat" and info["metric"] == "cosine" and info["bytes"] > 0
+
+
+# ---------------------------------------------------------------- migrate
+@pytest.mark.skipif(not _milvus_available(), reason="needs the [milvus] extra")
+def test_migrate_round_trip_faiss_milvus_faiss(tmp_path, opened):
+    from index.migrate import migrate
+    src, x = make(opened, tmp_path, "faiss", 1200, name="f")
+    src.add(["with metadata"], clustered(1, D, seed=7), metadata=[{"source": "m.csv", "row": 2,
+                                                                    "lang": "de"}])
+    src.remove([3, 500])
+    src.close()
+    q = clustered(1230, D, seed=11)[1200:]
+    r1 = migrate(tmp_path / "f", f"milvus-lite:{tmp_path / 'm'}", batch=300)
+    assert r1.verified and r1.added == 1199 and r1.destination_count == 1199
+    r2 = migrate(f"milvus-lite:{tmp_path / 'm'}", tmp_path / "f2", batch=500)
+    assert r2.verified and r2.added == 1199
+    stores = [open_(opened, p, readonly=True) for p in
+              (tmp_path / "f", f"milvus-lite:{tmp_path / 'm'}", tmp_path / "f2")]
+    res = [s.search(q, k=10) for s in stores]
+    for a, b, c in zip(*res):
+        assert [h.text for h in a] == [h.text for h in b] == [h.text for h in c]
+        np.testing.assert_allclose([h.score for h in a], [h.score for h in c], atol=1e-5)
+        assert [h.id for h in a] == [h.id for h in b]           # Milvus kept the ids
+    md = stores[1].search(clustered(1, D, seed=7)[0], k=1)[0].metadata
+    assert md["source"] == "m.csv" and md["row"] == 2 and md["lang"] == "de"
+    assert [s.count() for s in stores] == [1199] * 3
+    assert [r["text"] for r in stores[0].iter()] == [r["text"] for r in stores[2].iter()]
+    for s in stores:
+        s.close()
+    # running it again copies nothing new (an interrupted migrate is resumed the same way)
+    r3 = migrate(tmp_path / "f", f"milvus-lite:{tmp_path / 'm'}")
+    assert r3.added == 0 and r3.duplicates == 1199 and r3.verified
+    # a destination built with another model is refused, not mixed
+    other, _ = make(opened, tmp_path, "faiss", 5, fp=OTHER, name="o")
+    other.close()
+    with pytest.raises(ModelMismatch, match="other-model"):
+        migrate(f"milvus-lite:{tmp_path / 'm'}", tmp_path / "o")
+
+
+@pytest.mark.skipif(not _milvus_available(), reason="needs the [milvus] extra")
+def test_migrate_command_line(tmp_path, opened, capsys):
+    from index.migrate import main
+    src, _ = make(opened, tmp_path, "faiss", 50, name="f")
+    src.close()
+    rc = main(["--from", str(tmp_path / "f"), "--to", f"milvus-lite:{tmp_path / 'm'}", "--quiet"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "copied 50 sentences" in out.out and "verified" in out.out
+    rc = main(["--from", str(tmp_path / "f"), "--to", str(tmp_path / "f")])
+    assert rc == 2 and "same store" in capsys.readouterr().err
+    rc = main(["--from", str(tmp_path / "nope"), "--to", str(tmp_path / "x"), "--quiet"])
+    assert rc == 2 and "no store at" in capsys.readouterr().err

@@ -1,0 +1,329 @@
+"""Milvus-only behaviour of the store: location parsing, kill -9 during a Milvus Lite ingest,
+one process per Lite folder, an unreachable server, credentials never on the command line,
+the missing optional extra, an interrupted rebuild, duplicate detection by server queries.
+(The shared contract — search, changes, model check, migrate — is in test_store_contract.py.)
+"""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.errors import InputError
+from index.errors import StoreError, StoreLocked
+from index.locations import (DEFAULT_COLLECTION, LITE_MANIFEST, TOKEN_ENV, describe_location,
+                             open_store, parse_location)
+from tests.test_store_support import FakeBackend, Fingerprint, clustered
+
+ROOT = Path(__file__).resolve().parents[1]
+D = 24
+FP = Fingerprint("fake", "f" * 64, "mean", D, True)
+
+try:
+    import milvus_lite  # noqa: F401
+    import pymilvus  # noqa: F401
+    HAVE_MILVUS = True
+except ImportError:
+    HAVE_MILVUS = False
+needs_milvus = pytest.mark.skipif(not HAVE_MILVUS, reason="needs the [milvus] extra")
+
+
+# ---------------------------------------------------------------- locations
+def test_location_parsing(tmp_path):
+    f = parse_location(str(tmp_path / "store"))
+    assert f.kind == "faiss" and f.path == tmp_path / "store"
+    assert parse_location(tmp_path).kind == "faiss"
+    lite = parse_location(f"milvus-lite:{tmp_path}/corpus")
+    assert lite.kind == "lite" and lite.path == tmp_path / "corpus"
+    assert lite.lite_db == tmp_path / "corpus" / "milvus.db"
+    assert str(lite) == f"milvus-lite:{tmp_path}/corpus"
+    assert parse_location(f"milvus-lite:{tmp_path}/corpus/milvus.db").path == tmp_path / "corpus"
+    assert parse_location(f"MILVUS-LITE://{tmp_path}/c").path == tmp_path / "c"
+    s = parse_location("http://milvus.team.internal")
+    assert (s.kind, s.uri, s.db_name, s.collection) == (
+        "server", "http://milvus.team.internal:19530", "", DEFAULT_COLLECTION)
+    s = parse_location("https://milvus.example.com/research?collection=news_2024")
+    assert (s.uri, s.db_name, s.collection) == ("https://milvus.example.com:443", "research",
+                                                "news_2024")
+    assert str(s) == "https://milvus.example.com:443/research?collection=news_2024"
+    assert parse_location("http://10.0.0.5:19531").uri == "http://10.0.0.5:19531"
+    assert "collection news" in describe_location("http://h:1?collection=news")
+
+
+@pytest.mark.parametrize("bad, match", [
+    ("http://alice:secret@host:19530", TOKEN_ENV),
+    ("https://host:19530?token=abc", TOKEN_ENV),
+    ("http://host:19530?collection=1bad", "collection names"),
+    ("http://host:19530/a/b", "one segment"),
+    ("http://host:port", "not a number"),
+    ("ftp://host/x", "unknown store scheme"),
+    ("milvus-lite:", "folder after milvus-lite"),
+    ("   ", "empty store location"),
+])
+def test_bad_locations_are_explained(bad, match):
+    with pytest.raises(InputError, match=match):
+        parse_location(bad)
+
+
+def test_secrets_never_in_messages(monkeypatch):
+    with pytest.raises(InputError) as e:
+        parse_location("http://alice:hunter2@host:19530")
+    assert "hunter2" not in str(e.value)
+
+
+def test_default_location_from_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("ENCODERSCOPE_STORE", f"milvus-lite:{tmp_path}/team")
+    assert parse_location(None).kind == "lite"
+    monkeypatch.delenv("ENCODERSCOPE_STORE")
+    assert parse_location(None).kind == "faiss"
+
+
+def test_missing_extra_gives_install_command(monkeypatch):
+    from index import milvus_store
+    monkeypatch.setitem(sys.modules, "pymilvus", None)
+    with pytest.raises(StoreError, match=r"pip install 'encoderscope\[milvus\]'"):
+        milvus_store.import_pymilvus()
+    with pytest.raises(StoreError, match="encoderscope\\[milvus\\]"):
+        open_store("http://127.0.0.1:1")
+
+
+# ---------------------------------------------------------------- servers
+@needs_milvus
+def test_unreachable_server_fails_fast_and_clearly(monkeypatch, tmp_path):
+    from index.milvus_store import StoreUnavailable
+    monkeypatch.setenv(TOKEN_ENV, "root:sup3rsecret")
+    t0 = time.perf_counter()
+    with pytest.raises(StoreUnavailable) as e:
+        open_store("http://127.0.0.1:1", readonly=True, timeout=3)
+    assert time.perf_counter() - t0 < 10
+    msg = str(e.value)
+    assert "cannot reach the Milvus server http://127.0.0.1:1" in msg
+    assert "is the server running" in msg and "sup3rsecret" not in msg
+    with pytest.raises(StoreUnavailable):
+        open_store("http://127.0.0.1:1?collection=c", create=True, fingerprint=FP, timeout=3)
+    assert list(tmp_path.iterdir()) == []          # nothing local was created
+
+
+@needs_milvus
+def test_error_wording_for_auth_and_timeouts():
+    from pymilvus import MilvusException
+
+    from index.milvus_store import StoreUnavailable, _unavailable
+    loc = parse_location("https://milvus.example.com")
+    e = _unavailable(loc, MilvusException(code=1800, message="user hasn't authenticated"),
+                     "connect", has_token=False)
+    assert isinstance(e, StoreUnavailable) and f"set ${TOKEN_ENV}" in str(e)
+    e = _unavailable(loc, MilvusException(code=1, message="Deadline Exceeded"), "search")
+    assert isinstance(e, StoreUnavailable) and "did not answer in time" in str(e)
+
+
+# ---------------------------------------------------------------- Milvus Lite folders
+@needs_milvus
+def test_lite_folder_layout_and_plain_folder_opens_it(tmp_path):
+    s = open_store(f"milvus-lite:{tmp_path / 'c'}", create=True, fingerprint=FP)
+    s.add(["a", "b"], clustered(2, D))
+    s.close()
+    names = {p.name for p in (tmp_path / "c").iterdir()}
+    assert {"milvus.db", LITE_MANIFEST, "lock"} <= names
+    again = open_store(tmp_path / "c", readonly=True)      # no prefix: recognised
+    try:
+        assert type(again).__name__ == "MilvusStore" and again.count() == 2
+        info = again.info()
+        assert info["engine"] == "milvus-lite" and info["index"] == "flat"
+    finally:
+        again.close()
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "notes.txt").write_text("hi")
+    with pytest.raises(StoreError, match="not empty"):
+        open_store(f"milvus-lite:{tmp_path / 'x'}", create=True, fingerprint=FP)
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from index.locations import open_store
+    from tests.test_store_support import Fingerprint
+    s = open_store(sys.argv[1], create=True, fingerprint=Fingerprint("fake", "f" * 64, "mean", 24, True),
+                   readonly=sys.argv[2] == "ro")
+    print("OPEN", flush=True)
+    sys.stdin.readline()
+    s.close()
+""")
+
+
+@needs_milvus
+def test_second_process_on_a_lite_folder_gets_a_clear_message(tmp_path):
+    location = f"milvus-lite:{tmp_path / 'c'}"
+    open_store(location, create=True, fingerprint=FP).close()
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER.format(root=str(ROOT)))
+    proc = subprocess.Popen([sys.executable, str(script), location, "rw"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        assert proc.stdout.readline().strip() == "OPEN", proc.stderr.read()
+        with pytest.raises(StoreLocked) as e:
+            open_store(location)                       # a second writer
+        assert f"process {proc.pid}" in str(e.value) and "one writer" in str(e.value)
+        with pytest.raises(StoreLocked) as e:
+            open_store(location, readonly=True)        # Lite: one process, readers included
+        assert f"process {proc.pid}" in str(e.value) and "Milvus server" in str(e.value)
+    finally:
+        proc.communicate("\n", timeout=60)
+    s = open_store(location)                          # free again once it closed
+    s.close()
+    # inside one process: a second writer is refused, readers share the folder
+    w = open_store(location)
+    try:
+        with pytest.raises(StoreLocked):
+            open_store(location)
+        r = open_store(location, readonly=True)
+        assert r.count() == 0
+        r.close()
+        w.add(["still works"], clustered(1, D))
+        assert w.count() == 1
+    finally:
+        w.close()
+
+
+@needs_milvus
+def test_dedup_by_server_queries(tmp_path):
+    """Servers check duplicates with a query per batch (no in-memory map); same results."""
+    from index.milvus_store import MilvusStore
+    s = MilvusStore.open(f"milvus-lite:{tmp_path / 'q'}", writable=True, create=True,
+                         fingerprint=FP, dedup="query")
+    try:
+        x = clustered(6, D)
+        assert s.add(["a", "b", "a"], x[:3]).ids == [1, 2, 1]
+        r = s.add(["b", "c"], x[3:5])
+        assert r.ids == [2, 3] and r.duplicates == 1
+        s.remove([2])
+        assert s.add(["b"], x[5:6]).ids == [4]
+        assert s.id_of("c") == 3 and s.id_of("zzz") is None
+    finally:
+        s.close()
+
+
+@needs_milvus
+def test_interrupted_rebuild_is_finished_on_open(tmp_path):
+    """A crash between dropping the old collection and renaming the re-embedded one."""
+    location = f"milvus-lite:{tmp_path / 'r'}"
+    s = open_store(location, create=True, fingerprint=FP)
+    s.add(["a", "b", "c"], clustered(3, D))
+    s.save()
+    c = s._client
+    c.release_collection("sentences")
+    c.rename_collection("sentences", "sentences__rebuild")
+    c.alter_collection_properties("sentences__rebuild",
+                                  properties={"encoderscope.rebuild_complete": "1"})
+    s._closed = True                       # the process "died" here
+    s._client.close()
+    from index.milvus_store import _release_lite
+    _release_lite(s._lite_key, registered=True)
+    s._lock.release()
+    again = open_store(location)
+    try:
+        assert again.count() == 3 and [r["text"] for r in again.iter()] == ["a", "b", "c"]
+        assert not again._client.has_collection("sentences__rebuild")
+    finally:
+        again.close()
+
+
+# ---------------------------------------------------------------- kill -9
+CHILD = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {root!r})
+    from index.locations import open_store
+    from tests.test_store_support import FakeBackend
+
+    location, start = sys.argv[1], int(sys.argv[2])
+    b = FakeBackend(dim=24)
+    store = open_store(location, create=True, fingerprint=b.fingerprint())
+    print("READY", flush=True)
+    i = start
+    while True:
+        texts = [f"ingest {{i}} sentence {{j}}" for j in range(40 + (i * 37) % 90)]
+        store.add_texts(texts, b, batch_size=16)
+        if i % 2:
+            store.save()
+        print(f"DONE {{i}} {{len(texts)}}", flush=True)
+        if i % 3 == 2:
+            text = f"ingest {{i - 1}} sentence 1"
+            ids = [r.id for r in store.search(text, backend=b, k=1) if r.text == text]
+            store.remove(ids)
+            print("REMOVED " + " ".join(map(str, ids)), flush=True)
+        i += 1
+""")
+
+
+def _kill_trial(location, script, rng, start):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, str(script), location, str(start)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    line = proc.stdout.readline()
+    assert line.strip() == "READY", (line, proc.stderr.read())
+    time.sleep(rng.uniform(0.3, 2.5))
+    os.kill(proc.pid, signal.SIGKILL)
+    out, _ = proc.communicate()
+    done, removed = [], set()
+    for ln in out.splitlines():
+        parts = ln.split()
+        if parts and parts[0] == "DONE":
+            done.append((int(parts[1]), int(parts[2])))
+        elif parts and parts[0] == "REMOVED":
+            removed.update(int(p) for p in parts[1:])
+    return done, removed
+
+
+def _kill_trials(tmp_path, trials, seed):
+    rng = random.Random(seed)
+    location = f"milvus-lite:{tmp_path / 'store'}"
+    script = tmp_path / "child.py"
+    script.write_text(CHILD.format(root=str(ROOT)))
+    b = FakeBackend(dim=24)
+    done_all, removed_all = [], set()
+    for t in range(trials):
+        done, removed = _kill_trial(location, script, rng, start=1000 * t)
+        done_all += done
+        removed_all |= removed
+        store = open_store(location)          # reopens (writable) after the kill
+        try:
+            rows = list(store.iter())
+            texts = {r["text"]: r["id"] for r in rows}
+            assert len(texts) == len(rows) == store.count()
+            for i, n in done_all:
+                for j in range(n):
+                    t_ = f"ingest {i} sentence {j}"
+                    assert t_ in texts or j == 1, f"lost {t_!r} from a finished ingest"
+            assert not (set(texts.values()) & removed_all), "an acknowledged removal came back"
+            ids = [r["id"] for r in rows]
+            assert ids == sorted(ids) and len(set(ids)) == len(ids)
+            if rows:
+                probe = rows[len(rows) // 2]["text"]
+                assert store.search(probe, backend=b, k=1)[0].text == probe
+            # ids keep growing after a crash: never reused
+            new = store.add([f"after kill {t}"], b.embed([f"after kill {t}"]))
+            assert new.ids[0] > max(ids, default=0)
+        finally:
+            store.close()
+    return done_all
+
+
+@needs_milvus
+def test_kill9_during_lite_ingest_keeps_finished_ingests(tmp_path):
+    done = _kill_trials(tmp_path, trials=2, seed=3)
+    assert done, "the child never finished an ingest before the kill; timing too tight"
+
+
+@needs_milvus
+@pytest.mark.slow
+def test_kill9_lite_ten_trials(tmp_path):
+    _kill_trials(tmp_path, trials=10, seed=11)
