@@ -220,6 +220,7 @@ class TrainPanel(QtWidgets.QWidget):
         self.progress.setFormat("%v / %m steps")
         right.addWidget(self.progress)
         self.stats = QtWidgets.QLabel("Not started")
+        self.stats.setWordWrap(True)
         self.stats.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         self.eval_label = QtWidgets.QLabel("")
         self.eval_label.setWordWrap(True)
