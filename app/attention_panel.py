@@ -36,9 +36,9 @@ EXPLAIN = {
 }
 
 
-def inspect_fn(backend, text: str):
-    """Worker side."""
-    return backend.inspect(text)
+def inspect_fn(backend, text: str, compare_with: str = ""):
+    """Worker side. A second sentence is read as a BERT pair: [CLS] a [SEP] b [SEP], token types 0/1."""
+    return backend.inspect(text, pair=compare_with.strip() or None)
 
 
 def pair_text(text: str, compare_with: str) -> str:
@@ -293,7 +293,7 @@ class AttentionPanel(QtWidgets.QWidget):
             return
         self._last_request = (text, compare_with)
         self._set_info(f"{self._model_text(backend)} · <i>inspecting …</i>")
-        self.state.run(JOB_KEY, inspect_fn, backend, pair_text(text, compare_with),
+        self.state.run(JOB_KEY, inspect_fn, backend, text, compare_with or "",
                        label="Inspecting attention", wants_progress=False, show_progress=False,
                        on_result=lambda ins, b=backend: self._on_inspection(ins, b),
                        on_error=self._on_error, on_finished=self._job_finished)

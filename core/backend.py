@@ -189,20 +189,30 @@ class Backend:
             stats.seconds += time.perf_counter() - t0
         return out
 
-    def inspect(self, text: str) -> Inspection:
-        ids, cut = self.encode_ids([text])
-        n_cut = 0
-        if cut:
-            full = len(self.tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
-            n_cut = full - len(ids[0])
+    def inspect(self, text: str, pair: str | None = None) -> Inspection:
+        """Tokens, every layer's attentions and hidden states for one text, or for a sentence
+        pair read the BERT way: [CLS] text [SEP] pair [SEP], with token types 0 then 1."""
+        if pair is None or not pair.strip():
+            ids, cut = self.encode_ids([text])
+            ids, types = ids[0], None
+            full = len(self.tokenizer(text, truncation=False)["input_ids"]) if cut else len(ids)
+        else:
+            for t in (text, pair):
+                if not t.strip():
+                    raise InputError("both texts of a pair need at least one visible character")
+            enc = self.tokenizer(text, pair, truncation="longest_first", max_length=self.max_length,
+                                 return_token_type_ids=True)
+            ids, types = enc["input_ids"], enc["token_type_ids"]
+            full = len(self.tokenizer(text, pair, truncation=False)["input_ids"])
         with self._lock, torch.inference_mode(), autocast(self.device, self.precision):
-            input_ids, mask = self._batch(ids)
-            _, hidden, att = self._forward(input_ids, mask, None, hidden=True, attentions=True)
+            input_ids, mask = self._batch([ids])
+            type_ids = None if types is None else torch.tensor([types], device=self.device)
+            _, hidden, att = self._forward(input_ids, mask, type_ids, hidden=True, attentions=True)
         return Inspection(
-            tokens=self.tokenizer.convert_ids_to_tokens(ids[0]),
+            tokens=self.tokenizer.convert_ids_to_tokens(ids),
             attentions=torch.stack([a[0] for a in att]).float().cpu().numpy(),
             hidden_states=torch.stack([h[0] for h in hidden]).float().cpu().numpy(),
-            device=self.device_name, truncated=n_cut)
+            device=self.device_name, truncated=full - len(ids))
 
     def fill_mask(self, text: str, top_k: int = 5, targets=None, per_layer: bool = False):
         return fillmask.fill_mask(self, text, top_k=top_k, targets=targets, per_layer=per_layer)
@@ -350,8 +360,10 @@ class HFBackend(Backend):
     def _forward(self, input_ids, attention_mask, token_type_ids, hidden=False, attentions=False):
         self._attention_impl(attentions)
         body = self.model.base_model if self.has_mlm else self.model
+        extra = {"token_type_ids": token_type_ids} if token_type_ids is not None and \
+            getattr(body.config, "type_vocab_size", 0) else {}
         out = body(input_ids=input_ids, attention_mask=attention_mask,
-                   output_hidden_states=hidden, output_attentions=attentions)
+                   output_hidden_states=hidden, output_attentions=attentions, **extra)
         return out.last_hidden_state, out.hidden_states, out.attentions
 
     def _mlm(self, input_ids, attention_mask, per_layer=False):

@@ -217,3 +217,13 @@ def test_checkpoint_roundtrip(tmp_path, tiny_distilbert):
     np.testing.assert_allclose(again.embed(SENTENCES), b.embed(SENTENCES), atol=1e-6)
     model, cfg, layout = load_folder(out)
     assert layout == "encoderscope" and cfg == b.config
+
+
+def test_inspect_sentence_pair_uses_token_types(minilm):
+    ours, hf = minilm
+    a, b = ours.inspect("the cat sat", pair="a dog ran"), hf.inspect("the cat sat", pair="a dog ran")
+    assert a.tokens == ["[CLS]", "the", "cat", "sat", "[SEP]", "a", "dog", "ran", "[SEP]"]
+    np.testing.assert_allclose(a.attentions, b.attentions, atol=1e-5)
+    # token type 1 for the second sentence really changes the numbers
+    flat = ours.inspect("the cat sat [SEP] a dog ran")
+    assert flat.tokens == a.tokens and np.abs(flat.attentions - a.attentions).max() > 1e-3
