@@ -54,6 +54,8 @@ OBJECTIVES = ("mlm", "simcse", "mlm+simcse")
 STATE_JSON = "trainer_state.json"
 STATE_TENSORS = "trainer_state.safetensors"
 STATE_VERSION = 1
+MLM_EVAL_TARGETS = 2000   # aim to score about this many masked held-out tokens per evaluation
+MLM_EVAL_REPEATS = 10     # ... masking the held-out sentences at most this many times over
 
 
 @dataclass
@@ -442,17 +444,27 @@ class Trainer:
         self.unigram_top = int(np.argmax(counts))
 
     def _prepare_eval(self) -> None:
-        """Fixed held-out batches: the same masks at every evaluation, so the numbers compare."""
+        """Fixed held-out batches: the same masks at every evaluation, so the numbers compare.
+
+        A small held-out part is masked several times over (different positions each time, up
+        to MLM_EVAL_REPEATS copies) until about MLM_EVAL_TARGETS tokens are scored: 29 held-out
+        sentences give ~26 masked tokens once, too few for an accuracy worth reading.
+        """
         c = self.config
-        self.eval_batches = []
+        self.embed_batches, self.eval_batches = [], []
         gen = torch.Generator().manual_seed(c.seed + 1)
         bs = max(c.batch_size, 64)
-        for i in range(0, len(self.eval_ids), bs):
-            ids, attn = collate(self.eval_ids[i:i + bs], self.tokenizer.pad_token_id)
-            special = special_mask(ids, self.special_ids)
-            inputs, labels = mask_tokens(ids, special, self.tokenizer.mask_token_id or 0,
-                                         self.model.config.vocab_size, c.mask_prob, gen, self.random_ids)
-            self.eval_batches.append((ids, attn, inputs, labels))
+        n_tokens = sum(len(s) - 2 for s in self.eval_ids)
+        repeats = int(min(MLM_EVAL_REPEATS, max(1, math.ceil(MLM_EVAL_TARGETS / max(1.0, c.mask_prob * n_tokens)))))
+        for r in range(repeats):
+            for i in range(0, len(self.eval_ids), bs):
+                ids, attn = collate(self.eval_ids[i:i + bs], self.tokenizer.pad_token_id)
+                if r == 0:
+                    self.embed_batches.append((ids, attn))
+                special = special_mask(ids, self.special_ids)
+                inputs, labels = mask_tokens(ids, special, self.tokenizer.mask_token_id or 0,
+                                             self.model.config.vocab_size, c.mask_prob, gen, self.random_ids)
+                self.eval_batches.append((ids, attn, inputs, labels))
         self.pairs = _read_pairs(c.pairs) if c.pairs else []
 
     # ---- the schedule ---------------------------------------------------------------------
@@ -552,8 +564,8 @@ class Trainer:
                 total += int(sel.sum())
             m.update(heldout_mlm_loss=loss_sum / max(total, 1), heldout_mlm_accuracy=correct / max(total, 1),
                      unigram_loss=uni_loss / max(total, 1), unigram_accuracy=uni_correct / max(total, 1))
-        if "simcse" in self.config.objective and self.eval_batches:
-            z = torch.cat([self._embed_eval(ids, attn) for ids, attn, _, _ in self.eval_batches])
+        if "simcse" in self.config.objective and self.embed_batches:
+            z = torch.cat([self._embed_eval(ids, attn) for ids, attn in self.embed_batches])
             if len(z) > 1:
                 d2 = torch.cdist(z, z).pow(2)
                 iu = torch.triu_indices(len(z), len(z), 1)
@@ -564,7 +576,7 @@ class Trainer:
                 torch.manual_seed(self.config.seed + 2)
                 self.model.train()
                 align, sims, n = 0.0, 0.0, 0
-                for ids, attn, _, _ in self.eval_batches:
+                for ids, attn in self.embed_batches:
                     ids, attn = ids.to(self.device), attn.to(self.device)
                     with self._autocast():
                         z1, z2 = self._embed(ids, attn), self._embed(ids, attn)
