@@ -67,24 +67,33 @@ def pct(a, q):
     return float(np.percentile(np.asarray(a) * 1e3, q))
 
 
-def single_latencies(fn, queries):
+def single_latencies(fn, queries, budget_s=30.0):
     fn(queries[:1])   # warm up
     t = []
+    start = time.perf_counter()
     for i in range(len(queries)):
+        if i >= 20 and time.perf_counter() - start > budget_s:
+            break
         q = queries[i:i + 1]
         t0 = time.perf_counter()
         fn(q)
         t.append(time.perf_counter() - t0)
-    return {"p50_ms": pct(t, 50), "p99_ms": pct(t, 99), "mean_ms": float(np.mean(t) * 1e3)}
+    return {"p50_ms": pct(t, 50), "p99_ms": pct(t, 99), "mean_ms": float(np.mean(t) * 1e3),
+            "n": len(t)}
 
 
-def batched_qps(fn, queries, batch):
+def batched_qps(fn, queries, batch, budget_s=20.0):
     fn(queries[:batch])
     t0 = time.perf_counter()
+    done = nb = 0
     for s in range(0, len(queries), batch):
         fn(queries[s:s + batch])
+        done += len(queries[s:s + batch])
+        nb += 1
+        if time.perf_counter() - t0 > budget_s:
+            break
     dt = time.perf_counter() - t0
-    return {"qps": len(queries) / dt, "ms_per_batch": dt / max(1, len(queries) // batch) * 1e3}
+    return {"qps": done / dt, "ms_per_batch": dt / nb * 1e3, "queries": done}
 
 
 def recall_at(I, gt, k=10):

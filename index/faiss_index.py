@@ -22,18 +22,21 @@ REQUESTS = KINDS + ("auto",)
 AUTO_HNSW_THRESHOLD = 200_000
 DEFAULT_PARAMS = {
     "flat": {},
-    "hnsw": {"M": 32, "ef_construction": 80, "ef_search": 128},
+    # ef_search 256: recall@10 0.965 on 100k x 768 clustered vectors (128: 0.91), ~2 ms a query.
+    "hnsw": {"M": 32, "ef_construction": 80, "ef_search": 256},
     "sq8": {"qtype": "QT_8bit"},
 }
-# faiss-cpu >= 1.12 ships distance_compute_blas_threshold = 128000: below that many queries a
-# flat search scans with its own SIMD loop per query instead of one BLAS matrix product. For
-# batches of queries BLAS is several times faster (see docs/benchmarks/search.md), for a single
-# query the SIMD loop wins, so batches of >= BLAS_THRESHOLD queries go through BLAS.
+# faiss-cpu 1.15 ships distance_compute_blas_threshold = 128000: below that many queries a flat
+# search scans with its own SIMD loop instead of one BLAS matrix product. Measured on 100k x 768
+# (docs/benchmarks/search.md): batches of 16 ran 13-20x faster through BLAS (172 vs 8-13 q/s),
+# batches of 256 the same either way, a single query 2.5x slower through BLAS (gemv). So
+# batches of >= BLAS_THRESHOLD queries use BLAS, single queries the SIMD loop.
 BLAS_THRESHOLD = 4
-# Threads for one query (and small batches): waking an OpenMP team costs more than the scan it
-# parallelises, badly so on a busy machine (see docs/benchmarks/search.md).
+# Threads for a single query: waking an OpenMP team costs more than a small scan (5k x 768:
+# 1.3 ms on one thread, 17 ms on two on a busy machine); a big flat scan still gains from more
+# threads (100k x 768: 70 ms on one, 50 ms on two). HNSW search of one query is sequential.
 SINGLE_QUERY_THREADS = 1
-SMALL_BATCH = 1     # batches up to this many queries run on SINGLE_QUERY_THREADS
+SINGLE_THREAD_MAX_FLOATS = 16_000_000   # vectors x dim up to which one query runs on one thread
 
 
 def configure_faiss(blas_threshold: int | None = BLAS_THRESHOLD) -> None:
@@ -159,7 +162,8 @@ class FaissIndex:
         if self.ntotal == 0:
             return np.zeros((nq, 0), np.float32), np.zeros((nq, 0), np.int64)
         params = self._params()
-        if nq <= SMALL_BATCH and SINGLE_QUERY_THREADS:
+        if nq == 1 and SINGLE_QUERY_THREADS and (
+                self.kind == "hnsw" or self.ntotal * self.dim <= SINGLE_THREAD_MAX_FLOATS):
             # nthreads-var is per OpenMP thread: this changes nothing for other Python threads.
             old = faiss.omp_get_max_threads()
             faiss.omp_set_num_threads(SINGLE_QUERY_THREADS)
