@@ -33,8 +33,8 @@ DEFAULT_PARAMS = {
 # batches of >= BLAS_THRESHOLD queries use BLAS, single queries the SIMD loop.
 BLAS_THRESHOLD = 4
 # Threads for a single query: waking an OpenMP team costs more than a small scan (5k x 768:
-# 1.3 ms on one thread, 17 ms on two on a busy machine); a big flat scan still gains from more
-# threads (100k x 768: 70 ms on one, 50 ms on two). HNSW search of one query is sequential.
+# 1.3 ms on one thread, 17 ms on two on a busy machine); a big flat scan may still gain from
+# more threads (see the 1M run in the benchmark). HNSW search of one query is sequential.
 SINGLE_QUERY_THREADS = 1
 SINGLE_THREAD_MAX_FLOATS = 16_000_000   # vectors x dim up to which one query runs on one thread
 
