@@ -57,6 +57,7 @@ MAX_TOPK = 16_384            # Milvus's limit on k
 MAX_TEXT_BYTES = 65_535
 MAX_SOURCE_BYTES = 4_096
 QUERY_CHUNK = 500            # hashes / ids per `in [...]` filter
+UNCLEAN = "unclean"          # in a Lite folder while a writer has it open (removed on close)
 FIELDS = ["text", "source", "row", "added", "meta"]
 KINDS = ("auto", "flat", "hnsw", "ivf", "sq8")
 # What each request becomes. Milvus Lite: exact FLAT (its HNSW does not make queries faster:
@@ -269,6 +270,8 @@ class MilvusStore(Store):
                     _LITE_USERS[lite_key] = _LITE_USERS.get(lite_key, 0) + 1
                 registered = True
             call(client.load_collection, name, what="load the collection")
+            if loc.kind == "lite":
+                store._after_crash_check()
             if fingerprint is not None:
                 fpmod.check(store._fp, fingerprint, "your vectors and queries",
                             where=f"at {loc}", hint=store._rebuild_hint(fingerprint))
@@ -422,6 +425,61 @@ class MilvusStore(Store):
                  what="finish the rebuild")
         else:
             call(client.drop_collection, staging, what="drop an unfinished rebuild")
+
+    def _after_crash_check(self) -> None:
+        """Milvus Lite after a writer was killed: its WAL replay can bring back rows that were
+        also flushed, so one id appears twice (count(*) and queries see both copies). Rewrite
+        each such id once. A reader does it too when no writer holds the folder."""
+        marker = self.folder / UNCLEAN
+        if marker.exists():
+            lock = self._lock
+            temp = None
+            if lock is None:
+                try:
+                    temp = WriterLock(self.folder).acquire()
+                except StoreLocked:
+                    temp = None       # a writer in this process: the marker is its own
+            if lock is not None or temp is not None:
+                try:
+                    fixed = self._repair_duplicates()
+                    if fixed:
+                        log.warning("%s: rewrote %d sentences duplicated by an interrupted "
+                                    "write", self.location, fixed)
+                    if temp is not None:
+                        marker.unlink(missing_ok=True)
+                finally:
+                    if temp is not None:
+                        temp.release()
+        if self._writable:
+            marker.touch()
+
+    def _repair_duplicates(self) -> int:
+        seen, dups = set(), set()
+        for r in self._scan([], dedupe=False):
+            i = int(r["id"])
+            if i in seen:
+                dups.add(i)
+            seen.add(i)
+        top = max(seen, default=0) + 1
+        if top > self._next_id:        # never hand out an id that is already there
+            self._call(self._client.alter_collection_properties, self._name,
+                       properties={PROP + "next_id": str(top)}, what="repair ids")
+            self._next_id = top
+        if not dups:
+            return 0
+        fields = ["id", "vector", "hash"] + FIELDS
+        rows = {}
+        ids = sorted(dups)
+        for s_ in range(0, len(ids), QUERY_CHUNK):
+            for r in self._call(self._client.get, self._name, ids=ids[s_:s_ + QUERY_CHUNK],
+                                output_fields=fields, what="repair"):
+                rows[int(r["id"])] = {k: r.get(k) for k in fields}
+        data = list(rows.values())
+        for s_ in range(0, len(data), INSERT_CHUNK):
+            self._call(self._client.upsert, self._name, data=data[s_:s_ + INSERT_CHUNK],
+                       what="repair")
+        self._call(self._client.flush, self._name, what="flush")
+        return len(data)
 
     def _rebuild_hint(self, other) -> str:
         other = fpmod.as_dict(other)
@@ -832,6 +890,8 @@ class MilvusStore(Store):
             if getattr(self, "_lite_key", None):
                 _release_lite(self._lite_key, registered=True)
             if self._lock is not None:
+                if self.loc.kind == "lite":
+                    (self.folder / UNCLEAN).unlink(missing_ok=True)
                 self._lock.release()
 
     # ---------------------------------------------------------------------------------------
@@ -889,7 +949,7 @@ class MilvusStore(Store):
                               output_fields=["count(*)"], what="count sentences")
         return int(rows[0]["count(*)"]) if rows else 0
 
-    def _scan(self, fields, window: int = SCAN_WINDOW):
+    def _scan(self, fields, window: int = SCAN_WINDOW, dedupe: bool = True):
         """Rows (dicts with "id" + fields) in id order, a window of ids per query."""
         self._need_open()
         if self.loc.kind == "lite":
@@ -904,6 +964,8 @@ class MilvusStore(Store):
                               filter=f"id >= {lo} and id < {hi}", output_fields=fields,
                               limit=window, what="read sentences")
             rows.sort(key=lambda r: int(r["id"]))
+            if dedupe:     # an id twice only after an interrupted Lite write (see above)
+                rows = [r for k, r in enumerate(rows) if k == 0 or rows[k - 1]["id"] != r["id"]]
             yield from rows
             lo = hi
             if lo >= top and self.loc.kind == "server":

@@ -308,7 +308,9 @@ def _kill_trials(tmp_path, trials, seed):
             assert ids == sorted(ids) and len(set(ids)) == len(ids)
             if rows:
                 probe = rows[len(rows) // 2]["text"]
-                assert store.search(probe, backend=b, k=1)[0].text == probe
+                hits = store.search(probe, backend=b, k=20)
+                assert hits[0].text == probe
+                assert len({h.id for h in hits}) == len(hits), "an id came back twice"
             # ids keep growing after a crash: never reused
             new = store.add([f"after kill {t}"], b.embed([f"after kill {t}"]))
             assert new.ids[0] > max(ids, default=0)
