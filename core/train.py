@@ -77,7 +77,7 @@ class TrainConfig:
     max_length: int = 64           # longest training sequence in tokens, [CLS]/[SEP] included
     steps: int = 1000              # optimizer steps in all (a resumed run goes on to this many)
     batch_size: int = 32           # sentences per step
-    lr: float = 0.0                # peak learning rate; 0 = auto (5e-4 fresh, 5e-5 imported weights)
+    lr: float = 0.0                # peak learning rate; 0 = auto (5e-4 fresh, 5e-5 imported, 2e-4 imported + new MLM head)
     warmup: float = 0.06           # linear warm-up: a fraction of each phase's steps (>= 1: a step count)
     weight_decay: float = 0.01     # AdamW decoupled weight decay (not on biases / LayerNorms)
     grad_clip: float = 1.0         # clip the global gradient norm to this (0 = off)
@@ -225,6 +225,7 @@ class Trainer:
         self.precision = None
         self.step = 0
         self.history: dict = {"train": [], "eval": []}
+        self.added_head = False     # a fresh MLM head was put on imported weights
         self._progress: Callable = lambda ev: None
 
     # ---- public ---------------------------------------------------------------------------
@@ -363,7 +364,9 @@ class Trainer:
         for name, p in self.model.named_parameters():
             if p.requires_grad:
                 (decay if p.ndim >= 2 else no_decay).append(p)
-        self.peak_lr = c.lr or (5e-4 if c.init == "fresh" else 5e-5)
+        # auto: fresh weights 5e-4; imported weights 5e-5, or 2e-4 when a new MLM head was added
+        # (a random head next to a trained body needs the higher rate to catch up).
+        self.peak_lr = c.lr or (5e-4 if c.init == "fresh" else 2e-4 if self.added_head else 5e-5)
         if saved and not c.lr:
             self.peak_lr = saved.get("peak_lr", self.peak_lr)
         self.opt = torch.optim.AdamW(
@@ -411,7 +414,8 @@ class Trainer:
 
     def _load_model(self, folder: Path) -> None:
         model, cfg, _ = load_folder(Path(folder))
-        if isinstance(model, Encoder) and "mlm" in self.config.objective:
+        self.added_head = isinstance(model, Encoder) and "mlm" in self.config.objective
+        if self.added_head:
             # A body without a masked-LM head (minilm): add a fresh head, tied to its embeddings.
             wrapped = EncoderForMaskedLM(cfg)
             wrapped.distilbert = model
@@ -438,9 +442,17 @@ class Trainer:
         self.random_ids = torch.from_numpy(seen if len(seen) else np.arange(V))
         ordinary = np.ones(V, bool)
         ordinary[self.special_ids] = False
-        smoothed = (counts + 1.0) * ordinary                      # add-one over the ordinary tokens
-        self.unigram_logp = np.log(smoothed / smoothed.sum(), where=ordinary,
-                                   out=np.full(V, -np.inf))
+        # Good-Turing style: tokens never seen in training share the probability mass of the
+        # tokens seen once (n1 / N); seen tokens keep their frequencies, scaled to make room.
+        # (Add-one smoothing would hand most of the mass to a 30k vocabulary's unseen pieces.)
+        N = counts.sum()
+        unseen = ordinary & (counts == 0)
+        probs = counts / max(N, 1.0)
+        if unseen.any() and N > 0:
+            mass = max(1.0, float((counts == 1).sum())) / N
+            probs = probs * (1.0 - mass)
+            probs[unseen] = mass / unseen.sum()
+        self.unigram_logp = np.log(probs, where=probs > 0, out=np.full(V, -np.inf))
         self.unigram_top = int(np.argmax(counts))
 
     def _prepare_eval(self) -> None:

@@ -67,7 +67,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     g = p.add_argument_group("optimisation")
     g.add_argument("--steps", type=int, help=f"optimizer steps in all (default {d.steps})")
     g.add_argument("--batch-size", type=int, help=f"sentences per step (default {d.batch_size})")
-    g.add_argument("--lr", type=float, help="peak learning rate (default: 5e-4 fresh, 5e-5 imported)")
+    g.add_argument("--lr", type=float, help="peak learning rate (default: 5e-4 fresh, 5e-5 imported, 2e-4 imported + a new MLM head)")
     g.add_argument("--warmup", type=float, help=f"warm-up: share of steps, or a step count if >= 1 (default {d.warmup})")
     g.add_argument("--weight-decay", type=float, help=f"(default {d.weight_decay})")
     g.add_argument("--grad-clip", type=float, help=f"max gradient norm, 0 = off (default {d.grad_clip})")
