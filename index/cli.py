@@ -155,7 +155,7 @@ def cmd_ingest(args) -> int:
     try:
         try:
             store.add_stream(items, backend, pooling=pooling, batch_size=args.batch_size,
-                             progress=lambda done, part: bar.update(len(part.ids)), result=result)
+                             progress=lambda done, total: bar.update(done - bar.n), result=result)
         except KeyboardInterrupt:
             interrupted = True
         finally:

@@ -395,7 +395,8 @@ class VectorStore(Store):
                    result: AddResult | None = None, keep_ids: bool = False) -> AddResult:
         """Embed and add (text, metadata) items in committed batches of `batch_size`.
 
-        Only texts not already stored are embedded. Every finished batch is committed, so an
+        progress(done, total) is called after each committed batch (total None for an
+        iterator). Only texts not already stored are embedded. Every finished batch is committed, so an
         interruption (Ctrl-C, kill, cancel) keeps what was committed. Cancelled (cancel set)
         returns with result.cancelled; KeyboardInterrupt propagates after the current batch's
         transaction is rolled back or committed. `result` is updated in place as batches commit.
@@ -408,6 +409,7 @@ class VectorStore(Store):
                     where=f"at {self.folder}", hint=self._rebuild_hint(fp))
         pooling = fp.pooling
         result = result if result is not None else AddResult(ids=[])
+        total = len(items) if hasattr(items, "__len__") else None
         done = 0
         batch: list = []
 
@@ -435,7 +437,7 @@ class VectorStore(Store):
             done += len(texts)
             batch.clear()
             if progress is not None:
-                progress(done, part)
+                progress(done, total)
 
         try:
             for item in items:
