@@ -532,6 +532,7 @@ class Trainer:
         c = self.config
         idx = self.sampler.next()
         ids, attn = collate([self.train_ids[i] for i in idx], self.tokenizer.pad_token_id)
+        n_tokens = int(attn.sum())                 # counted on the CPU: no GPU sync per step
         if phase == "mlm":
             special = special_mask(ids, self.special_ids)
             inputs, labels = mask_tokens(ids, special, self.tokenizer.mask_token_id,
@@ -539,12 +540,12 @@ class Trainer:
             inputs, attn, labels = (t.to(self.device, non_blocking=True) for t in (inputs, attn, labels))
             with self._autocast():
                 loss, _ = self._mlm_loss(inputs, attn, labels)
-            tokens = int(attn.sum())
+            tokens = n_tokens
         else:
             ids, attn = ids.to(self.device), attn.to(self.device)
             with self._autocast():
                 loss = self._simcse_loss(ids, attn)
-            tokens = 2 * int(attn.sum())
+            tokens = 2 * n_tokens
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         if c.grad_clip:
