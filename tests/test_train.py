@@ -25,11 +25,13 @@ def corpus(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def trained(corpus, tmp_path_factory):
-    """One 300-step MLM run shared by several tests: (summary, events, out folder)."""
+    """One 300-step MLM run shared by several tests: (summary, events, out folder, model)."""
     out = tmp_path_factory.mktemp("runs") / "mlm"
     events = []
-    summary = Trainer(tiny_config(corpus, out)).run(progress=events.append)
-    return summary, events, out
+    trainer = Trainer(tiny_config(corpus, out))
+    summary = trainer.run(progress=events.append)
+    # the in-memory model too, to compare with the saved one
+    return summary, events, out, trainer.model.eval()
 
 
 # ---- pieces ------------------------------------------------------------------------------
@@ -170,7 +172,7 @@ def test_atomic_folder_recovers_from_an_interrupted_swap(tmp_path):
 
 
 def test_mlm_beats_random_init_and_unigram(trained):
-    summary, events, _ = trained
+    summary, events, _, _ = trained
     evals = [e for e in events if e["kind"] == "eval"]
     first, last = evals[0], evals[-1]
     assert first["step"] == 0 and last["step"] == 300
@@ -191,7 +193,7 @@ def test_mlm_beats_random_init_and_unigram(trained):
 def test_checkpoint_reloads_to_identical_outputs(trained):
     from transformers import AutoTokenizer
 
-    _, _, out = trained
+    _, _, out, trained_model = trained
     assert {"model.safetensors", "encoderscope.json", "tokenizer.json", STATE_JSON, STATE_TENSORS} <= \
         {p.name for p in out.iterdir()}
     meta = json.loads((out / "encoderscope.json").read_text())
@@ -202,15 +204,14 @@ def test_checkpoint_reloads_to_identical_outputs(trained):
     enc = tok(["anna lives in paris and [MASK] french at home."], return_tensors="pt")
     with torch.no_grad():
         a, _ = model(enc["input_ids"], enc["attention_mask"])
-        model2, _, _ = load_folder(out)
-        b, _ = model2(enc["input_ids"], enc["attention_mask"])
+        b, _ = trained_model(enc["input_ids"], enc["attention_mask"])     # the model as trained
     assert torch.equal(a, b)
     pos = enc["input_ids"][0].tolist().index(tok.mask_token_id)
     assert tok.convert_ids_to_tokens([int(a[0, pos].argmax())]) == ["speaks"]   # the template's word
 
 
 def test_resume_continues_the_same_curve_and_cancel_leaves_a_checkpoint(corpus, tmp_path, trained):
-    _, full_events, _ = trained
+    _, full_events, _, _ = trained
     out = tmp_path / "part"
     seen = []
 
@@ -245,7 +246,7 @@ def test_cancel_before_the_first_step(corpus, tmp_path):
 
 
 def test_overwrite_guard_and_resume_beyond(corpus, tmp_path, trained):
-    _, _, out = trained
+    _, _, out, trained_model = trained
     with pytest.raises(InputError, match="already holds a checkpoint"):
         Trainer(tiny_config(corpus, out)).run()
     more = Trainer(TrainConfig.from_checkpoint(out, out=str(tmp_path / "more"), steps=320)).run()
