@@ -8,25 +8,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import platformdirs
 from PySide6.QtCore import QSettings
+
+from core.paths import DATA_ENV, data_dir, models_dir, stores_dir  # noqa: F401  (re-exported)
 
 ORGANISATION = "Encoderscope"
 APPLICATION = "Encoderscope"
-DATA_ENV = "ENCODERSCOPE_DATA_DIR"
-
-
-def data_dir() -> Path:
-    env = os.environ.get(DATA_ENV)
-    path = Path(env) if env else Path(platformdirs.user_data_dir("encoderscope", appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def stores_dir() -> Path:
-    path = data_dir() / "stores"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def open_settings() -> QSettings:

@@ -39,12 +39,8 @@ OBJECTIVES = [
 
 
 def default_output_folder() -> Path:
-    try:
-        from .settings import data_dir
-        base = data_dir() / "models"
-    except Exception:  # pragma: no cover - settings always importable in the app
-        base = Path.home() / "encoderscope-models"
-    return base / time.strftime("run-%Y%m%d-%H%M%S")
+    from core.paths import models_dir
+    return models_dir() / time.strftime("run-%Y%m%d-%H%M%S")
 
 
 def train_job(config, sink, progress=None, cancel=None):

@@ -402,7 +402,8 @@ def get_backend(model: str = "minilm", backend: str = "scratch", device=None, pr
                 _cache[key] = RandomScratchBackend(model, dev, precision)
             return _cache[key]
     source = resolve(model, progress=progress)
-    key = (str(source.folder.resolve()), backend, str(dev), precision)
+    # The weights' mtime is part of the key: a model retrained in place is loaded afresh.
+    key = (str(source.folder.resolve()), _weights_mtime(source.folder), backend, str(dev), precision)
     with _cache_lock:
         if key not in _cache:
             cls = ScratchBackend if backend == "scratch" else HFBackend
@@ -410,13 +411,28 @@ def get_backend(model: str = "minilm", backend: str = "scratch", device=None, pr
         return _cache[key]
 
 
+def _weights_mtime(folder: Path) -> int:
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if (folder / name).is_file():
+            return (folder / name).stat().st_mtime_ns
+    return 0
+
+
 def clear_cache():
     with _cache_lock:
         _cache.clear()
 
 
-def list_models(extra_folders=()) -> list[dict]:
-    """Known models: packaged, the default hub model, and any folders given (e.g. trained ones)."""
+def trained_models() -> list[Path]:
+    """Checkpoints saved under the user-data models folder (where the Train panel writes)."""
+    from .paths import models_dir
+    from .sources import CHECKPOINT_MARKER
+    return sorted(p for p in models_dir().iterdir() if (p / CHECKPOINT_MARKER).is_file())
+
+
+def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
+    """Known models: packaged, the default hub model, trained checkpoints in the user-data
+    folder, and any folders given."""
     from .sources import CHECKPOINT_MARKER, check_folder, read_json
     from .weights import config_from_hf
     from .model import EncoderConfig
@@ -453,7 +469,10 @@ def list_models(extra_folders=()) -> list[dict]:
         row.update(dim=768, layers=6, heads=12, mlm_head=True,
                    note="not in the Hugging Face cache; downloads on first use when online")
     rows.append(row)
-    for f in extra_folders:
+    extra = [Path(f) for f in extra_folders]
+    if include_trained:
+        extra += [p for p in trained_models() if p not in extra]
+    for f in extra:
         path = Path(f)
         try:
             check_folder(path)

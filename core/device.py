@@ -39,7 +39,8 @@ def describe_device(device: torch.device) -> str:
         index = device.index if device.index is not None else torch.cuda.current_device()
         return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
     if device.type == "cpu":
-        return f"cpu ({torch.get_num_threads()} threads)"
+        n = torch.get_num_threads()
+        return f"cpu ({n} thread{'s' if n != 1 else ''})"
     return str(device)
 
 

@@ -227,3 +227,30 @@ def test_inspect_sentence_pair_uses_token_types(minilm):
     # token type 1 for the second sentence really changes the numbers
     flat = ours.inspect("the cat sat [SEP] a dog ran")
     assert flat.tokens == a.tokens and np.abs(flat.attentions - a.attentions).max() > 1e-3
+
+
+def test_trained_models_in_the_data_folder_are_listed(tmp_path, monkeypatch, tiny_distilbert):
+    from core.weights import save_checkpoint
+    monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path))
+    b = get_backend(str(tiny_distilbert))
+    out = save_checkpoint(b.model, b.tokenizer, tmp_path / "models" / "run-1")
+    rows = {r["name"]: r for r in list_models()}
+    assert rows[str(out)]["source"] == "trained" and rows[str(out)]["mlm_head"]
+
+
+def test_model_retrained_in_place_is_reloaded(tmp_path, tiny_distilbert):
+    import os
+    from core.weights import save_checkpoint
+    b = get_backend(str(tiny_distilbert))
+    out = save_checkpoint(b.model, b.tokenizer, tmp_path / "ckpt")
+    first = get_backend(str(out))
+    with torch.no_grad():
+        b.model.distilbert.embeddings.LayerNorm.bias.add_(1.0)
+    save_checkpoint(b.model, b.tokenizer, out)
+    st = (out / "model.safetensors").stat()
+    os.utime(out / "model.safetensors", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    second = get_backend(str(out))
+    assert second is not first
+    assert not np.allclose(first.embed(["a cat"]), second.embed(["a cat"]))
+    with torch.no_grad():
+        b.model.distilbert.embeddings.LayerNorm.bias.sub_(1.0)
