@@ -155,7 +155,7 @@ def bench_index(kind, x, q, gt, params, args, log):
     if kind == "hnsw":
         inner = faiss.downcast_index(fi.index.index)
         sweep = {}
-        for ef in (16, 32, 64, 128, 256):
+        for ef in (16, 32, 64, 128, 256, 512, 1024):
             inner.hnsw.efSearch = ef
             _, I = fi.search(q, 10)
             lat = single_latencies(search, qs)

@@ -32,11 +32,10 @@ DEFAULT_PARAMS = {
 # batches of 256 the same either way, a single query 2.5x slower through BLAS (gemv). So
 # batches of >= BLAS_THRESHOLD queries use BLAS, single queries the SIMD loop.
 BLAS_THRESHOLD = 4
-# Threads for a single query: waking an OpenMP team costs more than a small scan (5k x 768:
-# 1.3 ms on one thread, 17 ms on two on a busy machine); a big flat scan may still gain from
-# more threads (see the 1M run in the benchmark). HNSW search of one query is sequential.
+# Threads for a single query: one. Waking an OpenMP team costs more than it gains, badly so on
+# a busy machine: flat 5k x 768 1.3 ms on one thread vs 17 ms on two; flat 1M x 768 330 ms vs
+# 864 ms; HNSW 1M 3.3 ms vs 4.3 ms (docs/benchmarks/search.md). Batches use all threads.
 SINGLE_QUERY_THREADS = 1
-SINGLE_THREAD_MAX_FLOATS = 16_000_000   # vectors x dim up to which one query runs on one thread
 
 
 def configure_faiss(blas_threshold: int | None = BLAS_THRESHOLD) -> None:
@@ -162,8 +161,7 @@ class FaissIndex:
         if self.ntotal == 0:
             return np.zeros((nq, 0), np.float32), np.zeros((nq, 0), np.int64)
         params = self._params()
-        if nq == 1 and SINGLE_QUERY_THREADS and (
-                self.kind == "hnsw" or self.ntotal * self.dim <= SINGLE_THREAD_MAX_FLOATS):
+        if nq == 1 and SINGLE_QUERY_THREADS:
             # nthreads-var is per OpenMP thread: this changes nothing for other Python threads.
             old = faiss.omp_get_max_threads()
             faiss.omp_set_num_threads(SINGLE_QUERY_THREADS)
