@@ -153,14 +153,15 @@ def bench_index(kind, x, q, gt, params, args, log):
                 with Settings(blas, th):
                     res["batched"][f"b{batch}_blas{blas}_t{th}"] = batched_qps(search, q, batch)
     if kind == "hnsw":
-        inner = faiss.downcast_index(fi.index.index)
         sweep = {}
+        default_ef = fi.params["ef_search"]
         for ef in (16, 32, 64, 128, 256, 512, 1024):
-            inner.hnsw.efSearch = ef
+            fi.params["ef_search"] = ef          # FaissIndex.search applies it
             _, I = fi.search(q, 10)
-            lat = single_latencies(search, qs)
+            lat = single_latencies(lambda qq: fi.search(qq, 10), qs)
             sweep[ef] = {"recall@10": recall_at(I, gt), **lat}
-        inner.hnsw.efSearch = int(fi.params["ef_search"])
+        fi.params["ef_search"] = default_ef
+        fi.search(q[:1], 10)
         res["ef_search_sweep"] = sweep
     log(f"  {kind}: recall@10 {res['recall@10']:.4f}")
     del fi
