@@ -163,10 +163,12 @@ class CorpusPanel(QWidget):
 
     def ask_reembed(self, store_model: str, new_model: str, count: int):
         box = QMessageBox(QMessageBox.Icon.Question, "Re-embed the corpus?",
-                          f"The corpus ({count:,} sentences) was embedded with\n  {store_model}\n\n"
-                          f"You chose\n  {new_model}\n\nVectors from two models cannot be mixed. "
-                          "Re-embed every sentence with the new choice (you can cancel it), or keep the "
-                          "model the corpus was built with?", QMessageBox.StandardButton.NoButton, self)
+                          f"<p>The corpus ({count:,} sentences) was embedded with<br>&nbsp;&nbsp;<b>{store_model}</b></p>"
+                          f"<p>You chose<br>&nbsp;&nbsp;<b>{new_model}</b></p>"
+                          "<p>Vectors from two models cannot be mixed. Re-embed every sentence with the new "
+                          "choice (it runs in the background and can be cancelled), or keep the model the "
+                          "corpus was built with?</p>", QMessageBox.StandardButton.NoButton, self)
+        box.setTextFormat(Qt.TextFormat.RichText)
         box.setObjectName("reembed_box")
         self.reembed_yes = box.addButton("Re-embed", QMessageBox.ButtonRole.AcceptRole)
         self.reembed_no = box.addButton("Keep the corpus model", QMessageBox.ButtonRole.RejectRole)

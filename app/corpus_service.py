@@ -55,6 +55,7 @@ class SearchResult:
     hits: list
     ms: float
     seq: int = 0
+    embed_ms: float = 0.0      # of ms: embedding the query (the rest: FAISS scan + fetching texts)
 
 
 # ---- worker-side functions (run in app/workers.py threads) -----------------------------------
@@ -161,8 +162,9 @@ def rebuild_job(store, backend, pooling, progress=None, cancel=None):
 def search_job(store, backend, pooling, query, k, seq=0):
     t0 = time.perf_counter()
     vec = backend.embed([query], pooling=pooling)[0]
+    t1 = time.perf_counter()
     hits = store.search(vec, k, fingerprint=backend.fingerprint(pooling=pooling))
-    return SearchResult(query, k, hits, (time.perf_counter() - t0) * 1000, seq)
+    return SearchResult(query, k, hits, (time.perf_counter() - t0) * 1000, seq, (t1 - t0) * 1000)
 
 
 # ---- the UI-side service ------------------------------------------------------------------------

@@ -63,6 +63,7 @@ class MainWindow(QMainWindow):
         self.state.backend_changed.connect(self._on_backend)
         self.state.choice_changed.connect(self._on_choice)
         self.state.inspect_requested.connect(self._on_inspect)
+        self.state.store_changed.connect(self._on_store)
         self.corpus_panel.count_changed.connect(
             lambda n: self.count_label.setText(f"  {n:,} sentences  "))
         self._on_choice(self.state.choice)
@@ -134,6 +135,10 @@ class MainWindow(QMainWindow):
             self.device_label.setText("  Device: loading …  ")
         else:
             self.device_label.setText(f"  Device: {getattr(backend, 'device_name', '?')}  ")
+
+    def _on_store(self, store):
+        folder = getattr(store, "folder", None)
+        self.setWindowTitle(f"{TITLE} — {folder.name}" if folder is not None else TITLE)
 
     def _on_inspect(self, text: str, compare_with: str):
         tab = self._panel_tabs.get("Attention")

@@ -84,6 +84,7 @@ class SearchPanel(QWidget):
             lambda *_: self.inspect_button.setEnabled(self.table.selectionModel().hasSelection()))
         state.backend_changed.connect(self._on_backend)
         state.corpus_changed.connect(self.search_now)
+        state.job_started.connect(self._on_job_started)
         state.choice_changed.connect(lambda _c: self.search_now())
 
     # ---- searching ---------------------------------------------------------------------------------
@@ -102,7 +103,15 @@ class SearchPanel(QWidget):
             return
         state = self.state
         if state.backend is None or state.store is None:
-            self._set_info("Loading the model and the corpus …")
+            self._set_info(self._loading_text())
+            return
+        if state.corpus is not None and state.corpus.compatible() is False:
+            self.results.set_hits([])
+            if state.corpus.busy:
+                self._set_info("Re-embedding the corpus for the new model … search resumes when it is done")
+            else:
+                self._set_info("The corpus was embedded with another model or pooling: re-embed it "
+                               "(Model → Re-embed, Ctrl+R) or switch back to search it.", error=True)
             return
         if state.jobs.is_running("search"):
             self._pending = True
@@ -136,11 +145,22 @@ class SearchPanel(QWidget):
         self.info.setStyleSheet("color: #b00020;" if error else "")
         self.info.setText(text)
 
+    def _loading_text(self) -> str:
+        corpus = self.state.corpus
+        if self.state.store is None and corpus is not None and corpus.busy and self.state.backend is not None:
+            return ("Indexing the sample corpus with the default model (first start only) — "
+                    "search opens when it is done")
+        return "Loading the model and the corpus …"
+
     def _idle_info(self) -> str:
         if self.state.backend is None or self.state.store is None:
-            return "Loading the model and the corpus …"
+            return self._loading_text()
         return (f"Type to search {self.state.corpus.count():,} sentences by meaning "
                 f"with {self.state.choice.model}")
+
+    def _on_job_started(self, job):
+        if job.key == "store" and not self.query.text().strip():
+            self._set_info(self._idle_info())
 
     def _on_backend(self, backend):
         if backend is None:
