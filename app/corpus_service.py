@@ -67,16 +67,25 @@ def read_rows(store):
     return ids, texts
 
 
-def open_store_job(folder, progress=None, cancel=None):
-    """(store, ids, texts), or None when there is no store in ``folder`` yet."""
-    from index.store import VectorStore
+def open_store_job(location, progress=None, cancel=None):
+    """(store, ids, texts), or None when there is no store at ``location`` yet.
 
-    folder = Path(folder)
-    if not (folder / "store.db").exists():
+    location: a folder (FAISS), milvus-lite:FOLDER or http(s)://HOST:PORT (index.locations)."""
+    from index.errors import StoreNotFound
+    from index.locations import describe_location, open_store, store_exists
+
+    if not store_exists(location):
         return None
-    progress(0, 0, f"Opening {folder.name} …")
-    store = VectorStore.open(folder, writable=True, repair=True)
-    ids, texts = read_rows(store)
+    progress(0, 0, f"Opening {describe_location(location)} …")
+    try:
+        store = open_store(location, writable=True, repair=True)
+    except StoreNotFound:          # a server without our collection yet
+        return None
+    try:
+        ids, texts = read_rows(store)
+    except BaseException:
+        store.close()
+        raise
     return store, ids, texts
 
 
@@ -127,13 +136,14 @@ def import_job(store, backend, pooling, path, column=None, progress=None, cancel
                       progress=progress, cancel=cancel)
 
 
-def create_store_job(folder, backend, pooling, sample=SAMPLE_CORPUS, progress=None, cancel=None):
-    """Create a store for ``backend`` and fill it with the bundled sample corpus."""
-    from index.store import VectorStore
+def create_store_job(location, backend, pooling, sample=SAMPLE_CORPUS, progress=None, cancel=None):
+    """Create a store for ``backend`` and fill it with ``sample`` (the bundled sample corpus;
+    None: leave it empty)."""
+    from index.locations import open_store
 
     from .importers import read_sentences
 
-    store = VectorStore.open(folder, writable=True, create=True, fingerprint=backend.fingerprint(pooling))
+    store = open_store(location, writable=True, create=True, fingerprint=backend.fingerprint(pooling))
     result = IngestResult()
     if sample is not None and Path(sample).is_file():
         found = read_sentences(sample)
@@ -178,7 +188,8 @@ class CorpusService(QObject):
     def __init__(self, state, parent=None):
         super().__init__(parent)
         self.state = state
-        self.folder: Path | None = None
+        self.location = None       # index.locations.Location of the open (or opening) store
+        self._fill_new_with_sample = True
         self.store_choice: ModelChoice | None = None   # last choice that matched the store
         self._create_pending = False
         self._asking = False
@@ -190,7 +201,8 @@ class CorpusService(QObject):
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self, folder=None) -> None:
-        """Open ``folder`` (default: the sample store) and load the model, both in workers."""
+        """Open ``folder`` (a store location; default: the sample store) and load the model,
+        both in workers."""
         if not self._started:
             self._started = True
             self.state.backend_changed.connect(self._on_backend)
@@ -207,19 +219,40 @@ class CorpusService(QObject):
     def busy(self) -> bool:
         return self.state.jobs.is_running("store")
 
-    def open(self, folder) -> None:
-        self.folder = Path(folder)
+    @property
+    def folder(self) -> Path | None:
+        """The store's folder (FAISS or Milvus Lite); None for a server or before opening."""
+        return self.location.path if self.location is not None else None
+
+    def open(self, location, *, sample_if_new: bool = True) -> None:
+        """Open the store at ``location`` (a folder, milvus-lite:FOLDER or http(s)://HOST:PORT);
+        a missing one is created for the current model, with the sample corpus in it when
+        ``sample_if_new``, else empty."""
+        from index.locations import parse_location
+        try:
+            loc = parse_location(location)
+        except InputError as e:
+            self.state.error.emit(f"Cannot open the corpus: {e}")
+            return
+        previous = (self.location, self._fill_new_with_sample)
+
+        def failed(message):
+            if self.state.store is not None:      # keep showing the corpus that is open
+                self.location, self._fill_new_with_sample = previous
+            self.state.error.emit(message)
 
         def opened(value):
-            if value is None:
+            if value is None:      # created once the model is loaded and this job is over
                 self._create_pending = True
-                self._create_if_ready()
                 return
             store, ids, texts = value
             self._set_store(store, ids, texts)
-            self.state.status.emit(f"Opened {self.folder.name}: {len(ids):,} sentences")
+            self.state.status.emit(f"Opened {loc.describe()}: {len(ids):,} sentences")
 
-        self._run_store("Opening the corpus", open_store_job, self.folder, on_result=opened)
+        self.location, self._fill_new_with_sample = loc, sample_if_new
+        if self._run_store("Opening the corpus", open_store_job, loc, on_result=opened,
+                           on_error=failed, on_finished=self._create_if_ready) is None:
+            self.location, self._fill_new_with_sample = previous
 
     def close(self) -> None:
         store = self.state.store
@@ -255,14 +288,17 @@ class CorpusService(QObject):
         self._create_pending = False
         pooling = self.state.pooling
 
+        sample = SAMPLE_CORPUS if self._fill_new_with_sample else None
+
         def created(value):
             store, result = value
             self.store_choice = self.state.choice
             self._set_store(store, result.ids, result.texts)
-            self.state.status.emit(f"Indexed the sample corpus: {result.summary()}")
+            self.state.status.emit(f"Indexed the sample corpus: {result.summary()}" if sample
+                                   else f"Created an empty corpus in {self.location.describe()}")
 
-        self._run_store("Indexing the sample corpus", create_store_job, self.folder, backend, pooling,
-                        on_result=created)
+        self._run_store("Indexing the sample corpus" if sample else "Creating the corpus",
+                        create_store_job, self.location, backend, pooling, sample, on_result=created)
 
     # ---- model changes ------------------------------------------------------------------------
     def _on_backend(self, backend):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, Qt, QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
-from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QScrollArea, QTabWidget
+from PySide6.QtWidgets import (QFileDialog, QInputDialog, QLabel, QLineEdit, QMainWindow, QMessageBox,
+                               QScrollArea, QTabWidget)
 
 from .about import show_about
 from .corpus_panel import CorpusPanel
@@ -98,6 +99,12 @@ class MainWindow(QMainWindow):
     def _build_menus(self):
         mb = self.menuBar()
         file_menu = mb.addMenu("&File")
+        self._action(file_menu, "&Open corpus folder…", self.open_corpus_dialog, "Ctrl+Shift+O",
+                     "Open a corpus folder; an empty folder becomes a new, empty corpus")
+        self._action(file_menu, "Open corpus &location…", self.open_location_dialog, "Ctrl+L",
+                     "Open a folder, an embedded Milvus Lite store or a Milvus server by address")
+        self._action(file_menu, "Open the &sample corpus", self.open_sample)
+        file_menu.addSeparator()
         self.import_action = self._action(file_menu, "&Import sentences…", self.corpus_panel.import_dialog,
                                           QKeySequence.StandardKey.Open, "Import a .txt, .csv or .jsonl file")
         self._action(file_menu, "&Paste sentences", self.corpus_panel.paste_lines, "Ctrl+Shift+V",
@@ -137,8 +144,8 @@ class MainWindow(QMainWindow):
             self.device_label.setText(f"  Device: {getattr(backend, 'device_name', '?')}  ")
 
     def _on_store(self, store):
-        folder = getattr(store, "folder", None)
-        self.setWindowTitle(f"{TITLE} — {folder.name}" if folder is not None else TITLE)
+        loc = self.service.location if store is not None else None
+        self.setWindowTitle(f"{TITLE} — {store_title(loc)}" if loc is not None else TITLE)
 
     def _on_inspect(self, text: str, compare_with: str):
         tab = self._panel_tabs.get("Attention")
@@ -176,6 +183,25 @@ class MainWindow(QMainWindow):
     def focus_add(self):
         self.tabs.setCurrentWidget(self.corpus_panel)
         self.corpus_panel.add_edit.setFocus()
+
+    def open_corpus_dialog(self):
+        folder = QFileDialog.getExistingDirectory(self, "Open a corpus folder", str(stores_dir()))
+        if folder:
+            self.service.open(folder, sample_if_new=False)
+
+    def open_location_dialog(self):
+        current = str(self.service.location) if self.service.location is not None else ""
+        text, ok = QInputDialog.getText(
+            self, "Open a corpus location",
+            "A folder, milvus-lite:FOLDER (embedded Milvus Lite) or http(s)://HOST:PORT\n"
+            "(a Milvus server; its token is read from $ENCODERSCOPE_MILVUS_TOKEN).\n"
+            "A location without a corpus gets a new, empty one for the current model.",
+            QLineEdit.EchoMode.Normal, current)
+        if ok and text.strip():
+            self.service.open(text.strip(), sample_if_new=False)
+
+    def open_sample(self):
+        self.service.open(stores_dir() / SAMPLE_STORE)
 
     def open_log_folder(self):
         QDesktopServices.openUrl(QUrl.fromLocalFile(str(log_dir())))
@@ -215,8 +241,8 @@ class MainWindow(QMainWindow):
         s.setValue("model/backend", c.backend)
         s.setValue("model/pooling", c.pooling)
         s.setValue("model/device", c.device)
-        if self.service.folder is not None:
-            s.setValue("store/folder", str(self.service.folder))
+        if self.service.location is not None:
+            s.setValue("store/folder", str(self.service.location))
         self.search_panel.save(s)
         self.corpus_panel.save(s)
         s.sync()
@@ -228,3 +254,12 @@ class MainWindow(QMainWindow):
         self.service.close()
         log.info("window closed")
         super().closeEvent(event)
+
+
+def store_title(loc) -> str:
+    """A short name for the window title: the folder's name, or the collection on a server."""
+    if loc.kind == "faiss":
+        return loc.path.name
+    if loc.kind == "lite":
+        return f"{loc.path.name} (Milvus Lite)"
+    return f"{loc.collection} on {loc.uri}"

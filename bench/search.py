@@ -331,6 +331,10 @@ def main(argv=None):
                                                          "assets/near_misses.tsv",
                                                          "assets/search_examples.tsv"])
     p.add_argument("--ingest-max", type=int, default=2000)
+    p.add_argument("--no-milvus", action="store_true",
+                   help="skip the Milvus Lite rows (run when the [milvus] extra is installed)")
+    p.add_argument("--milvus-n", type=int, default=100_000,
+                   help="vectors for the Milvus Lite vs FAISS store rows (default 100k, dim 384)")
     p.add_argument("--tmp", default=None, help="folder for temporary stores")
     p.add_argument("--json", help="write raw results here")
     p.add_argument("--md", help="append the Markdown report here")
@@ -389,8 +393,21 @@ def main(argv=None):
     if not args.no_ingest:
         log("ingest with minilm ...")
         r["ingest"] = bench_ingest(args, log)
+    milvus_md = ""
+    if not args.no_milvus:
+        try:
+            import milvus_lite  # noqa: F401
+        except ImportError:
+            log("Milvus Lite rows skipped: pip install -e '.[milvus]'")
+        else:
+            from bench.milvus_search import markdown as milvus_markdown
+            from bench.milvus_search import run as milvus_run
+            log("Milvus Lite next to the FAISS store ...")
+            r["milvus"] = milvus_run(n=args.milvus_n, d=384, workdir=None, log=log)
+            milvus_md = ("\n\n### Milvus Lite next to the FAISS store (same Store API, "
+                         f"{args.milvus_n:,} × 384)\n\n" + milvus_markdown(r["milvus"]))
     r["machine"]["load_avg_end"] = os.getloadavg()
-    md = report(r)
+    md = report(r) + milvus_md
     print(md)
     if args.md:
         with open(args.md, "a") as f:

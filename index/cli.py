@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from core.errors import EncoderscopeError, InputError
 
@@ -31,9 +30,11 @@ def _add_model_options(p):
 
 
 def _add_store_option(p):
-    p.add_argument("--store", metavar="DIR", default=None,
-                   help="store folder (default: the user data folder, "
-                        "e.g. ~/.local/share/encoderscope/stores/default)")
+    p.add_argument("--store", metavar="STORE", default=None,
+                   help="a store folder (FAISS), milvus-lite:FOLDER (embedded Milvus Lite) or "
+                        "http(s)://HOST:PORT[/DB][?collection=NAME] (a Milvus server; token from "
+                        "$ENCODERSCOPE_MILVUS_TOKEN). Default: $ENCODERSCOPE_STORE, else the "
+                        "user data folder, e.g. ~/.local/share/encoderscope/stores/default")
 
 
 def register(subparsers) -> None:
@@ -44,9 +45,10 @@ def register(subparsers) -> None:
     p.add_argument("--column", metavar="NAME", help="CSV column holding the text (default: 'text' "
                                                     "or the only column)")
     p.add_argument("--field", metavar="NAME", help="JSONL field holding the text (default: text)")
-    p.add_argument("--index", choices=("auto", "flat", "hnsw", "sq8"), default="auto",
+    p.add_argument("--index", choices=("auto", "flat", "hnsw", "sq8", "ivf"), default="auto",
                    help="index kind of a new store: exact (flat), approximate (hnsw), 8-bit "
-                        "quantised (sq8) or auto (exact, HNSW from 200k sentences; default)")
+                        "quantised (sq8), ivf (Milvus only) or auto (FAISS: exact, HNSW from "
+                        "200k sentences; Milvus Lite FLAT; Milvus server HNSW; default)")
     p.add_argument("--batch-size", type=int, default=256,
                    help="sentences per committed batch (default 256)")
     p.add_argument("--rebuild", action="store_true",
@@ -76,9 +78,9 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_remove)
 
 
-def _store_dir(args) -> Path:
-    from .store import default_store_dir
-    return Path(args.store).expanduser() if args.store else default_store_dir()
+def _location(args):
+    from .locations import parse_location
+    return parse_location(args.store)
 
 
 def _backend(args, model):
@@ -110,8 +112,7 @@ def _read_inputs(args):
 def cmd_ingest(args) -> int:
     from . import fingerprint as fpmod
     from .base import AddResult
-    from .sentences import DB_NAME
-    from .store import VectorStore
+    from .locations import open_store, store_exists
 
     if args.batch_size < 1:
         raise InputError("--batch-size must be at least 1")
@@ -120,10 +121,12 @@ def cmd_ingest(args) -> int:
         _err(f"skipped {b}")
     if len(bad) > MAX_BAD_LINES_SHOWN:
         _err(f"... and {len(bad) - MAX_BAD_LINES_SHOWN} more unreadable lines")
-    folder = _store_dir(args)
+    loc = _location(args)
+    if args.index == "ivf" and not loc.is_milvus:
+        raise InputError("--index ivf is for Milvus stores (milvus-lite:FOLDER or a server)")
 
-    if (folder / DB_NAME).exists():
-        store = VectorStore.open(folder, writable=True)
+    if store_exists(loc):
+        store = open_store(loc, writable=True)
         backend = None
         try:
             model = args.model or store.model_name
@@ -131,14 +134,14 @@ def cmd_ingest(args) -> int:
             backend = _backend(args, model)
             fp = backend.fingerprint(pooling=pooling)
             if not fpmod.compatible(store.fingerprint_dict, fpmod.as_dict(fp)):
-                if args.rebuild or _ask(f"The store at {folder} was built with "
+                if args.rebuild or _ask(f"{loc.describe().capitalize()} was built with "
                                         f"{fpmod.describe(store.fingerprint_dict)}, not "
                                         f"{fp.describe()}. Re-embed all {store.count()} sentences "
                                         f"with {model}? [y/N] "):
                     _rebuild(store, backend, pooling, args.quiet)
                 else:
                     fpmod.check(store.fingerprint_dict, fp, f"texts embedded with --model {model}",
-                                where=f"at {folder}", hint=store._rebuild_hint(fp))
+                                where=f"in {loc.describe()}", hint=store._rebuild_hint(fp))
         except BaseException:
             store.close()
             raise
@@ -147,7 +150,7 @@ def cmd_ingest(args) -> int:
         pooling = args.pooling or "mean"
         backend = _backend(args, model)
         fp = backend.fingerprint(pooling=pooling)
-        store = VectorStore.open(folder, writable=True, create=True, fingerprint=fp, index=args.index)
+        store = open_store(loc, writable=True, create=True, fingerprint=fp, index=args.index)
 
     result = AddResult(ids=[])
     interrupted = False
@@ -173,7 +176,7 @@ def cmd_ingest(args) -> int:
     skipped = blank + len(bad)
     print(f"added {result.added}, duplicates {result.duplicates}, skipped {skipped} "
           f"(blank {blank}, unreadable {len(bad)}), truncated {result.truncated}; "
-          f"the store at {folder} holds {total} sentences")
+          f"{loc.describe()} holds {total} sentences")
     if interrupted:
         _err("interrupted: the sentences committed before Ctrl-C are kept")
         return 130
@@ -210,18 +213,19 @@ def _progress_bar(total, quiet, desc="embedding"):
 # ------------------------------------------------------------------------------------------
 def cmd_search(args) -> int:
     from . import fingerprint as fpmod
-    from .store import VectorStore
+    from .locations import open_store
 
     if args.k < 1:
         raise InputError("-k must be at least 1")
-    store = VectorStore.open(_store_dir(args))
+    loc = _location(args)
+    store = open_store(loc, readonly=True)
     try:
         model = args.model or store.model_name
         backend = _backend(args, model)
         if args.pooling and args.pooling != store.pooling or args.model:
             fp = backend.fingerprint(pooling=args.pooling or store.pooling)
             fpmod.check(store.fingerprint_dict, fp, f"queries embedded with --model {model}",
-                        where=f"at {store.folder}", hint=store._rebuild_hint(fp))
+                        where=f"in {loc.describe()}", hint=store._rebuild_hint(fp))
         hits = store.search(args.query, k=args.k, backend=backend)
     finally:
         store.close()
@@ -235,12 +239,14 @@ def cmd_search(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from .store import VectorStore
-    folder = _store_dir(args)
+    from .locations import open_store
+    loc = _location(args)
     if args.repair:
-        store = VectorStore.open(folder, writable=True, repair=True)
+        if loc.is_milvus:
+            raise InputError("--repair is for FAISS store folders (Milvus repairs itself on open)")
+        store = open_store(loc, writable=True, repair=True)
     else:
-        store = VectorStore.open(folder)
+        store = open_store(loc, readonly=True)
     try:
         info = store.info()
     finally:
@@ -262,8 +268,8 @@ def cmd_info(args) -> int:
 
 
 def cmd_remove(args) -> int:
-    from .store import VectorStore
-    with VectorStore.open(_store_dir(args), writable=True) as store:
+    from .locations import open_store
+    with open_store(_location(args), writable=True) as store:
         gone = store.remove(args.ids)
         left = store.count()
     missing = [i for i in dict.fromkeys(args.ids) if i not in set(gone)]

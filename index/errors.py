@@ -46,3 +46,7 @@ class DuplicateText(StoreError, InputError):
 
 class UnknownId(StoreError, InputError):
     """An id that is not in the store."""
+
+
+class StoreUnavailable(StoreError):
+    """A store server (Milvus) cannot be reached, refused the credentials or timed out."""

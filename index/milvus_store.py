@@ -43,7 +43,7 @@ from . import fingerprint as fpmod
 from .base import AddResult, Hit, Store
 from .durability import WriterLock, atomic_write
 from .errors import (DuplicateText, ModelMismatch, StoreCorrupted, StoreError, StoreLocked,
-                     StoreNotFound, UnknownId)
+                     StoreNotFound, StoreUnavailable, UnknownId)
 from .locations import (LITE_MANIFEST, TOKEN_ENV, Location, parse_location)
 
 INSTALL_HINT = "pip install 'encoderscope[milvus]'"
@@ -73,11 +73,6 @@ log = logging.getLogger(__name__)
 
 _LITE_USERS: dict[str, int] = {}     # Lite data dir -> MilvusStore objects using it here
 _LITE_MUTEX = threading.Lock()
-
-
-class StoreUnavailable(StoreError):
-    """The Milvus server cannot be reached, refused the credentials or timed out.
-    (Belongs in index/errors.py next to the other store errors.)"""
 
 
 def import_pymilvus():

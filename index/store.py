@@ -38,8 +38,9 @@ SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vect
 
 
 def default_store_dir() -> Path:
-    import platformdirs
-    return Path(platformdirs.user_data_dir("encoderscope")) / "stores" / "default"
+    """The CLI's store when none is named: <user data folder>/stores/default (see core.paths)."""
+    from core.paths import stores_dir
+    return stores_dir() / "default"
 
 
 def _index_name(generation: int) -> str:

@@ -276,3 +276,51 @@ def test_optional_panels_are_picked_up(qtbot, data_dir, monkeypatch):
     assert "Missing" not in found
     assert "could not be loaded" in found["Broken"].text()
     assert type(found["Jobs"]).__name__ == "JobProgress"
+
+
+def test_open_other_corpora_folder_and_milvus_lite(qtbot, make_window, tiny_store_template, tmp_path):
+    """File > Open corpus: an empty folder becomes a new empty corpus; a milvus-lite: location
+    works the same (add, search); the last location is remembered for the next start."""
+    w = make_window(tiny_store_template)
+    assert w.windowTitle() == "Encoderscope — sample"
+
+    def open_and_wait(location):
+        w.service.open(location, sample_if_new=False)
+        qtbot.waitUntil(lambda: w.state.store is not None and not w.state.jobs.busy
+                        and w.service.location is not None
+                        and str(w.service.location).endswith(str(location).split(":")[-1]),
+                        timeout=60_000)
+        wait_idle(qtbot, w)
+
+    open_and_wait(tmp_path / "empty")
+    assert w.state.store.count() == 0 and w.corpus_panel.model.total() == 0
+    assert w.windowTitle() == "Encoderscope — empty"
+
+    pytest.importorskip("milvus_lite")
+    lite = f"milvus-lite:{tmp_path / 'team'}"
+    open_and_wait(lite)
+    assert type(w.state.store).__name__ == "MilvusStore"
+    assert w.windowTitle() == "Encoderscope — team (Milvus Lite)"
+    lines = ["The ferry leaves the harbour at dawn.", "Bees carry pollen between flowers.",
+             "A compiler turns source code into machine code."]
+    with qtbot.waitSignal(w.service.ingest_done, timeout=30_000):
+        w.corpus_panel.paste_lines("\n".join(lines))
+    assert w.state.store.count() == 3 and w.corpus_panel.model.total() == 3
+    panel = w.search_panel
+    with qtbot.waitSignal(panel.results_shown, timeout=20_000,
+                          check_params_cb=lambda r: r.query == "insects and flowers"):
+        _type(qtbot, panel.query, "insects and flowers")
+    assert panel.results.hits[0].text == lines[1]
+    w.close()
+    w2 = make_window(start=False)
+    w2.start()                                     # no location given: the last one
+    qtbot.waitUntil(lambda: w2.state.store is not None and not w2.state.jobs.busy, timeout=60_000)
+    assert str(w2.service.location) == lite and w2.state.store.count() == 3
+
+
+def test_bad_location_is_a_message(qtbot, make_window, tiny_store_template):
+    w = make_window(tiny_store_template)
+    w.service.open("ftp://nowhere/x", sample_if_new=False)
+    qtbot.waitUntil(lambda: _error_text(w) is not None, timeout=10_000)
+    assert "unknown store scheme" in _error_text(w)
+    assert w.state.store is not None and w.windowTitle() == "Encoderscope — sample"

@@ -307,9 +307,13 @@ def test_opening_missing_store(tmp_path):
         VectorStore.open(tmp_path / "busy", writable=True, create=True, fingerprint=FP)
 
 
-def test_default_store_dir_is_user_data():
+def test_default_store_dir_is_user_data(monkeypatch, tmp_path):
     import platformdirs
-    assert default_store_dir() == Path(platformdirs.user_data_dir("encoderscope")) / "stores" / "default"
+    monkeypatch.delenv("ENCODERSCOPE_DATA_DIR", raising=False)
+    monkeypatch.setattr(platformdirs, "user_data_dir", lambda *a, **k: str(tmp_path / "ud"))
+    assert default_store_dir() == tmp_path / "ud" / "stores" / "default"
+    monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path / "elsewhere"))
+    assert default_store_dir() == tmp_path / "elsewhere" / "stores" / "default"
 
 
 # ---------------------------------------------------------------- corruption

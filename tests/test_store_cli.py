@@ -89,6 +89,8 @@ def test_ingest_search_info_remove(tmp_path, inputs, capsys):
 
 def test_plain_output_and_default_store_folder(tmp_path, inputs, capsys, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("ENCODERSCOPE_DATA_DIR", raising=False)
+    monkeypatch.delenv("ENCODERSCOPE_STORE", raising=False)
     rc, out, err = cli(["ingest", inputs["csv"], "--column", "sentence", "--quiet"], capsys)
     assert rc == 0, err
     assert (tmp_path / "xdg" / "encoderscope" / "stores" / "default" / "manifest.json").is_file()
@@ -96,6 +98,43 @@ def test_plain_output_and_default_store_folder(tmp_path, inputs, capsys, monkeyp
     assert rc == 0 and inputs["lines"][100] in out.splitlines()[0]
     rc, out, err = cli(["info"], capsys)
     assert rc == 0 and "sentences 10" in out and "minilm" in out
+
+
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("milvus_lite"),
+                    reason="needs the [milvus] extra")
+def test_same_commands_on_milvus_lite(tmp_path, inputs, tiny_model, capsys, monkeypatch):
+    """ingest/search/info/remove unchanged on a milvus-lite: store, and migrate to FAISS."""
+    store = f"milvus-lite:{tmp_path / 'lite'}"
+    rc, out, err = cli(["ingest", inputs["txt"], inputs["csv"], "--column", "sentence",
+                        "--store", store, "--quiet"], capsys)
+    assert rc == 0, err
+    assert "added 110, duplicates 1" in out and "Milvus Lite store" in out
+    query = inputs["lines"][104]
+    rc, out, err = cli(["search", query, "--store", store, "-k", "3", "--json"], capsys)
+    res = json.loads(out)["results"]
+    assert rc == 0 and res[0]["text"] == query and res[0]["score"] == pytest.approx(1, abs=1e-4)
+    info = json.loads(cli(["info", "--store", store, "--json"], capsys)[1])
+    assert info["count"] == 110 and info["model"] == "minilm" and info["dim"] == 384
+    assert info["index"] == "flat" and info["bytes"] > 0
+    rc, out, err = cli(["search", "x", "--store", store, "--model", tiny_model], capsys)
+    assert rc == 2 and "tiny-encoder" in err and "minilm" in err and "Traceback" not in err
+    rc, out, err = cli(["remove", res[0]["id"], "--store", store], capsys)
+    assert rc == 0 and "removed 1 sentence; the store holds 109" in out
+    # The same corpus copied to a FAISS folder answers the same query the same way.
+    rc, out, err = cli(["migrate", "--from", store, "--to", tmp_path / "faiss", "--quiet",
+                        "--json"], capsys)
+    assert rc == 0 and json.loads(out)["verified"] and json.loads(out)["destination_count"] == 109
+    q = inputs["lines"][5]
+    lite_hits = json.loads(cli(["search", q, "--store", store, "--json"], capsys)[1])["results"]
+    monkeypatch.setenv("ENCODERSCOPE_STORE", str(tmp_path / "faiss"))   # the default location
+    faiss_hits = json.loads(cli(["search", q, "--json"], capsys)[1])["results"]
+    assert [h["text"] for h in lite_hits[:5]] == [h["text"] for h in faiss_hits[:5]]
+    assert [h["score"] for h in lite_hits] == pytest.approx([h["score"] for h in faiss_hits], abs=1e-5)
+    rc, out, err = cli(["ingest", inputs["csv"], "--column", "sentence", "--index", "ivf",
+                        "--store", tmp_path / "f2"], capsys)
+    assert rc == 2 and "--index ivf is for Milvus" in err
+    rc, out, err = cli(["info", "--store", store, "--repair"], capsys)
+    assert rc == 2 and "--repair" in err
 
 
 def test_other_model_is_refused_then_rebuilt(tmp_path, inputs, tiny_model, capsys):

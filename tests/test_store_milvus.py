@@ -98,7 +98,7 @@ def test_missing_extra_gives_install_command(monkeypatch):
 # ---------------------------------------------------------------- servers
 @needs_milvus
 def test_unreachable_server_fails_fast_and_clearly(monkeypatch, tmp_path):
-    from index.milvus_store import StoreUnavailable
+    from index.errors import StoreUnavailable
     monkeypatch.setenv(TOKEN_ENV, "root:sup3rsecret")
     t0 = time.perf_counter()
     with pytest.raises(StoreUnavailable) as e:
@@ -116,7 +116,8 @@ def test_unreachable_server_fails_fast_and_clearly(monkeypatch, tmp_path):
 def test_error_wording_for_auth_and_timeouts():
     from pymilvus import MilvusException
 
-    from index.milvus_store import StoreUnavailable, _unavailable
+    from index.errors import StoreUnavailable
+    from index.milvus_store import _unavailable
     loc = parse_location("https://milvus.example.com")
     e = _unavailable(loc, MilvusException(code=1800, message="user hasn't authenticated"),
                      "connect", has_token=False)
