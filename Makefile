@@ -45,9 +45,16 @@ bench: setup
 	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/ui_latency.py
 	$(BIN)/python bench/train_throughput.py
 
+# The fill-mask shot needs a masked-LM model offline: minilm + a new MLM head, 300 steps on the
+# sample corpus (~4 min on 2 CPU cores), trained once into build/.
+SHOT_MLM := build/minilm-mlm
 screenshots: setup
 	VENV=$(VENV) bash scripts/qt-system-deps.sh --xvfb
 	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.screenshots
+	test -f $(SHOT_MLM)/model.safetensors || $(BIN)/encoderscope train --corpus assets/sample_corpus.txt \
+		--init minilm --objective mlm --steps 300 --seed 0 --out $(SHOT_MLM) --overwrite
+	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.screenshots_inspector \
+		docs/screenshots --mlm-model $(SHOT_MLM)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

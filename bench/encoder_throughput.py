@@ -29,6 +29,9 @@ from core.device import bf16_supported  # noqa: E402
 from core.pooling import l2_normalize, pool  # noqa: E402
 
 
+ROUNDS = 2   # alternating rounds per row (ours, transformers, ours, ...), best of each kept
+
+
 def mixed_sentences(n: int) -> list[str]:
     """n real sentences of mixed length: the sample corpus, plus pairs and triples joined."""
     corpus = [s for s in (ROOT / "assets" / "sample_corpus.txt").read_text(encoding="utf-8").splitlines() if s]
@@ -101,8 +104,12 @@ def bench_model(name: str, folder: str, texts: list[str], n_bs1: int, rows: list
             hf = hf_eager if attn else hf_sdpa
             ours_embed(ours, sub[:64], bs, attn)          # warm-up
             hf_embed(hf, tok, sub[:64], bs, True, attn)
-            r_ours = rate(lambda: ours_embed(ours, sub, bs, attn), n)
-            r_sorted = rate(lambda: hf_embed(hf, tok, sub, bs, True, attn), n)
+            # Alternate the contenders and keep each one's best round: on a shared machine a
+            # single run of either can land in someone else's busy second.
+            r_ours = r_sorted = 0.0
+            for _ in range(ROUNDS):
+                r_ours = max(r_ours, rate(lambda: ours_embed(ours, sub, bs, attn), n))
+                r_sorted = max(r_sorted, rate(lambda: hf_embed(hf, tok, sub, bs, True, attn), n))
             r_input = rate(lambda: hf_embed(hf, tok, sub, bs, False, attn), n) if (bs > 1 and not attn) else None
             rows.append((name, bs, "on" if attn else "off", n, r_ours, r_sorted, r_input))
             print_row(rows[-1])
@@ -126,8 +133,10 @@ def bench_bf16(texts):
         return
     fast = get_backend("minilm", "scratch", precision="bf16")
     fast.embed(texts[:64], batch_size=64)
-    r32 = rate(lambda: ours.embed(texts, batch_size=64), len(texts))
-    r16 = rate(lambda: fast.embed(texts, batch_size=64), len(texts))
+    r32 = r16 = 0.0
+    for _ in range(ROUNDS):
+        r32 = max(r32, rate(lambda: ours.embed(texts, batch_size=64), len(texts)))
+        r16 = max(r16, rate(lambda: fast.embed(texts, batch_size=64), len(texts)))
     cos = (ours.embed(texts) * fast.embed(texts)).sum(1)
     print(f"bf16 (minilm, batch 64): fp32 {r32:.1f} sent/s, bf16 {r16:.1f} sent/s, ratio {r16 / r32:.2f}, "
           f"min cosine vs fp32 {cos.min():.6f}")
