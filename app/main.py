@@ -1,4 +1,4 @@
-"""Entry point: ``encoderscope-gui`` / ``encoderscope gui [--store DIR]`` / ``python -m app.main``."""
+"""Entry point: ``encoderscope-gui`` / ``encoderscope gui [--store STORE]`` / ``python -m app.main``."""
 from __future__ import annotations
 
 import argparse
@@ -7,8 +7,9 @@ import sys
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="encoderscope-gui", description="Encoderscope desktop app")
-    ap.add_argument("--store", default=None, help="store folder to open (default: the last one, "
-                    "or the bundled sample corpus)")
+    ap.add_argument("--store", default=None, help="store to open: a folder, milvus-lite:FOLDER or "
+                    "http(s)://HOST:PORT (default: $ENCODERSCOPE_STORE, else the last one, else the "
+                    "bundled sample corpus)")
     args, _qt_args = ap.parse_known_args(argv)
     return args
 

@@ -2,10 +2,14 @@
 Train panels, menus, a status bar with the device in use, corpus count and job progress."""
 from __future__ import annotations
 
+import os
+
 from PySide6.QtCore import QByteArray, Qt, QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (QFileDialog, QInputDialog, QLabel, QLineEdit, QMainWindow, QMessageBox,
                                QScrollArea, QTabWidget)
+
+from index.locations import LOCATION_ENV
 
 from .about import show_about
 from .corpus_panel import CorpusPanel
@@ -208,9 +212,11 @@ class MainWindow(QMainWindow):
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self, store_folder=None):
-        """Load the model and open the last (or the sample) store, both in workers."""
-        folder = store_folder or self.settings.value("store/folder") or (stores_dir() / SAMPLE_STORE)
-        self.service.start(folder)
+        """Load the model and open a store, both in workers: ``store_folder`` (any store
+        location), else $ENCODERSCOPE_STORE, else the last one, else the bundled sample."""
+        location = (store_folder or os.environ.get(LOCATION_ENV) or self.settings.value("store/folder")
+                    or (stores_dir() / SAMPLE_STORE))
+        self.service.start(location)
 
     def _saved_choice(self) -> ModelChoice:
         s = self.settings

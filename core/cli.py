@@ -165,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_models)
 
     p = sub.add_parser("gui", help="open the desktop app")
-    p.add_argument("--store", help="store folder to open")
+    p.add_argument("--store", metavar="STORE",
+                   help="store to open: a folder, milvus-lite:FOLDER or http(s)://HOST:PORT")
     p.set_defaults(func=cmd_gui)
 
     # Commands that live next to their subsystem.

@@ -26,6 +26,7 @@ def data_dir(tmp_path, monkeypatch):
     folder.mkdir()
     monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(folder))
     monkeypatch.setenv("ENCODERSCOPE_DEVICE", "cpu")
+    monkeypatch.delenv("ENCODERSCOPE_STORE", raising=False)
     return folder
 
 
