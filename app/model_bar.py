@@ -1,7 +1,6 @@
 """The model toolbar: encoder, weights, pooling and device. Edits ``state.choice``."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QToolBar, QToolButton, QWidget, QSizePolicy
 
 from .state import BACKENDS, POOLINGS, ModelChoice

@@ -6,7 +6,6 @@ tests and the benchmark use it so they never touch the real user folders.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from PySide6.QtCore import QSettings
 

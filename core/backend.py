@@ -278,7 +278,7 @@ class RandomScratchBackend(ScratchBackend):
     and minilm's WordPiece tokenizer: what a model knows before any training."""
 
     def __init__(self, spec: str, device, precision="fp32"):
-        from .model import EncoderConfig, EncoderForMaskedLM
+        from .model import EncoderForMaskedLM
         cfg, seed = parse_random_spec(spec)
         Backend.__init__(self, ModelSource(spec, Path("."), "random"), device, precision)
         self.tokenizer = _load_tokenizer(resolve("minilm").folder)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, fields, replace

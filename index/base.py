@@ -1,9 +1,52 @@
-"""The store interface. `index.store.VectorStore` (FAISS + SQLite) implements it; another
-engine (Milvus, later) implements the same methods and the CLI/app work unchanged."""
+"""The store interface. `index.store.VectorStore` (FAISS + SQLite) and
+`index.milvus_store.MilvusStore` implement it; the CLI, the app and migrate use only this."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.errors import Cancelled, InputError
+
+from . import fingerprint as fpmod
+from .errors import ModelMismatch, StoreError
+
+ADD_BATCH = 256       # sentences embedded, then committed, per add_stream batch
+
+
+def normalize(vectors) -> np.ndarray:
+    """float32 rows scaled to unit length (zero rows left as they are), C-contiguous."""
+    x = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
+    if x.ndim == 1:
+        x = x[None, :]
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(x / norms, dtype=np.float32)
+
+
+def check_texts(texts) -> None:
+    for t in texts:
+        if not isinstance(t, str) or not t.strip():
+            raise InputError("empty texts cannot be stored")
+
+
+def plan_unique(hashes, existing: dict, result: "AddResult"):
+    """Which texts to insert: (plan, dup_of). A text already stored (its hash in `existing`,
+    hash -> id) gets that id in result.ids; a repeat within this call is mapped in dup_of to
+    its first occurrence. Both count as duplicates."""
+    plan, first, dup_of = [], {}, {}
+    for i, h in enumerate(hashes):
+        if h in existing:
+            result.ids[i] = existing[h]
+            result.duplicates += 1
+        elif h in first:
+            dup_of[i] = first[h]
+            result.duplicates += 1
+        else:
+            first[h] = i
+            plan.append(i)
+    return plan, dup_of
 
 
 @dataclass(frozen=True)
@@ -30,17 +73,194 @@ class AddResult:
 
 
 class Store(ABC):
-    """A persistent set of sentences with their embeddings, searchable by cosine similarity."""
+    """A persistent set of sentences with their embeddings, searchable by cosine similarity.
 
+    Implementations set ``self._fp`` (the model fingerprint dict), ``self._dim`` and
+    ``self._mutex``, say where they are in ``where`` and provide the two steps of adding:
+    ``_plan`` (duplicates) and ``_store_planned`` (write the new rows)."""
+
+    _fp: dict
+    _dim: int
+
+    # ---- identity ------------------------------------------------------------------------
     @property
     @abstractmethod
-    def fingerprint_dict(self) -> dict: ...
+    def where(self) -> str:
+        """The folder or location, for messages."""
+
+    @property
+    def fingerprint_dict(self) -> dict:
+        return dict(self._fp)
+
+    @property
+    def fingerprint(self):
+        return fpmod.from_dict(self._fp)
+
+    @property
+    def model_name(self) -> str:
+        return self._fp.get("model")
+
+    @property
+    def pooling(self) -> str:
+        return self._fp.get("pooling", "mean")
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def _rebuild_hint(self, other) -> str:
+        other = fpmod.as_dict(other)
+        try:
+            n = f"{self.count()} "
+        except StoreError:
+            n = ""
+        return (f"search it with {self._fp.get('model')} (leave out --model), or re-embed all "
+                f"{n}sentences with {other.get('model')} by running "
+                f"`encoderscope ingest --rebuild --model {other.get('model')} --store "
+                f"{self.where}` ({type(self).__name__}.rebuild)")
+
+    def _check_vectors(self, vectors, fingerprint, what) -> np.ndarray:
+        """Vectors checked against the store's model and dimension, L2-normalised."""
+        if fingerprint is not None:
+            fpmod.check(self._fp, fingerprint, what, where=f"at {self.where}",
+                        hint=self._rebuild_hint(fingerprint))
+        x = np.asarray(vectors, dtype=np.float32)
+        if x.ndim == 1:
+            x = x[None, :]
+        if x.ndim != 2 or x.shape[1] != self._dim:
+            raise ModelMismatch(
+                f"{what} have {x.shape[-1]} dimensions, but the store at {self.where} holds "
+                f"{self._dim}-d vectors from {fpmod.describe(self._fp)}",
+                store_model=self._fp.get("model"))
+        if not np.all(np.isfinite(x)):
+            raise InputError(f"{what} contain NaN or infinite values")
+        return normalize(x)
+
+    def _query_vectors(self, query, backend, fingerprint):
+        """(unit query vectors (n, D), single) from a text or texts (embedded with `backend`,
+        which must be the store's model), a vector (D,) or a matrix (n, D)."""
+        if isinstance(query, str) or (isinstance(query, (list, tuple)) and query
+                                      and isinstance(query[0], str)):
+            single = isinstance(query, str)
+            texts = [query] if single else list(query)
+            if backend is None:
+                raise InputError("searching with text needs a backend to embed the query")
+            fingerprint = backend.fingerprint(pooling=self.pooling)
+            fpmod.check(self._fp, fingerprint, f"queries embedded with --model {backend.model_name}",
+                        where=f"at {self.where}", hint=self._rebuild_hint(fingerprint))
+            q = backend.embed(texts, pooling=self.pooling)
+        else:
+            q = np.asarray(query, dtype=np.float32)
+            single = q.ndim == 1
+        return self._check_vectors(q, fingerprint, "the query vectors"), single
+
+    # ---- adding ----------------------------------------------------------------------------
+    @abstractmethod
+    def _need_writer(self) -> None: ...
 
     @abstractmethod
-    def add(self, texts, vectors, metadata=None, fingerprint=None) -> AddResult: ...
+    def _plan(self, texts, result: AddResult):
+        """-> (plan, dup_of, context): see plan_unique; context goes to _store_planned."""
 
     @abstractmethod
-    def add_texts(self, texts, backend, metadata=None, **kw) -> AddResult: ...
+    def _store_planned(self, plan, texts, metas, vecs, result: AddResult, context, ids=None):
+        """Write texts[i] for i in plan with vecs (one row each, in plan order); their new ids
+        go to result.ids[i] and result.added. ids: keep these ids instead of new ones."""
+
+    def _end_stream(self) -> None:
+        """After add_stream's last batch (Milvus: flush)."""
+
+    def _add_vectors(self, texts, vectors, metadata=None, fingerprint=None, ids=None) -> AddResult:
+        self._need_writer()
+        texts = list(texts)
+        x = self._check_vectors(vectors, fingerprint, "the vectors") if len(texts) else None
+        if x is not None and len(x) != len(texts):
+            raise InputError(f"{len(texts)} texts but {len(x)} vectors")
+        metadata = list(metadata) if metadata is not None else [None] * len(texts)
+        result = AddResult(ids=[None] * len(texts))
+        with self._mutex:
+            plan, dup_of, context = self._plan(texts, result)
+            if plan:
+                self._store_planned(plan, texts, metadata, x[plan], result, context, ids)
+            for i, j in dup_of.items():
+                result.ids[i] = result.ids[j]
+        return result
+
+    def add(self, texts, vectors, metadata=None, fingerprint=None) -> AddResult:
+        """Add texts with their vectors (one row each). The same text is stored once: a
+        duplicate (of the store or of an earlier text in this call) is counted, not added."""
+        return self._add_vectors(texts, vectors, metadata, fingerprint)
+
+    def add_stream(self, items, backend, *, pooling=None, batch_size: int = ADD_BATCH,
+                   embed_batch_size: int = 32, progress=None, cancel=None,
+                   result: AddResult | None = None, keep_ids: bool = False) -> AddResult:
+        """Embed and add (text, metadata) items (or plain texts) in committed batches.
+
+        progress(done, total) after each committed batch (total None for an iterator). Only
+        texts not already stored are embedded. Every finished batch is committed before the
+        next starts, so an interruption (Ctrl-C, kill, cancel) keeps what was committed.
+        A cancel (cancel set) returns with result.cancelled; KeyboardInterrupt propagates
+        after the current batch. `result` is updated in place as batches commit; with
+        keep_ids its ids list gets every input's id. Call save() (or close()) afterwards.
+        """
+        from core.backend import EmbedStats
+        self._need_writer()
+        fp = backend.fingerprint(pooling=pooling or self.pooling)
+        fpmod.check(self._fp, fp, f"texts embedded with --model {backend.model_name}",
+                    where=f"at {self.where}", hint=self._rebuild_hint(fp))
+        pooling = fp.pooling
+        result = result if result is not None else AddResult(ids=[])
+        total = len(items) if hasattr(items, "__len__") else None
+        done = 0
+        batch: list = []
+
+        def commit():
+            nonlocal done
+            texts = [t for t, _ in batch]
+            metas = [m for _, m in batch]
+            part = AddResult(ids=[None] * len(texts))
+            with self._mutex:
+                plan, dup_of, context = self._plan(texts, part)
+                if plan:
+                    stats = EmbedStats()
+                    vecs = backend.embed([texts[i] for i in plan], pooling=pooling,
+                                         batch_size=embed_batch_size, cancel=cancel, stats=stats)
+                    self._store_planned(plan, texts, metas, normalize(vecs), part, context)
+                    result.truncated += int(stats.truncated)
+            for i, j in dup_of.items():
+                part.ids[i] = part.ids[j]
+            result.added += part.added
+            result.duplicates += part.duplicates
+            if keep_ids:
+                result.ids.extend(part.ids)
+            done += len(texts)
+            batch.clear()
+            if progress is not None:
+                progress(done, total)
+
+        try:
+            for item in items:
+                batch.append((item, None) if isinstance(item, str) else item)
+                if len(batch) >= batch_size:
+                    commit()
+            if batch:
+                commit()
+        except Cancelled:
+            result.cancelled = True
+        self._end_stream()
+        return result
+
+    def add_texts(self, texts, backend, metadata=None, **kw) -> AddResult:
+        """Embed and add texts; result.ids holds every input's id, in input order."""
+        texts = list(texts)
+        metadata = list(metadata) if metadata is not None else [None] * len(texts)
+        kw.setdefault("keep_ids", True)
+        return self.add_stream(zip(texts, metadata), backend, **kw)
+
+    # ---- the rest ----------------------------------------------------------------------------
+    @abstractmethod
+    def iter_batches(self, batch: int = 2000, vectors: bool = True):
+        """Yield (ids int64 (n,), vectors float32 (n, dim) or None, records) in id order."""
 
     @abstractmethod
     def search(self, query, k: int = 10, *, backend=None, fingerprint=None): ...

@@ -55,15 +55,6 @@ def resolve_kind(request: str, count: int, threshold: int = AUTO_HNSW_THRESHOLD)
     return request
 
 
-def normalize(vectors) -> np.ndarray:
-    x = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
-    if x.ndim == 1:
-        x = x[None, :]
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return np.ascontiguousarray(x / norms, dtype=np.float32)
-
-
 class FaissIndex:
     """An IndexIDMap2 over one of KINDS, plus what is needed to rebuild and save it."""
 

@@ -47,26 +47,6 @@ class MigrateResult:
         return dict(self.__dict__)
 
 
-def read_batches(store, batch: int = BATCH):
-    """(ids int64, vectors float32 (n, dim), records) of every stored sentence, in id order,
-    `batch` rows at a time, whatever the store is."""
-    if hasattr(store, "iter_batches"):            # MilvusStore (and a future VectorStore API)
-        yield from store.iter_batches(batch)
-        return
-    db = getattr(store, "_db", None)
-    if db is not None and hasattr(db, "vectors"):  # index.store.VectorStore: read its SQLite
-        for ids, vecs in db.vectors(store.dim, batch=batch):
-            recs = db.records(ids.tolist())
-            keep = [i for i, id_ in enumerate(ids.tolist()) if id_ in recs]
-            yield ids[keep], vecs[keep], [recs[int(ids[i])] for i in keep]
-        return
-    ids, vecs = store.vectors()                    # any other Store: all at once
-    for s in range(0, len(ids), batch):
-        part = ids[s:s + batch]
-        recs = store.get(part.tolist())
-        yield part, vecs[s:s + batch], [recs[int(i)] for i in part]
-
-
 def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", progress=None,
             sample: int = SAMPLE) -> MigrateResult:
     """Copy every sentence of `source` into `destination` (locations or open stores).
@@ -95,7 +75,7 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
         keep_ids = before == 0 and _takes_ids(dst)
         samples = []
         rng = np.random.default_rng(0)
-        for ids, vecs, recs in read_batches(src, batch):
+        for ids, vecs, recs in src.iter_batches(batch):
             kw = {"ids": ids.tolist()} if keep_ids else {}
             out = dst.add([r["text"] for r in recs], vecs, [r["metadata"] for r in recs],
                           fingerprint=fp, **kw)

@@ -37,12 +37,12 @@ from pathlib import Path
 
 import numpy as np
 
-from core.errors import Cancelled, InputError
+from core.errors import InputError
 
 from . import fingerprint as fpmod
-from .base import AddResult, Hit, Store
+from .base import ADD_BATCH, AddResult, Hit, Store, check_texts, normalize, plan_unique
 from .durability import WriterLock, atomic_write
-from .errors import (DuplicateText, ModelMismatch, StoreCorrupted, StoreError, StoreLocked,
+from .errors import (DuplicateText, StoreCorrupted, StoreError, StoreLocked,
                      StoreNotFound, StoreUnavailable, UnknownId)
 from .locations import (LITE_MANIFEST, TOKEN_ENV, Location, parse_location)
 
@@ -50,7 +50,6 @@ INSTALL_HINT = "pip install 'encoderscope[milvus]'"
 FORMAT = "encoderscope-milvus"
 FORMAT_VERSION = 1
 PROP = "encoderscope."
-ADD_BATCH = 256              # sentences per embedded + inserted batch during ingest
 INSERT_CHUNK = 1000          # rows per insert call (keeps gRPC messages ~2 MB at 384-d)
 SCAN_WINDOW = 10_000         # ids per query while iterating (Milvus caps a query at 16384)
 MAX_TOPK = 16_384            # Milvus's limit on k
@@ -90,15 +89,6 @@ def import_pymilvus():
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def normalize(vectors) -> np.ndarray:
-    x = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
-    if x.ndim == 1:
-        x = x[None, :]
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return np.ascontiguousarray(x / norms, dtype=np.float32)
 
 
 def _cut(s: str, limit: int) -> str:
@@ -476,39 +466,12 @@ class MilvusStore(Store):
         self._call(self._client.flush, self._name, what="flush")
         return len(data)
 
-    def _rebuild_hint(self, other) -> str:
-        other = fpmod.as_dict(other)
-        try:
-            n = f"{self.count()} "
-        except StoreError:
-            n = ""
-        return (f"search it with {self._fp.get('model')} (leave out --model), or re-embed all "
-                f"{n}sentences with {other.get('model')} by running "
-                f"`encoderscope ingest --rebuild --model {other.get('model')} --store "
-                f"{self.location}` (MilvusStore.rebuild)")
-
     # ---------------------------------------------------------------------------------------
     # properties
     # ---------------------------------------------------------------------------------------
     @property
-    def fingerprint_dict(self) -> dict:
-        return dict(self._fp)
-
-    @property
-    def fingerprint(self):
-        return fpmod.from_dict(self._fp)
-
-    @property
-    def model_name(self) -> str:
-        return self._fp.get("model")
-
-    @property
-    def pooling(self) -> str:
-        return self._fp.get("pooling", "mean")
-
-    @property
-    def dim(self) -> int:
-        return self._dim
+    def where(self) -> str:
+        return self.location
 
     @property
     def index_kind(self) -> str:
@@ -530,22 +493,6 @@ class MilvusStore(Store):
         self._need_open()
         if not self._writable:
             raise StoreError(f"the store at {self.location} was opened read-only")
-
-    def _check_vectors(self, vectors, fingerprint, what) -> np.ndarray:
-        if fingerprint is not None:
-            fpmod.check(self._fp, fingerprint, what, where=f"at {self.location}",
-                        hint=self._rebuild_hint(fingerprint))
-        x = np.asarray(vectors, dtype=np.float32)
-        if x.ndim == 1:
-            x = x[None, :]
-        if x.ndim != 2 or x.shape[1] != self._dim:
-            raise ModelMismatch(
-                f"{what} have {x.shape[-1]} dimensions, but the store at {self.location} holds "
-                f"{self._dim}-d vectors from {fpmod.describe(self._fp)}",
-                store_model=self._fp.get("model"))
-        if not np.all(np.isfinite(x)):
-            raise InputError(f"{what} contain NaN or infinite values")
-        return normalize(x)
 
     # ---------------------------------------------------------------------------------------
     # ids and duplicates
@@ -590,31 +537,17 @@ class MilvusStore(Store):
         return self._existing([text_hash(text)]).get(text_hash(text))
 
     def _plan(self, texts, result: AddResult):
+        check_texts(texts)
         for t in texts:
-            if not isinstance(t, str) or not t.strip():
-                raise InputError("empty texts cannot be stored")
             if len(t) * 4 > MAX_TEXT_BYTES and len(t.encode("utf-8", "surrogatepass")) > MAX_TEXT_BYTES:
                 raise InputError(f"a text of {len(t.encode('utf-8', 'surrogatepass'))} bytes is "
                                  f"longer than Milvus stores ({MAX_TEXT_BYTES} bytes): split it "
                                  f"into sentences (it starts {t[:60]!r})")
         hashes = [text_hash(t) for t in texts]
-        existing = self._existing(hashes)
-        plan, first, dup_of = [], {}, {}
-        for i, h in enumerate(hashes):
-            if h in existing:
-                result.ids[i] = existing[h]
-                result.duplicates += 1
-            elif h in first:
-                dup_of[i] = first[h]
-                result.duplicates += 1
-            else:
-                first[h] = i
-                plan.append(i)
+        plan, dup_of = plan_unique(hashes, self._existing(hashes), result)
         return plan, dup_of, hashes
 
-    def _insert(self, plan, texts, hashes, vecs, metas, result: AddResult, ids=None):
-        if not plan:
-            return
+    def _store_planned(self, plan, texts, metas, vecs, result: AddResult, hashes, ids=None):
         now = time.time()
         if ids is None:
             start = self._reserve(len(plan))
@@ -649,80 +582,10 @@ class MilvusStore(Store):
         """Add texts with their vectors (one row each). The same text is stored once: a
         duplicate (of the store or of an earlier text in this call) is counted, not added.
         ids: keep these ids (migrate into an empty store); default: the next free ids."""
-        self._need_writer()
-        texts = list(texts)
-        x = self._check_vectors(vectors, fingerprint, "the vectors") if len(texts) else None
-        if x is not None and len(x) != len(texts):
-            raise InputError(f"{len(texts)} texts but {len(x)} vectors")
-        metadata = list(metadata) if metadata is not None else [None] * len(texts)
-        result = AddResult(ids=[None] * len(texts))
-        with self._mutex:
-            plan, dup_of, hashes = self._plan(texts, result)
-            self._insert(plan, texts, hashes, x[plan] if plan else None, metadata, result, ids)
-            for i, j in dup_of.items():
-                result.ids[i] = result.ids[j]
-        return result
+        return self._add_vectors(texts, vectors, metadata, fingerprint, ids)
 
-    def add_stream(self, items, backend, *, pooling=None, batch_size: int = ADD_BATCH,
-                   embed_batch_size: int = 32, progress=None, cancel=None,
-                   result: AddResult | None = None, keep_ids: bool = False) -> AddResult:
-        """Embed and add (text, metadata) items in batches (same contract as
-        VectorStore.add_stream): only new texts are embedded; every finished batch is in
-        Milvus (its WAL on Lite) before the next starts; flushed at the end."""
-        from core.backend import EmbedStats
-        self._need_writer()
-        fp = backend.fingerprint(pooling=pooling or self.pooling)
-        fpmod.check(self._fp, fp, f"texts embedded with --model {backend.model_name}",
-                    where=f"at {self.location}", hint=self._rebuild_hint(fp))
-        pooling = fp.pooling
-        result = result if result is not None else AddResult(ids=[])
-        done = 0
-        batch: list = []
-
-        def flush_batch():
-            nonlocal done
-            texts = [t for t, _ in batch]
-            metas = [m for _, m in batch]
-            part = AddResult(ids=[None] * len(texts))
-            with self._mutex:
-                plan, dup_of, hashes = self._plan(texts, part)
-                if plan:
-                    stats = EmbedStats()
-                    vecs = backend.embed([texts[i] for i in plan], pooling=pooling,
-                                         batch_size=embed_batch_size, cancel=cancel, stats=stats)
-                    vecs = normalize(vecs)
-                    self._insert(plan, texts, hashes, vecs, metas, part)
-                    result.truncated += int(stats.truncated)
-            for i, j in dup_of.items():
-                part.ids[i] = part.ids[j]
-            result.added += part.added
-            result.duplicates += part.duplicates
-            if keep_ids:
-                result.ids.extend(part.ids)
-            done += len(texts)
-            batch.clear()
-            if progress is not None:
-                progress(done, part)
-
-        try:
-            for item in items:
-                if isinstance(item, str):
-                    item = (item, None)
-                batch.append(item)
-                if len(batch) >= batch_size:
-                    flush_batch()
-            if batch:
-                flush_batch()
-        except Cancelled:
-            result.cancelled = True
+    def _end_stream(self) -> None:
         self._flush()
-        return result
-
-    def add_texts(self, texts, backend, metadata=None, **kw) -> AddResult:
-        texts = list(texts)
-        metadata = list(metadata) if metadata is not None else [None] * len(texts)
-        kw.setdefault("keep_ids", True)
-        return self.add_stream(zip(texts, metadata), backend, **kw)
 
     def remove(self, ids) -> list:
         """Remove sentences by id; returns the ids that were there (unknown ids are skipped)."""
@@ -895,21 +758,7 @@ class MilvusStore(Store):
     def search(self, query, k: int = 10, *, backend=None, fingerprint=None):
         """Nearest sentences by cosine similarity (same contract as VectorStore.search)."""
         self._need_open()
-        single = False
-        if isinstance(query, str) or (isinstance(query, (list, tuple)) and query
-                                      and isinstance(query[0], str)):
-            single = isinstance(query, str)
-            texts = [query] if single else list(query)
-            if backend is None:
-                raise InputError("searching with text needs a backend to embed the query")
-            fingerprint = backend.fingerprint(pooling=self.pooling)
-            fpmod.check(self._fp, fingerprint, f"queries embedded with --model {backend.model_name}",
-                        where=f"at {self.location}", hint=self._rebuild_hint(fingerprint))
-            q = backend.embed(texts, pooling=self.pooling)
-        else:
-            q = np.asarray(query, dtype=np.float32)
-            single = q.ndim == 1
-        q = self._check_vectors(q, fingerprint, "the query vectors")
+        q, single = self._query_vectors(query, backend, fingerprint)
         k = int(k)
         if k < 1:
             raise InputError("k must be at least 1")

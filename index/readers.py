@@ -8,9 +8,7 @@ row's line number in the file, header = line 1).
 from __future__ import annotations
 
 import csv
-import io
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,7 +56,9 @@ def _clean(text: str) -> str:
     return " ".join(text.split()) if ("\n" in text or "\r" in text) else text.strip()
 
 
-def read_txt(path: Path):
+def _utf8_lines(path: Path):
+    """(line number, decoded line) of a file, or a BadLine for a line that is not UTF-8 (a
+    leading byte-order mark is dropped)."""
     src = str(path)
     with open(path, "rb") as f:
         for n, raw in enumerate(f, 1):
@@ -67,13 +67,19 @@ def read_txt(path: Path):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                yield BadLine(src, n, f"not valid UTF-8 (byte {e.start + 1})")
-                continue
-            text = line.strip()
-            if not text:
-                yield Blank(src, n)
-            else:
-                yield Sentence(text, src, n)
+                line = BadLine(src, n, f"not valid UTF-8 (byte {e.start + 1})")
+            yield n, line
+
+
+def read_txt(path: Path):
+    src = str(path)
+    for n, line in _utf8_lines(path):
+        if isinstance(line, BadLine):
+            yield line
+        elif not line.strip():
+            yield Blank(src, n)
+        else:
+            yield Sentence(line.strip(), src, n)
 
 
 def read_csv(path: Path, column: str | None):
@@ -131,35 +137,30 @@ def read_csv(path: Path, column: str | None):
 def read_jsonl(path: Path, field: str | None):
     src = str(path)
     field = field or "text"
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                yield BadLine(src, n, f"not valid UTF-8 (byte {e.start + 1})")
-                continue
-            if not line.strip():
-                yield Blank(src, n)
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                yield BadLine(src, n, f"not valid JSON ({e.msg})")
-                continue
-            if not isinstance(obj, dict) or field not in obj:
-                yield BadLine(src, n, f"no '{field}' field")
-                continue
-            value = obj[field]
-            if not isinstance(value, str):
-                yield BadLine(src, n, f"'{field}' is not a string")
-                continue
-            text = _clean(value)
-            if not text:
-                yield Blank(src, n)
-            else:
-                yield Sentence(text, src, n)
+    for n, line in _utf8_lines(path):
+        if isinstance(line, BadLine):
+            yield line
+            continue
+        if not line.strip():
+            yield Blank(src, n)
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            yield BadLine(src, n, f"not valid JSON ({e.msg})")
+            continue
+        if not isinstance(obj, dict) or field not in obj:
+            yield BadLine(src, n, f"no '{field}' field")
+            continue
+        value = obj[field]
+        if not isinstance(value, str):
+            yield BadLine(src, n, f"'{field}' is not a string")
+            continue
+        text = _clean(value)
+        if not text:
+            yield Blank(src, n)
+        else:
+            yield Sentence(text, src, n)
 
 
 def read_file(path, column: str | None = None, field: str | None = None):

@@ -16,24 +16,22 @@ save) is caught up from the stored vectors, without the model.
 """
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 from pathlib import Path
 
 import numpy as np
 
-from core.errors import Cancelled, InputError
+from core.errors import InputError
 
 from . import fingerprint as fpmod
-from .base import AddResult, Hit, Store
+from .base import ADD_BATCH, AddResult, Hit, Store, check_texts, normalize, plan_unique
 from .durability import WriterLock, atomic_write_with, remove_stale_temps
-from .errors import ModelMismatch, StoreCorrupted, StoreError, StoreNotFound, UnknownId, DuplicateText
-from .faiss_index import AUTO_HNSW_THRESHOLD, REQUESTS, FaissIndex, normalize, resolve_kind
+from .errors import DuplicateText, StoreCorrupted, StoreError, StoreNotFound, UnknownId
+from .faiss_index import AUTO_HNSW_THRESHOLD, REQUESTS, FaissIndex, resolve_kind
 from .manifest import MANIFEST_NAME, Manifest, read_manifest, sha256_file, write_manifest
 from .sentences import DB_NAME, SentenceDB
 
-ADD_BATCH = 256          # sentences per committed transaction during ingest
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
 
 
@@ -137,13 +135,6 @@ class VectorStore(Store):
             if lock is not None:
                 lock.release()
             raise
-
-    def _rebuild_hint(self, other) -> str:
-        other = fpmod.as_dict(other)
-        return (f"search it with {self._fp.get('model')} (leave out --model), or re-embed all "
-                f"{self.count()} sentences with {other.get('model')} by running "
-                f"`encoderscope ingest --rebuild --model {other.get('model')} --store {self.folder}`"
-                " (VectorStore.rebuild)")
 
     def _load(self, repair: bool = False) -> None:
         """Load the snapshot named by the manifest and catch it up with the database."""
@@ -283,24 +274,8 @@ class VectorStore(Store):
     # properties
     # ---------------------------------------------------------------------------------------
     @property
-    def fingerprint_dict(self) -> dict:
-        return dict(self._fp)
-
-    @property
-    def fingerprint(self):
-        return fpmod.from_dict(self._fp)
-
-    @property
-    def model_name(self) -> str:
-        return self._fp.get("model")
-
-    @property
-    def pooling(self) -> str:
-        return self._fp.get("pooling", "mean")
-
-    @property
-    def dim(self) -> int:
-        return self._dim
+    def where(self) -> str:
+        return str(self.folder)
 
     @property
     def index_kind(self) -> str:
@@ -316,63 +291,23 @@ class VectorStore(Store):
         if self._lock is None:
             raise StoreError(f"the store at {self.folder} was opened read-only")
 
-    def _check_vectors(self, vectors, fingerprint, what) -> np.ndarray:
-        if fingerprint is not None:
-            fpmod.check(self._fp, fingerprint, what, where=f"at {self.folder}",
-                        hint=self._rebuild_hint(fingerprint))
-        x = np.asarray(vectors, dtype=np.float32)
-        if x.ndim == 1:
-            x = x[None, :]
-        if x.ndim != 2 or x.shape[1] != self._dim:
-            raise ModelMismatch(
-                f"{what} have {x.shape[-1]} dimensions, but the store at {self.folder} holds "
-                f"{self._dim}-d vectors from {fpmod.describe(self._fp)}",
-                store_model=self._fp.get("model"))
-        if not np.all(np.isfinite(x)):
-            raise InputError(f"{what} contain NaN or infinite values")
-        return normalize(x)
-
     # ---------------------------------------------------------------------------------------
     # changes
     # ---------------------------------------------------------------------------------------
-    def add(self, texts, vectors, metadata=None, fingerprint=None) -> AddResult:
-        """Add texts with their vectors (one row each). The same text is stored once: a
-        duplicate (of the store or of an earlier text in this call) is counted, not added."""
-        self._need_writer()
-        texts = list(texts)
-        x = self._check_vectors(vectors, fingerprint, "the vectors") if len(texts) else None
-        if x is not None and len(x) != len(texts):
-            raise InputError(f"{len(texts)} texts but {len(x)} vectors")
-        metadata = list(metadata) if metadata is not None else [None] * len(texts)
-        result = AddResult(ids=[None] * len(texts))
-        with self._mutex:
-            plan, dup_of = self._plan(texts, result)
-            rows = [(texts[i], *_split_meta(metadata[i]), x[i]) for i in plan]
-            self._commit_rows(plan, rows, result)
-            for i, j in dup_of.items():
-                result.ids[i] = result.ids[j]
-        return result
-
     def _plan(self, texts, result: AddResult):
-        """Indices of texts to insert; duplicates get their existing id in result.ids."""
         from .sentences import text_hash
-        for t in texts:
-            if not isinstance(t, str) or not t.strip():
-                raise InputError("empty texts cannot be stored")
+        check_texts(texts)
         hashes = [text_hash(t) for t in texts]
-        existing = self._db.existing_hashes(set(hashes))
-        plan, first, dup_of = [], {}, {}
-        for i, (t, h) in enumerate(zip(texts, hashes)):
-            if h in existing:
-                result.ids[i] = self._db.id_of(t)
-                result.duplicates += 1
-            elif h in first:
-                dup_of[i] = first[h]
-                result.duplicates += 1
-            else:
-                first[h] = i
-                plan.append(i)
-        return plan, dup_of
+        stored = self._db.existing_hashes(set(hashes))
+        existing = {h: self._db.id_of(t) for t, h in zip(texts, hashes) if h in stored}
+        plan, dup_of = plan_unique(hashes, existing, result)
+        return plan, dup_of, None
+
+    def _store_planned(self, plan, texts, metas, vecs, result: AddResult, context, ids=None):
+        if ids is not None:
+            raise InputError("the FAISS store numbers its sentences itself")
+        rows = [(texts[i], *_split_meta(metas[i]), v) for i, v in zip(plan, vecs)]
+        self._commit_rows(plan, rows, result)
 
     def _commit_rows(self, plan, rows, result: AddResult):
         if not rows:
@@ -390,74 +325,6 @@ class VectorStore(Store):
         else:
             self._index.add(np.asarray(ids, np.int64), vecs)
             self._indexed_gen = gen
-
-    def add_stream(self, items, backend, *, pooling=None, batch_size: int = ADD_BATCH,
-                   embed_batch_size: int = 32, progress=None, cancel=None,
-                   result: AddResult | None = None, keep_ids: bool = False) -> AddResult:
-        """Embed and add (text, metadata) items in committed batches of `batch_size`.
-
-        progress(done, total) is called after each committed batch (total None for an
-        iterator). Only texts not already stored are embedded. Every finished batch is committed, so an
-        interruption (Ctrl-C, kill, cancel) keeps what was committed. Cancelled (cancel set)
-        returns with result.cancelled; KeyboardInterrupt propagates after the current batch's
-        transaction is rolled back or committed. `result` is updated in place as batches commit.
-        Call save() (or close()) afterwards to write the index snapshot.
-        """
-        from core.backend import EmbedStats
-        self._need_writer()
-        fp = backend.fingerprint(pooling=pooling or self.pooling)
-        fpmod.check(self._fp, fp, f"texts embedded with --model {backend.model_name}",
-                    where=f"at {self.folder}", hint=self._rebuild_hint(fp))
-        pooling = fp.pooling
-        result = result if result is not None else AddResult(ids=[])
-        total = len(items) if hasattr(items, "__len__") else None
-        done = 0
-        batch: list = []
-
-        def flush():
-            nonlocal done
-            texts = [t for t, _ in batch]
-            metas = [m for _, m in batch]
-            part = AddResult(ids=[None] * len(texts))
-            with self._mutex:
-                plan, dup_of = self._plan(texts, part)
-                if plan:
-                    stats = EmbedStats()
-                    vecs = backend.embed([texts[i] for i in plan], pooling=pooling,
-                                         batch_size=embed_batch_size, cancel=cancel, stats=stats)
-                    vecs = normalize(vecs)
-                    rows = [(texts[i], *_split_meta(metas[i]), v) for i, v in zip(plan, vecs)]
-                    self._commit_rows(plan, rows, part)
-                    result.truncated += int(stats.truncated)
-            for i, j in dup_of.items():
-                part.ids[i] = part.ids[j]
-            result.added += part.added
-            result.duplicates += part.duplicates
-            if keep_ids:
-                result.ids.extend(part.ids)
-            done += len(texts)
-            batch.clear()
-            if progress is not None:
-                progress(done, total)
-
-        try:
-            for item in items:
-                if isinstance(item, str):
-                    item = (item, None)
-                batch.append(item)
-                if len(batch) >= batch_size:
-                    flush()
-            if batch:
-                flush()
-        except Cancelled:
-            result.cancelled = True
-        return result
-
-    def add_texts(self, texts, backend, metadata=None, **kw) -> AddResult:
-        texts = list(texts)
-        metadata = list(metadata) if metadata is not None else [None] * len(texts)
-        kw.setdefault("keep_ids", True)
-        return self.add_stream(zip(texts, metadata), backend, **kw)
 
     def remove(self, ids) -> list:
         """Remove sentences by id; returns the ids that were there (unknown ids are skipped)."""
@@ -633,21 +500,7 @@ class VectorStore(Store):
         """
         if self._closed:
             raise StoreError("the store is closed")
-        single = False
-        if isinstance(query, str) or (isinstance(query, (list, tuple)) and query
-                                      and isinstance(query[0], str)):
-            single = isinstance(query, str)
-            texts = [query] if single else list(query)
-            if backend is None:
-                raise InputError("searching with text needs a backend to embed the query")
-            fingerprint = backend.fingerprint(pooling=self.pooling)
-            fpmod.check(self._fp, fingerprint, f"queries embedded with --model {backend.model_name}",
-                        where=f"at {self.folder}", hint=self._rebuild_hint(fingerprint))
-            q = backend.embed(texts, pooling=self.pooling)
-        else:
-            q = np.asarray(query, dtype=np.float32)
-            single = q.ndim == 1
-        q = self._check_vectors(q, fingerprint, "the query vectors")
+        q, single = self._query_vectors(query, backend, fingerprint)
         k = int(k)
         if k < 1:
             raise InputError("k must be at least 1")
@@ -674,6 +527,14 @@ class VectorStore(Store):
 
     def get(self, ids) -> dict:
         return self._db.records(ids)
+
+    def iter_batches(self, batch: int = 2000, vectors: bool = True):
+        """(ids int64, vectors float32 (n, dim) or None, records) in id order, `batch` rows at
+        a time, read from SQLite (what migrate copies)."""
+        for ids, vecs in self._db.vectors(self._dim, batch=batch):
+            recs = self._db.records(ids.tolist())
+            keep = [i for i, id_ in enumerate(ids.tolist()) if id_ in recs]
+            yield ids[keep], (vecs[keep] if vectors else None), [recs[int(ids[i])] for i in keep]
 
     def vectors(self):
         """(ids, vectors) of the whole store, as stored."""
