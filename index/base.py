@@ -154,6 +154,15 @@ class Store(ABC):
             single = q.ndim == 1
         return self._check_vectors(q, fingerprint, "the query vectors"), single
 
+    def _vector_for(self, text, vector, backend, fingerprint) -> np.ndarray:
+        """update_text's new vector: the one given (checked), or `text` embedded by `backend`."""
+        if vector is None:
+            if backend is None:
+                raise InputError("update_text needs a vector or a backend to embed with")
+            fingerprint = backend.fingerprint(pooling=self.pooling)
+            vector = backend.embed([text], pooling=self.pooling)[0]
+        return self._check_vectors(vector, fingerprint, "the vector")[0]
+
     # ---- adding ----------------------------------------------------------------------------
     @abstractmethod
     def _need_writer(self) -> None: ...

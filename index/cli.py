@@ -5,13 +5,11 @@ core/cli.py calls `register(subparsers)`; each command sets `func=handler(args) 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-from core.errors import EncoderscopeError, InputError
+from core.errors import InputError
 
-EXIT_USAGE = 2
 MAX_BAD_LINES_SHOWN = 20
 
 
@@ -289,19 +287,9 @@ def _human(n: int) -> str:
 
 # ------------------------------------------------------------------------------------------
 def main(argv=None) -> int:
-    """Stand-alone entry (`python -m index.cli`), same behaviour as `encoderscope`."""
-    parser = argparse.ArgumentParser(prog="encoderscope")
-    sub = parser.add_subparsers(dest="command", required=True)
-    register(sub)
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args) or 0
-    except EncoderscopeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    """Stand-alone entry (`python -m index.cli ...`): the `encoderscope` command line."""
+    from core.cli import main as encoderscope_main
+    return encoderscope_main(argv)
 
 
 if __name__ == "__main__":

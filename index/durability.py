@@ -33,27 +33,15 @@ def atomic_write(path: Path, chunks) -> int:
 
     Returns the number of bytes written.
     """
-    path = Path(path)
     if isinstance(chunks, (bytes, bytearray, memoryview)):
         chunks = [chunks]
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
-    size = 0
-    try:
-        with os.fdopen(fd, "wb") as f:
+
+    def fill(tmp):
+        with open(tmp, "wb") as f:
             for chunk in chunks:
                 f.write(chunk)
-                size += len(memoryview(chunk).cast("B"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    fsync_dir(path.parent)
-    return size
+
+    return atomic_write_with(path, fill)
 
 
 def remove_stale_temps(folder: Path) -> None:

@@ -200,19 +200,9 @@ def cmd_migrate(args) -> int:
 
 
 def main(argv=None) -> int:
-    """Stand-alone entry (`python -m index.migrate`), same behaviour as `encoderscope migrate`."""
-    import argparse
-
-    from core.errors import EncoderscopeError
-    parser = argparse.ArgumentParser(prog="encoderscope")
-    sub = parser.add_subparsers(dest="command", required=True)
-    register(sub)
-    args = parser.parse_args(["migrate"] + list(sys.argv[1:] if argv is None else argv))
-    try:
-        return args.func(args) or 0
-    except EncoderscopeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    """Stand-alone entry (`python -m index.migrate --from A --to B`) = `encoderscope migrate`."""
+    from core.cli import main as encoderscope_main
+    return encoderscope_main(["migrate", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

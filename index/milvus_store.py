@@ -617,12 +617,7 @@ class MilvusStore(Store):
             other = self.id_of(text)
             if other is not None and other != id:
                 raise DuplicateText(f"the store already holds this text as id {other}")
-            if vector is None:
-                if backend is None:
-                    raise InputError("update_text needs a vector or a backend to embed with")
-                fingerprint = backend.fingerprint(pooling=self.pooling)
-                vector = backend.embed([text], pooling=self.pooling)[0]
-            x = self._check_vectors(vector, fingerprint, "the vector")[0]
+            x = self._vector_for(text, vector, backend, fingerprint)
             h = text_hash(text)
             self._call(self._client.upsert, self._name, data=[{
                 "id": id, "vector": x, "text": text, "hash": h, "source": old.get("source"),

@@ -357,12 +357,7 @@ class VectorStore(Store):
             other = self._db.id_of(text)
             if other is not None and other != id:
                 raise DuplicateText(f"the store already holds this text as id {other}")
-            if vector is None:
-                if backend is None:
-                    raise InputError("update_text needs a vector or a backend to embed with")
-                fingerprint = backend.fingerprint(pooling=self.pooling)
-                vector = backend.embed([text], pooling=self.pooling)[0]
-            x = self._check_vectors(vector, fingerprint, "the vector")[0]
+            x = self._vector_for(text, vector, backend, fingerprint)
             with self._db.transaction():
                 self._db.update(id, text, x)
                 gen = self._db.bump(structural=True)

@@ -200,7 +200,8 @@ def test_ctrl_c_keeps_committed_sentences(tmp_path):
     """SIGINT in the middle of an ingest: exit 130, a summary, committed batches kept."""
     store = tmp_path / "store"
     src = tmp_path / "in.txt"
-    lines = list(dict.fromkeys(corpus_lines(60)))
+    # Enough lines that the ingest cannot finish between the 8th commit and the signal.
+    lines = list(dict.fromkeys(corpus_lines(400)))
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cmd = [sys.executable, "-m", "index.cli", "ingest", str(src), "--store", str(store),
