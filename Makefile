@@ -8,8 +8,9 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
-# CPU wheel of torch; a CUDA user sets TORCH_INDEX, e.g.
-#   make run TORCH_INDEX=https://download.pytorch.org/whl/cu128
+# torch==2.13.0 from the configured indexes (here: a local CPU wheel). Another build:
+#   make run TORCH_INDEX=https://download.pytorch.org/whl/cu128   (CUDA 12.8)
+#   make run TORCH_INDEX=https://download.pytorch.org/whl/cpu     (CPU only, small)
 TORCH_INDEX ?=
 TORCH_INDEX_ARG := $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)
 

@@ -22,6 +22,7 @@ from .heatmap import COLORMAPS, DEFAULT_COLORMAP, HeatmapWidget
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "attention.inspect"
+EXPORT_JOB_KEY = "attention.export"
 
 EXPLAIN = {
     "head": ("<b>One head.</b> Row = the token doing the looking (query); column = the token looked "
@@ -51,6 +52,8 @@ class AttentionPanel(QtWidgets.QWidget):
     inspected = QtCore.Signal(object)        # the Inspection, after every view has been redrawn
     view_updated = QtCore.Signal()           # after each redraw (mode/layer/head/options)
     failed = QtCore.Signal(str)
+    exported = QtCore.Signal(object)         # the Path of each file written by an export
+    export_failed = QtCore.Signal(str, str)  # path, why ("cancelled" when cancelled)
 
     def __init__(self, state, parent=None, auto_inspect: bool = True):
         super().__init__(parent)
@@ -337,9 +340,11 @@ class AttentionPanel(QtWidgets.QWidget):
         info = f"{self._model_text(backend)} · {T} tokens" if backend is not None else f"{T} tokens"
         if ins.truncated:
             max_len = getattr(backend, "max_length", T)
+            pair = bool(self._last_request and self._last_request[1].strip())
+            where = ("from the end of the longer sentence" if pair else "from the end")
             info += (f" · <span style='color:#b35900'><b>truncated:</b> the text is {T + ins.truncated} "
-                     f"tokens long and the model reads at most {max_len}, so the last "
-                     f"{ins.truncated} were cut</span>")
+                     f"tokens long and the model reads at most {max_len}, so {ins.truncated} "
+                     f"were cut {where}</span>")
         if getattr(ins, "device", ""):
             info += f" · {_html(ins.device)}"
         self._set_info(info)
@@ -504,16 +509,20 @@ class AttentionPanel(QtWidgets.QWidget):
             return None
         return self._write(lambda: A.write_matrix_csv(path, self.matrix, self.labels), path)
 
-    def export_all_csv(self, path=None) -> Path | None:
+    def export_all_csv(self, path=None):
+        """All heads as one long CSV (1.2 million lines at 6x12 heads, 128 tokens): written in a
+        worker, with progress and Cancel; ``exported``/``export_failed`` tell when it is done.
+        Returns the Job (None when nothing was started)."""
         if self.inspection is None:
             return None
         path = path or self._ask_path("Save all heads as CSV", "attention_all_heads.csv", "CSV (*.csv)")
         if path is None:
             return None
-        return self._write(lambda: A.write_all_heads_csv(path, self.inspection.attentions,
-                                                         self.inspection.tokens), path)
+        return self._export_job(A.write_all_heads_csv, path, self.inspection.attentions,
+                                list(self.inspection.tokens), label="Exporting all heads as CSV")
 
-    def export_npz(self, path=None) -> Path | None:
+    def export_npz(self, path=None):
+        """All heads as a compressed .npz, written in a worker (see ``export_all_csv``)."""
         if self.inspection is None:
             return None
         path = path or self._ask_path("Save all heads as NPZ", "attention_all_heads.npz", "NumPy (*.npz)")
@@ -523,8 +532,22 @@ class AttentionPanel(QtWidgets.QWidget):
         extra = {"text": pair_text(*(self._last_request or ("", "")))}
         if backend is not None:
             extra["model"] = str(getattr(backend, "model_name", ""))
-        return self._write(lambda: A.write_npz(path, self.inspection.attentions, self.inspection.tokens,
-                                               **extra), path)
+        return self._export_job(_npz_fn, path, self.inspection.attentions, list(self.inspection.tokens),
+                                label="Exporting all heads as NPZ", wants_progress=False, **extra)
+
+    def _export_job(self, fn, path, *args, label: str, wants_progress: bool = True, **kwargs):
+        if self.state.jobs.is_running(EXPORT_JOB_KEY):
+            self._saved(path, False, "another export is still being written; try again when it is done")
+            return None
+        return self.state.run(EXPORT_JOB_KEY, fn, Path(path), *args, label=label,
+                              wants_progress=wants_progress, show_progress=True,
+                              on_result=lambda out: self._saved(out, True),
+                              on_error=lambda msg, p=path: self._saved(p, False, msg),
+                              on_cancelled=lambda p=path: self._export_cancelled(p), **kwargs)
+
+    def _export_cancelled(self, path) -> None:
+        self.state.status.emit(f"Export cancelled: {path} was not written")
+        self.export_failed.emit(str(path), "cancelled")
 
     def _write(self, fn, path) -> Path | None:
         try:
@@ -538,8 +561,15 @@ class AttentionPanel(QtWidgets.QWidget):
     def _saved(self, path, ok: bool, why: str = "") -> None:
         if ok:
             self.state.status.emit(f"Saved {path}")
+            self.exported.emit(Path(path))
         else:
             self.state.error.emit(f"Could not save {path}{': ' + why if why else ''}")
+            self.export_failed.emit(str(path), why)
+
+
+def _npz_fn(path, attentions, tokens, **extra):
+    """Worker side of the NPZ export."""
+    return A.write_npz(path, attentions, tokens, **extra)
 
 
 def _rule() -> QtWidgets.QFrame:

@@ -65,6 +65,11 @@ class CorpusPanel(QWidget):
         self.delete_button = QPushButton("Delete selected")
         self.delete_button.setObjectName("delete_button")
         self.delete_button.setEnabled(False)
+        self.inspect_button = QPushButton("Inspect attention")
+        self.inspect_button.setObjectName("inspect_button")
+        self.inspect_button.setToolTip("Open the selected sentence in the attention inspector "
+                                       "(or double-click a row)")
+        self.inspect_button.setEnabled(False)
         self.reembed_button = QPushButton("Re-embed with current model")
         self.reembed_button.setToolTip("Recompute every vector with the model, weights and pooling chosen above")
         self.hint = QLabel("Drop .txt, .csv or .jsonl files here to import them")
@@ -81,6 +86,7 @@ class CorpusPanel(QWidget):
         mid.addWidget(self.count_label)
         bottom = QHBoxLayout()
         bottom.addWidget(self.delete_button)
+        bottom.addWidget(self.inspect_button)
         bottom.addWidget(self.reembed_button)
         bottom.addStretch(1)
         bottom.addWidget(self.hint)
@@ -99,6 +105,8 @@ class CorpusPanel(QWidget):
         self.import_button.clicked.connect(self.import_dialog)
         self.delete_button.clicked.connect(self.delete_selected)
         self.reembed_button.clicked.connect(self.reembed)
+        self.inspect_button.clicked.connect(self.inspect_selected)
+        self.table.doubleClicked.connect(lambda index: self.inspect_row(index.row()))
         self.table.selectionModel().selectionChanged.connect(self._on_selection)
         self.model.modelReset.connect(self._update_count)
         self.model.rowsInserted.connect(self._update_count)
@@ -153,6 +161,16 @@ class CorpusPanel(QWidget):
         rows = sorted({i.row() for i in self.table.selectionModel().selectedRows()})
         return [self.model.id_at(r) for r in rows]
 
+    def inspect_row(self, row: int) -> None:
+        """Send the sentence in table row ``row`` to the attention inspector."""
+        if 0 <= row < self.model.rowCount():
+            self.state.request_inspect(self.model.text_at(row))
+
+    def inspect_selected(self) -> None:
+        rows = sorted({i.row() for i in self.table.selectionModel().selectedRows()})
+        if rows:
+            self.inspect_row(rows[0])
+
     def delete_selected(self):
         ids = self.selected_ids()
         if ids:
@@ -184,11 +202,14 @@ class CorpusPanel(QWidget):
             event.acceptProposedAction()
 
     def dropEvent(self, event):
-        for url in event.mimeData().urls():
-            if url.isLocalFile():
-                self.import_file(url.toLocalFile())
-                break
+        files = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
         event.acceptProposedAction()
+        if not files:
+            return
+        self.import_file(files[0])
+        if len(files) > 1:     # one corpus job at a time: say so instead of dropping them silently
+            self.state.status.emit(f"Importing {Path(files[0]).name} only: drop the other {len(files) - 1} "
+                                   f"file(s) one at a time, after this import")
 
     # ---- state -> widgets ------------------------------------------------------------------------
     def _append(self, ids, texts):
@@ -208,7 +229,9 @@ class CorpusPanel(QWidget):
             self.state.error.emit(result.summary())
 
     def _on_selection(self, *_):
-        self.delete_button.setEnabled(self.table.selectionModel().hasSelection())
+        rows = self.table.selectionModel().selectedRows()
+        self.delete_button.setEnabled(bool(rows))
+        self.inspect_button.setEnabled(len(rows) == 1)
 
     def _on_busy(self, busy: bool):
         self.reembed_button.setEnabled(not self.service.busy)

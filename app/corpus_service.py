@@ -154,6 +154,10 @@ def create_store_job(location, backend, pooling, sample=SAMPLE_CORPUS, progress=
     return store, result
 
 
+def close_store_job(store):
+    store.close()
+
+
 def remove_job(store, ids, progress=None, cancel=None):
     progress(0, 0, f"Deleting {len(ids):,} sentence(s) …")
     gone = store.remove(ids)
@@ -251,8 +255,16 @@ class CorpusService(QObject):
 
         self.location, self._fill_new_with_sample = loc, sample_if_new
         if self._run_store("Opening the corpus", open_store_job, loc, on_result=opened,
-                           on_error=failed, on_finished=self._create_if_ready) is None:
+                           on_error=failed, on_finished=self._after_open) is None:
             self.location, self._fill_new_with_sample = previous
+
+    def _after_open(self) -> None:
+        """Once the open job is over (its key free): create a missing store, or offer to
+        re-embed one built with another model."""
+        if self._create_pending:
+            self._create_if_ready()
+        else:
+            self.check_model()
 
     def close(self) -> None:
         store = self.state.store
@@ -266,10 +278,10 @@ class CorpusService(QObject):
     def _set_store(self, store, ids, texts):
         old = self.state.store
         if old is not None and old is not store:
-            try:
-                old.close()
-            except Exception:  # noqa: BLE001
-                log.exception("closing the previous store failed")
+            # Closing writes the last snapshot (FAISS) or flushes (Milvus): not on the UI thread.
+            self.state.run(f"close-store-{id(old)}", close_store_job, old, wants_progress=False,
+                           show_progress=False, label="Closing the previous corpus",
+                           on_error=lambda msg: log.error("closing the previous store: %s", msg))
         self.state.set_store(store)
         self.rows_reset.emit(ids, texts)
         freeze_long_lived()        # the table's rows live as long as the store
@@ -329,7 +341,7 @@ class CorpusService(QObject):
             self.store_choice = self.state.choice
             return
         store = self.state.store
-        if store.count() == 0:
+        if self._count == 0:
             self.reembed()       # nothing to embed: just switch the store's model
             return
         if self._asking:
@@ -337,7 +349,7 @@ class CorpusService(QObject):
         self._asking = True
         from index import fingerprint as fpmod
         new = self.state.backend.fingerprint(self.state.pooling).to_dict()
-        self.mismatch.emit(fpmod.describe(store.fingerprint_dict), fpmod.describe(new), store.count())
+        self.mismatch.emit(fpmod.describe(store.fingerprint_dict), fpmod.describe(new), self._count)
 
     def answer_mismatch(self, reembed: bool) -> None:
         self._asking = False

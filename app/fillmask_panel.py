@@ -152,6 +152,7 @@ class MaskTable(QtWidgets.QTableWidget):
         h.setSectionResizeMode(1, QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
         h.setSectionResizeMode(2, QtWidgets.QHeaderView.ResizeMode.Stretch)
         self.setMinimumWidth(240)
+        self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 10)
         self.cellClicked.connect(lambda row, _c: self.picked.emit(self.mask_number, self.predictions[row]["token"]))
 
     def tokens(self) -> list[str]:
@@ -258,6 +259,9 @@ class FillMaskPanel(QtWidgets.QWidget):
         lay.addWidget(self.joint_box)
 
         split = QtWidgets.QSplitter(Qt.Orientation.Vertical)
+        self.split = split
+        self._split_moved_by_user = False
+        split.splitterMoved.connect(lambda *_: setattr(self, "_split_moved_by_user", True))
         self.tables_area = QtWidgets.QScrollArea()
         self.tables_area.setWidgetResizable(True)
         self.tables_area.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
@@ -284,6 +288,7 @@ class FillMaskPanel(QtWidgets.QWidget):
         self.layer_table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.layer_table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.NoSelection)
         self.layer_table.horizontalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Stretch)
+        self.layer_table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         ll.addWidget(self.layer_table)
         self.layer_box = layer_box
         layer_box.hide()
@@ -490,6 +495,8 @@ class FillMaskPanel(QtWidgets.QWidget):
         self.layer_box.setVisible(bool(per_layer))
         self._n_layers = getattr(backend, "n_layers", 0)
         self._show_layers()
+        self._fit_split()
+        QtCore.QTimer.singleShot(0, self._fit_split)      # again once the layout has settled
         name = Path(str(getattr(backend, "model_name", ""))).name
         n = len(masks)
         self._status(f"<b>{_html(name)}</b> · {n} mask{'s' if n != 1 else ''} · "
@@ -526,8 +533,43 @@ class FillMaskPanel(QtWidgets.QWidget):
                 item.setToolTip(f"{p['token']}: p = {p['score']:.4f}")
                 t.setItem(r, c, item)
 
+    def _fit_split(self) -> None:
+        """Give the per-layer table the height it needs to show every layer (the last, the
+        model's answer, included) - up to 60% of the panel - unless the user moved the splitter."""
+        if self._split_moved_by_user or self.layer_box.isHidden():
+            return
+        t = self.layer_table
+        overhead = max(0, self.layer_box.sizeHint().height() - t.sizeHint().height())   # title row, margins
+        need = (t.horizontalHeader().sizeHint().height() + t.verticalHeader().length() + 2 * t.frameWidth()
+                + overhead + 4)
+        if t.horizontalScrollBar().isVisible():
+            need += t.horizontalScrollBar().sizeHint().height()
+        total = sum(self.split.sizes()) or self.split.height()
+        if total > 0:
+            give = min(need, int(total * 0.6))
+            self.split.setSizes([total - give, give])
+
+    def resizeEvent(self, ev) -> None:
+        super().resizeEvent(ev)
+        if self.result is not None:
+            self._fit_split()
+
+    def _predictions_stale(self) -> bool:
+        """The sentence was edited (or refilled) since the tables were computed: their mask
+        numbers may no longer match the sentence's masks."""
+        if self.result is not None and self.text_edit.text() != getattr(self, "result_text", None):
+            if self.state.jobs.is_running(JOB_KEY):
+                self._status("<i>Predicting the new sentence … (these tables are for the previous one)</i>")
+            else:
+                self._status("<span style='color:#b35900'>The sentence has changed since these "
+                             "predictions: press Enter to predict again.</span>")
+            return True
+        return False
+
     def fill_prediction(self, mask_number: int, token: str) -> None:
         """Put a prediction into the sentence; predict again if masks are left."""
+        if self._predictions_stale():
+            return
         text = self.text_edit.text()
         spans = mask_spans(text)
         if mask_number >= len(spans):
@@ -542,7 +584,7 @@ class FillMaskPanel(QtWidgets.QWidget):
 
     def use_joint(self) -> None:
         joint = (self.result or {}).get("joint")
-        if not joint:
+        if not joint or self._predictions_stale():
             return
         text = self.text_edit.text()
         for tok in joint.get("tokens", []):

@@ -11,6 +11,7 @@ from core.errors import InputError
 from index.readers import SUFFIXES, BadLine, Sentence, read_file
 
 PEEK_LINES = 50
+PREVIEW_LINES = 1000     # the column picker's preview reads at most this many lines (UI thread)
 
 
 @dataclass
@@ -69,16 +70,24 @@ def list_fields(path) -> list[str]:
     return []
 
 
-def preview(path, column: str | None, n: int = 5) -> list[str]:
+def preview(path, column: str | None, n: int = 5, max_lines: int = PREVIEW_LINES) -> list[str]:
+    """The first ``n`` sentences, looking at no more than ``max_lines`` lines: it runs on the UI
+    thread, so a huge file whose column is mostly empty must not be read to its end."""
     out = []
     try:
-        for item in read_file(path, column=column, field=column):
+        items = read_file(path, column=column, field=column)
+        for seen, item in enumerate(items, 1):
             if isinstance(item, Sentence):
                 out.append(item.text)
                 if len(out) >= n:
                     break
+            if seen >= max_lines:
+                break
+        items.close()
     except (InputError, OSError) as e:
         return [f"({e})"]
+    if not out:
+        return [f"(no text in '{column}' in the first {max_lines:,} lines)"]
     return out
 
 

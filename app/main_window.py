@@ -116,7 +116,7 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         self._action(file_menu, "Open &log folder", self.open_log_folder)
         file_menu.addSeparator()
-        self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        self._action(file_menu, "&Quit", self.close, "Ctrl+Q")
 
         edit_menu = mb.addMenu("&Edit")
         self._action(edit_menu, "&Find in search", self.focus_search, QKeySequence.StandardKey.Find)

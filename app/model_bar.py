@@ -1,6 +1,7 @@
 """The model toolbar: encoder, weights, pooling and device. Edits ``state.choice``."""
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QToolBar, QToolButton, QWidget, QSizePolicy
 
 from .state import BACKENDS, POOLINGS, ModelChoice
@@ -17,6 +18,31 @@ def _devices() -> list[str]:
         return ["auto", "cpu"]
 
 
+def trained_checkpoints() -> list[str]:
+    """Folders of checkpoints trained in the app (the user-data models folder), newest first.
+    Reads the folder only: no torch import on the UI thread."""
+    try:
+        from core.paths import models_dir
+        from core.sources import CHECKPOINT_MARKER
+        found = [p for p in models_dir().iterdir() if (p / CHECKPOINT_MARKER).is_file()]
+        found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return []
+    return [str(p) for p in found]
+
+
+class _WeightsCombo(QComboBox):
+    """An editable combo that refreshes its list (new trained checkpoints) when opened."""
+
+    def __init__(self, before_popup, parent=None):
+        super().__init__(parent)
+        self._before_popup = before_popup
+
+    def showPopup(self):
+        self._before_popup()
+        super().showPopup()
+
+
 class ModelBar(QToolBar):
     def __init__(self, state, parent=None):
         super().__init__("Model", parent)
@@ -31,11 +57,12 @@ class ModelBar(QToolBar):
         self.encoder.setToolTip("Which code runs the network: our from-scratch encoder (core/model.py) "
                                 "or Hugging Face transformers")
 
-        self.weights = QComboBox()
+        self.weights = _WeightsCombo(self.refresh_weights)
         self.weights.setObjectName("weights_combo")
         self.weights.setEditable(True)
         self.weights.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         self.weights.addItems(WEIGHTS)
+        self.refresh_weights()
         self.weights.setMinimumContentsLength(22)
         self.weights.setToolTip("minilm (bundled, offline), a Hugging Face id, a model folder or a "
                                 "trained checkpoint folder. Type a name and press Enter.")
@@ -92,6 +119,18 @@ class ModelBar(QToolBar):
         if folder:
             self.set_weights(folder)
             self._apply()
+
+    def refresh_weights(self) -> None:
+        """Add checkpoints trained since the list was made (the typed text is kept)."""
+        text = self.weights.currentText()
+        self.weights.blockSignals(True)
+        for folder in trained_checkpoints():
+            if self.weights.findText(folder) < 0:
+                self.weights.addItem(folder)
+                self.weights.setItemData(self.weights.count() - 1, "A checkpoint trained with Encoderscope",
+                                         Qt.ItemDataRole.ToolTipRole)
+        self.weights.setCurrentText(text)
+        self.weights.blockSignals(False)
 
     def set_weights(self, name: str) -> None:
         if self.weights.findText(name) < 0:

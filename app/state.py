@@ -162,10 +162,12 @@ class AppState(QObject):
             return
         previous = self.choice
         self.choice = choice
+        if self.backend is None or self._loaded_key != choice.load_key():
+            # another Backend is needed: drop the old one first, so that no choice_changed
+            # listener measures the new choice with the old model (the corpus would record
+            # the new choice as the one it was embedded with, and "keep" could not revert)
+            self._load(choice, previous)
         self.choice_changed.emit(choice)
-        if self.backend is not None and self._loaded_key == choice.load_key():
-            return   # only pooling changed: same Backend object
-        self._load(choice, previous)
 
     def _load(self, choice: ModelChoice, previous: ModelChoice) -> None:
         if self.jobs.is_running("model"):

@@ -231,8 +231,11 @@ class TrainPanel(QtWidgets.QWidget):
         self.corpus.clear()
         store = getattr(self.state, "store", None)
         folder = getattr(store, "folder", None) or getattr(store, "path", None)
-        if folder is not None:
-            self.corpus.addItem(f"Current store ({Path(folder).name})", str(folder))
+        # A Milvus store (Lite or server) is read through its location; a server has no folder.
+        location = getattr(store, "location", None) or folder
+        if location is not None:
+            name = Path(folder).name if folder is not None else str(location)
+            self.corpus.addItem(f"Current store ({name})", str(location))
         if SAMPLE_CORPUS.is_file():
             self.corpus.addItem("Sample corpus (576 sentences)", str(SAMPLE_CORPUS))
         if current and self.corpus.findData(current) < 0:

@@ -64,12 +64,12 @@ class Job(QObject):
     cancelled = Signal()
     finished = Signal()
 
-    # worker thread -> UI thread (queued: the Job lives on the UI thread)
+    # worker thread -> UI thread (queued: the Job lives on the UI thread). The outcome comes as
+    # ONE signal, so result/error/cancelled and finished are emitted in the same turn of the
+    # event loop: a slot that reacts to ``result`` by starting the next job with the same key
+    # (or a test waiting for it) never finds the key still taken by a job that has returned.
     _w_progress = Signal(int, int, str)
-    _w_result = Signal(object)
-    _w_error = Signal(str)
-    _w_cancelled = Signal()
-    _w_finished = Signal()
+    _w_done = Signal(str, object)        # ("result" | "error" | "cancelled", boxed payload)
 
     _ids = itertools.count(1)
 
@@ -93,10 +93,7 @@ class Job(QObject):
         self.value: Any = None
         self.started_at = 0.0
         self._w_progress.connect(self._on_progress)
-        self._w_result.connect(self._on_result)
-        self._w_error.connect(self._on_error)
-        self._w_cancelled.connect(self._on_cancelled)
-        self._w_finished.connect(self._on_finished)
+        self._w_done.connect(self._on_done)
 
     # ---- UI-thread API -------------------------------------------------------------------
     def cancel(self) -> None:
@@ -116,25 +113,20 @@ class Job(QObject):
         self.done, self.total, self.message = done, total, message
         self.progress.emit(done, total, message)
 
-    @Slot(object)
-    def _on_result(self, boxed):
-        value = boxed[0]
-        self.state, self.value = "done", value
-        self.result.emit(value)
-
-    @Slot(str)
-    def _on_error(self, message):
-        self.state, self.error_message = "error", message
-        self.error.emit(message)
-
-    @Slot()
-    def _on_cancelled(self):
-        self.state = "cancelled"
-        self.cancelled.emit()
-
-    @Slot()
-    def _on_finished(self):
-        self.finished.emit()
+    @Slot(str, object)
+    def _on_done(self, kind, boxed):
+        try:
+            if kind == "result":
+                self.state, self.value = "done", boxed[0]
+                self.result.emit(boxed[0])
+            elif kind == "error":
+                self.state, self.error_message = "error", boxed[0]
+                self.error.emit(boxed[0])
+            else:
+                self.state = "cancelled"
+                self.cancelled.emit()
+        finally:
+            self.finished.emit()
 
     # ---- worker thread ---------------------------------------------------------------------
     def _execute(self) -> None:
@@ -148,6 +140,7 @@ class Job(QObject):
                 last[0] = now
                 self._w_progress.emit(int(done), int(total), str(message))
 
+        outcome = ("cancelled", ())
         try:
             if self.wants_progress:
                 value = self.fn(*self.args, progress=progress, cancel=self.cancel_event, **self.kwargs)
@@ -156,18 +149,17 @@ class Job(QObject):
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a message
             if _is_cancelled(exc):
                 log.info("job %s cancelled", self.key)
-                self._w_cancelled.emit()
             else:
                 message = readable_error(exc, self.label)
                 log.error("job %s (%s) failed: %s\n%s", self.key, self.label, message,
                           "".join(traceback.format_exception(exc)))
-                self._w_error.emit(message)
+                outcome = ("error", (message,))
         else:
             log.info("job %s done in %.2fs", self.key, time.perf_counter() - self.started_at)
             # boxed: PySide's queued Signal(object) mishandles a bare None's refcount
-            self._w_result.emit((value,))
+            outcome = ("result", (value,))
         finally:
-            self._w_finished.emit()
+            self._w_done.emit(*outcome)
 
 
 class _Runnable(QRunnable):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -202,28 +203,70 @@ def read_matrix_csv(path) -> tuple[np.ndarray, list[str], list[str]]:
     return np.array([[float(v) for v in r[1:]] for r in rows[1:]], dtype=np.float64), labels, cols
 
 
-def all_heads_csv(attentions, tokens: Sequence[str], precision: int = 8) -> str:
-    """Every head as one long ("tidy") CSV: layer, head, query_index, query_token, key_index,
-    key_token, weight - one line per (layer, head, query, key). Layers and heads are 0-based."""
+ALL_HEADS_HEADER = "layer,head,query_index,query_token,key_index,key_token,weight\n"
+
+
+def _csv_field(text: str) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow([text])
+    return buf.getvalue()
+
+
+def iter_all_heads_csv(attentions, tokens: Sequence[str], precision: int = 8):
+    """The all-heads CSV (see ``all_heads_csv``) in chunks: the header, then one chunk per head."""
     a = check_attentions(attentions)
     L, H, T, _ = a.shape
     if len(tokens) != T:
         raise ValueError(f"{len(tokens)} tokens for attentions over {T} positions")
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["layer", "head", "query_index", "query_token", "key_index", "key_token", "weight"])
+    q = [_csv_field(str(t)) for t in tokens]
+    # "query_index,query_token,key_index,key_token," for every (query, key), built once
+    pairs = [f"{i},{q[i]},{j},{q[j]}," for i in range(T) for j in range(T)]
+    fmt = f"%.{precision}g"
+    yield ALL_HEADS_HEADER
     for l in range(L):
         for h in range(H):
-            for i in range(T):
-                w.writerows([l, h, i, tokens[i], j, tokens[j], f"{float(a[l, h, i, j]):.{precision}g}"]
-                            for j in range(T))
-    return buf.getvalue()
+            lead = f"{l},{h},"
+            yield "".join(f"{lead}{p}{fmt % v}\n" for p, v in zip(pairs, a[l, h].ravel().tolist()))
 
 
-def write_all_heads_csv(path, attentions, tokens) -> Path:
-    path = Path(path)
-    path.write_text(all_heads_csv(attentions, tokens), encoding="utf-8")
+def all_heads_csv(attentions, tokens: Sequence[str], precision: int = 8) -> str:
+    """Every head as one long ("tidy") CSV: layer, head, query_index, query_token, key_index,
+    key_token, weight - one line per (layer, head, query, key). Layers and heads are 0-based."""
+    return "".join(iter_all_heads_csv(attentions, tokens, precision))
+
+
+def _atomic(path: Path, write) -> Path:
+    """Write through a temporary file next to ``path`` and rename it into place: a failed or
+    cancelled export never leaves a half-written file (nor clobbers an older one)."""
+    tmp = path.with_name(f".{path.name}.part")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
+
+
+def write_all_heads_csv(path, attentions, tokens, progress=None, cancel=None) -> Path:
+    """Stream the all-heads CSV to ``path`` (L*H*T*T lines: 1.2 million at 6x12 heads and 128
+    tokens). ``progress(done, total, message)`` is called after each head; a set ``cancel``
+    event stops it with ``core.errors.Cancelled`` and leaves no file behind."""
+    path = Path(path)
+    a = check_attentions(attentions)
+    total = a.shape[0] * a.shape[1]
+
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            for n, chunk in enumerate(iter_all_heads_csv(a, tokens)):
+                if cancel is not None and cancel.is_set():
+                    from .errors import Cancelled
+                    raise Cancelled("export cancelled")
+                f.write(chunk)
+                if progress is not None and n:
+                    progress(n, total, f"head {n} of {total}")
+
+    return _atomic(path, write)
 
 
 def write_npz(path, attentions, tokens: Sequence[str], **extra) -> Path:
@@ -231,11 +274,16 @@ def write_npz(path, attentions, tokens: Sequence[str], **extra) -> Path:
     ``rollout`` (L, T, T) and any ``extra`` arrays/strings (model name, text, ...)."""
     a = check_attentions(attentions)
     path = Path(path)
+    # np.savez would add ".npz" when it is missing; do the same, and report the real file.
+    path = path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
     arrays = {k: np.asarray(v) for k, v in extra.items()}
-    np.savez_compressed(path, attentions=a.astype(np.float32), tokens=np.array(list(tokens), dtype=str),
-                        rollout=rollout_layers(a).astype(np.float32), **arrays)
-    # np.savez adds ".npz" when it is missing; report the real file.
-    return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
+
+    def write(tmp):
+        with open(tmp, "wb") as f:          # a file object: savez adds no suffix to it
+            np.savez_compressed(f, attentions=a.astype(np.float32), tokens=np.array(list(tokens), dtype=str),
+                                rollout=rollout_layers(a).astype(np.float32), **arrays)
+
+    return _atomic(path, write)
 
 
 def iter_heads(n_layers: int, n_heads: int) -> Iterable[tuple[int, int]]:

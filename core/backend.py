@@ -158,6 +158,8 @@ class Backend:
     def embed(self, texts, pooling: str = "mean", batch_size: int = 32, progress=None, cancel=None,
               stats: EmbedStats | None = None) -> np.ndarray:
         check_pooling(pooling)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InputError(f"batch size must be a whole number of at least 1, not {batch_size!r}")
         texts = list(texts)
         t0 = time.perf_counter()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -229,14 +231,26 @@ def check_pooling(pooling: str):
         raise InputError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
 
 
-def _load_tokenizer(folder: Path):
+# A folder needs one of these for AutoTokenizer to read a real vocabulary: without them
+# transformers 5 quietly builds an empty tokenizer that turns every word into [UNK].
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "tokenizer.model",
+                   "sentencepiece.bpe.model")
+
+
+def _load_tokenizer(folder: Path, vocab_size: int | None = None):
     from transformers import AutoTokenizer
+    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        raise ModelUnavailable(f"{folder} has no tokenizer files (tokenizer.json or vocab.txt); "
+                               "copy them from the model the weights came from")
     try:
         tok = AutoTokenizer.from_pretrained(str(folder), use_fast=True, trust_remote_code=False)
     except Exception as e:
         raise ModelUnavailable(f"cannot load the tokenizer in {folder}: {e}") from None
     if not tok.is_fast:
         raise ModelUnavailable(f"the tokenizer in {folder} has no fast (Rust) version")
+    if vocab_size is not None and len(tok) > vocab_size:
+        raise ModelUnavailable(f"the tokenizer in {folder} has {len(tok):,} tokens but the model's "
+                               f"vocabulary has {vocab_size:,}: they belong to different models")
     return tok
 
 
@@ -256,7 +270,7 @@ class ScratchBackend(Backend):
         self.model.to(device).eval()
         if device.type == "cpu":
             pack_for_cpu_inference(self.model, bf16=precision == "bf16")
-        self.tokenizer = _load_tokenizer(source.folder)
+        self.tokenizer = _load_tokenizer(source.folder, cfg.vocab_size)
         self.config = cfg
         self.dim, self.n_layers, self.n_heads = cfg.dim, cfg.n_layers, cfg.n_heads
         self.max_length = _max_length(cfg.max_position_embeddings, self.tokenizer)
@@ -344,7 +358,7 @@ class HFBackend(Backend):
                                              trust_remote_code=False).to(device).eval()
         except Exception as e:
             raise ModelUnavailable(f"transformers cannot load the model in {folder}: {e}") from None
-        self.tokenizer = _load_tokenizer(source.folder)
+        self.tokenizer = _load_tokenizer(source.folder, getattr(cfg, "vocab_size", None))
         self.dim = cfg.hidden_size
         self.n_layers, self.n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
         self.max_length = _max_length(cfg.max_position_embeddings, self.tokenizer)

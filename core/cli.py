@@ -10,6 +10,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 
 from .errors import EncoderscopeError
@@ -194,6 +195,13 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`encoderscope search ... | head`): not an error of ours
+        try:   # as the Python docs advise: no second error when stdout is flushed at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
 
 
 if __name__ == "__main__":

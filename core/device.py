@@ -10,27 +10,45 @@ import os
 
 import torch
 
+from .errors import DeviceUnavailable, InputError
+
 ENV_VAR = "ENCODERSCOPE_DEVICE"
 PRECISIONS = ("fp32", "bf16")
 
 
 def pick_device(requested: str | None = None) -> torch.device:
+    """The device to run on: ``requested``, else $ENCODERSCOPE_DEVICE, else CUDA, MPS, CPU.
+
+    A device that is not there is a DeviceUnavailable (a RuntimeError) worded for people.
+    """
     choice = (requested or os.environ.get(ENV_VAR) or "auto").strip().lower()
+    source = "" if requested else f" (from ${ENV_VAR})" if os.environ.get(ENV_VAR, "").strip() else ""
     if choice == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        if _mps_available():
             return torch.device("mps")
         return torch.device("cpu")
-    if choice.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device {choice!r} was asked for, but this torch build sees no CUDA GPU "
-                           f"(torch {torch.__version__}); use --device cpu or install a CUDA torch")
-    if choice == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise RuntimeError("device 'mps' was asked for, but Apple's Metal backend is not available here")
-    try:
-        return torch.device(choice)
-    except RuntimeError as e:
-        raise RuntimeError(f"unknown device {choice!r}: use auto, cpu, cuda or mps") from e
+    kind, colon, index = choice.partition(":")
+    if kind not in ("cpu", "cuda", "mps") or (colon and not (kind == "cuda" and index.isdigit())):
+        raise DeviceUnavailable(f"unknown device {choice!r}{source}: use auto, cpu, cuda, cuda:N or mps")
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise DeviceUnavailable(
+                f"device {choice!r} was asked for{source}, but this torch build sees no CUDA GPU "
+                f"(torch {torch.__version__}); use --device cpu or install a CUDA torch")
+        if index and int(index) >= torch.cuda.device_count():
+            raise DeviceUnavailable(f"device {choice!r} was asked for{source}, but this machine has "
+                                    f"{torch.cuda.device_count()} CUDA GPU(s): cuda:0 .. "
+                                    f"cuda:{torch.cuda.device_count() - 1}")
+    if kind == "mps" and not _mps_available():
+        raise DeviceUnavailable(f"device 'mps' was asked for{source}, but Apple's Metal backend "
+                                "is not available here")
+    return torch.device(choice)
+
+
+def _mps_available() -> bool:
+    return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
 
 
 def describe_device(device: torch.device) -> str:
@@ -48,7 +66,7 @@ def available_devices() -> list[str]:
     names = ["auto", "cpu"]
     if torch.cuda.is_available():
         names.append("cuda")
-    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+    if _mps_available():
         names.append("mps")
     return names
 
@@ -66,9 +84,9 @@ def bf16_supported(device: torch.device) -> bool:
 def autocast(device: torch.device, precision: str):
     """A context that runs matmuls in the chosen precision (fp32: no-op)."""
     if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     if precision == "fp32":
         return contextlib.nullcontext()
     if not bf16_supported(device):
-        raise RuntimeError(f"bf16 is not supported on {describe_device(device)}; use fp32")
+        raise DeviceUnavailable(f"bf16 is not supported on {describe_device(device)}; use fp32")
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)

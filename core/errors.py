@@ -12,6 +12,10 @@ class ModelUnavailable(EncoderscopeError):
     """The model cannot be loaded here (missing folder, wrong files, hub unreachable, ...)."""
 
 
+class DeviceUnavailable(EncoderscopeError, RuntimeError):
+    """The device or precision asked for does not exist here (no CUDA GPU, no MPS, no bf16, ...)."""
+
+
 class InputError(EncoderscopeError, ValueError):
     """Bad input text or arguments: empty text, no [MASK], unknown target, ..."""
 

@@ -53,7 +53,8 @@ def fill_mask(backend, text: str, top_k: int = 5, targets=None, per_layer: bool 
         raise InputError("the text is empty: type a sentence with [MASK] where a word is missing")
     if top_k < 1:
         raise InputError(f"top-k must be at least 1, not {top_k}")
-    text = text.replace(MASK, tok.mask_token) if tok.mask_token != MASK else text
+    # [MASK] in any case ([mask], [Mask]) means the tokenizer's own mask token.
+    text = re.sub(re.escape(MASK), lambda _: tok.mask_token, text, flags=re.IGNORECASE)
     n_masks = text.count(tok.mask_token)
     if n_masks == 0:
         raise InputError(f"no {MASK} in the text: put {MASK} where the model should guess a word")
@@ -65,7 +66,9 @@ def fill_mask(backend, text: str, top_k: int = 5, targets=None, per_layer: bool 
     if len(positions) < n_masks:
         raise InputError(f"the text is longer than the model's {backend.max_length} tokens and "
                          f"{n_masks - len(positions)} mask(s) fell beyond the end")
-    target_pieces = _target_pieces(tok, targets) if targets else None
+    # No targets (None, []) means the whole vocabulary; a string that holds no word is a mistake.
+    no_targets = targets is None or (not isinstance(targets, str) and not targets)
+    target_pieces = None if no_targets else _target_pieces(tok, targets)
 
     probs, layer_probs = _mlm_probs(backend, ids, per_layer)
     result = FillMaskResult(text=text, tokens=tok.convert_ids_to_tokens(ids))
@@ -83,7 +86,7 @@ def fill_mask(backend, text: str, top_k: int = 5, targets=None, per_layer: bool 
         if layer_probs is not None:
             layers = []
             for lp in layer_probs:
-                p, idx = lp[pos].topk(top_k)
+                p, idx = lp[pos].topk(min(top_k, lp.shape[-1]))
                 layers.append([{"token": _token_str(tok, int(i)), "score": float(s)} for s, i in zip(p, idx)])
             result.per_layer.append({"position": pos, "layers": layers})
     result.joint = _joint(backend, ids, positions, probs)
@@ -101,6 +104,8 @@ def _target_pieces(tok, targets) -> list[tuple[str, list[int]]]:
         if tok.unk_token_id is not None and tok.unk_token_id in pieces:
             raise InputError(f"target {word!r} is not in the model's vocabulary (it becomes {tok.unk_token})")
         out.append((word, pieces))
+    if not out:
+        raise InputError("the targets hold no words: give candidate words separated by commas, e.g. cat,dog")
     return out
 
 

@@ -119,6 +119,23 @@ class TrainConfig:
             raise InputError(f"mask_prob must be between 0 and 1, not {self.mask_prob}")
         if self.temperature <= 0:
             raise InputError("temperature must be positive")
+        if not 0 <= self.dropout < 1:
+            raise InputError(f"dropout must be at least 0 and below 1, not {self.dropout}")
+        if self.log_every < 1:
+            raise InputError(f"log_every must be at least 1, not {self.log_every}")
+        for name in ("lr", "warmup", "weight_decay", "grad_clip", "eval_every", "eval_sentences",
+                     "checkpoint_every", "threads", "max_sentences"):
+            if getattr(self, name) < 0:
+                raise InputError(f"{name} must not be negative, not {getattr(self, name)}")
+        if self.objective == "mlm+simcse" and not 0 < self.mlm_fraction < 1:
+            raise InputError(f"mlm_fraction must be between 0 and 1, not {self.mlm_fraction}")
+        if "simcse" in self.objective:
+            if self.batch_size < 2:
+                raise InputError("contrastive training needs a batch of at least 2 sentences "
+                                 "(the other sentences of the batch are the negatives)")
+            if self.init == "fresh" and not self.resume and self.dropout <= 0:
+                raise InputError("contrastive (SimCSE) training needs dropout > 0: the two dropout "
+                                 "views of a sentence are its positive pair (e.g. --dropout 0.1)")
         if not self.corpus:
             raise InputError("no corpus given: a .txt/.csv/.jsonl file or a store folder")
         if not self.out:
@@ -342,7 +359,7 @@ class Trainer:
             self._emit("status", message=f"loading checkpoint {resume}")
             self._load_model(resume)
             from transformers import AutoTokenizer
-            self.tokenizer = AutoTokenizer.from_pretrained(str(resume))
+            self.tokenizer = AutoTokenizer.from_pretrained(str(resume), trust_remote_code=False)
         else:
             torch.manual_seed(c.seed)
             self._emit("status", message="building the tokenizer and the model")
@@ -387,7 +404,8 @@ class Trainer:
                 self.tokenizer = build_word_tokenizer(train, c.vocab_size, c.min_frequency, c.max_length)
             else:
                 from .sources import resolve
-                self.tokenizer = AutoTokenizer.from_pretrained(str(resolve("minilm").folder))
+                self.tokenizer = AutoTokenizer.from_pretrained(str(resolve("minilm").folder),
+                                                               trust_remote_code=False)
                 self.tokenizer.model_max_length = c.max_length
             tok = self.tokenizer
             cfg = EncoderConfig(vocab_size=len(tok), max_position_embeddings=c.max_length, dim=c.dim,
@@ -407,7 +425,7 @@ class Trainer:
             self._load_model(folder)
         except ModelUnavailable as e:
             raise InputError(f"cannot start from {folder}: {e}") from None
-        self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        self.tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
         if self.tokenizer.mask_token_id is None and "mlm" in c.objective:
             raise InputError(f"the tokenizer of {folder} has no [MASK] token: it cannot be trained with MLM")
 
@@ -430,6 +448,10 @@ class Trainer:
             raise InputError("the tokenizer has no [PAD]/[CLS] token")
         if len(tok) > self.model.config.vocab_size:
             raise InputError(f"the tokenizer has {len(tok)} tokens but the model only {self.model.config.vocab_size}")
+        mc = self.model.config
+        if "simcse" in self.config.objective and not (mc.dropout > 0 or mc.attention_dropout > 0):
+            raise InputError("contrastive (SimCSE) training needs dropout > 0, and this model's "
+                             "dropout is 0: the two dropout views of a sentence are its positive pair")
 
     def _unigram(self) -> None:
         """Token frequencies of the training part: the baseline a model must beat, and the pool

@@ -1,7 +1,8 @@
 """Training text: read a corpus, split off a held-out part, turn sentences into padded batches.
 
 A corpus is one of
-- a store (a folder holding ``store.db``, or the ``store.db`` file): its sentences, in id order;
+- a store (a folder holding ``store.db``, or the ``store.db`` file; a Milvus Lite folder or
+  ``milvus-lite:FOLDER``; a Milvus server ``http(s)://HOST:PORT...``): its sentences, in id order;
 - ``.txt``: one sentence per line; prose wrapped across lines (paragraphs separated by blank
   lines) is joined and cut into sentences;
 - ``.csv`` / ``.tsv``: the ``text`` (or ``sentence``, ``content``, ``body``) column; without one,
@@ -26,13 +27,18 @@ from .errors import InputError
 
 TEXT_COLUMNS = ("text", "sentence", "sentences", "content", "body")
 STORE_DB = "store.db"
+LITE_PREFIX = "milvus-lite:"               # index.locations' names, without importing it here
+LITE_MANIFEST = "encoderscope-milvus.json"
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _TERMINAL = re.compile(r"[.!?:;\"')\]]$")
 LONG_LINE = 600          # characters: a longer line is cut into sentences
 
 
 def read_corpus(source: str | Path, limit: int | None = None) -> list[str]:
-    """The sentences of a store or a .txt/.csv/.tsv/.jsonl file, de-duplicated, in file order."""
+    """The sentences of a store (a FAISS folder, ``milvus-lite:FOLDER`` or a Milvus server
+    address) or a .txt/.csv/.tsv/.jsonl file, de-duplicated, in file order."""
+    if _is_milvus_location(source):
+        return _dedupe(_read_milvus(str(source).strip()), limit, source)
     path = Path(source).expanduser()
     if not path.exists():
         raise InputError(f"corpus {str(source)!r} does not exist (give a .txt/.csv/.jsonl file or a store folder)")
@@ -50,6 +56,10 @@ def read_corpus(source: str | Path, limit: int | None = None) -> list[str]:
             texts = _read_jsonl(raw, path)
         else:
             texts = split_text(raw)
+    return _dedupe(texts, limit, path)
+
+
+def _dedupe(texts, limit, where) -> list[str]:
     seen, out = set(), []
     for t in texts:
         t = " ".join(str(t).split())
@@ -59,8 +69,30 @@ def read_corpus(source: str | Path, limit: int | None = None) -> list[str]:
             if limit and len(out) >= limit:
                 break
     if not out:
-        raise InputError(f"corpus {path} holds no sentences")
+        raise InputError(f"corpus {where} holds no sentences")
     return out
+
+
+def _is_milvus_location(source) -> bool:
+    """``milvus-lite:FOLDER``, ``http(s)://HOST:PORT...``, or a folder created as a Milvus Lite store."""
+    text = str(source).strip()
+    if text.lower().startswith((LITE_PREFIX, "http://", "https://", "tcp://", "grpc://")):
+        return True
+    path = Path(text).expanduser()
+    return path.is_dir() and (path / LITE_MANIFEST).is_file() and not (path / STORE_DB).is_file()
+
+
+def _read_milvus(location: str) -> list[str]:
+    """The sentences of a Milvus Lite / Milvus server store, in id order (opened read-only)."""
+    try:
+        from index.locations import open_store
+    except ImportError:
+        raise InputError(f"reading the store {location} needs the index package") from None
+    store = open_store(location, readonly=True)
+    try:
+        return [r["text"] for r in sorted(store.iter(), key=lambda r: r["id"])]
+    finally:
+        store.close()
 
 
 def split_text(raw: str) -> list[str]:

@@ -43,6 +43,9 @@ BERT_KEY_MAP = [
 BERT_DROPPED = re.compile(r"^((bert\.)?pooler\.|cls\.seq_relationship\.|(bert\.)?embeddings\.position_ids$)")
 DISTILBERT_DROPPED = re.compile(r"^(distilbert\.)?embeddings\.position_ids$")
 MLM_HEAD_KEYS = ("vocab_transform.", "vocab_layer_norm.", "vocab_projector.")
+# Checkpoints converted from the original TensorFlow BERT (bert-base-uncased among them) name
+# LayerNorm parameters gamma/beta; transformers renames them on load, and so do we.
+LEGACY_LAYER_NORM = re.compile(r"(LayerNorm|layer_norm)\.(gamma|beta)$")
 
 
 class WeightsError(ModelUnavailable):
@@ -108,6 +111,12 @@ def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
     raise WeightsError(f"{folder} holds no model.safetensors or pytorch_model.bin")
 
 
+def legacy_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """LayerNorm.gamma/beta -> LayerNorm.weight/bias (TF-converted checkpoints)."""
+    rename = {"gamma": "weight", "beta": "bias"}
+    return {LEGACY_LAYER_NORM.sub(lambda m: f"{m[1]}.{rename[m[2]]}", k): v for k, v in state.items()}
+
+
 def bert_to_ours(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     out, unknown = {}, []
     for key, tensor in state.items():
@@ -144,9 +153,18 @@ def build_model(cfg: EncoderConfig, state: dict[str, torch.Tensor] | None, mlm_h
     model = EncoderForMaskedLM(cfg) if mlm_head else Encoder(cfg)
     if state is None:
         return model
-    if mlm_head and "vocab_projector.weight" not in state:
-        # The projection is tied to the word embeddings; checkpoints omit the copy.
-        state = dict(state, **{"vocab_projector.weight": state["distilbert.embeddings.word_embeddings.weight"]})
+    words = state.get("distilbert.embeddings.word_embeddings.weight")
+    if mlm_head and words is not None:
+        projector = state.get("vocab_projector.weight")
+        if projector is None:
+            # The projection is tied to the word embeddings; checkpoints omit the copy.
+            state = dict(state, **{"vocab_projector.weight": words})
+        elif projector.shape != words.shape or not torch.equal(projector, words):
+            # Tying would silently replace it: these weights are not this architecture's.
+            raise WeightsError(f"the weights {where} have an output projection (vocab_projector / "
+                               "cls.predictions.decoder) that is not tied to the word embeddings; "
+                               "the encoder's MLM head ties them, so these weights cannot be loaded "
+                               "into it (try --backend hf)")
     if cfg.positions == "sinusoidal":
         # Fixed encodings: our table is the closed form whatever the checkpoint stored.
         key = ("distilbert." if mlm_head else "") + "embeddings.position_embeddings.weight"
@@ -176,7 +194,7 @@ def load_folder(folder: Path):
         state, has_head = nest_mlm(read_state_dict(folder))
         return build_model(cfg, state, has_head, str(folder)).eval(), cfg, "encoderscope"
     cfg, layout = config_from_hf(read_json(folder / "config.json"))
-    raw = read_state_dict(folder)
+    raw = legacy_names(read_state_dict(folder))
     if layout == "bert":
         raw = bert_to_ours(raw)
     else:

@@ -151,7 +151,7 @@ def cmd_ingest(args) -> int:
         store = open_store(loc, writable=True, create=True, fingerprint=fp, index=args.index)
 
     result = AddResult(ids=[])
-    interrupted = False
+    interrupted = reindexed = False
     bar = _progress_bar(len(items), args.quiet)
     try:
         try:
@@ -163,6 +163,12 @@ def cmd_ingest(args) -> int:
             bar.close()
         try:
             store.save()
+            if (not interrupted and args.index != "auto" and args.index != store.index_kind):
+                # --index on an existing store: switch it (from the stored vectors, no model)
+                _err(f"switching the index of {loc.describe()} from {store.index_kind} to "
+                     f"{args.index} ...")
+                store.reindex(args.index)
+                reindexed = True
         except KeyboardInterrupt:   # a second Ctrl-C: the database still holds every commit
             interrupted = True
         total = store.count()
@@ -174,7 +180,8 @@ def cmd_ingest(args) -> int:
     skipped = blank + len(bad)
     print(f"added {result.added}, duplicates {result.duplicates}, skipped {skipped} "
           f"(blank {blank}, unreadable {len(bad)}), truncated {result.truncated}; "
-          f"{loc.describe()} holds {total} sentences")
+          f"{loc.describe()} holds {total} sentences"
+          + (f" (index: {args.index})" if reindexed else ""))
     if interrupted:
         _err("interrupted: the sentences committed before Ctrl-C are kept")
         return 130

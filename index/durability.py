@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import tempfile
+import secrets
 from pathlib import Path
 
 from .errors import StoreLocked
@@ -115,12 +115,25 @@ def _read_pid(fd: int) -> int | None:
         return None
 
 
+def _new_temp(path: Path) -> str:
+    """An empty, new `.<name>.<random>.tmp` beside `path`, created with mode 0o666 less the
+    umask like any other file (tempfile.mkstemp's 0o600 would leave the index and manifest
+    unreadable to the people who can read store.db)."""
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"cannot create a temporary file beside {path}")
+
+
 def atomic_write_with(path: Path, fill) -> int:
     """Like atomic_write, but `fill(tmp_path)` writes the temporary file itself (e.g. a library
     writer that wants a file name). Returns the size of the final file."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
-    os.close(fd)
+    tmp = _new_temp(path)
     try:
         fill(tmp)
         fd = os.open(tmp, os.O_RDONLY)

@@ -1,9 +1,9 @@
 """The manifest: a small JSON file describing the current snapshot of a store.
 
 It names the FAISS index file of the snapshot and its checksum, the model fingerprint, the
-dimension, metric, index kind and parameters, and which state of the sentence database the
-snapshot covers (generation, count, highest id). It is written last, atomically, so a snapshot
-exists exactly when the manifest points to it.
+dimension, metric, index kind and parameters, which state of the sentence database the snapshot
+covers (generation, count, highest id) and a checksum of itself (manifest_sha256). It is written
+last, atomically, so a snapshot exists exactly when the manifest points to it.
 """
 from __future__ import annotations
 
@@ -19,6 +19,17 @@ from .errors import StoreCorrupted
 FORMAT = "encoderscope-store"
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
+CHECKSUM_KEY = "manifest_sha256"   # sha256 of the manifest's other fields (canonical JSON)
+
+
+class UnsupportedFormat(StoreCorrupted):
+    """A store written by another Encoderscope format version: not damage, never repaired."""
+
+
+def _self_checksum(d: dict) -> str:
+    body = {k: v for k, v in d.items() if k != CHECKSUM_KEY}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"))
+                          .encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -40,27 +51,35 @@ class Manifest:
 
     def to_json(self) -> bytes:
         d = asdict(self)
+        d[CHECKSUM_KEY] = _self_checksum(d)
         return (json.dumps(d, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
     @classmethod
     def from_json(cls, raw: bytes, path: Path) -> "Manifest":
+        hint = (f"; the sentences are safe in the database: `encoderscope info --repair --store "
+                f"{path.parent}` rebuilds the manifest and index from them")
         try:
             d = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise StoreCorrupted(
-                f"the manifest {path} is damaged or truncated ({e}); it is not valid JSON",
+                f"the manifest {path} is damaged or truncated ({e}); it is not valid JSON" + hint,
                 path=path) from None
         if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise StoreCorrupted(f"{path} is not an Encoderscope store manifest", path=path)
+            raise StoreCorrupted(f"{path} is not an Encoderscope store manifest" + hint, path=path)
         if d.get("format_version") != FORMAT_VERSION:
-            raise StoreCorrupted(
+            raise UnsupportedFormat(
                 f"the store at {path.parent} has format version {d.get('format_version')}, "
                 f"this Encoderscope reads version {FORMAT_VERSION}", path=path)
+        stored = d.pop(CHECKSUM_KEY, None)
+        if stored is not None and stored != _self_checksum(d):
+            raise StoreCorrupted(f"the manifest {path} is damaged: its checksum does not match "
+                                 "its contents" + hint, path=path)
         known = set(cls.__dataclass_fields__)
         try:
             return cls(**{k: v for k, v in d.items() if k in known})
         except TypeError as e:
-            raise StoreCorrupted(f"the manifest {path} is incomplete ({e})", path=path) from None
+            raise StoreCorrupted(f"the manifest {path} is incomplete ({e})" + hint,
+                                 path=path) from None
 
 
 def read_manifest(folder: Path) -> Manifest | None:

@@ -7,8 +7,9 @@ refused with the usual ModelMismatch message. Sentences the destination already 
 counted as duplicates, so an interrupted migrate can simply be run again. At the end the counts
 are verified and a sample of sentences is searched in the destination with their own vectors.
 
-Ids: a Milvus destination that starts empty keeps the source's ids; a FAISS destination numbers
-rows 1, 2, ... in source id order (the same ids when the source has no gaps). The time each
+Ids: a new Milvus destination (one that never held a row) keeps the source's ids; a FAISS
+destination numbers rows 1, 2, ... in source id order (the same ids when the source has no
+gaps); other destinations give the copies fresh ids (ids are never reused). The time each
 sentence was added is kept by Milvus destinations; the FAISS store stamps rows with the time of
 the copy (it has no API to set it).
 """
@@ -72,7 +73,8 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
         res = MigrateResult(str(src_loc), str(dst_loc))
         res.source_count = total = src.count()
         before = dst.count()
-        keep_ids = before == 0 and _takes_ids(dst)
+        # keep the source's ids only in a store that never handed out any (ids are not reused)
+        keep_ids = before == 0 and _takes_ids(dst) and getattr(dst, "_next_id", 1) <= 1
         samples = []
         rng = np.random.default_rng(0)
         for ids, vecs, recs in src.iter_batches(batch):

@@ -84,6 +84,10 @@ def import_pymilvus():
     # pymilvus logs every failed call at ERROR with a traceback; we raise worded errors instead.
     logging.getLogger("pymilvus.decorators").setLevel(logging.CRITICAL)
     logging.getLogger("milvus_lite.server_manager").setLevel(logging.CRITICAL)
+    # Milvus Lite serves gRPC from a thread of this process; a call it does not implement
+    # (AllocTimestamp, which pymilvus asks after create_index) is logged there at ERROR with a
+    # traceback, and the CLI would print it. The client gets an error status, worded by _Caller.
+    logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
     return pymilvus
 
 

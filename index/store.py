@@ -29,7 +29,8 @@ from .base import ADD_BATCH, AddResult, Hit, Store, check_texts, normalize, plan
 from .durability import WriterLock, atomic_write_with, remove_stale_temps
 from .errors import DuplicateText, StoreCorrupted, StoreError, StoreNotFound, UnknownId
 from .faiss_index import AUTO_HNSW_THRESHOLD, REQUESTS, FaissIndex, resolve_kind
-from .manifest import MANIFEST_NAME, Manifest, read_manifest, sha256_file, write_manifest
+from .manifest import (MANIFEST_NAME, Manifest, UnsupportedFormat, read_manifest, sha256_file,
+                       write_manifest)
 from .sentences import DB_NAME, SentenceDB
 
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
@@ -78,7 +79,8 @@ class VectorStore(Store):
         ModelMismatch (rebuild() re-embeds the store for another model).
         index: "auto" (exact, HNSW from hnsw_threshold vectors on), "flat", "hnsw" or "sq8";
         used when creating; an existing store keeps its own.
-        repair: rebuild a damaged/missing index snapshot from the vectors in the database.
+        repair: rebuild a damaged/missing index snapshot or manifest from the vectors in the
+        database (a manifest of another format version is never overwritten).
         """
         folder = Path(folder) if folder is not None else default_store_dir()
         folder = folder.expanduser()
@@ -155,7 +157,14 @@ class VectorStore(Store):
         if reader:   # one consistent view of the database while a writer may be committing
             db._q("BEGIN")
         try:
-            man = read_manifest(self.folder)
+            try:
+                man = read_manifest(self.folder)
+            except UnsupportedFormat:
+                raise
+            except StoreCorrupted:
+                if not repair:
+                    raise
+                man = None     # the database is the source of truth: rebuild from it
             gen = db.generation
             structural = int(db.get_meta("structural_generation", 0))
             if man is None:

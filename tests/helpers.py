@@ -45,3 +45,41 @@ def make_tiny_distilbert(folder: Path, dim=32, n_layers=2, n_heads=4, hidden_dim
                 p.add_(torch.randn_like(p) * 0.1)
     model.save_pretrained(str(folder))
     return folder
+
+
+def make_tiny_bert(folder: Path, dim=32, n_layers=2, n_heads=4, hidden_dim=64, seed=0, mlm=True,
+                   weights_file="model.safetensors", legacy_layer_norm_names=False) -> Path:
+    """A tiny random BertForMaskedLM (or BertModel) folder in the BERT layout `minilm` uses.
+
+    weights_file="pytorch_model.bin" writes the weights as a torch pickle instead (older hub
+    models); legacy_layer_norm_names writes LayerNorm.gamma/beta as TF-converted BERTs do.
+    """
+    from transformers import BertConfig, BertForMaskedLM, BertModel, BertTokenizerFast
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = BertTokenizerFast(vocab=str(write_vocab(folder)), do_lower_case=True)
+    assert len(tok) > 100, "the tokenizer did not read the vocabulary"
+    tok.save_pretrained(str(folder))
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=dim, num_hidden_layers=n_layers, num_attention_heads=n_heads,
+                     intermediate_size=hidden_dim, max_position_embeddings=128, type_vocab_size=2)
+    model = (BertForMaskedLM if mlm else BertModel)(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias") or "LayerNorm" in name or "token_type" in name:
+                p.add_(torch.randn_like(p) * 0.1)
+    model.save_pretrained(str(folder))
+    if weights_file == "pytorch_model.bin" or legacy_layer_norm_names:
+        state = model.state_dict()
+        if legacy_layer_norm_names:
+            state = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+                     for k, v in state.items()}
+        if weights_file == "pytorch_model.bin":
+            (folder / "model.safetensors").unlink()
+            torch.save(state, folder / "pytorch_model.bin")
+        else:
+            from safetensors.torch import save_file
+            save_file({k: v.clone().contiguous() for k, v in state.items() if k != "cls.predictions.decoder.weight"},
+                      str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder

@@ -324,3 +324,37 @@ def test_bad_location_is_a_message(qtbot, make_window, tiny_store_template):
     qtbot.waitUntil(lambda: _error_text(w) is not None, timeout=10_000)
     assert "unknown store scheme" in _error_text(w)
     assert w.state.store is not None and w.windowTitle() == "Encoderscope — sample"
+
+
+def test_corpus_row_goes_to_the_inspector(qtbot, make_window, tiny_store_template):
+    w = make_window(tiny_store_template)
+    panel = w.corpus_panel
+    w.tabs.setCurrentWidget(panel)
+    assert not panel.inspect_button.isEnabled()
+    panel.table.selectRow(2)
+    assert panel.inspect_button.isEnabled()
+    with qtbot.waitSignal(w.state.inspect_requested, timeout=5_000,
+                          check_params_cb=lambda t, _c: t == panel.model.text_at(2)):
+        qtbot.mouseClick(panel.inspect_button, Qt.MouseButton.LeftButton)
+    with qtbot.waitSignal(w.state.inspect_requested, timeout=5_000,
+                          check_params_cb=lambda t, _c: t == panel.model.text_at(3)):
+        panel.table.doubleClicked.emit(panel.model.index(3, 1))
+
+
+def test_opening_a_corpus_of_another_model_offers_reembed(qtbot, make_window, tiny_store_template,
+                                                          minilm, tmp_path):
+    """The window runs minilm + mean; a corpus embedded with CLS pooling must not be mixed."""
+    import threading
+
+    from app.corpus_service import create_store_job, ingest_job
+    from tests.app_fixtures import noop_progress
+    store, _ = create_store_job(tmp_path / "cls", minilm, "cls", sample=None,
+                                progress=noop_progress, cancel=threading.Event())
+    ingest_job(store, minilm, "cls", ["One sentence.", "Another sentence."],
+               progress=noop_progress, cancel=threading.Event())
+    store.close()
+    w = make_window(tiny_store_template)
+    w.service.open(tmp_path / "cls", sample_if_new=False)
+    qtbot.waitUntil(lambda: getattr(w.corpus_panel, "_reembed_box", None) is not None
+                    and w.corpus_panel._reembed_box.isVisible(), timeout=20_000)
+    assert w.state.store.pooling == "cls" and w.state.store.count() == 2

@@ -116,3 +116,29 @@ def test_top_links_and_entropy():
     assert links[1] == ("c", "a", pytest.approx(0.5))
     e = A.entropy(np.eye(3))
     np.testing.assert_allclose(e, 0.0, atol=1e-9)
+
+
+def test_all_heads_csv_streamed_to_file_with_progress_and_cancel(tmp_path):
+    import threading
+
+    from core.errors import Cancelled
+    a = random_attentions(2, 3, 5)
+    tokens = ["[CLS]", "a,b", 'say "hi"', "x", "[SEP]"]
+    seen = []
+    path = A.write_all_heads_csv(tmp_path / "all.csv", a, tokens,
+                                 progress=lambda done, total, msg: seen.append((done, total)))
+    assert path.read_text(encoding="utf-8") == A.all_heads_csv(a, tokens)
+    assert seen == [(n, 6) for n in range(1, 7)]
+    import csv
+    rows = list(csv.reader(path.open(newline="", encoding="utf-8")))
+    assert rows[1 + (1 * 3 + 2) * 25 + 2 * 5 + 1][3:6] == ['say "hi"', "1", "a,b"]
+    # a cancelled export raises Cancelled and leaves the older file untouched, no part file
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Cancelled):
+        A.write_all_heads_csv(path, a, tokens, cancel=stop)
+    assert path.read_text(encoding="utf-8") == A.all_heads_csv(a, tokens)
+    assert [p.name for p in tmp_path.iterdir()] == ["all.csv"]
+    with pytest.raises(OSError):
+        A.write_npz(tmp_path / "missing" / "x.npz", a, tokens)
+    assert not (tmp_path / "missing").exists()

@@ -1,10 +1,10 @@
 """Attention inspector (app/attention_panel.py, heatmap.py, head_grid.py) on a tiny local model."""
 import numpy as np
 import pytest
-from PySide6 import QtCore, QtGui
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from core import attention as A
-from core.backend import get_backend
+from core.backend import Inspection, get_backend
 
 pytest.importorskip("pytestqt")
 
@@ -116,11 +116,22 @@ def test_export_png_and_csv_numbers_match(qtbot, panel, backend, tmp_path):
     assert rows == ins.tokens and cols == ins.tokens
     np.testing.assert_allclose(m, panel.heatmap.drawn_matrix(), rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(m, ins.attentions[1, 3], rtol=1e-6, atol=1e-8)
-    all_csv = panel.export_all_csv(tmp_path / "all.csv")
+    # all heads: written in a worker (1.2M lines at 6x12x128); the panel says when it is done
+    with qtbot.waitSignal(panel.exported, timeout=15000) as sig:
+        assert panel.export_all_csv(tmp_path / "all.csv") is not None
+    all_csv = sig.args[0]
     L, H, T, _ = ins.attentions.shape
-    assert len(all_csv.read_text().strip().split("\n")) == 1 + L * H * T * T
-    npz = np.load(panel.export_npz(tmp_path / "all.npz"))
+    lines = all_csv.read_text().strip().split("\n")
+    assert len(lines) == 1 + L * H * T * T
+    layer, head, qi, qt, ki, kt, w = lines[1 + (1 * H + 3) * T * T + 2 * T + 1].split(",")
+    assert (layer, head, qi, ki, qt, kt) == ("1", "3", "2", "1", ins.tokens[2], ins.tokens[1])
+    assert float(w) == pytest.approx(float(ins.attentions[1, 3, 2, 1]), rel=1e-6)
+    with qtbot.waitSignal(panel.exported, timeout=15000) as sig:
+        panel.export_npz(tmp_path / "all")
+    assert sig.args[0] == tmp_path / "all.npz"
+    npz = np.load(sig.args[0])
     np.testing.assert_array_equal(npz["attentions"], ins.attentions.astype(np.float32))
+    assert npz["tokens"].tolist() == ins.tokens and str(npz["text"]) == TEXT
     panel.set_view(1)
     assert QtGui.QImage(str(panel.export_png(tmp_path / "grid.png"))).width() > 200
 
@@ -188,3 +199,52 @@ def test_example_is_inspected_when_a_model_loads(qtbot, backend):
         state.backend_changed.emit(backend)
     assert p.inspection.tokens[0] == "[CLS]" and len(p.heatmap.left_axis.labels) > 3
     state.shutdown(5000)
+
+
+def test_all_heads_export_runs_off_the_ui_thread_and_fails_cleanly(qtbot, panel, tmp_path):
+    ins = inspect(qtbot, panel)
+    job = panel.export_all_csv(tmp_path / "all.csv")
+    assert job is not None and panel.state.jobs.is_running("attention.export")
+    # a second export while the first is written is refused with a message, not queued silently
+    errors = []
+    panel.state.error.connect(errors.append)
+    assert panel.export_npz(tmp_path / "x.npz") is None and "still being written" in errors[-1]
+    qtbot.waitUntil(lambda: not panel.state.jobs.is_running("attention.export"), timeout=15000)
+    # an unwritable place: an error message, no file, no half-written leftover
+    with qtbot.waitSignal(panel.export_failed, timeout=15000) as sig:
+        panel.export_all_csv(tmp_path / "no_such_dir" / "all.csv")
+    assert "no_such_dir" in sig.args[0] and errors[-1].startswith("Could not save")
+    assert not (tmp_path / "no_such_dir").exists()
+    # cancelled (6x12 heads at 128 tokens, as in the benchmark: ~1 s to write): the older
+    # file is kept as it was, and no part file is left
+    rng = np.random.default_rng(0)
+    big = rng.random((6, 12, 128, 128)).astype(np.float32)
+    panel.set_inspection(Inspection(tokens=[f"t{i}" for i in range(128)], attentions=big / big.sum(-1, keepdims=True),
+                                    hidden_states=np.zeros((7, 128, 4), np.float32), device="cpu"))
+    (tmp_path / "keep.csv").write_text("old")
+    with qtbot.waitSignal(panel.export_failed, timeout=15000) as sig:
+        job = panel.export_all_csv(tmp_path / "keep.csv")
+        job.cancel()
+    assert sig.args[1] == "cancelled"
+    assert (tmp_path / "keep.csv").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["all.csv", "keep.csv"]
+
+
+def test_mouse_hover_shows_query_key_and_weight(qtbot, panel):
+    ins = inspect(qtbot, panel)
+    hm = panel.heatmap
+    qtbot.waitExposed(hm)
+    qtbot.wait(100)                                        # let the axes settle their widths
+    i, j = 3, 1
+    scene = hm.plot.vb.mapViewToScene(QtCore.QPointF(j, i))
+    pos = QtCore.QPointF(hm.mapFromScene(scene))
+    move = QtGui.QMouseEvent(QtCore.QEvent.Type.MouseMove, pos, hm.viewport().mapToGlobal(pos),
+                             QtCore.Qt.MouseButton.NoButton, QtCore.Qt.MouseButton.NoButton,
+                             QtCore.Qt.KeyboardModifier.NoModifier)
+    with qtbot.waitSignal(hm.hovered, timeout=5000) as sig:
+        QtWidgets.QApplication.sendEvent(hm.viewport(), move)
+    assert sig.args[:2] == [i, j]
+    assert sig.args[2] == pytest.approx(float(ins.attentions[0, 0, i, j]), rel=1e-5)
+    assert hm.left_axis.highlight == i and hm.top_axis.highlight == j
+    text = panel.hover_label.text()
+    assert ins.tokens[i] in text and ins.tokens[j] in text and f"{sig.args[2]:.4f}" in text

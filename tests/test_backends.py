@@ -254,3 +254,95 @@ def test_model_retrained_in_place_is_reloaded(tmp_path, tiny_distilbert):
     assert not np.allclose(first.embed(["a cat"]), second.embed(["a cat"]))
     with torch.no_grad():
         b.model.distilbert.embeddings.LayerNorm.bias.sub_(1.0)
+
+
+def _copy_weights(src, dst, tokenizer_from=None):
+    import shutil
+    dst.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(src / name, dst / name)
+    if tokenizer_from is not None:
+        for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+            if (tokenizer_from / name).is_file():
+                shutil.copy(tokenizer_from / name, dst / name)
+    return dst
+
+
+@pytest.mark.parametrize("backend", ["scratch", "hf"])
+def test_folder_without_or_with_the_wrong_tokenizer(tmp_path, tiny_distilbert, backend):
+    """transformers builds an empty all-[UNK] tokenizer for a folder without tokenizer files, and a
+    bigger vocabulary than the model's crashes inside the embedding: both must be clear errors."""
+    from core.sources import resolve
+    no_tok = _copy_weights(tiny_distilbert, tmp_path / "no_tok")
+    with pytest.raises(ModelUnavailable, match="no tokenizer files"):
+        get_backend(str(no_tok), backend)
+    wrong = _copy_weights(tiny_distilbert, tmp_path / "wrong_tok", tokenizer_from=resolve("minilm").folder)
+    with pytest.raises(ModelUnavailable, match="30,522 tokens but the model's vocabulary has"):
+        get_backend(str(wrong), backend)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, None])
+def test_bad_batch_size_is_refused(minilm, bad):
+    with pytest.raises(InputError, match="batch size"):
+        minilm[0].embed(["a cat"], batch_size=bad)
+
+
+def test_fill_mask_per_layer_agrees_across_backends_and_ends_at_the_output(tiny_distilbert):
+    ours, hf = get_backend(str(tiny_distilbert), "scratch"), get_backend(str(tiny_distilbert), "hf")
+    text = "the [MASK] sat on the [MASK] ."
+    fa, fb = ours.fill_mask(text, top_k=4, per_layer=True), hf.fill_mask(text, top_k=4, per_layer=True)
+    for la, lb, m in zip(fa.per_layer, fb.per_layer, fa.masks):
+        assert la["position"] == m["position"] and len(la["layers"]) == 3
+        for ga, gb in zip(la["layers"], lb["layers"]):
+            assert [g["token"] for g in ga] == [g["token"] for g in gb]
+            np.testing.assert_allclose([g["score"] for g in ga], [g["score"] for g in gb], atol=1e-5)
+        # The last layer's guesses are the model's own predictions.
+        assert [g["token"] for g in la["layers"][-1]] == [p["token"] for p in m["predictions"]]
+        np.testing.assert_allclose([g["score"] for g in la["layers"][-1]],
+                                   [p["score"] for p in m["predictions"]], atol=1e-6)
+    # top-k beyond the vocabulary gives the whole vocabulary, per layer too, not a crash
+    big = ours.fill_mask("the [MASK] .", top_k=10**6, per_layer=True)
+    V = len(ours.tokenizer)
+    assert len(big.masks[0]["predictions"]) == V and len(big.per_layer[0]["layers"][0]) == V
+
+
+def test_joint_score_is_the_product_of_the_sequential_fills(tiny_distilbert):
+    b = get_backend(str(tiny_distilbert), "scratch")
+    res = b.fill_mask("the [MASK] sat on the [MASK] .", top_k=1)
+    (m1, m2) = res.masks
+    first = max((m1, m2), key=lambda m: m["predictions"][0]["score"])
+    second = m2 if first is m1 else m1
+    words = ["the", "[MASK]", "sat", "on", "the", "[MASK]", "."]
+    words[first["position"] - 1] = first["predictions"][0]["token"]   # position counts [CLS]
+    again = b.fill_mask(" ".join(words), top_k=1).masks[0]
+    assert again["position"] == second["position"]
+    expected = first["predictions"][0]["score"] * again["predictions"][0]["score"]
+    assert res.joint["score"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_mask_in_any_case_and_empty_targets(tiny_distilbert):
+    b = get_backend(str(tiny_distilbert), "scratch")
+    upper = b.fill_mask("the [MASK] sat .", top_k=3).masks
+    assert b.fill_mask("the [mask] sat .", top_k=3).masks == upper
+    assert b.fill_mask("the [Mask] sat .", top_k=3, targets=[]).masks == upper   # [] = no restriction
+    for empty in ("", " , ,"):
+        with pytest.raises(InputError, match="targets hold no words"):
+            b.fill_mask("the [MASK] sat .", targets=empty)
+
+
+def test_concurrent_loads_share_one_model(tmp_path, tiny_distilbert):
+    """Workers asking for the same model at once get the one object, loaded once."""
+    import shutil
+    from concurrent.futures import ThreadPoolExecutor
+    folder = tmp_path / "fresh"
+    shutil.copytree(tiny_distilbert, folder)
+    barrier = __import__("threading").Barrier(6)
+
+    def load(_):
+        barrier.wait()
+        return get_backend(str(folder), "scratch")
+
+    with ThreadPoolExecutor(6) as pool:
+        got = list(pool.map(load, range(6)))
+    assert all(g is got[0] for g in got)
+    np.testing.assert_allclose(got[0].embed(SENTENCES), get_backend(str(tiny_distilbert)).embed(SENTENCES), atol=1e-6)

@@ -73,9 +73,39 @@ def test_models_json():
     (["embed", "   "], "empty"),
     (["fill-mask", "the [MASK] sat"], "no masked-LM head"),
     (["embed"], "no text given"),
+    (["fill-mask", "the [MASK] sat", "--model", "distilbert-base-uncased"], "not in the Hugging Face cache"),
+    (["embed", "hi", "--batch-size", "0"], "batch size"),
 ])
 def test_errors_are_messages_not_tracebacks(args, message):
     p = run(*args, check=False)
     assert p.returncode == 2
     assert p.stderr.startswith("error: ") and message in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_fill_mask_json_shape(tiny_distilbert):
+    """The documented shape: masks[{position, predictions[{token, score}]}], joint{text, score}, per_layer."""
+    out = json.loads(run("fill-mask", "the [MASK] sat on the mat .", "--model", str(tiny_distilbert),
+                         "--backend", "hf", "--top-k", "2", "--json").stdout)
+    assert {"masks", "joint", "per_layer"} <= set(out) and out["per_layer"] == []
+    (mask,) = out["masks"]
+    assert mask["position"] == 2                      # [CLS] the [MASK]
+    assert [type(p["token"]) for p in mask["predictions"]] == [str, str]
+    assert [type(p["score"]) for p in mask["predictions"]] == [float, float]
+    assert mask["predictions"][0]["score"] >= mask["predictions"][1]["score"]
+    assert out["joint"]["text"] == f"the {mask['predictions'][0]['token']} sat on the mat."
+    assert out["joint"]["score"] == pytest.approx(mask["predictions"][0]["score"])
+
+
+def test_wrong_model_folders_are_messages(tmp_path, tiny_distilbert):
+    import shutil
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "notes.txt").write_text("hello")
+    no_tok = tmp_path / "no_tok"
+    no_tok.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(tiny_distilbert / name, no_tok / name)
+    for folder, message in ((junk, "lacks config.json"), (no_tok, "no tokenizer files")):
+        p = run("fill-mask", "the [MASK] sat", "--model", str(folder), check=False)
+        assert p.returncode == 2 and p.stderr.startswith("error: ") and message in p.stderr, p.stderr

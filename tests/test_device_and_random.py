@@ -1,11 +1,17 @@
 """Device choice, bf16 mode, and randomly initialised encoders."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from core.backend import get_backend
 from core.device import bf16_supported, describe_device, pick_device
-from core.errors import InputError
+from core.errors import DeviceUnavailable, EncoderscopeError, InputError
 
 
 def test_device_order_and_overrides(monkeypatch):
@@ -25,6 +31,34 @@ def test_cuda_request_without_gpu_is_a_clear_error():
         pick_device("cuda")
     with pytest.raises(RuntimeError, match="unknown device"):
         pick_device("tpu")
+    # Errors worded for people (the CLI prints them as `error: ...`), not torch's own.
+    for bad in ("cuda:0", "meta", "xla", "cpu:0", "cuda:", "mps"):
+        if bad == "mps" and torch.backends.mps.is_available():
+            continue
+        with pytest.raises(DeviceUnavailable) as e:
+            pick_device(bad)
+        assert isinstance(e.value, EncoderscopeError) and isinstance(e.value, RuntimeError)
+
+
+def _cli(*args, **env):
+    exe = Path(sys.executable).with_name("encoderscope")
+    full_env = {k: v for k, v in os.environ.items() if k != "ENCODERSCOPE_DEVICE"}
+    full_env.update(HF_HUB_OFFLINE="1", **env)
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, env=full_env, timeout=300)
+
+
+def test_cli_device_option_env_var_and_report():
+    """--device beats $ENCODERSCOPE_DEVICE, the device used is in the JSON, a bad one is a message."""
+    p = _cli("embed", "hi", "--device", "cpu", "--json", ENCODERSCOPE_DEVICE="tpu")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["device"].startswith("cpu (")
+    p = _cli("inspect", "hi", "--json", ENCODERSCOPE_DEVICE="tpu")
+    assert p.returncode == 2 and p.stderr.startswith("error: unknown device 'tpu' (from $ENCODERSCOPE_DEVICE)")
+    assert "Traceback" not in p.stderr
+    if not torch.cuda.is_available():
+        p = _cli("embed", "hi", "--device", "cuda", "--json")
+        assert p.returncode == 2 and p.stderr.startswith("error: ") and "no CUDA GPU" in p.stderr
+        assert "Traceback" not in p.stderr
 
 
 @pytest.mark.skipif(not bf16_supported(torch.device("cpu")), reason="this CPU has no bf16 support")

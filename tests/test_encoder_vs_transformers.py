@@ -5,11 +5,14 @@ weights at every position of every layer and head; MLM logits at real-token posi
 """
 import pytest
 import torch
-from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer, DistilBertConfig, DistilBertForMaskedLM
+from safetensors.torch import load_file, save_file
+from transformers import (AutoModel, AutoModelForMaskedLM, AutoTokenizer, BertForMaskedLM, DistilBertConfig,
+                          DistilBertForMaskedLM)
 
 from core.model import EncoderConfig, EncoderForMaskedLM
 from core.sources import resolve
-from core.weights import WeightsError, build_model, load_folder
+from core.weights import WeightsError, bert_to_ours, build_model, load_folder
+from tests.helpers import make_tiny_bert
 
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",
@@ -110,3 +113,78 @@ def test_missing_and_unexpected_keys_are_named():
     with pytest.raises(WeightsError) as e:
         build_model(cfg, state, mlm_head=True)
     assert "ffn.lin1.weight" in str(e.value) and "extra.weight" in str(e.value)
+
+
+@pytest.mark.parametrize("weights_file,legacy", [("model.safetensors", False), ("pytorch_model.bin", False),
+                                                 ("model.safetensors", True)])
+def test_tiny_bert_mlm_matches(tmp_path, weights_file, legacy):
+    """The BERT layout with its MLM head (cls.predictions.*) through BERT_KEY_MAP: sentence pairs
+    (token types 0 and 1), every layer, every head, and the MLM logits. Also from a
+    pytorch_model.bin, and with TF-style LayerNorm.gamma/beta names (bert-base-uncased has them)."""
+    ref_folder = make_tiny_bert(tmp_path / "ref", seed=4)
+    folder = ref_folder if (weights_file, legacy) == ("model.safetensors", False) else \
+        make_tiny_bert(tmp_path / "variant", seed=4, weights_file=weights_file, legacy_layer_norm_names=legacy)
+    ours, cfg, layout = load_folder(folder)
+    assert layout == "bert" and isinstance(ours, EncoderForMaskedLM) and cfg.type_vocab_size == 2
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    enc = tok(SENTENCES[:2], SENTENCES[2:], padding=True, truncation=True, max_length=64, return_tensors="pt")
+    assert (enc["token_type_ids"] == 1).any() and (enc["attention_mask"] == 0).any()
+    ref = BertForMaskedLM.from_pretrained(str(ref_folder), attn_implementation="eager").eval()
+    with torch.no_grad():
+        r = ref(**enc, output_hidden_states=True, output_attentions=True)
+        logits, o = ours(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], True, True)
+    compare(o, r, enc["attention_mask"], logits)
+
+
+class _Trap:
+    """A pickle that creates a file when unpickled: what a hostile pytorch_model.bin could do."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        from pathlib import Path
+        return Path.touch, (Path(self.path),)
+
+
+def test_bin_weights_load_with_weights_only(tmp_path):
+    folder = make_tiny_bert(tmp_path / "bert", mlm=False, weights_file="pytorch_model.bin")
+    marker = tmp_path / "code-ran"
+    state = torch.load(folder / "pytorch_model.bin", weights_only=True)
+    torch.save({**state, "trap": _Trap(marker)}, folder / "pytorch_model.bin")
+    with pytest.raises(WeightsError, match="cannot read the weights"):
+        load_folder(folder)
+    assert not marker.exists(), "unpickling the .bin ran code"
+    torch.load(folder / "pytorch_model.bin", weights_only=False)   # the trap is real: plain torch.load springs it
+    assert marker.exists()
+
+
+def test_bert_checkpoint_errors_name_the_keys(tmp_path):
+    folder = make_tiny_bert(tmp_path / "bert", mlm=False)
+    state = load_file(str(folder / "model.safetensors"))
+    prefix = "bert." if any(k.startswith("bert.") for k in state) else ""
+    # A key the map does not know is named as the file spells it.
+    with pytest.raises(WeightsError, match=r"encoder\.layer\.0\.attention\.self\.rotary\.weight"):
+        bert_to_ours({**state, prefix + "encoder.layer.0.attention.self.rotary.weight": torch.zeros(1)})
+    save_file({**state, prefix + "encoder.layer.0.attention.self.rotary.weight": torch.zeros(1)},
+              str(folder / "model.safetensors"))
+    with pytest.raises(WeightsError, match="rotary"):
+        load_folder(folder)
+    # A missing tensor is named too.
+    del state[prefix + "encoder.layer.1.output.dense.weight"]
+    save_file(state, str(folder / "model.safetensors"))
+    with pytest.raises(WeightsError, match=r"missing keys: transformer\.layer\.1\.ffn\.lin2\.weight"):
+        load_folder(folder)
+
+
+def test_mlm_state_without_embeddings_or_with_untied_projection_is_a_clear_error():
+    cfg = EncoderConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32)
+    state = {k: v for k, v in EncoderForMaskedLM(cfg).state_dict().items() if k != "vocab_projector.weight"}
+    no_words = {k: v for k, v in state.items() if "word_embeddings" not in k}
+    with pytest.raises(WeightsError, match="missing keys: distilbert.embeddings.word_embeddings.weight"):
+        build_model(cfg, no_words, mlm_head=True)
+    untied = dict(state, **{"vocab_projector.weight": torch.randn(50, 16)})
+    with pytest.raises(WeightsError, match="not tied"):
+        build_model(cfg, untied, mlm_head=True)
+    tied = dict(state, **{"vocab_projector.weight": state["distilbert.embeddings.word_embeddings.weight"].clone()})
+    build_model(cfg, tied, mlm_head=True)         # an explicit copy of the tied weight is fine

@@ -35,9 +35,9 @@ def test_layer_names():
 
 # ---- the panel ------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def backend(tiny_distilbert):
-    return get_backend(str(tiny_distilbert), backend="scratch")
+@pytest.fixture(scope="module", params=["scratch", "hf"])
+def backend(request, tiny_distilbert):
+    return get_backend(str(tiny_distilbert), backend=request.param)
 
 
 def make_panel(qtbot, backend, **kw):
@@ -63,6 +63,7 @@ def predict(qtbot, panel, text=None):
         panel.text_edit.setText(text)
     with qtbot.waitSignal(panel.predicted, timeout=15000):
         panel.predict()
+    qtbot.waitUntil(lambda: not panel.state.jobs.is_running(F.JOB_KEY), timeout=15000)
     return panel.result
 
 
@@ -178,3 +179,30 @@ def test_example_is_predicted_when_an_mlm_model_loads(qtbot, backend):
         state.backend_changed.emit(backend)
     assert len(p.mask_tables) == F.EXAMPLE.count("[MASK]")
     state.shutdown(5000)
+
+
+def test_prediction_from_an_edited_sentence_is_not_filled_in(qtbot, panel):
+    predict(qtbot, panel, "the [MASK] sat on the [MASK] .")
+    token = panel.mask_tables[1].tokens()[0]
+    # the user adds a mask in front: old "mask 2" would now be the sentence's mask 2 of 3 - wrong
+    panel.text_edit.setText("[MASK] the [MASK] sat on the [MASK] .")
+    panel.mask_tables[1].picked.emit(1, token)
+    assert panel.text_edit.text() == "[MASK] the [MASK] sat on the [MASK] ."
+    assert "changed" in panel.status_label.text()
+    panel.use_joint()
+    assert panel.text_edit.text().count("[MASK]") == 3
+
+
+def test_per_layer_table_shows_every_layer(qtbot, panel):
+    """12 layers (BERT-base): the final layer's row, the model's answer, must be in view."""
+    from types import SimpleNamespace
+    panel.resize(1280, 800)
+    preds = [{"token": f"w{i}", "score": 0.1 / (i + 1)} for i in range(10)]
+    result = {"masks": [{"predictions": preds}], "joint": None,
+              "per_layer": [{"layers": [preds] * 13}]}
+    panel.set_result(result, panel.text_edit.text(), SimpleNamespace(n_layers=12, model_name="bert-like"))
+    t = panel.layer_table
+    qtbot.waitUntil(lambda: t.isVisible())
+    assert t.rowCount() == 13
+    rect = t.visualRect(t.model().index(12, 0))
+    assert t.viewport().rect().contains(rect), "the final layer's row is scrolled out of view"

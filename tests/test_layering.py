@@ -38,3 +38,26 @@ def test_no_pickle_for_user_data():
     offenders = [str(p.relative_to(ROOT)) for pkg in ("app", "core", "index") for p in (ROOT / pkg).rglob("*.py")
                  if any(m.split(".")[0] in ("pickle", "dill", "joblib") for m in imported_modules(p))]
     assert not offenders, offenders
+
+
+def test_encoder_is_written_by_hand():
+    """core/model.py and core/numpy_ref.py use no transformers and no ready-made torch encoder."""
+    for name in ("model.py", "numpy_ref.py"):
+        path = ROOT / "core" / name
+        mods = set(imported_modules(path))
+        assert not {m for m in mods if m.split(".")[0] in ("transformers", "sentence_transformers")}, (name, mods)
+        source = path.read_text(encoding="utf-8")
+        for banned in ("MultiheadAttention", "TransformerEncoder", "nn.Transformer("):
+            assert banned not in source, (name, banned)
+
+
+def test_encoder_config_documents_every_field():
+    """The @dataclass config is the encoder's vocabulary: one comment per field."""
+    from dataclasses import fields
+
+    from core.model import EncoderConfig
+    lines = (ROOT / "core" / "model.py").read_text(encoding="utf-8").splitlines()
+    start = lines.index("class EncoderConfig:")
+    for f in fields(EncoderConfig):
+        line = next(x for x in lines[start:] if x.strip().startswith(f"{f.name}:"))
+        assert "#" in line and len(line.split("#", 1)[1].strip()) > 10, f"{f.name} has no comment"

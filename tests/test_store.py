@@ -332,6 +332,7 @@ def _corrupt_store(tmp_path):
     ("garbage_manifest", "manifest .* damaged or truncated"),
     ("truncate_manifest", "manifest .* damaged or truncated"),
     ("foreign_manifest", "not an Encoderscope store manifest"),
+    ("edited_manifest", "manifest .* damaged: its checksum does not match"),
     ("garbage_db", "store.db is damaged or not an SQLite database"),
     ("truncate_db", "store.db"),
     ("foreign_db", "not an Encoderscope store"),
@@ -355,6 +356,8 @@ def test_corruption_gives_specific_error_and_leaves_files(tmp_path, damage, matc
         mf.write_bytes(mf.read_bytes()[:40])
     elif damage == "foreign_manifest":
         mf.write_text(json.dumps({"name": "some other tool", "version": 3}))
+    elif damage == "edited_manifest":   # still valid JSON, one value changed
+        mf.write_text(mf.read_text().replace('"generation": ', '"generation": 9'))
     elif damage == "garbage_db":
         b = bytearray(db.read_bytes()); b[:100] = os.urandom(100); db.write_bytes(bytes(b))
     elif damage == "truncate_db":
@@ -368,12 +371,68 @@ def test_corruption_gives_specific_error_and_leaves_files(tmp_path, damage, matc
             VectorStore.open(folder, writable=writable)
         assert e.value.path is not None
     assert snapshot_files(folder) == before     # the last good snapshot is left untouched
-    if damage in ("flip_index", "truncate_index", "delete_index", "foreign_index"):
-        # The sentences and vectors are intact: repair rebuilds the index from them.
+    if damage.endswith(("_index", "_manifest")):
+        assert "--repair" in str(e.value)
+        # The sentences and vectors are intact: repair rebuilds the index (and manifest) from them.
         store = VectorStore.open(folder, writable=True, repair=True)
         assert store.count() == 200 and store.search(x[7], k=1)[0].text == "sentence 7"
         store.close()
         VectorStore.open(folder).close()
+
+
+def test_repair_never_overwrites_another_format_version(tmp_path):
+    folder, man, x = _corrupt_store(tmp_path)
+    mf = folder / "manifest.json"
+    d = json.loads(mf.read_text())
+    d.update(format_version=2, manifest_sha256=None)
+    mf.write_text(json.dumps(d))
+    before = snapshot_files(folder)
+    with pytest.raises(StoreCorrupted, match="format version 2") as e:
+        VectorStore.open(folder, writable=True, repair=True)
+    assert "--repair" not in str(e.value)
+    assert snapshot_files(folder) == before
+
+
+def test_store_files_follow_the_umask(tmp_path):
+    """Index and manifest are as readable as store.db (temp files are not left 0600)."""
+    old = os.umask(0o022)
+    try:
+        make(tmp_path, 5)[0].close()
+    finally:
+        os.umask(old)
+    folder = tmp_path / "s"
+    modes = {p.name.split("-")[0]: p.stat().st_mode & 0o777 for p in folder.iterdir()
+             if p.name != "lock"}
+    assert modes == {"store.db": 0o644, "index": 0o644, "manifest.json": 0o644}, modes
+    assert not list(folder.glob(".*.tmp"))
+
+
+# ---------------------------------------------------------------- search settings
+def test_blas_threshold_and_single_query_threads(tmp_path, monkeypatch):
+    """faiss's BLAS threshold is set low for batches; a single query runs on one thread and
+    the caller's thread count is restored (batches keep all threads)."""
+    import faiss
+
+    from index import faiss_index
+    assert faiss.cvar.distance_compute_blas_threshold == faiss_index.BLAS_THRESHOLD <= 16
+    store, x = make(tmp_path, 200)
+    seen = []
+    real_search = faiss.IndexIDMap2.search
+
+    def spy(self, *a, **k):
+        seen.append(faiss.omp_get_max_threads())
+        return real_search(self, *a, **k)
+    monkeypatch.setattr(faiss.IndexIDMap2, "search", spy)
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(2)
+    try:
+        store.search(x[0], k=3)
+        store.search(x[:8], k=3)
+        assert seen == [faiss_index.SINGLE_QUERY_THREADS, 2]
+        assert faiss.omp_get_max_threads() == 2
+    finally:
+        faiss.omp_set_num_threads(before)
+    store.close()
 
 
 # ---------------------------------------------------------------- one writer at a time

@@ -137,6 +137,21 @@ def test_same_commands_on_milvus_lite(tmp_path, inputs, tiny_model, capsys, monk
     assert rc == 2 and "--repair" in err
 
 
+def test_index_option_switches_an_existing_store(tmp_path, inputs, capsys):
+    store = tmp_path / "store"
+    assert cli(["ingest", inputs["csv"], "--column", "sentence", "--store", store, "--quiet"],
+               capsys)[0] == 0
+    assert json.loads(cli(["info", "--store", store, "--json"], capsys)[1])["index"] == "flat"
+    rc, out, err = cli(["ingest", inputs["jsonl"], "--field", "body", "--store", store, "--quiet",
+                        "--index", "hnsw"], capsys)
+    assert rc == 0, err
+    assert "from flat to hnsw" in err and "(index: hnsw)" in out
+    info = json.loads(cli(["info", "--store", store, "--json"], capsys)[1])
+    assert info["index"] == "hnsw" and info["count"] == 20
+    rc, out, err = cli(["search", inputs["lines"][112], "--store", store, "-k", "1", "--json"], capsys)
+    assert json.loads(out)["results"][0]["text"] == inputs["lines"][112]
+
+
 def test_other_model_is_refused_then_rebuilt(tmp_path, inputs, tiny_model, capsys):
     store = tmp_path / "store"
     assert cli(["ingest", inputs["csv"], "--column", "sentence", "--store", store, "--quiet"],

@@ -345,6 +345,23 @@ def test_migrate_round_trip_faiss_milvus_faiss(tmp_path, opened):
 
 
 @pytest.mark.skipif(not _milvus_available(), reason="needs the [milvus] extra")
+def test_migrate_into_emptied_milvus_store_never_reuses_ids(tmp_path, opened):
+    """An empty destination that once held rows keeps its id counter: the source's ids
+    would reuse ids it already handed out."""
+    from index.migrate import migrate
+    src, _ = make(opened, tmp_path, "faiss", 30, name="f")
+    src.close()
+    dst, _ = make(opened, tmp_path, "milvus", 50, name="m", seed=4)
+    dst.clear()
+    dst.close()
+    r = migrate(tmp_path / "f", f"milvus-lite:{tmp_path / 'm'}")
+    assert r.verified and r.added == 30
+    again = open_(opened, f"milvus-lite:{tmp_path / 'm'}", readonly=True)
+    ids = [row["id"] for row in again.iter()]
+    assert len(ids) == 30 and min(ids) > 50
+
+
+@pytest.mark.skipif(not _milvus_available(), reason="needs the [milvus] extra")
 def test_migrate_command_line(tmp_path, opened, capsys):
     from index.migrate import main
     src, _ = make(opened, tmp_path, "faiss", 50, name="f")

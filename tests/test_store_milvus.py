@@ -147,6 +147,24 @@ def test_lite_folder_layout_and_plain_folder_opens_it(tmp_path):
         open_store(f"milvus-lite:{tmp_path / 'x'}", create=True, fingerprint=FP)
 
 
+@needs_milvus
+def test_lite_logs_no_server_tracebacks(tmp_path, caplog):
+    """Milvus Lite's in-process gRPC server logs a traceback for calls it does not implement
+    (pymilvus asks AllocTimestamp after creating the index); the CLI would print it."""
+    import logging
+    caplog.set_level(logging.WARNING)
+    s = open_store(f"milvus-lite:{tmp_path / 'c'}", create=True, fingerprint=FP)
+    try:
+        s.add(["a", "b"], clustered(2, D))
+        assert s.search(clustered(2, D)[0], k=1)[0].text == "a"
+        assert s.info()["count"] == 2
+        s.reindex("flat")
+    finally:
+        s.close()
+    loud = [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.ERROR]
+    assert loud == []
+
+
 HOLDER = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {root!r})

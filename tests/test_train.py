@@ -112,6 +112,26 @@ def test_store_corpus(tmp_path):
     assert read_corpus(folder) == ["first", "second"]
 
 
+def test_milvus_lite_store_corpus(tmp_path):
+    """A Milvus Lite store is a corpus too: as milvus-lite:FOLDER and as its plain folder."""
+    pytest.importorskip("milvus_lite")
+    pytest.importorskip("pymilvus")
+    from index.locations import open_store
+    from tests.test_store_support import Fingerprint, clustered
+
+    location = f"milvus-lite:{tmp_path / 'lite'}"
+    store = open_store(location, create=True, fingerprint=Fingerprint("fake", "f" * 64, "mean", 8, True))
+    try:
+        store.add(["first one.", "second one.", "third one."], clustered(3, 8))
+    finally:
+        store.close()
+    assert read_corpus(location) == ["first one.", "second one.", "third one."]
+    assert read_corpus(tmp_path / "lite", limit=2) == ["first one.", "second one."]
+    from core.errors import EncoderscopeError
+    with pytest.raises(EncoderscopeError, match="no store"):          # the CLI's one-line error
+        read_corpus(f"milvus-lite:{tmp_path / 'none'}")
+
+
 def test_split_and_sampler_are_deterministic():
     sents = [f"s{i}" for i in range(100)]
     tr, ho = split_heldout(sents, 0.05, seed=3)
@@ -145,6 +165,15 @@ def test_bad_options(corpus, tmp_path):
             Trainer(tiny_config(corpus, tmp_path / "o", **kw)).run()
     with pytest.raises(InputError, match="does not exist"):
         Trainer(tiny_config(tmp_path / "nope.txt", tmp_path / "o")).run()
+    # Options torch would reject with a traceback (or that make a run meaningless) are input errors.
+    for kw, msg in [({"dropout": 1.5}, "dropout"), ({"log_every": 0}, "log_every"), ({"lr": -1.0}, "lr"),
+                    ({"warmup": -1.0}, "warmup"), ({"eval_every": -5}, "eval_every"),
+                    ({"objective": "mlm+simcse", "mlm_fraction": 1.5, "dropout": 0.1}, "mlm_fraction"),
+                    ({"objective": "simcse", "dropout": 0.0}, "dropout > 0"),
+                    ({"objective": "simcse", "dropout": 0.1, "batch_size": 1}, "at least 2")]:
+        with pytest.raises(InputError, match=msg):
+            Trainer(tiny_config(corpus, tmp_path / "o", **kw)).run()
+    assert not (tmp_path / "o").exists()
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(InputError, match="not empty"):
@@ -236,6 +265,19 @@ def test_resume_continues_the_same_curve_and_cancel_leaves_a_checkpoint(corpus, 
     assert second["heldout_mlm_loss"] == pytest.approx(full_eval[300], rel=1e-5)
     start = next(e for e in rest if e["kind"] == "start")
     assert start["history"]["train"][-1]["step"] == 120     # the curve so far, for the app
+
+
+def test_checkpoints_at_intervals_and_at_the_end(corpus, tmp_path):
+    events, steps_on_disk = [], []
+
+    def progress(ev):
+        events.append(ev)
+        if ev["kind"] == "checkpoint":       # the folder on disk is that step's complete checkpoint
+            steps_on_disk.append(json.loads((Path(ev["path"]) / STATE_JSON).read_text())["step"])
+    Trainer(tiny_config(corpus, tmp_path / "ck", steps=12, checkpoint_every=5, eval_every=100)).run(progress=progress)
+    assert [e["step"] for e in events if e["kind"] == "checkpoint"] == steps_on_disk == [5, 10, 12]
+    model, _, _ = load_folder(tmp_path / "ck")
+    assert model.config.dim == 48
 
 
 def test_cancel_before_the_first_step(corpus, tmp_path):

@@ -56,6 +56,9 @@ def test_train_prints_a_json_summary_and_resumes(corpus, tmp_path, capsys):
     (["--corpus", "missing.txt", "--out", "X"], "does not exist"),
     (["--corpus", "CORPUS", "--out", "X", "--dim", "30", "--heads", "4"], "divisible"),
     (["--resume", "nowhere"], "cannot resume"),
+    (["--corpus", "CORPUS", "--out", "X", "--log-every", "0"], "log_every"),
+    (["--corpus", "CORPUS", "--out", "X", "--dropout", "1.5"], "dropout"),
+    (["--corpus", "CORPUS", "--out", "X", "--objective", "simcse", "--dropout", "0"], "dropout > 0"),
 ])
 def test_errors_are_one_line(corpus, tmp_path, capsys, argv, message):
     argv = [str(corpus) if a == "CORPUS" else str(tmp_path / a) if a in ("X", "missing.txt", "nowhere") else a

@@ -48,6 +48,24 @@ def test_defaults_make_a_valid_config(panel):
     assert not panel.start() and "learning rate" in panel.stats.text()
 
 
+def test_current_store_is_offered_by_its_location(panel):
+    """The open store is a corpus choice; a Milvus store is named by its location (a server
+    has no folder), a FAISS store by its folder."""
+    class Lite:
+        folder, location = Path("/data/team"), "milvus-lite:/data/team"
+
+    class Server:
+        folder, location = None, "http://milvus.internal:19530"
+
+    class Faiss:
+        folder = Path("/data/mine")
+    for store, expect in ((Lite(), "milvus-lite:/data/team"), (Server(), "http://milvus.internal:19530"),
+                          (Faiss(), "/data/mine")):
+        panel.state.store = store
+        panel._refresh_corpora()
+        assert panel.corpus.findData(expect) >= 0, expect
+
+
 def test_start_curve_cancel_resume_and_use(panel, qtbot):
     state = panel.state
     panel.steps.setValue(100_000)                       # long enough that only Cancel ends it
