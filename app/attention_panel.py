@@ -451,7 +451,7 @@ class AttentionPanel(QtWidgets.QWidget):
         self.view_updated.emit()
 
     def _show_links(self) -> None:
-        links = A.top_links(self.matrix, self.labels, k=6)
+        links = A.top_links(self.matrix, A.distinct_labels(self.labels), k=6)
         rows = "".join(f"<tr><td>{_html(q)}</td><td>&nbsp;→&nbsp;</td><td>{_html(k)}</td>"
                        f"<td align='right'>&nbsp;{w:.2f}</td></tr>" for q, k, w in links)
         self.links_label.setText(f"<b>Strongest links</b> (query → key, self-links left out)"
@@ -462,10 +462,11 @@ class AttentionPanel(QtWidgets.QWidget):
             self.hover_label.setText("Hover a cell to read its weight.")
             return
         row = self.matrix[i]
+        names = A.distinct_labels(self.labels)
         self.hover_label.setText(
-            f"<b>{_html(self.labels[i])}</b> → <b>{_html(self.labels[j])}</b>: <b>{v:.4f}</b><br>"
+            f"<b>{_html(names[i])}</b> → <b>{_html(names[j])}</b>: <b>{v:.4f}</b><br>"
             f"<span style='color:gray'>row {i} sums to {row.sum():.3f}; its largest weight goes to "
-            f"{_html(self.labels[int(row.argmax())])}</span>")
+            f"{_html(names[int(row.argmax())])}</span>")
 
     def _cell_clicked(self, i: int, j: int) -> None:
         self.heatmap.setFocus()

@@ -163,6 +163,16 @@ def top_links(matrix, tokens: Sequence[str], k: int = 5) -> list[tuple[str, str,
     return out
 
 
+def distinct_labels(tokens: Sequence[str]) -> list[str]:
+    """Tokens that occur more than once get their position (1-based), e.g. "moons@8", so a
+    list of links can tell the two "moons" of a sentence pair apart; unique tokens stay as
+    they are."""
+    seen: dict[str, int] = {}
+    for t in tokens:
+        seen[t] = seen.get(t, 0) + 1
+    return [f"{t}@{i + 1}" if seen[t] > 1 else t for i, t in enumerate(tokens)]
+
+
 def entropy(matrix) -> np.ndarray:
     """Row entropies in nats (how spread out each query's attention is)."""
     m = np.clip(np.asarray(matrix, dtype=np.float64), 1e-12, None)

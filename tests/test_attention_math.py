@@ -142,3 +142,13 @@ def test_all_heads_csv_streamed_to_file_with_progress_and_cancel(tmp_path):
     with pytest.raises(OSError):
         A.write_npz(tmp_path / "missing" / "x.npz", a, tokens)
     assert not (tmp_path / "missing").exists()
+
+
+def test_distinct_labels_tell_repeated_tokens_apart():
+    toks = ["[CLS]", "moons", "of", "moons", "[SEP]", "the", "[SEP]"]
+    assert A.distinct_labels(toks) == ["[CLS]", "moons@2", "of", "moons@4", "[SEP]@5", "the",
+                                       "[SEP]@7"]
+    m = np.eye(7) * 0.1
+    m[1, 0], m[3, 0] = 0.5, 0.4
+    links = A.top_links(m, A.distinct_labels(toks), k=2)
+    assert [(q, k) for q, k, _ in links] == [("moons@2", "[CLS]"), ("moons@4", "[CLS]")]
