@@ -381,6 +381,9 @@ class AttentionPanel(QtWidgets.QWidget):
     def set_view(self, index: int) -> None:
         self.stack.setCurrentIndex(index)
         self.view_group.button(index).setChecked(True)
+        # The grid always shows every raw head, without numbers: those controls don't apply.
+        for w in (self.mode_combo, self.show_values):
+            w.setEnabled(index == 0)
         (self.heatmap if index == 0 else self.grid).setFocus()
 
     def open_head(self, layer: int, head: int) -> None:

@@ -82,12 +82,14 @@ def test_grid_has_layers_times_heads_cells_and_click_opens_head(qtbot, panel, ba
     grid = panel.grid
     qtbot.waitExposed(grid)
     assert grid.grid_shape() == (L, H) and grid.cell_count() == L * H
+    assert not panel.mode_combo.isEnabled() and not panel.show_values.isEnabled()
     # every cell of the mosaic is the colour-mapped head: check one head's corner pixels differ from gutter
     layer, head = L - 1, H - 2
     pos = grid.mapFromScene(grid.scene_pos_of(layer, head))
     qtbot.mouseClick(grid.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=pos)
     assert (panel.layer, panel.head, panel.mode) == (layer, head, "head")
     assert panel.stack.currentIndex() == 0
+    assert panel.mode_combo.isEnabled() and panel.show_values.isEnabled()
     np.testing.assert_allclose(panel.heatmap.drawn_matrix(), ins.attentions[layer, head], atol=1e-6)
 
 
