@@ -56,6 +56,7 @@ MAX_TOPK = 16_384            # Milvus's limit on k
 MAX_TEXT_BYTES = 65_535
 MAX_SOURCE_BYTES = 4_096
 QUERY_CHUNK = 500            # hashes / ids per `in [...]` filter
+LITE_RELEASE_WAIT = 5.0      # s to wait for a dead or closed writer's Milvus Lite lock to clear
 UNCLEAN = "unclean"          # in a Lite folder while a writer has it open (removed on close)
 FIELDS = ["text", "source", "row", "added", "meta"]
 KINDS = ("auto", "flat", "hnsw", "ivf", "sq8")
@@ -131,6 +132,20 @@ def _lite_lock_holder(folder: Path) -> int | None:
         return int(raw) if raw else None
     except (OSError, ValueError):
         return None
+
+
+def _holder_gone(folder: Path) -> bool:
+    """Whether the process recorded as the folder's last writer is this one or no longer runs."""
+    pid = _lite_lock_holder(folder)
+    if pid is None or pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def _lite_is_locked(data_dir: Path) -> bool:
@@ -313,6 +328,12 @@ class MilvusStore(Store):
                 lock.release()
             raise StoreError(f"Milvus Lite stores need milvus-lite: {INSTALL_HINT}") from None
         running_here = os.path.abspath(loc.lite_db) in getattr(mgr, "_servers", {})
+        if not running_here and _lite_is_locked(loc.lite_db) and _holder_gone(folder):
+            # The last writer is dead (killed) or was this process: Milvus Lite's own lock is
+            # still being let go (a server stopping, a killed process being reaped). Wait a little.
+            deadline = time.monotonic() + LITE_RELEASE_WAIT
+            while time.monotonic() < deadline and _lite_is_locked(loc.lite_db):
+                time.sleep(0.1)
         if not running_here and _lite_is_locked(loc.lite_db):
             if lock:
                 lock.release()
