@@ -9,6 +9,7 @@ Shapes: B = batch, T = tokens, D = model dim, H = heads, Dh = D // H, V = vocab.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict, dataclass, fields
 from typing import Optional
 
@@ -85,22 +86,26 @@ class Linear(nn.Linear):
     """nn.Linear with an optional fast path for CPU inference.
 
     After ``pack_for_cpu_inference`` the weight is also kept in oneDNN's blocked layout (fp32,
-    and bf16 where the CPU has it) and inference calls run through oneDNN instead of MKL's fp32
-    GEMM: about 1.6x faster on this machine's CPU with identical numbers, and under bf16
-    autocast no per-call weight casts. Training, autograd, other devices and weights changed
-    after packing use the plain path.
+    and bf16 where the CPU has it) and inference calls can run through oneDNN instead of MKL's
+    fp32 GEMM, with the GELU fused in and, under bf16 autocast, no per-call weight casts. Which
+    fp32 kernel is faster depends on the CPU and the shape (oneDNN was 1.6x faster on an AMD
+    CPU, MKL up to 10% faster at 768-d on an Intel one), so packing times both per shape and
+    keeps the winner (``fp32_onednn``). Numbers are the same either way. Training, autograd,
+    other devices and weights changed after packing use the plain path.
     """
 
     packed = None          # fp32 weight in oneDNN layout, or None
     packed_bf16 = None     # (bf16 weight in oneDNN layout, bf16 bias), or None
     packed_version = -1    # weight._version when packed
+    fp32_onednn = True     # fp32 inference through oneDNN (False: MKL was faster here)
 
     def forward(self, x, gelu: str | None = None):
         # gelu: fuse the activation into the same kernel ("none" = exact erf, "tanh").
         if (self.packed is not None and x.is_cpu and not torch.is_grad_enabled()
                 and self.weight._version == self.packed_version):
             attr, algo = ("gelu", gelu) if gelu else ("none", "")
-            if not torch.is_autocast_enabled("cpu") and x.dtype == torch.float32:
+            if (self.fp32_onednn and not torch.is_autocast_enabled("cpu")
+                    and x.dtype == torch.float32):
                 return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, attr, [], algo)
             if (self.packed_bf16 is not None and torch.is_autocast_enabled("cpu")
                     and torch.get_autocast_dtype("cpu") == torch.bfloat16):
@@ -110,12 +115,15 @@ class Linear(nn.Linear):
         return y if gelu is None else F.gelu(y, approximate=gelu)
 
 
-def pack_for_cpu_inference(model: nn.Module, bf16: bool = False) -> bool:
-    """Give every Linear of a CPU model its oneDNN weights. Returns False where oneDNN is missing."""
+def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = True) -> bool:
+    """Give every Linear of a CPU model its oneDNN weights. Returns False where oneDNN is missing.
+
+    tune: time oneDNN against MKL once per (shape, fused GELU) and use the faster for fp32."""
     if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
         return False
+    chosen: dict[tuple, bool] = {}
     with torch.no_grad():
-        for m in model.modules():
+        for name, m in model.named_modules():
             if isinstance(m, Linear) and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32:
                 w = m.weight.detach()
                 m.packed = w.to_mkldnn()
@@ -123,7 +131,28 @@ def pack_for_cpu_inference(model: nn.Module, bf16: bool = False) -> bool:
                     bias = None if m.bias is None else m.bias.detach().to(torch.bfloat16)
                     m.packed_bf16 = (w.to(torch.bfloat16).to_mkldnn(), bias)
                 m.packed_version = m.weight._version
+                if tune:
+                    gelu = "none" if name.endswith("ffn.lin1") else None   # FFN fuses its GELU
+                    key = (*w.shape, gelu)
+                    if key not in chosen:
+                        chosen[key] = _onednn_is_faster(m, gelu)
+                    m.fp32_onednn = chosen[key]
     return True
+
+
+def _onednn_is_faster(m: Linear, gelu: str | None, tokens: int = 1024, rounds: int = 5) -> bool:
+    """Best of `rounds` alternating timings of both fp32 kernels on a batch of `tokens` rows.
+    oneDNN must win by 3% to be chosen: a tie goes to the plain path."""
+    x = torch.randn(tokens, m.in_features)
+    best = {True: float("inf"), False: float("inf")}
+    with torch.inference_mode():
+        for _ in range(rounds + 1):            # the first round warms both up
+            for onednn in (True, False):
+                m.fp32_onednn = onednn
+                t = time.perf_counter()
+                m(x, gelu=gelu)
+                best[onednn] = min(best[onednn], time.perf_counter() - t)
+    return best[True] < 0.97 * best[False]
 
 
 class Embeddings(nn.Module):

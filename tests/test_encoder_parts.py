@@ -116,11 +116,18 @@ def test_onednn_inference_path_equals_plain_path():
         plain_logits, plain = model(ids, mask)
     if not pack_for_cpu_inference(model):
         pytest.skip("this torch has no oneDNN")
-    assert all(m.packed is not None for m in model.modules() if isinstance(m, Linear))
+    linears = [m for m in model.modules() if isinstance(m, Linear)]
+    assert all(m.packed is not None for m in linears)
+    with torch.inference_mode():
+        tuned_logits, tuned = model(ids, mask)       # each shape on its faster fp32 kernel
+    for m in linears:
+        m.fp32_onednn = True                          # every Linear through oneDNN
     with torch.inference_mode():
         fast_logits, fast = model(ids, mask)
-    assert torch.allclose(plain.last_hidden_state, fast.last_hidden_state, atol=1e-5)
-    assert torch.allclose(plain_logits, fast_logits, atol=1e-4)
+    for out in (tuned, fast):
+        assert torch.allclose(plain.last_hidden_state, out.last_hidden_state, atol=1e-5)
+    for logits in (tuned_logits, fast_logits):
+        assert torch.allclose(plain_logits, logits, atol=1e-4)
     # Training still gets gradients (the plain path), and a changed weight is never served stale.
     logits, _ = model(ids, mask)
     logits.sum().backward()
