@@ -29,7 +29,7 @@ from core.device import bf16_supported  # noqa: E402
 from core.pooling import l2_normalize, pool  # noqa: E402
 
 
-ROUNDS = 2   # alternating rounds per row (ours, transformers, ours, ...), best of each kept
+ROUNDS = 3   # alternating rounds per row (ours, transformers, ours, ...), best of each kept
 
 
 def mixed_sentences(n: int) -> list[str]:
