@@ -119,7 +119,8 @@ def ingest_job(store, backend, pooling, texts, metadata=None, skipped=(), progre
                 raise Cancelled("cancelled")
     except Cancelled:
         res.cancelled = True
-    progress(total, total, "Saving the index …")
+    slow = store.pending_reindex()
+    progress(total, total, (slow[0].upper() + slow[1:] + " …") if slow else "Saving the index …")
     store.save()
     res.seconds = time.perf_counter() - t0
     return res

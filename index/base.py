@@ -176,6 +176,10 @@ class Store(ABC):
         """Write texts[i] for i in plan with vecs (one row each, in plan order); their new ids
         go to result.ids[i] and result.added. ids: keep these ids instead of new ones."""
 
+    def pending_reindex(self) -> str | None:
+        """What the next save() will rebuild (a long job), in words, or None."""
+        return None
+
     def _end_stream(self) -> None:
         """After add_stream's last batch (Milvus: flush)."""
 

@@ -162,6 +162,9 @@ def cmd_ingest(args) -> int:
         finally:
             bar.close()
         try:
+            slow = store.pending_reindex()
+            if slow:
+                _err(slow + " ...")
             store.save()
             if (not interrupted and args.index != "auto" and args.index != store.index_kind):
                 # --index on an existing store: switch it (from the stored vectors, no model)

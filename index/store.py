@@ -266,18 +266,24 @@ class VectorStore(Store):
 
     def _needs_migration(self) -> bool:
         """Index kind or quantiser training that should change now that the store has grown."""
+        return self.pending_reindex() is not None
+
+    def pending_reindex(self) -> str | None:
+        """What the next save() will rebuild, in words (it can take minutes), or None."""
         if self._index is None:
-            return False
+            return None
         n = self._index.ntotal
         if self._request == "auto" and self._index.kind == "flat" and n >= self._threshold:
-            return True
+            return (f"building the approximate (HNSW) index: the store has reached {n:,} "
+                    f"sentences (exact search up to {self._threshold:,})")
         if self._index.kind == "hnsw" and len(self._index.deleted) > 0.25 * max(self._index.stored, 1):
-            return True    # compact: too many deleted nodes still in the graph
+            return (f"compacting the HNSW graph ({len(self._index.deleted):,} removed sentences "
+                    "still in it)")
         if self._index.kind == "sq8":
             trained = int(self._index.params.get("trained_on", 0))
             if trained < SQ8_RETRAIN_BELOW and n >= 2 * max(trained, 1):
-                return True
-        return False
+                return f"retraining the 8-bit quantiser on {n:,} sentences"
+        return None
 
     # ---------------------------------------------------------------------------------------
     # properties

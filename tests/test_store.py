@@ -124,8 +124,11 @@ def test_auto_switches_to_hnsw_above_threshold(tmp_path):
     store, x = make(tmp_path, 300, hnsw_threshold=500)
     store.save()
     assert read_manifest(tmp_path / "s").index_kind == "flat"
+    assert store.pending_reindex() is None
     store.add([f"more {i}" for i in range(300)], clustered(300, D, seed=9))
+    assert "HNSW" in store.pending_reindex() and "600" in store.pending_reindex()
     store.save()
+    assert store.pending_reindex() is None
     man = read_manifest(tmp_path / "s")
     assert man.index_kind == "hnsw" and man.count == 600
     assert store.info()["index"] == "hnsw"

@@ -137,6 +137,15 @@ def test_same_commands_on_milvus_lite(tmp_path, inputs, tiny_model, capsys, monk
     assert rc == 2 and "--repair" in err
 
 
+def test_long_index_rebuild_is_announced(tmp_path, inputs, capsys, monkeypatch):
+    from index.store import VectorStore
+    monkeypatch.setattr(VectorStore, "pending_reindex",
+                        lambda self: "building the approximate (HNSW) index: test")
+    rc, out, err = cli(["ingest", inputs["csv"], "--column", "sentence", "--store",
+                        tmp_path / "s", "--quiet"], capsys)
+    assert rc == 0 and "building the approximate (HNSW) index: test ..." in err
+
+
 def test_index_option_switches_an_existing_store(tmp_path, inputs, capsys):
     store = tmp_path / "store"
     assert cli(["ingest", inputs["csv"], "--column", "sentence", "--store", store, "--quiet"],
