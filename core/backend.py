@@ -353,11 +353,19 @@ class HFBackend(Backend):
         archs = cfg.architectures or []
         self.has_mlm = any(a.endswith("ForMaskedLM") for a in archs)
         cls = AutoModelForMaskedLM if self.has_mlm else AutoModel
+        # The folder is local by now (downloads show their progress in core.sources): hide
+        # transformers' per-tensor "Loading weights" bar, noise on every CLI call.
+        from transformers.utils import logging as hf_logging
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
         try:
             self.model = cls.from_pretrained(folder, attn_implementation="eager",
                                              trust_remote_code=False).to(device).eval()
         except Exception as e:
             raise ModelUnavailable(f"transformers cannot load the model in {folder}: {e}") from None
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
         self.tokenizer = _load_tokenizer(source.folder, getattr(cfg, "vocab_size", None))
         self.dim = cfg.hidden_size
         self.n_layers, self.n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
