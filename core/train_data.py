@@ -27,8 +27,6 @@ from .errors import InputError
 
 TEXT_COLUMNS = ("text", "sentence", "sentences", "content", "body")
 STORE_DB = "store.db"
-LITE_PREFIX = "milvus-lite:"               # index.locations' names, without importing it here
-LITE_MANIFEST = "encoderscope-milvus.json"
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _TERMINAL = re.compile(r"[.!?:;\"')\]]$")
 LONG_LINE = 600          # characters: a longer line is cut into sentences
@@ -74,12 +72,15 @@ def _dedupe(texts, limit, where) -> list[str]:
 
 
 def _is_milvus_location(source) -> bool:
-    """``milvus-lite:FOLDER``, ``http(s)://HOST:PORT...``, or a folder created as a Milvus Lite store."""
-    text = str(source).strip()
-    if text.lower().startswith((LITE_PREFIX, "http://", "https://", "tcp://", "grpc://")):
-        return True
-    path = Path(text).expanduser()
-    return path.is_dir() and (path / LITE_MANIFEST).is_file() and not (path / STORE_DB).is_file()
+    """``milvus-lite:FOLDER``, ``http(s)://HOST:PORT...``, or a folder created as a Milvus Lite
+    store (index.locations decides, as everywhere else)."""
+    if not str(source).strip():
+        return False
+    try:
+        from index.locations import parse_location
+    except ImportError:      # core without the index package: files and FAISS folders only
+        return False
+    return parse_location(str(source).strip()).is_milvus
 
 
 def _read_milvus(location: str) -> list[str]:

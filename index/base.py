@@ -176,6 +176,12 @@ class Store(ABC):
         """Write texts[i] for i in plan with vecs (one row each, in plan order); their new ids
         go to result.ids[i] and result.added. ids: keep these ids instead of new ones."""
 
+    def can_keep_ids(self) -> bool:
+        """Whether add(..., ids=...) may store rows under given ids (migrate keeps the source's
+        ids then): only a store that numbers rows itself says no, and one that has handed out
+        ids before says no too, since ids are never reused."""
+        return False
+
     def pending_reindex(self) -> str | None:
         """What the next save() will rebuild (a long job), in words, or None."""
         return None

@@ -73,8 +73,7 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
         res = MigrateResult(str(src_loc), str(dst_loc))
         res.source_count = total = src.count()
         before = dst.count()
-        # keep the source's ids only in a store that never handed out any (ids are not reused)
-        keep_ids = before == 0 and _takes_ids(dst) and getattr(dst, "_next_id", 1) <= 1
+        keep_ids = before == 0 and dst.can_keep_ids()
         samples = []
         rng = np.random.default_rng(0)
         for ids, vecs, recs in src.iter_batches(batch):
@@ -103,14 +102,6 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
                 dst.close()
         finally:
             src.close()
-
-
-def _takes_ids(store) -> bool:
-    import inspect
-    try:
-        return "ids" in inspect.signature(store.add).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def _verify(res: MigrateResult, before: int, dst, samples) -> None:

@@ -612,6 +612,9 @@ class MilvusStore(Store):
     def _end_stream(self) -> None:
         self._flush()
 
+    def can_keep_ids(self) -> bool:
+        return self._next_id <= 1      # never handed out an id (a cleared store has)
+
     def remove(self, ids) -> list:
         """Remove sentences by id; returns the ids that were there (unknown ids are skipped)."""
         self._need_writer()
