@@ -1,6 +1,7 @@
 # Two commands set everything up on a fresh machine: `make run` and `make test`.
 #   make run          create .venv, install, launch the app on the bundled sample corpus
-#   make test         same set-up, then the whole test suite (Qt offscreen)
+#   make test         same set-up, ruff, then the whole test suite (Qt offscreen; it runs the
+#                     import-linter contracts too)
 #   make test-slow    the long tests too (20 kill -9 trials, ...)
 #   make bench        the benchmarks under bench/ (results: docs/benchmarks.md)
 #   make screenshots  the app in a virtual X server, PNGs under docs/screenshots/
@@ -34,6 +35,7 @@ run: setup
 	$(BIN)/encoderscope gui
 
 test: setup
+	$(BIN)/ruff check app core index tests bench
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-slow: setup

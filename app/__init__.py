@@ -1,2 +1,2 @@
-"""The desktop app (the only package that imports Qt / pyqtgraph)."""
-from . import pyside_fix  # noqa: F401  - before any Qt call: see app/pyside_fix.py
+"""The desktop app and the `encoderscope` composition root (the only package that imports Qt /
+pyqtgraph, and only in the modules that draw)."""

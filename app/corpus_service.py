@@ -21,7 +21,9 @@ from .state import ModelChoice, freeze_long_lived
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 SAMPLE_CORPUS = ASSETS / "sample_corpus.txt"
 SAMPLE_STORE = "sample"
-CHUNK = 256           # sentences embedded, then committed, per step
+# Sentences embedded, then committed, per step. Small: the store holds its lock while it embeds a
+# step (it embeds only texts it doesn't hold yet), and searches wait for that lock.
+CHUNK = 64
 
 
 @dataclass
@@ -58,31 +60,20 @@ class SearchResult:
     embed_ms: float = 0.0      # of ms: embedding the query (the rest: FAISS scan + fetching texts)
 
 
-# ---- worker-side functions (run in app/workers.py threads) -----------------------------------
-def read_rows(store):
-    ids, texts = [], []
-    for rec in store.iter():
-        ids.append(rec["id"])
-        texts.append(rec["text"])
-    return ids, texts
-
-
+# ---- worker-side functions (run in app/workers.py threads; the use cases are index.corpus) -------
 def open_store_job(location, progress=None, cancel=None):
     """(store, ids, texts), or None when there is no store at ``location`` yet.
 
     location: a folder (FAISS), milvus-lite:FOLDER or http(s)://HOST:PORT (index.locations)."""
-    from index.errors import StoreNotFound
-    from index.locations import describe_location, open_store, store_exists
+    from index import corpus
+    from index.locations import describe_location
 
-    if not store_exists(location):
-        return None
     progress(0, 0, f"Opening {describe_location(location)} …")
-    try:
-        store = open_store(location, writable=True, repair=True)
-    except StoreNotFound:          # a server without our collection yet
+    store = corpus.open_corpus(location, writable=True, repair=True)
+    if store is None:
         return None
     try:
-        ids, texts = read_rows(store)
+        ids, texts = corpus.read_rows(store)
     except BaseException:
         store.close()
         raise
@@ -91,39 +82,27 @@ def open_store_job(location, progress=None, cancel=None):
 
 def ingest_job(store, backend, pooling, texts, metadata=None, skipped=(), progress=None, cancel=None,
                chunk=CHUNK):
-    """Embed and commit ``texts`` in chunks; a cancel keeps every committed chunk."""
-    from core.backend import EmbedStats
+    """Embed and commit ``texts`` in chunks (texts already stored are not embedded again); a
+    cancel keeps every committed chunk."""
+    from index import corpus
 
     t0 = time.perf_counter()
     texts = list(texts)
     metadata = list(metadata) if metadata is not None else [None] * len(texts)
-    fp = backend.fingerprint(pooling=pooling)
     total = len(texts)
-    res = IngestResult(skipped=list(skipped))
     label = f"Embedding {total:,} sentence{'s' if total != 1 else ''}"
     progress(0, total, label)
-    try:
-        for start in range(0, total, chunk):
-            part = texts[start:start + chunk]
-            stats = EmbedStats()
-            vecs = backend.embed(part, pooling=pooling, batch_size=32, cancel=cancel, stats=stats,
-                                 progress=lambda d, _t, s=start: progress(s + d, total, label))
-            added = store.add(part, vecs, metadata[start:start + chunk], fingerprint=fp)
-            res.ids += added.ids
-            res.texts += part
-            res.added += added.added
-            res.duplicates += added.duplicates
-            res.truncated += int(stats.truncated)
-            progress(start + len(part), total, label)
-            if cancel is not None and cancel.is_set():
-                raise Cancelled("cancelled")
-    except Cancelled:
-        res.cancelled = True
-    slow = store.pending_reindex()
-    progress(total, total, (slow[0].upper() + slow[1:] + " …") if slow else "Saving the index …")
-    store.save()
-    res.seconds = time.perf_counter() - t0
-    return res
+
+    def report(done, total, note):
+        progress(done, total, (note[0].upper() + note[1:] + " …") if note else
+                 label if done < total else "Saving the index …")
+    added = corpus.ingest(store, list(zip(texts, metadata)), backend, pooling=pooling, batch_size=chunk,
+                          progress=report, cancel=cancel)
+    committed = len(added.ids)
+    return IngestResult(ids=added.ids, texts=texts[:committed], added=added.added,
+                        duplicates=added.duplicates, truncated=added.truncated,
+                        cancelled=added.cancelled, skipped=list(skipped),
+                        seconds=time.perf_counter() - t0)
 
 
 def import_job(store, backend, pooling, path, column=None, progress=None, cancel=None):
@@ -140,11 +119,11 @@ def import_job(store, backend, pooling, path, column=None, progress=None, cancel
 def create_store_job(location, backend, pooling, sample=SAMPLE_CORPUS, progress=None, cancel=None):
     """Create a store for ``backend`` and fill it with ``sample`` (the bundled sample corpus;
     None: leave it empty)."""
-    from index.locations import open_store
+    from index.corpus import create_corpus
 
     from .importers import read_sentences
 
-    store = open_store(location, writable=True, create=True, fingerprint=backend.fingerprint(pooling))
+    store = create_corpus(location, backend, pooling)
     result = IngestResult()
     if sample is not None and Path(sample).is_file():
         found = read_sentences(sample)
@@ -167,19 +146,18 @@ def remove_job(store, ids, progress=None, cancel=None):
 
 
 def rebuild_job(store, backend, pooling, progress=None, cancel=None):
+    from index import corpus
     total = store.count()
     label = f"Re-embedding {total:,} sentences with {backend.model_name} ({pooling})"
     progress(0, total, label)
-    store.rebuild(backend, pooling=pooling, progress=lambda d, t: progress(d, t, label), cancel=cancel)
-    return read_rows(store)
+    corpus.reembed(store, backend, pooling, progress=lambda d, t: progress(d, t, label), cancel=cancel)
+    return corpus.read_rows(store)
 
 
 def search_job(store, backend, pooling, query, k, seq=0):
-    t0 = time.perf_counter()
-    vec = backend.embed([query], pooling=pooling)[0]
-    t1 = time.perf_counter()
-    hits = store.search(vec, k, fingerprint=backend.fingerprint(pooling=pooling))
-    return SearchResult(query, k, hits, (time.perf_counter() - t0) * 1000, seq, (t1 - t0) * 1000)
+    from index import corpus
+    hits, timing = corpus.search(store, query, k, backend, pooling)
+    return SearchResult(query, k, hits, timing.total_ms, seq, timing.embed_ms)
 
 
 # ---- the UI-side service ------------------------------------------------------------------------

@@ -281,7 +281,6 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.col_labels: list[str] = []
         self.show_values = False
         self._hover = (-1, -1)
-        self._levels_fixed: tuple[float, float] | None = None
 
         self.left_axis = TokenAxis("left")
         self.top_axis = TokenAxis("top")
@@ -354,7 +353,7 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.top_axis.set_labels(self.col_labels)
         self.plot.setTitle(title, **self._title_style)
         if m.size:
-            lo, hi = levels if levels is not None else self._levels_fixed or (0.0, float(np.nanmax(m)))
+            lo, hi = levels if levels is not None else (0.0, float(np.nanmax(m)))
             hi = hi if hi > lo else lo + 1e-6
         else:
             lo, hi = 0.0, 1.0
@@ -370,12 +369,6 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         """A message in the middle of the empty plot (before the first matrix)."""
         self.placeholder.setText(text)
         self.placeholder.setPos(0, 0)
-
-    def set_fixed_levels(self, levels: tuple[float, float] | None) -> None:
-        """(0, 1) to compare matrices on one scale; None = 0..max of each matrix."""
-        self._levels_fixed = levels
-        if self.matrix.size:
-            self.set_matrix(self.matrix, self.row_labels, self.col_labels, self.plot.titleLabel.text)
 
     def set_colormap(self, name: str) -> None:
         self.cmap_name = name

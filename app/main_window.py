@@ -12,15 +12,17 @@ from PySide6.QtWidgets import (QFileDialog, QInputDialog, QLabel, QLineEdit, QMa
 from index.locations import LOCATION_ENV
 
 from .about import show_about
+from .attention_panel import AttentionPanel
 from .corpus_panel import CorpusPanel
 from .corpus_service import SAMPLE_STORE, CorpusService
+from .fillmask_panel import FillMaskPanel
 from .job_progress import JobProgress
 from .logs import log, log_dir, setup_logging
 from .model_bar import ModelBar
-from .panels import load_optional_panels
 from .search_panel import SearchPanel
 from .settings import as_int, open_settings, stores_dir
 from .state import AppState, ModelChoice
+from .train_panel import TrainPanel
 
 TITLE = "Encoderscope"
 
@@ -47,9 +49,13 @@ class MainWindow(QMainWindow):
         self.corpus_panel = CorpusPanel(self.state, self.service)
         self.tabs.addTab(self.search_panel, "Search")
         self.tabs.addTab(self.corpus_panel, "Corpus")
-        self.optional_panels = dict(load_optional_panels(self.state))
+        # the inspector and training panels, each in a scrolling tab
+        self.optional_panels = {"Attention": AttentionPanel(self.state),
+                                "Fill-mask": FillMaskPanel(self.state),
+                                "Train": TrainPanel(self.state)}
         self._panel_tabs = {}
         for title, widget in self.optional_panels.items():
+            widget.setObjectName(f"{title.lower().replace('-', '')}_panel")
             # a scroll area: a panel wider than the window scrolls instead of widening the window
             scroll = QScrollArea()
             scroll.setObjectName(f"{widget.objectName()}_scroll")

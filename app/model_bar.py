@@ -4,9 +4,12 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QToolBar, QToolButton, QWidget, QSizePolicy
 
-from .state import BACKENDS, POOLINGS, ModelChoice
+from core.names import BACKENDS, POOLINGS
+from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 
-WEIGHTS = ["minilm", "distilbert-base-uncased"]
+from .state import BACKEND_LABELS, ModelChoice
+
+WEIGHTS = [DEFAULT_MODEL, DEFAULT_HUB_MODEL]
 POOLING_LABELS = {"mean": "Mean", "cls": "CLS", "max": "Max"}
 
 
@@ -52,7 +55,8 @@ class ModelBar(QToolBar):
 
         self.encoder = QComboBox()
         self.encoder.setObjectName("encoder_combo")
-        for key, label in BACKENDS.items():
+        for key in BACKENDS:
+            label = BACKEND_LABELS[key]
             self.encoder.addItem(label, key)
         self.encoder.setToolTip("Which code runs the network: our from-scratch encoder (core/model.py) "
                                 "or Hugging Face transformers")
@@ -104,7 +108,7 @@ class ModelBar(QToolBar):
         self.device.activated.connect(self._apply)
 
     def current_choice(self) -> ModelChoice:
-        return ModelChoice(model=self.weights.currentText().strip() or "minilm",
+        return ModelChoice(model=self.weights.currentText().strip() or DEFAULT_MODEL,
                            backend=self.encoder.currentData(),
                            pooling=self.pooling.currentData(),
                            device=self.device.currentData())

@@ -23,7 +23,6 @@ class SearchPanel(QWidget):
         super().__init__(parent)
         self.state = state
         self._seq = 0                  # number of the latest request
-        self._pending = False          # a newer request waits for the one in flight
         self._typed_at = 0.0
         self.last_result = None
 
@@ -113,13 +112,10 @@ class SearchPanel(QWidget):
                 self._set_info("The corpus was embedded with another model or pooling: re-embed it "
                                "(Model → Re-embed, Ctrl+R) or switch back to search it.", error=True)
             return
-        if state.jobs.is_running("search"):
-            self._pending = True
-            return
-        self._pending = False
-        state.run("search", search_job, state.store, state.backend, state.pooling, text, self.k.value(),
+        # while a search runs, the newest query waits (older waiting ones are dropped)
+        state.run_latest("search", search_job, state.store, state.backend, state.pooling, text, self.k.value(),
                   self._seq, label="Search", show_progress=False, wants_progress=False,
-                  on_result=self._on_result, on_error=self._on_error, on_finished=self._on_finished)
+                  on_result=self._on_result, on_error=self._on_error)
 
     def _on_result(self, result):
         if result.seq != self._seq:
@@ -136,10 +132,6 @@ class SearchPanel(QWidget):
     def _on_error(self, message):
         self.results.set_hits([])
         self._set_info(message, error=True)
-
-    def _on_finished(self):
-        if self._pending:
-            self.search_now()
 
     def _set_info(self, text, error=False):
         self.info.setStyleSheet("color: #b00020;" if error else "")

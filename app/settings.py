@@ -22,14 +22,6 @@ def open_settings() -> QSettings:
     return QSettings(ORGANISATION, APPLICATION)
 
 
-def as_bool(value, default=False) -> bool:
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return value
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
-
-
 def as_int(value, default=0) -> int:
     try:
         return int(value)

@@ -27,12 +27,13 @@ from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
 
+from core.sources import DEFAULT_MODEL
+
 from .logs import log
 from .workers import Job, JobRunner
 
-BACKENDS = {"scratch": "From-scratch encoder", "hf": "DistilBERT (transformers)"}
-POOLINGS = ("mean", "cls", "max")
-DEFAULT_MODEL = "minilm"
+# What the model bar shows for each of core.names.BACKENDS.
+BACKEND_LABELS = {"scratch": "From-scratch encoder", "hf": "DistilBERT (transformers)"}
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class ModelChoice:
         return (self.model, self.backend, self.device)
 
     def describe(self) -> str:
-        return f"{self.model} · {BACKENDS.get(self.backend, self.backend)} · {self.pooling} pooling"
+        return f"{self.model} · {BACKEND_LABELS.get(self.backend, self.backend)} · {self.pooling} pooling"
 
     def with_(self, **changes) -> "ModelChoice":
         return replace(self, **changes)
@@ -72,8 +73,11 @@ def freeze_long_lived() -> None:
 
     torch + transformers + a loaded corpus are millions of objects; a full collection then takes
     ~300 ms with the GIL held, which freezes the UI thread even when a worker triggered it.
-    Called after a model or a corpus finished loading (those objects live for the session).
+    Called after a model or a corpus finished loading. Objects frozen earlier are thawed and
+    collected first, so a model or corpus that was replaced since is freed, not kept for good.
     """
+    gc.unfreeze()
+    gc.collect()
     gc.freeze()
 
 
@@ -97,6 +101,8 @@ class AppState(QObject):
         self.jobs = jobs or JobRunner(parent=self)
         self.jobs.busy_changed.connect(self.busy)
         self.jobs.job_started.connect(self.job_started)
+        self.jobs.job_finished.connect(self._start_waiting)
+        self._waiting: dict[str, tuple] = {}   # key -> the newest (fn, args, kwargs) of run_latest
         self._pending_choice: ModelChoice | None = None
         self._loaded_key: tuple | None = None
 
@@ -104,10 +110,6 @@ class AppState(QObject):
     @property
     def model_name(self) -> str:
         return self.choice.model
-
-    @property
-    def backend_kind(self) -> str:
-        return self.choice.backend
 
     @property
     def pooling(self) -> str:
@@ -154,6 +156,26 @@ class AppState(QObject):
         if on_finished:
             job.finished.connect(on_finished)
         return job
+
+    def run_latest(self, key: str, fn: Callable, *args, **kwargs) -> Job | None:
+        """``run`` for requests where only the newest matters (a query typed on, another
+        sentence to inspect): while a job with ``key`` runs, the newest call waits in its place
+        (an older waiting call is dropped) and starts when the running job ends. Returns the Job,
+        or None when the call waits. ``has_waiting(key)`` tells a result it is already stale."""
+        if self.jobs.is_running(key):
+            self._waiting[key] = (fn, args, kwargs)
+            return None
+        self._waiting.pop(key, None)
+        return self.run(key, fn, *args, **kwargs)
+
+    def has_waiting(self, key: str) -> bool:
+        return key in self._waiting
+
+    def _start_waiting(self, job) -> None:
+        call = self._waiting.pop(job.key, None)
+        if call is not None:
+            fn, args, kwargs = call
+            self.run(job.key, fn, *args, **kwargs)
 
     # ---- model --------------------------------------------------------------------------
     def set_choice(self, choice: ModelChoice) -> None:

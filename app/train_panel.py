@@ -21,6 +21,8 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import QObject, Signal
 
+from core.sources import DEFAULT_MODEL
+
 JOB_KEY = "train"
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 SAMPLE_CORPUS = ASSETS / "sample_corpus.txt"
@@ -29,7 +31,7 @@ PAIRS = ASSETS / "paraphrase_pairs.tsv"
 STARTS = [  # (label, init, tokenizer)
     ("Fresh encoder, word vocabulary from the corpus", "fresh", "word"),
     ("Fresh encoder, minilm's WordPiece vocabulary", "fresh", "wordpiece"),
-    ("minilm (+ a fresh MLM head)", "minilm", "wordpiece"),
+    (f"{DEFAULT_MODEL} (+ a fresh MLM head)", DEFAULT_MODEL, "wordpiece"),
 ]
 OBJECTIVES = [
     ("Masked-LM (predict hidden words)", "mlm"),
@@ -46,6 +48,7 @@ def default_output_folder() -> Path:
 def train_job(config, sink, progress=None, cancel=None):
     """Worker side: run the trainer; every event goes to ``sink`` (a queued signal's emit)."""
     from core.train import Trainer
+    from index.corpus import read_training_corpus
 
     def on_event(ev):
         sink(ev)
@@ -54,7 +57,7 @@ def train_job(config, sink, progress=None, cancel=None):
                 progress(ev["step"], ev["total"], f"Training: step {ev['step']:,}, loss {ev['loss']:.3f}")
             elif ev["kind"] == "status":
                 progress(0, 0, ev["message"])
-    return Trainer(config).run(progress=on_event, cancel=cancel)
+    return Trainer(config, read_corpus=read_training_corpus).run(progress=on_event, cancel=cancel)
 
 
 class _Bridge(QObject):
@@ -292,7 +295,7 @@ class TrainPanel(QtWidgets.QWidget):
 
     def config(self):
         """The TrainConfig the form describes."""
-        from core.train import TrainConfig
+        from core.train_config import TrainConfig
 
         init, tok = self.start_from.currentData()
         text = self.lr.text().strip()
@@ -332,7 +335,8 @@ class TrainPanel(QtWidgets.QWidget):
         return self._launch(cfg, f"Training on {Path(cfg.corpus).name}")
 
     def resume(self, folder=None) -> bool:
-        from core.train import STATE_JSON, TrainConfig
+        from core.checkpoint import STATE_JSON
+        from core.train_config import TrainConfig
 
         if not folder:
             here = Path(self.out.text().strip()).expanduser()
@@ -419,7 +423,7 @@ class TrainPanel(QtWidgets.QWidget):
             if ev.get("heldout_loss") is not None:
                 self.eval_points.append((ev["step"], ev["heldout_loss"]))
                 self._redraw()
-            from core.train_cli import describe_eval
+            from core.train_eval import describe_eval
             self.eval_label.setText("Held-out " + describe_eval(ev))
         elif kind == "checkpoint":
             self.trained_folder = Path(ev["path"])

@@ -38,7 +38,7 @@ def _pct(a, q):
 
 
 def _fingerprint(d):
-    from core.backend import Fingerprint
+    from core.fingerprint import Fingerprint
     return Fingerprint("bench-vectors", "b" * 64, "mean", d, True)
 
 

@@ -164,13 +164,13 @@ def bench_index(kind, x, q, gt, params, args, log):
         fi.search(q[:1], 10)
         res["ef_search_sweep"] = sweep
     log(f"  {kind}: recall@10 {res['recall@10']:.4f}")
-    del fi
+    fi = None      # frees the index (the timing lambdas hold the variable, not the object)
     return res
 
 
 def bench_store(x, q, args, log):
     """The store end to end: SQLite inserts + FAISS add, snapshot, reopen, search via the store."""
-    from core.backend import Fingerprint
+    from core.fingerprint import Fingerprint
     from index.store import VectorStore
     n, d = x.shape
     folder = Path(tempfile.mkdtemp(prefix="es-bench-", dir=args.tmp))
@@ -389,7 +389,7 @@ def main(argv=None):
         log("store end to end ...")
         m = min(n, 100_000)
         r["store"] = bench_store(x[:m], q, args, log)
-    del allx, x
+    allx = x = None  # frees the vectors before the next size
     if not args.no_ingest:
         log("ingest with minilm ...")
         r["ingest"] = bench_ingest(args, log)

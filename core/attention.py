@@ -34,7 +34,7 @@ import csv
 import io
 import os
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -141,11 +141,6 @@ def hide(matrix, keep: Sequence[int] | np.ndarray, renormalise: bool = False) ->
         sums = sub.sum(axis=-1, keepdims=True)
         sub = np.divide(sub, sums, out=np.zeros_like(sub, dtype=np.float64), where=sums > 0)
     return sub
-
-
-def token_labels(tokens: Sequence[str], with_index: bool = False) -> list[str]:
-    """Axis labels: the tokens, optionally prefixed with their position ("3:cat")."""
-    return [f"{i}:{t}" if with_index else str(t) for i, t in enumerate(tokens)]
 
 
 # ---------------------------------------------------------------------------- summaries
@@ -294,9 +289,3 @@ def write_npz(path, attentions, tokens: Sequence[str], **extra) -> Path:
                                 rollout=rollout_layers(a).astype(np.float32), **arrays)
 
     return _atomic(path, write)
-
-
-def iter_heads(n_layers: int, n_heads: int) -> Iterable[tuple[int, int]]:
-    for l in range(n_layers):
-        for h in range(n_heads):
-            yield l, h

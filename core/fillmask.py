@@ -1,6 +1,6 @@
 """Fill-mask beyond the pipeline: honest multi-piece targets, joint completion, per-layer guesses.
 
-Works on any backend through two calls: ``backend.encode_ids`` and ``backend._mlm``.
+Works on any backend through two public calls: ``backend.encode_ids`` and ``backend.mlm_logits``.
 """
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-import torch
 
-from .device import autocast
 from .errors import InputError, NoMLMHead
 
 MASK = "[MASK]"
@@ -31,9 +29,7 @@ class FillMaskResult:
 
 
 def _mlm_probs(backend, ids: list[int], per_layer=False):
-    with backend._lock, torch.inference_mode(), autocast(backend.device, backend.precision):
-        input_ids, mask = backend._batch([ids])
-        logits, layers = backend._mlm(input_ids, mask, per_layer)
+    logits, layers = backend.mlm_logits(ids, per_layer)
     probs = logits[0].float().softmax(-1).cpu()                         # (T, V)
     layer_probs = [lg[0].float().softmax(-1).cpu() for lg in layers] if layers else None
     return probs, layer_probs

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-POOLINGS = ("mean", "cls", "max")
+from .names import POOLINGS
 
 
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, method: str = "mean",

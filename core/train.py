@@ -29,9 +29,7 @@ from __future__ import annotations
 import copy
 import json
 import math
-import shutil
 import time
-from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -45,196 +43,28 @@ from .errors import EncoderscopeError, InputError, ModelUnavailable
 from .masking import IGNORE, mask_tokens, special_mask
 from .model import Encoder, EncoderConfig, EncoderForMaskedLM
 from .pooling import l2_normalize, pool
-from .sources import CHECKPOINT_MARKER
+from .sources import CHECKPOINT_MARKER, DEFAULT_MODEL
+from .checkpoint import (STATE_JSON, STATE_TENSORS, STATE_VERSION, atomic_folder, optimizer_state,
+                         optimizer_tensors, read_trainer_state, recover)
+from .train_config import TrainConfig
 from .train_data import BatchSampler, collate, encode, read_corpus, split_heldout
+from .train_eval import Evaluation, read_pairs
 from .weights import load_folder, save_checkpoint
 
-OBJECTIVES = ("mlm", "simcse", "mlm+simcse")
-STATE_JSON = "trainer_state.json"
-STATE_TENSORS = "trainer_state.safetensors"
-STATE_VERSION = 1
 MLM_EVAL_TARGETS = 2000   # aim to score about this many masked held-out tokens per evaluation
 MLM_EVAL_REPEATS = 10     # ... masking the held-out sentences at most this many times over
-
-
-@dataclass
-class TrainConfig:
-    corpus: str = ""               # training text: a .txt/.csv/.tsv/.jsonl file or a store folder
-    out: str = ""                  # output folder; it becomes a model folder (--model OUT)
-    objective: str = "mlm"         # "mlm" | "simcse" | "mlm+simcse" (MLM first, then contrastive)
-    init: str = "fresh"            # "fresh" (random weights) | "minilm" | a model folder to keep training
-    tokenizer: str = "word"        # fresh only: "word" (vocabulary built from the corpus) | "wordpiece" (minilm's)
-    vocab_size: int = 8000         # word tokenizer: largest vocabulary, the 5 specials included
-    min_frequency: int = 1         # word tokenizer: words seen fewer times become [UNK]
-    layers: int = 2                # fresh: number of encoder blocks
-    dim: int = 128                 # fresh: model width D
-    heads: int = 4                 # fresh: attention heads (dim must divide by it)
-    ffn: int = 512                 # fresh: inner width of the feed-forward network
-    positions: str = "learned"     # fresh: "learned" position table or fixed "sinusoidal"
-    norm: str = "pre"              # fresh: "pre" (LN before each sublayer; trains easily) or "post" (BERT)
-    dropout: float = 0.1           # fresh: dropout on embeddings, sublayers, attention weights
-    max_length: int = 64           # longest training sequence in tokens, [CLS]/[SEP] included
-    steps: int = 1000              # optimizer steps in all (a resumed run goes on to this many)
-    batch_size: int = 32           # sentences per step
-    lr: float = 0.0                # peak learning rate; 0 = auto (5e-4 fresh, 5e-5 imported, 2e-4 imported + new MLM head)
-    warmup: float = 0.06           # linear warm-up: a fraction of each phase's steps (>= 1: a step count)
-    weight_decay: float = 0.01     # AdamW decoupled weight decay (not on biases / LayerNorms)
-    grad_clip: float = 1.0         # clip the global gradient norm to this (0 = off)
-    mask_prob: float = 0.15        # MLM: share of ordinary tokens picked (then 80/10/10)
-    temperature: float = 0.05      # SimCSE: softmax temperature on the cosine similarities
-    mlm_fraction: float = 0.5      # mlm+simcse: share of the steps spent on MLM before SimCSE
-    heldout: float = 0.05          # share of the corpus held out for evaluation (0 = none)
-    eval_every: int = 0            # evaluate every N steps; 0 = auto (steps / 20, at least 10)
-    eval_sentences: int = 1000     # evaluate on at most this many held-out sentences
-    log_every: int = 10            # report a step event (mean loss of the window) every N steps
-    checkpoint_every: int = 0      # save every N steps; 0 = only at the end (and on cancel)
-    seed: int = 0                  # seeds weights, data order, masks and dropout
-    device: str = "auto"           # "auto" | "cpu" | "cuda" | "cuda:1" | "mps"
-    precision: str = "auto"        # "auto" (bf16 autocast where supported) | "fp32" | "bf16"
-    threads: int = 0               # CPU threads for this run (0 = torch's default); 1 is fastest for tiny models
-    resume: str = ""               # a checkpoint folder: continue its run (weights, optimizer, RNG, data)
-    pairs: str = ""                # optional .tsv/.csv with columns a, b (, topic): paraphrase pairs to evaluate
-    max_sentences: int = 0         # read at most this many corpus sentences (0 = all)
-    overwrite: bool = False        # allow replacing a checkpoint already in `out` (other than the one resumed)
-
-    def validate(self) -> None:
-        if self.objective not in OBJECTIVES:
-            raise InputError(f"objective must be one of {', '.join(OBJECTIVES)}, not {self.objective!r}")
-        if self.tokenizer not in ("word", "wordpiece"):
-            raise InputError(f"tokenizer must be 'word' or 'wordpiece', not {self.tokenizer!r}")
-        if self.positions not in ("learned", "sinusoidal"):
-            raise InputError(f"positions must be 'learned' or 'sinusoidal', not {self.positions!r}")
-        if self.norm not in ("pre", "post"):
-            raise InputError(f"norm must be 'pre' or 'post', not {self.norm!r}")
-        if self.precision not in ("auto", "fp32", "bf16"):
-            raise InputError(f"precision must be auto, fp32 or bf16, not {self.precision!r}")
-        for name in ("steps", "batch_size", "layers", "dim", "heads", "ffn", "max_length"):
-            if getattr(self, name) < 1:
-                raise InputError(f"{name} must be at least 1, not {getattr(self, name)}")
-        if self.dim % self.heads:
-            raise InputError(f"dim {self.dim} is not divisible by heads {self.heads}")
-        if self.max_length < 3:
-            raise InputError("max_length must be at least 3 ([CLS], a token, [SEP])")
-        if not 0 < self.mask_prob < 1:
-            raise InputError(f"mask_prob must be between 0 and 1, not {self.mask_prob}")
-        if self.temperature <= 0:
-            raise InputError("temperature must be positive")
-        if not 0 <= self.dropout < 1:
-            raise InputError(f"dropout must be at least 0 and below 1, not {self.dropout}")
-        if self.log_every < 1:
-            raise InputError(f"log_every must be at least 1, not {self.log_every}")
-        for name in ("lr", "warmup", "weight_decay", "grad_clip", "eval_every", "eval_sentences",
-                     "checkpoint_every", "threads", "max_sentences"):
-            if getattr(self, name) < 0:
-                raise InputError(f"{name} must not be negative, not {getattr(self, name)}")
-        if self.objective == "mlm+simcse" and not 0 < self.mlm_fraction < 1:
-            raise InputError(f"mlm_fraction must be between 0 and 1, not {self.mlm_fraction}")
-        if "simcse" in self.objective:
-            if self.batch_size < 2:
-                raise InputError("contrastive training needs a batch of at least 2 sentences "
-                                 "(the other sentences of the batch are the negatives)")
-            if self.init == "fresh" and not self.resume and self.dropout <= 0:
-                raise InputError("contrastive (SimCSE) training needs dropout > 0: the two dropout "
-                                 "views of a sentence are its positive pair (e.g. --dropout 0.1)")
-        if not self.corpus:
-            raise InputError("no corpus given: a .txt/.csv/.jsonl file or a store folder")
-        if not self.out:
-            raise InputError("no output folder given")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "TrainConfig":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
-
-    @classmethod
-    def from_checkpoint(cls, folder: str | Path, **changes) -> "TrainConfig":
-        """The configuration a checkpoint was trained with, plus ``changes``, set to resume it.
-        ``out`` defaults to the checkpoint folder itself."""
-        folder = Path(folder).expanduser()
-        state = read_trainer_state(folder)
-        cfg = cls.from_dict(state["config"])
-        changes = {k: v for k, v in changes.items() if v is not None}
-        changes.setdefault("out", str(folder))
-        return replace(cfg, resume=str(folder), **changes)
-
-
-# ---------------------------------------------------------------------------------------------
-# checkpoint files
-
-
-def read_trainer_state(folder: Path) -> dict:
-    folder = Path(folder)
-    recover(folder)
-    path = folder / STATE_JSON
-    if not path.is_file():
-        what = "a model folder without training state" if (folder / CHECKPOINT_MARKER).is_file() \
-            else "not a training checkpoint"
-        raise InputError(f"cannot resume from {folder}: it is {what} (no {STATE_JSON}); "
-                         "use --init FOLDER to start a new run from its weights")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise InputError(f"cannot read {path}: {e}") from None
-
-
-def _siblings(out: Path) -> tuple[Path, Path]:
-    return out.parent / f".{out.name}.tmp", out.parent / f".{out.name}.old"
-
-
-def recover(out: Path) -> None:
-    """Finish a swap a kill interrupted: ``out`` missing but its previous copy still beside it."""
-    out = Path(out)
-    _, old = _siblings(out)
-    if not out.exists() and old.is_dir():
-        old.rename(out)
-
-
-def atomic_folder(out: Path, write: Callable[[Path], None]) -> Path:
-    """Write a folder's files into a temporary sibling, then rename it over ``out``."""
-    out = Path(out)
-    tmp, old = _siblings(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    recover(out)
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.rmtree(old, ignore_errors=True)
-    tmp.mkdir()
-    write(tmp)
-    if out.exists():
-        out.rename(old)          # from here until the next line, recover() can undo it
-    tmp.rename(out)
-    shutil.rmtree(old, ignore_errors=True)
-    return out
-
-
-def _optimizer_tensors(opt: torch.optim.Optimizer) -> tuple[dict, list]:
-    sd = opt.state_dict()
-    tensors = {}
-    for idx, st in sd["state"].items():
-        for k, v in st.items():
-            t = v if torch.is_tensor(v) else torch.tensor(v)
-            tensors[f"opt.{idx}.{k}"] = t.detach().contiguous().cpu()
-    return tensors, sd["param_groups"]
-
-
-def _optimizer_state(tensors: dict, groups: list) -> dict:
-    state: dict = {}
-    for key, t in tensors.items():
-        if key.startswith("opt."):
-            _, idx, name = key.split(".", 2)
-            state.setdefault(int(idx), {})[name] = t
-    return {"state": state, "param_groups": groups}
 
 
 # ---------------------------------------------------------------------------------------------
 # the trainer
 
 
-class Trainer:
-    def __init__(self, config: TrainConfig):
+class Trainer(Evaluation):
+    def __init__(self, config: TrainConfig, read_corpus: Callable[..., list[str]] = read_corpus):
+        """read_corpus(source, limit=...) -> sentences: core's file reader by default; the app
+        passes index.corpus.read_training_corpus, which reads stores too."""
         self.config = config
+        self.read_corpus = read_corpus
         self.model = None           # EncoderForMaskedLM or Encoder, on self.device
         self.tokenizer = None
         self.device = None
@@ -351,7 +181,7 @@ class Trainer:
                                  "resume it (--resume), or allow overwriting it")
 
         self._emit("status", message=f"reading {c.corpus}")
-        sentences = read_corpus(c.corpus, limit=c.max_sentences or None)
+        sentences = self.read_corpus(c.corpus, limit=c.max_sentences or None)
         train, held = split_heldout(sentences, c.heldout, c.seed)
         saved = None
         if resume is not None:
@@ -404,7 +234,7 @@ class Trainer:
                 self.tokenizer = build_word_tokenizer(train, c.vocab_size, c.min_frequency, c.max_length)
             else:
                 from .sources import resolve
-                self.tokenizer = AutoTokenizer.from_pretrained(str(resolve("minilm").folder),
+                self.tokenizer = AutoTokenizer.from_pretrained(str(resolve(DEFAULT_MODEL).folder),
                                                                trust_remote_code=False)
                 self.tokenizer.model_max_length = c.max_length
             tok = self.tokenizer
@@ -414,9 +244,9 @@ class Trainer:
                                 type_vocab_size=0, pad_token_id=tok.pad_token_id or 0)
             self.model = EncoderForMaskedLM(cfg) if "mlm" in c.objective else Encoder(cfg)
             return
-        if c.init == "minilm":
+        if c.init == DEFAULT_MODEL:
             from .sources import resolve
-            folder = resolve("minilm").folder
+            folder = resolve(DEFAULT_MODEL).folder
         else:
             folder = Path(c.init).expanduser()
             if not folder.is_dir():
@@ -498,7 +328,7 @@ class Trainer:
                 inputs, labels = mask_tokens(ids, special, self.tokenizer.mask_token_id or 0,
                                              self.model.config.vocab_size, c.mask_prob, gen, self.random_ids)
                 self.eval_batches.append((ids, attn, inputs, labels))
-        self.pairs = _read_pairs(c.pairs) if c.pairs else []
+        self.pairs = read_pairs(c.pairs) if c.pairs else []
 
     # ---- the schedule ---------------------------------------------------------------------
     def _phase_bounds(self) -> list[tuple[str, int, int]]:
@@ -574,81 +404,6 @@ class Trainer:
         self.opt.step()
         return loss, tokens
 
-    # ---- evaluation -----------------------------------------------------------------------
-    @torch.no_grad()
-    def evaluate(self) -> dict:
-        """Held-out metrics now (None where they do not apply)."""
-        m: dict = dict.fromkeys(("heldout_mlm_loss", "heldout_mlm_accuracy", "unigram_loss",
-                                 "unigram_accuracy", "heldout_simcse_loss", "alignment",
-                                 "uniformity", "pair_cosine", "unrelated_cosine"))
-        self.model.eval()
-        if self.has_mlm and self.eval_batches:
-            total = correct = 0
-            loss_sum = uni_loss = uni_correct = 0.0
-            for _, attn, inputs, labels in self.eval_batches:
-                sel = labels != IGNORE
-                gold = labels[sel].numpy()
-                uni_loss += float(-self.unigram_logp[gold].sum())
-                uni_correct += float((gold == self.unigram_top).sum())
-                with self._autocast():
-                    loss, logits = self._mlm_loss(inputs.to(self.device), attn.to(self.device),
-                                                  labels.to(self.device), reduction="sum")
-                loss_sum += float(loss)
-                correct += int((logits.argmax(-1).cpu() == labels[sel]).sum())
-                total += int(sel.sum())
-            m.update(heldout_mlm_loss=loss_sum / max(total, 1), heldout_mlm_accuracy=correct / max(total, 1),
-                     unigram_loss=uni_loss / max(total, 1), unigram_accuracy=uni_correct / max(total, 1))
-        if "simcse" in self.config.objective and self.embed_batches:
-            z = torch.cat([self._embed_eval(ids, attn) for ids, attn in self.embed_batches])
-            if len(z) > 1:
-                d2 = torch.cdist(z, z).pow(2)
-                iu = torch.triu_indices(len(z), len(z), 1)
-                m["uniformity"] = float(torch.log(torch.exp(-2 * d2[iu[0], iu[1]]).mean()))
-            # Two dropout views of each held-out sentence: alignment and the held-out SimCSE loss,
-            # with a fixed seed (forked, so training's random stream is untouched).
-            with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
-                torch.manual_seed(self.config.seed + 2)
-                self.model.train()
-                align, sims, n = 0.0, 0.0, 0
-                for ids, attn in self.embed_batches:
-                    ids, attn = ids.to(self.device), attn.to(self.device)
-                    with self._autocast():
-                        z1, z2 = self._embed(ids, attn), self._embed(ids, attn)
-                    sim = z1 @ z2.T / self.config.temperature
-                    sims += float(F.cross_entropy(sim, torch.arange(len(ids), device=sim.device))) * len(ids)
-                    align += float((z1 - z2).pow(2).sum(-1).sum())
-                    n += len(ids)
-                self.model.eval()
-            m["alignment"] = align / n
-            m["heldout_simcse_loss"] = sims / n
-        if self.pairs:
-            m.update(self.pair_scores())
-        return m
-
-    def _embed_eval(self, ids, attn):
-        with self._autocast():
-            return self._embed(ids.to(self.device), attn.to(self.device)).float().cpu()
-
-    @torch.no_grad()
-    def pair_scores(self) -> dict:
-        """Mean cosine of the paraphrase pairs vs. of unrelated pairs (a with another topic's b)."""
-        was = self.model.training
-        self.model.eval()
-        a = self._embed_texts([p[0] for p in self.pairs])
-        b = self._embed_texts([p[1] for p in self.pairs])
-        pos = float((a * b).sum(-1).mean())
-        others = _unrelated(self.pairs)
-        neg = float((a * b[others]).sum(-1).mean())
-        self.model.train(was)
-        return {"pair_cosine": pos, "unrelated_cosine": neg}
-
-    def _embed_texts(self, texts: list[str]) -> torch.Tensor:
-        seqs = encode(self.tokenizer, texts, self.max_length)
-        out = []
-        for i in range(0, len(seqs), 64):
-            out.append(self._embed_eval(*collate(seqs[i:i + 64], self.tokenizer.pad_token_id)))
-        return torch.cat(out)
-
     def _evaluate(self) -> dict:
         m = self.evaluate()
         phase = self._phase(max(self.step - 1, 0))
@@ -672,7 +427,7 @@ class Trainer:
         def write(folder: Path) -> None:
             model = self.model
             save_checkpoint(model, self.tokenizer, folder, extra={"training": info})
-            tensors, groups = _optimizer_tensors(self.opt)
+            tensors, groups = optimizer_tensors(self.opt)
             tensors["rng.torch"] = torch.get_rng_state()
             tensors["rng.mask"] = self.mask_gen.get_state()
             if self.device.type == "cuda":
@@ -691,7 +446,7 @@ class Trainer:
         if saved.get("version") != STATE_VERSION:
             raise InputError(f"{folder}: training state version {saved.get('version')} is not supported")
         tensors = load_file(str(folder / STATE_TENSORS))
-        state = _optimizer_state(tensors, saved["param_groups"])
+        state = optimizer_state(tensors, saved["param_groups"])
         try:
             self.opt.load_state_dict(state)
         except (ValueError, KeyError) as e:
@@ -753,37 +508,3 @@ def _cancel_fn(cancel) -> Callable[[], bool]:
     if hasattr(cancel, "is_set"):
         return cancel.is_set
     return cancel
-
-
-def _read_pairs(path: str) -> list[tuple[str, str, str]]:
-    import csv
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise InputError(f"pairs file {path!r} does not exist")
-    raw = p.read_text(encoding="utf-8-sig").splitlines()
-    delim = "\t" if p.suffix.lower() == ".tsv" or (raw and "\t" in raw[0]) else ","
-    rows = list(csv.DictReader(raw, delimiter=delim))
-    if not rows or not {"a", "b"} <= set(rows[0]):
-        raise InputError(f"{path}: expected columns a, b (and optionally topic)")
-    pairs = [(r["a"].strip(), r["b"].strip(), (r.get("topic") or "").strip()) for r in rows
-             if (r.get("a") or "").strip() and (r.get("b") or "").strip()]
-    if len(pairs) < 2:
-        raise InputError(f"{path}: at least two pairs are needed")
-    return pairs
-
-
-def _unrelated(pairs) -> torch.Tensor:
-    """For pair i, the index of a pair with another topic (the next such one, cyclically);
-    without topics, the pair half-way round the list."""
-    n = len(pairs)
-    out = []
-    for i, (_, _, topic) in enumerate(pairs):
-        j = (i + n // 2) % n
-        if topic:
-            for k in range(n):
-                cand = (i + n // 2 + k) % n
-                if pairs[cand][2] != topic:
-                    j = cand
-                    break
-        out.append(j if j != i else (i + 1) % n)
-    return torch.tensor(out)

@@ -1,8 +1,7 @@
 """Training text: read a corpus, split off a held-out part, turn sentences into padded batches.
 
-A corpus is one of
-- a store (a folder holding ``store.db``, or the ``store.db`` file; a Milvus Lite folder or
-  ``milvus-lite:FOLDER``; a Milvus server ``http(s)://HOST:PORT...``): its sentences, in id order;
+A corpus file is one of (stores are read by index.corpus.read_training_corpus, which the
+training command and panel hand to the Trainer)
 - ``.txt``: one sentence per line; prose wrapped across lines (paragraphs separated by blank
   lines) is joined and cut into sentences;
 - ``.csv`` / ``.tsv``: the ``text`` (or ``sentence``, ``content``, ``body``) column; without one,
@@ -17,7 +16,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -33,15 +31,12 @@ LONG_LINE = 600          # characters: a longer line is cut into sentences
 
 
 def read_corpus(source: str | Path, limit: int | None = None) -> list[str]:
-    """The sentences of a store (a FAISS folder, ``milvus-lite:FOLDER`` or a Milvus server
-    address) or a .txt/.csv/.tsv/.jsonl file, de-duplicated, in file order."""
-    if _is_milvus_location(source):
-        return _dedupe(_read_milvus(str(source).strip()), limit, source)
+    """The sentences of a .txt/.csv/.tsv/.jsonl file, de-duplicated, in file order."""
     path = Path(source).expanduser()
     if not path.exists():
         raise InputError(f"corpus {str(source)!r} does not exist (give a .txt/.csv/.jsonl file or a store folder)")
-    if path.is_dir() or path.name == STORE_DB:
-        texts = _read_store(path)
+    if path.is_dir():
+        raise InputError(f"{path} is a folder but not a store (no {STORE_DB}); give a store folder or a text file")
     else:
         suffix = path.suffix.lower()
         try:
@@ -54,10 +49,11 @@ def read_corpus(source: str | Path, limit: int | None = None) -> list[str]:
             texts = _read_jsonl(raw, path)
         else:
             texts = split_text(raw)
-    return _dedupe(texts, limit, path)
+    return dedupe_sentences(texts, limit, path)
 
 
-def _dedupe(texts, limit, where) -> list[str]:
+def dedupe_sentences(texts, limit, where) -> list[str]:
+    """Trimmed (inner whitespace collapsed), empty ones dropped, each kept once, at most `limit`."""
     seen, out = set(), []
     for t in texts:
         t = " ".join(str(t).split())
@@ -69,31 +65,6 @@ def _dedupe(texts, limit, where) -> list[str]:
     if not out:
         raise InputError(f"corpus {where} holds no sentences")
     return out
-
-
-def _is_milvus_location(source) -> bool:
-    """``milvus-lite:FOLDER``, ``http(s)://HOST:PORT...``, or a folder created as a Milvus Lite
-    store (index.locations decides, as everywhere else)."""
-    if not str(source).strip():
-        return False
-    try:
-        from index.locations import parse_location
-    except ImportError:      # core without the index package: files and FAISS folders only
-        return False
-    return parse_location(str(source).strip()).is_milvus
-
-
-def _read_milvus(location: str) -> list[str]:
-    """The sentences of a Milvus Lite / Milvus server store, in id order (opened read-only)."""
-    try:
-        from index.locations import open_store
-    except ImportError:
-        raise InputError(f"reading the store {location} needs the index package") from None
-    store = open_store(location, readonly=True)
-    try:
-        return [r["text"] for r in sorted(store.iter(), key=lambda r: r["id"])]
-    finally:
-        store.close()
 
 
 def split_text(raw: str) -> list[str]:
@@ -165,30 +136,6 @@ def _read_jsonl(raw: str, path: Path) -> list[str]:
         else:
             raise InputError(f"{path} line {n}: expected an object with 'text' or a string")
     return out
-
-
-def _read_store(path: Path) -> list[str]:
-    folder = path if path.is_dir() else path.parent
-    if not (folder / STORE_DB).is_file():
-        raise InputError(f"{folder} is not a store (no {STORE_DB}); give a store folder or a text file")
-    try:   # the store's own reader when the index package is there
-        from index.sentences import SentenceDB
-        db = SentenceDB(folder, readonly=True)
-        try:
-            return [t for _, t in db.iter_texts()]
-        finally:
-            db.close()
-    except ImportError:
-        pass
-    uri = (folder / STORE_DB).resolve().as_uri() + "?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True)
-        try:
-            return [r[0] for r in conn.execute("SELECT text FROM sentences ORDER BY id")]
-        finally:
-            conn.close()
-    except sqlite3.Error as e:
-        raise InputError(f"cannot read the sentences of store {folder}: {e}") from None
 
 
 def split_heldout(sentences: list[str], fraction: float, seed: int) -> tuple[list[str], list[str]]:

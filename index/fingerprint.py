@@ -1,10 +1,11 @@
 """Model fingerprints as the store keeps them (plain dicts on disk) and the mismatch check.
 
-Comparison follows core.backend.Fingerprint.compatible (same weights, pooling, dim,
-normalisation; the name is only for people). core.backend imports torch, so it is imported only
-when a comparison is needed, never by read-only commands like `info`.
+Comparison follows core.fingerprint.Fingerprint.compatible (same weights, pooling, dim,
+normalisation; the name is only for people).
 """
 from __future__ import annotations
+
+from core.fingerprint import Fingerprint
 
 from .errors import ModelMismatch
 
@@ -17,8 +18,7 @@ def as_dict(fp) -> dict:
     return fp.to_dict()
 
 
-def from_dict(d: dict):
-    from core.backend import Fingerprint
+def from_dict(d: dict) -> Fingerprint:
     return Fingerprint.from_dict(d)
 
 
@@ -30,9 +30,7 @@ def describe(d: dict) -> str:
 
 
 def compatible(a: dict, b: dict) -> bool:
-    if a == b:      # identical records: no need to load core.backend (and torch)
-        return True
-    return from_dict(a).compatible(from_dict(b))
+    return a == b or from_dict(a).compatible(from_dict(b))
 
 
 def check(store_fp: dict, other, what: str, where: str = "", hint: str = "") -> None:

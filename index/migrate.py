@@ -190,13 +190,3 @@ def cmd_migrate(args) -> int:
               f"added {res.added}, already there {res.duplicates}; the destination holds "
               f"{res.destination_count}; verified (counts + {res.sample_checked} sample searches)")
     return 0
-
-
-def main(argv=None) -> int:
-    """Stand-alone entry (`python -m index.migrate --from A --to B`) = `encoderscope migrate`."""
-    from core.cli import main as encoderscope_main
-    return encoderscope_main(["migrate", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -264,18 +264,12 @@ def test_inspect_request_and_about(qtbot, make_window, tiny_store_template):
     assert "torch" in text and "cpu" in text and "PySide6" in text
 
 
-def test_optional_panels_are_picked_up(qtbot, data_dir, monkeypatch):
-    import app.panels as panels
-    monkeypatch.setattr(panels, "OPTIONAL_PANELS", [
-        ("tests.app_fake_panel_missing", "Nope", "Missing"),
-        ("app.corpus_model", "NotThere", "Broken"),
-        ("app.job_progress", "JobProgress", "Jobs"),
-    ])
-    from app.state import AppState
-    found = dict(panels.load_optional_panels(AppState()))
-    assert "Missing" not in found
-    assert "could not be loaded" in found["Broken"].text()
-    assert type(found["Jobs"]).__name__ == "JobProgress"
+def test_window_has_every_panel_as_a_tab(qtbot, make_window, tiny_store_template):
+    w = make_window(tiny_store_template)
+    titles = [w.tabs.tabText(i) for i in range(w.tabs.count())]
+    assert titles[:5] == ["Search", "Corpus", "Attention", "Fill-mask", "Train"]
+    assert type(w.optional_panels["Attention"]).__name__ == "AttentionPanel"
+    assert w.findChild(type(w.optional_panels["Train"]), "train_panel") is w.optional_panels["Train"]
 
 
 def test_open_other_corpora_folder_and_milvus_lite(qtbot, make_window, tiny_store_template, tmp_path):

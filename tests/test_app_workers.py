@@ -4,7 +4,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 
 from app.workers import JobRunner
 from core.errors import Cancelled, InputError
@@ -112,30 +111,31 @@ def test_state_run_callbacks(qtbot):
     assert errors and "ZeroDivisionError" in errors[0]
 
 
-def test_pyside_refcount_guard(qtbot):
-    """PySide6 6.12 on Python 3.11 leaks references of None/True/False (app/pyside_fix.py)."""
+def test_pinned_pyside_does_not_leak_singleton_references(qtbot):
+    """PySide6 6.12.0 on Python 3.11 took a reference from None/True/False on every void call and
+    aborted long sessions; pyproject.toml pins PySide6 below 6.12, so no workaround is needed.
+    This guards the pin: 20k void calls and signal emits leave the counts where they were."""
     import sys
 
     from PySide6.QtCore import QObject, Signal
     from PySide6.QtWidgets import QLabel
 
-    import app  # noqa: F401 - installs the guard
-
     class Emitter(QObject):
         fired = Signal()
 
     e, label = Emitter(), QLabel()
+    before = sys.getrefcount(None), sys.getrefcount(True)
     for _ in range(20_000):
         e.fired.emit()
         label.setText("x")
-    assert sys.getrefcount(None) > 1 << 30 or sys.version_info >= (3, 12)
-    assert sys.getrefcount(True) > 1 << 30 or sys.version_info >= (3, 12)
+    after = sys.getrefcount(None), sys.getrefcount(True)
+    assert after[0] > before[0] - 1000 and after[1] > before[1] - 1000, (before, after)
 
 
 # ---- the window's model choice, corpus table, drops and re-embed (issue 5) -----------------------
 from PySide6.QtCore import Qt  # noqa: E402
 
-from tests.app_fixtures import make_window, minilm, sample_store_template, tiny_store_template  # noqa: E402,F401,F811
+from tests.app_fixtures import make_window, minilm, sample_store_template, tiny_store_template  # noqa: E402,F401
 
 
 def _close_boxes(window):

@@ -204,7 +204,7 @@ def test_example_is_inspected_when_a_model_loads(qtbot, backend):
 
 
 def test_all_heads_export_runs_off_the_ui_thread_and_fails_cleanly(qtbot, panel, tmp_path):
-    ins = inspect(qtbot, panel)
+    inspect(qtbot, panel)
     job = panel.export_all_csv(tmp_path / "all.csv")
     assert job is not None and panel.state.jobs.is_running("attention.export")
     # a second export while the first is written is refused with a message, not queued silently

@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.backend import EmbedStats, Fingerprint, get_backend, list_models
+from core.backend import EmbedStats, get_backend
+from core.catalog import list_models
+from core.fingerprint import Fingerprint
 from core.errors import InputError, ModelUnavailable, NoMLMHead
 
 SENTENCES = ["The cat sat on the mat.", "Stock markets fell sharply on Monday.",

@@ -81,7 +81,6 @@ def test_tiny_distilbert_sinusoidal_matches(tmp_path):
 
 def test_distilbert_default_size_matches(tmp_path):
     """768-d, 12 heads, 6 layers, random weights: DistilBERT's real shape."""
-    from tests.helpers import write_vocab
     torch.manual_seed(1)
     ref = DistilBertForMaskedLM(DistilBertConfig(vocab_size=30522, attn_implementation="eager")).eval()
     assert (ref.config.dim, ref.config.n_heads, ref.config.n_layers) == (768, 12, 6)

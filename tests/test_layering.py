@@ -1,5 +1,7 @@
-"""core/ and index/ must never import Qt or pyqtgraph: they run headless and in the CLI."""
+"""The layering: core <- index <- app, Qt only in app (import-linter contracts in
+pyproject.toml), and the encoder written by hand."""
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,10 +19,27 @@ def imported_modules(path: Path):
             yield node.module
 
 
-def test_no_qt_in_core_or_index_source():
-    offenders = [f"{p.relative_to(ROOT)}: {m}" for pkg in ("core", "index") for p in (ROOT / pkg).rglob("*.py")
-                 for m in imported_modules(p) if m.split(".")[0] in FORBIDDEN]
-    assert not offenders, offenders
+def test_import_contracts_hold():
+    """`lint-imports` checks pyproject.toml's contracts: core <- index <- app, and no Qt or
+    pyqtgraph imported (directly or through another module) by core or index."""
+    exe = Path(sys.executable).with_name("lint-imports")
+    p = subprocess.run([str(exe), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "broken" in p.stdout and " 0 broken" in p.stdout, p.stdout[-2000:]
+
+
+def test_import_contracts_catch_an_upward_import(tmp_path):
+    """The contract is live: a copy of the tree with core importing index is rejected."""
+    import shutil
+    for pkg in ("core", "index", "app"):
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "core" / "upward.py").write_text("import index.locations  # wrong way\n", encoding="utf-8")
+    exe = Path(sys.executable).with_name("lint-imports")
+    p = subprocess.run([str(exe), "--no-cache"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert p.returncode != 0 and "core.upward" in p.stdout, p.stdout[-2000:]
 
 
 def test_importing_core_and_index_loads_no_qt():

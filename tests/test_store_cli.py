@@ -22,7 +22,7 @@ def corpus_lines(n=None):
 
 
 def cli(argv, capsys):
-    from core.cli import main
+    from app.cli import main
     rc = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
@@ -228,7 +228,7 @@ def test_ctrl_c_keeps_committed_sentences(tmp_path):
     lines = list(dict.fromkeys(corpus_lines(400)))
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    cmd = [sys.executable, "-m", "index.cli", "ingest", str(src), "--store", str(store),
+    cmd = [sys.executable, "-m", "app.cli", "ingest", str(src), "--store", str(store),
            "--batch-size", "4", "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, cwd=ROOT)

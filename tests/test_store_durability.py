@@ -145,7 +145,7 @@ def test_kill9_real_cli_ingest(tmp_path):
     rest.write_text("\n".join(lines[40:200]) + "\n")
     store = tmp_path / "store"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    base = [sys.executable, "-m", "index.cli", "ingest", "--store", str(store), "--quiet",
+    base = [sys.executable, "-m", "app.cli", "ingest", "--store", str(store), "--quiet",
             "--batch-size", "8"]
     done = subprocess.run(base + [str(first)], capture_output=True, text=True, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stderr

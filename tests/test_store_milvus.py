@@ -14,7 +14,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from core.errors import InputError

@@ -5,7 +5,8 @@ import hashlib
 
 import numpy as np
 
-from core.backend import EmbedStats, Fingerprint  # noqa: F401  (re-exported for the tests)
+from core.backend import EmbedStats  # noqa: F401  (re-exported for the tests)
+from core.fingerprint import Fingerprint  # noqa: F401  (re-exported for the tests)
 from core.errors import Cancelled, InputError
 
 

@@ -11,7 +11,9 @@ import torch
 
 from core.errors import InputError
 from core.masking import IGNORE, mask_tokens, special_mask
-from core.train import STATE_JSON, STATE_TENSORS, Trainer, TrainConfig, atomic_folder, recover
+from core.checkpoint import STATE_JSON, STATE_TENSORS, atomic_folder, recover
+from core.train import Trainer
+from core.train_config import TrainConfig
 from core.train_data import BatchSampler, read_corpus, split_heldout, split_text
 from core.weights import load_folder
 from core.wordtok import SPECIALS, build_word_tokenizer
@@ -99,17 +101,16 @@ def test_wrapped_prose_is_cut_into_sentences():
 
 
 def test_store_corpus(tmp_path):
-    import sqlite3
+    """A FAISS store folder (or its store.db) is a corpus: its sentences in id order."""
+    from index.corpus import read_training_corpus
+    from index.locations import open_store
+    from tests.test_store_support import Fingerprint, clustered
 
     folder = tmp_path / "store"
-    folder.mkdir()
-    conn = sqlite3.connect(folder / "store.db")
-    conn.execute("CREATE TABLE sentences (id INTEGER PRIMARY KEY, hash BLOB, text TEXT NOT NULL, source TEXT,"
-                 " row INTEGER, added REAL, meta TEXT, vector BLOB)")
-    conn.executemany("INSERT INTO sentences (id, text) VALUES (?, ?)", [(2, "second"), (1, "first")])
-    conn.commit()
-    conn.close()
-    assert read_corpus(folder) == ["first", "second"]
+    with open_store(folder, create=True, fingerprint=Fingerprint("fake", "f" * 64, "mean", 8, True)) as store:
+        store.add(["first", "second", "first"], clustered(3, 8))
+    assert read_training_corpus(folder) == ["first", "second"]
+    assert read_training_corpus(folder / "store.db", limit=1) == ["first"]
 
 
 def test_milvus_lite_store_corpus(tmp_path):
@@ -125,11 +126,12 @@ def test_milvus_lite_store_corpus(tmp_path):
         store.add(["first one.", "second one.", "third one."], clustered(3, 8))
     finally:
         store.close()
-    assert read_corpus(location) == ["first one.", "second one.", "third one."]
-    assert read_corpus(tmp_path / "lite", limit=2) == ["first one.", "second one."]
+    from index.corpus import read_training_corpus
+    assert read_training_corpus(location) == ["first one.", "second one.", "third one."]
+    assert read_training_corpus(tmp_path / "lite", limit=2) == ["first one.", "second one."]
     from core.errors import EncoderscopeError
     with pytest.raises(EncoderscopeError, match="no store"):          # the CLI's one-line error
-        read_corpus(f"milvus-lite:{tmp_path / 'none'}")
+        read_training_corpus(f"milvus-lite:{tmp_path / 'none'}")
 
 
 def test_split_and_sampler_are_deterministic():

@@ -19,10 +19,7 @@ TINY = ["--layers", "1", "--dim", "32", "--heads", "2", "--ffn", "64", "--thread
 
 
 def run_cli(argv):
-    try:
-        from core.cli import main
-    except ImportError:  # pragma: no cover - the main CLI lands separately
-        from core.train_cli import main
+    from app.cli import main
     return main(argv)
 
 
@@ -73,7 +70,7 @@ def test_ctrl_c_saves_a_checkpoint(corpus, tmp_path):
     out = tmp_path / "interrupted"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "core.train_cli", "train", "--corpus", str(corpus), "--out", str(out),
+        [sys.executable, "-m", "app.cli", "train", "--corpus", str(corpus), "--out", str(out),
          "--steps", "100000", "--log-every", "5", "--eval-every", "100000", "--no-progress", *TINY],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60

@@ -16,14 +16,14 @@ import signal
 import sys
 import threading
 
-from .errors import EncoderscopeError
+from core.errors import EncoderscopeError
+from core.train_eval import describe_eval
 
-EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    from .train import TrainConfig
+    from core.train_config import TrainConfig
 
     d = TrainConfig()
     p = subparsers.add_parser(
@@ -92,7 +92,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 def config_from_args(args):
     from dataclasses import fields, replace
 
-    from .train import TrainConfig
+    from core.train_config import TrainConfig
 
     names = {f.name for f in fields(TrainConfig)} - {"resume"}
     given = {k: v for k, v in vars(args).items() if k in names and v is not None}
@@ -104,26 +104,9 @@ def config_from_args(args):
     return replace(TrainConfig(), **given)
 
 
-def _fmt(x, spec=".3f"):
-    return "-" if x is None else format(x, spec)
-
-
-def describe_eval(ev: dict) -> str:
-    parts = [f"step {ev['step']}:"]
-    if ev.get("heldout_mlm_loss") is not None:
-        parts.append(f"held-out MLM loss {_fmt(ev['heldout_mlm_loss'])} (unigram {_fmt(ev['unigram_loss'])}), "
-                     f"accuracy {_fmt(100 * ev['heldout_mlm_accuracy'], '.1f')}% "
-                     f"(unigram {_fmt(100 * ev['unigram_accuracy'], '.1f')}%)")
-    if ev.get("alignment") is not None:
-        parts.append(f"SimCSE loss {_fmt(ev['heldout_simcse_loss'])}, alignment {_fmt(ev['alignment'])}, "
-                     f"uniformity {_fmt(ev['uniformity'])}")
-    if ev.get("pair_cosine") is not None:
-        parts.append(f"paraphrase cos {_fmt(ev['pair_cosine'])} vs unrelated {_fmt(ev['unrelated_cosine'])}")
-    return " ".join(parts)
-
-
 def cmd_train(args) -> int:
-    from .train import Trainer
+    from core.train import Trainer
+    from index.corpus import read_training_corpus
 
     cfg = config_from_args(args)
     cancel = threading.Event()
@@ -161,7 +144,7 @@ def cmd_train(args) -> int:
             _note(bar, "stopping after this step (Ctrl-C again to abort without saving) ...")
         previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        summary = Trainer(cfg).run(progress=progress, cancel=cancel)
+        summary = Trainer(cfg, read_corpus=read_training_corpus).run(progress=progress, cancel=cancel)
     finally:
         if bar is not None:
             bar.close()
@@ -176,19 +159,3 @@ def _note(bar, message: str) -> None:
         bar.write(message, file=sys.stderr)
     else:
         print(message, file=sys.stderr, flush=True)
-
-
-def main(argv=None) -> int:
-    """Stand-alone entry (``python -m core.train_cli train ...``): the same as ``encoderscope train``."""
-    parser = argparse.ArgumentParser(prog="encoderscope")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except EncoderscopeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,8 @@
-"""`encoderscope` on the command line: the same core as the app, for scripting.
+"""`encoderscope` on the command line: the composition root, with the same core as the app.
 
-Subcommands here: embed, inspect, fill-mask, models, gui. The store (ingest, search, info,
-remove) and training (train) register theirs from index/cli.py and core/train_cli.py.
+Subcommands here: embed, inspect, fill-mask, models, gui. The others live one module each in
+app/commands/ (store: ingest/search/info/remove, train, ...) and in index/migrate.py, and
+register themselves through `register(subparsers)`. Qt is imported only when `gui` runs.
 Errors meant for people print as `error: ...` with exit code 2, never a traceback.
 """
 from __future__ import annotations
@@ -13,16 +14,19 @@ import logging
 import os
 import sys
 
-from .errors import EncoderscopeError
+from core.errors import EncoderscopeError
+from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 
 EXIT_USAGE = 2
+# Subcommand modules, each with register(subparsers); imported when the parser is built.
+COMMANDS = ("app.commands.store", "index.migrate", "app.commands.train")
 
 
 def add_model_options(p: argparse.ArgumentParser, pooling: bool = True):
     """--model/--backend/--device (and --pooling): shared by every command that runs a model."""
-    p.add_argument("--model", default="minilm",
-                   help="minilm (packaged, offline), a hub id such as distilbert-base-uncased, "
-                        "or a model folder / trained checkpoint (default: minilm)")
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"{DEFAULT_MODEL} (packaged, offline), a hub id such as {DEFAULT_HUB_MODEL}, "
+                        f"or a model folder / trained checkpoint (default: {DEFAULT_MODEL})")
     p.add_argument("--backend", choices=("scratch", "hf"), default="scratch",
                    help="scratch: our from-scratch encoder; hf: Hugging Face transformers (default: scratch)")
     p.add_argument("--device", default=None,
@@ -35,7 +39,7 @@ def add_model_options(p: argparse.ArgumentParser, pooling: bool = True):
 
 
 def backend_from_args(args):
-    from .backend import get_backend
+    from core.backend import get_backend
     return get_backend(args.model, args.backend, device=args.device, precision=args.precision)
 
 
@@ -47,7 +51,7 @@ def emit_json(obj):
 def read_texts(args) -> list[str]:
     texts = list(args.text or [])
     if args.file:
-        from .textio import read_lines
+        from core.textio import read_lines
         texts += [t for _, t in read_lines(args.file)]
     if not texts:
         raise EncoderscopeError("no text given: pass TEXT arguments or --file FILE")
@@ -55,7 +59,7 @@ def read_texts(args) -> list[str]:
 
 
 def cmd_embed(args) -> int:
-    from .backend import EmbedStats
+    from core.backend import EmbedStats
     b = backend_from_args(args)
     stats = EmbedStats()
     vecs = b.embed(read_texts(args), pooling=args.pooling, batch_size=args.batch_size, stats=stats)
@@ -113,7 +117,7 @@ def cmd_fill_mask(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from .backend import list_models
+    from core.catalog import list_models
     rows = list_models(args.folder or ())
     if args.json:
         emit_json({"models": rows})
@@ -127,7 +131,7 @@ def cmd_models(args) -> int:
 
 
 def cmd_gui(args) -> int:
-    from app.main import main as gui_main
+    from .main import main as gui_main
     return gui_main([] if args.store is None else ["--store", args.store]) or 0
 
 
@@ -170,15 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="store to open: a folder, milvus-lite:FOLDER or http(s)://HOST:PORT")
     p.set_defaults(func=cmd_gui)
 
-    # Commands that live next to their subsystem.
-    for module in ("index.cli", "index.migrate", "core.train_cli"):
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-            continue
-        mod.register(sub)
+    for module in COMMANDS:
+        importlib.import_module(module).register(sub)
     return parser
 
 

@@ -1,7 +1,6 @@
 """Store commands for `encoderscope`: ingest, search, info, remove.
 
-core/cli.py calls `register(subparsers)`; each command sets `func=handler(args) -> exit code`.
-`python -m index.cli ...` runs these commands alone (same behaviour).
+app/cli.py calls `register(subparsers)`; each command sets `func=handler(args) -> exit code`.
 """
 from __future__ import annotations
 
@@ -9,20 +8,14 @@ import json
 import sys
 
 from core.errors import InputError
+from core.sources import DEFAULT_MODEL
 
 MAX_BAD_LINES_SHOWN = 20
 
 
 def _add_model_options(p):
-    try:
-        from core.cli import add_model_options
-        add_model_options(p)
-    except ImportError:  # pragma: no cover - core.cli not there yet
-        p.add_argument("--model")
-        p.add_argument("--backend", choices=("scratch", "hf"), default="scratch")
-        p.add_argument("--device", default=None)
-        p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
-        p.add_argument("--pooling", choices=("mean", "cls", "max"))
+    from app.cli import add_model_options
+    add_model_options(p)
     # None = "the store's model/pooling" (a new store gets minilm + mean).
     p.set_defaults(model=None, pooling=None)
 
@@ -77,7 +70,7 @@ def register(subparsers) -> None:
 
 
 def _location(args):
-    from .locations import parse_location
+    from index.locations import parse_location
     return parse_location(args.store)
 
 
@@ -94,7 +87,7 @@ def _err(msg):
 
 # ------------------------------------------------------------------------------------------
 def _read_inputs(args):
-    from .readers import Blank, BadLine, read_file
+    from index.readers import Blank, BadLine, read_file
     items, bad, blank = [], [], 0
     for f in args.files:
         for rec in read_file(f, column=args.column, field=args.field):
@@ -108,9 +101,9 @@ def _read_inputs(args):
 
 
 def cmd_ingest(args) -> int:
-    from . import fingerprint as fpmod
-    from .base import AddResult
-    from .locations import open_store, store_exists
+    from index import corpus
+    from index import fingerprint as fpmod
+    from index.base import AddResult
 
     if args.batch_size < 1:
         raise InputError("--batch-size must be at least 1")
@@ -123,18 +116,19 @@ def cmd_ingest(args) -> int:
     if args.index == "ivf" and not loc.is_milvus:
         raise InputError("--index ivf is for Milvus stores (milvus-lite:FOLDER or a server)")
 
-    if store_exists(loc):
-        store = open_store(loc, writable=True)
+    store = corpus.open_corpus(loc, writable=True)
+    if store is not None:
         backend = None
         try:
             model = args.model or store.model_name
             pooling = args.pooling or store.pooling
             backend = _backend(args, model)
             fp = backend.fingerprint(pooling=pooling)
-            if not fpmod.compatible(store.fingerprint_dict, fpmod.as_dict(fp)):
-                if args.rebuild or _ask(f"{loc.describe().capitalize()} was built with "
-                                        f"{fpmod.describe(store.fingerprint_dict)}, not "
-                                        f"{fp.describe()}. Re-embed all {store.count()} sentences "
+            differ = corpus.mismatch(store, backend, pooling)
+            if differ is not None:
+                was, now = differ.describe()
+                if args.rebuild or _ask(f"{loc.describe().capitalize()} was built with {was}, not "
+                                        f"{now}. Re-embed all {store.count()} sentences "
                                         f"with {model}? [y/N] "):
                     _rebuild(store, backend, pooling, args.quiet)
                 else:
@@ -144,11 +138,10 @@ def cmd_ingest(args) -> int:
             store.close()
             raise
     else:
-        model = args.model or "minilm"
+        model = args.model or DEFAULT_MODEL
         pooling = args.pooling or "mean"
         backend = _backend(args, model)
-        fp = backend.fingerprint(pooling=pooling)
-        store = open_store(loc, writable=True, create=True, fingerprint=fp, index=args.index)
+        store = corpus.create_corpus(loc, backend, pooling, index=args.index)
 
     result = AddResult(ids=[])
     interrupted = reindexed = False
@@ -220,8 +213,8 @@ def _progress_bar(total, quiet, desc="embedding"):
 
 # ------------------------------------------------------------------------------------------
 def cmd_search(args) -> int:
-    from . import fingerprint as fpmod
-    from .locations import open_store
+    from index import fingerprint as fpmod
+    from index.locations import open_store
 
     if args.k < 1:
         raise InputError("-k must be at least 1")
@@ -247,7 +240,7 @@ def cmd_search(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from .locations import open_store
+    from index.locations import open_store
     loc = _location(args)
     if args.repair:
         if loc.is_milvus:
@@ -276,7 +269,7 @@ def cmd_info(args) -> int:
 
 
 def cmd_remove(args) -> int:
-    from .locations import open_store
+    from index.locations import open_store
     with open_store(_location(args), writable=True) as store:
         gone = store.remove(args.ids)
         left = store.count()
@@ -293,14 +286,3 @@ def _human(n: int) -> str:
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
-
-
-# ------------------------------------------------------------------------------------------
-def main(argv=None) -> int:
-    """Stand-alone entry (`python -m index.cli ...`): the `encoderscope` command line."""
-    from core.cli import main as encoderscope_main
-    return encoderscope_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

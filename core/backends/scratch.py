@@ -1,0 +1,92 @@
+"""Our from-scratch encoder (core/model.py) as a Backend: a model folder, or fresh random weights."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import torch
+
+from ..backend import Backend, load_tokenizer, max_length_of
+from ..errors import InputError
+from ..fingerprint import weights_hash
+from ..model import pack_for_cpu_inference
+from ..sources import DEFAULT_MODEL, ModelSource, resolve
+
+
+class ScratchBackend(Backend):
+    """Our from-scratch encoder (core/model.py)."""
+    backend = "scratch"
+
+    def __init__(self, source: ModelSource, device, precision="fp32"):
+        from ..weights import load_folder
+        super().__init__(source, device, precision)
+        self.model, cfg, self.layout = load_folder(source.folder)
+        self.model.to(device).eval()
+        if device.type == "cpu":
+            pack_for_cpu_inference(self.model, bf16=precision == "bf16")
+        self.tokenizer = load_tokenizer(source.folder, cfg.vocab_size)
+        self.config = cfg
+        self.dim, self.n_layers, self.n_heads = cfg.dim, cfg.n_layers, cfg.n_heads
+        self.max_length = max_length_of(cfg.max_position_embeddings, self.tokenizer)
+        self.has_mlm = hasattr(self.model, "head")
+        self.encoder = self.model.distilbert if self.has_mlm else self.model
+        self.weights_sha256 = weights_hash(source.folder)
+
+    def _forward(self, input_ids, attention_mask, token_type_ids, hidden=False, attentions=False):
+        out = self.encoder(input_ids, attention_mask, token_type_ids, hidden, attentions)
+        return out.last_hidden_state, out.hidden_states, out.attentions
+
+    def _mlm(self, input_ids, attention_mask, per_layer=False):
+        logits, out = self.model(input_ids, attention_mask, output_hidden_states=per_layer)
+        return logits, (self.model.layer_logits(out.hidden_states) if per_layer else None)
+
+
+class RandomScratchBackend(ScratchBackend):
+    """Our encoder with freshly initialised weights of a given config ("random:dim=64,layers=2"),
+    and minilm's WordPiece tokenizer: what a model knows before any training."""
+
+    def __init__(self, spec: str, device, precision="fp32"):
+        from ..model import EncoderForMaskedLM
+        cfg, seed = parse_random_spec(spec)
+        Backend.__init__(self, ModelSource(spec, Path("."), "random"), device, precision)
+        self.tokenizer = load_tokenizer(resolve(DEFAULT_MODEL).folder)
+        cfg.vocab_size = len(self.tokenizer)
+        torch.manual_seed(seed)
+        self.model = EncoderForMaskedLM(cfg).to(device).eval()
+        if device.type == "cpu":
+            pack_for_cpu_inference(self.model, bf16=precision == "bf16")
+        self.config, self.layout = cfg, "random"
+        self.dim, self.n_layers, self.n_heads = cfg.dim, cfg.n_layers, cfg.n_heads
+        self.max_length = max_length_of(cfg.max_position_embeddings, self.tokenizer)
+        self.has_mlm, self.encoder = True, self.model.distilbert
+        h = hashlib.sha256()
+        for k, v in sorted(self.model.state_dict().items()):
+            h.update(k.encode())
+            h.update(v.detach().cpu().numpy().tobytes())
+        self.weights_sha256 = h.hexdigest()
+
+
+RANDOM_KEYS = {"dim": int, "layers": "n_layers", "heads": "n_heads", "ffn": "hidden_dim",
+               "positions": str, "norm": str, "activation": str, "max_len": "max_position_embeddings"}
+
+
+def parse_random_spec(spec: str):
+    """'random' or 'random:dim=128,layers=2,heads=4,ffn=512,positions=sinusoidal,norm=pre,seed=0'."""
+    from ..model import EncoderConfig
+    fields = dict(dim=256, n_layers=4, n_heads=4, hidden_dim=1024, dropout=0.0, attention_dropout=0.0)
+    seed = 0
+    _, _, rest = spec.partition(":")
+    for item in filter(None, (x.strip() for x in rest.split(","))):
+        key, _, value = item.partition("=")
+        if key == "seed":
+            seed = int(value)
+            continue
+        target = RANDOM_KEYS.get(key)
+        if target is None or not value:
+            raise InputError(f"unknown setting {item!r} in {spec!r}; use {', '.join(RANDOM_KEYS)} or seed")
+        name = key if target in (int, str) else target
+        fields[name] = value if target is str else int(value)
+    try:
+        return EncoderConfig(**fields), seed
+    except (ValueError, TypeError) as e:
+        raise InputError(f"{spec!r}: {e}") from None

@@ -1,0 +1,148 @@
+"""Evaluation during training: held-out masked-LM loss and accuracy against a unigram baseline,
+SimCSE alignment / uniformity / held-out loss, and paraphrase-pair cosines; and how a CLI or a
+panel words an evaluation.
+
+``Evaluation`` is a part of ``core.train.Trainer`` (it reads the trainer's model, batches and
+settings); it lives here so the training loop reads on its own.
+"""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .errors import InputError
+from .masking import IGNORE
+from .train_data import collate, encode
+
+
+class Evaluation:
+    """Held-out metrics of a Trainer (mixed into core.train.Trainer)."""
+
+    @torch.no_grad()
+    def evaluate(self) -> dict:
+        """Held-out metrics now (None where they do not apply)."""
+        m: dict = dict.fromkeys(("heldout_mlm_loss", "heldout_mlm_accuracy", "unigram_loss",
+                                 "unigram_accuracy", "heldout_simcse_loss", "alignment",
+                                 "uniformity", "pair_cosine", "unrelated_cosine"))
+        self.model.eval()
+        if self.has_mlm and self.eval_batches:
+            total = correct = 0
+            loss_sum = uni_loss = uni_correct = 0.0
+            for _, attn, inputs, labels in self.eval_batches:
+                sel = labels != IGNORE
+                gold = labels[sel].numpy()
+                uni_loss += float(-self.unigram_logp[gold].sum())
+                uni_correct += float((gold == self.unigram_top).sum())
+                with self._autocast():
+                    loss, logits = self._mlm_loss(inputs.to(self.device), attn.to(self.device),
+                                                  labels.to(self.device), reduction="sum")
+                loss_sum += float(loss)
+                correct += int((logits.argmax(-1).cpu() == labels[sel]).sum())
+                total += int(sel.sum())
+            m.update(heldout_mlm_loss=loss_sum / max(total, 1), heldout_mlm_accuracy=correct / max(total, 1),
+                     unigram_loss=uni_loss / max(total, 1), unigram_accuracy=uni_correct / max(total, 1))
+        if "simcse" in self.config.objective and self.embed_batches:
+            z = torch.cat([self._embed_eval(ids, attn) for ids, attn in self.embed_batches])
+            if len(z) > 1:
+                d2 = torch.cdist(z, z).pow(2)
+                iu = torch.triu_indices(len(z), len(z), 1)
+                m["uniformity"] = float(torch.log(torch.exp(-2 * d2[iu[0], iu[1]]).mean()))
+            # Two dropout views of each held-out sentence: alignment and the held-out SimCSE loss,
+            # with a fixed seed (forked, so training's random stream is untouched).
+            with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+                torch.manual_seed(self.config.seed + 2)
+                self.model.train()
+                align, sims, n = 0.0, 0.0, 0
+                for ids, attn in self.embed_batches:
+                    ids, attn = ids.to(self.device), attn.to(self.device)
+                    with self._autocast():
+                        z1, z2 = self._embed(ids, attn), self._embed(ids, attn)
+                    sim = z1 @ z2.T / self.config.temperature
+                    sims += float(F.cross_entropy(sim, torch.arange(len(ids), device=sim.device))) * len(ids)
+                    align += float((z1 - z2).pow(2).sum(-1).sum())
+                    n += len(ids)
+                self.model.eval()
+            m["alignment"] = align / n
+            m["heldout_simcse_loss"] = sims / n
+        if self.pairs:
+            m.update(self.pair_scores())
+        return m
+
+    def _embed_eval(self, ids, attn):
+        with self._autocast():
+            return self._embed(ids.to(self.device), attn.to(self.device)).float().cpu()
+
+    @torch.no_grad()
+    def pair_scores(self) -> dict:
+        """Mean cosine of the paraphrase pairs vs. of unrelated pairs (a with another topic's b)."""
+        was = self.model.training
+        self.model.eval()
+        a = self._embed_texts([p[0] for p in self.pairs])
+        b = self._embed_texts([p[1] for p in self.pairs])
+        pos = float((a * b).sum(-1).mean())
+        others = unrelated(self.pairs)
+        neg = float((a * b[others]).sum(-1).mean())
+        self.model.train(was)
+        return {"pair_cosine": pos, "unrelated_cosine": neg}
+
+    def _embed_texts(self, texts: list[str]) -> torch.Tensor:
+        seqs = encode(self.tokenizer, texts, self.max_length)
+        out = []
+        for i in range(0, len(seqs), 64):
+            out.append(self._embed_eval(*collate(seqs[i:i + 64], self.tokenizer.pad_token_id)))
+        return torch.cat(out)
+
+
+def read_pairs(path: str) -> list[tuple[str, str, str]]:
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise InputError(f"pairs file {path!r} does not exist")
+    raw = p.read_text(encoding="utf-8-sig").splitlines()
+    delim = "\t" if p.suffix.lower() == ".tsv" or (raw and "\t" in raw[0]) else ","
+    rows = list(csv.DictReader(raw, delimiter=delim))
+    if not rows or not {"a", "b"} <= set(rows[0]):
+        raise InputError(f"{path}: expected columns a, b (and optionally topic)")
+    pairs = [(r["a"].strip(), r["b"].strip(), (r.get("topic") or "").strip()) for r in rows
+             if (r.get("a") or "").strip() and (r.get("b") or "").strip()]
+    if len(pairs) < 2:
+        raise InputError(f"{path}: at least two pairs are needed")
+    return pairs
+
+
+def unrelated(pairs) -> torch.Tensor:
+    """For pair i, the index of a pair with another topic (the next such one, cyclically);
+    without topics, the pair half-way round the list."""
+    n = len(pairs)
+    out = []
+    for i, (_, _, topic) in enumerate(pairs):
+        j = (i + n // 2) % n
+        if topic:
+            for k in range(n):
+                cand = (i + n // 2 + k) % n
+                if pairs[cand][2] != topic:
+                    j = cand
+                    break
+        out.append(j if j != i else (i + 1) % n)
+    return torch.tensor(out)
+
+
+def _fmt(x, spec=".3f"):
+    return "-" if x is None else format(x, spec)
+
+
+def describe_eval(ev: dict) -> str:
+    """One line for an "eval" event: what the CLI prints and the Train panel shows."""
+    parts = [f"step {ev['step']}:"]
+    if ev.get("heldout_mlm_loss") is not None:
+        parts.append(f"held-out MLM loss {_fmt(ev['heldout_mlm_loss'])} (unigram {_fmt(ev['unigram_loss'])}), "
+                     f"accuracy {_fmt(100 * ev['heldout_mlm_accuracy'], '.1f')}% "
+                     f"(unigram {_fmt(100 * ev['unigram_accuracy'], '.1f')}%)")
+    if ev.get("alignment") is not None:
+        parts.append(f"SimCSE loss {_fmt(ev['heldout_simcse_loss'])}, alignment {_fmt(ev['alignment'])}, "
+                     f"uniformity {_fmt(ev['uniformity'])}")
+    if ev.get("pair_cosine") is not None:
+        parts.append(f"paraphrase cos {_fmt(ev['pair_cosine'])} vs unrelated {_fmt(ev['unrelated_cosine'])}")
+    return " ".join(parts)
