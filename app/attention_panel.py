@@ -9,6 +9,7 @@ through layers; Ctrl+Enter in the text box inspects; Home resets the zoom.
 """
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +18,12 @@ from PySide6.QtCore import Qt
 
 from core import attention as A
 
+from .attention_export import AttentionExport
 from .head_grid import HeadGrid
 from .heatmap import COLORMAPS, DEFAULT_COLORMAP, HeatmapWidget
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "attention.inspect"
-EXPORT_JOB_KEY = "attention.export"
 
 EXPLAIN = {
     "head": ("<b>One head.</b> Row = the token doing the looking (query); column = the token looked "
@@ -42,13 +43,7 @@ def inspect_fn(backend, text: str, compare_with: str = ""):
     return backend.inspect(text, pair=compare_with.strip() or None)
 
 
-def pair_text(text: str, compare_with: str) -> str:
-    """Two sentences as one input, the way BERT-style encoders read pairs: a [SEP] between."""
-    text, compare_with = text.strip(), (compare_with or "").strip()
-    return f"{text} [SEP] {compare_with}" if compare_with else text
-
-
-class AttentionPanel(QtWidgets.QWidget):
+class AttentionPanel(AttentionExport, QtWidgets.QWidget):
     inspected = QtCore.Signal(object)        # the Inspection, after every view has been redrawn
     view_updated = QtCore.Signal()           # after each redraw (mode/layer/head/options)
     failed = QtCore.Signal(str)
@@ -307,14 +302,14 @@ class AttentionPanel(QtWidgets.QWidget):
             QtCore.QTimer.singleShot(0, lambda: self._start(*request))
 
     def _on_error(self, message: str) -> None:
-        self._set_info(f"<span style='color:#c0392b'>{_html(message)}</span>")
+        self._set_info(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
         self.failed.emit(message)
 
     def _model_text(self, backend) -> str:
         name = Path(str(getattr(backend, "model_name", "?"))).name or str(backend.model_name)
         kind = {"scratch": "from-scratch encoder", "hf": "transformers"}.get(getattr(backend, "backend", ""), "")
-        return (f"<b>{_html(name)}</b> ({kind}) · {backend.n_layers} layers × {backend.n_heads} heads"
-                if kind else f"<b>{_html(name)}</b> · {backend.n_layers} layers × {backend.n_heads} heads")
+        return (f"<b>{html.escape(name)}</b> ({kind}) · {backend.n_layers} layers × {backend.n_heads} heads"
+                if kind else f"<b>{html.escape(name)}</b> · {backend.n_layers} layers × {backend.n_heads} heads")
 
     def _set_info(self, html: str) -> None:
         self.info_label.setText(html)
@@ -346,7 +341,7 @@ class AttentionPanel(QtWidgets.QWidget):
                      f"tokens long and the model reads at most {max_len}, so {ins.truncated} "
                      f"were cut {where}</span>")
         if getattr(ins, "device", ""):
-            info += f" · {_html(ins.device)}"
+            info += f" · {html.escape(ins.device)}"
         self._set_info(info)
         self.export_button.setEnabled(True)
         self.refresh()
@@ -455,7 +450,7 @@ class AttentionPanel(QtWidgets.QWidget):
 
     def _show_links(self) -> None:
         links = A.top_links(self.matrix, A.distinct_labels(self.labels), k=6)
-        rows = "".join(f"<tr><td>{_html(q)}</td><td>&nbsp;→&nbsp;</td><td>{_html(k)}</td>"
+        rows = "".join(f"<tr><td>{html.escape(q)}</td><td>&nbsp;→&nbsp;</td><td>{html.escape(k)}</td>"
                        f"<td align='right'>&nbsp;{w:.2f}</td></tr>" for q, k, w in links)
         self.links_label.setText(f"<b>Strongest links</b> (query → key, self-links left out)"
                                  f"<table>{rows}</table>" if rows else "")
@@ -467,9 +462,9 @@ class AttentionPanel(QtWidgets.QWidget):
         row = self.matrix[i]
         names = A.distinct_labels(self.labels)
         self.hover_label.setText(
-            f"<b>{_html(names[i])}</b> → <b>{_html(names[j])}</b>: <b>{v:.4f}</b><br>"
+            f"<b>{html.escape(names[i])}</b> → <b>{html.escape(names[j])}</b>: <b>{v:.4f}</b><br>"
             f"<span style='color:gray'>row {i} sums to {row.sum():.3f}; its largest weight goes to "
-            f"{_html(names[int(row.argmax())])}</span>")
+            f"{html.escape(names[int(row.argmax())])}</span>")
 
     def _cell_clicked(self, i: int, j: int) -> None:
         self.heatmap.setFocus()
@@ -478,102 +473,7 @@ class AttentionPanel(QtWidgets.QWidget):
         if layer >= 0:
             q, k, v = self.grid.top_link(layer, head)
             self.grid_hint.setText(f"<b>Layer {layer + 1}, head {head + 1}</b>: strongest link "
-                                   f"{_html(q)} → {_html(k)} ({v:.2f}). Click to open it large.")
-
-    # ---- export ----------------------------------------------------------------------------------
-    def _ask_path(self, caption: str, suggested: str, filt: str) -> Path | None:
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, caption, str(self.last_dir / suggested), filt)
-        if not path:
-            return None
-        self.last_dir = Path(path).parent
-        return Path(path)
-
-    def _stem(self) -> str:
-        if self.mode == "head":
-            return f"attention_L{self.layer + 1}_H{self.head + 1}"
-        return f"attention_L{self.layer + 1}_{self.mode}"
-
-    def export_png(self, path=None) -> Path | None:
-        if self.inspection is None:
-            return None
-        stem = self._stem() if self.stack.currentIndex() == 0 else "attention_all_heads"
-        path = path or self._ask_path("Save the view as PNG", stem + ".png", "PNG image (*.png)")
-        if path is None:
-            return None
-        view = self.heatmap if self.stack.currentIndex() == 0 else self.grid
-        ok = view.save_png(path)
-        self._saved(path, ok)
-        return Path(path) if ok else None
-
-    def export_csv(self, path=None) -> Path | None:
-        if self.inspection is None:
-            return None
-        path = path or self._ask_path("Save the matrix as CSV", self._stem() + ".csv", "CSV (*.csv)")
-        if path is None:
-            return None
-        return self._write(lambda: A.write_matrix_csv(path, self.matrix, self.labels), path)
-
-    def export_all_csv(self, path=None):
-        """All heads as one long CSV (1.2 million lines at 6x12 heads, 128 tokens): written in a
-        worker, with progress and Cancel; ``exported``/``export_failed`` tell when it is done.
-        Returns the Job (None when nothing was started)."""
-        if self.inspection is None:
-            return None
-        path = path or self._ask_path("Save all heads as CSV", "attention_all_heads.csv", "CSV (*.csv)")
-        if path is None:
-            return None
-        return self._export_job(A.write_all_heads_csv, path, self.inspection.attentions,
-                                list(self.inspection.tokens), label="Exporting all heads as CSV")
-
-    def export_npz(self, path=None):
-        """All heads as a compressed .npz, written in a worker (see ``export_all_csv``)."""
-        if self.inspection is None:
-            return None
-        path = path or self._ask_path("Save all heads as NPZ", "attention_all_heads.npz", "NumPy (*.npz)")
-        if path is None:
-            return None
-        backend = self.state.backend
-        extra = {"text": pair_text(*(self._last_request or ("", "")))}
-        if backend is not None:
-            extra["model"] = str(getattr(backend, "model_name", ""))
-        return self._export_job(_npz_fn, path, self.inspection.attentions, list(self.inspection.tokens),
-                                label="Exporting all heads as NPZ", wants_progress=False, **extra)
-
-    def _export_job(self, fn, path, *args, label: str, wants_progress: bool = True, **kwargs):
-        if self.state.jobs.is_running(EXPORT_JOB_KEY):
-            self._saved(path, False, "another export is still being written; try again when it is done")
-            return None
-        return self.state.run(EXPORT_JOB_KEY, fn, Path(path), *args, label=label,
-                              wants_progress=wants_progress, show_progress=True,
-                              on_result=lambda out: self._saved(out, True),
-                              on_error=lambda msg, p=path: self._saved(p, False, msg),
-                              on_cancelled=lambda p=path: self._export_cancelled(p), **kwargs)
-
-    def _export_cancelled(self, path) -> None:
-        self.state.status.emit(f"Export cancelled: {path} was not written")
-        self.export_failed.emit(str(path), "cancelled")
-
-    def _write(self, fn, path) -> Path | None:
-        try:
-            out = fn()
-        except OSError as e:
-            self._saved(path, False, str(e))
-            return None
-        self._saved(out, True)
-        return Path(out)
-
-    def _saved(self, path, ok: bool, why: str = "") -> None:
-        if ok:
-            self.state.status.emit(f"Saved {path}")
-            self.exported.emit(Path(path))
-        else:
-            self.state.error.emit(f"Could not save {path}{': ' + why if why else ''}")
-            self.export_failed.emit(str(path), why)
-
-
-def _npz_fn(path, attentions, tokens, **extra):
-    """Worker side of the NPZ export."""
-    return A.write_npz(path, attentions, tokens, **extra)
+                                   f"{html.escape(q)} → {html.escape(k)} ({v:.2f}). Click to open it large.")
 
 
 def _rule() -> QtWidgets.QFrame:
@@ -581,7 +481,3 @@ def _rule() -> QtWidgets.QFrame:
     f.setFrameShape(QtWidgets.QFrame.Shape.HLine)
     f.setFrameShadow(QtWidgets.QFrame.Shadow.Sunken)
     return f
-
-
-def _html(text) -> str:
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

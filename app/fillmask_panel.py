@@ -13,17 +13,19 @@ head (``minilm``) get an explanation and the list of models that have one.
 """
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
+from .mask_table import MaskTable
+
 MASK = "[MASK]"
 EXAMPLE = "The [MASK] sat on the mat because it was [MASK]."
 JOB_KEY = "fillmask.predict"
 WORD_RE = re.compile(r"\[MASK\]|\w+(?:['’]\w+)*|[^\w\s]")
-BAR_COLOR = QtGui.QColor("#4292c6")
 
 
 # ---------------------------------------------------------------------------- text helpers (pure)
@@ -80,87 +82,6 @@ def mlm_models(list_fn=None) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------- widgets
-
-class ProbabilityDelegate(QtWidgets.QStyledItemDelegate):
-    """Draws a horizontal bar for a probability in [0, 1] (Qt.UserRole), with the number on it."""
-
-    def paint(self, painter, option, index):
-        value = index.data(Qt.ItemDataRole.UserRole)
-        if value is None:
-            return super().paint(painter, option, index)
-        opt = QtWidgets.QStyleOptionViewItem(option)
-        self.initStyleOption(opt, index)
-        style = opt.widget.style() if opt.widget else QtWidgets.QApplication.style()
-        opt.text = ""
-        style.drawControl(QtWidgets.QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
-        r = option.rect.adjusted(3, 4, -3, -4)
-        painter.save()
-        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
-        track = QtGui.QColor(BAR_COLOR)
-        track.setAlpha(30)
-        painter.setPen(Qt.PenStyle.NoPen)
-        painter.setBrush(track)
-        painter.drawRoundedRect(r, 3, 3)
-        w = max(0.0, min(1.0, float(value))) * r.width()
-        if w > 0:
-            painter.setBrush(BAR_COLOR)
-            painter.drawRoundedRect(QtCore.QRectF(r.x(), r.y(), max(w, 2.0), r.height()), 3, 3)
-        painter.setPen(option.palette.color(QtGui.QPalette.ColorRole.Text) if w < r.width() * 0.55
-                       else QtGui.QColor("white"))
-        text = f"{100 * float(value):.1f}%" if value >= 0.001 else f"{100 * float(value):.2g}%"
-        painter.drawText(r.adjusted(6, 0, -4, 0), int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
-        painter.restore()
-
-
-class MaskTable(QtWidgets.QTableWidget):
-    """Top-k predictions for one mask: rank, token, probability bar."""
-
-    picked = QtCore.Signal(int, str)        # mask number, token
-
-    def __init__(self, mask_number: int, predictions: list[dict], parent=None):
-        super().__init__(len(predictions), 3, parent)
-        self.mask_number = mask_number
-        self.predictions = predictions
-        self.setHorizontalHeaderLabels(["#", "token", "probability"])
-        self.verticalHeader().hide()
-        self.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
-        self.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
-        self.setItemDelegateForColumn(2, ProbabilityDelegate(self))
-        self.setShowGrid(False)
-        self.setAlternatingRowColors(True)
-        self.setCursor(Qt.CursorShape.PointingHandCursor)
-        bold = QtGui.QFont()
-        bold.setBold(True)
-        for r, p in enumerate(predictions):
-            rank = QtWidgets.QTableWidgetItem(str(r + 1))
-            rank.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-            tok = QtWidgets.QTableWidgetItem(p["token"])
-            tok.setFont(bold)
-            tip = f"Click to put “{p['token']}” in the sentence"
-            if p.get("multi_piece"):
-                tip += f"\nscored as {len(p.get('pieces', []))} pieces: {' + '.join(p.get('pieces', []))}"
-            tok.setToolTip(tip)
-            prob = QtWidgets.QTableWidgetItem("")
-            prob.setData(Qt.ItemDataRole.UserRole, float(p["score"]))
-            prob.setData(Qt.ItemDataRole.DisplayRole, f"{float(p['score']):.4f}")
-            prob.setToolTip(f"p = {float(p['score']):.6f}")
-            for c, item in enumerate((rank, tok, prob)):
-                self.setItem(r, c, item)
-        h = self.horizontalHeader()
-        h.setSectionResizeMode(0, QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
-        h.setSectionResizeMode(1, QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
-        h.setSectionResizeMode(2, QtWidgets.QHeaderView.ResizeMode.Stretch)
-        self.setMinimumWidth(240)
-        self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 10)
-        self.cellClicked.connect(lambda row, _c: self.picked.emit(self.mask_number, self.predictions[row]["token"]))
-
-    def tokens(self) -> list[str]:
-        return [self.item(r, 1).text() for r in range(self.rowCount())]
-
-    def scores(self) -> list[float]:
-        return [float(self.item(r, 2).data(Qt.ItemDataRole.UserRole)) for r in range(self.rowCount())]
-
 
 class FillMaskPanel(QtWidgets.QWidget):
     predicted = QtCore.Signal(dict)         # the result dict, after the views are drawn
@@ -330,7 +251,7 @@ class FillMaskPanel(QtWidgets.QWidget):
         self.pages.setCurrentIndex(0)
         self.predict_button.setEnabled(True)
         name = Path(str(backend.model_name)).name or str(backend.model_name)
-        self._status(f"<b>{_html(name)}</b> · type a sentence with [MASK] and press Enter")
+        self._status(f"<b>{html.escape(name)}</b> · type a sentence with [MASK] and press Enter")
         if self._queued or self.result is not None or (self.auto_predict and MASK in self.text_edit.text()):
             self._queued = False
             self.predict()
@@ -344,25 +265,25 @@ class FillMaskPanel(QtWidgets.QWidget):
         models = mlm_models(self._list_models_fn)
         items = []
         for m in models:
-            label = _html(m["name"])
+            label = html.escape(m["name"])
             if m.get("available"):
                 note = f"{m.get('source', '')}, on this machine"
             else:
                 note = m.get("note") or "not on this machine"
-            items.append(f"<li><a href='{_html(m['name'])}'><b>{label}</b></a> &nbsp;"
-                         f"<span style='color:gray'>({_html(note)})</span></li>")
+            items.append(f"<li><a href='{html.escape(m['name'])}'><b>{label}</b></a> &nbsp;"
+                         f"<span style='color:gray'>({html.escape(note)})</span></li>")
         items.append("<li>a checkpoint you trained in the app (Train panel, or "
                      "<code>encoderscope train</code>): choose its folder with <i>Weights → Folder…</i></li>")
         self.no_mlm_label.setText(
-            f"<h3>“{_html(name)}” cannot fill in masks</h3>"
+            f"<h3>“{html.escape(name)}” cannot fill in masks</h3>"
             f"<p>Fill-mask needs a <b>masked-language-model head</b>: the small network on top of "
             f"the encoder that turns each token's vector into a probability for every word in the "
             f"vocabulary. Models trained to predict hidden words (BERT, DistilBERT) keep it.</p>"
-            f"<p><b>{_html(name)}</b> is a sentence-embedding model: after its masked-LM pre-training "
+            f"<p><b>{html.escape(name)}</b> is a sentence-embedding model: after its masked-LM pre-training "
             f"it was fine-tuned to produce sentence vectors and published <i>without</i> that head, "
             f"so there is nothing to turn its vectors back into words. It still works for search, "
             f"the corpus and the attention inspector.</p>"
-            + (f"<p style='color:gray'>{_html(message)}</p>" if message else "")
+            + (f"<p style='color:gray'>{html.escape(message)}</p>" if message else "")
             + f"<p><b>Models with a masked-LM head</b> (click a name to switch to it):</p>"
             f"<ul>{''.join(items)}</ul>")
         self.pages.setCurrentIndex(1)
@@ -394,14 +315,14 @@ class FillMaskPanel(QtWidgets.QWidget):
     def _text_changed(self, text: str) -> None:
         parts, pos, n_mask = [], 0, 0
         for i, (s, e, w) in enumerate(words(text)):
-            parts.append(_html(text[pos:s]))
+            parts.append(html.escape(text[pos:s]))
             if w == MASK:
                 parts.append(f"<span style='background:#fdd0a2;color:#7f2704'><b>&nbsp;[MASK {n_mask + 1}]&nbsp;</b></span>")
                 n_mask += 1
             else:
-                parts.append(f"<a href='w:{i}' style='text-decoration:none'>{_html(w)}</a>")
+                parts.append(f"<a href='w:{i}' style='text-decoration:none'>{html.escape(w)}</a>")
             pos = e
-        parts.append(_html(text[pos:]))
+        parts.append(html.escape(text[pos:]))
         hint = "<span style='color:gray'>Click a word to mask it:</span>&nbsp; "
         self.words_label.setText(hint + "".join(parts) if text.strip() else "")
 
@@ -446,7 +367,7 @@ class FillMaskPanel(QtWidgets.QWidget):
         if backend is not None and not getattr(backend, "has_mlm", True):
             self.show_no_mlm(backend, message)
         else:
-            self._status(f"<span style='color:#c0392b'>{_html(message)}</span>")
+            self._status(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
         self.failed.emit(message)
 
     def set_result(self, result: dict, text: str | None = None, backend=None) -> None:
@@ -478,8 +399,8 @@ class FillMaskPanel(QtWidgets.QWidget):
             self.mask_tables.append(table)
         joint = result.get("joint")
         if joint and len(masks) > 1:
-            toks = ", ".join(_html(t) for t in joint.get("tokens", []))
-            self.joint_label.setText(f"<b>Joint completion</b> ({toks}): “{_html(joint['text'])}” · "
+            toks = ", ".join(html.escape(t) for t in joint.get("tokens", []))
+            self.joint_label.setText(f"<b>Joint completion</b> ({toks}): “{html.escape(joint['text'])}” · "
                                      f"p = <b>{joint['score']:.3g}</b> "
                                      f"<span style='color:gray'>(fill the surest mask, re-run, repeat)</span>")
             self.joint_box.show()
@@ -499,7 +420,7 @@ class FillMaskPanel(QtWidgets.QWidget):
         QtCore.QTimer.singleShot(0, self._fit_split)      # again once the layout has settled
         name = Path(str(getattr(backend, "model_name", ""))).name
         n = len(masks)
-        self._status(f"<b>{_html(name)}</b> · {n} mask{'s' if n != 1 else ''} · "
+        self._status(f"<b>{html.escape(name)}</b> · {n} mask{'s' if n != 1 else ''} · "
                      f"click a prediction to put it in the sentence")
         self.predicted.emit(result)
 
@@ -580,7 +501,7 @@ class FillMaskPanel(QtWidgets.QWidget):
         if MASK in new:
             self.predict()
         else:
-            self._status(f"Filled in “{_html(token)}”. Click a word above to mask another one.")
+            self._status(f"Filled in “{html.escape(token)}”. Click a word above to mask another one.")
 
     def use_joint(self) -> None:
         joint = (self.result or {}).get("joint")
@@ -604,7 +525,3 @@ def _blend(s: float) -> QtGui.QColor:
     s = s ** 0.6                          # small probabilities stay visible
     return QtGui.QColor(int(lo.red() + (hi.red() - lo.red()) * s), int(lo.green() + (hi.green() - lo.green()) * s),
                         int(lo.blue() + (hi.blue() - lo.blue()) * s))
-
-
-def _html(text) -> str:
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

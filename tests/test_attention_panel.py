@@ -8,7 +8,8 @@ from core.backend import Inspection, get_backend
 
 pytest.importorskip("pytestqt")
 
-from app.attention_panel import AttentionPanel, pair_text  # noqa: E402
+from app.attention_export import pair_text  # noqa: E402
+from app.attention_panel import AttentionPanel  # noqa: E402
 from app.state import AppState  # noqa: E402
 
 TEXT = "the quick brown fox sat on the mat"

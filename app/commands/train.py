@@ -17,7 +17,6 @@ import sys
 import threading
 
 from core.errors import EncoderscopeError
-from core.train_eval import describe_eval
 
 EXIT_INTERRUPTED = 130
 
@@ -106,6 +105,7 @@ def config_from_args(args):
 
 def cmd_train(args) -> int:
     from core.train import Trainer
+    from core.train_eval import describe_eval
     from index.corpus import read_training_corpus
 
     cfg = config_from_args(args)
