@@ -53,6 +53,16 @@ def test_importing_core_and_index_loads_no_qt():
     assert p.returncode == 0, p.stdout + p.stderr
 
 
+def test_command_line_loads_no_qt_and_no_torch_until_needed():
+    """The composition root builds every subcommand's parser without Qt (only `gui` needs it) and
+    without torch (the model loads when a command runs), so `--help` and start-up stay quick."""
+    code = ("import sys\nfrom app.cli import build_parser\nbuild_parser()\n"
+            f"bad = [m for m in sys.modules if m.split('.')[0] in {FORBIDDEN + ('torch', 'transformers')!r}]\n"
+            "print(bad); sys.exit(1 if bad else 0)")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
 def test_no_pickle_for_user_data():
     offenders = [str(p.relative_to(ROOT)) for pkg in ("app", "core", "index") for p in (ROOT / pkg).rglob("*.py")
                  if any(m.split(".")[0] in ("pickle", "dill", "joblib") for m in imported_modules(p))]
