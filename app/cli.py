@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 
+from core.device import PRECISION_CHOICES
 from core.errors import EncoderscopeError
 from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 
@@ -31,8 +32,11 @@ def add_model_options(p: argparse.ArgumentParser, pooling: bool = True):
                    help="scratch: our from-scratch encoder; hf: Hugging Face transformers (default: scratch)")
     p.add_argument("--device", default=None,
                    help="auto, cpu, cuda or mps (default: $ENCODERSCOPE_DEVICE or auto)")
-    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                   help="bf16 runs faster on CPUs/GPUs that support it (cosine >= 0.9999 vs fp32)")
+    p.add_argument("--precision", choices=PRECISION_CHOICES, default=None,
+                   help="embedding precision: auto = bf16 where the CPU/GPU computes it natively "
+                        "(AVX512-BF16, AMX, CUDA) and the model's bf16 vectors keep cosine >= 0.9999 "
+                        "with fp32, else fp32 (default: $ENCODERSCOPE_PRECISION or auto). Vectors of "
+                        "either precision share a store.")
     if pooling:
         p.add_argument("--pooling", choices=("mean", "cls", "max"), default="mean",
                        help="how token vectors become one sentence vector (default: mean)")
@@ -67,11 +71,13 @@ def cmd_embed(args) -> int:
         print(f"note: {stats.truncated} text(s) were longer than {b.max_length} tokens and were truncated "
               f"(texts {', '.join(str(i + 1) for i in stats.truncated_indices[:10])})", file=sys.stderr)
     if args.json:
-        emit_json({"model": b.model_name, "backend": b.backend, "device": b.device_name, "dim": b.dim,
+        emit_json({"model": b.model_name, "backend": b.backend, "device": b.device_name,
+                   "precision": b.precision, "precision_note": b.precision_note, "dim": b.dim,
                    "pooling": args.pooling, "truncated": stats.truncated,
                    "vectors": [[round(float(x), 7) for x in v] for v in vecs]})
     else:
-        print(f"# {len(vecs)} vectors, {b.dim}-d, {b.model_name} ({b.backend}) on {b.device_name}")
+        print(f"# {len(vecs)} vectors, {b.dim}-d, {b.model_name} ({b.backend}) on {b.device_name}, "
+              f"{b.precision}")
         for v in vecs:
             print(" ".join(f"{x:.6f}" for x in v))
     return 0

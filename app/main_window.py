@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from PySide6.QtCore import QByteArray, Qt, QUrl
-from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (QFileDialog, QInputDialog, QLabel, QLineEdit, QMainWindow, QMessageBox,
                                QScrollArea, QTabWidget)
 
@@ -25,6 +25,12 @@ from .state import AppState, ModelChoice
 from .train_panel import TrainPanel
 
 TITLE = "Encoderscope"
+PRECISION_MENU = [
+    ("auto", "&Auto (bf16 where the CPU/GPU has it natively)",
+     "bf16 where it is native and the model's bf16 vectors keep cosine >= 0.9999 with fp32"),
+    ("fp32", "&fp32", "Full precision: the reference numbers"),
+    ("bf16", "&bf16", "Faster on CPUs with AVX512-BF16/AMX and on GPUs; slower where emulated"),
+]
 
 
 class MainWindow(QMainWindow):
@@ -134,6 +140,16 @@ class MainWindow(QMainWindow):
         self._action(model_menu, "&Re-embed the corpus with the current model", self.corpus_panel.reembed,
                      "Ctrl+R")
         self._action(model_menu, "&Cancel the running job", self.job_progress.cancel_current, "Esc")
+        model_menu.addSeparator()
+        precision_menu = model_menu.addMenu("&Precision")
+        group = QActionGroup(self)
+        self.precision_actions = {}
+        for key, text, tip in PRECISION_MENU:
+            act = self._action(precision_menu, text, lambda _=False, k=key: self.set_precision(k), tip=tip)
+            act.setCheckable(True)
+            act.setChecked(key == self.state.choice.precision)
+            group.addAction(act)
+            self.precision_actions[key] = act
 
         view_menu = mb.addMenu("&View")
         for i in range(self.tabs.count()):
@@ -150,8 +166,13 @@ class MainWindow(QMainWindow):
     def _on_backend(self, backend):
         if backend is None:
             self.device_label.setText("  Device: loading …  ")
-        else:
-            self.device_label.setText(f"  Device: {getattr(backend, 'device_name', '?')}  ")
+            return
+        self.device_label.setText(f"  Device: {getattr(backend, 'device_name', '?')} · "
+                                  f"{getattr(backend, 'precision', '?')}  ")
+        self.device_label.setToolTip("The device the model runs on, and the precision of its embeddings: "
+                                     + str(getattr(backend, "precision_note", "")))
+        for key, act in self.precision_actions.items():
+            act.setChecked(key == self.state.choice.precision)
 
     def _on_store(self, store):
         loc = self.service.location if store is not None else None
@@ -180,6 +201,12 @@ class MainWindow(QMainWindow):
                 self.tabs.setCurrentIndex(i)
                 return True
         return False
+
+    def set_precision(self, precision: str) -> None:
+        """Auto / fp32 / bf16 for embeddings. Vectors of either precision share a store (same
+        model, cosine >= 0.9999), so this never asks to re-embed the corpus."""
+        if precision != self.state.choice.precision:
+            self.state.set_choice(self.state.choice.with_(precision=precision))
 
     def delete_selected(self):
         if self.tabs.currentWidget() is self.corpus_panel:
@@ -230,7 +257,8 @@ class MainWindow(QMainWindow):
         return ModelChoice(model=str(s.value("model/name", default.model)),
                            backend=str(s.value("model/backend", default.backend)),
                            pooling=str(s.value("model/pooling", default.pooling)),
-                           device=str(s.value("model/device", default.device)))
+                           device=str(s.value("model/device", default.device)),
+                           precision=str(s.value("model/precision", default.precision)))
 
     def _restore(self):
         geometry = self.settings.value("window/geometry")
@@ -253,6 +281,7 @@ class MainWindow(QMainWindow):
         s.setValue("model/backend", c.backend)
         s.setValue("model/pooling", c.pooling)
         s.setValue("model/device", c.device)
+        s.setValue("model/precision", c.precision)
         if self.service.location is not None:
             s.setValue("store/folder", str(self.service.location))
         self.search_panel.save(s)

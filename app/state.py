@@ -2,7 +2,7 @@
 
 Panels take an ``AppState`` and listen to it::
 
-    state.choice                      # ModelChoice(model, backend, pooling, device)
+    state.choice                      # ModelChoice(model, backend, pooling, device, precision)
     state.backend                     # the loaded core Backend, or None while loading
     state.store                       # the current vector store (index.VectorStore) or None
     state.jobs                        # app.workers.JobRunner
@@ -42,10 +42,11 @@ class ModelChoice:
     backend: str = "scratch"      # "scratch" | "hf"
     pooling: str = "mean"         # "mean" | "cls" | "max"
     device: str = "auto"          # "auto" | "cpu" | "cuda" | "mps"
+    precision: str = "auto"       # "auto" (bf16 where native, core.device) | "fp32" | "bf16"
 
     def load_key(self) -> tuple:
         """What decides which Backend object is needed (pooling is applied per call)."""
-        return (self.model, self.backend, self.device)
+        return (self.model, self.backend, self.device, self.precision)
 
     def describe(self) -> str:
         return f"{self.model} · {BACKEND_LABELS.get(self.backend, self.backend)} · {self.pooling} pooling"
@@ -61,7 +62,9 @@ def load_backend_fn(choice: ModelChoice, progress=None, cancel=None):
     if progress:
         progress(0, 0, f"Loading {choice.model} …")
     device = None if choice.device in ("", "auto") else choice.device
-    backend = get_backend(model=choice.model, backend=choice.backend, device=device)
+    # "auto" leaves the choice to core (and to $ENCODERSCOPE_PRECISION when it is set)
+    precision = None if choice.precision in ("", "auto") else choice.precision
+    backend = get_backend(model=choice.model, backend=choice.backend, device=device, precision=precision)
     backend.fingerprint(choice.pooling)   # hashes the weights once, here rather than on the UI thread
     if progress:
         progress(1, 1, f"Loaded {choice.model}")

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from . import fillmask
-from .device import autocast, describe_device, pick_device
+from .device import autocast, describe_device, pick_device, requested_precision, resolve_precision
 from .errors import Cancelled, InputError, ModelUnavailable
 from .fingerprint import Fingerprint
 from .names import BACKENDS, POOLINGS
@@ -25,6 +25,20 @@ from .pooling import l2_normalize, pool
 from .sources import DEFAULT_MODEL, ModelSource, resolve
 
 log = logging.getLogger(__name__)
+# Before "auto" runs a model in bf16, its bf16 vectors of these sentences must keep this cosine
+# with its fp32 ones (they reach 0.99997 for minilm); short and long, plain and odd.
+BF16_MIN_COSINE = 0.9999
+BF16_CHECK_SENTENCES = [
+    "The cat sat on the mat.",
+    "A quick brown fox jumps over the lazy dog near the river bank.",
+    "Quantum chromodynamics describes the strong interaction between quarks and gluons.",
+    "ok",
+    "Where is the nearest train station, and how late does it open on Sundays?",
+    "1984 was published in 1949; its author, George Orwell, died a year later.",
+    "Les chats dorment beaucoup pendant la journée.",
+    "The committee postponed the vote because three members were absent, which angered the "
+    "residents who had waited since early morning to hear the decision on the new bridge.",
+]
 MAX_TEXT_CHARS = 1_000_000   # beyond this a "sentence" is a mistake (a whole file pasted in)
 
 
@@ -62,7 +76,8 @@ class Backend:
         self.model_name = source.name
         self.device = device
         self.device_name = describe_device(device)
-        self.precision = precision
+        self.precision = precision      # "fp32" or "bf16": what embed() runs in
+        self.precision_note = precision  # how it was chosen, for people (CLI JSON, status bar)
         self._lock = threading.Lock()   # one forward at a time per model object
 
     # -- implemented by each backend ------------------------------------------------------
@@ -160,7 +175,8 @@ class Backend:
                                  return_token_type_ids=True)
             ids, types = enc["input_ids"], enc["token_type_ids"]
             full = len(self.tokenizer(text, pair, truncation=False)["input_ids"])
-        with self._lock, torch.inference_mode(), autocast(self.device, self.precision):
+        # Inspection shows the model's exact numbers: fp32 whatever the embedding precision.
+        with self._lock, torch.inference_mode():
             input_ids, mask = self._batch([ids])
             type_ids = None if types is None else torch.tensor([types], device=self.device)
             _, hidden, att = self._forward(input_ids, mask, type_ids, hidden=True, attentions=True)
@@ -171,8 +187,9 @@ class Backend:
             device=self.device_name, truncated=full - len(ids))
 
     def mlm_logits(self, ids: list[int], per_layer: bool = False):
-        """Masked-LM logits of one tokenised text: (1, T, V), and each layer's (a list) or None."""
-        with self._lock, torch.inference_mode(), autocast(self.device, self.precision):
+        """Masked-LM logits of one tokenised text: (1, T, V), and each layer's (a list) or None.
+        fp32 whatever the embedding precision: one sentence, and probabilities people read."""
+        with self._lock, torch.inference_mode():
             input_ids, mask = self._batch([ids])
             return self._mlm(input_ids, mask, per_layer)
 
@@ -183,7 +200,31 @@ class Backend:
         return {"model": self.model_name, "backend": self.backend, "device": self.device_name,
                 "dim": self.dim, "layers": self.n_layers, "heads": self.n_heads,
                 "max_length": self.max_length, "mlm_head": self.has_mlm, "source": self.source.kind,
-                "precision": self.precision}
+                "precision": self.precision, "precision_note": self.precision_note}
+
+    def check_bf16(self, min_cosine: float | None = None) -> float:
+        """Embed fixed sentences in fp32 and in bf16; keep bf16 only if every pair of vectors
+        has cosine >= ``min_cosine``, else fall back to fp32 (logged, and said in
+        ``precision_note``). Returns the smallest cosine."""
+        min_cosine = BF16_MIN_COSINE if min_cosine is None else min_cosine
+        was, self.precision = self.precision, "fp32"
+        try:
+            ref = self.embed(BF16_CHECK_SENTENCES)
+            self.precision = "bf16"
+            fast = self.embed(BF16_CHECK_SENTENCES)
+        finally:
+            self.precision = was
+        cos = float((ref * fast).sum(1).min())
+        if cos >= min_cosine:
+            self.precision = "bf16"
+            self.precision_note = (f"bf16 (native here; min cosine {cos:.6f} with fp32 on "
+                                   f"{len(BF16_CHECK_SENTENCES)} check sentences)")
+        else:
+            self.precision = "fp32"
+            self.precision_note = (f"fp32: bf16 vectors of {self.model_name} differed from fp32 "
+                                   f"(min cosine {cos:.6f} < {min_cosine})")
+            log.warning("%s", self.precision_note)
+        return cos
 
 
 def check_pooling(pooling: str):
@@ -223,32 +264,40 @@ _cache: dict = {}
 _cache_lock = threading.Lock()
 
 
-def get_backend(model: str = DEFAULT_MODEL, backend: str = "scratch", device=None, precision: str = "fp32",
-                progress=None) -> Backend:
-    """The loaded model, cached: one object per (model, backend, device, precision)."""
+def get_backend(model: str = DEFAULT_MODEL, backend: str = "scratch", device=None,
+                precision: str | None = None, progress=None) -> Backend:
+    """The loaded model, cached: one object per (model, backend, device, precision).
+
+    precision: "auto" (default: $ENCODERSCOPE_PRECISION, else auto) runs embeddings in bf16
+    where the hardware has it natively and the model's bf16 vectors pass ``check_bf16``, else
+    fp32; "fp32" or "bf16" force one.
+    """
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     dev = pick_device(device if isinstance(device, str) or device is None else str(device))
-    autocast(dev, precision)   # validates the precision on this device
+    asked = requested_precision(precision)
+    run_in = resolve_precision(dev, asked)
     if model == "random" or model.startswith("random:"):
         if backend != "scratch":
             raise InputError("random weights exist only for the from-scratch encoder (--backend scratch)")
-        key = (model, backend, str(dev), precision)
-        with _cache_lock:
-            if key not in _cache:
-                from .backends.scratch import RandomScratchBackend
-                _cache[key] = RandomScratchBackend(model, dev, precision)
-            return _cache[key]
-    source = resolve(model, progress=progress)
-    # The weights' mtime is part of the key: a model retrained in place is loaded afresh.
-    key = (str(source.folder.resolve()), _weights_mtime(source.folder), backend, str(dev), precision)
+        key = (model, backend, str(dev), asked, run_in)
+        from .backends.scratch import RandomScratchBackend as cls
+        where = model
+    else:
+        source = resolve(model, progress=progress)
+        # The weights' mtime is part of the key: a model retrained in place is loaded afresh.
+        key = (str(source.folder.resolve()), _weights_mtime(source.folder), backend, str(dev), asked, run_in)
+        if backend == "scratch":
+            from .backends.scratch import ScratchBackend as cls
+        else:
+            from .backends.hf import HFBackend as cls
+        where = source
     with _cache_lock:
         if key not in _cache:
-            if backend == "scratch":
-                from .backends.scratch import ScratchBackend as cls
-            else:
-                from .backends.hf import HFBackend as cls
-            _cache[key] = cls(source, dev, precision)
+            b = cls(where, dev, run_in)
+            if asked == "auto" and run_in == "bf16":
+                b.check_bf16()
+            _cache[key] = b
         return _cache[key]
 
 

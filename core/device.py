@@ -1,7 +1,13 @@
-"""Which device and precision the models run on: CUDA, then MPS, then CPU.
+"""Which device and precision the models run on: CUDA, then MPS, then CPU; bf16 where native.
 
-Overridable per call (``device="cpu"``) or for the whole process with the environment
-variable ``ENCODERSCOPE_DEVICE`` (auto | cpu | cuda | cuda:1 | mps).
+Overridable per call (``device="cpu"``, ``precision="fp32"``) or for the whole process with the
+environment variables ``ENCODERSCOPE_DEVICE`` (auto | cpu | cuda | cuda:1 | mps) and
+``ENCODERSCOPE_PRECISION`` (auto | fp32 | bf16).
+
+Precision "auto" (the default) means bf16 where the hardware computes it natively — CPUs with
+AVX512-BF16 or AMX, CUDA GPUs with bf16 — and fp32 elsewhere: there bf16 is 2.7-2.8x faster than
+fp32 and its vectors keep cosine >= 0.9999 with fp32 (core.backend checks that for each model
+before it uses bf16). Without native instructions bf16 is emulated and slower than fp32.
 """
 from __future__ import annotations
 
@@ -13,7 +19,9 @@ import torch
 from .errors import DeviceUnavailable, InputError
 
 ENV_VAR = "ENCODERSCOPE_DEVICE"
-PRECISIONS = ("fp32", "bf16")
+PRECISION_ENV = "ENCODERSCOPE_PRECISION"
+PRECISIONS = ("fp32", "bf16")          # what a model runs in
+PRECISION_CHOICES = ("auto", *PRECISIONS)   # what a user may ask for
 
 
 def pick_device(requested: str | None = None) -> torch.device:
@@ -79,6 +87,37 @@ def bf16_supported(device: torch.device) -> bool:
         return bool(getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")() in ("AVX512", "AMX")
                     or torch.ops.mkldnn._is_mkldnn_bf16_supported())
     return False
+
+
+def bf16_native(device: torch.device) -> bool:
+    """bf16 computed by the hardware itself (AVX512-BF16 or AMX; a CUDA GPU with bf16)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        cpu = torch.cpu
+        return bool(getattr(cpu, "_is_avx512_bf16_supported", lambda: False)()
+                    or getattr(cpu, "_is_amx_tile_supported", lambda: False)())
+    return False
+
+
+def requested_precision(requested: str | None = None) -> str:
+    """``requested``, else $ENCODERSCOPE_PRECISION, else "auto" (validated)."""
+    choice = (requested or os.environ.get(PRECISION_ENV) or "auto").strip().lower()
+    if choice not in PRECISION_CHOICES:
+        source = "" if requested else f" (from ${PRECISION_ENV})"
+        raise InputError(f"precision must be one of {', '.join(PRECISION_CHOICES)}, not {choice!r}{source}")
+    return choice
+
+
+def resolve_precision(device: torch.device, requested: str | None = None) -> str:
+    """The precision to run in: "auto" becomes bf16 where it is native on ``device``, else fp32;
+    an explicit bf16 must be supported there."""
+    choice = requested_precision(requested)
+    if choice == "auto":
+        return "bf16" if bf16_native(device) else "fp32"
+    if choice == "bf16" and not bf16_supported(device):
+        raise DeviceUnavailable(f"bf16 is not supported on {describe_device(device)}; use fp32")
+    return choice
 
 
 def autocast(device: torch.device, precision: str):

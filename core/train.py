@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from .device import bf16_supported, describe_device, pick_device
+from .device import bf16_native, bf16_supported, describe_device, pick_device
 from .errors import EncoderscopeError, InputError, ModelUnavailable
 from .masking import IGNORE, mask_tokens, special_mask
 from .model import Encoder, EncoderConfig, EncoderForMaskedLM
@@ -161,7 +161,7 @@ class Trainer(Evaluation):
         except RuntimeError as e:
             raise InputError(str(e)) from None
         if c.precision == "auto":
-            self.precision = "bf16" if bf16_supported(self.device) else "fp32"
+            self.precision = "bf16" if bf16_native(self.device) else "fp32"
         elif c.precision == "bf16" and not bf16_supported(self.device):
             raise InputError(f"bf16 is not supported on {describe_device(self.device)}; use --precision fp32")
         else:

@@ -45,7 +45,7 @@ class TrainConfig:
     checkpoint_every: int = 0      # save every N steps; 0 = only at the end (and on cancel)
     seed: int = 0                  # seeds weights, data order, masks and dropout
     device: str = "auto"           # "auto" | "cpu" | "cuda" | "cuda:1" | "mps"
-    precision: str = "auto"        # "auto" (bf16 autocast where supported) | "fp32" | "bf16"
+    precision: str = "auto"        # "auto" (bf16 autocast where the hardware has it natively) | "fp32" | "bf16"
     threads: int = 0               # CPU threads for this run (0 = torch's default); 1 is fastest for tiny models
     resume: str = ""               # a checkpoint folder: continue its run (weights, optimizer, RNG, data)
     pairs: str = ""                # optional .tsv/.csv with columns a, b (, topic): paraphrase pairs to evaluate

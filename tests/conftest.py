@@ -5,6 +5,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # The hub is unreachable here: never wait on it in a test.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+# The default precision is "auto" (bf16 where the CPU has it natively): CI machines differ, so
+# the suite pins fp32 for numbers that must not depend on the CPU; tests/test_precision.py
+# tests "auto" itself (it clears this variable).
+os.environ["ENCODERSCOPE_PRECISION"] = "fp32"
 
 import pytest  # noqa: E402
 

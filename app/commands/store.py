@@ -78,7 +78,7 @@ def _backend(args, model):
     from core.backend import get_backend
     return get_backend(model, getattr(args, "backend", "scratch") or "scratch",
                        device=getattr(args, "device", None),
-                       precision=getattr(args, "precision", "fp32") or "fp32")
+                       precision=getattr(args, "precision", None))
 
 
 def _err(msg):
