@@ -42,6 +42,7 @@ test-slow: setup
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
 bench: setup
+	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/encoder_throughput.py
 	$(BIN)/python bench/search.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/attention_render.py

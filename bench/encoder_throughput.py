@@ -1,12 +1,16 @@
-"""Sentences/second: our encoder vs transformers on the same weights, in the same run.
+"""Sentences/second: our encoder vs transformers and onnxruntime on the same weights, in one run.
 
     python bench/encoder_throughput.py            # minilm + DistilBERT-size random weights
     python bench/encoder_throughput.py --quick    # fewer sentences, minilm only
 
 Rows: model x batch size (1, 64) x attentions (off, on). The transformers baseline embeds the
-same length-sorted batches ("transformers sorted"), with sdpa attention when attentions are off
-and eager when they are on; "transformers input order" is the naive baseline. Ratios > 1 mean
-ours is faster. Also: our bf16 mode (where supported) and its min cosine against fp32.
+same length-sorted batches ("hf sorted"), with sdpa attention when attentions are off and eager
+when they are on; "hf input" is the naive input-order baseline. The onnxruntime peer ("ort")
+runs the same weights exported to ONNX (torch.onnx, dynamo exporter, from our encoder: it
+matches transformers to 1e-5) with ORT_ENABLE_ALL, the same length-sorted batches and the same
+thread count (rows with attentions on have no ORT peer). Ratios > 1 mean ours is faster.
+Then precision "auto" (bf16 where native) against transformers fp32 and its min cosine.
+Needs the bench extra: pip install 'encoderscope[bench]' (onnx, onnxruntime, onnxscript).
 """
 from __future__ import annotations
 
@@ -25,7 +29,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from core.backend import get_backend  # noqa: E402
-from core.device import bf16_supported  # noqa: E402
 from core.pooling import l2_normalize, pool  # noqa: E402
 
 
@@ -92,11 +95,12 @@ def make_distilbert_folder(path: Path) -> Path:
 
 def bench_model(name: str, folder: str, texts: list[str], n_bs1: int, rows: list):
     from transformers import AutoModel
-    ours = get_backend(folder, "scratch")
+    ours = get_backend(folder, "scratch", precision="fp32")
     tok = ours.tokenizer
     folder = str(ours.source.folder)
     hf_sdpa = AutoModel.from_pretrained(folder, attn_implementation="sdpa").eval()
     hf_eager = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
+    session = onnx_session(ours, torch.get_num_threads())
     for bs in (1, 64):
         sub = texts if bs > 1 else texts[:n_bs1]
         n = len(sub)
@@ -104,42 +108,101 @@ def bench_model(name: str, folder: str, texts: list[str], n_bs1: int, rows: list
             hf = hf_eager if attn else hf_sdpa
             ours_embed(ours, sub[:64], bs, attn)          # warm-up
             hf_embed(hf, tok, sub[:64], bs, True, attn)
+            if not attn:
+                ort_embed(session, ours, sub[:64], bs)
             # Alternate the contenders and keep each one's best round: on a shared machine a
             # single run of either can land in someone else's busy second.
-            r_ours = r_sorted = 0.0
+            r_ours = r_sorted = r_ort = 0.0
             for _ in range(ROUNDS):
                 r_ours = max(r_ours, rate(lambda: ours_embed(ours, sub, bs, attn), n))
                 r_sorted = max(r_sorted, rate(lambda: hf_embed(hf, tok, sub, bs, True, attn), n))
+                if not attn:
+                    r_ort = max(r_ort, rate(lambda: ort_embed(session, ours, sub, bs), n))
             r_input = rate(lambda: hf_embed(hf, tok, sub, bs, False, attn), n) if (bs > 1 and not attn) else None
-            rows.append((name, bs, "on" if attn else "off", n, r_ours, r_sorted, r_input))
+            rows.append((name, bs, "on" if attn else "off", n, r_ours, r_sorted, r_input, r_ort or None))
             print_row(rows[-1])
     # Accuracy of the fast path against transformers on the same weights.
     a = ours.embed(texts[:256])
     b = hf_embed(hf_sdpa, tok, texts[:256], 64, True, False)
-    print(f"  {name}: max |ours - transformers| over 256 embeddings = {np.abs(a - b).max():.2e}")
+    c = ort_embed(session, ours, texts[:256], 64)
+    print(f"  {name}: max |ours - transformers| over 256 embeddings = {np.abs(a - b).max():.2e}, "
+          f"max |ort - transformers| = {np.abs(c - b).max():.2e}")
 
 
 def print_row(r):
-    name, bs, attn, n, ours, srt, inp = r
+    name, bs, attn, n, ours, srt, inp, ort = r
     inp_s = f"{inp:8.1f}" if inp else "       -"
-    print(f"| {name:<10} | {bs:>5} | {attn:>4} | {n:>5} | {ours:8.1f} | {srt:8.1f} | {inp_s} | {ours / srt:5.2f} |",
-          flush=True)
+    ort_s, ratio_ort = (f"{ort:8.1f}", f"{ours / ort:5.2f}") if ort else ("       -", "    -")
+    print(f"| {name:<10} | {bs:>5} | {attn:>4} | {n:>5} | {ours:8.1f} | {srt:9.1f} | {inp_s} | {ort_s} | "
+          f"{ours / srt:5.2f} | {ratio_ort} |", flush=True)
 
 
-def bench_bf16(texts):
-    ours = get_backend("minilm", "scratch")
-    if not bf16_supported(ours.device):
-        print("bf16: not supported on this device")
+def onnx_session(backend, threads: int):
+    """An onnxruntime session over the backend's weights, exported once and cached by weights."""
+    import onnxruntime as ort
+
+    from core.weights import load_folder
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"encoderscope-bench-{backend.weights_sha256[:16]}.onnx"
+    if not path.exists():
+        model, _, _ = load_folder(backend.source.folder)          # fresh, unpacked: exportable
+        enc = (model.distilbert if hasattr(model, "head") else model).eval()
+
+        class LastHidden(torch.nn.Module):
+            def __init__(self, m):
+                super().__init__()
+                self.m = m
+
+            def forward(self, ids, mask):
+                return self.m(ids, mask).last_hidden_state
+        b, t = torch.export.Dim("b", min=1, max=4096), torch.export.Dim("t", min=2, max=backend.max_length)
+        ids = torch.ones(2, 16, dtype=torch.long)
+        torch.onnx.export(LastHidden(enc), (ids, torch.ones_like(ids)), str(path), dynamo=True, optimize=True,
+                          input_names=["input_ids", "attention_mask"], output_names=["last_hidden_state"],
+                          dynamic_shapes={"ids": {0: b, 1: t}, "mask": {0: b, 1: t}}, verbose=False)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def ort_embed(session, backend, texts, batch_size):
+    """Tokenise as ours does, length-sorted batches, mean pooling + L2 in NumPy."""
+    ids, _ = backend.encode_ids(texts)
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    out = np.zeros((len(texts), backend.dim), np.float32)
+    for s in range(0, len(order), batch_size):
+        rows = order[s:s + batch_size]
+        T = max(len(ids[i]) for i in rows)
+        x = np.zeros((len(rows), T), np.int64)
+        m = np.zeros((len(rows), T), np.int64)
+        for r, i in enumerate(rows):
+            x[r, :len(ids[i])] = ids[i]
+            m[r, :len(ids[i])] = 1
+        h = session.run(None, {"input_ids": x, "attention_mask": m})[0]
+        v = (h * m[..., None]).sum(1) / m.sum(1, keepdims=True)
+        out[rows] = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return out
+
+
+def bench_auto(texts):
+    """The default precision ("auto") against our fp32 and transformers fp32, sorted batches."""
+    from transformers import AutoModel
+    ours = get_backend("minilm", "scratch", precision="fp32")
+    auto = get_backend("minilm", "scratch", precision="auto")
+    print(f"precision auto on this machine: {auto.precision} ({auto.precision_note})")
+    if auto.precision == "fp32":
         return
-    fast = get_backend("minilm", "scratch", precision="bf16")
-    fast.embed(texts[:64], batch_size=64)
-    r32 = r16 = 0.0
+    hf = AutoModel.from_pretrained(str(ours.source.folder), attn_implementation="sdpa").eval()
+    auto.embed(texts[:64], batch_size=64)
+    r32 = r16 = rhf = 0.0
     for _ in range(ROUNDS):
         r32 = max(r32, rate(lambda: ours.embed(texts, batch_size=64), len(texts)))
-        r16 = max(r16, rate(lambda: fast.embed(texts, batch_size=64), len(texts)))
-    cos = (ours.embed(texts) * fast.embed(texts)).sum(1)
-    print(f"bf16 (minilm, batch 64): fp32 {r32:.1f} sent/s, bf16 {r16:.1f} sent/s, ratio {r16 / r32:.2f}, "
-          f"min cosine vs fp32 {cos.min():.6f}")
+        r16 = max(r16, rate(lambda: auto.embed(texts, batch_size=64), len(texts)))
+        rhf = max(rhf, rate(lambda: hf_embed(hf, ours.tokenizer, texts, 64, True, False), len(texts)))
+    cos = (ours.embed(texts) * auto.embed(texts)).sum(1)
+    print(f"auto (minilm, batch 64): {r16:.1f} sent/s; our fp32 {r32:.1f} (x{r16 / r32:.2f}); "
+          f"transformers fp32 sorted {rhf:.1f} (x{r16 / rhf:.2f}); min cosine vs fp32 {cos.min():.6f}")
 
 
 def main():
@@ -153,14 +216,14 @@ def main():
     texts = mixed_sentences(n)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {n} sentences "
           f"(mean {np.mean([len(t.split()) for t in texts]):.1f} words)")
-    print("| model      | batch | attn |     n | ours s/s | hf sorted | hf input | ratio |")
-    print("|------------|-------|------|-------|----------|-----------|----------|-------|")
+    print("| model      | batch | attn |     n | ours s/s | hf sorted | hf input |      ort | /hf   | /ort  |")
+    print("|------------|-------|------|-------|----------|-----------|----------|----------|-------|-------|")
     rows = []
     bench_model("minilm", "minilm", texts, 300 if args.quick else 500, rows)
     if not args.quick:
         folder = make_distilbert_folder(Path(os.environ.get("TMPDIR", "/tmp")) / "encoderscope-bench-distilbert")
         bench_model("distilbert", str(folder), texts[:500], 100, rows)
-    bench_bf16(texts)
+    bench_auto(texts)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,11 @@ def sinusoidal_table(n_positions: int, dim: int) -> torch.Tensor:
     return table.float()
 
 
+# Fewer tokens than this in a batch: three small GEMMs beat one wide one (the wide one's
+# packing overhead dominates); more: one GEMM is 1.3-2x faster (measured with 2 threads).
+FUSED_QKV_MIN_TOKENS = 64
+
+
 def additive_mask(attention_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """(B, T) of 1 = token, 0 = padding  ->  (B, 1, 1, T) of 0 or the most negative float.
 
@@ -123,7 +128,20 @@ def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = Tr
         return False
     chosen: dict[tuple, bool] = {}
     with torch.no_grad():
-        for name, m in model.named_modules():
+        for att in [m for m in model.modules() if isinstance(m, MultiHeadSelfAttention)]:
+            if att.q_lin.weight.device.type != "cpu" or att.q_lin.weight.dtype != torch.float32:
+                continue
+            fused = Linear(att.q_lin.in_features, 3 * att.q_lin.out_features)
+            fused.weight.copy_(torch.cat([att.q_lin.weight, att.k_lin.weight, att.v_lin.weight]))
+            fused.bias.copy_(torch.cat([att.q_lin.bias, att.k_lin.bias, att.v_lin.bias]))
+            fused.requires_grad_(False)
+            fused.source_versions = att._qkv_versions()
+            # a plain attribute, not a submodule: the state_dict stays DistilBERT's
+            object.__setattr__(att, "fused_qkv", fused)
+        linears = list(model.named_modules()) + [
+            (f"{n}.fused_qkv", a.fused_qkv) for n, a in model.named_modules()
+            if isinstance(a, MultiHeadSelfAttention) and a.fused_qkv is not None]
+        for name, m in linears:
             if isinstance(m, Linear) and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32:
                 w = m.weight.detach()
                 m.packed = w.to_mkldnn()
@@ -201,11 +219,24 @@ class MultiHeadSelfAttention(nn.Module):
         B, T, D = x.shape
         return x.view(B, T, self.n_heads, D // self.n_heads).transpose(1, 2)
 
+    fused_qkv = None       # CPU inference: q/k/v weights as one (3D x D) Linear (pack_for_cpu_inference)
+
+    def project_qkv(self, x):
+        """(Q, K, V) = x W_Q, x W_K, x W_V. Packed for CPU inference and given enough tokens, one
+        GEMM of the three weights stacked does it faster (same numbers to ~1e-6)."""
+        fused = self.fused_qkv
+        if (fused is not None and x.is_cpu and not torch.is_grad_enabled()
+                and x.shape[0] * x.shape[1] >= FUSED_QKV_MIN_TOKENS
+                and fused.source_versions == self._qkv_versions()):
+            return fused(x).split(x.shape[-1], dim=-1)
+        return self.q_lin(x), self.k_lin(x), self.v_lin(x)
+
+    def _qkv_versions(self) -> tuple:
+        return tuple(m.weight._version for m in (self.q_lin, self.k_lin, self.v_lin))
+
     def forward(self, x, mask, need_weights: bool = False):
         B, T, D = x.shape
-        q = self.split_heads(self.q_lin(x))                     # (B, H, T, Dh)
-        k = self.split_heads(self.k_lin(x))
-        v = self.split_heads(self.v_lin(x))
+        q, k, v = (self.split_heads(t) for t in self.project_qkv(x))   # each (B, H, T, Dh)
         if need_weights:
             # Explicit path: the weights are part of the result, so compute them in the open.
             scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])   # (B, H, T, T)
