@@ -68,9 +68,9 @@ class AttentionPanel(QtWidgets.QWidget):
         self.matrix = np.zeros((0, 0))       # what the one-head view shows (after hiding)
         self.labels: list[str] = []
         self._build()
-        state.backend_changed.connect(self._on_backend)
+        state.inspect_backend_changed.connect(self._on_backend)
         state.inspect_requested.connect(self.request)
-        self._on_backend(getattr(state, "backend", None))
+        self._on_backend(getattr(state, "inspect_backend", None))
 
     # ---- layout ------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -286,7 +286,7 @@ class AttentionPanel(QtWidgets.QWidget):
         self._start(text, compare_with)
 
     def _start(self, text: str, compare_with: str = "") -> None:
-        backend = self.state.backend
+        backend = self.state.inspect_backend
         if backend is None:
             self._queued = (text, compare_with)
             self._set_info("<i>Waiting for the model to load …</i>")
@@ -302,7 +302,7 @@ class AttentionPanel(QtWidgets.QWidget):
                        on_error=self._on_error, on_finished=self._job_finished)
 
     def _job_finished(self) -> None:
-        if self._queued is not None and self.state.backend is not None:
+        if self._queued is not None and self.state.inspect_backend is not None:
             request, self._queued = self._queued, None
             QtCore.QTimer.singleShot(0, lambda: self._start(*request))
 
@@ -322,10 +322,10 @@ class AttentionPanel(QtWidgets.QWidget):
     # ---- results --------------------------------------------------------------------------------
     def set_inspection(self, ins, backend=None) -> None:
         """Show an Inspection (also used by tests and screenshots)."""
-        self._on_inspection(ins, backend or self.state.backend)
+        self._on_inspection(ins, backend or self.state.inspect_backend)
 
     def _on_inspection(self, ins, backend) -> None:
-        if self._queued is not None and backend is self.state.backend:
+        if self._queued is not None and backend is self.state.inspect_backend:
             return                               # stale: the newer request runs next
         self.inspection = ins
         att = A.check_attentions(ins.attentions)
@@ -532,7 +532,7 @@ class AttentionPanel(QtWidgets.QWidget):
         path = path or self._ask_path("Save all heads as NPZ", "attention_all_heads.npz", "NumPy (*.npz)")
         if path is None:
             return None
-        backend = self.state.backend
+        backend = self.state.inspect_backend
         extra = {"text": pair_text(*(self._last_request or ("", "")))}
         if backend is not None:
             extra["model"] = str(getattr(backend, "model_name", ""))

@@ -16,6 +16,7 @@ from .corpus_panel import CorpusPanel
 from .corpus_service import SAMPLE_STORE, CorpusService
 from .job_progress import JobProgress
 from .logs import log, log_dir, setup_logging
+from .inspect_bar import InspectBar
 from .model_bar import ModelBar
 from .panels import load_optional_panels
 from .search_panel import SearchPanel
@@ -38,6 +39,11 @@ class MainWindow(QMainWindow):
 
         self.model_bar = ModelBar(self.state, self)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.model_bar)
+        # the inspected model, apart from the corpus model (issue 17): its own row
+        self.addToolBarBreak(Qt.ToolBarArea.TopToolBarArea)
+        self.inspect_bar = InspectBar(self.state, self)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.inspect_bar)
+        self.state.set_inspect_choice(self._saved_inspect_choice())
 
         self.tabs = QTabWidget()
         self.tabs.setObjectName("tabs")
@@ -67,6 +73,7 @@ class MainWindow(QMainWindow):
         self.state.error.connect(self.show_error)
         self.state.backend_changed.connect(self._on_backend)
         self.state.choice_changed.connect(self._on_choice)
+        self.state.inspect_choice_changed.connect(lambda _c: self._on_choice(self.state.choice))
         self.state.inspect_requested.connect(self._on_inspect)
         self.state.store_changed.connect(self._on_store)
         self.corpus_panel.count_changed.connect(
@@ -139,7 +146,11 @@ class MainWindow(QMainWindow):
 
     # ---- state -> widgets ---------------------------------------------------------------------
     def _on_choice(self, choice: ModelChoice):
-        self.model_label.setText(f"  {choice.model} · {choice.pooling}  ")
+        inspected = self.state.inspect_choice
+        self.model_label.setText(f"  Corpus: {_short(choice.model)} · {choice.pooling}"
+                                 + (f" · Inspecting: {_short(inspected.model)}" if inspected else "") + "  ")
+        self.model_label.setToolTip(f"Corpus model (search): {choice.describe()}\nInspected model "
+                                    f"(Attention, Fill-mask): {inspected.describe() if inspected else 'the same'}")
 
     def _on_backend(self, backend):
         if backend is None:
@@ -226,6 +237,13 @@ class MainWindow(QMainWindow):
                            pooling=str(s.value("model/pooling", default.pooling)),
                            device=str(s.value("model/device", default.device)))
 
+    def _saved_inspect_choice(self) -> ModelChoice | None:
+        """The inspected model saved by save_settings; None: the corpus model."""
+        model = str(self.settings.value("inspect/model", "") or "")
+        if not model:
+            return None
+        return self.state.choice.with_(model=model, backend=str(self.settings.value("inspect/backend", "scratch")))
+
     def _restore(self):
         geometry = self.settings.value("window/geometry")
         if isinstance(geometry, QByteArray) and not geometry.isEmpty():
@@ -247,6 +265,9 @@ class MainWindow(QMainWindow):
         s.setValue("model/backend", c.backend)
         s.setValue("model/pooling", c.pooling)
         s.setValue("model/device", c.device)
+        inspected = self.state.inspect_choice
+        s.setValue("inspect/model", inspected.model if inspected else "")
+        s.setValue("inspect/backend", inspected.backend if inspected else "")
         if self.service.location is not None:
             s.setValue("store/folder", str(self.service.location))
         self.search_panel.save(s)
@@ -260,6 +281,11 @@ class MainWindow(QMainWindow):
         self.service.close()
         log.info("window closed")
         super().closeEvent(event)
+
+
+def _short(model: str) -> str:
+    """A model's name for the status bar: a folder's last part."""
+    return os.path.basename(model.rstrip("/\\")) or model
 
 
 def store_title(loc) -> str:

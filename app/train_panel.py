@@ -10,7 +10,7 @@ rate, tokens/s, ETA, the device and precision, and the latest evaluation in word
 Start / Cancel / Resume run ``core.train.Trainer`` through ``state.run`` (the worker pool); the
 trainer's events reach this panel through a queued Qt signal, so the UI stays responsive. Cancel
 stops at the next step and saves a checkpoint; Resume continues a checkpoint's run; "Use this
-model" makes the trained folder the app's model (search, attention, fill-mask).
+model" makes the trained folder the inspected model (attention, fill-mask; the corpus keeps its own).
 """
 from __future__ import annotations
 
@@ -194,7 +194,8 @@ class TrainPanel(QtWidgets.QWidget):
         self.resume_button.clicked.connect(self.resume)
         self.use_button.clicked.connect(self.use_model)
         self.resume_button.setToolTip("Continue a saved run (the output folder, or one you choose) to the step count above")
-        self.use_button.setToolTip("Make the trained model the app's model (search, attention, fill-mask)")
+        self.use_button.setToolTip("Inspect with the trained model (Attention, Fill-mask); the corpus and "
+                                   "search keep their model")
         for b in (self.start_button, self.cancel_button, self.resume_button, self.use_button):
             buttons.addWidget(b)
         left.addLayout(buttons)
@@ -384,9 +385,11 @@ class TrainPanel(QtWidgets.QWidget):
                 clear_cache()
             except ImportError:  # pragma: no cover
                 pass
+        # the inspected model (attention, fill-mask): the corpus and its search stay as they are
         choice = self.state.choice.with_(model=str(self.trained_folder), backend="scratch")
-        self.state.set_choice(choice)
-        self.state.status.emit(f"Using the trained model {self.trained_folder}")
+        self.state.set_inspect_choice(choice)
+        self.state.status.emit(f"Inspecting with the trained model {self.trained_folder} "
+                               "(to search with it, choose it as the corpus model)")
         return True
 
     # ---- events from the trainer (UI thread) --------------------------------------------------
