@@ -152,7 +152,11 @@ class AttentionPanel(QtWidgets.QWidget):
 
         self.layer_label, self.layer_spin, self.layer_slider = stepper("Layer", "Layer (Up/Down keys)")
         self.head_label, self.head_spin, self.head_slider = stepper("Head", "Head (Left/Right keys)")
-        bar.addSpacing(10)
+        # Two rows: in one, the controls overflowed a 1,200 px window in rollout mode.
+        bar.addStretch(1)
+        outer.addLayout(bar)
+        bar = QtWidgets.QHBoxLayout()
+        bar.setSpacing(6)
 
         self.hide_special = QtWidgets.QCheckBox("Hide [CLS]/[SEP]")
         self.hide_special.setToolTip("Remove the special tokens' rows and columns (padding is always hidden)")

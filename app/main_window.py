@@ -22,6 +22,7 @@ from .panels import load_optional_panels
 from .search_panel import SearchPanel
 from .settings import as_int, open_settings, stores_dir
 from .state import AppState, ModelChoice
+from .status_message import StatusMessage
 
 TITLE = "Encoderscope"
 
@@ -69,7 +70,7 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self._build_menus()
 
-        self.state.status.connect(lambda m: self.statusBar().showMessage(m, 6000))
+        self.state.status.connect(lambda m: self.status_message.show_message(m, 12000))
         self.state.error.connect(self.show_error)
         self.state.backend_changed.connect(self._on_backend)
         self.state.choice_changed.connect(self._on_choice)
@@ -92,6 +93,8 @@ class MainWindow(QMainWindow):
         self.device_label = QLabel()
         self.device_label.setObjectName("device_label")
         self.device_label.setToolTip("The device the model runs on")
+        self.status_message = StatusMessage()
+        bar.addWidget(self.status_message, 1)
         bar.addPermanentWidget(self.job_progress)
         bar.addPermanentWidget(self.count_label)
         bar.addPermanentWidget(self.model_label)
@@ -128,8 +131,15 @@ class MainWindow(QMainWindow):
         edit_menu = mb.addMenu("&Edit")
         self._action(edit_menu, "&Find in search", self.focus_search, QKeySequence.StandardKey.Find)
         self._action(edit_menu, "&Add a sentence", self.focus_add, "Ctrl+N")
-        self._action(edit_menu, "&Delete selected sentences", self.delete_selected,
-                     QKeySequence.StandardKey.Delete)
+        self.delete_action = self._action(edit_menu, "&Delete selected sentences", self.delete_selected,
+                                          QKeySequence.StandardKey.Delete)
+        self.undo_delete_action = self._action(
+            edit_menu, "&Undo delete", self.service.undo_delete, QKeySequence.StandardKey.Undo,
+            "Add the sentences of the last delete back (embedded again with the corpus model)")
+        self.delete_action.setEnabled(False)
+        self.undo_delete_action.setEnabled(False)
+        self.corpus_panel.selection_changed.connect(lambda n: self.delete_action.setEnabled(n > 0))
+        self.service.undo_changed.connect(self._on_undo_changed)
 
         model_menu = mb.addMenu("&Model")
         self._action(model_menu, "&Re-embed the corpus with the current model", self.corpus_panel.reembed,
@@ -167,7 +177,7 @@ class MainWindow(QMainWindow):
         if tab is not None:
             self.tabs.setCurrentWidget(tab)
         else:
-            self.statusBar().showMessage("The attention inspector is not installed in this build", 6000)
+            self.status_message.show_message("The attention inspector is not installed in this build", 12000)
 
     def show_error(self, message: str):
         log.warning("shown to the user: %s", message)
@@ -185,6 +195,11 @@ class MainWindow(QMainWindow):
                 self.tabs.setCurrentIndex(i)
                 return True
         return False
+
+    def _on_undo_changed(self, n: int):
+        self.undo_delete_action.setEnabled(n > 0)
+        self.undo_delete_action.setText(f"&Undo delete ({n:,} sentence{'s' if n != 1 else ''})" if n
+                                        else "&Undo delete")
 
     def delete_selected(self):
         if self.tabs.currentWidget() is self.corpus_panel:

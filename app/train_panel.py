@@ -213,6 +213,16 @@ class TrainPanel(QtWidgets.QWidget):
         self.eval_curve = self.plot.plot([], [], pen=pg.mkPen("#e6550d", width=2), symbol="o",
                                          symbolSize=6, symbolBrush="#e6550d", name="held-out")
         right.addWidget(self.plot, 1)
+        fit_row = QtWidgets.QHBoxLayout()
+        self.plot_hint = QtWidgets.QLabel("Wheel: zoom · drag: pan")
+        self.plot_hint.setStyleSheet("color: gray;")
+        self.fit_button = QtWidgets.QPushButton("Fit")
+        self.fit_button.setObjectName("fit_plot_button")
+        self.fit_button.setToolTip("Show the whole curve again, and follow it as it grows")
+        self.fit_button.clicked.connect(self.fit_plot)
+        fit_row.addWidget(self.plot_hint, 1)
+        fit_row.addWidget(self.fit_button)
+        right.addLayout(fit_row)
         self.progress = QtWidgets.QProgressBar()
         self.progress.setFormat("%v / %m steps")
         right.addWidget(self.progress)
@@ -352,9 +362,14 @@ class TrainPanel(QtWidgets.QWidget):
         self._resumed_into_existing = True
         return self._launch(cfg, f"Resuming {Path(folder).name}")
 
+    def fit_plot(self) -> None:
+        """Undo the user's zoom/pan: the axes fit the whole curve and follow it again."""
+        self.plot.getPlotItem().enableAutoRange()
+
     def _launch(self, cfg, label) -> bool:
         self.train_points, self.eval_points = [], []
         self._redraw()
+        self.fit_plot()            # a zoom kept from the last run would hide the new curve
         self.summary = None
         self.eval_label.setText("")
         self.stats.setText("Starting …")
