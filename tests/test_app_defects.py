@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 
 from core.backend import get_backend
-from tests.app_fixtures import *  # noqa: F403
+from tests.app_fixtures import *
 from tests.app_fixtures import wait_idle
 
 pytest.importorskip("pytestqt")
@@ -72,8 +72,8 @@ def test_loss_plot_refits_at_each_start_and_has_a_fit_button(qtbot, tmp_path, mo
         spin.setValue(v)
     panel.device.setCurrentIndex(panel.device.findData("cpu"))
     panel.out.setText(str(tmp_path / "run"))
-    panel.overrides = dict(threads=1, precision="fp32", max_length=16, eval_every=20, eval_sentences=20,
-                           log_every=2)
+    panel.overrides = {"threads": 1, "precision": "fp32", "max_length": 16, "eval_every": 20,
+                       "eval_sentences": 20, "log_every": 2}
     with qtbot.waitSignal(panel.run_finished, timeout=60_000):
         assert panel.start()
     assert panel.fit_button.isVisible() and panel.fit_button.text() == "Fit"
