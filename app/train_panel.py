@@ -333,7 +333,12 @@ class TrainPanel(QtWidgets.QWidget):
             self._fail(str(e))
             return False
         out = Path(cfg.out).expanduser()
-        if out.exists() and any(out.iterdir()):
+        try:
+            used = out.exists() and any(out.iterdir())
+        except OSError as e:       # a name the file system refuses (too long, ...)
+            self._fail(f"cannot use the output folder {str(out)[:120]!r}: {e.strerror}")
+            return False
+        if used:
             # A used folder: give this run a fresh one next to it rather than overwrite.
             out = out.parent / default_output_folder().name
             self.out.setText(str(out))
@@ -347,7 +352,10 @@ class TrainPanel(QtWidgets.QWidget):
 
         if not folder:
             here = Path(self.out.text().strip()).expanduser()
-            folder = here if (here / STATE_JSON).is_file() else None
+            try:
+                folder = here if (here / STATE_JSON).is_file() else None
+            except OSError:        # not a usable path: ask for the folder instead
+                folder = None
         if not folder:
             folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Resume the run saved in this folder")
         if not folder:
