@@ -10,10 +10,21 @@ import sys
 import time
 
 import pytest
-from PySide6.QtCore import QTimer, Qt
-from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QAbstractSlider, QAbstractSpinBox,
-                               QCheckBox, QComboBox, QFileDialog, QInputDialog, QLineEdit, QMessageBox,
-                               QToolButton, QWidget)
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QAbstractItemView,
+    QAbstractSlider,
+    QAbstractSpinBox,
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QInputDialog,
+    QLineEdit,
+    QMessageBox,
+    QToolButton,
+    QWidget,
+)
 
 from tests.app_fixtures import *
 
