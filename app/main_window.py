@@ -158,7 +158,9 @@ class MainWindow(QMainWindow):
     def _on_choice(self, choice: ModelChoice):
         inspected = self.state.inspect_choice
         self.model_label.setText(f"  Corpus: {_short(choice.model)} · {choice.pooling}"
-                                 + (f" · Inspecting: {_short(inspected.model)}" if inspected else "") + "  ")
+                                 + (f" · Inspecting: {_short(inspected.model)}"
+                                    + (" (transformers)" if inspected.backend == "hf" else "")
+                                    if inspected else "") + "  ")
         self.model_label.setToolTip(f"Corpus model (search): {choice.describe()}\nInspected model "
                                     f"(Attention, Fill-mask): {inspected.describe() if inspected else 'the same'}")
 
