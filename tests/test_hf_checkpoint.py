@@ -98,3 +98,14 @@ def test_minilm_started_checkpoint_runs_as_bert(corpus, tmp_path):
     assert [p["token"] for p in a["masks"][0]["predictions"]] == [p["token"] for p in b["masks"][0]["predictions"]]
     with torch.no_grad():
         np.testing.assert_allclose(hf.embed(["a dog barks ."]), scratch.embed(["a dog barks ."]), atol=1e-4)
+
+
+def test_contrastive_checkpoint_without_head_embeds_the_same(corpus, tmp_path):
+    """A SimCSE run keeps no MLM head: transformers' DistilBertModel, same sentence vectors."""
+    out = train(corpus, tmp_path / "simcse", norm="post", objective="simcse", dropout=0.1)
+    hf, scratch = get_backend(str(out), "hf", device="cpu"), get_backend(str(out), "scratch", device="cpu")
+    assert type(hf.model).__name__ == "DistilBertModel" and not hf.has_mlm
+    texts = ["the dog barks in the park .", "anna lives in paris and speaks french at home ."]
+    for pooling in ("mean", "cls"):
+        np.testing.assert_allclose(hf.embed(texts, pooling=pooling), scratch.embed(texts, pooling=pooling),
+                                   atol=1e-5)
