@@ -237,10 +237,6 @@ class AppState(QObject):
         """The Backend the inspector panels run: the inspected model's, else the corpus model's."""
         return self.backend if self.inspect_choice is None else self._inspect_backend
 
-    @property
-    def inspect_model_name(self) -> str:
-        return (self.inspect_choice or self.choice).model
-
     def set_inspect_choice(self, choice: ModelChoice | None) -> None:
         """Inspect with ``choice`` (None: with the corpus model). Loads it in a worker ("inspect-model"
         job, beside the corpus model's); the store is never touched."""

@@ -87,3 +87,20 @@ def test_both_choices_are_remembered(qtbot, make_window, tiny_store_template, ti
     assert (w2.state.inspect_choice.model, w2.state.inspect_choice.backend) == (str(tiny_distilbert), "hf")
     assert w2.inspect_bar.weights.currentText() == str(tiny_distilbert)
     qtbot.waitUntil(lambda: w2.state.inspect_backend is not None, timeout=60_000)
+
+
+def test_an_inspected_model_that_fails_to_load_falls_back_to_the_corpus_model(qtbot, minilm, tmp_path):
+    from app.state import AppState, ModelChoice
+
+    state = AppState()
+    state.backend = minilm
+    state.backend_changed.emit(minilm)
+    seen = []
+    state.inspect_backend_changed.connect(seen.append)
+    with qtbot.waitSignal(state.error, timeout=30_000) as error:
+        state.set_inspect_choice(ModelChoice(model=str(tmp_path / "no-such-model")))
+    assert "does not exist" in error.args[0]
+    qtbot.waitUntil(lambda: not state.jobs.busy, timeout=10_000)
+    assert state.inspect_choice is None and state.inspect_backend is minilm
+    assert seen == [None, minilm]              # loading, then back on the corpus model
+    state.shutdown(5000)
