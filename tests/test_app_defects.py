@@ -129,12 +129,19 @@ def test_delete_can_be_undone_and_needs_a_selection(qtbot, make_window, tiny_sto
     assert w.search_panel.results.hits[0].text == first
 
 
-def test_search_hint_counts_the_opened_corpus(qtbot, make_window, tiny_store_template):
+def test_search_hint_counts_the_opened_corpus(qtbot, make_window, tiny_store_template, tmp_path):
     w = make_window(tiny_store_template)
     wait_idle(qtbot, w)
     n = w.state.store.count()
     assert n == 24
     assert f"Type to search {n} sentences" in w.search_panel.info.text()
+    # Another corpus, with the model already loaded: the hint was written before the count was
+    # updated, so it gave the previous corpus's count (the first launch said 0 after indexing 576).
+    with qtbot.waitSignal(w.state.store_changed, timeout=30_000):
+        w.service.open(tmp_path / "empty", sample_if_new=False)
+    wait_idle(qtbot, w)
+    assert w.state.store.count() == 0
+    assert "Type to search 0 sentences" in w.search_panel.info.text()
 
 
 def test_attention_controls_fit_a_1200_px_window(qtbot):
