@@ -29,7 +29,9 @@ def about_text(state) -> str:
         ("faiss-cpu", _version("faiss-cpu")),
         ("numpy", _version("numpy")),
         ("pyqtgraph", _version("pyqtgraph")),
-        ("Model", state.choice.describe()),
+        ("Corpus model", state.choice.describe()),
+        ("Inspected model", state.inspect_choice.describe() if getattr(state, "inspect_choice", None)
+         else "the corpus model"),
         ("Device", state.device_name or "loading …"),
         ("Log file", str(log_file())),
     ]

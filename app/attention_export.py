@@ -76,7 +76,7 @@ class AttentionExport:
         path = path or self._ask_path("Save all heads as NPZ", "attention_all_heads.npz", "NumPy (*.npz)")
         if path is None:
             return None
-        backend = self.state.backend
+        backend = self.state.inspect_backend
         extra = {"text": pair_text(*(self._last_request or ("", "")))}
         if backend is not None:
             extra["model"] = str(getattr(backend, "model_name", ""))

@@ -63,9 +63,9 @@ class AttentionPanel(AttentionExport, QtWidgets.QWidget):
         self.matrix = np.zeros((0, 0))       # what the one-head view shows (after hiding)
         self.labels: list[str] = []
         self._build()
-        state.backend_changed.connect(self._on_backend)
+        state.inspect_backend_changed.connect(self._on_backend)
         state.inspect_requested.connect(self.request)
-        self._on_backend(getattr(state, "backend", None))
+        self._on_backend(getattr(state, "inspect_backend", None))
 
     # ---- layout ------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -147,7 +147,11 @@ class AttentionPanel(AttentionExport, QtWidgets.QWidget):
 
         self.layer_label, self.layer_spin, self.layer_slider = stepper("Layer", "Layer (Up/Down keys)")
         self.head_label, self.head_spin, self.head_slider = stepper("Head", "Head (Left/Right keys)")
-        bar.addSpacing(10)
+        # Two rows: in one, the controls overflowed a 1,200 px window in rollout mode.
+        bar.addStretch(1)
+        outer.addLayout(bar)
+        bar = QtWidgets.QHBoxLayout()
+        bar.setSpacing(6)
 
         self.hide_special = QtWidgets.QCheckBox("Hide [CLS]/[SEP]")
         self.hide_special.setToolTip("Remove the special tokens' rows and columns (padding is always hidden)")
@@ -281,7 +285,7 @@ class AttentionPanel(AttentionExport, QtWidgets.QWidget):
         self._start(text, compare_with)
 
     def _start(self, text: str, compare_with: str = "") -> None:
-        backend = self.state.backend
+        backend = self.state.inspect_backend
         if backend is None:
             self._queued = (text, compare_with)
             self._set_info("<i>Waiting for the model to load …</i>")
@@ -297,7 +301,7 @@ class AttentionPanel(AttentionExport, QtWidgets.QWidget):
                        on_error=self._on_error, on_finished=self._job_finished)
 
     def _job_finished(self) -> None:
-        if self._queued is not None and self.state.backend is not None:
+        if self._queued is not None and self.state.inspect_backend is not None:
             request, self._queued = self._queued, None
             QtCore.QTimer.singleShot(0, lambda: self._start(*request))
 
@@ -317,10 +321,10 @@ class AttentionPanel(AttentionExport, QtWidgets.QWidget):
     # ---- results --------------------------------------------------------------------------------
     def set_inspection(self, ins, backend=None) -> None:
         """Show an Inspection (also used by tests and screenshots)."""
-        self._on_inspection(ins, backend or self.state.backend)
+        self._on_inspection(ins, backend or self.state.inspect_backend)
 
     def _on_inspection(self, ins, backend) -> None:
-        if self._queued is not None and backend is self.state.backend:
+        if self._queued is not None and backend is self.state.inspect_backend:
             return                               # stale: the newer request runs next
         self.inspection = ins
         att = A.check_attentions(ins.attentions)

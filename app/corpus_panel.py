@@ -20,6 +20,7 @@ FILE_FILTER = "Sentences (*.txt *.csv *.jsonl);;Text (*.txt);;CSV (*.csv);;JSON 
 
 class CorpusPanel(QWidget):
     count_changed = Signal(int)
+    selection_changed = Signal(int)          # rows selected (Delete / Inspect need one or more)
 
     def __init__(self, state, service: CorpusService | None = None, parent=None):
         super().__init__(parent)
@@ -109,6 +110,8 @@ class CorpusPanel(QWidget):
         self.table.doubleClicked.connect(lambda index: self.inspect_row(index.row()))
         self.table.selectionModel().selectionChanged.connect(self._on_selection)
         self.model.modelReset.connect(self._update_count)
+        # a reset (delete, filter) drops the selection without selectionChanged: re-check it
+        self.model.modelReset.connect(self._on_selection)
         self.model.rowsInserted.connect(self._update_count)
 
         self.service.rows_reset.connect(self.model.set_rows)
@@ -232,6 +235,7 @@ class CorpusPanel(QWidget):
         rows = self.table.selectionModel().selectedRows()
         self.delete_button.setEnabled(bool(rows))
         self.inspect_button.setEnabled(len(rows) == 1)
+        self.selection_changed.emit(len(rows))
 
     def _on_busy(self, busy: bool):
         self.reembed_button.setEnabled(not self.service.busy)

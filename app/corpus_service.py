@@ -139,10 +139,13 @@ def close_store_job(store):
 
 
 def remove_job(store, ids, progress=None, cancel=None):
+    """Delete ``ids``; returns (the ids that were there, their records {id: {text, metadata}}):
+    what Undo adds back."""
     progress(0, 0, f"Deleting {len(ids):,} sentence(s) …")
+    records = store.get(ids)
     gone = store.remove(ids)
     store.save()
-    return gone
+    return gone, records
 
 
 def rebuild_job(store, backend, pooling, progress=None, cancel=None):
@@ -167,6 +170,7 @@ class CorpusService(QObject):
     rows_removed = Signal(object)            # ids
     mismatch = Signal(str, str, int)         # store model, chosen model, sentences
     ingest_done = Signal(object)             # IngestResult
+    undo_changed = Signal(int)               # sentences the last delete removed (0: nothing to undo)
 
     def __init__(self, state, parent=None):
         super().__init__(parent)
@@ -178,6 +182,7 @@ class CorpusService(QObject):
         self._asking = False
         self._started = False
         self._count = 0            # rows in the store, kept here: no SQL on the UI thread
+        self.last_deleted: list[dict] = []   # records of the last delete, for Undo (this store only)
         self.rows_reset.connect(lambda ids, _t: self._set_count(len(ids)))
         self.rows_removed.connect(lambda gone: self._set_count(self._count - len(gone)))
         state.corpus = self
@@ -261,6 +266,9 @@ class CorpusService(QObject):
             self.state.run(f"close-store-{id(old)}", close_store_job, old, wants_progress=False,
                            show_progress=False, label="Closing the previous corpus",
                            on_error=lambda msg: log.error("closing the previous store: %s", msg))
+        # the count first: set_store's listeners (the search hint) read it
+        self._set_count(len(ids))
+        self._set_undo([])
         self.state.set_store(store)
         self.rows_reset.emit(ids, texts)
         freeze_long_lived()        # the table's rows live as long as the store
@@ -416,16 +424,43 @@ class CorpusService(QObject):
         if not ids or self.state.store is None:
             return None
 
-        def removed(gone):
+        def removed(value):
+            gone, records = value
             self.rows_removed.emit(gone)
             self.state.corpus_changed.emit()
-            self.state.status.emit(f"Deleted {len(gone):,} sentence{'s' if len(gone) != 1 else ''}")
+            self._set_undo([records[i] for i in gone if i in records])
+            self.state.status.emit(f"Deleted {_sentences(len(gone))} · Edit → Undo delete (Ctrl+Z) "
+                                   "puts them back")
 
         return self._run_store(f"Deleting {len(ids):,} sentences", remove_job, self.state.store, ids,
                                on_result=removed)
+
+    def undo_delete(self):
+        """Add the last deleted sentences back, with their metadata. They are embedded again
+        with the corpus model (the vectors are the same model's; the ids are new)."""
+        records = self.last_deleted
+        if not records:
+            self.state.status.emit("Nothing to undo: no sentence was deleted since the corpus was opened")
+            return None
+        model = self.state.choice.model
+        job = self.add_texts([r["text"] for r in records], [r.get("metadata") for r in records],
+                             label=f"Restoring {_sentences(len(records))}")
+        if job is not None:
+            self._set_undo([])
+            job.result.connect(lambda res: self.state.status.emit(
+                f"Restored {_sentences(res.added)}, embedded again with {model} (new ids)"))
+        return job
+
+    def _set_undo(self, records: list[dict]) -> None:
+        self.last_deleted = records
+        self.undo_changed.emit(len(records))
 
     def count(self) -> int:
         return self._count if self.state.store is not None else 0
 
     def _set_count(self, n: int) -> None:
         self._count = max(0, int(n))
+
+
+def _sentences(n: int) -> str:
+    return f"{n:,} sentence{'s' if n != 1 else ''}"

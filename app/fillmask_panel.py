@@ -92,12 +92,14 @@ class FillMaskPanel(QtWidgets.QWidget):
         self.state = state
         self.auto_predict = auto_predict     # predict the example as soon as an MLM model is loaded
         self.result: dict | None = None
+        self.result_backend = None           # the Backend that computed ``result``
         self.mask_tables: list[MaskTable] = []
         self._list_models_fn = list_models_fn
         self._queued = False
+        self._repredict = False              # predict again once the next model is loaded
         self._build()
-        state.backend_changed.connect(self._on_backend)
-        self._on_backend(getattr(state, "backend", None))
+        state.inspect_backend_changed.connect(self._on_backend)
+        self._on_backend(getattr(state, "inspect_backend", None))
 
     # ---- layout --------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -241,9 +243,14 @@ class FillMaskPanel(QtWidgets.QWidget):
 
     # ---- model ------------------------------------------------------------------------------------
     def _on_backend(self, backend) -> None:
+        # Another model (or none while loading): the tables were another model's guesses.
+        had_result = self.result is not None
+        if had_result and backend is not self.result_backend:
+            self.clear_results()
         if backend is None:
             self.predict_button.setEnabled(False)
             self._status("<i>Loading the model …</i>")
+            self._repredict = self._repredict or had_result
             return
         if not getattr(backend, "has_mlm", False):
             self.show_no_mlm(backend)
@@ -252,7 +259,8 @@ class FillMaskPanel(QtWidgets.QWidget):
         self.predict_button.setEnabled(True)
         name = Path(str(backend.model_name)).name or str(backend.model_name)
         self._status(f"<b>{html.escape(name)}</b> · type a sentence with [MASK] and press Enter")
-        if self._queued or self.result is not None or (self.auto_predict and MASK in self.text_edit.text()):
+        again, self._repredict = self._repredict or had_result, False
+        if self._queued or again or (self.auto_predict and MASK in self.text_edit.text()):
             self._queued = False
             self.predict()
 
@@ -273,7 +281,7 @@ class FillMaskPanel(QtWidgets.QWidget):
             items.append(f"<li><a href='{html.escape(m['name'])}'><b>{label}</b></a> &nbsp;"
                          f"<span style='color:gray'>({html.escape(note)})</span></li>")
         items.append("<li>a checkpoint you trained in the app (Train panel, or "
-                     "<code>encoderscope train</code>): choose its folder with <i>Weights → Folder…</i></li>")
+                     "<code>encoderscope train</code>): choose its folder with <i>Inspect with → Folder…</i></li>")
         self.no_mlm_label.setText(
             f"<h3>“{html.escape(name)}” cannot fill in masks</h3>"
             f"<p>Fill-mask needs a <b>masked-language-model head</b>: the small network on top of "
@@ -283,15 +291,17 @@ class FillMaskPanel(QtWidgets.QWidget):
             f"it was fine-tuned to produce sentence vectors and published <i>without</i> that head, "
             f"so there is nothing to turn its vectors back into words. It still works for search, "
             f"the corpus and the attention inspector.</p>"
+            f"<p>Switching the <b>inspected</b> model leaves the corpus and search as they are.</p>"
             + (f"<p style='color:gray'>{html.escape(message)}</p>" if message else "")
             + f"<p><b>Models with a masked-LM head</b> (click a name to switch to it):</p>"
             f"<ul>{''.join(items)}</ul>")
         self.pages.setCurrentIndex(1)
 
     def _switch_model(self, name: str) -> None:
-        choice = getattr(self.state, "choice", None)
-        if choice is not None and hasattr(self.state, "set_choice"):
-            self.state.set_choice(choice.with_(model=name))
+        """Inspect with ``name`` (the corpus model, and so search, stay as they are)."""
+        choice = getattr(self.state, "inspect_choice", None) or getattr(self.state, "choice", None)
+        if choice is not None and hasattr(self.state, "set_inspect_choice"):
+            self.state.set_inspect_choice(choice.with_(model=name))
 
     # ---- editing ------------------------------------------------------------------------------------
     def insert_mask(self) -> None:
@@ -334,7 +344,7 @@ class FillMaskPanel(QtWidgets.QWidget):
         return [t for t in re.split(r"[,\s]+", self.targets_edit.text()) if t]
 
     def predict(self) -> None:
-        backend = self.state.backend
+        backend = self.state.inspect_backend
         if backend is None:
             self._queued = True
             self._status("<i>Waiting for the model to load …</i>")
@@ -354,16 +364,16 @@ class FillMaskPanel(QtWidgets.QWidget):
         self.state.run(JOB_KEY, predict_fn, backend, text, top_k=self.topk_spin.value(),
                        targets=self.targets(), per_layer=self.per_layer_check.isChecked(),
                        label="Fill-mask", wants_progress=False, show_progress=False,
-                       on_result=lambda r, t=text, b=backend: self._on_result(r, t, b),
+                       on_result=lambda r, t=text, b=backend: self._on_result(r, t, b) if b is self.state.inspect_backend else None,
                        on_error=self._on_error, on_finished=self._finished)
 
     def _finished(self) -> None:
-        if self._queued and self.state.backend is not None:
+        if self._queued and self.state.inspect_backend is not None:
             self._queued = False
             QtCore.QTimer.singleShot(0, self.predict)
 
     def _on_error(self, message: str) -> None:
-        backend = self.state.backend
+        backend = self.state.inspect_backend
         if backend is not None and not getattr(backend, "has_mlm", True):
             self.show_no_mlm(backend, message)
         else:
@@ -372,21 +382,13 @@ class FillMaskPanel(QtWidgets.QWidget):
 
     def set_result(self, result: dict, text: str | None = None, backend=None) -> None:
         """Show a fill-mask result dict (also used by tests and screenshots)."""
-        self._on_result(result, text if text is not None else self.text_edit.text(), backend or self.state.backend)
+        self._on_result(result, text if text is not None else self.text_edit.text(), backend or self.state.inspect_backend)
 
     def _on_result(self, result: dict, text: str, backend) -> None:
         if self._queued and text != self.text_edit.text():
             return                               # stale: the newer request runs next
-        self.result = result
-        self.result_text = text
-        for t in self.mask_tables:
-            t.setParent(None)
-            t.deleteLater()
-        self.mask_tables = []
-        while self.tables_layout.count():
-            item = self.tables_layout.takeAt(0)
-            if item.widget():
-                item.widget().deleteLater()
+        self.clear_results()
+        self.result, self.result_text, self.result_backend = result, text, backend
         masks = result.get("masks", [])
         for n, m in enumerate(masks):
             box = QtWidgets.QGroupBox(f"[MASK {n + 1}]" if len(masks) > 1 else "[MASK]")
@@ -423,6 +425,23 @@ class FillMaskPanel(QtWidgets.QWidget):
         self._status(f"<b>{html.escape(name)}</b> · {n} mask{'s' if n != 1 else ''} · "
                      f"click a prediction to put it in the sentence")
         self.predicted.emit(result)
+
+    def clear_results(self) -> None:
+        """Remove every prediction shown (tables, joint completion, per-layer table)."""
+        self.result, self.result_backend = None, None
+        for t in self.mask_tables:
+            t.setParent(None)
+            t.deleteLater()
+        self.mask_tables = []
+        while self.tables_layout.count():
+            item = self.tables_layout.takeAt(0)
+            if item.widget():
+                item.widget().deleteLater()
+        self.joint_box.hide()
+        self.layer_mask_combo.clear()
+        self.layer_table.clear()
+        self.layer_table.setRowCount(0)
+        self.layer_box.hide()
 
     def _show_layers(self, *_) -> None:
         per_layer = (self.result or {}).get("per_layer") or []

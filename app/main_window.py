@@ -18,11 +18,13 @@ from .corpus_service import SAMPLE_STORE, CorpusService
 from .fillmask_panel import FillMaskPanel
 from .job_progress import JobProgress
 from .logs import log, log_dir, setup_logging
+from .inspect_bar import InspectBar
 from .model_bar import ModelBar
 from .search_panel import SearchPanel
 from .settings import as_int, open_settings, stores_dir
 from .state import AppState, ModelChoice
 from .train_panel import TrainPanel
+from .status_message import StatusMessage
 
 TITLE = "Encoderscope"
 PRECISION_MENU = [
@@ -46,6 +48,11 @@ class MainWindow(QMainWindow):
 
         self.model_bar = ModelBar(self.state, self)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.model_bar)
+        # the inspected model, apart from the corpus model (issue 17): its own row
+        self.addToolBarBreak(Qt.ToolBarArea.TopToolBarArea)
+        self.inspect_bar = InspectBar(self.state, self)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.inspect_bar)
+        self.state.set_inspect_choice(self._saved_inspect_choice())
 
         self.tabs = QTabWidget()
         self.tabs.setObjectName("tabs")
@@ -75,10 +82,11 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self._build_menus()
 
-        self.state.status.connect(lambda m: self.statusBar().showMessage(m, 6000))
+        self.state.status.connect(lambda m: self.status_message.show_message(m, 12000))
         self.state.error.connect(self.show_error)
         self.state.backend_changed.connect(self._on_backend)
         self.state.choice_changed.connect(self._on_choice)
+        self.state.inspect_choice_changed.connect(lambda _c: self._on_choice(self.state.choice))
         self.state.inspect_requested.connect(self._on_inspect)
         self.state.store_changed.connect(self._on_store)
         self.corpus_panel.count_changed.connect(
@@ -97,6 +105,8 @@ class MainWindow(QMainWindow):
         self.device_label = QLabel()
         self.device_label.setObjectName("device_label")
         self.device_label.setToolTip("The device the model runs on")
+        self.status_message = StatusMessage()
+        bar.addWidget(self.status_message, 1)
         bar.addPermanentWidget(self.job_progress)
         bar.addPermanentWidget(self.count_label)
         bar.addPermanentWidget(self.model_label)
@@ -133,8 +143,15 @@ class MainWindow(QMainWindow):
         edit_menu = mb.addMenu("&Edit")
         self._action(edit_menu, "&Find in search", self.focus_search, QKeySequence.StandardKey.Find)
         self._action(edit_menu, "&Add a sentence", self.focus_add, "Ctrl+N")
-        self._action(edit_menu, "&Delete selected sentences", self.delete_selected,
-                     QKeySequence.StandardKey.Delete)
+        self.delete_action = self._action(edit_menu, "&Delete selected sentences", self.delete_selected,
+                                          QKeySequence.StandardKey.Delete)
+        self.undo_delete_action = self._action(
+            edit_menu, "&Undo delete", self.service.undo_delete, QKeySequence.StandardKey.Undo,
+            "Add the sentences of the last delete back (embedded again with the corpus model)")
+        self.delete_action.setEnabled(False)
+        self.undo_delete_action.setEnabled(False)
+        self.corpus_panel.selection_changed.connect(lambda n: self.delete_action.setEnabled(n > 0))
+        self.service.undo_changed.connect(self._on_undo_changed)
 
         model_menu = mb.addMenu("&Model")
         self._action(model_menu, "&Re-embed the corpus with the current model", self.corpus_panel.reembed,
@@ -161,7 +178,13 @@ class MainWindow(QMainWindow):
 
     # ---- state -> widgets ---------------------------------------------------------------------
     def _on_choice(self, choice: ModelChoice):
-        self.model_label.setText(f"  {choice.model} · {choice.pooling}  ")
+        inspected = self.state.inspect_choice
+        self.model_label.setText(f"  Corpus: {_short(choice.model)} · {choice.pooling}"
+                                 + (f" · Inspecting: {_short(inspected.model)}"
+                                    + (" (transformers)" if inspected.backend == "hf" else "")
+                                    if inspected else "") + "  ")
+        self.model_label.setToolTip(f"Corpus model (search): {choice.describe()}\nInspected model "
+                                    f"(Attention, Fill-mask): {inspected.describe() if inspected else 'the same'}")
 
     def _on_backend(self, backend):
         if backend is None:
@@ -183,7 +206,7 @@ class MainWindow(QMainWindow):
         if tab is not None:
             self.tabs.setCurrentWidget(tab)
         else:
-            self.statusBar().showMessage("The attention inspector is not installed in this build", 6000)
+            self.status_message.show_message("The attention inspector is not installed in this build", 12000)
 
     def show_error(self, message: str):
         log.warning("shown to the user: %s", message)
@@ -207,6 +230,11 @@ class MainWindow(QMainWindow):
         model, cosine >= 0.9999), so this never asks to re-embed the corpus."""
         if precision != self.state.choice.precision:
             self.state.set_choice(self.state.choice.with_(precision=precision))
+
+    def _on_undo_changed(self, n: int):
+        self.undo_delete_action.setEnabled(n > 0)
+        self.undo_delete_action.setText(f"&Undo delete ({n:,} sentence{'s' if n != 1 else ''})" if n
+                                        else "&Undo delete")
 
     def delete_selected(self):
         if self.tabs.currentWidget() is self.corpus_panel:
@@ -260,6 +288,13 @@ class MainWindow(QMainWindow):
                            device=str(s.value("model/device", default.device)),
                            precision=str(s.value("model/precision", default.precision)))
 
+    def _saved_inspect_choice(self) -> ModelChoice | None:
+        """The inspected model saved by save_settings; None: the corpus model."""
+        model = str(self.settings.value("inspect/model", "") or "")
+        if not model:
+            return None
+        return self.state.choice.with_(model=model, backend=str(self.settings.value("inspect/backend", "scratch")))
+
     def _restore(self):
         geometry = self.settings.value("window/geometry")
         if isinstance(geometry, QByteArray) and not geometry.isEmpty():
@@ -282,6 +317,9 @@ class MainWindow(QMainWindow):
         s.setValue("model/pooling", c.pooling)
         s.setValue("model/device", c.device)
         s.setValue("model/precision", c.precision)
+        inspected = self.state.inspect_choice
+        s.setValue("inspect/model", inspected.model if inspected else "")
+        s.setValue("inspect/backend", inspected.backend if inspected else "")
         if self.service.location is not None:
             s.setValue("store/folder", str(self.service.location))
         self.search_panel.save(s)
@@ -295,6 +333,11 @@ class MainWindow(QMainWindow):
         self.service.close()
         log.info("window closed")
         super().closeEvent(event)
+
+
+def _short(model: str) -> str:
+    """A model's name for the status bar: a folder's last part."""
+    return os.path.basename(model.rstrip("/\\")) or model
 
 
 def store_title(loc) -> str:

@@ -1,4 +1,6 @@
-"""The model toolbar: encoder, weights, pooling and device. Edits ``state.choice``."""
+"""The corpus-model toolbar: encoder, weights, pooling and device of the model the corpus is
+embedded with (search uses it). Edits ``state.choice``; the inspected model has its own bar
+(app/inspect_bar.py)."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
@@ -34,7 +36,20 @@ def trained_checkpoints() -> list[str]:
     return [str(p) for p in found]
 
 
-class _WeightsCombo(QComboBox):
+def add_trained_checkpoints(combo: QComboBox) -> None:
+    """Add checkpoints trained since ``combo``'s list was made (its typed text is kept)."""
+    text = combo.currentText()
+    combo.blockSignals(True)
+    for folder in trained_checkpoints():
+        if combo.findText(folder) < 0:
+            combo.addItem(folder)
+            combo.setItemData(combo.count() - 1, "A checkpoint trained with Encoderscope",
+                              Qt.ItemDataRole.ToolTipRole)
+    combo.setCurrentText(text)
+    combo.blockSignals(False)
+
+
+class WeightsCombo(QComboBox):
     """An editable combo that refreshes its list (new trained checkpoints) when opened."""
 
     def __init__(self, before_popup, parent=None):
@@ -61,7 +76,7 @@ class ModelBar(QToolBar):
         self.encoder.setToolTip("Which code runs the network: our from-scratch encoder (core/model.py) "
                                 "or Hugging Face transformers")
 
-        self.weights = _WeightsCombo(self.refresh_weights)
+        self.weights = WeightsCombo(self.refresh_weights)
         self.weights.setObjectName("weights_combo")
         self.weights.setEditable(True)
         self.weights.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
@@ -87,6 +102,10 @@ class ModelBar(QToolBar):
             self.device.addItem({"auto": "Auto", "cpu": "CPU", "cuda": "CUDA", "mps": "MPS"}.get(d, d), d)
         self.device.setToolTip("Where the model runs; the device in use is shown in the status bar")
 
+        title = QLabel("<b>Corpus model</b>")
+        title.setToolTip("The model the corpus is embedded with: search uses it. Changing it offers to "
+                         "re-embed the corpus; to look inside another model, use “Inspect with”.")
+        self.addWidget(title)
         for text, w in (("Encoder", self.encoder), ("Weights", self.weights), ("Pooling", self.pooling),
                         ("Device", self.device)):
             label = QLabel(f"  {text} ")
@@ -126,15 +145,7 @@ class ModelBar(QToolBar):
 
     def refresh_weights(self) -> None:
         """Add checkpoints trained since the list was made (the typed text is kept)."""
-        text = self.weights.currentText()
-        self.weights.blockSignals(True)
-        for folder in trained_checkpoints():
-            if self.weights.findText(folder) < 0:
-                self.weights.addItem(folder)
-                self.weights.setItemData(self.weights.count() - 1, "A checkpoint trained with Encoderscope",
-                                         Qt.ItemDataRole.ToolTipRole)
-        self.weights.setCurrentText(text)
-        self.weights.blockSignals(False)
+        add_trained_checkpoints(self.weights)
 
     def set_weights(self, name: str) -> None:
         if self.weights.findText(name) < 0:

@@ -152,6 +152,20 @@ def main() -> int:
         _spin(app, 0.5)
         _save(w, "tab-" + title.lower().replace(" ", "-"))
 
+    # 9. (issue 17) inspecting another model than the corpus's: the "Inspect with" bar. A masked-LM
+    # checkpoint when there is one (ENCODERSCOPE_MLM_MODEL, as in `make screenshots`), else minilm
+    # under transformers: the corpus, and search, keep their model either way.
+    mlm = os.environ.get("ENCODERSCOPE_MLM_MODEL", "")
+    inspected = state.choice.with_(model=mlm, backend="scratch") if mlm and Path(mlm).is_dir() \
+        else state.choice.with_(backend="hf")
+    state.set_inspect_choice(inspected)
+    _spin(app, until=lambda: state.inspect_backend is not None and not state.jobs.busy, timeout=120)
+    w.show_panel("Fill-mask" if mlm and "Fill-mask" in w.optional_panels else "Attention")
+    _spin(app, 1.0)
+    _spin(app, until=lambda: not state.jobs.busy, timeout=60)
+    _spin(app, 0.5)
+    _save(w, "inspect-with")
+
     w.close()
     return 0
 

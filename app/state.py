@@ -1,16 +1,30 @@
 """The shared application model (napari-style): knows nothing of widgets.
 
+Two models can be loaded at once (each in a worker; core's get_backend caches them):
+
+* the **corpus model** - ``choice`` / ``backend`` / ``backend_changed``: the model the open
+  store was embedded with (its fingerprint fixes it). Search, "Why?" and the corpus map use it;
+  changing it offers to re-embed the corpus.
+* the **inspected model** - ``inspect_choice`` / ``inspect_backend`` / ``inspect_backend_changed``:
+  the model the inspector family (Attention, Step by step, Fill-mask) runs. Switching it never
+  touches the store. ``inspect_choice`` None means "the corpus model" (then ``inspect_backend``
+  is ``backend`` and follows it).
+
 Panels take an ``AppState`` and listen to it::
 
-    state.choice                      # ModelChoice(model, backend, pooling, device, precision)
-    state.backend                     # the loaded core Backend, or None while loading
+    state.choice                      # ModelChoice(model, backend, pooling, device, precision): the corpus model
+    state.backend                     # its loaded core Backend, or None while loading
+    state.inspect_choice              # ModelChoice of the inspected model, or None: the corpus model
+    state.inspect_backend             # the inspected model's Backend (None while loading)
     state.store                       # the current vector store (index.VectorStore) or None
     state.jobs                        # app.workers.JobRunner
     state.run(key, fn, *args, label=..., on_result=..., on_error=...)   # -> Job | None
 
 Signals:
-    choice_changed(ModelChoice)       the user picked another model/backend/pooling/device
-    backend_changed(object)           a Backend finished loading (None: loading started)
+    choice_changed(ModelChoice)       the user picked another corpus model/backend/pooling/device
+    backend_changed(object)           the corpus model's Backend finished loading (None: loading started)
+    inspect_choice_changed(object)    the inspected model's choice (ModelChoice, or None: the corpus model)
+    inspect_backend_changed(object)   the inspected model's Backend is ready (None: loading)
     store_changed(object)             another store became current
     corpus_changed()                  rows were added to / removed from the current store
     status(str)                       a short message for the status bar
@@ -87,6 +101,8 @@ def freeze_long_lived() -> None:
 class AppState(QObject):
     choice_changed = Signal(object)
     backend_changed = Signal(object)
+    inspect_choice_changed = Signal(object)
+    inspect_backend_changed = Signal(object)
     store_changed = Signal(object)
     corpus_changed = Signal()
     status = Signal(str)
@@ -108,6 +124,11 @@ class AppState(QObject):
         self._waiting: dict[str, tuple] = {}   # key -> the newest (fn, args, kwargs) of run_latest
         self._pending_choice: ModelChoice | None = None
         self._loaded_key: tuple | None = None
+        # ---- the inspected model (see the module docstring) ----
+        self.inspect_choice: ModelChoice | None = None   # None: inspect with the corpus model
+        self._inspect_backend = None                     # loaded for inspect_choice
+        self._inspect_pending = False                    # a newer inspect_choice waits for the load in flight
+        self.backend_changed.connect(self._corpus_backend_changed)
 
     # ---- convenience --------------------------------------------------------------------
     @property
@@ -234,6 +255,68 @@ class AppState(QObject):
     def load_initial(self) -> None:
         """Load the Backend for the current choice (first start)."""
         self._load(self.choice, self.choice)
+
+    # ---- the inspected model ------------------------------------------------------------
+    @property
+    def inspect_backend(self):
+        """The Backend the inspector panels run: the inspected model's, else the corpus model's."""
+        return self.backend if self.inspect_choice is None else self._inspect_backend
+
+    def set_inspect_choice(self, choice: ModelChoice | None) -> None:
+        """Inspect with ``choice`` (None: with the corpus model). Loads it in a worker ("inspect-model"
+        job, beside the corpus model's); the store is never touched."""
+        if choice is not None and choice.load_key() == self.choice.load_key():
+            choice = None                       # the corpus model itself: share its Backend
+        if choice == self.inspect_choice and (choice is None or self._inspect_backend is not None
+                                              or self.jobs.is_running("inspect-model")):
+            return
+        previous = self.inspect_choice
+        self.inspect_choice = choice
+        self.inspect_choice_changed.emit(choice)
+        if choice is None:
+            self._inspect_backend = None
+            self.inspect_backend_changed.emit(self.backend)
+            return
+        self._inspect_backend = None
+        self.inspect_backend_changed.emit(None)
+        if self.jobs.is_running("inspect-model"):
+            self._inspect_pending = True        # loaded when the current load finishes
+            return
+        self._load_inspect(choice, previous)
+
+    def _load_inspect(self, choice: ModelChoice, previous: ModelChoice | None) -> None:
+        self._inspect_pending = False
+
+        def loaded(backend):
+            if self.inspect_choice != choice:
+                return                          # superseded while loading
+            self._inspect_backend = backend
+            freeze_long_lived()
+            log.info("inspected model loaded: %s", choice.describe())
+            self.status.emit(f"Inspecting with {choice.model} ({BACKEND_LABELS.get(choice.backend, choice.backend)})")
+            self.inspect_backend_changed.emit(backend)
+
+        def failed(message):
+            self.error.emit(message)
+            if self.inspect_choice != choice:
+                return
+            # go back to what was inspected before (the corpus model first: always loaded)
+            self.inspect_choice, self._inspect_backend = None, None
+            self.inspect_choice_changed.emit(None)
+            self.inspect_backend_changed.emit(self.backend)
+            if previous is not None:
+                self.set_inspect_choice(previous)
+
+        def finished():
+            if self._inspect_pending and self.inspect_choice is not None:
+                self._load_inspect(self.inspect_choice, None)
+
+        self.run("inspect-model", load_backend_fn, choice, label=f"Loading {choice.model} to inspect",
+                 on_result=loaded, on_error=failed, on_finished=finished)
+
+    def _corpus_backend_changed(self, backend) -> None:
+        if self.inspect_choice is None:         # inspecting with the corpus model: follow it
+            self.inspect_backend_changed.emit(backend)
 
     # ---- store --------------------------------------------------------------------------
     def set_store(self, store) -> None:

@@ -10,7 +10,7 @@ rate, tokens/s, ETA, the device and precision, and the latest evaluation in word
 Start / Cancel / Resume run ``core.train.Trainer`` through ``state.run`` (the worker pool); the
 trainer's events reach this panel through a queued Qt signal, so the UI stays responsive. Cancel
 stops at the next step and saves a checkpoint; Resume continues a checkpoint's run; "Use this
-model" makes the trained folder the app's model (search, attention, fill-mask).
+model" makes the trained folder the inspected model (attention, fill-mask; the corpus keeps its own).
 """
 from __future__ import annotations
 
@@ -197,7 +197,8 @@ class TrainPanel(QtWidgets.QWidget):
         self.resume_button.clicked.connect(self.resume)
         self.use_button.clicked.connect(self.use_model)
         self.resume_button.setToolTip("Continue a saved run (the output folder, or one you choose) to the step count above")
-        self.use_button.setToolTip("Make the trained model the app's model (search, attention, fill-mask)")
+        self.use_button.setToolTip("Inspect with the trained model (Attention, Fill-mask); the corpus and "
+                                   "search keep their model")
         for b in (self.start_button, self.cancel_button, self.resume_button, self.use_button):
             buttons.addWidget(b)
         left.addLayout(buttons)
@@ -215,6 +216,16 @@ class TrainPanel(QtWidgets.QWidget):
         self.eval_curve = self.plot.plot([], [], pen=pg.mkPen("#e6550d", width=2), symbol="o",
                                          symbolSize=6, symbolBrush="#e6550d", name="held-out")
         right.addWidget(self.plot, 1)
+        fit_row = QtWidgets.QHBoxLayout()
+        self.plot_hint = QtWidgets.QLabel("Wheel: zoom · drag: pan")
+        self.plot_hint.setStyleSheet("color: gray;")
+        self.fit_button = QtWidgets.QPushButton("Fit")
+        self.fit_button.setObjectName("fit_plot_button")
+        self.fit_button.setToolTip("Show the whole curve again, and follow it as it grows")
+        self.fit_button.clicked.connect(self.fit_plot)
+        fit_row.addWidget(self.plot_hint, 1)
+        fit_row.addWidget(self.fit_button)
+        right.addLayout(fit_row)
         self.progress = QtWidgets.QProgressBar()
         self.progress.setFormat("%v / %m steps")
         right.addWidget(self.progress)
@@ -325,7 +336,12 @@ class TrainPanel(QtWidgets.QWidget):
             self._fail(str(e))
             return False
         out = Path(cfg.out).expanduser()
-        if out.exists() and any(out.iterdir()):
+        try:
+            used = out.exists() and any(out.iterdir())
+        except OSError as e:       # a name the file system refuses (too long, ...)
+            self._fail(f"cannot use the output folder {str(out)[:120]!r}: {e.strerror}")
+            return False
+        if used:
             # A used folder: give this run a fresh one next to it rather than overwrite.
             out = out.parent / default_output_folder().name
             self.out.setText(str(out))
@@ -340,7 +356,10 @@ class TrainPanel(QtWidgets.QWidget):
 
         if not folder:
             here = Path(self.out.text().strip()).expanduser()
-            folder = here if (here / STATE_JSON).is_file() else None
+            try:
+                folder = here if (here / STATE_JSON).is_file() else None
+            except OSError:        # not a usable path: ask for the folder instead
+                folder = None
         if not folder:
             folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Resume the run saved in this folder")
         if not folder:
@@ -355,9 +374,14 @@ class TrainPanel(QtWidgets.QWidget):
         self._resumed_into_existing = True
         return self._launch(cfg, f"Resuming {Path(folder).name}")
 
+    def fit_plot(self) -> None:
+        """Undo the user's zoom/pan: the axes fit the whole curve and follow it again."""
+        self.plot.getPlotItem().enableAutoRange()
+
     def _launch(self, cfg, label) -> bool:
         self.train_points, self.eval_points = [], []
         self._redraw()
+        self.fit_plot()            # a zoom kept from the last run would hide the new curve
         self.summary = None
         self.eval_label.setText("")
         self.stats.setText("Starting …")
@@ -388,9 +412,11 @@ class TrainPanel(QtWidgets.QWidget):
                 clear_cache()
             except ImportError:  # pragma: no cover
                 pass
+        # the inspected model (attention, fill-mask): the corpus and its search stay as they are
         choice = self.state.choice.with_(model=str(self.trained_folder), backend="scratch")
-        self.state.set_choice(choice)
-        self.state.status.emit(f"Using the trained model {self.trained_folder}")
+        self.state.set_inspect_choice(choice)
+        self.state.status.emit(f"Inspecting with the trained model {self.trained_folder} "
+                               "(to search with it, choose it as the corpus model)")
         return True
 
     # ---- events from the trainer (UI thread) --------------------------------------------------

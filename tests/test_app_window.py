@@ -45,7 +45,7 @@ def test_first_launch_indexes_sample_then_reuses(qtbot, make_window, monkeypatch
     w2.start()
     qtbot.waitUntil(lambda: w2.state.store is not None and not w2.state.jobs.busy, timeout=30_000)
     assert w2.state.store.count() == 300           # reused, not re-indexed
-    assert "Opened" in w2.statusBar().currentMessage() or w2.corpus_panel.model.total() == 300
+    assert "Opened" in w2.status_message.message or w2.corpus_panel.model.total() == 300
 
 
 @pytest.mark.parametrize("row", [0, 3, 7])

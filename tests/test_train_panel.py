@@ -89,8 +89,11 @@ def test_start_curve_cancel_resume_and_use(panel, qtbot):
     assert done.args[0]["steps"] == stopped_at + 20 and not done.args[0]["cancelled"]
     assert panel.train_points[0][0] <= 10 and panel.train_points[-1][0] == stopped_at + 20
 
-    # "Use this model": the app switches to the trained folder (an MLM model: fill-mask works).
+    # "Use this model": the inspector switches to the trained folder (an MLM model: fill-mask
+    # works); the corpus model, which search uses, stays.
+    corpus_choice = state.choice
     assert panel.use_model()
-    assert state.choice.model == str(out) and state.choice.backend == "scratch"
-    qtbot.waitUntil(lambda: state.backend is not None and not state.jobs.busy, timeout=60_000)
-    assert state.backend.has_mlm and state.backend.dim == 32
+    assert state.inspect_choice.model == str(out) and state.inspect_choice.backend == "scratch"
+    assert state.choice == corpus_choice
+    qtbot.waitUntil(lambda: state.inspect_backend is not None and not state.jobs.busy, timeout=60_000)
+    assert state.inspect_backend.has_mlm and state.inspect_backend.dim == 32

@@ -1,6 +1,7 @@
 """Hugging Face transformers as a Backend: the reference implementation."""
 from __future__ import annotations
 
+from .. import hf_checkpoint
 from ..backend import Backend, load_tokenizer, max_length_of
 from ..errors import InputError, ModelUnavailable
 from ..fingerprint import weights_hash
@@ -10,16 +11,30 @@ class HFBackend(Backend):
     backend = "hf"
 
     def __init__(self, source: ModelSource, device, precision="fp32"):
-        from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
         super().__init__(source, device, precision)
         folder = str(source.folder)
+        if hf_checkpoint.is_checkpoint(source.folder):
+            # our checkpoint: the transformers model is built from our config (core/hf_checkpoint.py)
+            self.model, cfg = hf_checkpoint.load_for_transformers(source.folder)
+            self.model.to(device)
+        else:
+            cfg = self._load_folder(folder, device)
+        self.has_mlm = any(a.endswith("ForMaskedLM") for a in cfg.architectures or [])
+        self.tokenizer = load_tokenizer(source.folder, getattr(cfg, "vocab_size", None))
+        self.dim = cfg.hidden_size
+        self.n_layers, self.n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
+        self.max_length = max_length_of(cfg.max_position_embeddings, self.tokenizer)
+        self.weights_sha256 = weights_hash(source.folder)
+
+    def _load_folder(self, folder: str, device):
+        """A transformers model folder -> its config; sets ``self.model``."""
+        from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
         try:
             cfg = AutoConfig.from_pretrained(folder, trust_remote_code=False)
         except Exception as e:
             raise ModelUnavailable(f"transformers cannot read the config in {folder}: {e}") from None
         archs = cfg.architectures or []
-        self.has_mlm = any(a.endswith("ForMaskedLM") for a in archs)
-        cls = AutoModelForMaskedLM if self.has_mlm else AutoModel
+        cls = AutoModelForMaskedLM if any(a.endswith("ForMaskedLM") for a in archs) else AutoModel
         # The folder is local by now (downloads show their progress in core.sources): hide
         # transformers' per-tensor "Loading weights" bar, noise on every CLI call.
         from transformers.utils import logging as hf_logging
@@ -33,11 +48,7 @@ class HFBackend(Backend):
         finally:
             if bars:
                 hf_logging.enable_progress_bar()
-        self.tokenizer = load_tokenizer(source.folder, getattr(cfg, "vocab_size", None))
-        self.dim = cfg.hidden_size
-        self.n_layers, self.n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
-        self.max_length = max_length_of(cfg.max_position_embeddings, self.tokenizer)
-        self.weights_sha256 = weights_hash(source.folder)
+        return cfg
 
     def _attention_impl(self, attentions: bool):
         # sdpa is faster, but returns *empty* attentions when they are asked for (transformers 5),
