@@ -103,7 +103,7 @@ def fit_umap(vectors: np.ndarray, seed: int = 0) -> UmapProjection:
         raise InputError(f"UMAP needs at least {UMAP_MIN_POINTS} sentences (the corpus has {n}); "
                          "use --method pca")
     reducer = umap.UMAP(n_components=2, n_neighbors=min(15, n - 1), metric="cosine",
-                        random_state=seed, init="spectral" if n > 10 else "random")
+                        random_state=seed, n_jobs=1, init="spectral" if n > 10 else "random")
     reducer.fit(np.asarray(vectors, dtype=np.float32))
     return UmapProjection(reducer)
 
