@@ -57,7 +57,8 @@ class MapPanel(QWidget):
         self.lasso_rows = np.zeros(0, np.int64)
         self._stale = True             # the corpus changed since the map was made
         self._again = False            # recompute once the running job ends
-        self._query_seq = 0
+        self._query_seq = 0            # number of the latest search shown
+        self._query_again = False      # a newer query waits for the one being placed
         self._last_search = None
 
         self.method = QComboBox()
@@ -144,8 +145,7 @@ class MapPanel(QWidget):
         self.plot.hovered.connect(self.hover_row)
         self.plot.clicked.connect(self.select_row)
         self.plot.lassoed.connect(self.set_lasso_rows)
-        state.corpus_changed.connect(self.mark_stale)
-        state.store_changed.connect(lambda _s: self.mark_stale())
+        state.corpus_changed.connect(self.mark_stale)     # set_store emits it too
 
     # ---- computing ----------------------------------------------------------------------------
     def mark_stale(self) -> None:
@@ -158,6 +158,8 @@ class MapPanel(QWidget):
         super().showEvent(event)
         if self._stale:
             self.recompute()
+        elif self._last_search is not None:
+            self._place_query()
 
     def _clusters_edited(self):
         if self.map is None or self.clusters.value() != len(self.map.clusters):
@@ -166,7 +168,9 @@ class MapPanel(QWidget):
     def recompute(self) -> None:
         store = self.state.store
         if store is None:
-            self.info.setText("No corpus is open yet")
+            self.map = None
+            self.plot.clear_points()
+            self._set_info("No corpus is open yet")
             return
         if self.state.jobs.is_running("map"):
             self._again = True
@@ -268,15 +272,25 @@ class MapPanel(QWidget):
         rows = [self.row_of[h.id] for h in result.hits if h.id in self.row_of]
         self.plot.mark_hits(rows)
         self.plot.mark_query(None)
-        backend = self.state.backend
-        corpus = self.state.corpus
-        if backend is None or not result.query or (corpus is not None and corpus.compatible() is False):
-            return
         self._query_seq += 1
+        if self.isVisible():             # else when the tab is shown: typing embeds no extra
+            self._place_query()
+
+    def _place_query(self) -> None:
+        """Embed the last search's query (in a worker) and put its star on the map."""
+        result, backend, corpus = self._last_search, self.state.backend, self.state.corpus
+        if (self.map is None or backend is None or not result.query
+                or (corpus is not None and corpus.compatible() is False)):
+            return
+        if self.state.jobs.is_running("map-query"):
+            self._query_again = True
+            return
+        self._query_again = False
         self.state.run("map-query", place_query_job, backend, self.state.pooling, self.map.projection,
                        result.query, self._query_seq, label="Placing the query on the map",
                        show_progress=False, wants_progress=False, on_result=self._on_query_placed,
-                       on_error=lambda msg: self.state.status.emit(msg))
+                       on_error=lambda msg: self.state.status.emit(msg),
+                       on_finished=lambda: self._query_again and self._place_query())
 
     def _on_query_placed(self, placed) -> None:
         seq, xy = placed

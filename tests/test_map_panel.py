@@ -18,6 +18,7 @@ from app.state import AppState
 from index.base import Hit
 from index.corpus_map import build_map, read_map_csv
 from index.store import VectorStore
+from tests.app_fixtures import *  # data_dir, minilm, tiny_store_template, make_window, wait_idle
 from tests.test_store_support import FakeBackend, clustered
 
 D = 32
@@ -215,3 +216,29 @@ def test_build_map_job_can_be_cancelled(store):
     cancel.set()
     with pytest.raises(Cancelled):
         build_map_job(store, "pca", 4, progress=lambda *a: None, cancel=cancel)
+
+
+# ---- in the main window, with the real model --------------------------------------------------
+def test_map_tab_in_the_window_follows_the_search(make_window, tiny_store_template, qtbot):
+    w = make_window(tiny_store_template)
+    mp = w.map_panel
+    with qtbot.waitSignal(mp.map_shown, timeout=60_000):
+        assert w.show_panel("Map")
+    assert len(mp.map) == w.state.store.count() == 24
+    w.show_panel("Search")
+    with qtbot.waitSignal(w.search_panel.results_shown, timeout=30_000) as sig:
+        w.search_panel.query.setText("a cup of coffee in the morning")
+    hit_ids = [h.id for h in sig.args[0].hits]
+    assert same_points(*mp.plot.hits.getData(), mp.map.xy[[mp.row_of[i] for i in hit_ids]])
+    w.show_panel("Map")                       # the query is embedded when the tab shows
+    qtbot.waitUntil(lambda: len(mp.plot.query.getData()[0]) == 1, timeout=30_000)
+    qx, qy = mp.plot.query.getData()
+    vec = w.state.backend.embed(["a cup of coffee in the morning"], pooling="mean")[0]
+    want = mp.map.projection.project(vec / np.linalg.norm(vec))[0]
+    assert (qx[0], qy[0]) == pytest.approx(tuple(want), abs=1e-4)
+
+    mp.select_row(5)
+    mp.search_button.click()                  # Search like this
+    assert w.tabs.currentWidget() is w.search_panel
+    assert w.search_panel.query.text() == mp.map.texts[5]
+    wait_idle(qtbot, w)
