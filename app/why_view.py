@@ -12,12 +12,14 @@ backend and pooling: the model the corpus was embedded with.
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
+from core.attention import write_matrix_csv
 from core.why import explain_job, format_pairs
 
 from .heatmap import HeatmapWidget
@@ -39,6 +41,11 @@ def symmetric_levels(matrix: np.ndarray) -> tuple[float, float]:
     a = float(np.abs(matrix).max()) if matrix.size else 0.0
     a = a if a > 0 else 1e-6
     return -a, a
+
+
+def share_of(value: float, score: float) -> str:
+    """' (3.8% of the score)', or '' for a zero score."""
+    return f" ({value / score:.1%} of the score)" if score else ""
 
 
 def bar_brushes(values) -> list:
@@ -109,9 +116,8 @@ class ContributionHeatmap(HeatmapWidget):
 
     def tooltip_text(self, i: int, j: int) -> str:
         v = float(self.matrix[i, j])
-        share = f" ({v / self.score:.1%} of the score)" if self.score else ""
         return (f"query <b>{html.escape(self.row_labels[i])}</b> ↔ hit <b>{html.escape(self.col_labels[j])}</b><br>"
-                f"contribution <b>{v:+.4f}</b>{share}")
+                f"contribution <b>{v:+.4f}</b>{share_of(v, self.score)}")
 
 
 class WhyDialog(QtWidgets.QDialog):
@@ -132,6 +138,9 @@ class WhyDialog(QtWidgets.QDialog):
         self.search_score = None        # the score the search table showed for the hit
         self._seq = 0
         self._pending = None            # a request that waits for the one in flight
+        self._request = None            # (query, text) last asked for: redone when the model changes
+        self._query = self._text = ""
+        self.last_dir = Path.home()
 
         self.header = QtWidgets.QLabel("Pick a search result and press Why?")
         self.header.setObjectName("why_header")
@@ -144,6 +153,11 @@ class WhyDialog(QtWidgets.QDialog):
         self.show_values = QtWidgets.QCheckBox("Numbers in cells")
         self.show_values.setToolTip("Two decimals: most pairs hold a few thousandths, so hover a cell "
                                     "for its exact value")
+        self.csv_button = QtWidgets.QPushButton("Save CSV…")
+        self.csv_button.setToolTip("The matrix shown (query tokens x hit tokens) as CSV")
+        self.png_button = QtWidgets.QPushButton("Save PNG…")
+        for b in (self.csv_button, self.png_button):
+            b.setEnabled(False)
         self.hidden_label = QtWidgets.QLabel("")
         self.hidden_label.setObjectName("why_hidden")
         self.heatmap = ContributionHeatmap(self)
@@ -163,6 +177,8 @@ class WhyDialog(QtWidgets.QDialog):
         controls.addWidget(self.hide_special)
         controls.addWidget(self.show_values)
         controls.addWidget(self.hidden_label, 1)
+        controls.addWidget(self.csv_button)
+        controls.addWidget(self.png_button)
         lay = QtWidgets.QVBoxLayout(self)
         lay.addWidget(self.header)
         lay.addLayout(controls)
@@ -174,6 +190,11 @@ class WhyDialog(QtWidgets.QDialog):
         self.hide_special.toggled.connect(self.refresh)
         self.show_values.toggled.connect(self.heatmap.set_show_values)
         self.heatmap.hovered.connect(self._hovered)
+        self.csv_button.clicked.connect(lambda: self.export_csv())
+        self.png_button.clicked.connect(lambda: self.export_png())
+        # another model or pooling: the numbers shown are no longer the corpus's; redo them
+        state.choice_changed.connect(lambda _c: self._redo())
+        state.backend_changed.connect(lambda b: self._redo() if b is not None else None)
 
     # ---- requests -----------------------------------------------------------------------------
     def request(self, query: str, text: str, search_score: float | None = None) -> None:
@@ -182,6 +203,7 @@ class WhyDialog(QtWidgets.QDialog):
         self.raise_()
         self.activateWindow()
         state = self.state
+        self._request = (query, text)
         if state.backend is None:
             self._set_header(query, text, "the model is still loading — try again in a moment")
             return
@@ -211,6 +233,12 @@ class WhyDialog(QtWidgets.QDialog):
         if self._pending is not None:
             self.request(*self._pending)
 
+    def _redo(self) -> None:
+        """After a model/pooling change: the same pair with the new model (the old search score
+        no longer applies; the search table refreshes itself)."""
+        if self.isVisible() and self._request is not None:
+            self.request(*self._request, None)
+
     # ---- drawing ------------------------------------------------------------------------------
     def refresh(self, *_) -> None:
         why = self.why
@@ -238,6 +266,8 @@ class WhyDialog(QtWidgets.QDialog):
             text += f"<br><b>Most negative:</b> {html.escape(format_pairs(negative, digits=3))}"
         self.pairs_label.setText(text)
         self.hover_label.setText("Hover a cell to read its pair and value.")
+        for b in (self.csv_button, self.png_button):
+            b.setEnabled(True)
 
     def _set_header(self, query, text, line, error=False, rich=False) -> None:
         line = line if rich else html.escape(line)
@@ -252,5 +282,30 @@ class WhyDialog(QtWidgets.QDialog):
         hm = self.heatmap
         self.hover_label.setText(
             f"<b>{html.escape(hm.row_labels[i])}</b> ↔ <b>{html.escape(hm.col_labels[j])}</b>: "
-            f"<b>{v:+.4f}</b> ({v / self.why.score:.1%} of the score) · row total {hm.row_sums[i]:+.4f} · "
+            f"<b>{v:+.4f}</b>{share_of(v, self.why.score)} · row total {hm.row_sums[i]:+.4f} · "
             f"column total {hm.col_sums[j]:+.4f}")
+
+    # ---- export -------------------------------------------------------------------------------
+    def _ask_path(self, caption: str, suggested: str, filt: str) -> Path | None:
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, caption, str(self.last_dir / suggested), filt)
+        if not path:
+            return None
+        self.last_dir = Path(path).parent
+        return Path(path)
+
+    def export_csv(self, path=None) -> Path | None:
+        """The matrix shown, rows = query tokens, columns = hit tokens (as the heatmap)."""
+        if self.view is None:
+            return None
+        path = path or self._ask_path("Save the contributions as CSV", "why.csv", "CSV (*.csv)")
+        if path is None:
+            return None
+        return write_matrix_csv(path, self.view.matrix, self.heatmap.row_labels, self.heatmap.col_labels)
+
+    def export_png(self, path=None) -> Path | None:
+        if self.view is None:
+            return None
+        path = path or self._ask_path("Save the view as PNG", "why.png", "PNG image (*.png)")
+        if path is None:
+            return None
+        return Path(path) if self.heatmap.save_png(path) else None

@@ -87,3 +87,26 @@ def test_context_menu_opens_why_for_that_row(qtbot, make_window, tiny_store_temp
     # a second request reuses the same window
     dialog2, hit2 = open_why(qtbot, panel, 0)
     assert dialog2 is dialog and dialog.why.score == pytest.approx(hit2.score, abs=1e-5)
+
+
+def test_export_and_a_pooling_change_redoes_the_numbers(qtbot, make_window, tiny_store_template, tmp_path):
+    from core.attention import read_matrix_csv
+    w = make_window(tiny_store_template)
+    panel = search(qtbot, w)
+    dialog, hit = open_why(qtbot, panel, 0)
+    dialog.hide_special.setChecked(True)
+    path = dialog.export_csv(tmp_path / "why.csv")
+    matrix, rows, cols = read_matrix_csv(path)
+    np.testing.assert_allclose(matrix, dialog.view.matrix, rtol=1e-7, atol=1e-12)
+    assert rows == dialog.view.tokens_a and cols == dialog.view.tokens_b
+    assert dialog.export_png(tmp_path / "why.png").stat().st_size > 1000
+
+    # the app switches to CLS pooling: the open view follows (the whole score on [CLS]-[CLS])
+    dialog.hide_special.setChecked(False)
+    first = dialog.why
+    w.state.set_choice(w.state.choice.with_(pooling="cls"))
+    qtbot.waitUntil(lambda: dialog.why is not first and dialog.why.pooling == "cls", timeout=20_000)
+    ref = explain(w.state.backend, QUERY, hit.text, "cls")
+    np.testing.assert_allclose(dialog.heatmap.drawn_matrix(), ref.contributions, atol=1e-6)
+    assert np.count_nonzero(dialog.heatmap.drawn_matrix()) == 1
+    assert "search score" not in dialog.header.text()    # the old search score no longer applies
