@@ -82,6 +82,10 @@ def main() -> int:
     _spin(app, 0.3)
     _save(w, "search")
 
+    # 2b. why is this a hit: the Why view from a result (app/screenshots_why.py)
+    from .screenshots_why import shoot_why
+    shoot_why(app, w)
+
     # 3. the corpus table, filtered
     w.show_panel("Corpus")
     w.corpus_panel.filter_edit.setText("coffee")
