@@ -103,7 +103,6 @@ class MapPlot(pg.PlotWidget):
         self.setObjectName("map_plot")
         self.setMenuEnabled(False)
         self.hideButtons()
-        self.plotItem.showGrid(x=True, y=True, alpha=0.15)
         self.legend = self.plotItem.addLegend(offset=(-10, 10), labelTextSize="8pt")
         self.xy = np.zeros((0, 2), np.float32)
         self.cluster_items: list = []
