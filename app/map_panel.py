@@ -252,6 +252,7 @@ class MapPanel(QWidget):
         """List the sentences of rows (a lasso's result)."""
         self.lasso_rows = np.asarray(rows, np.int64)
         self.lasso_list.clear()
+        self.plot.mark_lassoed(self.lasso_rows)
         if not len(self.lasso_rows):
             self.lasso_label.setText("Selection: none (Lasso select, then drag around points)")
             return

@@ -103,17 +103,21 @@ class MapPlot(pg.PlotWidget):
         self.setObjectName("map_plot")
         self.setMenuEnabled(False)
         self.hideButtons()
-        self.legend = self.plotItem.addLegend(offset=(-10, 10), labelTextSize="8pt")
+        self.legend = self.plotItem.addLegend(offset=(-10, 10), labelTextSize="8pt",
+                                              labelTextColor="#333333",
+                                              brush=pg.mkBrush(255, 255, 255, 210))
         self.xy = np.zeros((0, 2), np.float32)
         self.cluster_items: list = []
         self._hover_row = -1
+        self.lassoed_marks = pg.ScatterPlotItem(size=9, pen=pg.mkPen("#444444", width=1),
+                                                brush=None)
         self.selected = pg.ScatterPlotItem(size=13, pen=pg.mkPen("#000000", width=2), brush=None)
         self.hits = pg.ScatterPlotItem(size=11, pen=pg.mkPen("#d62728", width=2), brush=None)
         self.query = pg.ScatterPlotItem(size=20, symbol="star", pen=pg.mkPen("#000000", width=1),
                                         brush=pg.mkBrush("#ffd400"))
         self.tip = pg.TextItem(anchor=(0, 1), color="#000000", fill=pg.mkBrush(255, 255, 240, 235),
                                border=pg.mkPen("#888888"))
-        for z, item in enumerate((self.hits, self.selected, self.query, self.tip)):
+        for z, item in enumerate((self.lassoed_marks, self.hits, self.selected, self.query, self.tip)):
             item.setZValue(20 + z)
             self.vb.addItem(item, ignoreBounds=True)
         self.tip.hide()
@@ -146,13 +150,16 @@ class MapPlot(pg.PlotWidget):
         self.cluster_items = []
         self.legend.clear()
         self.xy = np.zeros((0, 2), np.float32)
-        for item in (self.selected, self.hits, self.query):
+        for item in (self.lassoed_marks, self.selected, self.hits, self.query):
             item.setData([], [])
         self.tip.hide()
         self._hover_row = -1
 
     def mark_selected(self, row: int) -> None:
         self._mark(self.selected, [row] if row >= 0 else [])
+
+    def mark_lassoed(self, rows) -> None:
+        self._mark(self.lassoed_marks, rows)
 
     def mark_hits(self, rows) -> None:
         self._mark(self.hits, rows)

@@ -156,6 +156,10 @@ def main() -> int:
         _spin(app, 0.5)
         _save(w, "tab-" + title.lower().replace(" ", "-"))
 
+    # 9. the corpus map: clusters, the query's star, its hits ringed, a lasso selection
+    from .screenshots_map import shoot_map
+    shoot_map(app, w)
+
     w.close()
     return 0
 

@@ -141,6 +141,7 @@ def test_lasso_lists_the_sentences_inside(panel, qtbot):
     listed = [panel.lasso_list.item(i).text() for i in range(panel.lasso_list.count())]
     assert sorted(listed) == sorted(m.texts[r] for r in inside)
     assert f"Selection: {len(inside)} sentences" in panel.lasso_label.text()
+    assert same_points(*panel.plot.lassoed_marks.getData(), m.xy[inside])
 
 
 def test_lasso_drawn_with_the_mouse(panel, qtbot):
