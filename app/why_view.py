@@ -263,7 +263,7 @@ class WhyDialog(QtWidgets.QDialog):
         top, negative = view.top_pairs(6), view.top_pairs(3, negative=True)
         text = f"<b>Top pairs:</b> {html.escape(format_pairs(top, digits=3)) or '(none positive)'}"
         if negative:
-            text += f"<br><b>Most negative:</b> {html.escape(format_pairs(negative, digits=3))}"
+            text += f"<br><b>Most negative:</b> {html.escape(format_pairs(negative, digits=4))}"
         self.pairs_label.setText(text)
         self.hover_label.setText("Hover a cell to read its pair and value.")
         for b in (self.csv_button, self.png_button):

@@ -166,8 +166,8 @@ def format_pairs(pairs, digits: int = 2) -> str:
     return ", ".join(f"{a} ↔ {b} {v:.{digits}f}" for a, b, v in pairs)
 
 
-def format_sums(tokens, sums, digits: int = 3) -> str:
-    """"the 0.012, cat 0.104, ..." in token order."""
+def format_sums(tokens, sums, digits: int = 4) -> str:
+    """"the 0.0120, cat 0.1040, ..." in token order."""
     return ", ".join(f"{t} {s:.{digits}f}" for t, s in zip(distinct_labels(list(tokens)), sums))
 
 

@@ -65,7 +65,7 @@ def cmd_why(args) -> int:
     print(f"top pairs: {format_pairs(view.top_pairs(args.top), digits=3) or '(none positive)'}")
     negative = view.top_pairs(min(args.top, 3), negative=True)
     if negative:
-        print(f"most negative: {format_pairs(negative, digits=3)}")
+        print(f"most negative: {format_pairs(negative, digits=4)}")
     print(f"query tokens (row sums): {format_sums(view.tokens_a, view.row_sums)}")
     print(f"hit tokens (column sums): {format_sums(view.tokens_b, view.col_sums)}")
     return 0
