@@ -1,8 +1,8 @@
 """The scatter of the corpus map: fast at 100k points.
 
-One ScatterPlotItem per cluster with a single cached brush and pixel-size symbols (pyqtgraph
-draws those from one pre-rendered symbol: a per-point brush would render each point on its
-own). Hover and click find the nearest point with one vectorised NumPy pass in screen pixels,
+One item per cluster (app/map_points.py: one pre-rendered dot stamped at every point, the
+per-point work all NumPy; a ScatterPlotItem with a brush per point renders and looks up every
+symbol on its own). Hover and click find the nearest point with one vectorised NumPy pass in screen pixels,
 not pyqtgraph's per-point hit tests; a lasso selects the points inside it (even-odd rule).
 """
 from __future__ import annotations
@@ -12,6 +12,8 @@ import textwrap
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
+
+from .map_points import ClusterPoints
 
 POINT_PX = 5                # symbol size of a sentence
 HOVER_PX = 8                # the pointer must be this close to a point to pick it
@@ -109,8 +111,7 @@ class MapPlot(pg.PlotWidget):
         self.xy = np.zeros((0, 2), np.float32)
         self.cluster_items: list = []
         self._hover_row = -1
-        self.lassoed_marks = pg.ScatterPlotItem(size=9, pen=pg.mkPen("#444444", width=1),
-                                                brush=None)
+        self.lassoed_marks = ClusterPoints(np.zeros((0, 2)), "#444444", 9, ring=True)
         self.selected = pg.ScatterPlotItem(size=13, pen=pg.mkPen("#000000", width=2), brush=None)
         self.hits = pg.ScatterPlotItem(size=11, pen=pg.mkPen("#d62728", width=2), brush=None)
         self.query = pg.ScatterPlotItem(size=20, symbol="star", pen=pg.mkPen("#000000", width=1),
@@ -134,9 +135,7 @@ class MapPlot(pg.PlotWidget):
         bounds = np.searchsorted(cluster[order], np.arange(n + 1))
         for c in range(n):
             rows = order[bounds[c]:bounds[c + 1]]
-            item = pg.ScatterPlotItem(x=self.xy[rows, 0], y=self.xy[rows, 1], size=POINT_PX,
-                                      pxMode=True, pen=None, brush=pg.mkBrush(cluster_colour(c, n)),
-                                      name=labels[c], hoverable=False)
+            item = ClusterPoints(self.xy[rows], cluster_colour(c, n), POINT_PX)
             item.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
             self.vb.addItem(item)
             self.cluster_items.append(item)
@@ -150,7 +149,8 @@ class MapPlot(pg.PlotWidget):
         self.cluster_items = []
         self.legend.clear()
         self.xy = np.zeros((0, 2), np.float32)
-        for item in (self.lassoed_marks, self.selected, self.hits, self.query):
+        self.mark_lassoed([])
+        for item in (self.selected, self.hits, self.query):
             item.setData([], [])
         self.tip.hide()
         self._hover_row = -1
@@ -159,7 +159,12 @@ class MapPlot(pg.PlotWidget):
         self._mark(self.selected, [row] if row >= 0 else [])
 
     def mark_lassoed(self, rows) -> None:
-        self._mark(self.lassoed_marks, rows)
+        """Ring the rows of a lasso selection (one item: fast for many rows)."""
+        self.vb.removeItem(self.lassoed_marks)
+        rows = np.asarray(rows, np.int64)
+        self.lassoed_marks = ClusterPoints(self.xy[rows], "#444444", 9, ring=True)
+        self.lassoed_marks.setZValue(20)
+        self.vb.addItem(self.lassoed_marks, ignoreBounds=True)
 
     def mark_hits(self, rows) -> None:
         self._mark(self.hits, rows)

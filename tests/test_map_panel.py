@@ -78,7 +78,7 @@ def test_the_map_draws_every_sentence_by_cluster(panel, store):
     assert len(m) == N and panel.info.text().startswith(f"{N} sentences · PCA")
     items = panel.plot.cluster_items
     assert len(items) == len(m.clusters)
-    assert sum(len(item.data) for item in items) == N
+    assert sum(len(item) for item in items) == N
     for c, item in enumerate(items):                # each item holds exactly its cluster's points
         assert same_points(*item.getData(), m.xy[m.cluster == c])
     ref = build_map(store, clusters=8)              # the same map as the CLI computes
@@ -183,7 +183,7 @@ def test_recomputed_in_a_worker_when_the_corpus_changes(panel, qtbot, store):
     with qtbot.waitSignal(panel.map_shown, timeout=60_000):
         panel.state.corpus_changed.emit()
     assert len(panel.map) == N + 2 and "a brand new sentence" in panel.map.texts
-    assert sum(len(item.data) for item in panel.plot.cluster_items) == N + 2
+    assert sum(len(item) for item in panel.plot.cluster_items) == N + 2
 
 
 def test_empty_store_says_so(qtbot, tmp_path):
