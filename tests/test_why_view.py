@@ -25,8 +25,8 @@ def open_why(qtbot, panel, row):
     hit = panel.results.hits[row]
     qtbot.mouseClick(panel.why_button, Qt.MouseButton.LeftButton)
     dialog = panel.why_dialog
-    qtbot.waitUntil(lambda: dialog.why is not None and dialog.why.tokens_b[1:-1] and
-                    dialog._text == hit.text and not panel.state.jobs.is_running("why"), timeout=20_000)
+    qtbot.waitUntil(lambda: dialog.why is not None and dialog._text == hit.text
+                    and not panel.state.jobs.is_running("why"), timeout=20_000)
     return dialog, hit
 
 
