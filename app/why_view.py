@@ -257,9 +257,9 @@ class WhyDialog(QtWidgets.QDialog):
                          f"score <b>{why.score:.4f}</b>{seen} = the sum of all {n} × {m} token-pair "
                          f"contributions · {html.escape(self.state.choice.model)}, {why.pooling} pooling",
                          rich=True)
-        self.hidden_label.setText(view.describe_hidden() or
-                                  f"the {why.view(True).hidden_pairs} pairs with a special token hold "
-                                  f"{why.view(True).hidden_share:.0%} of the score")
+        specials = why.view(hide_special=True)
+        self.hidden_label.setText(view.describe_hidden() or f"the {specials.hidden_pairs} pairs with a special "
+                                  f"token hold {specials.hidden_share:.0%} of the score")
         top, negative = view.top_pairs(6), view.top_pairs(3, negative=True)
         text = f"<b>Top pairs:</b> {html.escape(format_pairs(top, digits=3)) or '(none positive)'}"
         if negative:
