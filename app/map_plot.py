@@ -136,6 +136,7 @@ class MapPlot(pg.PlotWidget):
         for c in range(n):
             rows = order[bounds[c]:bounds[c + 1]]
             item = ClusterPoints(self.xy[rows], cluster_colour(c, n), POINT_PX)
+            item.rows = rows               # which map rows it draws (hidden via the legend)
             item.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
             self.vb.addItem(item)
             self.cluster_items.append(item)
@@ -181,13 +182,24 @@ class MapPlot(pg.PlotWidget):
         item.setData(self.xy[rows, 0], self.xy[rows, 1]) if len(rows) else item.setData([], [])
 
     # ---- pointer ------------------------------------------------------------------------------
+    def visible_rows(self):
+        """Rows of the clusters shown (a legend click hides one), or None when all are."""
+        if all(item.isVisible() for item in self.cluster_items):
+            return None
+        parts = [item.rows for item in self.cluster_items if item.isVisible()]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
     def row_at(self, scene_pos) -> int:
         """The row drawn at a scene position (within HOVER_PX), or -1."""
         if not self.vb.sceneBoundingRect().contains(scene_pos):
             return -1
         p = self.vb.mapSceneToView(scene_pos)
         px_w, px_h = self.vb.viewPixelSize()
-        return nearest_row(self.xy, p.x(), p.y(), px_w, px_h)
+        rows = self.visible_rows()
+        if rows is None:
+            return nearest_row(self.xy, p.x(), p.y(), px_w, px_h)
+        found = nearest_row(self.xy[rows], p.x(), p.y(), px_w, px_h)
+        return int(rows[found]) if found >= 0 else -1
 
     def scene_pos_of(self, row: int) -> QPointF:
         """Where row is drawn, in scene coordinates (for tests and the hover box)."""
@@ -212,4 +224,8 @@ class MapPlot(pg.PlotWidget):
             self.clicked.emit(self.row_at(ev.scenePos()))
 
     def lasso(self, polygon: np.ndarray) -> None:
-        self.lassoed.emit(inside_polygon(self.xy, polygon))
+        rows = self.visible_rows()
+        if rows is None:
+            self.lassoed.emit(inside_polygon(self.xy, polygon))
+        else:
+            self.lassoed.emit(np.sort(rows[inside_polygon(self.xy[rows], polygon)]))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from pyqtgraph import functions as fn
 from pyqtgraph.Qt import internals
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QPainter, QPixmap
@@ -46,8 +45,8 @@ class ClusterPoints(pg.GraphicsObject):
                      "antialias": True}
         self._fragments = internals.PrimitiveArray(QPainter.PixmapFragment, 10)
         if len(self.xy):
-            lo, hi = self.xy.min(axis=0), self.xy.max(axis=0)
-            self._bounds = QRectF(lo[0], lo[1], hi[0] - lo[0], hi[1] - lo[1])
+            self._lo, self._hi = self.xy.min(axis=0), self.xy.max(axis=0)
+            self._bounds = QRectF(self._lo[0], self._lo[1], *(self._hi - self._lo))
         else:
             self._bounds = QRectF()
 
@@ -61,7 +60,7 @@ class ClusterPoints(pg.GraphicsObject):
     def dataBounds(self, ax, frac=1.0, orthoRange=None):
         if not len(self.xy):
             return None, None
-        return float(self.xy[:, ax].min()), float(self.xy[:, ax].max())
+        return float(self._lo[ax]), float(self._hi[ax])     # computed once, asked every frame
 
     def pixelPadding(self) -> float:
         return self.size / 2 + 1
@@ -81,7 +80,7 @@ class ClusterPoints(pg.GraphicsObject):
             return
         pts = self.xy
         view = self.viewRect()
-        if view is not None:                # cull what is outside the view (plus a dot)
+        if view is not None and not view.contains(self._bounds):   # cull what is out of view
             px = self.pixelLength(pg.Point(1, 0)) or 0.0
             py = self.pixelLength(pg.Point(0, 1)) or 0.0
             pad_x, pad_y = self.size * px, self.size * py
@@ -90,13 +89,14 @@ class ClusterPoints(pg.GraphicsObject):
             pts = pts[keep]
         if not len(pts):
             return
-        screen = fn.transformCoordinates(p.transform(), pts.T)
-        screen = fn.clip_array(screen, -2 ** 30, 2 ** 30)
+        t = p.transform()                   # data -> device; affine in a ViewBox
         p.resetTransform()
         self._fragments.resize(len(pts))
         frags = self._fragments.ndarray()
         side = self.pixmap.width()
-        frags[:, 0:2] = screen.T                    # centre of each dot
+        frags[:, 0] = pts[:, 0] * t.m11() + pts[:, 1] * t.m21() + t.dx()   # centre of each dot
+        frags[:, 1] = pts[:, 0] * t.m12() + pts[:, 1] * t.m22() + t.dy()
+        np.clip(frags[:, 0:2], -2.0 ** 30, 2.0 ** 30, out=frags[:, 0:2])    # Qt faults beyond
         frags[:, 2:6] = (0, 0, side, side)          # the whole pixmap
         frags[:, 6:10] = (1.0, 1.0, 0.0, 1.0)       # scale x, scale y, rotation, opacity
         p.drawPixmapFragments(*self._fragments.drawargs(), self.pixmap)

@@ -108,7 +108,7 @@ def hover_naive(item, probes):
     return [item.pointsAt(QPointF(float(x), float(y))) for x, y in probes]
 
 
-def run_size(app, n, with_umap) -> dict:
+def run_size(app, n, with_umap, draw_only=False) -> dict:
     from index.corpus_map import map_vectors
     from index.map_clusters import distinctive_words, kmeans
     from index.map_projection import fit_pca, fit_umap
@@ -117,6 +117,13 @@ def run_size(app, n, with_umap) -> dict:
     x = clustered(n, DIM, seed=0)
     texts = [" ".join(rng.choice(WORDS, 3)) for _ in range(n)]
     r = {"n": n}
+    if draw_only:
+        from index.corpus_map import CorpusMap, MapCluster
+        from index.map_projection import PcaProjection
+        m = CorpusMap(np.arange(n), texts, fit_pca(x).project(x), kmeans(x, CLUSTERS, 0), [],
+                      PcaProjection(None, None, None))
+        m.clusters = [MapCluster(c, 0, [str(c)]) for c in range(int(m.cluster.max()) + 1)]
+        return draw_size(app, r, m, [c.label for c in m.clusters], rng)
     r["pca"], pca = timed(lambda: fit_pca(x).project(x), repeat=3)
     r["svd"], ref = timed(svd_projection, x, repeat=1 if n > 20_000 else 3)
     r["pca_err"] = float(np.abs(np.abs(pca) - np.abs(ref)).max())
@@ -126,7 +133,10 @@ def run_size(app, n, with_umap) -> dict:
     if with_umap:
         r["umap"], _ = timed(fit_umap, x)
     labels = [", ".join(w) for w in words]
+    return draw_size(app, r, m, labels, rng)
 
+
+def draw_size(app, r, m, labels, rng) -> dict:
     plot, r["first"] = draw_ours(app, m.xy, m.cluster, labels)
     r["redraw"] = statistics.median(frames(app, plot))
     lo, hi = m.xy.min(axis=0), m.xy.max(axis=0)
@@ -148,23 +158,24 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--umap", action="store_true", help="also time UMAP (minutes at 100k)")
+    ap.add_argument("--draw-only", action="store_true", help="only the drawing and hover rows")
     args = ap.parse_args(argv)
     from PySide6.QtWidgets import QApplication
     app = QApplication.instance() or QApplication(sys.argv[:1])
     load0 = os.getloadavg()[0]
-    rows = [run_size(app, n, args.umap) for n in args.sizes]
+    rows = [run_size(app, n, args.umap, args.draw_only) for n in args.sizes]
     ms = lambda s: f"{s * 1000:,.1f}"
     print(f"\nCorpus map, synthetic clustered {DIM}-d unit vectors, {CLUSTERS} clusters; "
           f"{os.cpu_count()} CPUs, load average {load0:.1f} at the start, "
           f"{os.getloadavg()[0]:.1f} at the end\n")
     print("| step (ms) | " + " | ".join(f"{r['n']:,} points" for r in rows) + " |")
     print("|---|" + "---:|" * len(rows))
-    lines = [("PCA (covariance + eigh), fit + project", "pca"),
+    lines = [] if args.draw_only else [("PCA (covariance + eigh), fit + project", "pca"),
              ("peer: np.linalg.svd of the centred matrix", "svd"),
              ("k-means (faiss, spherical, 5 restarts)", "kmeans"),
              ("cluster labels (words)", "labels"),
              ("whole map (PCA + k-means + labels)", "map")]
-    if args.umap:
+    if args.umap and not args.draw_only:
         lines.append(("UMAP (umap-learn, 1 thread)", "umap"))
     lines += [("first draw, ours (one item per cluster)", "first"),
               ("peer: first draw, one item, a brush per point", "first_naive"),
@@ -175,8 +186,10 @@ def main(argv=None) -> int:
     for name, key in lines:
         print(f"| {name} | " + " | ".join(ms(r[key]) for r in rows) + " |")
     for r in rows:
-        print(f"\n{r['n']:,}: PCA vs SVD max |coordinate| difference {r['pca_err']:.1e}; "
-              f"ratios peer/ours: projection {r['svd'] / r['pca']:.1f}x, first draw "
+        if "pca" in r:
+            print(f"\n{r['n']:,}: PCA vs SVD max |coordinate| difference {r['pca_err']:.1e}; "
+                  f"projection ratio SVD/ours {r['svd'] / r['pca']:.1f}x")
+        print(f"{r['n']:,}: ratios peer/ours: first draw "
               f"{r['first_naive'] / r['first']:.1f}x, redraw {r['redraw_naive'] / r['redraw']:.1f}x, "
               f"hover {r['hover_naive'] / r['hover']:.0f}x")
     return 0

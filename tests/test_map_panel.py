@@ -142,6 +142,11 @@ def test_lasso_lists_the_sentences_inside(panel, qtbot):
     assert sorted(listed) == sorted(m.texts[r] for r in inside)
     assert f"Selection: {len(inside)} sentences" in panel.lasso_label.text()
     assert same_points(*panel.plot.lassoed_marks.getData(), m.xy[inside])
+    panel.plot.cluster_items[0].setVisible(False)    # hidden from the legend: not selectable
+    panel.plot.lasso(box)
+    assert panel.lasso_rows.tolist() == [r for r in inside.tolist() if m.cluster[r] != 0]
+    hidden = int(np.flatnonzero(m.cluster == 0)[0])
+    assert panel.plot.row_at(panel.plot.scene_pos_of(hidden)) != hidden
 
 
 def test_lasso_drawn_with_the_mouse(panel, qtbot):
