@@ -210,7 +210,10 @@ class MapPlot(pg.PlotWidget):
             self.tip.hide()
             return
         self.tip.setText("\n".join(textwrap.wrap(text, TIP_WIDTH)[:6]))
-        self.tip.setPos(float(self.xy[row, 0]), float(self.xy[row, 1]))
+        x, y = float(self.xy[row, 0]), float(self.xy[row, 1])
+        view = self.vb.viewRect()             # open the box towards the middle of the view
+        self.tip.setAnchor((1 if x > view.center().x() else 0, 1 if y < view.center().y() else 0))
+        self.tip.setPos(x, y)
         self.tip.show()
 
     def _on_move(self, scene_pos) -> None:

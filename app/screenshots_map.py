@@ -34,7 +34,8 @@ def shoot_map(app, w, query: str = QUERY):
     if hits and hits[0].id in panel.row_of:
         row = panel.row_of[hits[0].id]
         panel.select_row(row)
-        panel.hover_row(row)
+        # hover another hit: a box on the top hit would hide the query's star next to it
+        panel.hover_row(panel.row_of.get(hits[-1].id, row))
         lo, hi = panel.map.xy.min(axis=0), panel.map.xy.max(axis=0)
         x, y = panel.map.xy[row]
         box = [(x - 0.4 * (hi[0] - lo[0]), y - 0.25 * (hi[1] - lo[1])),
