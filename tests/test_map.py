@@ -232,3 +232,24 @@ def test_umap_map_when_installed(tmp_path):
     gaps = [np.linalg.norm(centres[a] - centres[b]) for a in range(3) for b in range(a + 1, 3)]
     assert min(gaps) > spread                        # planted groups stay apart on the map
     assert m.projection.project(x[:2]).shape == (2, 2)
+
+
+def test_a_milvus_lite_store_maps_like_the_faiss_store(tmp_path):
+    pytest.importorskip("pymilvus")
+    pytest.importorskip("milvus_lite")
+    from index.locations import open_store
+    x, group = planted(n_per=20, k=3, seed=8)
+    texts = [f"{TOPICS[g]} ({i})" for i, g in enumerate(group)]
+    faiss_store = make_store(tmp_path, texts, x)
+    lite = open_store(f"milvus-lite:{tmp_path / 'lite'}", create=True, fingerprint=FP)
+    try:
+        lite.add(texts, x)
+        lite.save()
+        a, b = build_map(faiss_store, clusters=3), build_map(lite, clusters=3)
+    finally:
+        lite.close()
+        faiss_store.close()
+    ta, tb = dict(zip(a.texts, a.xy.tolist())), dict(zip(b.texts, b.xy.tolist()))
+    assert sorted(ta) == sorted(tb) == sorted(texts)
+    np.testing.assert_allclose([ta[t] for t in texts], [tb[t] for t in texts], atol=1e-5)
+    assert [c.to_dict() for c in a.clusters] == [c.to_dict() for c in b.clusters]
