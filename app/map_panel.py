@@ -182,6 +182,8 @@ class MapPanel(QWidget):
         self.state.run("map", build_map_job, store, method, self.clusters.value(),
                        label="Mapping the corpus", on_result=self.set_map,
                        on_error=lambda msg: self._set_info(msg, error=True),
+                       on_cancelled=lambda: self._set_info("Mapping cancelled: press Recompute to "
+                                                           "draw the map"),
                        on_finished=self._map_finished)
 
     def _map_finished(self):
