@@ -32,6 +32,7 @@ def register(sub) -> None:
 
 def cmd_map(args) -> int:
     from core.cli import emit_json
+    from core.errors import InputError
     from index.corpus_map import build_map, write_map_csv
     from index.locations import open_store, parse_location
 
@@ -40,7 +41,10 @@ def cmd_map(args) -> int:
     for note in m.notes:
         print(f"note: {note}", file=sys.stderr)
     if args.out:
-        write_map_csv(args.out, m)
+        try:
+            write_map_csv(args.out, m)
+        except OSError as e:
+            raise InputError(f"cannot write {args.out}: {e.strerror or e}") from None
     if args.json:
         emit_json(m.summary())
         return 0
