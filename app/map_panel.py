@@ -75,6 +75,7 @@ class MapPanel(QWidget):
         self.clusters.setRange(1, 50)
         self.clusters.setValue(8)
         self.clusters.setPrefix("clusters: ")
+        self.clusters.setToolTip("Number of k-means clusters: press Enter or Recompute to apply")
         self.recompute_button = QPushButton("Recompute")
         self.lasso_button = QPushButton("Lasso select")
         self.lasso_button.setCheckable(True)
