@@ -20,7 +20,8 @@ from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 
 EXIT_USAGE = 2
 # Subcommand modules, each with register(subparsers); imported when the parser is built.
-COMMANDS = ("app.commands.store", "index.migrate", "app.commands.train")
+COMMANDS = ("app.commands.store", "index.migrate", "app.commands.train", "app.commands.why",
+            "app.commands.map")
 
 
 def add_model_options(p: argparse.ArgumentParser, pooling: bool = True):

@@ -11,6 +11,8 @@ texture upload and one paint, however many heads there are. See bench/attention_
 """
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -210,7 +212,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
     def tooltip_text(self, layer: int, head: int) -> str:
         q, k, v = self.top_link(layer, head)
         return (f"<b>Layer {layer + 1}, head {head + 1}</b><br>strongest link: "
-                f"{_html(q)} → {_html(k)} ({v:.2f})<br><i>click to open it large</i>")
+                f"{html.escape(q)} → {html.escape(k)} ({v:.2f})<br><i>click to open it large</i>")
 
     def _moved(self, evt) -> None:
         pos = evt[0]
@@ -248,7 +250,3 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.render(painter, QtCore.QRectF(img.rect()), self.viewport().rect())
         painter.end()
         return img.save(str(path), "PNG")
-
-
-def _html(text: str) -> str:
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

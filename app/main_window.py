@@ -19,6 +19,7 @@ from .fillmask_panel import FillMaskPanel
 from .job_progress import JobProgress
 from .logs import log, log_dir, setup_logging
 from .inspect_bar import InspectBar
+from .map_panel import MapPanel
 from .model_bar import ModelBar
 from .search_panel import SearchPanel
 from .settings import as_int, open_settings, stores_dir
@@ -77,6 +78,12 @@ class MainWindow(QMainWindow):
             scroll.setWidget(widget)
             self._panel_tabs[title] = scroll
             self.tabs.addTab(scroll, title)
+        # ---- corpus map (issue 13): the Map tab follows the search and feeds it back ----
+        self.map_panel = MapPanel(self.state)
+        self.tabs.addTab(self.map_panel, "Map")
+        self.search_panel.results_shown.connect(self.map_panel.show_search)
+        self.map_panel.search_requested.connect(self.search_for)
+        # ---- end corpus map ----
         self.setCentralWidget(self.tabs)
 
         self._build_status_bar()
@@ -244,6 +251,12 @@ class MainWindow(QMainWindow):
         self.tabs.setCurrentWidget(self.search_panel)
         self.search_panel.query.setFocus()
         self.search_panel.query.selectAll()
+
+    def search_for(self, text: str):
+        """Show the Search tab searching for ``text`` (the Map's "Search like this")."""
+        self.focus_search()
+        self.search_panel.query.setText(text)
+        self.search_panel.search_now()
 
     def focus_add(self):
         self.tabs.setCurrentWidget(self.corpus_panel)

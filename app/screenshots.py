@@ -82,6 +82,10 @@ def main() -> int:
     _spin(app, 0.3)
     _save(w, "search")
 
+    # 2b. why is this a hit: the Why view from a result (app/screenshots_why.py)
+    from .screenshots_why import shoot_why
+    shoot_why(app, w)
+
     # 3. the corpus table, filtered
     w.show_panel("Corpus")
     w.corpus_panel.filter_edit.setText("coffee")
@@ -165,6 +169,9 @@ def main() -> int:
     _spin(app, until=lambda: not state.jobs.busy, timeout=60)
     _spin(app, 0.5)
     _save(w, "inspect-with")
+    # 10. the corpus map: clusters, the query's star, its hits ringed, a lasso selection
+    from .screenshots_map import shoot_map
+    shoot_map(app, w)
 
     w.close()
     return 0

@@ -1,12 +1,13 @@
 """Search panel: search as you type (debounced, in a worker, stale results dropped), k, results
-with score bars; double-click or "Inspect attention" sends a hit to the attention inspector."""
+with score bars; double-click or "Inspect attention" sends a hit to the attention inspector;
+"Why?" (or the context menu) opens the Why view: the hit's score split over token pairs."""
 from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton,
-                               QSpinBox, QTableView, QVBoxLayout, QWidget)
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu,
+                               QPushButton, QSpinBox, QTableView, QVBoxLayout, QWidget)
 
 from .corpus_service import search_job
 from .results_model import ResultsModel
@@ -41,6 +42,14 @@ class SearchPanel(QWidget):
         self.inspect_button.setToolTip("Open the selected hit in the attention inspector, compared with the query "
                                        "(or double-click a hit)")
         self.inspect_button.setEnabled(False)
+        # ---- Why view (why_view.py): button + context menu; double-click stays "inspect"
+        self.why_button = QPushButton("Why?")
+        self.why_button.setObjectName("why_button")
+        self.why_button.setToolTip("Why is the selected hit a hit? Its score split exactly over "
+                                   "(query token, hit token) pairs")
+        self.why_button.setEnabled(False)
+        self.why_dialog = None         # app.why_view.WhyDialog, made on first use
+        self.context_menu = None       # the last context menu shown (tests read its actions)
         self.info = QLabel("Loading the model …")
         self.info.setObjectName("search_info")
         self.info.setWordWrap(True)
@@ -67,6 +76,7 @@ class SearchPanel(QWidget):
         row.addWidget(self.query, 1)
         row.addWidget(self.k)
         row.addWidget(self.inspect_button)
+        row.addWidget(self.why_button)
         lay = QVBoxLayout(self)
         lay.addLayout(row)
         lay.addWidget(self.info)
@@ -79,8 +89,10 @@ class SearchPanel(QWidget):
         self.k.valueChanged.connect(lambda _v: self._debounce.start())
         self.table.doubleClicked.connect(lambda index: self.inspect_row(index.row()))
         self.inspect_button.clicked.connect(self.inspect_selected)
-        self.table.selectionModel().selectionChanged.connect(
-            lambda *_: self.inspect_button.setEnabled(self.table.selectionModel().hasSelection()))
+        self.table.selectionModel().selectionChanged.connect(self._on_selection)
+        self.why_button.clicked.connect(self.why_selected)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._show_context_menu)
         state.backend_changed.connect(self._on_backend)
         state.corpus_changed.connect(self.search_now)
         state.job_started.connect(self._on_job_started)
@@ -170,6 +182,41 @@ class SearchPanel(QWidget):
         rows = self.table.selectionModel().selectedRows()
         if rows:
             self.inspect_row(rows[0].row())
+
+    # ---- why view ----------------------------------------------------------------------------------
+    def _on_selection(self, *_):
+        selected = self.table.selectionModel().hasSelection()
+        self.inspect_button.setEnabled(selected)
+        self.why_button.setEnabled(selected)
+
+    def why_row(self, row: int):
+        """Open the Why view on hit ``row``: why it matched the query, pair by pair."""
+        hit = self.results.hit(row)
+        query = self.last_result.query if self.last_result is not None else self.query.text().strip()
+        if hit is None or not query:
+            return None
+        if self.why_dialog is None:
+            from .why_view import WhyDialog
+            self.why_dialog = WhyDialog(self.state, self.window())
+        self.why_dialog.request(query, hit.text, float(hit.score))
+        return self.why_dialog
+
+    def why_selected(self):
+        rows = self.table.selectionModel().selectedRows()
+        return self.why_row(rows[0].row()) if rows else None
+
+    def _show_context_menu(self, pos):
+        index = self.table.indexAt(pos)
+        if not index.isValid():
+            return
+        row = index.row()
+        self.table.selectRow(row)
+        menu = QMenu(self.table)
+        menu.setObjectName("results_menu")
+        menu.addAction("Why is this a hit?", lambda: self.why_row(row))
+        menu.addAction("Inspect attention", lambda: self.inspect_row(row))
+        self.context_menu = menu
+        menu.popup(self.table.viewport().mapToGlobal(pos))
 
     # ---- settings ----------------------------------------------------------------------------------
     def restore(self, settings):

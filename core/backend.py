@@ -160,6 +160,17 @@ class Backend:
             stats.seconds += time.perf_counter() - t0
         return out
 
+    def token_vectors(self, text: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """(tokens, final-layer token vectors (T, D) float32, special-token mask (T,) bool) of one
+        text: the forward pass ``embed`` pools, for core.why to split a score over token pairs."""
+        ids = self.encode_ids([text])[0][0]
+        with self._lock, torch.inference_mode(), autocast(self.device, self.precision):
+            input_ids, mask = self._batch([ids])
+            hidden, _, _ = self._forward(input_ids, mask, None)
+        special = self.tokenizer.get_special_tokens_mask(ids, already_has_special_tokens=True)
+        return (self.tokenizer.convert_ids_to_tokens(ids), hidden[0].float().cpu().numpy(),
+                np.array(special, dtype=bool))
+
     def inspect(self, text: str, pair: str | None = None) -> Inspection:
         """Tokens, every layer's attentions and hidden states for one text, or for a sentence
         pair read the BERT way: [CLS] text [SEP] pair [SEP], with token types 0 then 1."""

@@ -1,0 +1,58 @@
+"""`encoderscope map`: the corpus map on the command line.
+
+    encoderscope map --store S [--method pca|umap] [--clusters K] [--seed N] --out map.csv [--json]
+
+Writes the CSV `id, x, y, cluster, text` (the same file the app's Map tab exports) and prints
+the clusters with their labels, or with --json {"count", "method", "explained_variance",
+"clusters": [{"id", "size", "label"}]}. No Qt here.
+"""
+from __future__ import annotations
+
+import sys
+
+
+def register(sub) -> None:
+    from app.commands.store import _add_store_option
+    from index.corpus_map import DEFAULT_CLUSTERS, DEFAULT_SEED
+    from index.map_projection import METHODS
+
+    p = sub.add_parser("map", help="a 2-D map of every sentence in a store, clustered and labelled")
+    _add_store_option(p)
+    p.add_argument("--method", choices=METHODS, default="pca",
+                   help="pca (default; exact, deterministic) or umap (needs the optional "
+                        "package umap-learn)")
+    p.add_argument("--clusters", type=int, default=DEFAULT_CLUSTERS, metavar="K",
+                   help=f"number of k-means clusters (default {DEFAULT_CLUSTERS})")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                   help=f"seed of k-means and UMAP (default {DEFAULT_SEED})")
+    p.add_argument("--out", metavar="FILE", help="write the map as CSV: id, x, y, cluster, text")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_map)
+
+
+def cmd_map(args) -> int:
+    from app.cli import emit_json
+    from core.errors import InputError
+    from index.corpus_map import build_map, write_map_csv
+    from index.locations import open_store, parse_location
+
+    with open_store(parse_location(args.store), readonly=True) as store:
+        m = build_map(store, method=args.method, clusters=args.clusters, seed=args.seed)
+    for note in m.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.out:
+        try:
+            write_map_csv(args.out, m)
+        except OSError as e:
+            raise InputError(f"cannot write {args.out}: {e.strerror or e}") from None
+    if args.json:
+        emit_json(m.summary())
+        return 0
+    ev = m.explained_variance
+    share = f", axes explain {ev[0]:.1%} + {ev[1]:.1%} of the variance" if ev else ""
+    print(f"{len(m):,} sentences mapped with {m.method.upper()}{share}")
+    for c in m.clusters:
+        print(f"  cluster {c.id:>2}  {c.size:>7,}  {c.label}")
+    if args.out:
+        print(f"wrote {args.out}")
+    return 0

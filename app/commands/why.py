@@ -1,0 +1,71 @@
+"""`encoderscope why`: why a text is a hit for a query, split exactly over token pairs.
+
+    encoderscope why QUERY TEXT [--model M] [--backend B] [--pooling P] [--store S]
+                     [--hide-special] [--top K] [--json]
+
+Prints the cosine score (the one `embed` vectors and `search` give), the largest token-pair
+contributions in words and each token's total; --json prints {"score", "tokens_a", "tokens_b",
+"contributions" (n x m), "special_tokens_a", "special_tokens_b", ...}. The maths: core/why.py
+and docs/why.md. No Qt here.
+"""
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    from app.cli import add_model_options
+
+    p = sub.add_parser("why", help="why TEXT matches QUERY: the score split over token pairs (exact)")
+    p.add_argument("query", metavar="QUERY", help="the query (the matrix's rows)")
+    p.add_argument("text", metavar="TEXT", help="the hit (the matrix's columns)")
+    add_model_options(p)
+    p.add_argument("--store", metavar="STORE", default=None,
+                   help="take the model and pooling from this store (the ones its search uses), "
+                        "unless --model / --pooling are given")
+    p.add_argument("--hide-special", action="store_true",
+                   help="leave out the pairs of special tokens ([CLS], [SEP]) and say what they held")
+    p.add_argument("--top", type=int, default=8, metavar="K", help="how many top pairs to list (default 8)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    # None = minilm + mean, or the store's model and pooling with --store
+    p.set_defaults(func=cmd_why, model=None, pooling=None)
+
+
+def _model_and_pooling(args) -> tuple[str, str]:
+    if args.store is None:
+        return args.model or "minilm", args.pooling or "mean"
+    from index.locations import open_store, parse_location
+    with open_store(parse_location(args.store), readonly=True) as store:
+        return args.model or store.model_name, args.pooling or store.pooling
+
+
+def cmd_why(args) -> int:
+    from core.backend import get_backend
+    from app.cli import emit_json
+    from core.errors import InputError
+    from core.why import explain, format_pairs, format_sums, to_dict
+
+    if args.top < 1:
+        raise InputError("--top must be at least 1")
+    model, pooling = _model_and_pooling(args)
+    backend = get_backend(model, args.backend, device=args.device, precision=args.precision)
+    why = explain(backend, args.query, args.text, pooling)
+    if args.json:
+        emit_json({"model": backend.model_name, "backend": backend.backend,
+                   **to_dict(why, hide_special=args.hide_special, top=args.top)})
+        return 0
+    view = why.view(args.hide_special)
+    n, m = why.contributions.shape
+    print(f"score {why.score:.4f}: cosine of the two {backend.model_name} vectors ({pooling} pooling), "
+          f"the sum of {n} x {m} token-pair contributions")
+    if view.hidden_pairs:
+        print(view.describe_hidden())
+    else:
+        specials = why.view(hide_special=True)
+        print(f"the {specials.hidden_pairs} pairs with a special token ([CLS], [SEP]) add "
+              f"{specials.hidden_sum:+.4f} ({specials.hidden_share:.0%} of the score); --hide-special leaves them out")
+    print(f"top pairs: {format_pairs(view.top_pairs(args.top), digits=3) or '(none positive)'}")
+    negative = view.top_pairs(min(args.top, 3), negative=True)
+    if negative:
+        print(f"most negative: {format_pairs(negative, digits=4)}")
+    print(f"query tokens (row sums): {format_sums(view.tokens_a, view.row_sums)}")
+    print(f"hit tokens (column sums): {format_sums(view.tokens_b, view.col_sums)}")
+    return 0
