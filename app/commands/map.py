@@ -12,12 +12,12 @@ import sys
 
 
 def register(sub) -> None:
-    from app.commands.store import _add_store_option
+    from app.commands.store import add_store_option
     from index.corpus_map import DEFAULT_CLUSTERS, DEFAULT_SEED
     from index.map_projection import METHODS
 
     p = sub.add_parser("map", help="a 2-D map of every sentence in a store, clustered and labelled")
-    _add_store_option(p)
+    add_store_option(p)
     p.add_argument("--method", choices=METHODS, default="pca",
                    help="pca (default; exact, deterministic) or umap (needs the optional "
                         "package umap-learn)")

@@ -20,7 +20,7 @@ def _add_model_options(p):
     p.set_defaults(model=None, pooling=None)
 
 
-def _add_store_option(p):
+def add_store_option(p):
     p.add_argument("--store", metavar="STORE", default=None,
                    help="a store folder (FAISS), milvus-lite:FOLDER (embedded Milvus Lite) or "
                         "http(s)://HOST:PORT[/DB][?collection=NAME] (a Milvus server; token from "
@@ -31,7 +31,7 @@ def _add_store_option(p):
 def register(subparsers) -> None:
     p = subparsers.add_parser("ingest", help="embed sentences from .txt/.csv/.jsonl files into a store")
     p.add_argument("files", nargs="+", metavar="FILE", help=".txt (one sentence a line), .csv or .jsonl")
-    _add_store_option(p)
+    add_store_option(p)
     _add_model_options(p)
     p.add_argument("--column", metavar="NAME", help="CSV column holding the text (default: 'text' "
                                                     "or the only column)")
@@ -50,14 +50,14 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("search", help="the stored sentences nearest to a query")
     p.add_argument("query", metavar="QUERY")
-    _add_store_option(p)
+    add_store_option(p)
     _add_model_options(p)
     p.add_argument("-k", type=int, default=10, help="number of results (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_search)
 
     p = subparsers.add_parser("info", help="what a store holds")
-    _add_store_option(p)
+    add_store_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--repair", action="store_true",
                    help="rebuild a damaged index file from the vectors kept in the database")
@@ -65,7 +65,7 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("remove", help="remove sentences from a store by id")
     p.add_argument("ids", nargs="+", type=int, metavar="ID")
-    _add_store_option(p)
+    add_store_option(p)
     p.set_defaults(func=cmd_remove)
 
 
