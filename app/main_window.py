@@ -68,6 +68,7 @@ class MainWindow(QMainWindow):
         self.state.backend_changed.connect(self._on_backend)
         self.state.choice_changed.connect(self._on_choice)
         self.state.inspect_requested.connect(self._on_inspect)
+        self.state.walkthrough_requested.connect(lambda _text: self.show_panel("Step by step"))
         self.state.store_changed.connect(self._on_store)
         self.corpus_panel.count_changed.connect(
             lambda n: self.count_label.setText(f"  {n:,} sentences  "))

@@ -17,6 +17,7 @@ OPTIONAL_PANELS = [
     ("app.attention_panel", "AttentionPanel", "Attention"),
     ("app.fillmask_panel", "FillMaskPanel", "Fill-mask"),
     ("app.train_panel", "TrainPanel", "Train"),
+    ("app.walkthrough_panel", "WalkthroughPanel", "Step by step"),
 ]
 
 

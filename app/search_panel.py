@@ -42,6 +42,10 @@ class SearchPanel(QWidget):
         self.inspect_button.setToolTip("Open the selected hit in the attention inspector, compared with the query "
                                        "(or double-click a hit)")
         self.inspect_button.setEnabled(False)
+        self.walkthrough_button = QPushButton("Step by step")
+        self.walkthrough_button.setObjectName("walkthrough_button")
+        self.walkthrough_button.setToolTip("Follow the selected hit through the encoder, step by step")
+        self.walkthrough_button.setEnabled(False)
         self.info = QLabel("Loading the model …")
         self.info.setObjectName("search_info")
         self.info.setWordWrap(True)
@@ -68,6 +72,7 @@ class SearchPanel(QWidget):
         row.addWidget(self.query, 1)
         row.addWidget(self.k)
         row.addWidget(self.inspect_button)
+        row.addWidget(self.walkthrough_button)
         lay = QVBoxLayout(self)
         lay.addLayout(row)
         lay.addWidget(self.info)
@@ -82,6 +87,9 @@ class SearchPanel(QWidget):
         self.inspect_button.clicked.connect(self.inspect_selected)
         self.table.selectionModel().selectionChanged.connect(
             lambda *_: self.inspect_button.setEnabled(self.table.selectionModel().hasSelection()))
+        self.walkthrough_button.clicked.connect(self.walkthrough_selected)
+        self.table.selectionModel().selectionChanged.connect(
+            lambda *_: self.walkthrough_button.setEnabled(self.table.selectionModel().hasSelection()))
         state.backend_changed.connect(self._on_backend)
         state.corpus_changed.connect(self.search_now)
         state.job_started.connect(self._on_job_started)
@@ -178,6 +186,13 @@ class SearchPanel(QWidget):
         rows = self.table.selectionModel().selectedRows()
         if rows:
             self.inspect_row(rows[0].row())
+
+    def walkthrough_selected(self):
+        """Send the selected hit to the "Step by step" tab."""
+        rows = self.table.selectionModel().selectedRows()
+        hit = self.results.hit(rows[0].row()) if rows else None
+        if hit is not None:
+            self.state.request_walkthrough(hit.text)
 
     # ---- settings ----------------------------------------------------------------------------------
     def restore(self, settings):
