@@ -24,18 +24,21 @@ from .walkthrough_steps_view import StepView, badge_color
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "walkthrough.explain"
-POSITIONS_JOB_KEY = "walkthrough.positions"
+POOLING_JOB_KEY = "walkthrough.pooling"
 EXPORT_JOB_KEY = "walkthrough.export"
 POOLINGS = ("mean", "cls", "max")
 
 
-def explain_fn(backend, text: str, pair: str | None, layer: int, head: int, pooling: str, other: str):
-    """Worker side: the walkthrough for (layer, head) 0-based, and the pooling comparison with
-    ``other`` (the second sentence when it is not read as a pair)."""
+def explain_fn(backend, text: str, pair: str | None, layer: int, head: int, pooling: str):
+    """Worker side: the walkthrough for (layer, head), 0-based."""
     from core import walkthrough as W
-    result = W.explain(backend, text, pair=pair or None, layer=layer, head=head, pooling=pooling)
-    pooling_result = W.pooling_comparison(backend, text, other or None)
-    return result, pooling_result
+    return W.explain(backend, text, pair=pair or None, layer=layer, head=head, pooling=pooling)
+
+
+def pooling_fn(backend, text: str, other: str):
+    """Worker side: CLS vs mean vs max on ``text``, and each one's cosine with ``other``."""
+    from core import walkthrough as W
+    return W.pooling_comparison(backend, text, other or None)
 
 
 def notebook_fn(backend, path: Path, text: str, pair: str | None, layer: int, head: int, pooling: str):
@@ -50,13 +53,14 @@ class WalkthroughPanel(QtWidgets.QWidget):
     step_shown = QtCore.Signal(str)          # a step's name, after it is drawn
     failed = QtCore.Signal(str)
     exported = QtCore.Signal(object)         # the Path of the notebook written
+    pooling_shown = QtCore.Signal(object)    # the pooling comparison, after it is drawn
 
     def __init__(self, state, parent=None, auto_explain: bool = True):
         super().__init__(parent)
         self.state = state
         self.auto_explain = auto_explain     # explain the example as soon as a model is loaded
         self.walkthrough = None
-        self.pooling_result = None
+        self.pooling_result = None           # (request it was computed for, result)
         self._seq = 0                        # number of the latest request; older results are dropped
         self._pending = None                 # the latest request made while a job ran
         self._last_request = None
@@ -226,7 +230,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         seq = self._seq
         self._set_info(f"{self._model_text(backend)} · <i>computing every step …</i>")
         self.state.run(JOB_KEY, explain_fn, backend, text, other if as_pair else None, layer, head, pooling,
-                       "" if as_pair else other, label="Step by step", wants_progress=False,
+                       label="Step by step", wants_progress=False,
                        show_progress=False,
                        on_result=lambda result, s=seq, b=backend: self._on_result(result, s, b),
                        on_error=lambda message, s=seq: self._on_error(message, s),
@@ -260,14 +264,14 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self._set_info(f"<span style='color:#c0392b'>{_html(message)}</span>")
         self.failed.emit(message)
 
-    def set_result(self, walkthrough, pooling_result=None, backend=None) -> None:
+    def set_result(self, walkthrough, backend=None) -> None:
         """Show a Walkthrough (as a worker would hand it; also for screenshots)."""
-        self._on_result((walkthrough, pooling_result), self._seq, backend or self.state.backend)
+        self._on_result(walkthrough, self._seq, backend or self.state.backend)
 
     def _on_result(self, result, seq: int, backend) -> None:
         if seq != self._seq or backend is not self.state.backend:
             return                                     # stale: a newer request or another model
-        walkthrough, self.pooling_result = result
+        walkthrough = result
         current = self.current_step_name()
         self.walkthrough = walkthrough
         for spin, n in ((self.layer_spin, getattr(backend, "n_layers", 1)),
@@ -334,12 +338,39 @@ class WalkthroughPanel(QtWidgets.QWidget):
             return
         step = self.walkthrough.steps[row]
         self.step_view.set_step(self.walkthrough, step)
-        pooled = step.name == "pooled" and self.pooling_result is not None
-        if pooled:
-            self.pooling_view.set_result(self.walkthrough, self.pooling_result)
-        self.pooling_view.setVisible(pooled)
+        self.pooling_view.setVisible(step.name == "pooled")
+        if step.name == "pooled":
+            self._show_pooling()
         self._update_nav()
         self.step_shown.emit(step.name)
+
+    def _pooling_request(self):
+        text, other, as_pair = self._last_request[:3]
+        return self.state.backend, text, "" if as_pair else other
+
+    def _show_pooling(self) -> None:
+        """The CLS / mean / max comparison under the pooled step, computed once per sentence."""
+        request = self._pooling_request()
+        if self.pooling_result is not None and self.pooling_result[0] == request:
+            self.pooling_view.set_result(self.walkthrough, self.pooling_result[1])
+            return
+        self.pooling_view.label.setText("<i>comparing CLS, mean and max pooling …</i>")
+        if self.state.jobs.is_running(POOLING_JOB_KEY) or request[0] is None:
+            return                                     # the running one re-checks when it returns
+        self.state.run(POOLING_JOB_KEY, pooling_fn, *request, label="Pooling comparison",
+                       wants_progress=False, show_progress=False,
+                       on_result=lambda r, q=request: self._on_pooling(q, r),
+                       on_error=lambda m: self.pooling_view.label.setText(
+                           f"<span style='color:#c0392b'>{_html(m)}</span>"))
+
+    def _on_pooling(self, request, result) -> None:
+        self.pooling_result = (request, result)
+        if self.current_step_name() == "pooled":
+            if request == self._pooling_request():
+                self.pooling_view.set_result(self.walkthrough, result)
+                self.pooling_shown.emit(result)
+            else:
+                QtCore.QTimer.singleShot(0, self._show_pooling)   # the sentence changed meanwhile
 
     def _update_nav(self) -> None:
         row, n = self.step_list.currentRow(), self.step_list.count()

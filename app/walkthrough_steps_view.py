@@ -19,7 +19,6 @@ from PySide6.QtCore import Qt
 
 from .heatmap import HeatmapWidget
 
-TOKEN_BY_TOKEN = ("scores", "masked_scores", "weights")   # steps whose columns are tokens too
 MATCH_LIMIT = 1e-5        # a step whose max |difference| from the model is larger shows red
 GREEN, RED, GREY = "#1e7b34", "#c0392b", "#777777"
 SIGNED_COLORMAP = "CET-D1"        # blue - white - red: 0 is white, the sign is the hue
@@ -227,7 +226,7 @@ class StepView(QtWidgets.QWidget):
         self.description.setText(step.description)
         self.formula.setText(step.formula)
         self.shape.setText(step.shape_text)
-        attention = step.name in TOKEN_BY_TOKEN
+        attention = step.col_labels is not None          # token x token: scores, masked scores, weights
         self.heatmap.set_titles("query token" if attention else "token",
                                 "key token" if attention else "dimension",
                                 "weight" if step.name == "weights" else "value")
@@ -262,7 +261,7 @@ class StepView(QtWidgets.QWidget):
         self.side.setVisible(bool(columns))
 
     def _row_clicked(self, i: int) -> None:
-        if self.step is None or self.step.name not in TOKEN_BY_TOKEN or not self._has("weights", "v"):
+        if self.step is None or self.step.col_labels is None or not self._has("weights", "v"):
             return
         w = self.walkthrough
         head_output = w.step("head_output").values if self._has("head_output") else None

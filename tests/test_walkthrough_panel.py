@@ -1,0 +1,160 @@
+"""The "Step by step" tab (app/walkthrough_panel.py and its views) on minilm, the real model."""
+import re
+
+import numpy as np
+import pytest
+from PySide6 import QtCore
+
+from core import walkthrough as W
+
+pytest.importorskip("pytestqt")
+
+from app.state import AppState  # noqa: E402
+from app.walkthrough_panel import WalkthroughPanel  # noqa: E402
+from app.walkthrough_steps_view import GREEN, RED  # noqa: E402
+from tests.app_fixtures import *  # noqa: E402,F401,F403
+
+# 40 tokens with minilm's tokenizer: [CLS] + 38 word pieces + [SEP]
+LONG = ("The old teacher walked slowly to the river because she wanted to see the birds that "
+        "came back every spring, and her students followed her with notebooks and questions about "
+        "the cold water down there.")
+
+
+@pytest.fixture
+def panel(qtbot, minilm):
+    state = AppState()
+    p = WalkthroughPanel(state, auto_explain=False)
+    qtbot.addWidget(p)
+    p.resize(1200, 800)
+    p.show()
+    state.backend = minilm
+    state.backend_changed.emit(minilm)
+    yield p
+    state.shutdown(10000)
+
+
+def explain(qtbot, panel, text=LONG, **kw):
+    with qtbot.waitSignal(panel.explained, timeout=60000) as sig:
+        panel.explain_text(text, **kw)
+    return sig.args[0]
+
+
+def click_cell(qtbot, hm, i, j):
+    qtbot.waitExposed(hm)
+    qtbot.wait(50)                                   # let the axes settle their widths
+    pos = hm.mapFromScene(hm.plot.vb.mapViewToScene(QtCore.QPointF(j, i)))
+    qtbot.mouseClick(hm.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=pos)
+
+
+def expected_badge(diff):
+    """The badge, written independently of app code: '= model (max |Δ| 3e-7)'."""
+    if diff is None:
+        return "not compared with the model"
+    m = re.fullmatch(r"(\d)e([+-])0*(\d+)", f"{diff:.0e}")
+    number = "0" if diff == 0 else f"{m[1]}e{'-' if m[2] == '-' else ''}{m[3]}"
+    return f"{'=' if diff <= 1e-5 else '≠'} model (max |Δ| {number})"
+
+
+def test_walks_every_step_of_a_40_token_sentence(qtbot, panel, minilm):
+    w = explain(qtbot, panel, layer=2, head=3)
+    assert len(w.tokens) == 40 and (w.layer, w.head) == (1, 2)
+    names = [s.name for s in w.steps]
+    assert names == [s.name for s in W.explain(minilm, LONG, layer=1, head=2).steps]
+    panel.show_step(names[0])
+    shown = [panel.current_step_name()]
+    panel.step_shown.connect(shown.append)
+    while panel.next_button.isEnabled():
+        qtbot.mouseClick(panel.next_button, QtCore.Qt.MouseButton.LeftButton)
+    assert shown == names
+    assert panel.position_label.text() == f"Step {len(names)} of {len(names)}"
+    assert not panel.next_button.isEnabled() and panel.prev_button.isEnabled()
+    qtbot.mouseClick(panel.prev_button, QtCore.Qt.MouseButton.LeftButton)
+    assert panel.current_step_name() == names[-2]
+    # each step draws its own numbers, labelled by token
+    for step in w.steps:
+        panel.show_step(step.name)
+        view = panel.step_view
+        assert view.formula.text() == step.formula and view.shape.text() == step.shape_text
+        assert view.description.text() == step.description
+        values = np.asarray(step.values, np.float64)
+        drawn = view.heatmap.raw
+        np.testing.assert_array_equal(drawn, values.reshape(drawn.shape))
+        if values.ndim == 2:
+            assert view.heatmap.row_labels == [str(t) for t in step.row_labels]
+            assert drawn.shape[0] == 40
+    assert panel.step_view.heatmap.tooltip_text(0, 5).endswith(f"<b>{float(w.steps[-1].values[5]):.6g}</b>")
+
+
+def test_badge_shows_the_cores_difference(qtbot, panel):
+    w = explain(qtbot, panel, "The cat sat on the mat.")
+    for step in w.steps:
+        panel.show_step(step.name)
+        badge = panel.step_view.badge
+        assert badge.text() == expected_badge(step.max_abs_diff)
+        color = GREEN if step.max_abs_diff is not None and step.max_abs_diff <= 1e-5 else RED
+        if step.max_abs_diff is not None:
+            assert color in badge.styleSheet()
+
+
+def test_clicking_a_weights_row_builds_head_output(qtbot, panel):
+    w = explain(qtbot, panel, "The animal didn't cross the street because it was tired.", layer=3, head=2)
+    panel.show_step("weights")
+    view = panel.step_view
+    assert view.build_up.isVisible()
+    i = w.tokens.index("it")
+    with qtbot.waitSignal(view.row_clicked, timeout=5000) as sig:
+        click_cell(qtbot, view.heatmap, i, 2)
+    assert sig.args == [i]
+    rows = view.build_up.rows
+    weights, v = w.step("weights").values, w.step("v").values
+    T = len(w.tokens)
+    assert rows.shape == (T + 1, v.shape[1])
+    for j in range(T):                                # each term is weights[i, j] * v[j]
+        np.testing.assert_allclose(rows[j], weights[i, j] * v[j], rtol=1e-12)
+    np.testing.assert_allclose(rows[-1], w.step("head_output").values[i], atol=1e-6)
+    np.testing.assert_allclose(view.build_up.heatmap.raw[-1], w.step("head_output").values[i], atol=1e-6)
+    assert repr(w.tokens[i]) in view.build_up.heatmap.plot.titleLabel.text
+
+
+def test_empty_text_gives_a_hint_not_an_error(qtbot, panel):
+    errors = []
+    panel.state.error.connect(errors.append)
+    panel.explain_text("   ")
+    assert "Type a sentence" in panel.info_label.text()
+    assert not panel.state.jobs.busy and not errors
+
+
+def test_long_text_says_how_many_tokens_were_cut(qtbot, panel, minilm):
+    text = " ".join(["word"] * 600)
+    w = explain(qtbot, panel, text)
+    full = len(minilm.tokenizer(text, truncation=False)["input_ids"])
+    assert len(w.tokens) == minilm.max_length and w.truncated == full - minilm.max_length
+    assert f"so {w.truncated} were cut" in panel.info_label.text()
+
+
+def test_latest_request_wins(qtbot, panel):
+    panel.explain_text("The first sentence.")
+    panel.explain_text("A second one.")
+    with qtbot.waitSignal(panel.explained, timeout=60000) as sig:
+        panel.explain_text("The third and last sentence.")
+    assert "third" in sig.args[0].tokens
+    qtbot.waitUntil(lambda: not panel.state.jobs.busy, timeout=60000)
+    assert "third" in panel.walkthrough.tokens
+
+
+def test_search_sends_a_sentence_to_the_tab(qtbot, make_window, tiny_store_template):
+    win = make_window(tiny_store_template)
+    panel = win.optional_panels["Step by step"]
+    search = win.search_panel
+    with qtbot.waitSignal(search.results_shown, timeout=60000) as sig:
+        search.query.setText("a cat on a mat")
+    hit = sig.args[0].hits[0]
+    assert search.walkthrough_button.isEnabled()
+    qtbot.waitUntil(lambda: not win.state.jobs.busy, timeout=60000)
+    with qtbot.waitSignal(panel.explained, timeout=60000) as got:
+        qtbot.mouseClick(search.walkthrough_button, QtCore.Qt.MouseButton.LeftButton)
+    assert win.tabs.tabText(win.tabs.currentIndex()) == "Step by step"
+    assert panel.text_edit.text() == hit.text
+    tokens = win.state.backend.tokenizer.convert_ids_to_tokens(
+        win.state.backend.tokenizer(hit.text)["input_ids"])
+    assert got.args[0].tokens == tokens
