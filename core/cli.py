@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_gui)
 
     # Commands that live next to their subsystem.
-    for module in ("index.cli", "index.migrate", "core.train_cli"):
+    for module in ("index.cli", "index.migrate", "core.train_cli", "app.commands.explain"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as e:

@@ -39,6 +39,7 @@ PRE_ORDER = ("token_embeddings", "position_embeddings", "token_type_embeddings",
              "ffn_hidden", "ffn_activation", "ffn_output", "residual_2", "final_layernorm", "pooled",
              "normalized")
 TOKEN_BY_TOKEN = ("scores", "masked_scores", "weights")     # steps whose columns are tokens too
+TOLERANCE = 1e-5                 # a step "equals the model's" when max |Δ| is at most this
 LAYER_NORMS = ("embeddings_layernorm", "layernorm_1", "layernorm_2", "final_layernorm")
 
 

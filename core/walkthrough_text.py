@@ -104,7 +104,7 @@ def describe(name: str, cfg, T: int, layer: int, head: int, pooling: str) -> dic
             f"{td} + {td} → {td}"),
         "layernorm_2": (
             f"LayerNorm 2, layer {L}" + (" (before the FFN)" if pre else " = the layer's output"),
-            ("LN₂(R₁)" if pre else "LN₂(R₁ + FFN(R₁))") + "   with   " + ln_formula,
+            ("LN₂(R₁)" if pre else "LN₂(Y + FFN(Y)), Y = LN₁ output") + "   with   " + ln_formula,
             ln_desc + (" In a pre-norm model this prepares the input of the feed-forward network."
                        if pre else " Its result is this layer's output, the next layer's input."),
             f"{td} → {td}"),

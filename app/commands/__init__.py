@@ -1,0 +1,1 @@
+"""Subcommands of `encoderscope`, one module each: `register(subparsers)` adds its parser."""
