@@ -289,6 +289,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
             item.setToolTip(step.shape_text)
             self.step_list.addItem(item)
         self.step_list.blockSignals(False)
+        self.step_list.setMinimumWidth(min(340, self.step_list.sizeHintForColumn(0) + 28))
         self._set_info(self._summary(walkthrough, backend))
         self.export_button.setEnabled(True)
         names = [s.name for s in walkthrough.steps]

@@ -55,12 +55,15 @@ def as_matrix(values) -> np.ndarray:
 
 
 def color_levels(m: np.ndarray, signed: bool) -> tuple[float, float]:
-    """Colour scale over the finite values (masked scores hold -inf or -1e30 for masked keys)."""
+    """Colour scale over the finite values (masked scores hold -inf or -1e30 for masked keys).
+    Signed matrices of many numbers are scaled to their 99.5th |percentile|: a few outlier
+    dimensions (common in trained encoders) would otherwise wash every other cell out to white."""
     finite = m[np.isfinite(m) & (np.abs(m) < 1e29)]
     if not finite.size:
         return 0.0, 1.0
     if signed:
-        top = float(np.abs(finite).max()) or 1.0
+        magnitudes = np.abs(finite)
+        top = float(np.percentile(magnitudes, 99.5) if finite.size > 200 else magnitudes.max()) or 1.0
         return -top, top
     return min(0.0, float(finite.min())), float(finite.max())
 
@@ -136,7 +139,7 @@ class BuildUpView(QtWidgets.QWidget):
         self.label.setObjectName("walkthrough_buildup_label")
         self.label.setWordWrap(True)
         self.label.setTextFormat(Qt.TextFormat.RichText)
-        self.heatmap = MatrixHeatmap(self, row_title="weights[i, j] · v[j]", col_title="head dimension")
+        self.heatmap = MatrixHeatmap(self, row_title="weights[i, j] · v[j] (weight · token)", col_title="head dimension")
         self.heatmap.setMinimumHeight(160)
         lay.addWidget(self.label)
         lay.addWidget(self.heatmap, 1)
@@ -150,7 +153,7 @@ class BuildUpView(QtWidgets.QWidget):
         self.query = i
         self.total = terms.sum(axis=0)
         self.rows = np.vstack([terms, self.total[None, :]])
-        labels = [f"{weights[i, j]:.3f} · v({tok})" for j, tok in enumerate(tokens)] + ["Σ = head_output"]
+        labels = [f"{weights[i, j]:.3f}·{tok}" for j, tok in enumerate(tokens)] + ["Σ = head_output"]
         self.heatmap.show_matrix(self.rows, labels, title=f"Weighted sum of V for query {tokens[i]!r} (row {i})",
                                  signed=True)
         top = np.argsort(-weights[i])[:3]
@@ -205,13 +208,18 @@ class StepView(QtWidgets.QWidget):
         self.heatmap = MatrixHeatmap(self)
         self.heatmap.setMinimumHeight(220)
         self.heatmap.cell_clicked.connect(lambda i, _j: self._row_clicked(i))
-        self.side = MatrixHeatmap(self, col_title="")        # per-token extras (LayerNorm mean, var)
-        self.side.setMinimumWidth(200)
+        self.side = QtWidgets.QTableWidget(self)          # per-token extras (a LayerNorm's mean, var)
+        self.side.setObjectName("walkthrough_extras")
+        self.side.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.side.verticalHeader().setVisible(False)
+        self.side.setMinimumWidth(230)
+        self.side.setMaximumWidth(300)
         self.build_up = BuildUpView(self)
         self.split.addWidget(self.heatmap)
         self.split.addWidget(self.side)
         self.split.addWidget(self.build_up)
         self.split.setStretchFactor(0, 3)
+        self.split.setStretchFactor(1, 0)
         self.split.setStretchFactor(2, 2)
         lay.addWidget(self.split, 1)
         self.side.hide()
@@ -254,10 +262,17 @@ class StepView(QtWidgets.QWidget):
         self.extra.setText(" · ".join(f"{html.escape(k)} = {float(v):.6g}" for k, v in scalars.items()))
         self.extra.setVisible(bool(scalars))
         if columns:
-            self.side.set_titles("token", "per token")
-            self.side.show_matrix(np.stack(list(columns.values()), axis=1), step.row_labels,
-                                  list(columns), title=" and ".join(columns), signed=False)
-            self.side.setMaximumWidth(280)
+            self.side.clear()
+            self.side.setColumnCount(1 + len(columns))
+            self.side.setRowCount(rows)
+            self.side.setHorizontalHeaderLabels(["token", *columns])
+            for i, token in enumerate(step.row_labels):
+                self.side.setItem(i, 0, QtWidgets.QTableWidgetItem(str(token)))
+                for c, values in enumerate(columns.values(), start=1):
+                    item = QtWidgets.QTableWidgetItem(f"{values[i]:.4g}")
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                    self.side.setItem(i, c, item)
+            self.side.resizeColumnsToContents()
         self.side.setVisible(bool(columns))
 
     def _row_clicked(self, i: int) -> None:

@@ -9,10 +9,10 @@ from core import walkthrough as W
 
 pytest.importorskip("pytestqt")
 
-from app.state import AppState  # noqa: E402
-from app.walkthrough_panel import WalkthroughPanel  # noqa: E402
-from app.walkthrough_steps_view import GREEN, RED  # noqa: E402
-from tests.app_fixtures import *  # noqa: E402,F401,F403
+from app.state import AppState
+from app.walkthrough_panel import WalkthroughPanel
+from app.walkthrough_steps_view import GREEN, RED
+from tests.app_fixtures import *
 
 # 40 tokens with minilm's tokenizer: [CLS] + 38 word pieces + [SEP]
 LONG = ("The old teacher walked slowly to the river because she wanted to see the birds that "
