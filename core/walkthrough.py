@@ -87,6 +87,8 @@ class Walkthrough:
     steps: list                     # Step objects, in the order the encoder computes them
     note: str = ""                  # e.g. why an hf backend's steps are our encoder's numbers
     max_length: int = 0             # the model's maximum tokens (specials included)
+    text: str = ""                  # the sentence walked through
+    pair: str | None = None         # the second sentence of a pair, if any
 
     def step(self, name: str) -> Step:
         for s in self.steps:
@@ -100,7 +102,7 @@ class Walkthrough:
 
     def to_dict(self) -> dict:
         """The CLI's JSON: 1-based layer and head, every step's full values."""
-        return {"model": self.model, "tokens": self.tokens, "ids": self.ids,
+        return {"model": self.model, "text": self.text, "pair": self.pair, "tokens": self.tokens, "ids": self.ids,
                 "token_type_ids": self.token_type_ids, "layer": self.layer + 1, "head": self.head + 1,
                 "pooling": self.pooling, "norm": self.norm, "truncated": self.truncated,
                 "max_length": self.max_length, "note": self.note,
@@ -274,7 +276,8 @@ def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: i
             scale=float(np.abs(values).max()), extra=extra))
     return Walkthrough(model=backend.model_name, tokens=list(tokens), ids=ids, token_type_ids=types,
                        layer=layer, head=head, pooling=pooling, norm=cfg.norm, truncated=cut,
-                       steps=steps, note=note, max_length=ref.max_length)
+                       steps=steps, note=note, max_length=ref.max_length, text=text,
+                       pair=pair if pair and pair.strip() else None)
 
 
 def _ln_input(name: str, v: dict, cfg) -> np.ndarray:
