@@ -10,6 +10,7 @@ The numbers come from ``core.walkthrough.positions_view`` and ``permutation_demo
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 import numpy as np
 from PySide6 import QtCore, QtWidgets
@@ -24,9 +25,9 @@ SEED = 0
 
 def positions_fn(backend, text: str, layer: int, n_positions: int = N_POSITIONS, seed: int = SEED):
     """Worker side: the position tables and the permutation demo on ``text``."""
-    from core import walkthrough as W
-    return (W.positions_view(backend, n_positions),
-            W.permutation_demo(backend, text, seed=seed, layer=layer))
+    from core.positions_demo import permutation_demo, positions_view
+    return (positions_view(backend, n_positions),
+            permutation_demo(backend, text, seed=seed, layer=layer))
 
 
 class PositionsView(QtWidgets.QWidget):
@@ -116,11 +117,13 @@ class PositionsView(QtWidgets.QWidget):
         if seq != self._seq or backend is not self.state.backend:
             return
         self._shown_for = (backend, text, layer)
-        self.set_result(*result)
+        self.set_result(*result, model=str(getattr(backend, "model_name", "")))
 
     # ---- drawing ------------------------------------------------------------------------------
-    def set_result(self, positions, demo) -> None:
+    def set_result(self, positions, demo, model: str = "the model") -> None:
+        """``positions`` a core.positions_demo.PositionsView, ``demo`` its PermutationDemo."""
         self.positions, self.demo = positions, demo
+        model = Path(model).name or model
         P = positions.sinusoidal.shape[0]
         rows = [str(p) for p in range(P)]
         self.sin_table.show_matrix(positions.sinusoidal, rows, title="Sinusoidal table: sin / cos of position "
@@ -134,33 +137,37 @@ class PositionsView(QtWidgets.QWidget):
         self.learned_note.setVisible(not has_learned)
         if has_learned:
             self.learned_table.show_matrix(learned, rows[:len(learned)],
-                                           title=f"{positions.model}: learned position table", signed=True)
+                                           title=f"{model}: learned position table", signed=True)
             self.learned_cosine.show_matrix(positions.learned_cosine, rows[:len(learned)], rows[:len(learned)],
-                                            title=f"{positions.model}: cosine between learned positions",
+                                            title=f"{model}: cosine between learned positions",
                                             signed=True)
         else:
-            self.learned_note.setText(f"{html.escape(str(positions.model))} has no learned position table: "
+            self.learned_note.setText(f"{html.escape(model)} has no learned position table: "
                                       "it adds the sinusoidal table on the left.")
-        waves = np.asarray(positions.wavelengths, np.float64)
-        picks = sorted({0, 1, 2, len(waves) // 4, len(waves) // 2, len(waves) - 1})
+        waves = np.asarray(positions.wavelengths, np.float64)           # one per column, pairs equal
+        D = len(waves)
+        picks = sorted({0, 2, 4, (D // 4) // 2 * 2, (D // 2) // 2 * 2, (D - 1) // 2 * 2})
         self.wavelengths.setText(
-            "<b>Wavelengths</b> of the sinusoidal dimensions (2π·10000^(2i/D)): "
-            + ", ".join(f"dims {2 * i}/{2 * i + 1}: {waves[i]:,.1f}" for i in picks if i < len(waves))
-            + " positions. Fast columns tell neighbours apart, slow ones say roughly where in the text.")
-        self.info.setText(f"Positions 0–{P - 1} of <b>{html.escape(str(positions.model))}</b>.")
+            "<b>Wavelengths</b> of the sinusoidal columns, 2π·10000^(2i/D) positions: "
+            + ", ".join(f"columns {c}/{c + 1}: {waves[c]:,.1f}" for c in picks if c + 1 < D)
+            + ". Fast columns tell neighbours apart; slow ones say roughly where in the text a token is.")
+        uses = ("learned rows (right)" if positions.model_positions == "learned"
+                else "the sinusoidal table (left)")
+        self.info.setText(f"Positions 0–{P - 1}. <b>{html.escape(model)}</b> adds {uses} to each token's "
+                          "embedding: the only place word order enters the encoder.")
         self.demo_label.setText(demo_html(demo))
         self.shown.emit(positions, demo)
 
 
 def demo_html(demo) -> str:
     """The two claims of the permutation demo, with their numbers."""
-    same = demo.diff_without_positions <= MATCH_LIMIT
-    differs = demo.diff_with_positions > MATCH_LIMIT
+    same = demo.without_positions_diff <= MATCH_LIMIT
+    differs = demo.with_positions_diff > MATCH_LIMIT
     return (f"Original: <i>{html.escape(' '.join(demo.tokens))}</i><br>"
-            f"Shuffled: <i>{html.escape(' '.join(demo.permuted_tokens))}</i><br>"
+            f"Shuffled: <i>{html.escape(' '.join(demo.shuffled_tokens))}</i><br>"
             f"<b>Without positions</b>, layer {demo.layer + 1}'s attention output for the shuffled text is the "
-            f"original's rows in the shuffled order: max |Δ| = <b>{format_diff(demo.diff_without_positions)}</b> "
+            f"original's rows in the shuffled order: max |Δ| = <b>{format_diff(demo.without_positions_diff)}</b> "
             f"{'✔ the same rows, permuted' if same else '✘ not just permuted'}.<br>"
-            f"<b>With positions</b> it is not: max |Δ| = <b>{demo.diff_with_positions:.3g}</b> "
+            f"<b>With positions</b> it is not: max |Δ| = <b>{demo.with_positions_diff:.3g}</b> "
             f"{'✔ the order changed the numbers' if differs else '✘ order made no difference'}. "
             "Self-attention alone is blind to order; the position vectors are what tell the words apart.")

@@ -20,7 +20,7 @@ from PySide6.QtCore import Qt
 
 from .positions_view import PositionsView
 from .walkthrough_pooling_view import PoolingView
-from .walkthrough_steps_view import StepView, badge_color
+from .walkthrough_steps_view import MATCH_LIMIT, StepView, badge_color
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "walkthrough.explain"
@@ -37,8 +37,8 @@ def explain_fn(backend, text: str, pair: str | None, layer: int, head: int, pool
 
 def pooling_fn(backend, text: str, other: str):
     """Worker side: CLS vs mean vs max on ``text``, and each one's cosine with ``other``."""
-    from core import walkthrough as W
-    return W.pooling_comparison(backend, text, other or None)
+    from core.positions_demo import pooling_comparison
+    return pooling_comparison(backend, text, other or None)
 
 
 def notebook_fn(backend, path: Path, text: str, pair: str | None, layer: int, head: int, pooling: str):
@@ -298,18 +298,22 @@ class WalkthroughPanel(QtWidgets.QWidget):
 
     def _summary(self, w, backend) -> str:
         T = len(w.tokens)
-        checked = [s.max_abs_diff for s in w.steps if s.max_abs_diff is not None]
-        worst = max(checked) if checked else None
+        checked = sum(s.max_abs_diff is not None for s in w.steps)
         text = (f"{self._model_text(backend)} · {T} tokens · layer {w.layer + 1}, head {w.head + 1} · "
                 f"{w.pooling} pooling · {len(w.steps)} steps")
-        if worst is not None:
-            ok = worst <= 1e-5
-            text += (f" · <span style='color:{badge_color(worst)}'>{len(checked)} checked against the model, "
-                     f"{'all equal' if ok else 'NOT all equal'} (largest |Δ| {worst:.1e})</span>")
-        if getattr(w, "truncated", 0):
-            max_len = getattr(backend, "max_length", T)
+        if checked:
+            worst = w.worst_diff
+            text += (f" · <span style='color:{badge_color(worst)}'>{checked} checked against the model, "
+                     f"{'all equal' if worst <= MATCH_LIMIT else 'NOT all equal'} (largest |Δ| {worst:.1e})"
+                     f"</span>")
+        if w.truncated:
+            pair = self._last_request is not None and self._last_request[2]
+            where = "from the end of the longer sentence" if pair else "from the end"
             text += (f" · <span style='color:#b35900'><b>truncated:</b> the text is {T + w.truncated} tokens "
-                     f"and the model reads at most {max_len}, so {w.truncated} were cut from the end</span>")
+                     f"and the model reads at most {w.max_length or T}, so {w.truncated} were cut "
+                     f"{where}</span>")
+        if w.note:
+            text += f"<br><span style='color:#b35900'>{_html(w.note)}</span>"
         return text
 
     # ---- walking ----------------------------------------------------------------------------------
@@ -353,7 +357,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         """The CLS / mean / max comparison under the pooled step, computed once per sentence."""
         request = self._pooling_request()
         if self.pooling_result is not None and self.pooling_result[0] == request:
-            self.pooling_view.set_result(self.walkthrough, self.pooling_result[1])
+            self.pooling_view.set_result(self.walkthrough, self.pooling_result[1], request[2])
             return
         self.pooling_view.label.setText("<i>comparing CLS, mean and max pooling …</i>")
         if self.state.jobs.is_running(POOLING_JOB_KEY) or request[0] is None:
@@ -368,7 +372,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.pooling_result = (request, result)
         if self.current_step_name() == "pooled":
             if request == self._pooling_request():
-                self.pooling_view.set_result(self.walkthrough, result)
+                self.pooling_view.set_result(self.walkthrough, result, request[2])
                 self.pooling_shown.emit(result)
             else:
                 QtCore.QTimer.singleShot(0, self._show_pooling)   # the sentence changed meanwhile

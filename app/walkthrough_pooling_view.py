@@ -28,9 +28,10 @@ class PoolingView(QtWidgets.QWidget):
         lay.addWidget(self.label)
         lay.addWidget(self.heatmap, 1)
 
-    def set_result(self, walkthrough, result) -> None:
+    def set_result(self, walkthrough, result, other: str = "") -> None:
+        """``result`` a core.positions_demo.PoolingComparison; ``other`` the second sentence."""
         self.result = result
-        names = list(result.vectors)
+        names = list(result.poolings)
         self.heatmap.show_matrix(np.stack([np.asarray(result.vectors[n]) for n in names]), names,
                                  title="The sentence as one unit vector, by each pooling", signed=True)
         rows = "".join(
@@ -41,7 +42,6 @@ class PoolingView(QtWidgets.QWidget):
         head = ("<tr><th align='left'>pooling</th><th align='left'>&nbsp;how</th>"
                 + ("<th align='right'>&nbsp;cosine with the second sentence</th>" if result.cosines else "")
                 + "</tr>")
-        other = getattr(result, "other", None)
         tail = (f"Second sentence: <i>{html.escape(other)}</i>" if result.cosines and other
                 else "Type a second sentence (not read as a pair) to see the cosine each pooling gives.")
         self.label.setText(f"<b>CLS vs mean vs max</b><table>{head}{rows}</table>{tail}")

@@ -17,9 +17,11 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
+from core.walkthrough import TOLERANCE as MATCH_LIMIT
+
 from .heatmap import HeatmapWidget
 
-MATCH_LIMIT = 1e-5        # a step whose max |difference| from the model is larger shows red
+# a step whose max |difference| from the model is above MATCH_LIMIT shows red
 GREEN, RED, GREY = "#1e7b34", "#c0392b", "#777777"
 SIGNED_COLORMAP = "CET-D1"        # blue - white - red: 0 is white, the sign is the hue
 
@@ -80,6 +82,8 @@ class MatrixHeatmap(HeatmapWidget):
     def __init__(self, parent=None, row_title="token", col_title="dimension", value_name="value"):
         super().__init__(parent, row_title=row_title, col_title=col_title)
         self.value_name = value_name
+        for axis in (self.left_axis, self.top_axis):
+            axis.enableAutoSIPrefix(False)        # labels, not quantities: never "token (x0.001)"
         self.colorbar.getAxis("right").setLabel(value_name, color=self.fg.name())
 
     def set_titles(self, row_title: str, col_title: str, value_name: str = "value") -> None:
@@ -118,14 +122,18 @@ class Badge(QtWidgets.QLabel):
         self.setObjectName("walkthrough_badge")
         self.set_diff(None)
 
-    def set_diff(self, diff: float | None) -> None:
+    def set_diff(self, diff: float | None, fp32_diff: float | None = None, fp32_rel: float | None = None) -> None:
         color = badge_color(diff)
         self.setText(badge_text(diff))
         self.setStyleSheet(f"QLabel {{ color: white; background: {color}; border-radius: 8px; "
                            f"padding: 2px 8px; font-weight: bold; }}")
-        self.setToolTip("The largest |difference| between this matrix, computed step by step in NumPy, "
-                        "and the same intermediate captured from the torch encoder on the same input"
-                        if diff is not None else "The core did not compare this step with the model")
+        tip = ("The largest |difference| between this matrix, computed step by step in NumPy, and the same "
+               "intermediate captured from the torch encoder's forward pass on the same input (same weights, "
+               "float64)" if diff is not None else "The core did not compare this step with the model")
+        if fp32_diff is not None:
+            tip += (f".\nAgainst the fp32 forward pass the app embeds with: max |Δ| {fp32_diff:.1e}"
+                    + (f" ({fp32_rel:.1e} of the largest value: fp32 rounding)" if fp32_rel is not None else ""))
+        self.setToolTip(tip)
 
 
 class BuildUpView(QtWidgets.QWidget):
@@ -221,7 +229,8 @@ class StepView(QtWidgets.QWidget):
         self.split.setStretchFactor(0, 3)
         self.split.setStretchFactor(1, 0)
         self.split.setStretchFactor(2, 2)
-        lay.addWidget(self.split, 1)
+        lay.addWidget(self.split, 100)
+        lay.addStretch(1)             # takes the room a one-row heatmap (a vector) leaves
         self.side.hide()
         self.build_up.hide()
 
@@ -230,7 +239,8 @@ class StepView(QtWidgets.QWidget):
         self.walkthrough, self.step = walkthrough, step
         index = [s.name for s in walkthrough.steps].index(step.name)
         self.title.setText(f"{index + 1}. {step.title}")
-        self.badge.set_diff(step.max_abs_diff)
+        self.badge.set_diff(step.max_abs_diff, getattr(step, "fp32_max_abs_diff", None),
+                            getattr(step, "fp32_rel_diff", None))
         self.description.setText(step.description)
         self.formula.setText(step.formula)
         self.shape.setText(step.shape_text)
@@ -241,6 +251,8 @@ class StepView(QtWidgets.QWidget):
         self.heatmap.show_matrix(step.values, step.row_labels, step.col_labels, title=step.title,
                                  signed=None if step.name != "weights" else False)
         vector = self.heatmap.matrix.shape[0] == 1
+        if vector:
+            self.heatmap.set_titles("", "dimension")
         self.heatmap.setMaximumHeight(190 if vector else 16777215)
         self.heatmap.setMinimumHeight(150 if vector else 220)
         self._show_extra(step)

@@ -158,3 +158,52 @@ def test_search_sends_a_sentence_to_the_tab(qtbot, make_window, tiny_store_templ
     tokens = win.state.backend.tokenizer.convert_ids_to_tokens(
         win.state.backend.tokenizer(hit.text)["input_ids"])
     assert got.args[0].tokens == tokens
+
+
+def test_positions_view_draws_the_tables(qtbot, panel, minilm):
+    view = panel.positions_view
+    with qtbot.waitSignal(view.shown, timeout=120000):
+        panel.set_view(1)
+    P, D = view.sin_table.raw.shape
+    assert D == minilm.dim and P == 64
+    p, i = np.arange(P)[:, None], np.arange(D)[None, :]
+    angle = p / 10000 ** ((i // 2 * 2) / D)                  # PE[p, 2k] = sin, PE[p, 2k+1] = cos
+    np.testing.assert_allclose(view.sin_table.raw, np.where(i % 2 == 0, np.sin(angle), np.cos(angle)), atol=1e-12)
+    learned = minilm.encoder.embeddings.position_embeddings.weight[:P].detach().double().numpy()
+    np.testing.assert_allclose(view.learned_table.raw, learned, atol=1e-7)
+    unit = learned / np.linalg.norm(learned, axis=1, keepdims=True)
+    np.testing.assert_allclose(view.learned_cosine.raw, unit @ unit.T, atol=1e-9)
+    assert view.learned_table.isVisibleTo(panel) and not view.learned_note.isVisibleTo(panel)
+    assert "6.3" in view.wavelengths.text()                   # 2π for the fastest pair of columns
+
+
+def test_permutation_demo_claims_hold_as_displayed(qtbot, panel):
+    panel.text_edit.setText("the quick brown fox jumps over the lazy dog")
+    panel.layer_spin.setValue(1)
+    view = panel.positions_view
+    with qtbot.waitSignal(view.shown, timeout=120000):
+        panel.set_view(1)
+    demo, text = view.demo, view.demo_label.text()
+    perm = demo.permutation
+    assert [demo.tokens[j] for j in perm] == demo.shuffled_tokens != demo.tokens
+    without = re.search(r"Without positions.*?max \|Δ\| = <b>([^<]+)</b>", text)[1]
+    with_ = re.search(r"With positions.*?max \|Δ\| = <b>([^<]+)</b>", text)[1]
+    original, moved = demo.without_positions                 # (T, D) each: the attention outputs
+    measured = float(np.abs(moved - original[perm]).max())
+    assert measured <= 1e-5 and float(without) == pytest.approx(measured, rel=0.5)   # shown to 1 digit
+    original, moved = demo.with_positions
+    measured = float(np.abs(moved - original[perm]).max())
+    assert measured > 1e-2 and float(with_) == pytest.approx(measured, rel=1e-2)
+    assert "✔ the same rows, permuted" in text and "✔ the order changed the numbers" in text
+
+
+def test_pooling_step_compares_cls_mean_max(qtbot, panel, minilm):
+    text, other = "A cat sleeps on the sofa.", "A kitten naps on the couch."
+    explain(qtbot, panel, text, other=other)
+    with qtbot.waitSignal(panel.pooling_shown, timeout=60000):
+        panel.show_step("pooled")
+    label = panel.pooling_view.label.text()
+    for pooling in ("cls", "mean", "max"):
+        a, b = minilm.embed([text, other], pooling=pooling)
+        assert re.search(rf"<b>{pooling}</b>.*?{float(a @ b):.4f}", label)
+    assert panel.pooling_view.heatmap.row_labels == ["mean", "cls", "max"]
