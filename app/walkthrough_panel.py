@@ -41,11 +41,10 @@ def pooling_fn(backend, text: str, other: str):
     return pooling_comparison(backend, text, other or None)
 
 
-def notebook_fn(backend, path: Path, text: str, pair: str | None, layer: int, head: int, pooling: str):
+def notebook_fn(walkthrough, backend, path: Path):
     """Worker side of "Export notebook…": what ``encoderscope explain TEXT --notebook`` writes."""
-    from core import walkthrough_notebook as N
-    return N.write_notebook(backend, text, Path(path), pair=pair or None, layer=layer, head=head,
-                            pooling=pooling)
+    from core.notebook_export import write_notebook
+    return write_notebook(walkthrough, backend, path)
 
 
 class WalkthroughPanel(QtWidgets.QWidget):
@@ -60,6 +59,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.state = state
         self.auto_explain = auto_explain     # explain the example as soon as a model is loaded
         self.walkthrough = None
+        self.walkthrough_backend = None      # the backend that computed self.walkthrough
         self.pooling_result = None           # (request it was computed for, result)
         self._seq = 0                        # number of the latest request; older results are dropped
         self._pending = None                 # the latest request made while a job ran
@@ -273,7 +273,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
             return                                     # stale: a newer request or another model
         walkthrough = result
         current = self.current_step_name()
-        self.walkthrough = walkthrough
+        self.walkthrough, self.walkthrough_backend = walkthrough, backend
         for spin, n in ((self.layer_spin, getattr(backend, "n_layers", 1)),
                         (self.head_spin, getattr(backend, "n_heads", 1))):
             spin.blockSignals(True)
@@ -394,7 +394,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
     # ---- export ------------------------------------------------------------------------------------
     def export_notebook(self, path=None):
         """Write the notebook for the sentence shown, in a worker. Returns the Job (or None)."""
-        if self.walkthrough is None or self._last_request is None:
+        if self.walkthrough is None:
             return None
         if path is None:
             path, _ = QtWidgets.QFileDialog.getSaveFileName(
@@ -404,10 +404,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
                 return None
         path = Path(path)
         self.last_dir = path.parent
-        text, other, as_pair, layer, head, pooling = self._last_request
-        return self.state.run(EXPORT_JOB_KEY, notebook_fn, self.state.backend, path, text,
-                              other if as_pair else None, layer, head, pooling, label="Exporting the notebook",
-                              wants_progress=False, show_progress=True,
+        return self.state.run(EXPORT_JOB_KEY, notebook_fn, self.walkthrough, self.walkthrough_backend, path,
+                              label="Exporting the notebook", wants_progress=False, show_progress=True,
                               on_result=lambda _out, p=path: self._exported(p),
                               on_error=lambda message, p=path: self.state.error.emit(
                                   f"Could not write {p}: {message}"))

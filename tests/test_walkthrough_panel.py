@@ -207,3 +207,24 @@ def test_pooling_step_compares_cls_mean_max(qtbot, panel, minilm):
         a, b = minilm.embed([text, other], pooling=pooling)
         assert re.search(rf"<b>{pooling}</b>.*?{float(a @ b):.4f}", label)
     assert panel.pooling_view.heatmap.row_labels == ["mean", "cls", "max"]
+
+
+def test_export_notebook_writes_what_the_cli_writes(qtbot, panel, tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    text = "The cat sat on the mat."
+    explain(qtbot, panel, text, layer=2, head=3)
+    with qtbot.waitSignal(panel.exported, timeout=60000) as sig:
+        panel.export_notebook(tmp_path / "app.ipynb")
+    assert sig.args[0] == tmp_path / "app.ipynb"
+    root = Path(__file__).resolve().parent.parent
+    cli = Path(sys.executable).with_name("encoderscope")
+    subprocess.run([str(cli), "explain", text, "--model", "minilm", "--layer", "2", "--head", "3",
+                    "--notebook", str(tmp_path / "cli.ipynb")], check=True, timeout=600, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(root)})
+    app_nb, cli_nb = (json.loads((tmp_path / f"{n}.ipynb").read_text()) for n in ("app", "cli"))
+    assert [c["source"] for c in app_nb["cells"]] == [c["source"] for c in cli_nb["cells"]]
+    assert len(app_nb["cells"]) > len(panel.walkthrough.steps)
