@@ -56,6 +56,8 @@ screenshots: setup
 		--init minilm --objective mlm --steps 300 --seed 0 --out $(SHOT_MLM) --overwrite
 	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.screenshots_inspector \
 		docs/screenshots --mlm-model $(SHOT_MLM)
+	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.screenshots_walkthrough \
+		docs/screenshots
 
 clean:
 	rm -rf $(VENV) build *.egg-info

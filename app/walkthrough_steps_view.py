@@ -294,6 +294,7 @@ class StepView(QtWidgets.QWidget):
         head_output = w.step("head_output").values if self._has("head_output") else None
         self.build_up.show_query(i, list(w.tokens), np.asarray(w.step("weights").values),
                                  np.asarray(w.step("v").values), head_output)
+        self.heatmap.left_axis.set_highlight(i)       # the query being built up, in red
         self.row_clicked.emit(i)
 
 
