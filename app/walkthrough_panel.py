@@ -57,7 +57,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
     def __init__(self, state, parent=None, auto_explain: bool = True):
         super().__init__(parent)
         self.state = state
-        self.auto_explain = auto_explain     # explain the example as soon as a model is loaded
+        self.auto_explain = auto_explain     # explain the example once a model is loaded and the tab shown
         self.walkthrough = None
         self.walkthrough_backend = None      # the backend that computed self.walkthrough
         self.pooling_result = None           # (request it was computed for, result)
@@ -249,13 +249,23 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.explain_button.setEnabled(True)
         self.positions_view.backend_changed(backend)
         request = self._pending or self._last_request
-        if request is None and self.auto_explain and self.text_edit.text().strip():
-            self.explain_current()
-        elif request is not None:
+        if request is None:
+            self._auto_explain()
+        else:
             self._pending = None
             self._start(request)                       # same sentence, the newly chosen model
-        else:
-            self._set_info(f"{self._model_text(backend)} · type a sentence and press Enter")
+
+    def _auto_explain(self) -> None:
+        """The example, once: when a model is loaded and the tab is on screen (not for a hidden tab)."""
+        if (self.auto_explain and self.isVisible() and self.walkthrough is None and self._last_request is None
+                and self.state.backend is not None and self.text_edit.text().strip()):
+            self.explain_current()
+        elif self.state.backend is not None and self._last_request is None:
+            self._set_info(f"{self._model_text(self.state.backend)} · type a sentence and press Enter")
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        QtCore.QTimer.singleShot(0, self._auto_explain)
 
     # ---- results --------------------------------------------------------------------------------
     def _on_error(self, message: str, seq: int) -> None:

@@ -142,7 +142,7 @@ def test_latest_request_wins(qtbot, panel):
     assert "third" in panel.walkthrough.tokens
 
 
-def test_search_sends_a_sentence_to_the_tab(qtbot, make_window, tiny_store_template):
+def test_search_and_corpus_send_a_sentence_to_the_tab(qtbot, make_window, tiny_store_template):
     win = make_window(tiny_store_template)
     panel = win.optional_panels["Step by step"]
     search = win.search_panel
@@ -158,6 +158,15 @@ def test_search_sends_a_sentence_to_the_tab(qtbot, make_window, tiny_store_templ
     tokens = win.state.backend.tokenizer.convert_ids_to_tokens(
         win.state.backend.tokenizer(hit.text)["input_ids"])
     assert got.args[0].tokens == tokens
+    # and from the Corpus tab
+    win.show_panel("Corpus")
+    corpus = win.corpus_panel
+    corpus.table.selectRow(3)
+    sentence = corpus.model.text_at(3)
+    with qtbot.waitSignal(panel.explained, timeout=60000):
+        qtbot.mouseClick(corpus.walkthrough_button, QtCore.Qt.MouseButton.LeftButton)
+    assert win.tabs.tabText(win.tabs.currentIndex()) == "Step by step"
+    assert panel.text_edit.text() == sentence
 
 
 def test_positions_view_draws_the_tables(qtbot, panel, minilm):
@@ -228,3 +237,42 @@ def test_export_notebook_writes_what_the_cli_writes(qtbot, panel, tmp_path):
     app_nb, cli_nb = (json.loads((tmp_path / f"{n}.ipynb").read_text()) for n in ("app", "cli"))
     assert [c["source"] for c in app_nb["cells"]] == [c["source"] for c in cli_nb["cells"]]
     assert len(app_nb["cells"]) > len(panel.walkthrough.steps)
+
+
+def test_layer_and_head_controls_rerun_the_walkthrough(qtbot, panel, minilm):
+    text = "Birds fly south in winter."
+    explain(qtbot, panel, text)
+    assert panel.head_spin.maximum() == minilm.n_heads and panel.layer_spin.maximum() == minilm.n_layers
+    with qtbot.waitSignal(panel.explained, timeout=60000) as sig:
+        panel.head_spin.setValue(5)
+        panel.layer_spin.setValue(6)                 # both changes coalesce into one run
+    w = sig.args[0]
+    assert (w.layer, w.head) == (5, 4)
+    np.testing.assert_array_equal(w.step("q").values, W.explain(minilm, text, layer=5, head=4).step("q").values)
+    assert "layer 6, head 5" in panel.info_label.text()
+
+
+def test_results_follow_the_selected_model(qtbot, panel, tiny_distilbert):
+    from core.backend import get_backend
+    explain(qtbot, panel, "the cat sat on the mat")
+    tiny = get_backend(str(tiny_distilbert), backend="scratch")
+    with qtbot.waitSignal(panel.explained, timeout=60000) as sig:
+        panel.state.backend = tiny
+        panel.state.backend_changed.emit(tiny)
+    w = sig.args[0]
+    assert w.step("token_embeddings").values.shape == (len(w.tokens), tiny.dim)
+    assert panel.layer_spin.maximum() == tiny.n_layers and panel.head_spin.maximum() == tiny.n_heads
+    assert panel.walkthrough is w and panel.walkthrough_backend is tiny
+
+
+def test_attention_panel_sends_its_text(qtbot, panel):
+    from app.attention_panel import AttentionPanel
+    attention = AttentionPanel(panel.state, auto_inspect=False)
+    qtbot.addWidget(attention)
+    received = []
+    panel.state.walkthrough_requested.connect(received.append)
+    attention.text_edit.setText("the dog ran in the park")
+    with qtbot.waitSignal(panel.explained, timeout=60000) as sig:
+        qtbot.mouseClick(attention.walkthrough_button, QtCore.Qt.MouseButton.LeftButton)
+    assert received == ["the dog ran in the park"]
+    assert sig.args[0].tokens[1:-1] == ["the", "dog", "ran", "in", "the", "park"]
