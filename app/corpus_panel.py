@@ -80,6 +80,7 @@ class CorpusPanel(QWidget):
         self.hint = QLabel("Drop .txt, .csv or .jsonl files here to import them")
         self.hint.setObjectName("hint")
         self.hint.setStyleSheet("color: palette(mid);")
+        self.hint.setWordWrap(True)     # wraps rather than widening the window past its old minimum
 
         top = QHBoxLayout()
         top.addWidget(self.add_edit, 1)
