@@ -245,10 +245,10 @@ def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: i
     check_choice(cfg, layer, head, pooling)
     ids, types, cut = tokenize(ref, text, pair)
     tokens = ref.tokenizer.convert_ids_to_tokens(ids)
-    with ref._lock:                     # hooks see only this forward pass
+    with ref._lock:                     # hooks see only this forward pass (and the copy is shared)
         as_run = capture(ref.encoder, ids, types, layer, head, pooling)
         exact_model = float64_copy(ref.encoder)
-    model = capture(exact_model, ids, types, layer, head, pooling)
+        model = capture(exact_model, ids, types, layer, head, pooling)
     # The NumPy side reads the same float64 tensors (views, no copy).
     p = {k: t.numpy() for k, t in exact_model.state_dict().items()}
     ours = numpy_steps(p, cfg, ids, types, layer, head, pooling)

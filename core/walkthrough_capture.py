@@ -49,20 +49,21 @@ def float64_copy(encoder: Encoder) -> Encoder:
     more than 1e-5 when it is not: a sharp test. The fp32 run is compared too (``capture`` on
     the model itself), with differences at fp32's rounding level.
     """
+    # One copy is kept (twice the fp32 model's memory), for the last encoder asked about.
     # Weights changed in place (training) bump their tensors' version counters: copy afresh.
     versions = tuple(t._version for t in encoder.state_dict().values())
-    cached = _float64_copies.get(encoder)
-    if cached is not None and cached[0] == versions:
-        return cached[1]
+    source, seen, copy = _last_copy
+    if source is not None and source() is encoder and seen == versions:
+        return copy
     with torch.device("meta"):          # no time spent on a random init that is overwritten
         copy = Encoder(encoder.config)
     copy = copy.to_empty(device="cpu").double()
     copy.load_state_dict(encoder.state_dict())
-    _float64_copies[encoder] = (versions, copy.eval())
+    _last_copy[:] = [weakref.ref(encoder), versions, copy.eval()]
     return copy
 
 
-_float64_copies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # encoder -> (versions, copy)
+_last_copy: list = [None, None, None]      # [weakref to the fp32 encoder, its versions, float64 copy]
 
 
 def capture(encoder: Encoder, ids: list[int], types: list[int] | None, layer: int, head: int,
