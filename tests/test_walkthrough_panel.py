@@ -276,3 +276,18 @@ def test_attention_panel_sends_its_text(qtbot, panel):
         qtbot.mouseClick(attention.walkthrough_button, QtCore.Qt.MouseButton.LeftButton)
     assert received == ["the dog ran in the park"]
     assert sig.args[0].tokens[1:-1] == ["the", "dog", "ran", "in", "the", "park"]
+
+
+def test_sinusoidal_model_has_no_learned_table(qtbot, panel, tmp_path):
+    from core.backend import get_backend
+    from tests.helpers import make_tiny_distilbert
+    sinusoidal = get_backend(str(make_tiny_distilbert(tmp_path / "sin", sinusoidal=True)), backend="scratch")
+    panel.state.backend = sinusoidal
+    panel.state.backend_changed.emit(sinusoidal)
+    panel.text_edit.setText("the cat sat on the mat")
+    view = panel.positions_view
+    with qtbot.waitSignal(view.shown, timeout=60000):
+        panel.set_view(1)
+    assert view.learned_note.isVisibleTo(panel) and not view.learned_table.isVisibleTo(panel)
+    assert "no learned position table" in view.learned_note.text()
+    assert view.sin_table.raw.shape[1] == sinusoidal.dim
