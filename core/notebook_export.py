@@ -91,7 +91,7 @@ def _stored(walk) -> str:
 
 
 def model_folder(backend) -> Path:
-    """The folder holding the model's weights as safetensors; an error for a people otherwise."""
+    """The folder holding the model's weights as safetensors; an error for people otherwise."""
     from .walkthrough import reference_backend
     ref, _ = reference_backend(backend)
     if ref.source.kind == "random":

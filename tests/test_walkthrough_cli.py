@@ -145,3 +145,23 @@ def test_notebook_without_tokenizer_json_uses_the_stored_ids(tmp_path, tiny_dist
     (folder / "tokenizer.json").unlink()          # e.g. a folder with vocab.txt only
     result = run_notebook(out)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_notebook_reads_legacy_bert_names(tmp_path):
+    """LayerNorm.gamma/beta (TF-converted BERTs) are renamed in the notebook as core/weights.py does."""
+    from tests.helpers import make_tiny_bert
+    folder = make_tiny_bert(tmp_path / "bert", legacy_layer_norm_names=True)
+    out = tmp_path / "walk.ipynb"
+    run("explain", "the cat sat", "--pair", "a dog", "--model", str(folder), "--layer", "2",
+        "--notebook", str(out))
+    result = run_notebook(out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "all 24 steps equal" in result.stdout
+
+
+def test_notebook_needs_safetensors(tmp_path):
+    from tests.helpers import make_tiny_bert
+    folder = make_tiny_bert(tmp_path / "bert", weights_file="pytorch_model.bin")
+    p = run("explain", "the cat sat", "--model", str(folder), "--notebook", str(tmp_path / "x.ipynb"),
+            check=False)
+    assert p.returncode == 2 and "has no model.safetensors" in p.stderr and "Traceback" not in p.stderr
