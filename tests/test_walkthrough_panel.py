@@ -291,3 +291,22 @@ def test_sinusoidal_model_has_no_learned_table(qtbot, panel, tmp_path):
     assert view.learned_note.isVisibleTo(panel) and not view.learned_table.isVisibleTo(panel)
     assert "no learned position table" in view.learned_note.text()
     assert view.sin_table.raw.shape[1] == sinusoidal.dim
+
+
+def test_prenorm_model_pairs_and_hf_note(qtbot, panel, tmp_path, tiny_distilbert):
+    from core.backend import get_backend
+    from tests.helpers import make_tiny_checkpoint
+    pre = get_backend(str(make_tiny_checkpoint(tmp_path / "pre")), backend="scratch")
+    panel.state.backend = pre
+    panel.state.backend_changed.emit(pre)
+    w = explain(qtbot, panel, "the cat sat", other="a dog ran", as_pair=True)
+    assert w.norm == "pre" and "final_layernorm" in [s.name for s in w.steps]
+    assert w.tokens.count("[SEP]") == 2 and set(w.token_type_ids) == {0, 1}
+    for step in w.steps:                             # the pre-norm order walks and draws too
+        panel.show_step(step.name)
+        assert panel.step_view.badge.text() == expected_badge(step.max_abs_diff)
+    hf = get_backend(str(tiny_distilbert), backend="hf")
+    with qtbot.waitSignal(panel.explained, timeout=60000) as sig:
+        panel.state.backend = hf
+        panel.state.backend_changed.emit(hf)
+    assert sig.args[0].note and sig.args[0].note in panel.info_label.text()
