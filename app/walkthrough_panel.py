@@ -213,6 +213,18 @@ class WalkthroughPanel(QtWidgets.QWidget):
     def _controls_changed(self) -> None:
         if self._last_request is not None and self.text_edit.text().strip():
             self.explain_current()
+        if self.stack.currentIndex() == 1:
+            self.set_view(1)                           # the permutation demo's layer follows too
+
+    def _set_ranges(self, backend, layer: int | None = None, head: int | None = None) -> None:
+        """Layer and head spin boxes span the model's layers and heads (1-based), without re-running."""
+        for spin, n, value in ((self.layer_spin, getattr(backend, "n_layers", 1), layer),
+                               (self.head_spin, getattr(backend, "n_heads", 1), head)):
+            spin.blockSignals(True)
+            spin.setRange(1, max(1, int(n)))
+            if value is not None:
+                spin.setValue(value)
+            spin.blockSignals(False)
 
     def _start(self, request) -> None:
         self._seq += 1
@@ -247,6 +259,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
             self.explain_button.setEnabled(False)
             return
         self.explain_button.setEnabled(True)
+        self._set_ranges(backend)
         self.positions_view.backend_changed(backend)
         request = self._pending or self._last_request
         if request is None:
@@ -284,12 +297,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         walkthrough = result
         current = self.current_step_name()
         self.walkthrough, self.walkthrough_backend = walkthrough, backend
-        for spin, n in ((self.layer_spin, getattr(backend, "n_layers", 1)),
-                        (self.head_spin, getattr(backend, "n_heads", 1))):
-            spin.blockSignals(True)
-            spin.setRange(1, max(1, int(n)))
-            spin.setValue(walkthrough.layer + 1 if spin is self.layer_spin else walkthrough.head + 1)
-            spin.blockSignals(False)
+        self._set_ranges(backend, walkthrough.layer + 1, walkthrough.head + 1)
         self.step_list.blockSignals(True)
         self.step_list.clear()
         for i, step in enumerate(walkthrough.steps):
