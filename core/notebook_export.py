@@ -225,11 +225,18 @@ def build_notebook(walk, backend):
     return nb
 
 
-def write_notebook(walk, backend, path) -> Path:
-    import nbformat
+def check_target(backend, path) -> Path:
+    """Fail before any work when the notebook could not be written: wrong suffix, no folder."""
     path = Path(path)
     if path.suffix != ".ipynb":
         raise InputError(f"the notebook file should end in .ipynb, not {path.name!r}")
+    model_folder(backend)
+    return path
+
+
+def write_notebook(walk, backend, path) -> Path:
+    import nbformat
+    path = check_target(backend, path)
     nb = build_notebook(walk, backend)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -165,3 +165,8 @@ def test_notebook_needs_safetensors(tmp_path):
     p = run("explain", "the cat sat", "--model", str(folder), "--notebook", str(tmp_path / "x.ipynb"),
             check=False)
     assert p.returncode == 2 and "has no model.safetensors" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_notebook_name_must_end_in_ipynb(tmp_path):
+    p = run("explain", "A cat.", "--notebook", str(tmp_path / "walk.txt"), check=False)
+    assert p.returncode == 2 and p.stderr.startswith("error: the notebook file should end in .ipynb")

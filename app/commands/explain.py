@@ -24,6 +24,9 @@ def register(sub):
 def cmd_explain(args) -> int:
     from core.walkthrough import explain
     backend = backend_from_args(args)
+    if args.notebook:
+        from core.notebook_export import check_target
+        check_target(backend, args.notebook)
     walk = explain(backend, args.text, pair=args.pair, layer=args.layer - 1, head=args.head - 1,
                    pooling=args.pooling)
     if args.notebook:
