@@ -188,8 +188,9 @@ def build_notebook(walk, backend):
     cells.append(new_markdown_cell(
         "The numbers Encoderscope computed, stored so that this notebook can check itself "
         "(float32, base64), and the check each step runs."))
+    # Long lines of base64: folded away in Jupyter (the code still runs).
+    cells.append(new_code_cell(_stored(walk), metadata={"jupyter": {"source_hidden": True}}))
     cells.append(new_code_cell(
-        _stored(walk) + "\n\n"
         "def expected(name):\n"
         "    shape, data = EXPECTED[name]\n"
         "    return np.frombuffer(base64.b64decode(data), dtype='<f4').reshape(shape).astype(np.float64)\n\n"
