@@ -26,6 +26,12 @@ def describe(name: str, cfg, T: int, layer: int, head: int, pooling: str) -> dic
     ln_desc = ("Each token's vector is shifted to mean 0 and scaled to variance 1 (its mean and "
                "variance are shown), then multiplied by the learned γ and shifted by β. This keeps "
                "the numbers in a steady range from layer to layer.")
+    def layer_norm_entry(n, pre_where, post_where, pre_applied, post_applied, pre_note, post_note):
+        """A block's LayerNorm n: where it sits and what it reads depend on pre/post-norm."""
+        return (f"LayerNorm {n}, layer {L} " + (pre_where if pre else post_where),
+                (pre_applied if pre else post_applied) + "   with   " + ln_formula,
+                ln_desc + (pre_note if pre else post_note), f"{td} → {td}")
+
     proj = {"q": ("Queries Q", "what each token is looking for"),
             "k": ("Keys K", "what each token offers to be found by"),
             "v": ("Values V", "what each token passes on when it is attended to")}
@@ -61,12 +67,10 @@ def describe(name: str, cfg, T: int, layer: int, head: int, pooling: str) -> dic
             f"Input of layer {L}", "X = output of " + ("the embeddings" if layer == 0 else f"layer {L - 1}"),
             "The token vectors as they enter this layer; every layer reads the previous one's output.",
             td),
-        "layernorm_1": (
-            f"LayerNorm 1, layer {L}" + (" (before attention)" if pre else " (after attention)"),
-            ("LN₁(X)" if pre else "LN₁(X + Attention(X))") + "   with   " + ln_formula,
-            ln_desc + (" In a pre-norm model this happens before attention reads the vectors."
-                       if pre else " Here it normalises the first residual sum."),
-            f"{td} → {td}"),
+        "layernorm_1": layer_norm_entry(
+            1, "(before attention)", "(after attention)", "LN₁(X)", "LN₁(X + Attention(X))",
+            " In a pre-norm model this happens before attention reads the vectors.",
+            " Here it normalises the first residual sum."),
         "scores": (
             f"Attention scores, head {h}", "S = Q·Kᵀ / √Dh",
             ("Every query is compared with every key by a dot product: a high score means token i "
@@ -102,12 +106,10 @@ def describe(name: str, cfg, T: int, layer: int, head: int, pooling: str) -> dic
             ("The update is added to the layer's input instead of replacing it, so information "
             "and gradients can pass straight through the layer."),
             f"{td} + {td} → {td}"),
-        "layernorm_2": (
-            f"LayerNorm 2, layer {L}" + (" (before the FFN)" if pre else " = the layer's output"),
-            ("LN₂(R₁)" if pre else "LN₂(Y + FFN(Y)), Y = LN₁ output") + "   with   " + ln_formula,
-            ln_desc + (" In a pre-norm model this prepares the input of the feed-forward network."
-                       if pre else " Its result is this layer's output, the next layer's input."),
-            f"{td} → {td}"),
+        "layernorm_2": layer_norm_entry(
+            2, "(before the FFN)", "= the layer's output", "LN₂(R₁)", "LN₂(Y + FFN(Y)), Y = LN₁ output",
+            " In a pre-norm model this prepares the input of the feed-forward network.",
+            " Its result is this layer's output, the next layer's input."),
         "ffn_hidden": (
             "Feed-forward: first linear map", "H = Y·W₁ + b₁",
             (f"Each token on its own is expanded from {D} to {F} numbers by a learned matrix: "
