@@ -59,6 +59,8 @@ screenshots: setup
 	QT_QPA_PLATFORM=xcb ENCODERSCOPE_MLM_MODEL=$(abspath $(SHOT_MLM)) xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.screenshots
 	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.screenshots_inspector \
 		docs/screenshots --mlm-model $(SHOT_MLM)
+	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.screenshots_walkthrough \
+		docs/screenshots
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -92,6 +92,10 @@ class AttentionPanel(AttentionExport, QtWidgets.QWidget):
         form.addWidget(QtWidgets.QLabel("Text"), 0, 0)
         form.addWidget(self.text_edit, 0, 1)
         form.addWidget(self.inspect_button, 0, 2)
+        self.walkthrough_button = QtWidgets.QPushButton("Step by step")
+        self.walkthrough_button.setToolTip("Follow this text through the encoder, step by step")
+        self.walkthrough_button.clicked.connect(self.walkthrough_current)
+        form.addWidget(self.walkthrough_button, 0, 3)
         form.addWidget(QtWidgets.QLabel("Pair with"), 1, 0)
         form.addWidget(self.pair_edit, 1, 1, 1, 2)
         outer.addLayout(form)
@@ -270,6 +274,11 @@ class AttentionPanel(AttentionExport, QtWidgets.QWidget):
         self.text_edit.setText(text)
         self.pair_edit.setText(compare_with or "")
         self.inspect_current()
+
+    def walkthrough_current(self) -> None:
+        """Send the text to the "Step by step" tab."""
+        if self.text_edit.text().strip():
+            self.state.request_walkthrough(self.text_edit.text())
 
     def inspect_current(self) -> None:
         self.inspect_text(self.text_edit.text(), self.pair_edit.text())

@@ -20,7 +20,8 @@ from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 
 EXIT_USAGE = 2
 # Subcommand modules, each with register(subparsers); imported when the parser is built.
-COMMANDS = ("app.commands.store", "index.migrate", "app.commands.train", "app.commands.why",
+COMMANDS = ("app.commands.store", "index.migrate", "app.commands.train", "app.commands.explain",
+            "app.commands.why",
             "app.commands.map")
 
 

@@ -71,11 +71,17 @@ class CorpusPanel(QWidget):
         self.inspect_button.setToolTip("Open the selected sentence in the attention inspector "
                                        "(or double-click a row)")
         self.inspect_button.setEnabled(False)
+        self.walkthrough_button = QPushButton("Step by step")
+        self.walkthrough_button.setObjectName("walkthrough_button")
+        self.walkthrough_button.setToolTip("Follow the selected sentence through the encoder, step by step")
+        self.walkthrough_button.setEnabled(False)
+        self.walkthrough_button.clicked.connect(self.walkthrough_selected)
         self.reembed_button = QPushButton("Re-embed with current model")
         self.reembed_button.setToolTip("Recompute every vector with the model, weights and pooling chosen above")
         self.hint = QLabel("Drop .txt, .csv or .jsonl files here to import them")
         self.hint.setObjectName("hint")
         self.hint.setStyleSheet("color: palette(mid);")
+        self.hint.setWordWrap(True)     # wraps rather than widening the window past its old minimum
 
         top = QHBoxLayout()
         top.addWidget(self.add_edit, 1)
@@ -88,6 +94,7 @@ class CorpusPanel(QWidget):
         bottom = QHBoxLayout()
         bottom.addWidget(self.delete_button)
         bottom.addWidget(self.inspect_button)
+        bottom.addWidget(self.walkthrough_button)
         bottom.addWidget(self.reembed_button)
         bottom.addStretch(1)
         bottom.addWidget(self.hint)
@@ -174,6 +181,12 @@ class CorpusPanel(QWidget):
         if rows:
             self.inspect_row(rows[0])
 
+    def walkthrough_selected(self) -> None:
+        """Send the selected sentence to the "Step by step" tab."""
+        rows = sorted({i.row() for i in self.table.selectionModel().selectedRows()})
+        if rows:
+            self.state.request_walkthrough(self.model.text_at(rows[0]))
+
     def delete_selected(self):
         ids = self.selected_ids()
         if ids:
@@ -236,6 +249,7 @@ class CorpusPanel(QWidget):
         self.delete_button.setEnabled(bool(rows))
         self.inspect_button.setEnabled(len(rows) == 1)
         self.selection_changed.emit(len(rows))
+        self.walkthrough_button.setEnabled(len(rows) == 1)
 
     def _on_busy(self, busy: bool):
         self.reembed_button.setEnabled(not self.service.busy)

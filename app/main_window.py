@@ -25,6 +25,7 @@ from .search_panel import SearchPanel
 from .settings import as_int, open_settings, stores_dir
 from .state import AppState, ModelChoice
 from .train_panel import TrainPanel
+from .walkthrough_panel import WalkthroughPanel
 from .status_message import StatusMessage
 
 TITLE = "Encoderscope"
@@ -65,11 +66,12 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.corpus_panel, "Corpus")
         # the inspector and training panels, each in a scrolling tab
         self.optional_panels = {"Attention": AttentionPanel(self.state),
+                                "Step by step": WalkthroughPanel(self.state),
                                 "Fill-mask": FillMaskPanel(self.state),
                                 "Train": TrainPanel(self.state)}
         self._panel_tabs = {}
         for title, widget in self.optional_panels.items():
-            widget.setObjectName(f"{title.lower().replace('-', '')}_panel")
+            widget.setObjectName(f"{title.lower().replace('-', '').replace(' ', '_')}_panel")
             # a scroll area: a panel wider than the window scrolls instead of widening the window
             scroll = QScrollArea()
             scroll.setObjectName(f"{widget.objectName()}_scroll")
@@ -95,6 +97,7 @@ class MainWindow(QMainWindow):
         self.state.choice_changed.connect(self._on_choice)
         self.state.inspect_choice_changed.connect(lambda _c: self._on_choice(self.state.choice))
         self.state.inspect_requested.connect(self._on_inspect)
+        self.state.walkthrough_requested.connect(lambda _text: self.show_panel("Step by step"))
         self.state.store_changed.connect(self._on_store)
         self.corpus_panel.count_changed.connect(
             lambda n: self.count_label.setText(f"  {n:,} sentences  "))

@@ -50,6 +50,10 @@ class SearchPanel(QWidget):
         self.why_button.setEnabled(False)
         self.why_dialog = None         # app.why_view.WhyDialog, made on first use
         self.context_menu = None       # the last context menu shown (tests read its actions)
+        self.walkthrough_button = QPushButton("Step by step")
+        self.walkthrough_button.setObjectName("walkthrough_button")
+        self.walkthrough_button.setToolTip("Follow the selected hit through the encoder, step by step")
+        self.walkthrough_button.setEnabled(False)
         self.info = QLabel("Loading the model …")
         self.info.setObjectName("search_info")
         self.info.setWordWrap(True)
@@ -77,6 +81,7 @@ class SearchPanel(QWidget):
         row.addWidget(self.k)
         row.addWidget(self.inspect_button)
         row.addWidget(self.why_button)
+        row.addWidget(self.walkthrough_button)
         lay = QVBoxLayout(self)
         lay.addLayout(row)
         lay.addWidget(self.info)
@@ -91,6 +96,7 @@ class SearchPanel(QWidget):
         self.inspect_button.clicked.connect(self.inspect_selected)
         self.table.selectionModel().selectionChanged.connect(self._on_selection)
         self.why_button.clicked.connect(self.why_selected)
+        self.walkthrough_button.clicked.connect(self.walkthrough_selected)
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._show_context_menu)
         state.backend_changed.connect(self._on_backend)
@@ -188,6 +194,7 @@ class SearchPanel(QWidget):
         selected = self.table.selectionModel().hasSelection()
         self.inspect_button.setEnabled(selected)
         self.why_button.setEnabled(selected)
+        self.walkthrough_button.setEnabled(selected)
 
     def why_row(self, row: int):
         """Open the Why view on hit ``row``: why it matched the query, pair by pair."""
@@ -215,8 +222,16 @@ class SearchPanel(QWidget):
         menu.setObjectName("results_menu")
         menu.addAction("Why is this a hit?", lambda: self.why_row(row))
         menu.addAction("Inspect attention", lambda: self.inspect_row(row))
+        menu.addAction("Step by step", self.walkthrough_selected)
         self.context_menu = menu
         menu.popup(self.table.viewport().mapToGlobal(pos))
+
+    def walkthrough_selected(self):
+        """Send the selected hit to the "Step by step" tab."""
+        rows = self.table.selectionModel().selectedRows()
+        hit = self.results.hit(rows[0].row()) if rows else None
+        if hit is not None:
+            self.state.request_walkthrough(hit.text)
 
     # ---- settings ----------------------------------------------------------------------------------
     def restore(self, settings):

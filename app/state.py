@@ -32,6 +32,7 @@ Signals:
     busy(bool)                        any background job running
     job_started(Job)                  a job began (the window shows progress + Cancel)
     inspect_requested(str, str)       (text, compare_with): send a hit to the attention inspector
+    walkthrough_requested(str)        text: follow a sentence through the encoder ("Step by step" tab)
 """
 from __future__ import annotations
 
@@ -110,6 +111,7 @@ class AppState(QObject):
     busy = Signal(bool)
     job_started = Signal(object)
     inspect_requested = Signal(str, str)
+    walkthrough_requested = Signal(str)
 
     def __init__(self, choice: ModelChoice | None = None, jobs: JobRunner | None = None, parent=None):
         super().__init__(parent)
@@ -327,6 +329,9 @@ class AppState(QObject):
 
     def request_inspect(self, text: str, compare_with: str = "") -> None:
         self.inspect_requested.emit(text, compare_with)
+
+    def request_walkthrough(self, text: str) -> None:
+        self.walkthrough_requested.emit(text)
 
     def shutdown(self, timeout_ms: int = 15000) -> bool:
         return self.jobs.shutdown(timeout_ms)

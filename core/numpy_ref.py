@@ -27,10 +27,16 @@ def sinusoidal_positions(n_positions: int, dim: int) -> np.ndarray:
     return pe
 
 
-def layer_norm(x, gamma, beta, eps):
-    """Normalise each token vector to mean 0, variance 1, then scale and shift."""
+def layer_norm_stats(x):
+    """Each token's mean and (biased) variance over its D numbers: what LayerNorm removes."""
     mean = x.mean(axis=-1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return mean, var
+
+
+def layer_norm(x, gamma, beta, eps):
+    """Normalise each token vector to mean 0, variance 1, then scale and shift."""
+    mean, var = layer_norm_stats(x)
     return gamma * (x - mean) / np.sqrt(var + eps) + beta
 
 
@@ -52,8 +58,30 @@ def softmax(scores):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def embed(p, cfg, ids, prefix=""):
-    """Token embedding + position (+ token type 0) -> LayerNorm.  ids (T,) -> (T, D)."""
+def split_heads(x, n_heads):
+    """(T, D) -> (H, T, Dh): head h owns the columns h*Dh ... (h+1)*Dh - 1."""
+    T, D = x.shape
+    return x.reshape(T, n_heads, D // n_heads).transpose(1, 0, 2)
+
+
+def merge_heads(x):
+    """(H, T, Dh) -> (T, D): the heads' outputs side by side again."""
+    H, T, dh = x.shape
+    return x.transpose(1, 0, 2).reshape(T, H * dh)
+
+
+def attention_scores(q, k):
+    """How well each query matches each key: Q Kᵀ / √Dh.  (..., T, Dh) -> (..., T, T)."""
+    return q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+
+
+def mask_scores(scores, keep):
+    """Padding keys (keep False) get a score so low that softmax gives them weight 0."""
+    return np.where(keep, scores, -1e30)
+
+
+def embed(p, cfg, ids, prefix="", types=None):
+    """Token embedding + position (+ token type, 0 unless given) -> LayerNorm.  ids (T,) -> (T, D)."""
     T = len(ids)
     x = p[prefix + "embeddings.word_embeddings.weight"][ids]
     if cfg.positions == "sinusoidal":
@@ -61,22 +89,19 @@ def embed(p, cfg, ids, prefix=""):
     else:
         x = x + p[prefix + "embeddings.position_embeddings.weight"][:T]
     if cfg.type_vocab_size:
-        x = x + p[prefix + "embeddings.token_type_embeddings.weight"][0]
+        types = np.zeros(T, int) if types is None else np.asarray(types)
+        x = x + p[prefix + "embeddings.token_type_embeddings.weight"][types]
     return layer_norm(x, p[prefix + "embeddings.LayerNorm.weight"], p[prefix + "embeddings.LayerNorm.bias"],
                       cfg.layer_norm_eps)
 
 
 def self_attention(x, p, name, n_heads, keep):
     """Multi-head self-attention for one sequence.  x (T, D), keep (T,) bool -> (T, D), (H, T, T)."""
-    T, D = x.shape
-    dh = D // n_heads
-    q = linear(x, p, name + ".q_lin").reshape(T, n_heads, dh).transpose(1, 0, 2)   # (H, T, dh)
-    k = linear(x, p, name + ".k_lin").reshape(T, n_heads, dh).transpose(1, 0, 2)
-    v = linear(x, p, name + ".v_lin").reshape(T, n_heads, dh).transpose(1, 0, 2)
-    scores = q @ k.transpose(0, 2, 1) / math.sqrt(dh)                              # (H, T, T)
-    scores = np.where(keep[None, None, :], scores, -1e30)                          # padding keys get 0 weight
-    weights = softmax(scores)
-    context = (weights @ v).transpose(1, 0, 2).reshape(T, D)                       # merge heads
+    q = split_heads(linear(x, p, name + ".q_lin"), n_heads)                        # (H, T, dh)
+    k = split_heads(linear(x, p, name + ".k_lin"), n_heads)
+    v = split_heads(linear(x, p, name + ".v_lin"), n_heads)
+    weights = softmax(mask_scores(attention_scores(q, k), keep))                   # (H, T, T)
+    context = merge_heads(weights @ v)                                             # (T, D)
     return linear(context, p, name + ".out_lin"), weights
 
 
@@ -99,11 +124,11 @@ def block(x, p, name, cfg, keep):
     return x, w
 
 
-def forward(p, cfg, ids, keep=None, prefix=""):
+def forward(p, cfg, ids, keep=None, prefix="", types=None):
     """One sequence through the whole encoder.  -> last hidden (T, D), hidden states, attentions."""
     ids = np.asarray(ids)
     keep = np.ones(len(ids), bool) if keep is None else np.asarray(keep, bool)
-    x = embed(p, cfg, ids, prefix)
+    x = embed(p, cfg, ids, prefix, types)
     hidden, attentions = [x], []
     for i in range(cfg.n_layers):
         x, w = block(x, p, f"{prefix}transformer.layer.{i}", cfg, keep)
@@ -115,7 +140,23 @@ def forward(p, cfg, ids, keep=None, prefix=""):
     return x, hidden, attentions
 
 
+def pool(hidden, keep, method):
+    """One vector for the sentence: the first token's ("cls"), the average ("mean") or the
+    per-dimension largest ("max") over the real tokens (keep True)."""
+    if method == "cls":
+        return hidden[0]
+    if method == "mean":
+        return hidden[keep].mean(axis=0)
+    if method == "max":
+        return hidden[keep].max(axis=0)
+    raise ValueError(f"pooling must be cls, mean or max, not {method!r}")
+
+
+def l2_normalize(v):
+    """Scale to length 1, so that a dot product of two vectors is their cosine."""
+    return v / max(np.linalg.norm(v), 1e-12)
+
+
 def mean_pool(hidden, keep):
     """Average the vectors of real tokens only, then scale to length 1."""
-    v = hidden[keep].mean(axis=0)
-    return v / np.linalg.norm(v)
+    return l2_normalize(pool(hidden, keep, "mean"))

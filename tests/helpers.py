@@ -83,3 +83,29 @@ def make_tiny_bert(folder: Path, dim=32, n_layers=2, n_heads=4, hidden_dim=64, s
             save_file({k: v.clone().contiguous() for k, v in state.items() if k != "cls.predictions.decoder.weight"},
                       str(folder / "model.safetensors"), metadata={"format": "pt"})
     return folder
+
+
+def make_tiny_checkpoint(folder: Path, norm="pre", positions="sinusoidal", activation="gelu_tanh",
+                         type_vocab_size=2, dim=32, n_layers=3, n_heads=4, hidden_dim=64, seed=0) -> Path:
+    """A tiny Encoderscope checkpoint (our own layout, encoderscope.json) of any architecture the
+    encoder supports, e.g. pre-norm with sinusoidal positions, with every parameter shaken so that
+    LayerNorms and biases are not at their identity/zero init."""
+    from transformers import BertTokenizerFast
+
+    from core.model import EncoderConfig, EncoderForMaskedLM
+    from core.weights import save_checkpoint
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = BertTokenizerFast(vocab=str(write_vocab(folder)), do_lower_case=True)
+    cfg = EncoderConfig(vocab_size=len(tok), max_position_embeddings=64, dim=dim, n_layers=n_layers,
+                        n_heads=n_heads, hidden_dim=hidden_dim, dropout=0.0, attention_dropout=0.0,
+                        activation=activation, positions=positions, type_vocab_size=type_vocab_size,
+                        norm=norm)
+    torch.manual_seed(seed)
+    model = EncoderForMaskedLM(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(torch.randn_like(p) * 0.1)
+    return save_checkpoint(model.eval(), tok, folder)
