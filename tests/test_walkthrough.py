@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from core import numpy_ref
-from core.backend import RandomScratchBackend, get_backend
+from core.backend import get_backend
+from core.backends.scratch import RandomScratchBackend
 from core.errors import InputError
 from core.walkthrough import POST_ORDER, PRE_ORDER, TOLERANCE, explain
 from tests.helpers import make_tiny_checkpoint
