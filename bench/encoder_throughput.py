@@ -95,6 +95,8 @@ def make_distilbert_folder(path: Path) -> Path:
 
 def bench_model(name: str, folder: str, texts: list[str], n_bs1: int, rows: list):
     from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()
     ours = get_backend(folder, "scratch", precision="fp32")
     tok = ours.tokenizer
     folder = str(ours.source.folder)
@@ -144,6 +146,11 @@ def onnx_session(backend, threads: int):
     from core.weights import load_folder
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"encoderscope-bench-{backend.weights_sha256[:16]}.onnx"
     if not path.exists():
+        import logging
+        import warnings
+        print(f"  exporting {backend.model_name} to ONNX once ({path}) ...", flush=True)
+        logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+        warnings.filterwarnings("ignore", module="torch.onnx")
         model, _, _ = load_folder(backend.source.folder)          # fresh, unpacked: exportable
         enc = (model.distilbert if hasattr(model, "head") else model).eval()
 
