@@ -197,7 +197,8 @@ class Backend:
         if pair is None or not pair.strip():
             ids, cut = self.encode_ids([text])
             ids, types = ids[0], None
-            full = len(self.tokenizer(text, truncation=False)["input_ids"]) if cut else len(ids)
+            # verbose=False: counting the full length is not running it (no "indexing errors" warning)
+            full = len(self.tokenizer(text, truncation=False, verbose=False)["input_ids"]) if cut else len(ids)
         else:
             for t in (text, pair):
                 if not t.strip():
@@ -205,7 +206,7 @@ class Backend:
             enc = self.tokenizer(text, pair, truncation="longest_first", max_length=self.max_length,
                                  return_token_type_ids=True)
             ids, types = enc["input_ids"], enc["token_type_ids"]
-            full = len(self.tokenizer(text, pair, truncation=False)["input_ids"])
+            full = len(self.tokenizer(text, pair, truncation=False, verbose=False)["input_ids"])
         with self._lock, torch.inference_mode(), autocast(self.device, self.precision):
             input_ids, mask = self._batch([ids])
             type_ids = None if types is None else torch.tensor([types], device=self.device)
@@ -456,7 +457,7 @@ def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
     """Known models: packaged, the default hub model, trained checkpoints in the user-data
     folder, and any folders given."""
     from .sources import CHECKPOINT_MARKER, check_folder, read_json
-    from .weights import config_from_hf
+    from .weights import UnsafeWeights, check_weights, config_from_hf
     from .model import EncoderConfig
 
     rows = []
@@ -474,8 +475,11 @@ def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
                     mlm = any(a.endswith("ForMaskedLM") for a in raw.get("architectures") or [])
                 row.update(dim=cfg.dim, layers=cfg.n_layers, heads=cfg.n_heads, mlm_head=mlm,
                            folder=str(folder))
+                check_weights(folder)      # "available" only if its weights can be read safely
             except Exception as e:
                 row.update(available=False, error=str(e))
+                if isinstance(e, UnsafeWeights):
+                    row["refused"] = "unsafe pickle"
         return row
 
     from .sources import packaged_folder

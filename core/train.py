@@ -60,6 +60,7 @@ MLM_EVAL_REPEATS = 10     # ... masking the held-out sentences at most this many
 @dataclass
 class TrainConfig:
     corpus: str = ""               # training text: a .txt/.csv/.tsv/.jsonl file or a store folder
+    corpus_encoding: str = ""      # the corpus file's text encoding if not UTF-8 ("" = UTF-8 or its byte-order mark)
     out: str = ""                  # output folder; it becomes a model folder (--model OUT)
     objective: str = "mlm"         # "mlm" | "simcse" | "mlm+simcse" (MLM first, then contrastive)
     init: str = "fresh"            # "fresh" (random weights) | "minilm" | a model folder to keep training
@@ -351,7 +352,7 @@ class Trainer:
                                  "resume it (--resume), or allow overwriting it")
 
         self._emit("status", message=f"reading {c.corpus}")
-        sentences = read_corpus(c.corpus, limit=c.max_sentences or None)
+        sentences = read_corpus(c.corpus, limit=c.max_sentences or None, encoding=c.corpus_encoding or None)
         train, held = split_heldout(sentences, c.heldout, c.seed)
         saved = None
         if resume is not None:

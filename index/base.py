@@ -109,15 +109,16 @@ class Store(ABC):
         return self._dim
 
     def _rebuild_hint(self, other) -> str:
+        import shlex
         other = fpmod.as_dict(other)
         try:
             n = f"{self.count()} "
         except StoreError:
             n = ""
-        return (f"search it with {self._fp.get('model')} (leave out --model), or re-embed all "
-                f"{n}sentences with {other.get('model')} by running "
-                f"`encoderscope ingest --rebuild --model {other.get('model')} --store "
-                f"{self.where}` ({type(self).__name__}.rebuild)")
+        model, pooling = other.get("model"), other.get("pooling", "mean")
+        return (f"use it with {self._fp.get('model')} ({self.pooling} pooling), or re-embed all {n}"
+                f"sentences with {model} ({pooling} pooling): `encoderscope ingest --rebuild --model "
+                f"{shlex.quote(str(model))} --pooling {pooling} --store {shlex.quote(str(self.where))}`")
 
     def _check_vectors(self, vectors, fingerprint, what) -> np.ndarray:
         """Vectors checked against the store's model and dimension, L2-normalised."""
