@@ -8,7 +8,6 @@ Missing or unexpected keys are an error that names them.
 from __future__ import annotations
 
 import json
-import pickle
 import re
 from pathlib import Path
 
@@ -144,7 +143,10 @@ def _load_bin(path: Path, mmap: bool = False) -> dict[str, torch.Tensor]:
             if mmap and "mmap" in str(e):     # the legacy (non-zip) format cannot be mapped
                 return torch.load(str(path), map_location="cpu", weights_only=True)
             raise
-    except pickle.UnpicklingError as e:
+    except Exception as e:
+        # pickle.UnpicklingError, matched by name: this package never imports pickle (tests/test_layering.py)
+        if type(e).__name__ != "UnpicklingError":
+            raise
         wanted = re.search(r"GLOBAL (\S+)", str(e))
         raise UnsafeWeights(
             f"{path} was refused for safety: it is pickle data that asks to run Python code when "
