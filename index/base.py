@@ -147,7 +147,7 @@ class Store(ABC):
             if backend is None:
                 raise InputError("searching with text needs a backend to embed the query")
             fingerprint = backend.fingerprint(pooling=self.pooling)
-            fpmod.check(self._fp, fingerprint, f"queries embedded with --model {backend.model_name}",
+            fpmod.check(self._fp, fingerprint, f"queries embedded with {backend.model_name}",
                         where=f"at {self.where}", hint=self._rebuild_hint(fingerprint))
             q = backend.embed(texts, pooling=self.pooling)
         else:
@@ -226,7 +226,7 @@ class Store(ABC):
         from core.backend import EmbedStats
         self._need_writer()
         fp = backend.fingerprint(pooling=pooling or self.pooling)
-        fpmod.check(self._fp, fp, f"texts embedded with --model {backend.model_name}",
+        fpmod.check(self._fp, fp, f"texts embedded with {backend.model_name}",
                     where=f"at {self.where}", hint=self._rebuild_hint(fp))
         pooling = fp.pooling
         result = result if result is not None else AddResult(ids=[])
