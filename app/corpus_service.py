@@ -33,6 +33,7 @@ class IngestResult:
     truncated: int = 0
     cancelled: bool = False
     skipped: list = field(default_factory=list)   # BadLine from the file readers
+    no_letters: int = 0                           # lines skipped for having no letter or digit
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -44,6 +45,8 @@ class IngestResult:
         if self.skipped:
             b = self.skipped[0]
             parts.append(f"skipped {len(self.skipped):,} bad line(s), e.g. line {b.row}: {b.reason}")
+        if self.no_letters:
+            parts.append(f"skipped {self.no_letters:,} line(s) without any letter or digit")
         text = ", ".join(parts)
         return text + (" — cancelled; what was committed is kept" if self.cancelled else "")
 
@@ -145,8 +148,10 @@ def import_job(store, backend, pooling, path, column=None, encoding=None, progre
         return NeedsEncoding(str(path), column, str(e))
     if cancel.is_set():
         raise Cancelled("cancelled")
-    return ingest_job(store, backend, pooling, found.texts, found.metadata, found.bad,
-                      progress=progress, cancel=cancel)
+    result = ingest_job(store, backend, pooling, found.texts, found.metadata, found.bad,
+                        progress=progress, cancel=cancel)
+    result.no_letters = found.no_letters
+    return result
 
 
 def create_store_job(location, backend, pooling, sample=SAMPLE_CORPUS, progress=None, cancel=None):

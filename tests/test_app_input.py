@@ -35,7 +35,7 @@ def test_import_that_is_not_utf8_offers_an_encoding(qtbot, make_window, tiny_sto
     w = make_window(tiny_store_template)
     before = w.state.store.count()
     latin = tmp_path / "latin1.txt"
-    latin.write_bytes("Un café au lait sur la terrasse.\nUne idée naïve.\nPlain ASCII line.\n"
+    latin.write_bytes("Un café au lait sur la terrasse.\nUne idée naïve.\n-- * --\nPlain ASCII line.\n"
                       .encode("latin-1"))
     with qtbot.waitSignal(w.service.encoding_needed, timeout=20_000):
         w.corpus_panel.import_file(latin)
@@ -47,6 +47,7 @@ def test_import_that_is_not_utf8_offers_an_encoding(qtbot, make_window, tiny_sto
     with qtbot.waitSignal(w.service.ingest_done, timeout=30_000) as blocker:
         dialog.accept()
     assert blocker.args[0].added == 3 and not blocker.args[0].skipped
+    assert "skipped 1 line(s) without any letter or digit" in blocker.args[0].summary()
     texts = {rec["text"] for rec in w.state.store.iter()}
     assert "Un café au lait sur la terrasse." in texts and "Une idée naïve." in texts
 
