@@ -100,16 +100,16 @@ def test_latin1_corpus_trains_with_encoding(tmp_path, capsys):
                                      .encode("latin-1"))
     argv = ["train", "--corpus", tmp_path / "c.txt", "--out", tmp_path / "run", "--steps", "1",
             "--layers", "1", "--dim", "16", "--heads", "2", "--ffn", "32", "--no-progress"]
-    rc, out, err = cli(argv, capsys)
+    rc, _out, err = cli(argv, capsys)
     assert rc == 2 and "line 1" in err and "--encoding latin-1" in err and len(error_lines(err)) == 1
-    rc, out, err = cli(argv + ["--encoding", "latin-1"], capsys)
+    rc, _out, err = cli(argv + ["--encoding", "latin-1"], capsys)
     assert rc == 0, err
 
 
 def test_inspect_says_how_many_tokens_were_cut_without_a_transformers_warning(tmp_path):
     """Subprocess: transformers' own warning goes to the real stderr (verbosity at warning)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="warning")
-    p = subprocess.run([str(EXE), "inspect", "word " * 600], capture_output=True, text=True, env=env,
+    p = subprocess.run([str(EXE), "inspect", "word " * 600], capture_output=True, text=True, env=env, check=False,
                        timeout=600)
     assert p.returncode == 0, p.stderr
     assert "602 tokens long" in p.stderr and "the last 90 tokens were cut" in p.stderr
@@ -170,7 +170,7 @@ def test_suggested_conversion_writes_safetensors_that_load(tmp_path, capsys):
         exec(snippet, {"model": model})     # noqa: S102 - the message's own one-liner
     finally:
         os.chdir(cwd)
-    rc, out, err = cli(["embed", "hi", "--model", safe, "--json"], capsys)
+    rc, _out, err = cli(["embed", "hi", "--model", safe, "--json"], capsys)
     assert rc == 0, err
 
 
