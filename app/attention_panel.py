@@ -21,6 +21,7 @@ from core import attention as A
 from .attention_export import AttentionExport
 from .head_grid import HeadGrid
 from .heatmap import COLORMAPS, DEFAULT_COLORMAP, HeatmapWidget
+from .line_edit import long_line_edit
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "attention.inspect"
@@ -76,11 +77,11 @@ class AttentionPanel(AttentionExport, QtWidgets.QWidget):
         # input
         form = QtWidgets.QGridLayout()
         form.setHorizontalSpacing(6)
-        self.text_edit = QtWidgets.QLineEdit(EXAMPLE)
+        self.text_edit = long_line_edit(EXAMPLE)
         self.text_edit.setPlaceholderText("Type a sentence and press Enter")
         self.text_edit.setClearButtonEnabled(True)
         self.text_edit.returnPressed.connect(self.inspect_current)
-        self.pair_edit = QtWidgets.QLineEdit()
+        self.pair_edit = long_line_edit()
         self.pair_edit.setPlaceholderText("Optional second sentence: read as a pair, "
                                           "[CLS] first [SEP] second [SEP]")
         self.pair_edit.setClearButtonEnabled(True)

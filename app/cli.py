@@ -16,6 +16,7 @@ import sys
 
 from core.device import PRECISION_CHOICES
 from core.errors import EncoderscopeError
+from core.names import BACKENDS, POOLINGS
 from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 
 EXIT_USAGE = 2
@@ -25,12 +26,21 @@ COMMANDS = ("app.commands.store", "index.migrate", "app.commands.train", "app.co
             "app.commands.map")
 
 
-def add_model_options(p: argparse.ArgumentParser, pooling: bool = True):
-    """--model/--backend/--device (and --pooling): shared by every command that runs a model."""
+def add_model_options(p: argparse.ArgumentParser, pooling: bool = True, store_default: str | None = None):
+    """--model/--backend/--device/--precision (and --pooling): shared by every command that runs a
+    model. store_default: the command takes the model and pooling of a store ("existing": it must
+    exist; "new": a new store gets the defaults), so the help says so."""
+    if store_default is None:
+        model_default = f"default: {DEFAULT_MODEL}"
+        pooling_default = "default: mean"
+    else:
+        new = "" if store_default == "existing" else f"; a new store: {DEFAULT_MODEL}"
+        model_default = f"default: the store's{new}"
+        pooling_default = "default: the store's" + ("" if store_default == "existing" else "; a new store: mean")
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"{DEFAULT_MODEL} (packaged, offline), a hub id such as {DEFAULT_HUB_MODEL}, "
-                        f"or a model folder / trained checkpoint (default: {DEFAULT_MODEL})")
-    p.add_argument("--backend", choices=("scratch", "hf"), default="scratch",
+                        f"or a model folder / trained checkpoint ({model_default})")
+    p.add_argument("--backend", choices=BACKENDS, default="scratch",
                    help="scratch: our from-scratch encoder; hf: Hugging Face transformers (default: scratch)")
     p.add_argument("--device", default=None,
                    help="auto, cpu, cuda or mps (default: $ENCODERSCOPE_DEVICE or auto)")
@@ -40,8 +50,8 @@ def add_model_options(p: argparse.ArgumentParser, pooling: bool = True):
                         "with fp32, else fp32 (default: $ENCODERSCOPE_PRECISION or auto). Vectors of "
                         "either precision share a store.")
     if pooling:
-        p.add_argument("--pooling", choices=("mean", "cls", "max"), default="mean",
-                       help="how token vectors become one sentence vector (default: mean)")
+        p.add_argument("--pooling", choices=POOLINGS, default="mean",
+                       help=f"how token vectors become one sentence vector ({pooling_default})")
 
 
 def backend_from_args(args):
@@ -57,11 +67,27 @@ def emit_json(obj):
 def read_texts(args) -> list[str]:
     texts = list(args.text or [])
     if args.file:
-        from core.textio import read_lines
-        texts += [t for _, t in read_lines(args.file)]
+        texts += read_file_lines(args.file, args.encoding)
     if not texts:
         raise EncoderscopeError("no text given: pass TEXT arguments or --file FILE")
     return texts
+
+
+def read_file_lines(path, encoding=None) -> list[str]:
+    """`embed --file`: every line with a letter or digit (core.readers' rules), whatever the
+    suffix; a line that cannot be read stops with its file, line and a way out."""
+    from core.readers import collect, other_encoding_hint, read_txt
+    got = collect(read_txt(path, encoding))
+    if got.bad:
+        first = got.bad[0]
+        hint = f"; {other_encoding_hint()}" if first.undecodable and encoding is None else ""
+        raise EncoderscopeError(f"{path}, line {first.row}: {first.reason}{hint}")
+    if not got.sentences:
+        skipped = f" ({got.no_letters} line(s) without any letter or digit)" if got.no_letters else ""
+        raise EncoderscopeError(f"{path} has no text lines{skipped}")
+    if got.no_letters:
+        print(f"note: skipped {got.no_letters} line(s) of {path} without any letter or digit", file=sys.stderr)
+    return [s.text for s in got.sentences]
 
 
 def cmd_embed(args) -> int:
@@ -95,6 +121,9 @@ def cmd_inspect(args) -> int:
     else:
         L, H, T, _ = ins.attentions.shape
         print(f"{b.model_name} ({b.backend}) on {ins.device}: {T} tokens, {L} layers x {H} heads")
+        if ins.truncated:
+            print(f"note: the text is {T + ins.truncated} tokens long and {b.model_name} reads at most "
+                  f"{b.max_length}: the last {ins.truncated} tokens were cut", file=sys.stderr)
         print("tokens:", " ".join(ins.tokens))
         for layer in range(L):
             mean = ins.attentions[layer].mean(0)          # (T, T) averaged over heads
@@ -131,7 +160,8 @@ def cmd_models(args) -> int:
         emit_json({"models": rows})
         return 0
     for r in rows:
-        state = "available" if r["available"] else "not available offline"
+        state = "available" if r["available"] else (
+            f"refused: {r['refused']}" if r.get("refused") else "not available offline")
         dims = f"{r.get('dim', '?')}-d, {r.get('layers', '?')} layers, {r.get('heads', '?')} heads"
         mlm = "MLM head" if r.get("mlm_head") else "no MLM head"
         print(f"{r['name']:<28} {r['source']:<9} {state:<22} {dims}, {mlm}")
@@ -152,6 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("embed", help="sentence vectors (L2-normalised) for texts")
     p.add_argument("text", nargs="*", help="texts to embed")
     p.add_argument("--file", help="a file with one text per non-blank line")
+    p.add_argument("--encoding", metavar="NAME", help="the --file's text encoding when it is not UTF-8, "
+                                                      "e.g. latin-1, cp1252, utf-16 (default: UTF-8)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--json", action="store_true", help="print JSON")
     add_model_options(p)

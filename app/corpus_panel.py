@@ -5,15 +5,16 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
-                               QMessageBox, QPushButton, QTableView, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QInputDialog, QLabel,
+                               QLineEdit, QMessageBox, QPushButton, QTableView, QVBoxLayout, QWidget)
 
 from core.errors import EncoderscopeError
 
 from .column_dialog import ColumnDialog
 from .corpus_model import CorpusModel
 from .corpus_service import CorpusService
-from .importers import needs_field
+from .importers import COMMON_ENCODINGS, needs_field
+from .line_edit import long_line_edit
 
 FILE_FILTER = "Sentences (*.txt *.csv *.jsonl);;Text (*.txt);;CSV (*.csv);;JSON lines (*.jsonl)"
 
@@ -29,7 +30,7 @@ class CorpusPanel(QWidget):
         self.setAcceptDrops(True)
         self._dialogs = []
 
-        self.add_edit = QLineEdit()
+        self.add_edit = long_line_edit()
         self.add_edit.setObjectName("add_edit")
         self.add_edit.setPlaceholderText("Type a sentence and press Enter to add it to the corpus")
         self.add_edit.setClearButtonEnabled(True)
@@ -126,6 +127,7 @@ class CorpusPanel(QWidget):
         self.service.rows_removed.connect(self.model.remove_ids)
         self.service.mismatch.connect(self.ask_reembed)
         self.service.ingest_done.connect(self._after_ingest)
+        self.service.encoding_needed.connect(self.ask_encoding)
         self.state.busy.connect(self._on_busy)
         self._update_count()
 
@@ -138,13 +140,16 @@ class CorpusPanel(QWidget):
             self.add_edit.clear()
 
     def paste_lines(self, text: str | None = None):
+        from core.readers import collect, read_text
         text = QGuiApplication.clipboard().text() if not isinstance(text, str) else text
-        lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-        if not lines:
+        got = collect(read_text(text or "", source="clipboard"))
+        if not got.sentences:
             self.state.status.emit("The clipboard holds no text to add")
             return None
-        return self.service.add_texts(lines, metadata=[{"source": "clipboard", "row": i + 1}
-                                                       for i in range(len(lines))])
+        if got.no_letters:
+            self.state.status.emit(f"Skipped {got.no_letters} line(s) without any letter or digit")
+        return self.service.add_texts([s.text for s in got.sentences],
+                                      metadata=[s.metadata for s in got.sentences])
 
     def import_dialog(self):
         path, _ = QFileDialog.getOpenFileName(self, "Import sentences", str(Path.home()), FILE_FILTER)
@@ -166,6 +171,22 @@ class CorpusPanel(QWidget):
             dialog.open()
             return dialog
         return self.service.import_file(path, column)
+
+    def ask_encoding(self, need):
+        """The file is not UTF-8: offer the common encodings, then import it again with the one
+        chosen (``need``: corpus_service.NeedsEncoding)."""
+        dialog = QInputDialog(self)
+        dialog.setObjectName("encoding_dialog")
+        dialog.setWindowTitle(f"Import {Path(need.path).name}")
+        dialog.setLabelText(f"{need.message}.\n\nRead it as:")
+        dialog.setComboBoxItems(list(COMMON_ENCODINGS))
+        dialog.setComboBoxEditable(False)
+        dialog.setOkButtonText("Import")
+        dialog.textValueSelected.connect(lambda enc: self.service.import_file(need.path, need.column, enc))
+        dialog.finished.connect(lambda _r: self._dialogs.remove(dialog) if dialog in self._dialogs else None)
+        self._dialogs.append(dialog)
+        dialog.open()
+        return dialog
 
     def selected_ids(self) -> list[int]:
         rows = sorted({i.row() for i in self.table.selectionModel().selectedRows()})

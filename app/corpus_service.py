@@ -35,6 +35,7 @@ class IngestResult:
     truncated: int = 0
     cancelled: bool = False
     skipped: list = field(default_factory=list)   # BadLine from the file readers
+    no_letters: int = 0                           # lines skipped for having no letter or digit
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -46,6 +47,8 @@ class IngestResult:
         if self.skipped:
             b = self.skipped[0]
             parts.append(f"skipped {len(self.skipped):,} bad line(s), e.g. line {b.row}: {b.reason}")
+        if self.no_letters:
+            parts.append(f"skipped {self.no_letters:,} line(s) without any letter or digit")
         text = ", ".join(parts)
         return text + (" — cancelled; what was committed is kept" if self.cancelled else "")
 
@@ -105,15 +108,29 @@ def ingest_job(store, backend, pooling, texts, metadata=None, skipped=(), progre
                         seconds=time.perf_counter() - t0)
 
 
-def import_job(store, backend, pooling, path, column=None, progress=None, cancel=None):
-    from .importers import read_sentences
+@dataclass
+class NeedsEncoding:
+    """import_job's answer when the file is not UTF-8: nothing was added; ask for an encoding."""
+    path: str              # the file
+    column: str | None     # the CSV column / JSONL field chosen
+    message: str           # what could not be read, for the dialog
+
+
+def import_job(store, backend, pooling, path, column=None, encoding=None, progress=None, cancel=None):
+    from .importers import NotInEncoding, read_sentences
 
     progress(0, 0, f"Reading {Path(path).name} …")
-    found = read_sentences(path, column, cancel=cancel)
+    try:   # the first try is strict about the encoding; a chosen one skips what it cannot read
+        found = read_sentences(path, column, cancel=cancel, encoding=encoding,
+                               strict_encoding=encoding is None)
+    except NotInEncoding as e:
+        return NeedsEncoding(str(path), column, str(e))
     if cancel.is_set():
         raise Cancelled("cancelled")
-    return ingest_job(store, backend, pooling, found.texts, found.metadata, found.bad,
-                      progress=progress, cancel=cancel)
+    result = ingest_job(store, backend, pooling, found.texts, found.metadata, found.bad,
+                        progress=progress, cancel=cancel)
+    result.no_letters = found.no_letters
+    return result
 
 
 def create_store_job(location, backend, pooling, sample=SAMPLE_CORPUS, progress=None, cancel=None):
@@ -171,6 +188,7 @@ class CorpusService(QObject):
     mismatch = Signal(str, str, int)         # store model, chosen model, sentences
     ingest_done = Signal(object)             # IngestResult
     undo_changed = Signal(int)               # sentences the last delete removed (0: nothing to undo)
+    encoding_needed = Signal(object)         # NeedsEncoding: an import that is not UTF-8
 
     def __init__(self, state, parent=None):
         super().__init__(parent)
@@ -412,12 +430,20 @@ class CorpusService(QObject):
         return self._run_store(label, ingest_job, self.state.store, self.state.backend, self.state.pooling,
                                texts, metadata, on_result=self._ingested)
 
-    def import_file(self, path, column=None):
+    def import_file(self, path, column=None, encoding=None):
         if not self._ready():
             return None
+
+        def done(value):
+            if isinstance(value, NeedsEncoding):
+                self.state.status.emit(value.message)
+                self.encoding_needed.emit(value)
+            else:
+                self._ingested(value)
+
         return self._run_store(f"Importing {Path(path).name}", import_job, self.state.store,
-                               self.state.backend, self.state.pooling, str(path), column,
-                               on_result=self._ingested)
+                               self.state.backend, self.state.pooling, str(path), column, encoding,
+                               on_result=done)
 
     def remove(self, ids):
         ids = [int(i) for i in ids]

@@ -177,7 +177,8 @@ class Backend:
         if pair is None or not pair.strip():
             ids, cut = self.encode_ids([text])
             ids, types = ids[0], None
-            full = len(self.tokenizer(text, truncation=False)["input_ids"]) if cut else len(ids)
+            # verbose=False: counting the full length is not running it (no "indexing errors" warning)
+            full = len(self.tokenizer(text, truncation=False, verbose=False)["input_ids"]) if cut else len(ids)
         else:
             for t in (text, pair):
                 if not t.strip():
@@ -185,7 +186,7 @@ class Backend:
             enc = self.tokenizer(text, pair, truncation="longest_first", max_length=self.max_length,
                                  return_token_type_ids=True)
             ids, types = enc["input_ids"], enc["token_type_ids"]
-            full = len(self.tokenizer(text, pair, truncation=False)["input_ids"])
+            full = len(self.tokenizer(text, pair, truncation=False, verbose=False)["input_ids"])
         # Inspection shows the model's exact numbers: fp32 whatever the embedding precision.
         with self._lock, torch.inference_mode():
             input_ids, mask = self._batch([ids])

@@ -22,7 +22,7 @@ def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
     """Known models: packaged, the default hub model, trained checkpoints in the user-data
     folder, and any folders given."""
     from .sources import CHECKPOINT_MARKER, check_folder, read_json
-    from .weights import config_from_hf
+    from .weights import UnsafeWeights, check_weights, config_from_hf
     from .model import EncoderConfig
 
     rows = []
@@ -40,8 +40,11 @@ def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
                     mlm = any(a.endswith("ForMaskedLM") for a in raw.get("architectures") or [])
                 row.update(dim=cfg.dim, layers=cfg.n_layers, heads=cfg.n_heads, mlm_head=mlm,
                            folder=str(folder))
+                check_weights(folder)      # "available" only if its weights can be read safely
             except Exception as e:
                 row.update(available=False, error=str(e))
+                if isinstance(e, UnsafeWeights):
+                    row["refused"] = "unsafe pickle"
         return row
 
     from .sources import packaged_folder

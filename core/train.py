@@ -61,7 +61,7 @@ MLM_EVAL_REPEATS = 10     # ... masking the held-out sentences at most this many
 
 class Trainer(Evaluation):
     def __init__(self, config: TrainConfig, read_corpus: Callable[..., list[str]] = read_corpus):
-        """read_corpus(source, limit=...) -> sentences: core's file reader by default; the app
+        """read_corpus(source, limit=..., encoding=...) -> sentences: core's file reader by default; the app
         passes index.corpus.read_training_corpus, which reads stores too."""
         self.config = config
         self.read_corpus = read_corpus
@@ -181,7 +181,7 @@ class Trainer(Evaluation):
                                  "resume it (--resume), or allow overwriting it")
 
         self._emit("status", message=f"reading {c.corpus}")
-        sentences = self.read_corpus(c.corpus, limit=c.max_sentences or None)
+        sentences = self.read_corpus(c.corpus, limit=c.max_sentences or None, encoding=c.corpus_encoding or None)
         train, held = split_heldout(sentences, c.heldout, c.seed)
         saved = None
         if resume is not None:

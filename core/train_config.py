@@ -15,6 +15,7 @@ OBJECTIVES = ("mlm", "simcse", "mlm+simcse")
 @dataclass
 class TrainConfig:
     corpus: str = ""               # training text: a .txt/.csv/.tsv/.jsonl file or a store folder
+    corpus_encoding: str = ""      # the corpus file's text encoding if not UTF-8 ("" = UTF-8 or its byte-order mark)
     out: str = ""                  # output folder; it becomes a model folder (--model OUT)
     objective: str = "mlm"         # "mlm" | "simcse" | "mlm+simcse" (MLM first, then contrastive)
     init: str = "fresh"            # "fresh" (random weights) | "minilm" | a model folder to keep training

@@ -7,14 +7,13 @@ training command and panel hand to the Trainer)
 - ``.csv`` / ``.tsv``: the ``text`` (or ``sentence``, ``content``, ``body``) column; without one,
   every column whose values look like text (``a`` and ``b`` of a pairs file, say);
 - ``.jsonl``: one JSON object per line with a ``text`` (or ``sentence``) field, or a JSON string.
+Files are read by core.readers (its rules: encodings, binary files refused, ...).
 
 Sentences are stripped, empty ones dropped and exact duplicates kept once (a duplicate in both
 the training and held-out parts would make the held-out numbers look better than they are).
 """
 from __future__ import annotations
 
-import csv
-import json
 import re
 from pathlib import Path
 
@@ -23,33 +22,40 @@ import torch
 
 from .errors import InputError
 
-TEXT_COLUMNS = ("text", "sentence", "sentences", "content", "body")
 STORE_DB = "store.db"
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _TERMINAL = re.compile(r"[.!?:;\"')\]]$")
 LONG_LINE = 600          # characters: a longer line is cut into sentences
 
 
-def read_corpus(source: str | Path, limit: int | None = None) -> list[str]:
-    """The sentences of a .txt/.csv/.tsv/.jsonl file, de-duplicated, in file order."""
+def read_corpus(source: str | Path, limit: int | None = None, encoding: str | None = None) -> list[str]:
+    """The sentences of a .txt/.csv/.tsv/.jsonl file (read by core.readers, in ``encoding`` when
+    it is not UTF-8), de-duplicated, in file order. Stores are read by
+    index.corpus.read_training_corpus, which the training command and panel give the Trainer."""
     path = Path(source).expanduser()
     if not path.exists():
         raise InputError(f"corpus {str(source)!r} does not exist (give a .txt/.csv/.jsonl file or a store folder)")
     if path.is_dir():
         raise InputError(f"{path} is a folder but not a store (no {STORE_DB}); give a store folder or a text file")
     else:
-        suffix = path.suffix.lower()
-        try:
-            raw = path.read_text(encoding="utf-8-sig")
-        except UnicodeDecodeError as e:
-            raise InputError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
-        if suffix in (".csv", ".tsv"):
-            texts = _read_table(raw, "\t" if suffix == ".tsv" else None, path)
-        elif suffix in (".jsonl", ".ndjson"):
-            texts = _read_jsonl(raw, path)
-        else:
-            texts = split_text(raw)
+        texts = _read_file(path, encoding)
     return dedupe_sentences(texts, limit, path)
+
+
+def _read_file(path: Path, encoding: str | None) -> list[str]:
+    """A corpus file's sentences; any unreadable line stops training (a corpus is read whole),
+    one that is not in the encoding with a hint to give another."""
+    from .readers import TEXT_SUFFIXES, BadLine, Blank, NoLetters, other_encoding_hint, read_file
+    lines = []
+    for rec in read_file(path, encoding=encoding, guess_columns=True):
+        if isinstance(rec, BadLine):
+            hint = f"; {other_encoding_hint()}" if rec.undecodable and encoding is None else ""
+            raise InputError(f"{path} line {rec.row}: {rec.reason}{hint}")
+        # Blank and symbol-only lines end a paragraph of wrapped prose (split_text).
+        lines.append("" if isinstance(rec, (Blank, NoLetters)) else rec.text)
+    if path.suffix.lower() in TEXT_SUFFIXES:
+        return split_text("\n".join(lines))
+    return lines
 
 
 def dedupe_sentences(texts, limit, where) -> list[str]:
@@ -89,52 +95,6 @@ def split_text(raw: str) -> list[str]:
     out = []
     for l in content:
         out.extend(_SENTENCE_END.split(l) if len(l) > LONG_LINE else [l])
-    return out
-
-
-def _read_table(raw: str, delimiter: str | None, path: Path) -> list[str]:
-    if delimiter is None:
-        try:
-            delimiter = csv.Sniffer().sniff(raw[:4096], delimiters=",;\t").delimiter
-        except csv.Error:
-            delimiter = ","
-    rows = list(csv.DictReader(raw.splitlines(), delimiter=delimiter))
-    if not rows:
-        raise InputError(f"{path} has a header but no rows")
-    columns = [c for c in (rows[0].keys() or []) if c]
-    named = [c for c in columns if c.strip().lower() in TEXT_COLUMNS]
-    if named:
-        use = named[:1]
-    else:
-        def texty(c):
-            vals = [r.get(c) or "" for r in rows[:200]]
-            words = np.mean([len(v.split()) for v in vals]) if vals else 0
-            numeric = sum(1 for v in vals if re.fullmatch(r"[-+0-9.eE]*", v.strip()))
-            return words >= 3 and numeric < len(vals) / 2
-        use = [c for c in columns if texty(c)]
-    if not use:
-        raise InputError(f"{path}: no text column found (name one 'text'); columns: {', '.join(columns)}")
-    return [r.get(c) or "" for r in rows for c in use]
-
-
-def _read_jsonl(raw: str, path: Path) -> list[str]:
-    out = []
-    for n, line in enumerate(raw.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            raise InputError(f"{path} line {n} is not JSON: {e}") from None
-        if isinstance(obj, str):
-            out.append(obj)
-        elif isinstance(obj, dict):
-            key = next((k for k in TEXT_COLUMNS if isinstance(obj.get(k), str)), None)
-            if key is None:
-                raise InputError(f"{path} line {n} has no 'text' field (fields: {', '.join(obj)})")
-            out.append(obj[key])
-        else:
-            raise InputError(f"{path} line {n}: expected an object with 'text' or a string")
     return out
 
 

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from .model import Encoder, EncoderConfig, EncoderForMaskedLM
@@ -98,17 +99,62 @@ def _activation(name: str) -> str:
     raise ModelUnavailable(f"activation {name!r} is not supported by the from-scratch encoder")
 
 
+class UnsafeWeights(WeightsError):
+    """A pytorch_model.bin whose pickle asks for more than tensors: refused, never run."""
+
+
 def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
     st, pt = folder / "model.safetensors", folder / "pytorch_model.bin"
     try:
         if st.is_file():
             return load_file(str(st))
         if pt.is_file():
-            # weights_only: a .bin is a pickle; never let it run code.
-            return torch.load(str(pt), map_location="cpu", weights_only=True)
+            return _load_bin(pt)
+    except WeightsError:
+        raise
     except Exception as e:
         raise WeightsError(f"cannot read the weights in {folder}: {e}") from None
     raise WeightsError(f"{folder} holds no model.safetensors or pytorch_model.bin")
+
+
+def check_weights(folder: Path) -> None:
+    """Raise WeightsError unless the folder's weights can be read safely; cheap: a safetensors
+    header, or a .bin's pickle memory-mapped (its tensors are not read)."""
+    st, pt = folder / "model.safetensors", folder / "pytorch_model.bin"
+    try:
+        if st.is_file():
+            with safe_open(str(st), framework="pt") as f:
+                f.keys()
+        elif pt.is_file():
+            _load_bin(pt, mmap=True)
+    except WeightsError:
+        raise
+    except Exception as e:
+        raise WeightsError(f"cannot read the weights in {folder}: {e}") from None
+
+
+def _load_bin(path: Path, mmap: bool = False) -> dict[str, torch.Tensor]:
+    """A .bin is a pickle: weights_only lets it build tensors and nothing else, so a file that
+    asks for anything more (code to run) is refused, with a message that says so."""
+    try:
+        try:
+            return torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap)
+        except RuntimeError as e:
+            if mmap and "mmap" in str(e):     # the legacy (non-zip) format cannot be mapped
+                return torch.load(str(path), map_location="cpu", weights_only=True)
+            raise
+    except Exception as e:
+        # pickle.UnpicklingError, matched by name: this package never imports pickle (tests/test_layering.py)
+        if type(e).__name__ != "UnpicklingError":
+            raise
+        wanted = re.search(r"GLOBAL (\S+)", str(e))
+        raise UnsafeWeights(
+            f"{path} was refused for safety: it is pickle data that asks to run Python code when "
+            f"loaded ({'it calls ' + wanted.group(1) if wanted else 'more than plain tensors'}), and "
+            "Encoderscope only reads tensors. Use a model.safetensors file of these weights instead: "
+            "most model pages offer one, or whoever made this file can write one from the model in "
+            "memory: python -c \"from safetensors.torch import save_file; "
+            "save_file(model.state_dict(), 'model.safetensors')\"") from None
 
 
 def legacy_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

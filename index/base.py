@@ -109,15 +109,16 @@ class Store(ABC):
         return self._dim
 
     def _rebuild_hint(self, other) -> str:
+        import shlex
         other = fpmod.as_dict(other)
         try:
             n = f"{self.count()} "
         except StoreError:
             n = ""
-        return (f"search it with {self._fp.get('model')} (leave out --model), or re-embed all "
-                f"{n}sentences with {other.get('model')} by running "
-                f"`encoderscope ingest --rebuild --model {other.get('model')} --store "
-                f"{self.where}` ({type(self).__name__}.rebuild)")
+        model, pooling = other.get("model"), other.get("pooling", "mean")
+        return (f"use it with {self._fp.get('model')} ({self.pooling} pooling), or re-embed all {n}"
+                f"sentences with {model} ({pooling} pooling): `encoderscope ingest --rebuild --model "
+                f"{shlex.quote(str(model))} --pooling {pooling} --store {shlex.quote(str(self.where))}`")
 
     def _check_vectors(self, vectors, fingerprint, what) -> np.ndarray:
         """Vectors checked against the store's model and dimension, L2-normalised."""
@@ -146,7 +147,7 @@ class Store(ABC):
             if backend is None:
                 raise InputError("searching with text needs a backend to embed the query")
             fingerprint = backend.fingerprint(pooling=self.pooling)
-            fpmod.check(self._fp, fingerprint, f"queries embedded with --model {backend.model_name}",
+            fpmod.check(self._fp, fingerprint, f"queries embedded with {backend.model_name}",
                         where=f"at {self.where}", hint=self._rebuild_hint(fingerprint))
             q = backend.embed(texts, pooling=self.pooling)
         else:
@@ -225,7 +226,7 @@ class Store(ABC):
         from core.backend import EmbedStats
         self._need_writer()
         fp = backend.fingerprint(pooling=pooling or self.pooling)
-        fpmod.check(self._fp, fp, f"texts embedded with --model {backend.model_name}",
+        fpmod.check(self._fp, fp, f"texts embedded with {backend.model_name}",
                     where=f"at {self.where}", hint=self._rebuild_hint(fp))
         pooling = fp.pooling
         result = result if result is not None else AddResult(ids=[])

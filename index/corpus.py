@@ -125,11 +125,12 @@ def is_store(source) -> bool:
     return path.name == DB_NAME or (path.is_dir() and (path / DB_NAME).is_file())
 
 
-def read_training_corpus(source, limit: int | None = None) -> list[str]:
-    """Training sentences from a store (in id order) or a .txt/.csv/.jsonl file (core's reader),
-    trimmed and de-duplicated: the reader the training command and panel are given."""
+def read_training_corpus(source, limit: int | None = None, encoding: str | None = None) -> list[str]:
+    """Training sentences from a store (in id order) or a .txt/.csv/.jsonl file (core's reader, in
+    `encoding` when not UTF-8), trimmed and de-duplicated: the reader the training command and
+    panel are given."""
     if not is_store(source):
-        return read_corpus(source, limit=limit)
+        return read_corpus(source, limit=limit, encoding=encoding)
     text = str(source).strip()
     loc = parse_location(text)
     if not loc.is_milvus and loc.path.name == DB_NAME:

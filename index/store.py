@@ -16,6 +16,7 @@ save) is caught up from the stored vectors, without the model.
 """
 from __future__ import annotations
 
+import shlex
 import sqlite3
 import threading
 from pathlib import Path
@@ -32,6 +33,12 @@ from .faiss_index import AUTO_HNSW_THRESHOLD, REQUESTS, FaissIndex, resolve_kind
 from .manifest import (MANIFEST_NAME, Manifest, UnsupportedFormat, read_manifest, sha256_file,
                        write_manifest)
 from .sentences import DB_NAME, SentenceDB
+
+
+def repair_command(folder) -> str:
+    """The command that rebuilds this store's index from its database (it works as written)."""
+    return f"encoderscope info --repair --store {shlex.quote(str(folder))}"
+
 
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
 
@@ -95,7 +102,7 @@ class VectorStore(Store):
                     raise StoreCorrupted(f"the store at {folder} has lost its sentence database "
                                          f"({db_path} is missing)", path=db_path)
                 raise StoreNotFound(f"no store at {folder}: ingest some files first "
-                                    "(encoderscope ingest FILE --store DIR)")
+                                    f"(encoderscope ingest FILE --store {shlex.quote(str(folder))})")
             if fingerprint is None:
                 raise InputError("creating a store needs the model fingerprint")
             folder.mkdir(parents=True, exist_ok=True)
@@ -147,8 +154,8 @@ class VectorStore(Store):
                 # A writer replaced the snapshot between our manifest read and the index read.
                 if self._lock is not None or attempt == 4:
                     raise StoreCorrupted(
-                        f"the index file named by {self.folder / MANIFEST_NAME} is missing; open "
-                        "with repair (encoderscope info --repair) to rebuild it from the stored "
+                        f"the index file named by {self.folder / MANIFEST_NAME} is missing; "
+                        f"`{repair_command(self.folder)}` rebuilds it from the stored "
                         "vectors", path=self.folder / MANIFEST_NAME) from None
 
     def _load_once(self, repair: bool) -> None:
@@ -233,7 +240,7 @@ class VectorStore(Store):
                                  path=self.folder / MANIFEST_NAME)
         path = self.folder / man.index_file
         size = path.stat().st_size   # FileNotFoundError handled by _load
-        hint = "; open with repair (encoderscope info --repair) to rebuild it from the stored vectors"
+        hint = f"; `{repair_command(self.folder)}` rebuilds it from the stored vectors"
         if size != man.index_bytes:
             raise StoreCorrupted(f"the index file {path} is truncated or overwritten: "
                                  f"{size} bytes, the manifest says {man.index_bytes}" + hint, path=path)

@@ -456,35 +456,6 @@ def test_read_only_store_refuses_changes(tmp_path):
         reader.add(["x"], np.ones((1, D)))
 
 
-# ---------------------------------------------------------------- readers
-def test_readers_txt_csv_jsonl(tmp_path):
-    from index.readers import BadLine, Blank, Sentence, read_file
-    (tmp_path / "a.txt").write_bytes(b"\xef\xbb\xbfone\n\n  two  \n\xff\xfe\nthree")
-    (tmp_path / "b.csv").write_bytes(b'id,body\n1,hello\n2,"multi\nline"\n3,\xff\n4,\n5,ok\n')
-    (tmp_path / "c.jsonl").write_bytes(b'{"t": "a"}\n{broken\n{"x": 1}\n\n{"t": 5}\n{"t": "b"}\n')
-    txt = list(read_file(tmp_path / "a.txt"))
-    assert [r.text for r in txt if isinstance(r, Sentence)] == ["one", "two", "three"]
-    assert [r.row for r in txt if isinstance(r, BadLine)] == [4]
-    assert [r.row for r in txt if isinstance(r, Blank)] == [2]
-    csvr = list(read_file(tmp_path / "b.csv", column="body"))
-    assert [(r.text, r.row) for r in csvr if isinstance(r, Sentence)] == \
-        [("hello", 2), ("multi line", 3), ("ok", 7)]
-    assert [r.row for r in csvr if isinstance(r, BadLine)] == [5]
-    js = list(read_file(tmp_path / "c.jsonl", field="t"))
-    assert [r.text for r in js if isinstance(r, Sentence)] == ["a", "b"]
-    assert [r.row for r in js if isinstance(r, BadLine)] == [2, 3, 5]
-    from core.errors import InputError
-    with pytest.raises(InputError, match="no column 'text'"):
-        list(read_file(tmp_path / "b.csv", column="text"))
-    with pytest.raises(InputError, match="--column"):
-        list(read_file(tmp_path / "b.csv"))
-    (tmp_path / "d.parquet").write_text("x")
-    with pytest.raises(InputError, match="unsupported"):
-        read_file(tmp_path / "d.parquet")
-    with pytest.raises(InputError, match="no such file"):
-        read_file(tmp_path / "missing.txt")
-
-
 def test_no_pickle_no_qt_in_index():
     root = Path(__file__).resolve().parents[1] / "index"
     for p in root.glob("*.py"):

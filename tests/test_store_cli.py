@@ -188,8 +188,10 @@ def test_errors_are_messages_not_tracebacks(tmp_path, inputs, capsys):
     assert rc == 2 and err.startswith("error: no store at")
     rc, out, err = cli(["ingest", tmp_path / "missing.txt", "--store", tmp_path / "s"], capsys)
     assert rc == 2 and "no such file" in err
-    rc, out, err = cli(["ingest", inputs["csv"], "--store", tmp_path / "s"], capsys)
-    assert rc == 2 and "--column" in err           # two columns, none chosen
+    two = tmp_path / "two.csv"                     # two columns, none of them named like text
+    two.write_text("id,label\n1,Hello there.\n", encoding="utf-8")
+    rc, out, err = cli(["ingest", two, "--store", tmp_path / "s"], capsys)
+    assert rc == 2 and "--column" in err
     store = tmp_path / "s2"
     assert cli(["ingest", inputs["csv"], "--column", "sentence", "--store", store, "--quiet"],
                capsys)[0] == 0

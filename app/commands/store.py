@@ -13,11 +13,20 @@ from core.sources import DEFAULT_MODEL
 MAX_BAD_LINES_SHOWN = 20
 
 
-def _add_model_options(p):
+def _add_model_options(p, store_default: bool = False):
+    """The shared model options, with None for --model/--pooling: "the store's" (a new store gets
+    minilm + mean, which the help says unless the command needs an existing store)."""
     from app.cli import add_model_options
-    add_model_options(p)
-    # None = "the store's model/pooling" (a new store gets minilm + mean).
+    add_model_options(p, store_default="existing" if store_default else "new")
     p.set_defaults(model=None, pooling=None)
+
+
+def _add_encoding_option(p):
+    from core.readers import COMMON_ENCODINGS
+    p.add_argument("--encoding", metavar="NAME", default=None,
+                   help="the files' text encoding when they are not UTF-8, e.g. "
+                        f"{', '.join(COMMON_ENCODINGS[:-1])} (default: UTF-8, or what a "
+                        "byte-order mark says)")
 
 
 def add_store_option(p):
@@ -29,13 +38,24 @@ def add_store_option(p):
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("ingest", help="embed sentences from .txt/.csv/.jsonl files into a store")
-    p.add_argument("files", nargs="+", metavar="FILE", help=".txt (one sentence a line), .csv or .jsonl")
+    p = subparsers.add_parser(
+        "ingest", help="embed sentences from .txt/.csv/.jsonl files into a store",
+        description="Embed sentences from .txt/.csv/.jsonl files into a store. A sentence is "
+                    "stored once: a text equal to a stored one after trimming spaces at both ends "
+                    "(case and inner spaces count) is counted as a duplicate and not added again. "
+                    "Blank lines and lines without any letter or digit are skipped; a file that "
+                    "looks binary is refused.")
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help=".txt (one sentence a line), .csv or .jsonl (none: only with --rebuild)")
     add_store_option(p)
     _add_model_options(p)
-    p.add_argument("--column", metavar="NAME", help="CSV column holding the text (default: 'text' "
-                                                    "or the only column)")
-    p.add_argument("--field", metavar="NAME", help="JSONL field holding the text (default: text)")
+    p.add_argument("--column", metavar="NAME", help="CSV column holding the text (default: one named "
+                                                    "text, sentence, sentences, content or body, "
+                                                    "else the only column)")
+    p.add_argument("--field", metavar="NAME", help="JSONL field holding the text (default: the first "
+                                                   "of text, sentence, sentences, content, body; a "
+                                                   "line that is a JSON string is the text)")
+    _add_encoding_option(p)
     p.add_argument("--index", choices=("auto", "flat", "hnsw", "sq8", "ivf"), default="auto",
                    help="index kind of a new store: exact (flat), approximate (hnsw), 8-bit "
                         "quantised (sq8), ivf (Milvus only) or auto (FAISS: exact, HNSW from "
@@ -43,15 +63,15 @@ def register(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=256,
                    help="sentences per committed batch (default 256)")
     p.add_argument("--rebuild", action="store_true",
-                   help="if the store was built with another model, re-embed all its sentences "
-                        "with this one first")
+                   help="if the store was built with another model or pooling, re-embed all its "
+                        "sentences with this one first (FILEs may then be left out)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_ingest)
 
     p = subparsers.add_parser("search", help="the stored sentences nearest to a query")
     p.add_argument("query", metavar="QUERY")
     add_store_option(p)
-    _add_model_options(p)
+    _add_model_options(p, store_default=True)
     p.add_argument("-k", type=int, default=10, help="number of results (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_search)
@@ -87,17 +107,44 @@ def _err(msg):
 
 # ------------------------------------------------------------------------------------------
 def _read_inputs(args):
-    from index.readers import Blank, BadLine, read_file
-    items, bad, blank = [], [], 0
+    """(items, Collected of everything else) from every FILE; a binary or missing file stops
+    the ingest before anything is embedded."""
+    from core.readers import Collected, collect, read_file
+    items, rest = [], Collected([], [])
     for f in args.files:
-        for rec in read_file(f, column=args.column, field=args.field):
-            if isinstance(rec, Blank):
-                blank += 1
-            elif isinstance(rec, BadLine):
-                bad.append(rec)
-            else:
-                items.append((rec.text, rec.metadata))
-    return items, bad, blank
+        got = collect(read_file(f, column=args.column, field=args.field, encoding=args.encoding))
+        items += [(s.text, s.metadata) for s in got.sentences]
+        rest.bad += got.bad
+        rest.blank += got.blank
+        rest.no_letters += got.no_letters
+    return items, rest
+
+
+def _report_inputs(args, items, rest) -> None:
+    """Say what was skipped (lines, encodings, symbol-only lines); an error when no file gave a
+    single sentence."""
+    from core.readers import other_encoding_hint
+    bad, undecodable = rest.bad, rest.undecodable
+    hint = f"; {other_encoding_hint()}" if undecodable and args.encoding is None else ""
+    if not items and args.files:
+        names = ", ".join(args.files)
+        if undecodable:
+            first = undecodable[0]
+            raise InputError(f"nothing to ingest: no line of {names} could be read as "
+                             f"{args.encoding or 'UTF-8'} (line {first.row}: {first.reason}){hint}")
+        why = [f"{len(bad)} unreadable, the first {bad[0]}"] if bad else []
+        why += [f"{rest.no_letters} without any letter or digit"] if rest.no_letters else []
+        raise InputError(f"nothing to ingest: {names} has no text lines"
+                         + (f" ({'; '.join(why)})" if why else ""))
+    for b in bad[:MAX_BAD_LINES_SHOWN]:
+        _err(f"skipped {b}")
+    if len(bad) > MAX_BAD_LINES_SHOWN:
+        _err(f"... and {len(bad) - MAX_BAD_LINES_SHOWN} more unreadable lines")
+    if rest.no_letters:
+        _err(f"note: skipped {rest.no_letters} line(s) without any letter or digit")
+    if undecodable:
+        _err(f"note: {len(undecodable)} line(s) could not be read as {args.encoding or 'UTF-8'} "
+             f"and were skipped{hint}")
 
 
 def cmd_ingest(args) -> int:
@@ -107,11 +154,12 @@ def cmd_ingest(args) -> int:
 
     if args.batch_size < 1:
         raise InputError("--batch-size must be at least 1")
-    items, bad, blank = _read_inputs(args)
-    for b in bad[:MAX_BAD_LINES_SHOWN]:
-        _err(f"skipped {b}")
-    if len(bad) > MAX_BAD_LINES_SHOWN:
-        _err(f"... and {len(bad) - MAX_BAD_LINES_SHOWN} more unreadable lines")
+    if not args.files and not args.rebuild:
+        raise InputError("give at least one FILE to ingest (or --rebuild alone to re-embed the "
+                         "store with --model/--pooling)")
+    items, rest = _read_inputs(args)
+    _report_inputs(args, items, rest)
+    bad, blank = rest.bad, rest.blank
     loc = _location(args)
     if args.index == "ivf" and not loc.is_milvus:
         raise InputError("--index ivf is for Milvus stores (milvus-lite:FOLDER or a server)")
@@ -132,12 +180,14 @@ def cmd_ingest(args) -> int:
                                         f"with {model}? [y/N] "):
                     _rebuild(store, backend, pooling, args.quiet)
                 else:
-                    fpmod.check(store.fingerprint_dict, fp, f"texts embedded with --model {model}",
-                                where=f"in {loc.describe()}", hint=store._rebuild_hint(fp))
+                    fpmod.check(store.fingerprint_dict, fp, "the texts to add", where=f"in {loc.describe()}",
+                                hint=_mismatch_hint(args, store, loc, model, pooling, "ingest"))
         except BaseException:
             store.close()
             raise
     else:
+        if not args.files:
+            raise InputError(f"there is no store at {loc} to rebuild")
         model = args.model or DEFAULT_MODEL
         pooling = args.pooling or "mean"
         backend = _backend(args, model)
@@ -173,15 +223,29 @@ def cmd_ingest(args) -> int:
             store.close()
         except KeyboardInterrupt:
             interrupted = True
-    skipped = blank + len(bad)
+    skipped = blank + len(bad) + rest.no_letters
+    no_letters = f", no letter or digit {rest.no_letters}" if rest.no_letters else ""
     print(f"added {result.added}, duplicates {result.duplicates}, skipped {skipped} "
-          f"(blank {blank}, unreadable {len(bad)}), truncated {result.truncated}; "
+          f"(blank {blank}, unreadable {len(bad)}{no_letters}), truncated {result.truncated}; "
           f"{loc.describe()} holds {total} sentences"
           + (f" (index: {args.index})" if reindexed else ""))
     if interrupted:
         _err("interrupted: the sentences committed before Ctrl-C are kept")
         return 130
     return 0
+
+
+def _mismatch_hint(args, store, loc, model, pooling, command: str) -> str:
+    """What to do when --model/--pooling differ from the store's: two commands that work as
+    written (tests/test_cli_messages.py runs them)."""
+    import shlex
+    given = " and ".join(f for f, v in (("--model", args.model), ("--pooling", args.pooling)) if v)
+    keep = (f"`encoderscope search {shlex.quote(args.query)} --store {shlex.quote(str(loc))}`"
+            if command == "search" else f"the same ingest command without {given}")
+    rebuild = (f"`encoderscope ingest --rebuild --model {shlex.quote(str(model))} --pooling {pooling} "
+               f"--store {shlex.quote(str(loc))}`")
+    return (f"use the store's own {store.model_name} ({store.pooling} pooling) with {keep}, or re-embed "
+            f"its {store.count()} sentences with {model} ({pooling} pooling) first: {rebuild}")
 
 
 def _ask(question: str) -> bool:
@@ -225,8 +289,8 @@ def cmd_search(args) -> int:
         backend = _backend(args, model)
         if args.pooling and args.pooling != store.pooling or args.model:
             fp = backend.fingerprint(pooling=args.pooling or store.pooling)
-            fpmod.check(store.fingerprint_dict, fp, f"queries embedded with --model {model}",
-                        where=f"in {loc.describe()}", hint=store._rebuild_hint(fp))
+            fpmod.check(store.fingerprint_dict, fp, "queries", where=f"in {loc.describe()}",
+                        hint=_mismatch_hint(args, store, loc, model, args.pooling or store.pooling, "search"))
         hits = store.search(args.query, k=args.k, backend=backend)
     finally:
         store.close()

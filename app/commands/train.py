@@ -34,6 +34,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--corpus", metavar="FILE_OR_STORE",
                    help="a .txt (one sentence per line, or prose), .csv/.tsv (a 'text' column), "
                         ".jsonl ('text' field) file, or a store folder")
+    g.add_argument("--encoding", dest="corpus_encoding", metavar="NAME",
+                   help="the corpus file's text encoding when it is not UTF-8, e.g. latin-1, cp1252, "
+                        "utf-16 (default: UTF-8, or what a byte-order mark says)")
     g.add_argument("--out", metavar="DIR", help="output folder: checkpoints are written here")
     g.add_argument("--resume", metavar="DIR", help="continue the run saved in this checkpoint folder "
                                                    "(--out defaults to it)")
