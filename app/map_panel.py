@@ -1,7 +1,7 @@
 """The Map tab: every sentence of the corpus in 2-D (PCA or UMAP), coloured by k-means cluster.
 
-Hover shows a sentence; a click selects it and offers Search like this / Step by step (when the
-walkthrough is in this build) / Attention; the current search query is a star and its hits are
+Hover shows a sentence; a click selects it and offers Search like this / Step by step /
+Attention; the current search query is a star and its hits are
 ringed; a lasso lists the sentences inside it; Export PNG / CSV (the CSV `encoderscope map`
 writes). The map is computed by index.corpus_map in a worker, again whenever the corpus
 changes (at once if the tab is showing, else when it is next shown).
@@ -94,10 +94,9 @@ class MapPanel(QWidget):
         self.search_button = QPushButton("Search like this")
         self.attention_button = QPushButton("Attention")
         self.attention_button.setToolTip("Open the selected sentence in the attention inspector")
-        self.walk_button = None        # "Step by step", only when AppState has the walkthrough
-        if hasattr(state, "walkthrough_requested"):
-            self.walk_button = QPushButton("Step by step")
-            self.walk_button.clicked.connect(self.walk_selected)
+        self.walk_button = QPushButton("Step by step")
+        self.walk_button.setToolTip("Follow the selected sentence through the encoder, step by step")
+        self.walk_button.clicked.connect(self.walk_selected)
         self.lasso_label = QLabel("Selection: none (Lasso select, then drag around points)")
         self.lasso_list = QListWidget()
         self.lasso_list.setObjectName("map_lasso_list")
@@ -115,8 +114,7 @@ class MapPanel(QWidget):
         box_lay.addWidget(self.sentence)
         buttons = QHBoxLayout()
         for b in (self.search_button, self.walk_button, self.attention_button):
-            if b is not None:
-                buttons.addWidget(b)
+            buttons.addWidget(b)
         box_lay.addLayout(buttons)
         side_lay.addWidget(box)
         side_lay.addWidget(self.lasso_label)
@@ -238,15 +236,14 @@ class MapPanel(QWidget):
 
     def walk_selected(self) -> None:
         if self._selected_text():
-            self.state.walkthrough_requested.emit(self._selected_text())
+            self.state.request_walkthrough(self._selected_text())
 
     def _selected_text(self) -> str:
         return self.map.texts[self.selected_row] if self.map is not None and self.selected_row >= 0 else ""
 
     def _enable_selection_actions(self, on: bool) -> None:
         for b in (self.search_button, self.walk_button, self.attention_button):
-            if b is not None:
-                b.setEnabled(on)
+            b.setEnabled(on)
 
     def _set_lasso(self, on: bool) -> None:
         self.plot.vb.lasso_mode = on

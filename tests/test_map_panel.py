@@ -105,7 +105,9 @@ def test_hover_and_click_pick_the_sentence_under_the_pointer(panel, qtbot):
     with qtbot.waitSignal(panel.state.inspect_requested) as sig:
         panel.attention_button.click()
     assert sig.args == [panel.map.texts[row], ""]
-    assert (panel.walk_button is not None) == hasattr(panel.state, "walkthrough_requested")
+    with qtbot.waitSignal(panel.state.walkthrough_requested) as sig:
+        panel.walk_button.click()
+    assert sig.args == [panel.map.texts[row]]
 
     corner = QPoint(panel.plot.width() - 3, panel.plot.height() - 3)   # empty space: deselects
     if panel.plot.row_at(panel.plot.mapToScene(corner)) < 0:
