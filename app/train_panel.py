@@ -407,11 +407,8 @@ class TrainPanel(QtWidgets.QWidget):
             return False
         if self._resumed_into_existing:
             # The folder's weights changed under a possibly cached backend: load it afresh.
-            try:
-                from core.backend import clear_cache
-                clear_cache()
-            except ImportError:  # pragma: no cover
-                pass
+            from core.backend import clear_cache
+            clear_cache()
         # the inspected model (attention, fill-mask): the corpus and its search stay as they are
         choice = self.state.choice.with_(model=str(self.trained_folder), backend="scratch")
         self.state.set_inspect_choice(choice)
