@@ -14,9 +14,8 @@ import logging
 import os
 import sys
 
-from core.device import PRECISION_CHOICES
 from core.errors import EncoderscopeError
-from core.names import BACKENDS, POOLINGS
+from core.names import BACKENDS, POOLINGS, PRECISION_CHOICES
 from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 
 EXIT_USAGE = 2

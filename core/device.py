@@ -17,11 +17,10 @@ import os
 import torch
 
 from .errors import DeviceUnavailable, InputError
+from .names import PRECISION_CHOICES, PRECISIONS
 
 ENV_VAR = "ENCODERSCOPE_DEVICE"
 PRECISION_ENV = "ENCODERSCOPE_PRECISION"
-PRECISIONS = ("fp32", "bf16")          # what a model runs in
-PRECISION_CHOICES = ("auto", *PRECISIONS)   # what a user may ask for
 
 
 def pick_device(requested: str | None = None) -> torch.device:

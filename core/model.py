@@ -223,11 +223,13 @@ class MultiHeadSelfAttention(nn.Module):
 
     def project_qkv(self, x):
         """(Q, K, V) = x W_Q, x W_K, x W_V. Packed for CPU inference and given enough tokens, one
-        GEMM of the three weights stacked does it faster (same numbers to ~1e-6)."""
+        GEMM of the three weights stacked does it faster (same numbers to ~1e-6). Hooks on the
+        three projections (core/walkthrough_capture.py reads them) get the three projections."""
         fused = self.fused_qkv
-        if (fused is not None and x.is_cpu and not torch.is_grad_enabled()
+        if (fused is not None and x.is_cpu and x.dtype == torch.float32 and not torch.is_grad_enabled()
                 and x.shape[0] * x.shape[1] >= FUSED_QKV_MIN_TOKENS
-                and fused.source_versions == self._qkv_versions()):
+                and fused.source_versions == self._qkv_versions()
+                and not any(m._forward_hooks for m in (self.q_lin, self.k_lin, self.v_lin))):
             return fused(x).split(x.shape[-1], dim=-1)
         return self.q_lin(x), self.k_lin(x), self.v_lin(x)
 

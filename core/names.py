@@ -6,3 +6,5 @@ from __future__ import annotations
 
 BACKENDS = ("scratch", "hf")          # our from-scratch encoder; Hugging Face transformers
 POOLINGS = ("mean", "cls", "max")     # token vectors -> one sentence vector (core/pooling.py)
+PRECISIONS = ("fp32", "bf16")         # what a model runs its embeddings in (core/device.py)
+PRECISION_CHOICES = ("auto", *PRECISIONS)   # what a user may ask for; auto: bf16 where native

@@ -77,7 +77,7 @@ def test_context_menu_opens_why_for_that_row(qtbot, make_window, tiny_store_temp
     panel._show_context_menu(pos)
     menu = panel.context_menu
     texts = [a.text() for a in menu.actions()]
-    assert texts == ["Why is this a hit?", "Inspect attention"]
+    assert texts == ["Why is this a hit?", "Inspect attention", "Step by step"]
     menu.actions()[0].trigger()
     menu.close()
     dialog = panel.why_dialog
