@@ -197,6 +197,12 @@ class AppState(QObject):
     def has_waiting(self, key: str) -> bool:
         return key in self._waiting
 
+    def drop_waiting(self, key: str) -> bool:
+        """Forget the call waiting for ``key`` (its arguments went stale: another model was
+        chosen, the model is loading). Returns whether one waited, so the caller can make the
+        request again once it can."""
+        return self._waiting.pop(key, None) is not None
+
     def _start_waiting(self, job) -> None:
         call = self._waiting.pop(job.key, None)
         if call is not None:
