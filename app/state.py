@@ -19,6 +19,8 @@ Panels take an ``AppState`` and listen to it::
     state.store                       # the current vector store (index.VectorStore) or None
     state.jobs                        # app.workers.JobRunner
     state.run(key, fn, *args, label=..., on_result=..., on_error=...)   # -> Job | None
+    state.run_latest(key, fn, *args, ...)   # the same; while one runs, only the newest call waits
+    state.has_waiting(key) / state.drop_waiting(key)   # a result is stale / forget the waiting call
 
 Signals:
     choice_changed(ModelChoice)       the user picked another corpus model/backend/pooling/device
