@@ -58,7 +58,7 @@ class AttentionPanel(AttentionExport, QtWidgets.QWidget):
         self.inspection = None
         self.model_label_text = ""
         self._rollout = None                 # (L, T, T) cache for the current inspection
-        self._queued: tuple[str, str] | None = None
+        # the newest (text, compare_with) asked for: run again when the model loads or changes
         self._last_request: tuple[str, str] | None = None
         self.last_dir = Path.home()
         self.matrix = np.zeros((0, 0))       # what the one-head view shows (after hiding)
@@ -257,12 +257,12 @@ class AttentionPanel(AttentionExport, QtWidgets.QWidget):
     # ---- model + requests ---------------------------------------------------------------------
     def _on_backend(self, backend) -> None:
         if backend is None:
+            self.state.drop_waiting(JOB_KEY)           # it would run the old model: redone below
             self._set_info("<i>Loading the model …</i>")
             self.inspect_button.setEnabled(False)
             return
         self.inspect_button.setEnabled(True)
-        request = self._queued or self._last_request
-        self._queued = None
+        request = self._last_request
         if request is None and self.auto_inspect and self.text_edit.text().strip():
             request = (self.text_edit.text(), self.pair_edit.text())
         if request is not None:
@@ -295,25 +295,22 @@ class AttentionPanel(AttentionExport, QtWidgets.QWidget):
         self._start(text, compare_with)
 
     def _start(self, text: str, compare_with: str = "") -> None:
+        self._last_request = (text, compare_with)
         backend = self.state.inspect_backend
         if backend is None:
-            self._queued = (text, compare_with)
             self._set_info("<i>Waiting for the model to load …</i>")
-            return
-        if self.state.jobs.is_running(JOB_KEY):
-            self._queued = (text, compare_with)        # run when the current one finishes
-            return
-        self._last_request = (text, compare_with)
+            return                                     # _on_backend runs it
         self._set_info(f"{self._model_text(backend)} · <i>inspecting …</i>")
-        self.state.run(JOB_KEY, inspect_fn, backend, text, compare_with or "",
-                       label="Inspecting attention", wants_progress=False, show_progress=False,
-                       on_result=lambda ins, b=backend: self._on_inspection(ins, b),
-                       on_error=self._on_error, on_finished=self._job_finished)
+        # while one runs, only the newest request waits (state.run_latest)
+        self.state.run_latest(JOB_KEY, inspect_fn, backend, text, compare_with or "",
+                              label="Inspecting attention", wants_progress=False, show_progress=False,
+                              on_result=lambda ins, b=backend: self._on_job_result(ins, b),
+                              on_error=self._on_error)
 
-    def _job_finished(self) -> None:
-        if self._queued is not None and self.state.inspect_backend is not None:
-            request, self._queued = self._queued, None
-            QtCore.QTimer.singleShot(0, lambda: self._start(*request))
+    def _on_job_result(self, ins, backend) -> None:
+        if self.state.has_waiting(JOB_KEY) or backend is not self.state.inspect_backend:
+            return                                     # stale: a newer request or another model
+        self._on_inspection(ins, backend)
 
     def _on_error(self, message: str) -> None:
         self._set_info(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
@@ -334,8 +331,6 @@ class AttentionPanel(AttentionExport, QtWidgets.QWidget):
         self._on_inspection(ins, backend or self.state.inspect_backend)
 
     def _on_inspection(self, ins, backend) -> None:
-        if self._queued is not None and backend is self.state.inspect_backend:
-            return                               # stale: the newer request runs next
         self.inspection = ins
         att = A.check_attentions(ins.attentions)
         L, H, T, _ = att.shape

@@ -95,7 +95,6 @@ class FillMaskPanel(QtWidgets.QWidget):
         self.result_backend = None           # the Backend that computed ``result``
         self.mask_tables: list[MaskTable] = []
         self._list_models_fn = list_models_fn
-        self._queued = False
         self._repredict = False              # predict again once the next model is loaded
         self._build()
         state.inspect_backend_changed.connect(self._on_backend)
@@ -250,7 +249,9 @@ class FillMaskPanel(QtWidgets.QWidget):
         if backend is None:
             self.predict_button.setEnabled(False)
             self._status("<i>Loading the model …</i>")
-            self._repredict = self._repredict or had_result
+            # a prediction waiting for the running one would use the old model: redo it after the load
+            waited = self.state.drop_waiting(JOB_KEY)
+            self._repredict = self._repredict or had_result or waited
             return
         if not getattr(backend, "has_mlm", False):
             self.show_no_mlm(backend)
@@ -260,8 +261,7 @@ class FillMaskPanel(QtWidgets.QWidget):
         name = Path(str(backend.model_name)).name or str(backend.model_name)
         self._status(f"<b>{html.escape(name)}</b> · type a sentence with [MASK] and press Enter")
         again, self._repredict = self._repredict or had_result, False
-        if self._queued or again or (self.auto_predict and MASK in self.text_edit.text()):
-            self._queued = False
+        if again or (self.auto_predict and MASK in self.text_edit.text()):
             self.predict()
 
     @property
@@ -346,7 +346,7 @@ class FillMaskPanel(QtWidgets.QWidget):
     def predict(self) -> None:
         backend = self.state.inspect_backend
         if backend is None:
-            self._queued = True
+            self._repredict = True               # _on_backend predicts once the model is loaded
             self._status("<i>Waiting for the model to load …</i>")
             return
         if not backend.has_mlm:
@@ -357,20 +357,18 @@ class FillMaskPanel(QtWidgets.QWidget):
             self._status("<span style='color:#b35900'>Put [MASK] where the model should guess a word: "
                          "type it, press Ctrl+M, or click a word above.</span>")
             return
-        if self.state.jobs.is_running(JOB_KEY):
-            self._queued = True
-            return
         self._status("<i>Predicting …</i>")
-        self.state.run(JOB_KEY, predict_fn, backend, text, top_k=self.topk_spin.value(),
-                       targets=self.targets(), per_layer=self.per_layer_check.isChecked(),
-                       label="Fill-mask", wants_progress=False, show_progress=False,
-                       on_result=lambda r, t=text, b=backend: self._on_result(r, t, b) if b is self.state.inspect_backend else None,
-                       on_error=self._on_error, on_finished=self._finished)
+        # while one runs, only the newest request waits (state.run_latest)
+        self.state.run_latest(JOB_KEY, predict_fn, backend, text, top_k=self.topk_spin.value(),
+                              targets=self.targets(), per_layer=self.per_layer_check.isChecked(),
+                              label="Fill-mask", wants_progress=False, show_progress=False,
+                              on_result=lambda r, t=text, b=backend: self._on_job_result(r, t, b),
+                              on_error=self._on_error)
 
-    def _finished(self) -> None:
-        if self._queued and self.state.inspect_backend is not None:
-            self._queued = False
-            QtCore.QTimer.singleShot(0, self.predict)
+    def _on_job_result(self, result: dict, text: str, backend) -> None:
+        if self.state.has_waiting(JOB_KEY) or backend is not self.state.inspect_backend:
+            return                               # stale: a newer request or another model
+        self._on_result(result, text, backend)
 
     def _on_error(self, message: str) -> None:
         backend = self.state.inspect_backend
@@ -385,8 +383,6 @@ class FillMaskPanel(QtWidgets.QWidget):
         self._on_result(result, text if text is not None else self.text_edit.text(), backend or self.state.inspect_backend)
 
     def _on_result(self, result: dict, text: str, backend) -> None:
-        if self._queued and text != self.text_edit.text():
-            return                               # stale: the newer request runs next
         self.clear_results()
         self.result, self.result_text, self.result_backend = result, text, backend
         masks = result.get("masks", [])

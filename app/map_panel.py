@@ -56,9 +56,7 @@ class MapPanel(QWidget):
         self.selected_row = -1
         self.lasso_rows = np.zeros(0, np.int64)
         self._stale = True             # the corpus changed since the map was made
-        self._again = False            # recompute once the running job ends
         self._query_seq = 0            # number of the latest search shown
-        self._query_again = False      # a newer query waits for the one being placed
         self._last_search = None
 
         self.method = QComboBox()
@@ -167,27 +165,24 @@ class MapPanel(QWidget):
     def recompute(self) -> None:
         store = self.state.store
         if store is None:
+            self.state.drop_waiting("map")
             self.map = None
             self.plot.clear_points()
             self._set_info("No corpus is open yet")
             return
-        if self.state.jobs.is_running("map"):
-            self._again = True
-            return
-        self._again = False
         self._stale = False
         method = self.method.currentData()
         self._set_info(f"Mapping the corpus ({method.upper()}) …")
-        self.state.run("map", build_map_job, store, method, self.clusters.value(),
-                       label="Mapping the corpus", on_result=self.set_map,
-                       on_error=lambda msg: self._set_info(msg, error=True),
-                       on_cancelled=lambda: self._set_info("Mapping cancelled: press Recompute to "
-                                                           "draw the map"),
-                       on_finished=self._map_finished)
+        # while one runs, only the newest request waits (state.run_latest)
+        self.state.run_latest("map", build_map_job, store, method, self.clusters.value(),
+                              label="Mapping the corpus", on_result=self._on_map_job,
+                              on_error=lambda msg: self._set_info(msg, error=True),
+                              on_cancelled=lambda: self._set_info("Mapping cancelled: press Recompute "
+                                                                  "to draw the map"))
 
-    def _map_finished(self):
-        if self._again:
-            self.recompute()
+    def _on_map_job(self, m) -> None:
+        if not self.state.has_waiting("map"):     # else stale: the newer request runs next
+            self.set_map(m)
 
     def set_map(self, m) -> None:
         """Draw a CorpusMap (what the worker returns)."""
@@ -283,15 +278,10 @@ class MapPanel(QWidget):
         if (self.map is None or backend is None or not result.query
                 or (corpus is not None and corpus.compatible() is False)):
             return
-        if self.state.jobs.is_running("map-query"):
-            self._query_again = True
-            return
-        self._query_again = False
-        self.state.run("map-query", place_query_job, backend, self.state.pooling, self.map.projection,
-                       result.query, self._query_seq, label="Placing the query on the map",
-                       show_progress=False, wants_progress=False, on_result=self._on_query_placed,
-                       on_error=lambda msg: self.state.status.emit(msg),
-                       on_finished=lambda: self._query_again and self._place_query())
+        self.state.run_latest("map-query", place_query_job, backend, self.state.pooling, self.map.projection,
+                              result.query, self._query_seq, label="Placing the query on the map",
+                              show_progress=False, wants_progress=False, on_result=self._on_query_placed,
+                              on_error=lambda msg: self.state.status.emit(msg))
 
     def _on_query_placed(self, placed) -> None:
         seq, xy = placed

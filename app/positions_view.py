@@ -38,8 +38,8 @@ class PositionsView(QtWidgets.QWidget):
         self.state = state
         self.positions = None
         self.demo = None
-        self._seq = 0
-        self._pending = None
+        self._seq = 0                          # number of the newest request; older results are dropped
+        self._requested = None                 # (text, layer) of the newest request: redone on a model switch
         self._shown_for = None                 # (backend, text, layer) on screen
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -82,32 +82,30 @@ class PositionsView(QtWidgets.QWidget):
 
     # ---- requests -----------------------------------------------------------------------------
     def backend_changed(self, backend) -> None:
-        if self._shown_for is not None and self.isVisible():
-            self.show_for(self._shown_for[1], self._shown_for[2])
+        """The inspected model changed (None: loading): the newest request again, with the new one."""
+        if backend is None:
+            self.state.drop_waiting(JOB_KEY)   # it would run the old model
+        elif self._requested is not None and self.isVisible():
+            self.show_for(*self._requested)
 
     def show_for(self, text: str, layer: int) -> None:
         """Compute (in a worker) and show the tables and the demo for ``text`` at ``layer``."""
+        self._requested = (text, layer)
         backend = self.state.inspect_backend
         if backend is None:
             self.info.setText("<i>Waiting for the model to load …</i>")
             return
-        if self._shown_for == (backend, text, layer):
-            return
+        if self._shown_for == (backend, text, layer) and not self.state.jobs.is_running(JOB_KEY):
+            return                             # on screen, and no other request in flight
         self._seq += 1
-        if self.state.jobs.is_running(JOB_KEY):
-            self._pending = (text, layer)
-            return
         seq = self._seq
         self.info.setText("<i>computing the position tables and the permutation demo …</i>")
-        self.state.run(JOB_KEY, positions_fn, backend, text, layer, label="Positions",
-                       wants_progress=False, show_progress=False,
-                       on_result=lambda r, s=seq, b=backend, t=text, layer_=layer: self._on_result(r, s, b, t, layer_),
-                       on_error=lambda m, s=seq: self._on_error(m, s), on_finished=self._finished)
-
-    def _finished(self) -> None:
-        if self._pending is not None:
-            request, self._pending = self._pending, None
-            QtCore.QTimer.singleShot(0, lambda: self.show_for(*request))
+        # while one runs, only the newest request waits (state.run_latest)
+        self.state.run_latest(JOB_KEY, positions_fn, backend, text, layer, label="Positions",
+                              wants_progress=False, show_progress=False,
+                              on_result=lambda r, s=seq, b=backend, t=text, layer_=layer:
+                                  self._on_result(r, s, b, t, layer_),
+                              on_error=lambda m, s=seq: self._on_error(m, s))
 
     def _on_error(self, message: str, seq: int) -> None:
         if seq == self._seq:

@@ -92,9 +92,9 @@ def populate_fillmask(panel, backend=None, text: str = FILL_TEXT) -> None:
 def _settle(panel) -> None:
     """Let any job the panel started on its own (the example) finish first, so it cannot land
     on top of what the screenshot shows."""
-    panel.state.jobs.wait(30000)
-    _app().processEvents()
-    panel._queued = None if hasattr(panel, "inspection") else False
+    for _ in range(2):                   # a request that waited for it starts when it ends
+        panel.state.jobs.wait(30000)
+        _app().processEvents()
 
 
 def mlm_backend(model: str | None):

@@ -19,6 +19,8 @@ Panels take an ``AppState`` and listen to it::
     state.store                       # the current vector store (index.VectorStore) or None
     state.jobs                        # app.workers.JobRunner
     state.run(key, fn, *args, label=..., on_result=..., on_error=...)   # -> Job | None
+    state.run_latest(key, fn, *args, ...)   # the same; while one runs, only the newest call waits
+    state.has_waiting(key) / state.drop_waiting(key)   # a result is stale / forget the waiting call
 
 Signals:
     choice_changed(ModelChoice)       the user picked another corpus model/backend/pooling/device
@@ -196,6 +198,12 @@ class AppState(QObject):
 
     def has_waiting(self, key: str) -> bool:
         return key in self._waiting
+
+    def drop_waiting(self, key: str) -> bool:
+        """Forget the call waiting for ``key`` (its arguments went stale: another model was
+        chosen, the model is loading). Returns whether one waited, so the caller can make the
+        request again once it can."""
+        return self._waiting.pop(key, None) is not None
 
     def _start_waiting(self, job) -> None:
         call = self._waiting.pop(job.key, None)

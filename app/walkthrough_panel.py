@@ -7,8 +7,8 @@ model's real numbers and, beside each step, the proof that they are the model's.
     panel.next_step(); panel.previous_step(); panel.show_step("weights")
 
 The maths is ``core.walkthrough`` (NumPy, checked against the torch encoder); it runs through
-``state.run`` off the UI thread. Requests made while one runs are queued and only the latest
-runs; a result that is not the latest request's is dropped. Sentences arrive from the Search,
+``state.run_latest`` off the UI thread: while one runs, only the newest request waits, and a
+result that is not the newest request's is dropped. Sentences arrive from the Search,
 Corpus and Attention panels through ``state.walkthrough_requested``.
 """
 from __future__ import annotations
@@ -62,8 +62,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.walkthrough_backend = None      # the backend that computed self.walkthrough
         self.pooling_result = None           # (request it was computed for, result)
         self._seq = 0                        # number of the latest request; older results are dropped
-        self._pending = None                 # the latest request made while a job ran
-        self._last_request = None
+        self._last_request = None            # the newest request: run again when the model loads or changes
         self.last_dir = Path.home()
         self._build()
         state.inspect_backend_changed.connect(self._on_backend)
@@ -231,42 +230,30 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self._last_request = request
         backend = self.state.inspect_backend
         if backend is None:
-            self._pending = request
             self._set_info("<i>Waiting for the model to load …</i>")
-            return
-        if self.state.jobs.is_running(JOB_KEY):
-            self._pending = request                    # runs when the one in flight returns
-            return
-        self._pending = None
+            return                                     # _on_backend runs it
         text, other, as_pair, layer, head, pooling = request
         seq = self._seq
         self._set_info(f"{self._model_text(backend)} · <i>computing every step …</i>")
-        self.state.run(JOB_KEY, explain_fn, backend, text, other if as_pair else None, layer, head, pooling,
-                       label="Step by step", wants_progress=False,
-                       show_progress=False,
-                       on_result=lambda result, s=seq, b=backend: self._on_result(result, s, b),
-                       on_error=lambda message, s=seq: self._on_error(message, s),
-                       on_finished=self._job_finished)
-
-    def _job_finished(self) -> None:
-        if self._pending is not None and self.state.inspect_backend is not None:
-            request, self._pending = self._pending, None
-            QtCore.QTimer.singleShot(0, lambda: self._start(request))
+        # while one runs, only the newest request waits (state.run_latest)
+        self.state.run_latest(JOB_KEY, explain_fn, backend, text, other if as_pair else None, layer, head,
+                              pooling, label="Step by step", wants_progress=False, show_progress=False,
+                              on_result=lambda result, s=seq, b=backend: self._on_result(result, s, b),
+                              on_error=lambda message, s=seq: self._on_error(message, s))
 
     def _on_backend(self, backend) -> None:
+        self.positions_view.backend_changed(backend)
         if backend is None:
+            self.state.drop_waiting(JOB_KEY)           # it would run the old model: redone below
             self._set_info("<i>Loading the model …</i>")
             self.explain_button.setEnabled(False)
             return
         self.explain_button.setEnabled(True)
         self._set_ranges(backend)
-        self.positions_view.backend_changed(backend)
-        request = self._pending or self._last_request
-        if request is None:
+        if self._last_request is None:
             self._auto_explain()
         else:
-            self._pending = None
-            self._start(request)                       # same sentence, the newly chosen model
+            self._start(self._last_request)            # same sentence, the newly chosen model
 
     def _auto_explain(self) -> None:
         """The example, once: when a model is loaded and the tab is on screen (not for a hidden tab)."""
@@ -378,16 +365,18 @@ class WalkthroughPanel(QtWidgets.QWidget):
             self.pooling_view.set_result(self.walkthrough, self.pooling_result[1], request[2])
             return
         self.pooling_view.label.setText("<i>comparing CLS, mean and max pooling …</i>")
-        if self.state.jobs.is_running(POOLING_JOB_KEY) or request[0] is None:
-            return                                     # the running one re-checks when it returns
-        self.state.run(POOLING_JOB_KEY, pooling_fn, *request, label="Pooling comparison",
-                       wants_progress=False, show_progress=False,
-                       on_result=lambda r, q=request: self._on_pooling(q, r),
-                       on_error=lambda m: self.pooling_view.label.setText(
-                           f"<span style='color:#c0392b'>{_html(m)}</span>"))
+        if request[0] is None:
+            return                                     # the model is loading: shown again after it
+        self.state.run_latest(POOLING_JOB_KEY, pooling_fn, *request, label="Pooling comparison",
+                              wants_progress=False, show_progress=False,
+                              on_result=lambda r, q=request: self._on_pooling(q, r),
+                              on_error=lambda m: self.pooling_view.label.setText(
+                                  f"<span style='color:#c0392b'>{_html(m)}</span>"))
 
     def _on_pooling(self, request, result) -> None:
         self.pooling_result = (request, result)
+        if self.state.has_waiting(POOLING_JOB_KEY):
+            return                                     # a newer comparison runs next
         if self.current_step_name() == "pooled":
             if request == self._pooling_request():
                 self.pooling_view.set_result(self.walkthrough, result, request[2])

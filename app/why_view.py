@@ -136,8 +136,7 @@ class WhyDialog(QtWidgets.QDialog):
         self.why = None                 # core.why.Why being shown
         self.view = None                # core.why.WhyView being shown (specials hidden or not)
         self.search_score = None        # the score the search table showed for the hit
-        self._seq = 0
-        self._pending = None            # a request that waits for the one in flight
+        self._seq = 0                   # number of the newest request; older results are dropped
         self._request = None            # (query, text) last asked for: redone when the model changes
         self._query = self._text = ""
         self.last_dir = Path.home()
@@ -204,34 +203,31 @@ class WhyDialog(QtWidgets.QDialog):
         self.activateWindow()
         state = self.state
         self._request = (query, text)
+        self._seq += 1
         if state.backend is None:
+            state.drop_waiting("why")   # it would run the old model; _redo asks again once loaded
             self._set_header(query, text, "the model is still loading — try again in a moment")
             return
-        if state.jobs.is_running("why"):
-            self._pending = (query, text, search_score)
-            return
-        self._pending = None
-        self._seq += 1
         seq, pooling = self._seq, state.pooling
         self._set_header(query, text, f"computing with {state.choice.model} ({pooling} pooling) …")
-        state.run("why", explain_job, state.backend, pooling, query, text, label="Why similar",
-                  show_progress=False,
-                  on_result=lambda why: self._on_result(why, seq, query, text, search_score),
-                  on_error=lambda message: self._set_header(query, text, message, error=True),
-                  on_finished=self._on_finished)
+        # while one runs, only the newest request waits (state.run_latest)
+        state.run_latest("why", explain_job, state.backend, pooling, query, text, label="Why similar",
+                         show_progress=False,
+                         on_result=lambda why: self._on_result(why, seq, query, text, search_score),
+                         on_error=lambda message: self._on_error(message, seq, query, text))
 
     def _on_result(self, why, seq, query, text, search_score) -> None:
         if seq != self._seq:
-            return
+            return                      # stale: a newer request runs or waits
         self.why, self.search_score = why, search_score
         self._query, self._text = query, text
         self.explain_label.setText(EXPLAIN[why.pooling])
         self.refresh()
         self.shown.emit(why)
 
-    def _on_finished(self) -> None:
-        if self._pending is not None:
-            self.request(*self._pending)
+    def _on_error(self, message, seq, query, text) -> None:
+        if seq == self._seq:
+            self._set_header(query, text, message, error=True)
 
     def _redo(self) -> None:
         """After a model/pooling change: the same pair with the new model (the old search score

@@ -339,3 +339,48 @@ def test_key_is_free_once_the_result_is_delivered(qtbot):
             pass
         assert not runner.is_running("store"), f"round {i}: the key is still taken"
     runner.wait(5000)
+
+
+def _gated_job(gate, ran):
+    """A job that records its argument; the first one waits for ``gate``."""
+    def job(n, progress, cancel):
+        ran.append(n)
+        if len(ran) == 1:
+            assert gate.wait(10)
+        return n
+    return job
+
+
+def test_run_latest_runs_the_first_and_the_newest(qtbot):
+    from app.state import AppState
+    state = AppState()
+    gate, ran, shown = threading.Event(), [], []
+    job = _gated_job(gate, ran)
+
+    def on_result(n):
+        if not state.has_waiting("k"):      # what a panel does: a stale result is not shown
+            shown.append(n)
+
+    assert state.run_latest("k", job, 1, on_result=on_result) is not None
+    assert not state.has_waiting("k")
+    assert state.run_latest("k", job, 2, on_result=on_result) is None    # waits ...
+    assert state.run_latest("k", job, 3, on_result=on_result) is None    # ... and is replaced
+    assert state.has_waiting("k")
+    gate.set()
+    qtbot.waitUntil(lambda: not state.jobs.busy, timeout=10_000)
+    assert ran == [1, 3] and shown == [3]
+    assert not state.has_waiting("k")
+
+
+def test_drop_waiting_forgets_the_waiting_call(qtbot):
+    from app.state import AppState
+    state = AppState()
+    gate, ran, got = threading.Event(), [], []
+    job = _gated_job(gate, ran)
+    state.run_latest("k", job, 1, on_result=got.append)
+    state.run_latest("k", job, 2, on_result=got.append)
+    assert state.drop_waiting("k") is True
+    assert state.drop_waiting("k") is False and not state.has_waiting("k")
+    gate.set()
+    qtbot.waitUntil(lambda: not state.jobs.busy, timeout=10_000)
+    assert ran == [1] and got == [1]

@@ -251,3 +251,37 @@ def test_mouse_hover_shows_query_key_and_weight(qtbot, panel):
     assert hm.left_axis.highlight == i and hm.top_axis.highlight == j
     text = panel.hover_label.text()
     assert ins.tokens[i] in text and ins.tokens[j] in text and f"{sig.args[2]:.4f}" in text
+
+
+def test_three_quick_requests_run_the_first_and_the_newest(qtbot, panel, backend):
+    """While one inspection runs only the newest request waits; the first's result is not shown."""
+    from app.attention_panel import JOB_KEY
+    started, shown = [], []
+    panel.state.job_started.connect(lambda job: started.append(job.args[1]) if job.key == JOB_KEY else None)
+    panel.inspected.connect(shown.append)
+    for text in ("a first sentence", "a second sentence", "the newest sentence"):
+        panel.inspect_text(text)
+    qtbot.waitUntil(lambda: not panel.state.jobs.busy, timeout=15000)
+    assert started == ["a first sentence", "the newest sentence"]
+    assert len(shown) == 1 and panel.inspection is shown[0]
+    assert shown[0].tokens == backend.inspect("the newest sentence").tokens
+
+
+def test_a_request_waiting_when_the_model_changes_runs_on_the_new_model(qtbot, panel, backend, tiny_distilbert):
+    from app.attention_panel import JOB_KEY
+    state = panel.state
+    other = get_backend(str(tiny_distilbert), backend="hf" if backend.backend == "scratch" else "scratch")
+    started = []
+    state.job_started.connect(lambda job: started.append(job.args[:2]) if job.key == JOB_KEY else None)
+    panel.inspect_text("a first sentence")
+    panel.inspect_text("the newest sentence")             # waits for the first
+    state.backend = None
+    state.backend_changed.emit(None)                      # another model loads: it would run the old one
+    assert not state.has_waiting(JOB_KEY)
+    state.backend = other
+    state.backend_changed.emit(other)
+    qtbot.waitUntil(lambda: not state.jobs.busy, timeout=15000)
+    assert started == [(backend, "a first sentence"), (other, "the newest sentence")]
+    assert panel.inspection.tokens == other.inspect("the newest sentence").tokens
+    kind = {"scratch": "from-scratch encoder", "hf": "transformers"}
+    assert kind[other.backend] in panel.info_label.text() and kind[backend.backend] not in panel.info_label.text()

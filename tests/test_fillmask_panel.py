@@ -206,3 +206,17 @@ def test_per_layer_table_shows_every_layer(qtbot, panel):
     assert t.rowCount() == 13
     rect = t.visualRect(t.model().index(12, 0))
     assert t.viewport().rect().contains(rect), "the final layer's row is scrolled out of view"
+
+
+def test_three_quick_requests_run_the_first_and_the_newest(qtbot, panel):
+    """While one prediction runs only the newest request waits; the first's result is not shown."""
+    started, shown = [], []
+    panel.state.job_started.connect(lambda job: started.append(job.args[1]) if job.key == F.JOB_KEY else None)
+    panel.predicted.connect(shown.append)
+    texts = ("the [MASK] sat on the mat.", "a [MASK] ran away.", "the dog [MASK] loudly.")
+    for text in texts:
+        panel.text_edit.setText(text)
+        panel.predict()
+    qtbot.waitUntil(lambda: not panel.state.jobs.busy, timeout=15000)
+    assert started == [texts[0], texts[2]]
+    assert len(shown) == 1 and shown[0]["text"] == panel.result_text == texts[2]

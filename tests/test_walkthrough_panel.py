@@ -133,6 +133,11 @@ def test_long_text_says_how_many_tokens_were_cut(qtbot, panel, minilm):
 
 
 def test_latest_request_wins(qtbot, panel):
+    """While one runs only the newest request waits: two jobs for three requests, the newest shown."""
+    from app.walkthrough_panel import JOB_KEY
+    started, shown = [], []
+    panel.state.job_started.connect(lambda job: started.append(job.args[1]) if job.key == JOB_KEY else None)
+    panel.explained.connect(shown.append)
     panel.explain_text("The first sentence.")
     panel.explain_text("A second one.")
     with qtbot.waitSignal(panel.explained, timeout=60000) as sig:
@@ -140,6 +145,21 @@ def test_latest_request_wins(qtbot, panel):
     assert "third" in sig.args[0].tokens
     qtbot.waitUntil(lambda: not panel.state.jobs.busy, timeout=60000)
     assert "third" in panel.walkthrough.tokens
+    assert started == ["The first sentence.", "The third and last sentence."]
+    assert shown == [panel.walkthrough]
+
+
+def test_positions_view_runs_the_first_and_the_newest_request(qtbot, panel):
+    from app.positions_view import JOB_KEY
+    view = panel.positions_view                       # its requests, without showing the tab
+    started, shown = [], []
+    panel.state.job_started.connect(lambda job: started.append(job.args[1:]) if job.key == JOB_KEY else None)
+    view.shown.connect(lambda positions, demo: shown.append(demo))
+    for text in ("one two three four", "five six seven eight", "the newest of the three"):
+        view.show_for(text, 0)
+    qtbot.waitUntil(lambda: not panel.state.jobs.busy, timeout=120000)
+    assert started == [("one two three four", 0), ("the newest of the three", 0)]
+    assert len(shown) == 1 and "newest" in shown[0].tokens and view.demo is shown[0]
 
 
 def test_search_and_corpus_send_a_sentence_to_the_tab(qtbot, make_window, tiny_store_template):

@@ -110,3 +110,24 @@ def test_export_and_a_pooling_change_redoes_the_numbers(qtbot, make_window, tiny
     np.testing.assert_allclose(dialog.heatmap.drawn_matrix(), ref.contributions, atol=1e-6)
     assert np.count_nonzero(dialog.heatmap.drawn_matrix()) == 1
     assert "search score" not in dialog.header.text()    # the old search score no longer applies
+
+
+def test_three_quick_requests_run_the_first_and_the_newest(qtbot, minilm):
+    """While one runs only the newest request waits; the first's result is not shown."""
+    from app.state import AppState
+    from app.why_view import WhyDialog
+    state = AppState()
+    state.backend = minilm
+    dialog = WhyDialog(state)
+    qtbot.addWidget(dialog)
+    started, shown = [], []
+    state.job_started.connect(lambda job: started.append(job.args[3]) if job.key == "why" else None)
+    dialog.shown.connect(shown.append)
+    texts = ("a cat on a mat", "the stock market fell", "a dog barked at the postman")
+    for text in texts:
+        dialog.request(QUERY, text)
+    qtbot.waitUntil(lambda: not state.jobs.busy, timeout=20_000)
+    assert started == [texts[0], texts[2]]
+    assert len(shown) == 1 and dialog.why is shown[0] and dialog._text == texts[2]
+    assert shown[0].tokens_b[1:-1] == minilm.tokenizer.tokenize(texts[2])
+    state.shutdown(5000)
