@@ -64,8 +64,9 @@ def test_auto_backend_checks_bf16_and_keeps_it(monkeypatch, auto_env):
     assert np.abs(b.embed(texts) - ref.embed(texts)).max() > 0      # really another precision
     # one model, either precision: the same fingerprint, so they share a store
     assert b.fingerprint("mean") == ref.fingerprint("mean")
-    # inspection and fill-mask logits are the model's exact fp32 numbers
-    np.testing.assert_array_equal(b.inspect(texts[0]).attentions, ref.inspect(texts[0]).attentions)
+    # inspection runs fp32 whatever the embedding precision (bf16 would differ by ~1e-3; the two
+    # loads may pick different fp32 kernels, hence the tolerance)
+    np.testing.assert_allclose(b.inspect(texts[0]).attentions, ref.inspect(texts[0]).attentions, atol=1e-5)
 
 
 @needs_bf16

@@ -363,7 +363,10 @@ def test_migrate_into_emptied_milvus_store_never_reuses_ids(tmp_path, opened):
 
 @pytest.mark.skipif(not _milvus_available(), reason="needs the [milvus] extra")
 def test_migrate_command_line(tmp_path, opened, capsys):
-    from index.migrate import main
+    from app.cli import main as encoderscope
+
+    def main(argv):
+        return encoderscope(["migrate", *argv])
     src, _ = make(opened, tmp_path, "faiss", 50, name="f")
     src.close()
     rc = main(["--from", str(tmp_path / "f"), "--to", f"milvus-lite:{tmp_path / 'm'}", "--quiet"])
