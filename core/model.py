@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .kernel_choice import choice_key, load_choices, save_choices
+from . import machine_cache
 
 
 @dataclass
@@ -126,10 +126,10 @@ def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = Tr
     """Give every Linear of a CPU model its oneDNN weights. Returns False where oneDNN is missing.
 
     tune: time oneDNN against MKL once per (shape, fused GELU) and use the faster for fp32; the
-    winners are remembered on disk per machine (core/kernel_choice.py), so later loads skip it."""
+    winners are remembered on disk per machine (core/machine_cache.py), so later loads skip it."""
     if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
         return False
-    chosen = load_choices() if tune else {}     # choice_key -> oneDNN won
+    chosen = machine_cache.load(machine_cache.KERNEL_CHOICE) if tune else {}   # key -> oneDNN won
     timed: dict[str, bool] = {}                 # the ones timed now, to remember
     with torch.no_grad():
         for att in [m for m in model.modules() if isinstance(m, MultiHeadSelfAttention)]:
@@ -155,12 +155,12 @@ def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = Tr
                 m.packed_version = m.weight._version
                 if tune:
                     gelu = "none" if name.endswith("ffn.lin1") else None   # FFN fuses its GELU
-                    key = choice_key(w.shape[1], w.shape[0], gelu)
+                    key = machine_cache.machine_key(f"{w.shape[0]}x{w.shape[1]}", f"gelu {gelu}")
                     if key not in chosen:
                         chosen[key] = timed[key] = _onednn_is_faster(m, gelu)
                     m.fp32_onednn = chosen[key]
     if timed:
-        save_choices(timed)
+        machine_cache.save(machine_cache.KERNEL_CHOICE, timed)
     return True
 
 

@@ -1,5 +1,5 @@
 """The oneDNN-or-MKL timing of core.model.pack_for_cpu_inference is remembered on disk
-(core/kernel_choice.py): the second load of a model times nothing and uses the remembered winner."""
+(core/machine_cache.py): the second load of a model times nothing and uses the remembered winner."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import core.model as M
-from core import kernel_choice
+from core import machine_cache
 from tests.test_encoder_parts import randomised, small_config
 
 
@@ -26,9 +26,9 @@ def test_timings_are_remembered_and_reused(tmp_path, monkeypatch):
     monkeypatch.setattr(M, "_onednn_is_faster", lambda m, gelu: timed.append(m.weight.shape) or real(m, gelu))
     first = _packed_model()
     assert timed, "the first load times the kernels"
-    saved = json.loads((tmp_path / "cache" / kernel_choice.CACHE_NAME).read_text())
+    saved = json.loads((tmp_path / "cache" / machine_cache.KERNEL_CHOICE).read_text())
     assert len(saved) == len(timed) == len(set(timed))  # each shape timed once (fused QKV too)
-    assert all(k.startswith(kernel_choice.cpu_name()) and f"threads {torch.get_num_threads()}" in k
+    assert all(k.startswith(machine_cache.cpu_name()) and f"threads {torch.get_num_threads()}" in k
                for k in saved)
     timed.clear()
     second = _packed_model(seed=4)
@@ -40,7 +40,7 @@ def test_timings_are_remembered_and_reused(tmp_path, monkeypatch):
 def test_the_remembered_choice_is_the_one_used(tmp_path, monkeypatch):
     monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path))
     model = _packed_model()
-    path = tmp_path / "cache" / kernel_choice.CACHE_NAME
+    path = tmp_path / "cache" / machine_cache.KERNEL_CHOICE
     flipped = {k: not v for k, v in json.loads(path.read_text()).items()}
     path.write_text(json.dumps(flipped))
     again = _packed_model()
@@ -51,9 +51,30 @@ def test_the_remembered_choice_is_the_one_used(tmp_path, monkeypatch):
 
 def test_an_unreadable_cache_means_timing_again(tmp_path, monkeypatch):
     monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path))
-    path = tmp_path / "cache" / kernel_choice.CACHE_NAME
+    path = tmp_path / "cache" / machine_cache.KERNEL_CHOICE
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
-    assert kernel_choice.load_choices() == {}
+    assert machine_cache.load(machine_cache.KERNEL_CHOICE) == {}
     _packed_model()
     assert json.loads(path.read_text())                  # rewritten whole
+
+
+def test_the_bf16_check_is_remembered(tmp_path, monkeypatch):
+    from core.backend import get_backend
+    from tests.helpers import make_tiny_distilbert
+    monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path / "data"))
+    backend = get_backend(model=str(make_tiny_distilbert(tmp_path / "tiny")), precision="fp32")
+    embeds = []
+    real_embed = backend.embed
+    monkeypatch.setattr(backend, "embed", lambda texts, **kw: embeds.append(len(texts)) or real_embed(texts, **kw))
+    first = backend.check_bf16(memo="tiny")
+    outcome = (backend.precision, backend.precision_note)
+    assert len(embeds) == 2                                   # fp32 and bf16, measured
+    assert machine_cache.load(machine_cache.BF16_CHECK) == {"tiny": first}
+    backend.precision = "fp32"
+    assert backend.check_bf16(memo="tiny") == first
+    assert len(embeds) == 2 and (backend.precision, backend.precision_note) == outcome   # not again
+    # a remembered cosine below the bar: fp32, as if it had been measured now
+    machine_cache.save(machine_cache.BF16_CHECK, {"poor": 0.99})
+    assert backend.check_bf16(memo="poor") == 0.99 and backend.precision == "fp32"
+    assert len(embeds) == 2
