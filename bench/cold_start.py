@@ -8,6 +8,10 @@ it reports, in seconds since the process was started by the parent:
   window   the window is shown and answers events (the UI thread is free: torch is not imported
            yet; the model loads in a worker)
   result   the first search results are in the table (model loaded, query embedded, FAISS searched)
+  stall    the longest the UI thread did not answer events in between (the worker's imports hold
+           the GIL in stretches)
+with the process's CPU seconds (all threads) at both marks: on a shared machine wall time
+inflates, CPU time much less.
 Goals (issue 14): window <= 2 s, first result <= 4 s. The best of --runs is reported (the first
 run also pays for a cold disk cache), with every run listed.
 """
@@ -43,7 +47,7 @@ def child(store: str, started: float) -> None:
     w.start(store)
     app.processEvents()
     marks = {"window": time.time() - started, "window_cpu": time.process_time(),
-             "torch_at_window": "torch" in sys.modules,
+             "torch_at_window": "torch" in sys.modules, "load": os.getloadavg()[0],
              "pyqtgraph_at_window": "pyqtgraph" in sys.modules}
 
     def on_result(_rows):
@@ -52,17 +56,23 @@ def child(store: str, started: float) -> None:
     w.search_panel.results_shown.connect(on_result)
     w.search_panel.query.setText(QUERY)
     deadline = time.time() + 300
+    last, stall = time.perf_counter(), 0.0
     while "result" not in marks and time.time() < deadline:
         app.processEvents()
         time.sleep(0.002)
+        now = time.perf_counter()
+        stall, last = max(stall, now - last - 0.002), now
+    marks["stall"] = stall      # the longest the UI thread did not answer while the model loaded
     w.state.jobs.shutdown(10_000)
     print(json.dumps(marks))
 
 
 def prepare(tmp: Path) -> Path:
-    """An indexed copy of the sample corpus (what a second start of the app finds)."""
+    """An indexed copy of the sample corpus (what a second start of the app finds, with the
+    machine's measurements of core/machine_cache.py already on disk)."""
     import threading
 
+    os.environ["ENCODERSCOPE_DATA_DIR"] = str(tmp / "data")   # never the user's own data folder
     sys.path.insert(0, str(ROOT))
     from app.corpus_service import create_store_job
     from core.backend import get_backend
@@ -104,7 +114,8 @@ def main(argv=None) -> int:
     r = measure(args.runs)
     print(f"load average {os.getloadavg()[0]:.1f}; {args.runs} runs: "
           + ", ".join(f"window {x['window']:.2f} s (CPU {x['window_cpu']:.2f} s) / first result "
-                      f"{x['result']:.2f} s (CPU {x['result_cpu']:.2f} s)" for x in r["runs"]))
+                      f"{x['result']:.2f} s (CPU {x['result_cpu']:.2f} s), longest UI stall {x['stall'] * 1000:.0f} ms"
+                      for x in r["runs"]))
     print(f"| cold start to a usable window (best of {args.runs}) | {r['window']:.2f} s | <= {WINDOW_GOAL_S:.0f} s | "
           f"{r['window'] / WINDOW_GOAL_S:.2f} |")
     print(f"| cold start to the first search result (best of {args.runs}) | {r['result']:.2f} s | "
