@@ -287,9 +287,9 @@ class CorpusService(QObject):
         # the count first: set_store's listeners (the search hint) read it
         self._set_count(len(ids))
         self._set_undo([])
-        self.state.set_store(store)
+        self.state.set_store(store, freeze=False)
         self.rows_reset.emit(ids, texts)
-        freeze_long_lived()        # the table's rows live as long as the store
+        freeze_long_lived()        # the store and the table's rows live as long as each other
         self.check_model()
 
     def _run_store(self, label, fn, *args, on_result=None, **kw):

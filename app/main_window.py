@@ -4,28 +4,24 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtCore import QByteArray, Qt, QUrl
+from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (QFileDialog, QInputDialog, QLabel, QLineEdit, QMainWindow, QMessageBox,
-                               QScrollArea, QTabWidget)
+                               QTabWidget)
 
 from index.locations import LOCATION_ENV
 
 from .about import show_about
-from .attention_panel import AttentionPanel
 from .corpus_panel import CorpusPanel
 from .corpus_service import SAMPLE_STORE, CorpusService
-from .fillmask_panel import FillMaskPanel
 from .job_progress import JobProgress
 from .logs import log, log_dir, setup_logging
 from .inspect_bar import InspectBar
-from .map_panel import MapPanel
+from .lazy_panels import LazyPanels, panel_class, plain_holder, put_in_holder, scroll_holder
 from .model_bar import ModelBar
 from .search_panel import SearchPanel
 from .settings import as_int, open_settings, stores_dir
 from .state import AppState, ModelChoice
-from .train_panel import TrainPanel
-from .walkthrough_panel import WalkthroughPanel
 from .status_message import StatusMessage
 
 TITLE = "Encoderscope"
@@ -35,6 +31,13 @@ PRECISION_MENU = [
     ("fp32", "&fp32", "Full precision: the reference numbers"),
     ("bf16", "&bf16", "Faster on CPUs with AVX512-BF16/AMX and on GPUs; slower where emulated"),
 ]
+# the panels built when first needed (app/lazy_panels.py): tab title -> "module:class"
+OPTIONAL_PANELS = {"Attention": "app.attention_panel:AttentionPanel",
+                   "Step by step": "app.walkthrough_panel:WalkthroughPanel",
+                   "Fill-mask": "app.fillmask_panel:FillMaskPanel",
+                   "Train": "app.train_panel:TrainPanel"}
+MAP_PANEL = {"Map": "app.map_panel:MapPanel"}
+PREBUILD_DELAY_MS = 1500   # after the corpus model loaded, build the unbuilt panels one at a time
 
 
 class MainWindow(QMainWindow):
@@ -64,28 +67,24 @@ class MainWindow(QMainWindow):
         self.corpus_panel = CorpusPanel(self.state, self.service)
         self.tabs.addTab(self.search_panel, "Search")
         self.tabs.addTab(self.corpus_panel, "Corpus")
-        # the inspector and training panels, each in a scrolling tab
-        self.optional_panels = {"Attention": AttentionPanel(self.state),
-                                "Step by step": WalkthroughPanel(self.state),
-                                "Fill-mask": FillMaskPanel(self.state),
-                                "Train": TrainPanel(self.state)}
+        # the inspector and training panels, each in a scrolling tab, and the Map: built when
+        # first shown or asked for (app/lazy_panels.py), so the window shows without pyqtgraph
+        self.optional_panels = LazyPanels(OPTIONAL_PANELS, self._build_panel)
+        self._map = LazyPanels(MAP_PANEL, self._build_panel)
         self._panel_tabs = {}
-        for title, widget in self.optional_panels.items():
-            widget.setObjectName(f"{title.lower().replace('-', '').replace(' ', '_')}_panel")
-            # a scroll area: a panel wider than the window scrolls instead of widening the window
-            scroll = QScrollArea()
-            scroll.setObjectName(f"{widget.objectName()}_scroll")
-            scroll.setWidgetResizable(True)
-            scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-            scroll.setWidget(widget)
-            self._panel_tabs[title] = scroll
-            self.tabs.addTab(scroll, title)
+        for title in OPTIONAL_PANELS:
+            self._panel_tabs[title] = scroll_holder(f"{panel_object_name(title)}_scroll")
+            self.tabs.addTab(self._panel_tabs[title], title)
         # ---- corpus map (issue 13): the Map tab follows the search and feeds it back ----
-        self.map_panel = MapPanel(self.state)
-        self.tabs.addTab(self.map_panel, "Map")
-        self.search_panel.results_shown.connect(self.map_panel.show_search)
-        self.map_panel.search_requested.connect(self.search_for)
+        self._panel_tabs["Map"] = plain_holder("map_tab")
+        self.tabs.addTab(self._panel_tabs["Map"], "Map")
+        self._last_search = None       # the latest search shown, for a Map built after it
+        self.search_panel.results_shown.connect(self._on_results)
         # ---- end corpus map ----
+        self.tabs.currentChanged.connect(self._build_current)
+        self._prebuild = QTimer(self)
+        self._prebuild.setSingleShot(True)
+        self._prebuild.timeout.connect(self._prebuild_next)
         self.setCentralWidget(self.tabs)
 
         self._build_status_bar()
@@ -97,7 +96,7 @@ class MainWindow(QMainWindow):
         self.state.choice_changed.connect(self._on_choice)
         self.state.inspect_choice_changed.connect(lambda _c: self._on_choice(self.state.choice))
         self.state.inspect_requested.connect(self._on_inspect)
-        self.state.walkthrough_requested.connect(lambda _text: self.show_panel("Step by step"))
+        self.state.walkthrough_requested.connect(self._on_walkthrough)
         self.state.store_changed.connect(self._on_store)
         self.corpus_panel.count_changed.connect(
             lambda n: self.count_label.setText(f"  {n:,} sentences  "))
@@ -186,6 +185,53 @@ class MainWindow(QMainWindow):
         help_menu = mb.addMenu("&Help")
         self._action(help_menu, "&About Encoderscope", lambda: show_about(self, self.state), "F1")
 
+    # ---- panels built when needed (issue 14, start-up) ------------------------------------------
+    @property
+    def map_panel(self):
+        return self._map["Map"]
+
+    def _build_panel(self, title: str):
+        """Build the panel of tab ``title`` into its holder (LazyPanels calls this once)."""
+        panel = panel_class({**OPTIONAL_PANELS, **MAP_PANEL}[title])(self.state)
+        if title in OPTIONAL_PANELS:
+            panel.setObjectName(panel_object_name(title))
+        put_in_holder(self._panel_tabs[title], panel)
+        if title in MAP_PANEL:
+            panel.search_requested.connect(self.search_for)
+            if self._last_search is not None:
+                panel.show_search(self._last_search)
+        return panel
+
+    def _panels_of(self, title: str):
+        return self._map if title in MAP_PANEL else self.optional_panels
+
+    def _build_current(self, index: int):
+        title = self.tabs.tabText(index)
+        if title in self._panel_tabs:
+            self._panels_of(title)[title]
+
+    def _prebuild_next(self):
+        """Idle time after the model loaded: build one more panel, then yield to events."""
+        for panels in (self.optional_panels, self._map):
+            title = panels.next_unbuilt()
+            if title is not None:
+                panels[title]
+                self._prebuild.start(0)
+                return
+
+    def _on_results(self, result):
+        self._last_search = result
+        if self._map.built("Map"):
+            self.map_panel.show_search(result)
+
+    def _on_walkthrough(self, text: str):
+        # a panel built now missed this signal (it connects in its constructor): hand it over
+        fresh = not self.optional_panels.built("Step by step")
+        panel = self.optional_panels["Step by step"]
+        if fresh:
+            panel.request(text)
+        self.show_panel("Step by step")
+
     # ---- state -> widgets ---------------------------------------------------------------------
     def _on_choice(self, choice: ModelChoice):
         inspected = self.state.inspect_choice
@@ -200,6 +246,8 @@ class MainWindow(QMainWindow):
         if backend is None:
             self.device_label.setText("  Device: loading …  ")
             return
+        if self.optional_panels.next_unbuilt() or not self._map.built("Map"):
+            self._prebuild.start(PREBUILD_DELAY_MS)
         self.device_label.setText(f"  Device: {getattr(backend, 'device_name', '?')} · "
                                   f"{getattr(backend, 'precision', '?')}  ")
         self.device_label.setToolTip("The device the model runs on, and the precision of its embeddings: "
@@ -214,6 +262,10 @@ class MainWindow(QMainWindow):
     def _on_inspect(self, text: str, compare_with: str):
         tab = self._panel_tabs.get("Attention")
         if tab is not None:
+            fresh = not self.optional_panels.built("Attention")
+            panel = self.optional_panels["Attention"]
+            if fresh:   # built now: it missed this signal (it connects in its constructor)
+                panel.request(text, compare_with)
             self.tabs.setCurrentWidget(tab)
         else:
             self.status_message.show_message("The attention inspector is not installed in this build", 12000)
@@ -349,6 +401,11 @@ class MainWindow(QMainWindow):
         self.service.close()
         log.info("window closed")
         super().closeEvent(event)
+
+
+def panel_object_name(title: str) -> str:
+    """"Step by step" -> "step_by_step_panel" (tests and screenshots find panels by it)."""
+    return f"{title.lower().replace('-', '').replace(' ', '_')}_panel"
 
 
 def _short(model: str) -> str:

@@ -3,6 +3,8 @@ embedded with (search uses it). Edits ``state.choice``; the inspected model has 
 (app/inspect_bar.py)."""
 from __future__ import annotations
 
+import sys
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QToolBar, QToolButton, QWidget, QSizePolicy
 
@@ -13,9 +15,14 @@ from .state import BACKEND_LABELS, ModelChoice
 
 WEIGHTS = [DEFAULT_MODEL, DEFAULT_HUB_MODEL]
 POOLING_LABELS = {"mean": "Mean", "cls": "CLS", "max": "Max"}
+DEVICE_LABELS = {"auto": "Auto", "cpu": "CPU", "cuda": "CUDA", "mps": "MPS"}
 
 
-def _devices() -> list[str]:
+def offered_devices() -> list[str]:
+    """The devices to offer. Asking torch means importing it (seconds): before the model's
+    worker has imported torch, offer auto and cpu; the bar adds CUDA/MPS once a model loaded."""
+    if "torch" not in sys.modules:
+        return ["auto", "cpu"]
     try:
         from core.device import available_devices
         return available_devices()
@@ -98,8 +105,8 @@ class ModelBar(QToolBar):
 
         self.device = QComboBox()
         self.device.setObjectName("device_combo")
-        for d in _devices():
-            self.device.addItem({"auto": "Auto", "cpu": "CPU", "cuda": "CUDA", "mps": "MPS"}.get(d, d), d)
+        self._add_devices()
+        state.backend_changed.connect(self._add_devices)    # torch is imported by then
         self.device.setToolTip("Where the model runs; the device in use is shown in the status bar")
 
         title = QLabel("<b>Corpus model</b>")
@@ -125,6 +132,12 @@ class ModelBar(QToolBar):
         self.weights.lineEdit().returnPressed.connect(self._apply)
         self.pooling.activated.connect(self._apply)
         self.device.activated.connect(self._apply)
+
+    def _add_devices(self, *_):
+        """Offer every device torch sees (no torch import here: see offered_devices)."""
+        for d in offered_devices():
+            if self.device.findData(d) < 0:
+                self.device.addItem(DEVICE_LABELS.get(d, d), d)
 
     def current_choice(self) -> ModelChoice:
         return ModelChoice(model=self.weights.currentText().strip() or DEFAULT_MODEL,

@@ -329,9 +329,11 @@ class AppState(QObject):
             self.inspect_backend_changed.emit(backend)
 
     # ---- store --------------------------------------------------------------------------
-    def set_store(self, store) -> None:
+    def set_store(self, store, freeze: bool = True) -> None:
+        """freeze: False where the caller freezes right after (one full collection, not two)."""
         self.store = store
-        freeze_long_lived()
+        if freeze:
+            freeze_long_lived()
         self.store_changed.emit(store)
         self.corpus_changed.emit()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import fillmask
+from . import fillmask, machine_cache
 from .device import autocast, describe_device, pick_device, requested_precision, resolve_precision
 from .errors import Cancelled, InputError, ModelUnavailable
 from .fingerprint import Fingerprint
@@ -214,19 +214,24 @@ class Backend:
                 "max_length": self.max_length, "mlm_head": self.has_mlm, "source": self.source.kind,
                 "precision": self.precision, "precision_note": self.precision_note}
 
-    def check_bf16(self, min_cosine: float | None = None) -> float:
+    def check_bf16(self, min_cosine: float | None = None, memo: str | None = None) -> float:
         """Embed fixed sentences in fp32 and in bf16; keep bf16 only if every pair of vectors
         has cosine >= ``min_cosine``, else fall back to fp32 (logged, and said in
-        ``precision_note``). Returns the smallest cosine."""
+        ``precision_note``). Returns the smallest cosine. ``memo``: a key under which the
+        cosine is remembered on disk for later starts (core/machine_cache.py)."""
         min_cosine = BF16_MIN_COSINE if min_cosine is None else min_cosine
-        was, self.precision = self.precision, "fp32"
-        try:
-            ref = self.embed(BF16_CHECK_SENTENCES)
-            self.precision = "bf16"
-            fast = self.embed(BF16_CHECK_SENTENCES)
-        finally:
-            self.precision = was
-        cos = float((ref * fast).sum(1).min())
+        cos = machine_cache.load(machine_cache.BF16_CHECK).get(memo) if memo else None
+        if cos is None:
+            was, self.precision = self.precision, "fp32"
+            try:
+                ref = self.embed(BF16_CHECK_SENTENCES)
+                self.precision = "bf16"
+                fast = self.embed(BF16_CHECK_SENTENCES)
+            finally:
+                self.precision = was
+            cos = float((ref * fast).sum(1).min())
+            if memo:
+                machine_cache.save(machine_cache.BF16_CHECK, {memo: cos})
         if cos >= min_cosine:
             self.precision = "bf16"
             self.precision_note = (f"bf16 (native here; min cosine {cos:.6f} with fp32 on "
@@ -308,7 +313,7 @@ def get_backend(model: str = DEFAULT_MODEL, backend: str = "scratch", device=Non
         if key not in _cache:
             b = cls(where, dev, run_in)
             if asked == "auto" and run_in == "bf16":
-                b.check_bf16()
+                b.check_bf16(memo=machine_cache.machine_key(*key, len(BF16_CHECK_SENTENCES)))
             _cache[key] = b
         return _cache[key]
 

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import machine_cache
+
 
 @dataclass
 class EncoderConfig:
@@ -123,10 +125,12 @@ class Linear(nn.Linear):
 def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = True) -> bool:
     """Give every Linear of a CPU model its oneDNN weights. Returns False where oneDNN is missing.
 
-    tune: time oneDNN against MKL once per (shape, fused GELU) and use the faster for fp32."""
+    tune: time oneDNN against MKL once per (shape, fused GELU) and use the faster for fp32; the
+    winners are remembered on disk per machine (core/machine_cache.py), so later loads skip it."""
     if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
         return False
-    chosen: dict[tuple, bool] = {}
+    chosen = machine_cache.load(machine_cache.KERNEL_CHOICE) if tune else {}   # key -> oneDNN won
+    timed: dict[str, bool] = {}                 # the ones timed now, to remember
     with torch.no_grad():
         for att in [m for m in model.modules() if isinstance(m, MultiHeadSelfAttention)]:
             if att.q_lin.weight.device.type != "cpu" or att.q_lin.weight.dtype != torch.float32:
@@ -151,10 +155,12 @@ def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = Tr
                 m.packed_version = m.weight._version
                 if tune:
                     gelu = "none" if name.endswith("ffn.lin1") else None   # FFN fuses its GELU
-                    key = (*w.shape, gelu)
+                    key = machine_cache.machine_key(f"{w.shape[0]}x{w.shape[1]}", f"gelu {gelu}")
                     if key not in chosen:
-                        chosen[key] = _onednn_is_faster(m, gelu)
+                        chosen[key] = timed[key] = _onednn_is_faster(m, gelu)
                     m.fp32_onednn = chosen[key]
+    if timed:
+        machine_cache.save(machine_cache.KERNEL_CHOICE, timed)
     return True
 
 
