@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 import faiss  # noqa: E402
 
-from index.faiss_index import FaissIndex  # noqa: E402
+from index.faiss_index import FaissIndex, resolve_kind  # noqa: E402
 
 FAISS_DEFAULT_BLAS_THRESHOLD = 128000   # faiss-cpu 1.15's own default, restored for baselines
 
@@ -78,8 +78,8 @@ def single_latencies(fn, queries, budget_s=30.0):
         t0 = time.perf_counter()
         fn(q)
         t.append(time.perf_counter() - t0)
-    return {"p50_ms": pct(t, 50), "p99_ms": pct(t, 99), "mean_ms": float(np.mean(t) * 1e3),
-            "n": len(t)}
+    return {"p50_ms": pct(t, 50), "p95_ms": pct(t, 95), "p99_ms": pct(t, 99),
+            "mean_ms": float(np.mean(t) * 1e3), "n": len(t)}
 
 
 def batched_qps(fn, queries, batch, budget_s=20.0):
@@ -131,8 +131,17 @@ def bench_index(kind, x, q, gt, params, args, log):
     build = time.perf_counter() - t0
     mem = rss_mib() - r0
     res = {"kind": kind, "params": {k: v for k, v in fi.params.items()}, "build_s": build,
-           "memory_mib": mem}
-    log(f"  {kind}: built in {build:.1f} s, +{mem:.0f} MiB")
+           "memory_mib": mem, "load_avg": os.getloadavg()}
+    log(f"  {kind}: built in {build:.1f} s, +{mem:.0f} MiB (load {os.getloadavg()[0]:.1f})")
+    if args.rule_only:
+        _, I = fi.search(q, 10)
+        res["recall@10"] = recall_at(I, gt)
+        res["single"] = {"store_policy": single_latencies(lambda qq: fi.search(qq, 10), q[:args.single])}
+        res["batched"] = {}
+        if kind == "ivf":
+            res["nprobe_sweep"] = ivf_sweep(fi, q, gt, args)
+        log(f"  {kind}: recall@10 {res['recall@10']:.4f}, p50 {res['single']['store_policy']['p50_ms']:.2f} ms")
+        return res
     # Settings rows call FAISS directly (FaissIndex.search applies the store's own thread
     # policy); the "store policy" row goes through FaissIndex.search.
     search = lambda qq: fi.index.search(qq, 10)  # noqa: E731
@@ -163,9 +172,27 @@ def bench_index(kind, x, q, gt, params, args, log):
         fi.params["ef_search"] = default_ef
         fi.search(q[:1], 10)
         res["ef_search_sweep"] = sweep
+    if kind == "ivf":
+        res["nprobe_sweep"] = ivf_sweep(fi, q, gt, args)
     log(f"  {kind}: recall@10 {res['recall@10']:.4f}")
     fi = None      # frees the index (the timing lambdas hold the variable, not the object)
     return res
+
+
+def ivf_sweep(fi, q, gt, args):
+    """recall@10 and single-query latency of the ivf index for other nprobe / k_factor."""
+    sweep = {}
+    default = dict(fi.params)
+    nlist = fi.nlist()
+    for nprobe in sorted({max(1, nlist // 64), max(1, nlist // 32), max(1, nlist // 16)}):
+        for k_factor in (2, 4, 8):
+            fi.params.update(nprobe=nprobe, k_factor=k_factor)   # FaissIndex.search applies them
+            _, I = fi.search(q, 10)
+            lat = single_latencies(lambda qq: fi.search(qq, 10), q[:args.single], budget_s=10)
+            sweep[f"{nprobe}/{k_factor}"] = {"recall@10": recall_at(I, gt), **lat}
+    fi.params.clear()
+    fi.params.update(default)
+    return sweep
 
 
 def bench_store(x, q, args, log):
@@ -262,19 +289,29 @@ def report(r) -> str:
     L.append(f"Data generated in {r['gen_s']:.1f} s; ground truth by exact FAISS search "
              f"(checked equal to numpy on {r['gt_checked']} queries: {r['gt_agree']:.4f} agreement).\n")
     b = r["baseline"]
-    L.append("| method | build s | memory MiB | recall@10 | single p50 ms | single p99 ms | "
-             "batched qps (b=%d) | vs numpy single | vs numpy batched |" % r["main_batch"])
-    L.append("|---|---|---|---|---|---|---|---|---|")
+    L.append("| method | build s | memory MiB | recall@10 | single p50 ms | single p95 ms | "
+             "batched qps (b=%d) | vs numpy single | vs numpy batched | load (1 min) |" % r["main_batch"])
+    L.append("|---|---|---|---|---|---|---|---|---|---|")
     L.append(f"| numpy brute force (baseline) | - | {b['memory_mib']:.0f} | 1.0000 | "
-             f"{b['single']['p50_ms']:.2f} | {b['single']['p99_ms']:.2f} | {b['batched']['qps']:.0f} | 1.00x | 1.00x |")
+             f"{b['single']['p50_ms']:.2f} | {b['single']['p95_ms']:.2f} | {b['batched']['qps']:.0f} | 1.00x | 1.00x | "
+             f"{b.get('load_avg', [float('nan')])[0]:.1f} |")
     for res in r["indexes"]:
         best_single = min(res["single"].values(), key=lambda s: s["p50_ms"])
-        bq = max(v["qps"] for k, v in res["batched"].items() if k.startswith(f"b{r['main_batch']}_"))
+        bq = max([v["qps"] for k, v in res["batched"].items() if k.startswith(f"b{r['main_batch']}_")],
+                 default=float("nan"))
         L.append(f"| {res['kind']} {res['params'] or ''} | {res['build_s']:.1f} | {res['memory_mib']:.0f} | "
-                 f"{res['recall@10']:.4f} | {best_single['p50_ms']:.2f} | {best_single['p99_ms']:.2f} | "
+                 f"{res['recall@10']:.4f} | {best_single['p50_ms']:.2f} | {best_single['p95_ms']:.2f} | "
                  f"{bq:.0f} | {b['single']['p50_ms'] / best_single['p50_ms']:.2f}x | "
-                 f"{bq / b['batched']['qps']:.2f}x |")
+                 f"{bq / b['batched']['qps']:.2f}x | {res['load_avg'][0]:.1f} |")
     L.append("")
+    for res in r["indexes"]:
+        if "nprobe_sweep" in res:
+            L.append(f"ivf nprobe / k_factor sweep (single query, {res['params']}):\n")
+            L.append("| nprobe / k_factor | recall@10 | p50 ms | p95 ms |")
+            L.append("|---|---|---|---|")
+            for key, v in res["nprobe_sweep"].items():
+                L.append(f"| {key} | {v['recall@10']:.4f} | {v['p50_ms']:.2f} | {v['p95_ms']:.2f} |")
+            L.append("")
     L.append("Settings (single: p50/p99 ms per query; batched: queries/s):\n")
     L.append("| method | setting | result |")
     L.append("|---|---|---|")
@@ -323,7 +360,11 @@ def main(argv=None):
     p.add_argument("--queries", type=int, default=1000)
     p.add_argument("--single", type=int, default=200, help="queries timed one at a time")
     p.add_argument("--batches", type=int, nargs="+", default=[16, 256])
-    p.add_argument("--kinds", default="flat,hnsw,sq8")
+    p.add_argument("--kinds", default="flat,hnsw,sq8,ivf",
+                   help="comma-separated FaissIndex kinds; 'rule' = what the store's auto rule "
+                        "picks for this many vectors")
+    p.add_argument("--rule-only", action="store_true",
+                   help="per kind: build, recall, single-query latency (and ivf's sweep) only")
     p.add_argument("--no-store", action="store_true")
     p.add_argument("--no-ingest", action="store_true")
     p.add_argument("--ingest-files", nargs="+", default=["assets/sample_corpus.txt",
@@ -369,6 +410,7 @@ def main(argv=None):
     base = {"memory_mib": x.nbytes / 2**20}
     base["single"] = single_latencies(lambda qq: numpy_search(x, qq), q[:args.single])
     base["batched"] = batched_qps(lambda qq: numpy_search(x, qq), q, max(args.batches))
+    base["load_avg"] = os.getloadavg()
     r["baseline"] = base
 
     # Ground truth: exact FAISS (BLAS), checked against numpy.
@@ -383,6 +425,9 @@ def main(argv=None):
 
     r["indexes"] = []
     for kind in args.kinds.split(","):
+        if kind == "rule":
+            kind = resolve_kind("auto", n)
+            log(f"the auto rule picks {kind} for {n:,} vectors")
         log(f"{kind} ...")
         r["indexes"].append(bench_index(kind, x, q, gt, {}, args, log))
     if not args.no_store:
