@@ -41,16 +41,24 @@ DEFAULT_PARAMS = {
     # clustered 768-d vectors: 100k 0.965 at 256 (128: 0.91); 1M 0.965 at 1024 (256: 0.86-0.88).
     "hnsw": {"M": 32, "ef_construction": 80, "ef_search": "auto"},
     "sq8": {"qtype": "QT_8bit"},
-    # nlist "auto": IVF_LISTS_PER_SQRT * sqrt(n) lists (see nlist_for). nprobe "auto": that
-    # fraction of the lists. k_factor: the 8-bit scan keeps k * k_factor candidates for the exact
-    # re-rank. Measured on clustered 1M x 384/768 vectors (docs/benchmarks/search.md).
+    # nlist "auto": IVF_LISTS_PER_SQRT * sqrt(n) lists (see nlist_for). nprobe "auto": the
+    # value calibrated at build time (see calibrate_nprobe), else IVF_PROBE_FRACTION of the
+    # lists. k_factor: the 8-bit scan keeps k * k_factor candidates for the exact re-rank (4
+    # and 16 gave the same recall on 200k x 384: the codes rank well, the lists are the limit).
     "ivf": {"nlist": "auto", "nprobe": "auto", "k_factor": 4},
 }
 # ~4 sqrt(n) lists: the classic balance between scanning the centroids and scanning the lists.
 IVF_LISTS_PER_SQRT = 4
-# Lists scanned per query, as a fraction of nlist (rounded up, at least IVF_MIN_NPROBE).
-IVF_PROBE_FRACTION = 1 / 32
-IVF_MIN_NPROBE = 8
+# How many lists a query must scan depends on the data: on clustered synthetic vectors 1/64 of
+# 2048 lists gave recall@10 0.995 at 1M x 384 but 0.84 at 200k, and 20k x 64 needed 1/16
+# (docs/benchmarks/search.md). So build() measures it: stored vectors used as queries, their
+# exact top 10 (faiss.knn) against the index's, nprobe doubled from IVF_MIN_NPROBE until
+# recall@10 reaches IVF_TARGET_RECALL (the 0.95 goal plus a margin for unseen queries).
+IVF_TARGET_RECALL = 0.97
+IVF_CALIBRATION_QUERIES = 100
+IVF_MIN_NPROBE = 4
+# Before any calibration (an index filled by add() rather than build()): this fraction.
+IVF_PROBE_FRACTION = 1 / 16
 # k-means on a sample: its cost grows with sample x nlist x iterations and dominates the build
 # for 1M vectors; 64k points and 10 iterations train centroids as good for search as more.
 IVF_TRAIN_SAMPLE = 65_536
@@ -143,8 +151,28 @@ class FaissIndex:
         nprobe = self.params.get("nprobe", "auto")
         nlist = self.nlist()
         if nprobe == "auto":
-            return min(nlist, max(IVF_MIN_NPROBE, math.ceil(nlist * IVF_PROBE_FRACTION)))
+            nprobe = self.params.get("nprobe_calibrated") or max(
+                IVF_MIN_NPROBE, math.ceil(nlist * IVF_PROBE_FRACTION))
         return min(nlist, int(nprobe))
+
+    def calibrate_nprobe(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Set params["nprobe_calibrated"]: the smallest nprobe (doubling from IVF_MIN_NPROBE)
+        at which stored vectors, as queries, find IVF_TARGET_RECALL of their exact top 10."""
+        n = len(vectors)
+        pick = np.sort(np.random.default_rng(1).choice(n, min(n, IVF_CALIBRATION_QUERIES), replace=False))
+        queries = np.ascontiguousarray(vectors[pick])
+        k = min(10, n)
+        _, exact = faiss.knn(queries, vectors, k, metric=faiss.METRIC_INNER_PRODUCT)
+        exact_ids = ids[exact]
+        nprobe, nlist = IVF_MIN_NPROBE, self.nlist()
+        while True:
+            self.params["nprobe_calibrated"] = min(nprobe, nlist)
+            _, found = self.search(queries, k)
+            hit = np.mean([len(set(a) & set(b)) / k for a, b in zip(found.tolist(), exact_ids.tolist())])
+            self.params["calibrated_recall"] = round(float(hit), 4)
+            if hit >= IVF_TARGET_RECALL or nprobe >= nlist:
+                return
+            nprobe *= 2
 
     def nlist(self) -> int:
         return int(faiss.extract_index_ivf(self.index.index).nlist)
@@ -220,7 +248,8 @@ class FaissIndex:
     def build(cls, kind, dim, params, ids, vectors, progress=None, cancel=None) -> "FaissIndex":
         """A new index over (ids, vectors). progress(done, total) after each chunk; cancel (an
         Event) is checked before each chunk and raises core.errors.Cancelled."""
-        params = {k: v for k, v in (params or {}).items() if k not in ("trained_on", "built_for")}
+        params = {k: v for k, v in (params or {}).items()
+                  if k not in ("trained_on", "built_for", "nprobe_calibrated", "calibrated_recall")}
         fi = cls(kind, dim, params)
         n = len(ids)
         if n:
@@ -232,6 +261,8 @@ class FaissIndex:
                 fi.add(ids[start:end], vectors[start:end])
                 if progress is not None:
                     progress(end, n)
+            if kind == "ivf" and fi.params.get("nprobe", "auto") == "auto":
+                fi.calibrate_nprobe(np.asarray(ids, np.int64), vectors)
         return fi
 
     # -- search -----------------------------------------------------------------------------

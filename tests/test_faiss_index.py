@@ -38,6 +38,8 @@ def test_ivf_recall_and_ids_against_numpy(data, built):
     x, q = data
     fi = built
     assert fi.nlist() == nlist_for(N) == 512 and fi.ntotal == N
+    # build() calibrated nprobe on stored vectors; held-out queries must do as well.
+    assert fi.params["calibrated_recall"] >= 0.97 and fi.nprobe() == fi.params["nprobe_calibrated"]
     order, scores = brute_force(x, q, 10)
     found_scores, found = fi.search(q, 10)
     assert set(found.ravel().tolist()) <= set((np.arange(N) * 7 + 100).tolist())
