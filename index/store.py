@@ -275,9 +275,11 @@ class VectorStore(Store):
     def prepare_index(self, progress=None, cancel=None) -> None:
         """Do the rebuild pending_reindex() announces now, with progress(done, total) and a
         cancel Event checked between chunks. A cancel raises Cancelled and keeps the current
-        index (saved as it is; the rebuild is tried again when the store is next opened)."""
+        index (save() then writes it as it is; the next prepare_index() or opening the store
+        for writing tries the rebuild again)."""
         self._need_writer()
         with self._mutex:
+            self._migration_cancelled = False
             if not self._needs_migration():
                 return
             try:

@@ -130,3 +130,28 @@ def test_cancelled_migration_keeps_the_previous_index(tmp_path):
     w = VectorStore.open(tmp_path / "s", writable=True)
     assert w.index_kind == "ivf"
     w.close()
+
+
+def test_ingest_reports_the_index_build_and_a_cancel_keeps_the_exact_index(tmp_path):
+    from index import corpus
+    from tests.test_store_support import FakeBackend
+    b = FakeBackend(dim=DIM)
+    store = VectorStore.open(tmp_path / "s", writable=True, create=True,
+                             fingerprint=b.fingerprint(), hnsw_threshold=300)
+    cancel = threading.Event()
+    notes = []
+
+    def progress(done, total, note):
+        notes.append((done, total, note))
+        if note:
+            cancel.set()          # cancel as the index build is announced
+    texts = [f"sentence number {i}" for i in range(400)]
+    result = corpus.ingest(store, texts, b, progress=progress, cancel=cancel)
+    assert result.added == 400 and result.cancelled
+    assert notes[-1] == (400, 400, store.pending_reindex()) and "ivf" in notes[-1][2]
+    assert store.index_kind == "flat" and read_manifest(tmp_path / "s").count == 400
+    # Without a cancel the build runs, reporting progress in vectors.
+    notes.clear()
+    corpus.ingest(store, ["one more sentence"], b, progress=progress)
+    assert store.index_kind == "ivf" and notes[-1][:2] == (401, 401)
+    store.close()
