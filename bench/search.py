@@ -183,9 +183,9 @@ def ivf_sweep(fi, q, gt, args):
     """recall@10 and single-query latency of the ivf index for other nprobe / k_factor."""
     sweep = {}
     default = dict(fi.params)
-    nlist = fi.nlist()
-    for nprobe in sorted({max(1, nlist // 64), max(1, nlist // 32), max(1, nlist // 16)}):
-        for k_factor in (2, 4, 8):
+    nlist, chosen = fi.nlist(), fi.nprobe()
+    for nprobe in sorted({max(1, chosen // 2), chosen, min(nlist, chosen * 2)}):
+        for k_factor in ((2, 4, 8) if nprobe == chosen else (4,)):
             fi.params.update(nprobe=nprobe, k_factor=k_factor)   # FaissIndex.search applies them
             _, I = fi.search(q, 10)
             lat = single_latencies(lambda qq: fi.search(qq, 10), q[:args.single], budget_s=10)
@@ -299,7 +299,7 @@ def report(r) -> str:
         best_single = min(res["single"].values(), key=lambda s: s["p50_ms"])
         bq = max([v["qps"] for k, v in res["batched"].items() if k.startswith(f"b{r['main_batch']}_")],
                  default=float("nan"))
-        L.append(f"| {res['kind']} {res['params'] or ''} | {res['build_s']:.1f} | {res['memory_mib']:.0f} | "
+        L.append(f"| {res.get('label', res['kind'])} {res['params'] or ''} | {res['build_s']:.1f} | {res['memory_mib']:.0f} | "
                  f"{res['recall@10']:.4f} | {best_single['p50_ms']:.2f} | {best_single['p95_ms']:.2f} | "
                  f"{bq:.0f} | {b['single']['p50_ms'] / best_single['p50_ms']:.2f}x | "
                  f"{bq / b['batched']['qps']:.2f}x | {res['load_avg'][0]:.1f} |")
@@ -425,11 +425,13 @@ def main(argv=None):
 
     r["indexes"] = []
     for kind in args.kinds.split(","):
+        label = kind
         if kind == "rule":
             kind = resolve_kind("auto", n)
+            label = f"auto rule -> {kind}"
             log(f"the auto rule picks {kind} for {n:,} vectors")
         log(f"{kind} ...")
-        r["indexes"].append(bench_index(kind, x, q, gt, {}, args, log))
+        r["indexes"].append({**bench_index(kind, x, q, gt, {}, args, log), "label": label})
     if not args.no_store:
         log("store end to end ...")
         m = min(n, 100_000)

@@ -79,8 +79,8 @@ class VectorStore(Store):
 
         fingerprint: the model the caller will add/search with; a different model raises
         ModelMismatch (rebuild() re-embeds the store for another model).
-        index: "auto" (exact, HNSW from hnsw_threshold vectors on), "flat", "hnsw" or "sq8";
-        used when creating; an existing store keeps its own.
+        index: "auto" (exact, ivf from hnsw_threshold vectors on), "flat", "hnsw", "sq8" or
+        "ivf"; used when creating; an existing store keeps its own.
         repair: rebuild a damaged/missing index snapshot or manifest from the vectors in the
         database (a manifest of another format version is never overwritten).
         """
