@@ -195,6 +195,49 @@ def ivf_sweep(fi, q, gt, args):
     return sweep
 
 
+def bench_factory(spec, x, q, gt, args, log):
+    """A FAISS index_factory candidate the store does not use, for comparison: trained on the
+    same 32k sample as ivf, compressed codes re-ranked by IndexRefineFlat, a probe sweep."""
+    from index.faiss_index import IVF_TRAIN_SAMPLE
+    n, d = x.shape
+    r0 = rss_mib()
+    t0 = time.perf_counter()
+    base = faiss.index_factory(d, spec, faiss.METRIC_INNER_PRODUCT)
+    if "HNSW" in spec and "IVF" not in spec:
+        faiss.downcast_index(base).hnsw.efConstruction = args.factory_ef_construction
+    try:
+        ivf = faiss.extract_index_ivf(base)
+        ivf.cp.niter, ivf.cp.min_points_per_centroid = 10, 1
+    except RuntimeError:
+        ivf = None
+    refined = any(code in spec for code in ("PQ", "SQ"))
+    index = faiss.IndexRefineFlat(base) if refined else base
+    pick = np.sort(np.random.default_rng(0).choice(n, min(n, IVF_TRAIN_SAMPLE), replace=False))
+    index.train(x[pick])
+    for s in range(0, n, 50_000):
+        index.add(x[s:s + 50_000])
+    build = time.perf_counter() - t0
+    res = {"kind": f"factory {spec}" + (" + RefineFlat" if refined else ""), "build_s": build,
+           "memory_mib": rss_mib() - r0, "load_avg": os.getloadavg(), "sweep": {}}
+    log(f"  {spec}: built in {build:.1f} s (load {os.getloadavg()[0]:.1f})")
+    settings = ([("nprobe", v) for v in (16, 32, 64, 128)] if ivf is not None
+                else [("efSearch", v) for v in (128, 256, 512)])
+    with Settings(threads=1):
+        for name, value in settings:
+            p = faiss.SearchParametersIVF() if ivf is not None else faiss.SearchParametersHNSW()
+            setattr(p, name, value)
+            if refined:
+                outer = faiss.IndexRefineSearchParameters()
+                outer.k_factor, outer.base_index_params = 4.0, p
+                p = outer
+            _, I = index.search(q, 10, params=p)
+            lat = single_latencies(lambda qq: index.search(qq, 10, params=p), q[:args.single], budget_s=10)
+            res["sweep"][f"{name} {value}"] = {"recall@10": recall_at(I, gt), **lat}
+            log(f"    {name} {value}: recall {res['sweep'][f'{name} {value}']['recall@10']:.4f}, "
+                f"p50 {lat['p50_ms']:.2f} ms")
+    return res
+
+
 def bench_store(x, q, args, log):
     """The store end to end: SQLite inserts + FAISS add, snapshot, reopen, search via the store."""
     from core.fingerprint import Fingerprint
@@ -328,6 +371,13 @@ def report(r) -> str:
             bs, bl, th = k.split("_")
             L.append(f"| {res['kind']} | batch {bs[1:]}, blas_threshold={bl[4:]}, threads={th[1:]} | "
                      f"{v['qps']:.0f} q/s |")
+    for res in r.get("factory", []):
+        L.append(f"\n{res['kind']}: built in {res['build_s']:.1f} s, +{res['memory_mib']:.0f} MiB, "
+                 f"load {res['load_avg'][0]:.1f} (single queries, one thread, k_factor 4):\n")
+        L.append("| setting | recall@10 | p50 ms | p95 ms |")
+        L.append("|---|---|---|---|")
+        for key, v in res["sweep"].items():
+            L.append(f"| {key} | {v['recall@10']:.4f} | {v['p50_ms']:.2f} | {v['p95_ms']:.2f} |")
     hn = [res for res in r["indexes"] if res["kind"] == "hnsw"]
     if hn:
         L.append("\nHNSW efSearch sweep (single query):\n")
@@ -363,6 +413,11 @@ def main(argv=None):
     p.add_argument("--kinds", default="flat,hnsw,sq8,ivf",
                    help="comma-separated FaissIndex kinds; 'rule' = what the store's auto rule "
                         "picks for this many vectors")
+    p.add_argument("--factory", default="",
+                   help="';'-separated faiss.index_factory strings to compare (PQ/SQ codes get "
+                        "an exact re-rank), e.g. 'IVF2048_HNSW32,Flat;OPQ48,IVF2048_HNSW32,PQ48'")
+    p.add_argument("--factory-ef-construction", type=int, default=40,
+                   help="efConstruction of plain HNSW factory candidates")
     p.add_argument("--rule-only", action="store_true",
                    help="per kind: build, recall, single-query latency (and ivf's sweep) only")
     p.add_argument("--no-store", action="store_true")
@@ -432,6 +487,10 @@ def main(argv=None):
             log(f"the auto rule picks {kind} for {n:,} vectors")
         log(f"{kind} ...")
         r["indexes"].append({**bench_index(kind, x, q, gt, {}, args, log), "label": label})
+    r["factory"] = []
+    for spec in filter(None, args.factory.split(";")):
+        log(f"{spec} ...")
+        r["factory"].append(bench_factory(spec, x, q, gt, args, log))
     if not args.no_store:
         log("store end to end ...")
         m = min(n, 100_000)
