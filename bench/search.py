@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 import faiss  # noqa: E402
 
-from index.faiss_index import FaissIndex  # noqa: E402
+from index.faiss_index import FaissIndex, resolve_kind  # noqa: E402
 
 FAISS_DEFAULT_BLAS_THRESHOLD = 128000   # faiss-cpu 1.15's own default, restored for baselines
 
@@ -78,8 +78,8 @@ def single_latencies(fn, queries, budget_s=30.0):
         t0 = time.perf_counter()
         fn(q)
         t.append(time.perf_counter() - t0)
-    return {"p50_ms": pct(t, 50), "p99_ms": pct(t, 99), "mean_ms": float(np.mean(t) * 1e3),
-            "n": len(t)}
+    return {"p50_ms": pct(t, 50), "p95_ms": pct(t, 95), "p99_ms": pct(t, 99),
+            "mean_ms": float(np.mean(t) * 1e3), "n": len(t)}
 
 
 def batched_qps(fn, queries, batch, budget_s=20.0):
@@ -131,8 +131,17 @@ def bench_index(kind, x, q, gt, params, args, log):
     build = time.perf_counter() - t0
     mem = rss_mib() - r0
     res = {"kind": kind, "params": {k: v for k, v in fi.params.items()}, "build_s": build,
-           "memory_mib": mem}
-    log(f"  {kind}: built in {build:.1f} s, +{mem:.0f} MiB")
+           "memory_mib": mem, "load_avg": os.getloadavg()}
+    log(f"  {kind}: built in {build:.1f} s, +{mem:.0f} MiB (load {os.getloadavg()[0]:.1f})")
+    if args.rule_only:
+        _, I = fi.search(q, 10)
+        res["recall@10"] = recall_at(I, gt)
+        res["single"] = {"store_policy": single_latencies(lambda qq: fi.search(qq, 10), q[:args.single])}
+        res["batched"] = {}
+        if kind == "ivf":
+            res["nprobe_sweep"] = ivf_sweep(fi, q, gt, args)
+        log(f"  {kind}: recall@10 {res['recall@10']:.4f}, p50 {res['single']['store_policy']['p50_ms']:.2f} ms")
+        return res
     # Settings rows call FAISS directly (FaissIndex.search applies the store's own thread
     # policy); the "store policy" row goes through FaissIndex.search.
     search = lambda qq: fi.index.search(qq, 10)  # noqa: E731
@@ -163,8 +172,69 @@ def bench_index(kind, x, q, gt, params, args, log):
         fi.params["ef_search"] = default_ef
         fi.search(q[:1], 10)
         res["ef_search_sweep"] = sweep
+    if kind == "ivf":
+        res["nprobe_sweep"] = ivf_sweep(fi, q, gt, args)
     log(f"  {kind}: recall@10 {res['recall@10']:.4f}")
     fi = None      # frees the index (the timing lambdas hold the variable, not the object)
+    return res
+
+
+def ivf_sweep(fi, q, gt, args):
+    """recall@10 and single-query latency of the ivf index for other nprobe / k_factor."""
+    sweep = {}
+    default = dict(fi.params)
+    nlist, chosen = fi.nlist(), fi.nprobe()
+    for nprobe in sorted({max(1, chosen // 2), chosen, min(nlist, chosen * 2)}):
+        for k_factor in ((2, 4, 8) if nprobe == chosen else (4,)):
+            fi.params.update(nprobe=nprobe, k_factor=k_factor)   # FaissIndex.search applies them
+            _, I = fi.search(q, 10)
+            lat = single_latencies(lambda qq: fi.search(qq, 10), q[:args.single], budget_s=10)
+            sweep[f"{nprobe}/{k_factor}"] = {"recall@10": recall_at(I, gt), **lat}
+    fi.params.clear()
+    fi.params.update(default)
+    return sweep
+
+
+def bench_factory(spec, x, q, gt, args, log):
+    """A FAISS index_factory candidate the store does not use, for comparison: trained on the
+    same 32k sample as ivf, compressed codes re-ranked by IndexRefineFlat, a probe sweep."""
+    from index.faiss_index import IVF_TRAIN_SAMPLE
+    n, d = x.shape
+    r0 = rss_mib()
+    t0 = time.perf_counter()
+    base = faiss.index_factory(d, spec, faiss.METRIC_INNER_PRODUCT)
+    if "HNSW" in spec and "IVF" not in spec:
+        faiss.downcast_index(base).hnsw.efConstruction = args.factory_ef_construction
+    try:
+        ivf = faiss.extract_index_ivf(base)
+        ivf.cp.niter, ivf.cp.min_points_per_centroid = 10, 1
+    except RuntimeError:
+        ivf = None
+    refined = any(code in spec for code in ("PQ", "SQ"))
+    index = faiss.IndexRefineFlat(base) if refined else base
+    pick = np.sort(np.random.default_rng(0).choice(n, min(n, IVF_TRAIN_SAMPLE), replace=False))
+    index.train(x[pick])
+    for s in range(0, n, 50_000):
+        index.add(x[s:s + 50_000])
+    build = time.perf_counter() - t0
+    res = {"kind": f"factory {spec}" + (" + RefineFlat" if refined else ""), "build_s": build,
+           "memory_mib": rss_mib() - r0, "load_avg": os.getloadavg(), "sweep": {}}
+    log(f"  {spec}: built in {build:.1f} s (load {os.getloadavg()[0]:.1f})")
+    settings = ([("nprobe", v) for v in (16, 32, 64, 128)] if ivf is not None
+                else [("efSearch", v) for v in (128, 256, 512)])
+    with Settings(threads=1):
+        for name, value in settings:
+            p = faiss.SearchParametersIVF() if ivf is not None else faiss.SearchParametersHNSW()
+            setattr(p, name, value)
+            if refined:
+                outer = faiss.IndexRefineSearchParameters()
+                outer.k_factor, outer.base_index_params = 4.0, p
+                p = outer
+            _, I = index.search(q, 10, params=p)
+            lat = single_latencies(lambda qq: index.search(qq, 10, params=p), q[:args.single], budget_s=10)
+            res["sweep"][f"{name} {value}"] = {"recall@10": recall_at(I, gt), **lat}
+            log(f"    {name} {value}: recall {res['sweep'][f'{name} {value}']['recall@10']:.4f}, "
+                f"p50 {lat['p50_ms']:.2f} ms")
     return res
 
 
@@ -262,19 +332,29 @@ def report(r) -> str:
     L.append(f"Data generated in {r['gen_s']:.1f} s; ground truth by exact FAISS search "
              f"(checked equal to numpy on {r['gt_checked']} queries: {r['gt_agree']:.4f} agreement).\n")
     b = r["baseline"]
-    L.append("| method | build s | memory MiB | recall@10 | single p50 ms | single p99 ms | "
-             "batched qps (b=%d) | vs numpy single | vs numpy batched |" % r["main_batch"])
-    L.append("|---|---|---|---|---|---|---|---|---|")
+    L.append("| method | build s | memory MiB | recall@10 | single p50 ms | single p95 ms | "
+             "batched qps (b=%d) | vs numpy single | vs numpy batched | load (1 min) |" % r["main_batch"])
+    L.append("|---|---|---|---|---|---|---|---|---|---|")
     L.append(f"| numpy brute force (baseline) | - | {b['memory_mib']:.0f} | 1.0000 | "
-             f"{b['single']['p50_ms']:.2f} | {b['single']['p99_ms']:.2f} | {b['batched']['qps']:.0f} | 1.00x | 1.00x |")
+             f"{b['single']['p50_ms']:.2f} | {b['single']['p95_ms']:.2f} | {b['batched']['qps']:.0f} | 1.00x | 1.00x | "
+             f"{b.get('load_avg', [float('nan')])[0]:.1f} |")
     for res in r["indexes"]:
         best_single = min(res["single"].values(), key=lambda s: s["p50_ms"])
-        bq = max(v["qps"] for k, v in res["batched"].items() if k.startswith(f"b{r['main_batch']}_"))
-        L.append(f"| {res['kind']} {res['params'] or ''} | {res['build_s']:.1f} | {res['memory_mib']:.0f} | "
-                 f"{res['recall@10']:.4f} | {best_single['p50_ms']:.2f} | {best_single['p99_ms']:.2f} | "
+        bq = max([v["qps"] for k, v in res["batched"].items() if k.startswith(f"b{r['main_batch']}_")],
+                 default=float("nan"))
+        L.append(f"| {res.get('label', res['kind'])} {res['params'] or ''} | {res['build_s']:.1f} | {res['memory_mib']:.0f} | "
+                 f"{res['recall@10']:.4f} | {best_single['p50_ms']:.2f} | {best_single['p95_ms']:.2f} | "
                  f"{bq:.0f} | {b['single']['p50_ms'] / best_single['p50_ms']:.2f}x | "
-                 f"{bq / b['batched']['qps']:.2f}x |")
+                 f"{bq / b['batched']['qps']:.2f}x | {res['load_avg'][0]:.1f} |")
     L.append("")
+    for res in r["indexes"]:
+        if "nprobe_sweep" in res:
+            L.append(f"ivf nprobe / k_factor sweep (single query, {res['params']}):\n")
+            L.append("| nprobe / k_factor | recall@10 | p50 ms | p95 ms |")
+            L.append("|---|---|---|---|")
+            for key, v in res["nprobe_sweep"].items():
+                L.append(f"| {key} | {v['recall@10']:.4f} | {v['p50_ms']:.2f} | {v['p95_ms']:.2f} |")
+            L.append("")
     L.append("Settings (single: p50/p99 ms per query; batched: queries/s):\n")
     L.append("| method | setting | result |")
     L.append("|---|---|---|")
@@ -291,6 +371,13 @@ def report(r) -> str:
             bs, bl, th = k.split("_")
             L.append(f"| {res['kind']} | batch {bs[1:]}, blas_threshold={bl[4:]}, threads={th[1:]} | "
                      f"{v['qps']:.0f} q/s |")
+    for res in r.get("factory", []):
+        L.append(f"\n{res['kind']}: built in {res['build_s']:.1f} s, +{res['memory_mib']:.0f} MiB, "
+                 f"load {res['load_avg'][0]:.1f} (single queries, one thread, k_factor 4):\n")
+        L.append("| setting | recall@10 | p50 ms | p95 ms |")
+        L.append("|---|---|---|---|")
+        for key, v in res["sweep"].items():
+            L.append(f"| {key} | {v['recall@10']:.4f} | {v['p50_ms']:.2f} | {v['p95_ms']:.2f} |")
     hn = [res for res in r["indexes"] if res["kind"] == "hnsw"]
     if hn:
         L.append("\nHNSW efSearch sweep (single query):\n")
@@ -323,7 +410,16 @@ def main(argv=None):
     p.add_argument("--queries", type=int, default=1000)
     p.add_argument("--single", type=int, default=200, help="queries timed one at a time")
     p.add_argument("--batches", type=int, nargs="+", default=[16, 256])
-    p.add_argument("--kinds", default="flat,hnsw,sq8")
+    p.add_argument("--kinds", default="flat,hnsw,sq8,ivf",
+                   help="comma-separated FaissIndex kinds; 'rule' = what the store's auto rule "
+                        "picks for this many vectors")
+    p.add_argument("--factory", default="",
+                   help="';'-separated faiss.index_factory strings to compare (PQ/SQ codes get "
+                        "an exact re-rank), e.g. 'IVF2048_HNSW32,Flat;OPQ48,IVF2048_HNSW32,PQ48'")
+    p.add_argument("--factory-ef-construction", type=int, default=40,
+                   help="efConstruction of plain HNSW factory candidates")
+    p.add_argument("--rule-only", action="store_true",
+                   help="per kind: build, recall, single-query latency (and ivf's sweep) only")
     p.add_argument("--no-store", action="store_true")
     p.add_argument("--no-ingest", action="store_true")
     p.add_argument("--ingest-files", nargs="+", default=["assets/sample_corpus.txt",
@@ -369,6 +465,7 @@ def main(argv=None):
     base = {"memory_mib": x.nbytes / 2**20}
     base["single"] = single_latencies(lambda qq: numpy_search(x, qq), q[:args.single])
     base["batched"] = batched_qps(lambda qq: numpy_search(x, qq), q, max(args.batches))
+    base["load_avg"] = os.getloadavg()
     r["baseline"] = base
 
     # Ground truth: exact FAISS (BLAS), checked against numpy.
@@ -383,8 +480,17 @@ def main(argv=None):
 
     r["indexes"] = []
     for kind in args.kinds.split(","):
+        label = kind
+        if kind == "rule":
+            kind = resolve_kind("auto", n)
+            label = f"auto rule -> {kind}"
+            log(f"the auto rule picks {kind} for {n:,} vectors")
         log(f"{kind} ...")
-        r["indexes"].append(bench_index(kind, x, q, gt, {}, args, log))
+        r["indexes"].append({**bench_index(kind, x, q, gt, {}, args, log), "label": label})
+    r["factory"] = []
+    for spec in filter(None, args.factory.split(";")):
+        log(f"{spec} ...")
+        r["factory"].append(bench_factory(spec, x, q, gt, args, log))
     if not args.no_store:
         log("store end to end ...")
         m = min(n, 100_000)

@@ -187,6 +187,10 @@ class Store(ABC):
         """What the next save() will rebuild (a long job), in words, or None."""
         return None
 
+    def prepare_index(self, progress=None, cancel=None) -> None:
+        """Do the long rebuild pending_reindex() announces now, with progress(done, total) and
+        a cancel Event (stores that build in chunks); by default there is none."""
+
     def _end_stream(self) -> None:
         """After add_stream's last batch (Milvus: flush)."""
 

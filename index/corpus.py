@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from core.errors import Cancelled
 from core.train_data import dedupe_sentences, read_corpus
 
 from . import fingerprint as fpmod
@@ -83,8 +84,15 @@ def ingest(store: Store, items, backend, *, pooling: str | None = None, batch_si
     store.add_stream(items, backend, pooling=pooling, batch_size=batch_size, cancel=cancel,
                      result=result, keep_ids=keep_ids,
                      progress=None if progress is None else lambda done, _t: progress(done, total, None))
+    note = store.pending_reindex()
     if progress is not None:
-        progress(total, total, store.pending_reindex())
+        progress(total, total, note)
+    if note and not result.cancelled:
+        try:    # the long rebuild, in chunks: progress in vectors, cancel between chunks
+            store.prepare_index(cancel=cancel, progress=None if progress is None else
+                                lambda done, n: progress(done, n, note))
+        except Cancelled:
+            result.cancelled = True     # the previous index is kept and saved as it is
     store.save()
     return result
 

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from core.errors import InputError
+from core.errors import Cancelled, InputError
 
 from . import fingerprint as fpmod
 from .base import ADD_BATCH, AddResult, Hit, Store, check_texts, normalize, plan_unique
 from .durability import WriterLock, atomic_write_with, remove_stale_temps
 from .errors import DuplicateText, StoreCorrupted, StoreError, StoreNotFound, UnknownId
-from .faiss_index import AUTO_HNSW_THRESHOLD, REQUESTS, FaissIndex, resolve_kind
+from .faiss_index import AUTO_HNSW_THRESHOLD, MARKING_KINDS, REQUESTS, FaissIndex, resolve_kind
 from .manifest import (MANIFEST_NAME, Manifest, UnsupportedFormat, read_manifest, sha256_file,
                        write_manifest)
 from .sentences import DB_NAME, SentenceDB
@@ -41,6 +41,7 @@ def repair_command(folder) -> str:
 
 
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
+IVF_REBUILD_GROWTH = 2      # re-partition an ivf index once the store doubles past its build
 
 
 def default_store_dir() -> Path:
@@ -69,7 +70,8 @@ class VectorStore(Store):
         self._threshold: int = int(db.get_meta("hnsw_threshold", AUTO_HNSW_THRESHOLD))
         self._indexed_gen = -1     # database generation the in-memory index reflects
         self._saved_gen = -1       # generation of the snapshot on disk
-        self._stale = False        # HNSW after an update: rebuild before use
+        self._stale = False        # HNSW/ivf after an update: rebuild before use
+        self._migration_cancelled = False   # prepare_index() was cancelled: keep the old kind
         self._closed = False
 
     # ---------------------------------------------------------------------------------------
@@ -84,8 +86,8 @@ class VectorStore(Store):
 
         fingerprint: the model the caller will add/search with; a different model raises
         ModelMismatch (rebuild() re-embeds the store for another model).
-        index: "auto" (exact, HNSW from hnsw_threshold vectors on), "flat", "hnsw" or "sq8";
-        used when creating; an existing store keeps its own.
+        index: "auto" (exact, ivf from hnsw_threshold vectors on), "flat", "hnsw", "sq8" or
+        "ivf"; used when creating; an existing store keeps its own.
         repair: rebuild a damaged/missing index snapshot or manifest from the vectors in the
         database (a manifest of another format version is never overwritten).
         """
@@ -200,7 +202,7 @@ class VectorStore(Store):
             same_model = man.fingerprint == self._fp and int(man.dim) == self._dim
             if man.generation == gen and same_model:
                 n = db.count()
-                if index.kind == "hnsw" and index.stored > n:
+                if index.kind in MARKING_KINDS and index.stored > n:
                     self._drop_removed(index)      # restore the snapshot's deleted-id marks
                 if index.ntotal != n or man.count != n:
                     if not repair:
@@ -253,8 +255,9 @@ class VectorStore(Store):
             raise StoreCorrupted(f"the index file {path} is not a readable FAISS index ({e})" + hint,
                                  path=path) from None
 
-    def _rebuild_index(self, kind: str | None = None) -> None:
-        """Build the FAISS index from the vectors stored in the database."""
+    def _rebuild_index(self, kind: str | None = None, progress=None, cancel=None) -> None:
+        """Build the FAISS index from the vectors stored in the database (a cancel raises
+        Cancelled and keeps the index held so far)."""
         db = self._db
         n = db.count()
         kind = kind or resolve_kind(self._request, n, self._threshold)
@@ -264,7 +267,8 @@ class VectorStore(Store):
             vec_parts.append(vecs)
         ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int64)
         vecs = np.concatenate(vec_parts) if vec_parts else np.zeros((0, self._dim), np.float32)
-        self._index = FaissIndex.build(kind, self._dim, self._params_for(kind), ids, vecs)
+        self._index = FaissIndex.build(kind, self._dim, self._params_for(kind), ids, vecs,
+                                       progress=progress, cancel=cancel)
         self._indexed_gen = db.generation
         self._stale = False
 
@@ -273,7 +277,23 @@ class VectorStore(Store):
 
     def _needs_migration(self) -> bool:
         """Index kind or quantiser training that should change now that the store has grown."""
-        return self.pending_reindex() is not None
+        return not self._migration_cancelled and self.pending_reindex() is not None
+
+    def prepare_index(self, progress=None, cancel=None) -> None:
+        """Do the rebuild pending_reindex() announces now, with progress(done, total) and a
+        cancel Event checked between chunks. A cancel raises Cancelled and keeps the current
+        index (save() then writes it as it is; the next prepare_index() or opening the store
+        for writing tries the rebuild again)."""
+        self._need_writer()
+        with self._mutex:
+            self._migration_cancelled = False
+            if not self._needs_migration():
+                return
+            try:
+                self._rebuild_index(progress=progress, cancel=cancel)
+            except Cancelled:
+                self._migration_cancelled = True
+                raise
 
     def pending_reindex(self) -> str | None:
         """What the next save() will rebuild, in words (it can take minutes), or None."""
@@ -281,11 +301,14 @@ class VectorStore(Store):
             return None
         n = self._index.ntotal
         if self._request == "auto" and self._index.kind == "flat" and n >= self._threshold:
-            return (f"building the approximate (HNSW) index: the store has reached {n:,} "
+            kind = resolve_kind("auto", n, self._threshold)
+            return (f"building the approximate ({kind}) index: the store has reached {n:,} "
                     f"sentences (exact search up to {self._threshold:,})")
-        if self._index.kind == "hnsw" and len(self._index.deleted) > 0.25 * max(self._index.stored, 1):
-            return (f"compacting the HNSW graph ({len(self._index.deleted):,} removed sentences "
-                    "still in it)")
+        if self._index.kind in MARKING_KINDS and len(self._index.deleted) > 0.25 * max(self._index.stored, 1):
+            return (f"compacting the {self._index.kind} index ({len(self._index.deleted):,} "
+                    "removed sentences still in it)")
+        if self._index.kind == "ivf" and n >= IVF_REBUILD_GROWTH * self._index.params.get("built_for", n):
+            return f"re-partitioning the ivf index for {n:,} sentences"
         if self._index.kind == "sq8":
             trained = int(self._index.params.get("trained_on", 0))
             if trained < SQ8_RETRAIN_BELOW and n >= 2 * max(trained, 1):
@@ -448,16 +471,23 @@ class VectorStore(Store):
                                       [(i, v.tobytes()) for (i, _), v in zip(chunk, vecs)])
         return len(chunk)
 
-    def reindex(self, kind: str | None = None) -> None:
-        """Rebuild the FAISS index from the stored vectors (no model needed) and save it."""
+    def reindex(self, kind: str | None = None, progress=None, cancel=None) -> None:
+        """Rebuild the FAISS index from the stored vectors (no model needed) and save it.
+        A cancel (Event, checked between chunks) raises Cancelled and changes nothing."""
         self._need_writer()
         if kind is not None:
             resolve_kind(kind, 0)
-            self._request = kind
-            with self._db.transaction():
-                self._db.set_meta("index_request", kind)
         with self._mutex:
-            self._rebuild_index()
+            old = self._request
+            self._request = kind or old
+            try:
+                self._rebuild_index(progress=progress, cancel=cancel)
+            except Cancelled:
+                self._request = old
+                raise
+            if kind is not None:
+                with self._db.transaction():
+                    self._db.set_meta("index_request", kind)
             self._saved_gen = -1
         self.save()
 

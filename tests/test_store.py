@@ -120,22 +120,22 @@ def test_sq8_recall_and_size(tmp_path):
     assert man.index_kind == "sq8" and man.index_bytes < n * d * 4 / 2
 
 
-def test_auto_switches_to_hnsw_above_threshold(tmp_path):
+def test_auto_switches_to_ivf_above_threshold(tmp_path):
     store, x = make(tmp_path, 300, hnsw_threshold=500)
     store.save()
     assert read_manifest(tmp_path / "s").index_kind == "flat"
     assert store.pending_reindex() is None
     store.add([f"more {i}" for i in range(300)], clustered(300, D, seed=9))
-    assert "HNSW" in store.pending_reindex() and "600" in store.pending_reindex()
+    assert "ivf" in store.pending_reindex() and "600" in store.pending_reindex()
     store.save()
     assert store.pending_reindex() is None
     man = read_manifest(tmp_path / "s")
-    assert man.index_kind == "hnsw" and man.count == 600
-    assert store.info()["index"] == "hnsw"
+    assert man.index_kind == "ivf" and man.count == 600
+    assert store.info()["index"] == "ivf"
     store.close()
 
 
-@pytest.mark.parametrize("kind", ["flat", "hnsw", "sq8"])
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "sq8", "ivf"])
 def test_remove_and_update_every_kind(tmp_path, kind):
     store, x = make(tmp_path, 400, index=kind)
     assert store.remove([1, 2, 99999]) == [1, 2]

@@ -146,17 +146,20 @@ def test_long_index_rebuild_is_announced(tmp_path, inputs, capsys, monkeypatch):
     assert rc == 0 and "building the approximate (HNSW) index: test ..." in err
 
 
-def test_index_option_switches_an_existing_store(tmp_path, inputs, capsys):
+@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+def test_index_option_switches_an_existing_store(tmp_path, inputs, capsys, kind):
     store = tmp_path / "store"
     assert cli(["ingest", inputs["csv"], "--column", "sentence", "--store", store, "--quiet"],
                capsys)[0] == 0
     assert json.loads(cli(["info", "--store", store, "--json"], capsys)[1])["index"] == "flat"
     rc, out, err = cli(["ingest", inputs["jsonl"], "--field", "body", "--store", store, "--quiet",
-                        "--index", "hnsw"], capsys)
+                        "--index", kind], capsys)
     assert rc == 0, err
-    assert "from flat to hnsw" in err and "(index: hnsw)" in out
+    assert f"from flat to {kind}" in err and f"(index: {kind})" in out
     info = json.loads(cli(["info", "--store", store, "--json"], capsys)[1])
-    assert info["index"] == "hnsw" and info["count"] == 20
+    assert info["index"] == kind and info["count"] == 20
+    rc, out, err = cli(["info", "--store", store], capsys)
+    assert f"index     {kind} " in out
     rc, out, err = cli(["search", inputs["lines"][112], "--store", store, "-k", "1", "--json"], capsys)
     assert json.loads(out)["results"][0]["text"] == inputs["lines"][112]
 

@@ -4,6 +4,7 @@ app/cli.py calls `register(subparsers)`; each command sets `func=handler(args) -
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -57,9 +58,9 @@ def register(subparsers) -> None:
                                                    "line that is a JSON string is the text)")
     _add_encoding_option(p)
     p.add_argument("--index", choices=("auto", "flat", "hnsw", "sq8", "ivf"), default="auto",
-                   help="index kind of a new store: exact (flat), approximate (hnsw), 8-bit "
-                        "quantised (sq8), ivf (Milvus only) or auto (FAISS: exact, HNSW from "
-                        "200k sentences; Milvus Lite FLAT; Milvus server HNSW; default)")
+                   help="index kind of a new store: exact (flat), approximate (hnsw, ivf), "
+                        "8-bit quantised (sq8) or auto (FAISS: exact, ivf from 200k sentences; "
+                        "Milvus Lite FLAT; Milvus server HNSW; default)")
     p.add_argument("--batch-size", type=int, default=256,
                    help="sentences per committed batch (default 256)")
     p.add_argument("--rebuild", action="store_true",
@@ -161,8 +162,6 @@ def cmd_ingest(args) -> int:
     _report_inputs(args, items, rest)
     bad, blank = rest.bad, rest.blank
     loc = _location(args)
-    if args.index == "ivf" and not loc.is_milvus:
-        raise InputError("--index ivf is for Milvus stores (milvus-lite:FOLDER or a server)")
 
     store = corpus.open_corpus(loc, writable=True)
     if store is not None:
@@ -208,12 +207,15 @@ def cmd_ingest(args) -> int:
             slow = store.pending_reindex()
             if slow:
                 _err(slow + " ...")
+                with _index_progress(args.quiet) as progress:
+                    store.prepare_index(progress=progress)
             store.save()
             if (not interrupted and args.index != "auto" and args.index != store.index_kind):
                 # --index on an existing store: switch it (from the stored vectors, no model)
                 _err(f"switching the index of {loc.describe()} from {store.index_kind} to "
                      f"{args.index} ...")
-                store.reindex(args.index)
+                with _index_progress(args.quiet) as progress:
+                    store.reindex(args.index, **({} if loc.is_milvus else {"progress": progress}))
                 reindexed = True
         except KeyboardInterrupt:   # a second Ctrl-C: the database still holds every commit
             interrupted = True
@@ -269,9 +271,23 @@ def _rebuild(store, backend, pooling, quiet):
         bar.close()
 
 
-def _progress_bar(total, quiet, desc="embedding"):
+@contextlib.contextmanager
+def _index_progress(quiet):
+    """progress(done, total) for an index built in chunks, shown as a bar of vectors."""
+    bar = _progress_bar(0, quiet, desc="indexing", unit=" vectors")
+
+    def progress(done, total):
+        bar.total = total
+        bar.update(done - bar.n)
+    try:
+        yield progress
+    finally:
+        bar.close()
+
+
+def _progress_bar(total, quiet, desc="embedding", unit=" sentences"):
     from tqdm import tqdm
-    return tqdm(total=total, desc=desc, unit=" sentences", unit_scale=False, disable=quiet,
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=False, disable=quiet,
                 file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
 
 

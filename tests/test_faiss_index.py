@@ -1,0 +1,157 @@
+"""The ivf index kind (IVF + 8-bit codes + exact re-rank) and chunked builds with progress and
+cancel: recall against brute-force numpy, ids, removals, files, the auto rule."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from core.errors import Cancelled
+from index.faiss_index import FaissIndex, nlist_for, resolve_kind
+from index.manifest import read_manifest
+from index.store import VectorStore
+from tests.test_store import brute_force, make
+from tests.test_store_support import Fingerprint, clustered
+
+N, DIM = 20_000, 64
+
+
+@pytest.fixture(scope="module")
+def data():
+    allx = clustered(N + 200, DIM, seed=5)
+    return allx[:N], allx[N:]
+
+
+@pytest.fixture(scope="module")
+def built(data):
+    """One ivf index over the 20k vectors, ids not positions (id = 7 * row + 100)."""
+    x, _ = data
+    return FaissIndex.build("ivf", DIM, {}, np.arange(N, dtype=np.int64) * 7 + 100, x)
+
+
+def recall(found_ids, order):
+    return np.mean([len(set(f.tolist()) & set(o.tolist())) / 10 for f, o in zip(found_ids, order)])
+
+
+def test_ivf_recall_and_ids_against_numpy(data, built):
+    x, q = data
+    fi = built
+    assert fi.nlist() == nlist_for(N) == 512 and fi.ntotal == N
+    # build() calibrated nprobe on stored vectors; held-out queries must do as well.
+    assert fi.params["calibrated_recall"] >= 0.97 and fi.nprobe() == fi.params["nprobe_calibrated"]
+    order, scores = brute_force(x, q, 10)
+    found_scores, found = fi.search(q, 10)
+    assert set(found.ravel().tolist()) <= set((np.arange(N) * 7 + 100).tolist())
+    assert recall((found - 100) // 7, order) >= 0.95
+    # The re-rank uses the exact vectors: a hit's score is its true cosine.
+    hit = found[0, 0]
+    np.testing.assert_allclose(found_scores[0, 0], x[(hit - 100) // 7] @ q[0], atol=1e-5)
+    # A single query (one thread) answers like the batch.
+    np.testing.assert_array_equal(fi.search(q[:1], 10)[1], found[:1])
+
+
+def test_ivf_remove_add_and_file_round_trip(data, built, tmp_path):
+    x, q = data
+    built.write(tmp_path / "copy.faiss")             # a copy to change
+    fi = FaissIndex.read(tmp_path / "copy.faiss", "ivf", DIM, built.params)
+    _, before = fi.search(q[:20], 10)
+    gone = np.unique(before[:, :3])
+    assert fi.remove(gone) == len(gone) and fi.ntotal == N - len(gone)
+    _, after = fi.search(q[:20], 10)
+    assert not set(after.ravel().tolist()) & set(gone.tolist())
+    fi.add(np.array([10**6]), q[:1])                      # a new vector is found at once
+    assert fi.search(q[:1], 1)[1][0, 0] == 10**6
+    path = tmp_path / "i.faiss"
+    fi.write(path)
+    back = FaissIndex.read(path, "ivf", DIM, fi.params)
+    back.deleted = set(fi.deleted)
+    np.testing.assert_array_equal(back.search(q[:20], 10)[1], fi.search(q[:20], 10)[1])
+    assert back.nlist() == fi.nlist() and "IVF512,SQ8" in back.describe()
+
+
+def test_build_reports_progress_and_cancels_between_chunks(data, monkeypatch):
+    import index.faiss_index as fx
+    monkeypatch.setattr(fx, "BUILD_CHUNK", 1000)
+    x = data[0][:2500]
+    seen = []
+    fi = FaissIndex.build("ivf", DIM, {}, np.arange(2500), x, progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(1000, 2500), (2000, 2500), (2500, 2500)] and fi.ntotal == 2500
+    cancel = threading.Event()
+
+    def stop_after_first(done, total):
+        cancel.set()
+    with pytest.raises(Cancelled, match="after 1,000 of 2,500"):
+        FaissIndex.build("hnsw", DIM, {}, np.arange(2500), x, progress=stop_after_first, cancel=cancel)
+
+
+def test_auto_rule_flat_then_ivf_and_store_keeps_ids(tmp_path):
+    assert resolve_kind("auto", 10, threshold=100) == "flat"
+    assert resolve_kind("auto", 100, threshold=100) == "ivf"
+    store, x = make(tmp_path, 900, d=DIM, fp=Fingerprint("fake", "f" * 64, "mean", DIM, True),
+                    hnsw_threshold=1000)
+    store.save()
+    assert store.index_kind == "flat" and store.pending_reindex() is None
+    more = clustered(600, DIM, seed=8)
+    store.add([f"more {i}" for i in range(600)], more)
+    assert "ivf" in store.pending_reindex()
+    store.save()
+    assert store.index_kind == "ivf" and read_manifest(tmp_path / "s").index_kind == "ivf"
+    order, _ = brute_force(np.concatenate([x, more]), more[:50], 10)
+    hits = store.search(more[:50], k=10)
+    assert recall(np.array([[h.id - 1 for h in row] for row in hits]), order) >= 0.95
+    store.remove([1, 2])
+    store.close()
+    again = VectorStore.open(tmp_path / "s")
+    assert again.index_kind == "ivf" and again.count() == 1498
+    assert again._index.deleted == {1, 2}
+    np.testing.assert_array_equal(again.index_ids(), np.sort(again.vectors()[0]))
+    again.close()
+
+
+def test_cancelled_migration_keeps_the_previous_index(tmp_path):
+    fp = Fingerprint("fake", "f" * 64, "mean", DIM, True)
+    store, x = make(tmp_path, 1500, d=DIM, fp=fp, hnsw_threshold=1000)
+    assert store.index_kind == "flat" and store.pending_reindex()
+    flat = store._index
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(Cancelled):
+        store.prepare_index(cancel=cancel)
+    assert store._index is flat
+    store.save()                     # saves the exact index as it is, no rebuild
+    assert read_manifest(tmp_path / "s").index_kind == "flat"
+    assert [h.id for h in store.search(x[0], k=1)] == [1]
+    with pytest.raises(Cancelled):
+        store.reindex("hnsw", cancel=cancel)
+    assert store._index is flat and store._request == "auto"
+    store.close()
+    # Opened again for writing, the store does the pending rebuild.
+    w = VectorStore.open(tmp_path / "s", writable=True)
+    assert w.index_kind == "ivf"
+    w.close()
+
+
+def test_ingest_reports_the_index_build_and_a_cancel_keeps_the_exact_index(tmp_path):
+    from index import corpus
+    from tests.test_store_support import FakeBackend
+    b = FakeBackend(dim=DIM)
+    store = VectorStore.open(tmp_path / "s", writable=True, create=True,
+                             fingerprint=b.fingerprint(), hnsw_threshold=300)
+    cancel = threading.Event()
+    notes = []
+
+    def progress(done, total, note):
+        notes.append((done, total, note))
+        if note:
+            cancel.set()          # cancel as the index build is announced
+    texts = [f"sentence number {i}" for i in range(400)]
+    result = corpus.ingest(store, texts, b, progress=progress, cancel=cancel)
+    assert result.added == 400 and result.cancelled
+    assert notes[-1] == (400, 400, store.pending_reindex()) and "ivf" in notes[-1][2]
+    assert store.index_kind == "flat" and read_manifest(tmp_path / "s").count == 400
+    # Without a cancel the build runs, reporting progress in vectors.
+    notes.clear()
+    corpus.ingest(store, ["one more sentence"], b, progress=progress)
+    assert store.index_kind == "ivf" and notes[-1][:2] == (401, 401)
+    store.close()
