@@ -8,6 +8,12 @@ Folder layout:
                               generation covered, index file name/size/sha256
     lock                      flock'ed by the one writer; holds its pid
 
+Trust: the database carries a random store id, also written in the manifest, and a checksum per
+row; on open the index must list exactly the database's ids and hold the database's vectors
+(a sample; all of them with verify=True), and every search hit's score is checked against the
+database's vector for that id, so a foreign, older or damaged part gives StoreCorrupted (with
+remedy "repair"), never a wrong result. Only regular files are opened (no FIFO can block).
+
 Durability: every batch of added sentences is one SQLite transaction (WAL, synchronous=FULL).
 `save()` writes the FAISS snapshot to a new file (temp + fsync + rename), then the manifest (same
 way), then deletes older snapshots; a crash at any point leaves the manifest pointing at a
@@ -16,7 +22,6 @@ save) is caught up from the stored vectors, without the model.
 """
 from __future__ import annotations
 
-import sqlite3
 import threading
 from pathlib import Path
 
@@ -26,14 +31,33 @@ from core.errors import InputError
 
 from . import fingerprint as fpmod
 from .base import ADD_BATCH, AddResult, Hit, Store, check_texts, normalize, plan_unique
-from .durability import WriterLock, atomic_write_with, remove_stale_temps
+from .durability import (
+    WriterLock,
+    atomic_write_with,
+    check_regular,
+    move_aside,
+    remove_stale_temps,
+    write_failed,
+)
 from .errors import DuplicateText, StoreCorrupted, StoreError, StoreNotFound, UnknownId
 from .faiss_index import AUTO_HNSW_THRESHOLD, REQUESTS, FaissIndex, resolve_kind
-from .manifest import (MANIFEST_NAME, Manifest, UnsupportedFormat, read_manifest, sha256_file,
-                       write_manifest)
+from .manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    UnsupportedFormat,
+    read_manifest,
+    sha256_file,
+    write_manifest,
+)
 from .sentences import DB_NAME, SentenceDB
 
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
+VERIFY_SAMPLE = 64          # index vectors compared with the database on every open
+# How far a hit's score may be from the cosine with the database's vector. sq8 holds 8-bit codes
+# trained on the first vectors: one far outside their range is clipped (seen: 0.06 off), while
+# another sentence's vector is typically 0.3-1.0 off.
+SCORE_TOLERANCE = {"flat": 1e-4, "hnsw": 1e-4, "sq8": 0.2}
+SQ8_MIN_COSINE = 0.9        # decoded sq8 vector vs the database's (clipped ones: ~0.94)
 
 
 def default_store_dir() -> Path:
@@ -72,33 +96,41 @@ class VectorStore(Store):
     def open(cls, folder=None, *, writable: bool = False, create: bool = False, fingerprint=None,
              index: str = "auto", index_params: dict | None = None,
              hnsw_threshold: int = AUTO_HNSW_THRESHOLD, repair: bool = False,
-             check: bool = True) -> "VectorStore":
+             check: bool = True, verify: bool = False) -> "VectorStore":
         """Open (or with create=True, writable=True and a fingerprint, create) a store.
 
         fingerprint: the model the caller will add/search with; a different model raises
         ModelMismatch (rebuild() re-embeds the store for another model).
         index: "auto" (exact, HNSW from hnsw_threshold vectors on), "flat", "hnsw" or "sq8";
         used when creating; an existing store keeps its own.
-        repair: rebuild a damaged/missing index snapshot or manifest from the vectors in the
-        database (a manifest of another format version is never overwritten).
+        repair (writable only): a damaged, missing or foreign index snapshot or manifest is
+        rebuilt from the database, rows that fail their checksum are set aside (table
+        `damaged`); a manifest of another format version is never overwritten.
+        verify: check every row (checksum, unit vector) and every index vector against the
+        database, not only a sample; the findings are in `check_report`.
         """
         folder = Path(folder) if folder is not None else default_store_dir()
         folder = folder.expanduser()
         if create and not writable:
             raise ValueError("create=True needs writable=True")
+        if repair and not writable:
+            raise ValueError("repair=True needs writable=True")
         if index not in REQUESTS:
             raise InputError(f"unknown index kind {index!r}; choose one of {', '.join(REQUESTS)}")
         db_path = folder / DB_NAME
-        if not db_path.exists():
+        if not check_regular(db_path, "sentence database"):
             if not create:
                 if (folder / MANIFEST_NAME).exists():
                     raise StoreCorrupted(f"the store at {folder} has lost its sentence database "
-                                         f"({db_path} is missing)", path=db_path)
+                                         f"({db_path} is missing)", path=db_path, remedy="restore")
                 raise StoreNotFound(f"no store at {folder}: ingest some files first "
                                     "(encoderscope ingest FILE --store DIR)")
             if fingerprint is None:
                 raise InputError("creating a store needs the model fingerprint")
-            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise write_failed(folder, e, f"the store folder {folder}") from None
             strangers = [p.name for p in folder.iterdir() if p.name not in ("lock",)
                          and not p.name.startswith(".")]
             if strangers:
@@ -110,24 +142,25 @@ class VectorStore(Store):
             if writable:
                 remove_stale_temps(folder)
             db = SentenceDB(folder)
-            if check:
-                if db.initialised():
-                    db.check()
+            if check and db.initialised():
+                db.check()
             if not db.initialised():
                 if not (create and writable):
                     raise StoreCorrupted(f"{db_path} is not an Encoderscope store database",
-                                         path=db_path)
+                                         path=db_path, remedy="restore")
                 fpd = fpmod.as_dict(fingerprint)
                 db.create({"fingerprint": fpd, "dim": int(fpd["dim"]), "index_request": index,
                            "index_params": index_params or {}, "hnsw_threshold": int(hnsw_threshold),
                            "generation": 0, "structural_generation": 0, "format_version": 1})
-            store = cls(folder, db, lock)
             if writable:
-                db._q("DROP TABLE IF EXISTS _rebuild")
+                db.stage_drop()               # an interrupted rebuild's staged vectors
+                if db.needs_upgrade():        # a store written before row checksums
+                    db.upgrade()
+            store = cls(folder, db, lock)
             if fingerprint is not None:
                 fpmod.check(store._fp, fingerprint, "your vectors and queries", where=f"at {folder}",
                             hint=store._rebuild_hint(fingerprint))
-            store._load(repair=repair)
+            store._load(repair=repair, verify=verify)
             if writable and (store._saved_gen != store._indexed_gen or store._needs_migration()):
                 store.save()
             return store
@@ -138,89 +171,145 @@ class VectorStore(Store):
                 lock.release()
             raise
 
-    def _load(self, repair: bool = False) -> None:
-        """Load the snapshot named by the manifest and catch it up with the database."""
-        for attempt in range(5):
-            try:
-                return self._load_once(repair)
-            except FileNotFoundError:
-                # A writer replaced the snapshot between our manifest read and the index read.
-                if self._lock is not None or attempt == 4:
-                    raise StoreCorrupted(
-                        f"the index file named by {self.folder / MANIFEST_NAME} is missing; open "
-                        "with repair (encoderscope info --repair) to rebuild it from the stored "
-                        "vectors", path=self.folder / MANIFEST_NAME) from None
-
-    def _load_once(self, repair: bool) -> None:
-        db = self._db
-        reader = self._lock is None
-        if reader:   # one consistent view of the database while a writer may be committing
-            db._q("BEGIN")
+    def _load(self, repair: bool = False, verify: bool = False) -> None:
+        """Load the snapshot named by the manifest, catch it up with the database and check it
+        against the database. One recovery path: whatever is wrong with the snapshot, repair
+        rebuilds the index from the database (setting damaged rows aside first)."""
+        self.check_report = {"rows": None, "damaged": [], "rebuilt": False, "set_aside": []}
         try:
             try:
-                man = read_manifest(self.folder)
-            except UnsupportedFormat:
+                self._load_verified(verify)
+            except _RebuildNeeded:      # nothing saved yet, or a snapshot of another model
+                self._rebuild_index()
+                self._saved_gen = -1
+        except StoreCorrupted as problem:
+            if not repair or problem.remedy != "repair" or isinstance(problem, UnsupportedFormat):
                 raise
-            except StoreCorrupted:
-                if not repair:
-                    raise
-                man = None     # the database is the source of truth: rebuild from it
-            gen = db.generation
-            structural = int(db.get_meta("structural_generation", 0))
-            if man is None:
-                self._rebuild_index()
-                self._saved_gen = -1
-                return
+            self._repair()
+
+    def _load_verified(self, verify: bool) -> None:
+        reader = self._lock is None
+        for attempt in range(5):
             try:
-                index = self._read_snapshot(man)
-            except (StoreCorrupted, FileNotFoundError):
-                if not repair:
-                    raise
-                self._rebuild_index()
-                self._saved_gen = -1
+                with self._db.read_snapshot(enabled=reader):
+                    self._load_snapshot()
+                    self._check_against_db(self._index, full=verify)
                 return
-            self._saved_gen = man.generation
-            if man.generation > gen:
-                if not repair:
+            except FileNotFoundError:
+                # A writer replaced the snapshot between our manifest read and the index read.
+                if not reader or attempt == 4:
                     raise StoreCorrupted(
-                        f"the index snapshot (generation {man.generation}) is newer than the "
-                        f"sentence database {db.path} (generation {gen}): the database was "
-                        "replaced by an older copy; open with repair to reindex it",
-                        path=db.path)
-                self._rebuild_index()
-                self._saved_gen = -1
-                return
-            same_model = man.fingerprint == self._fp and int(man.dim) == self._dim
-            if man.generation == gen and same_model:
-                n = db.count()
-                if index.kind == "hnsw" and index.stored > n:
-                    self._drop_removed(index)      # restore the snapshot's deleted-id marks
-                if index.ntotal != n or man.count != n:
-                    if not repair:
-                        raise StoreCorrupted(
-                            f"the index snapshot holds {index.ntotal} vectors but {db.path} holds "
-                            f"{n} sentences at the same generation; open with repair to reindex",
-                            path=self.folder / man.index_file)
-                    self._rebuild_index()
-                    self._saved_gen = -1
-                    return
-                self._index = index
-                self._indexed_gen = gen
-                return
+                        f"the index file named by {self.folder / MANIFEST_NAME} is missing; the "
+                        "sentences are safe in the database, and repairing the store rebuilds the "
+                        "index from them", path=self.folder / MANIFEST_NAME, remedy="repair") from None
+
+    def _load_snapshot(self) -> None:
+        """Set self._index from the snapshot on disk, caught up with the database; raises
+        StoreCorrupted (what is wrong) or _RebuildNeeded (nothing wrong, nothing to load)."""
+        db = self._db
+        man = read_manifest(self.folder)
+        if man is None:
+            raise _RebuildNeeded()
+        if man.store_id is not None and man.store_id != db.store_id:
+            raise StoreCorrupted(
+                f"the manifest and index snapshot in {self.folder} belong to another store "
+                f"(store id {man.store_id[:12]}, the database's is {str(db.store_id)[:12]}); the "
+                "sentences are safe in the database, and repairing the store rebuilds the index "
+                "from them", path=self.folder / MANIFEST_NAME, remedy="repair")
+        index = self._read_snapshot(man)
+        gen = db.generation
+        if man.generation > gen:
+            raise StoreCorrupted(
+                f"the index snapshot (generation {man.generation}) is newer than the sentence "
+                f"database {db.path} (generation {gen}): the database was replaced by an older "
+                "copy; repairing the store reindexes that copy", path=db.path, remedy="repair")
+        if man.fingerprint != self._fp or int(man.dim) != self._dim:
+            raise _RebuildNeeded()     # a crash after a rebuild's commit, before its save
+        if man.generation < gen:
             # The database moved on after the snapshot (a crash between commit and save):
             # append the rows added since, drop the rows removed since.
-            if same_model and structural <= man.generation:
-                for ids, vecs in db.vectors(self._dim, after_id=man.max_id):
-                    index.add(ids, vecs)
-                self._drop_removed(index)
-                if index.ntotal == db.count():
-                    self._index = index
-                    self._indexed_gen = gen
-                    return
-            self._rebuild_index()
-        finally:
-            if reader:
-                db._q("COMMIT")
+            if int(self._db.get_meta("structural_generation", 0)) > man.generation:
+                raise _RebuildNeeded()
+            for ids, vecs in db.vectors(self._dim, after_id=man.max_id):
+                index.add(ids, vecs)
+            self._drop_removed(index)
+        else:
+            if index.kind == "hnsw":
+                self._drop_removed(index)      # restore the snapshot's deleted-id marks
+            if man.count != index.ntotal:
+                raise StoreCorrupted(f"the manifest {self.folder / MANIFEST_NAME} counts "
+                                     f"{man.count} vectors, its index file {index.ntotal}",
+                                     path=self.folder / MANIFEST_NAME, remedy="repair")
+        self._index = index
+        self._indexed_gen = gen
+        # A format 1 manifest (no store id): a writer replaces it on open.
+        self._saved_gen = man.generation if man.store_id is not None else -1
+
+    def _check_against_db(self, index: FaissIndex, full: bool = False,
+                          sample: int = VERIFY_SAMPLE) -> None:
+        """The index lists exactly the database's ids, and holds the database's vectors for
+        them (a sample of `sample` rows spread over the ids, or all with full=True); the rows
+        compared pass their checksum. StoreCorrupted otherwise."""
+        db_ids = self._db.all_ids()
+        if not np.array_equal(np.sort(index.ids()), db_ids):
+            raise StoreCorrupted(
+                f"the index snapshot in {self.folder} does not hold the same sentences as the "
+                f"database ({index.ntotal} vectors, {len(db_ids)} sentences); repairing the store "
+                "rebuilds the index from the database", path=self.folder / MANIFEST_NAME,
+                remedy="repair")
+        if full:
+            damaged = self._db.verify_rows(self._dim)
+            self.check_report["rows"] = len(db_ids)
+            self.check_report["damaged"] = [d.id for d in damaged]
+            if damaged:
+                raise self._db.damaged([d.id for d in damaged])
+            chosen = db_ids
+        elif len(db_ids) > sample:
+            chosen = db_ids[np.linspace(0, len(db_ids) - 1, sample).astype(int)]
+        else:
+            chosen = db_ids
+        for start in range(0, len(chosen), 5000):
+            part = chosen[start:start + 5000]
+            rows = self._db.rows_with_vectors(part, self._dim)
+            ids = np.fromiter(rows, np.int64, len(rows))
+            mine = np.stack([rows[int(i)][1] for i in ids]) if len(ids) else None
+            if mine is None:
+                continue
+            theirs = index.reconstruct(ids)
+            wrong = ids[~_same_vectors(mine, theirs, index.kind)]
+            if len(wrong):
+                raise StoreCorrupted(
+                    f"the index snapshot in {self.folder} holds other vectors than the database "
+                    f"for {len(wrong)} sentence(s) (id {', '.join(map(str, wrong[:10]))}): it "
+                    "belongs to another store or an older state; repairing the store rebuilds "
+                    "the index from the database", path=self.folder / MANIFEST_NAME,
+                    remedy="repair")
+
+    def _repair(self) -> None:
+        """Set aside the rows that fail their checksum, then rebuild the index from the rest."""
+        db = self._db
+        for path in [self.folder / MANIFEST_NAME, *self.folder.glob("index-*.faiss")]:
+            moved = move_aside(path)
+            if moved is not None:
+                self.check_report.setdefault("moved", []).append(moved.name)
+        damaged = db.verify_rows(self._dim)
+        if damaged:
+            with db.transaction():
+                db.set_aside(damaged)
+                db.bump(structural=True)
+        self.check_report.update(rows=db.count() + len(damaged), damaged=[d.id for d in damaged],
+                                 set_aside=[d.id for d in damaged], rebuilt=True)
+        self._rebuild_index()
+        self._saved_gen = -1
+
+    def verify(self) -> dict:
+        """Check every row and every index vector against the database (what `info --check`
+        runs): check_report, or StoreCorrupted naming what is damaged."""
+        with self._mutex:
+            if self._stale:
+                self._rebuild_index()
+            self._check_against_db(self._index, full=True)
+        return dict(self.check_report)
 
     def _drop_removed(self, index: FaissIndex) -> None:
         gone = np.setdiff1d(index.all_ids(), self._db.all_ids(), assume_unique=False)
@@ -228,23 +317,25 @@ class VectorStore(Store):
             index.remove(gone)
 
     def _read_snapshot(self, man: Manifest) -> FaissIndex:
-        if not man.index_file or "/" in man.index_file or man.index_file.startswith("."):
-            raise StoreCorrupted(f"{self.folder / MANIFEST_NAME} names no valid index file",
-                                 path=self.folder / MANIFEST_NAME)
         path = self.folder / man.index_file
-        size = path.stat().st_size   # FileNotFoundError handled by _load
-        hint = "; open with repair (encoderscope info --repair) to rebuild it from the stored vectors"
+        hint = ("; the sentences are safe in the database, and repairing the store rebuilds the "
+                "index from them")
+        if not check_regular(path, "index file"):
+            raise FileNotFoundError(path)
+        size = path.stat().st_size
         if size != man.index_bytes:
             raise StoreCorrupted(f"the index file {path} is truncated or overwritten: "
-                                 f"{size} bytes, the manifest says {man.index_bytes}" + hint, path=path)
+                                 f"{size} bytes, the manifest says {man.index_bytes}" + hint,
+                                 path=path, remedy="repair")
         if sha256_file(path) != man.index_sha256:
             raise StoreCorrupted(f"the index file {path} is damaged: its checksum does not match "
-                                 "the manifest" + hint, path=path)
+                                 "the manifest" + hint, path=path, remedy="repair")
         try:
             return FaissIndex.read(path, man.index_kind, man.dim, man.index_params)
-        except (RuntimeError, ValueError) as e:
-            raise StoreCorrupted(f"the index file {path} is not a readable FAISS index ({e})" + hint,
-                                 path=path) from None
+        except (RuntimeError, ValueError, TypeError, KeyError) as e:
+            raise StoreCorrupted(f"the index file {path} is not the FAISS index its manifest "
+                                 f"describes ({str(e).splitlines()[0][:200]})" + hint,
+                                 path=path, remedy="repair") from None
 
     def _rebuild_index(self, kind: str | None = None) -> None:
         """Build the FAISS index from the vectors stored in the database."""
@@ -402,8 +493,7 @@ class VectorStore(Store):
         db = self._db
         total = db.count()
         with self._mutex:
-            db._q("DROP TABLE IF EXISTS _rebuild")
-            db._q("CREATE TABLE _rebuild (id INTEGER PRIMARY KEY, vector BLOB NOT NULL)")
+            db.stage_start()
             done = 0
             try:
                 chunk = []
@@ -419,14 +509,12 @@ class VectorStore(Store):
                     if progress:
                         progress(done, total)
                 with db.transaction():
-                    db._q("UPDATE sentences SET vector = (SELECT r.vector FROM _rebuild r "
-                          "WHERE r.id = sentences.id) WHERE id IN (SELECT id FROM _rebuild)")
-                    db._q("DELETE FROM sentences WHERE id NOT IN (SELECT id FROM _rebuild)")
+                    db.apply_staged()
                     db.set_meta("fingerprint", fp)
                     db.set_meta("dim", int(fp["dim"]))
                     db.bump(structural=True)
             finally:
-                db._q("DROP TABLE IF EXISTS _rebuild")
+                db.stage_drop()
             self._fp = fp
             self._dim = int(fp["dim"])
             kind = self._index.kind if self._request != "auto" else None
@@ -436,9 +524,7 @@ class VectorStore(Store):
     def _rebuild_chunk(self, chunk, backend, fp, embed_batch_size, cancel) -> int:
         vecs = normalize(backend.embed([t for _, t in chunk], pooling=fp["pooling"],
                                        batch_size=embed_batch_size, cancel=cancel))
-        with self._db.transaction():
-            self._db.conn.executemany("INSERT INTO _rebuild(id, vector) VALUES (?, ?)",
-                                      [(i, v.tobytes()) for (i, _), v in zip(chunk, vecs)])
+        self._db.stage_vectors([i for i, _ in chunk], vecs)
         return len(chunk)
 
     def reindex(self, kind: str | None = None) -> None:
@@ -468,19 +554,26 @@ class VectorStore(Store):
                 return
             name = _index_name(gen)
             path = self.folder / name
-            size = atomic_write_with(path, self._index.write)
+            check_regular(path, "index file")               # no folder/FIFO in the way
+            check_regular(self.folder / MANIFEST_NAME, "manifest")
+            try:
+                size = atomic_write_with(path, self._index.write)
+            except OSError as e:
+                raise write_failed(path, e, f"the index snapshot {path}") from None
             man = Manifest(fingerprint=self._fp, dim=self._dim, index_kind=self._index.kind,
                            index_params=self._index.params, index_file=name, index_bytes=size,
                            index_sha256=sha256_file(path), count=self._index.ntotal,
-                           max_id=self._db.max_id(), generation=gen)
-            write_manifest(self.folder, man)
+                           max_id=self._db.max_id(), generation=gen, store_id=self._db.store_id)
+            try:
+                write_manifest(self.folder, man)
+            except OSError as e:
+                _unlink_quietly(path)     # the snapshot nobody points to
+                raise write_failed(self.folder / MANIFEST_NAME, e,
+                                   f"the manifest {self.folder / MANIFEST_NAME}") from None
             self._saved_gen = gen
             for old in self.folder.glob("index-*.faiss"):
                 if old.name != name:
-                    try:
-                        old.unlink()
-                    except OSError:
-                        pass
+                    _unlink_quietly(old)
 
     def close(self) -> None:
         if self._closed:
@@ -488,10 +581,7 @@ class VectorStore(Store):
         try:
             if self._lock is not None:
                 self.save()
-                try:
-                    self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                except sqlite3.Error:
-                    pass
+                self._db.checkpoint()
         finally:
             self._closed = True
             self._db.close()
@@ -519,14 +609,31 @@ class VectorStore(Store):
                 self._rebuild_index()
             scores, ids = self._index.search(q, k)
             wanted = {int(i) for i in ids.ravel() if i >= 0}
-            records = self._db.records(wanted) if wanted else {}
+            rows = self._db.rows_with_vectors(wanted, self._dim) if wanted else {}
+            self._check_hits(q, scores, ids, rows)
         out = []
         for srow, irow in zip(scores, ids):
-            hits = [Hit(float(s), int(i), records[int(i)]["text"], records[int(i)]["metadata"])
-                    for s, i in zip(srow, irow) if i >= 0 and int(i) in records]
+            hits = [Hit(float(s), int(i), rows[int(i)][0]["text"], rows[int(i)][0]["metadata"])
+                    for s, i in zip(srow, irow) if i >= 0 and int(i) in rows]
             hits.sort(key=lambda h: (-h.score, h.id))
             out.append(hits)
         return out[0] if single else out
+
+    def _check_hits(self, q, scores, ids, rows) -> None:
+        """Every hit's score must be the query's cosine with the vector the database holds for
+        that id (rows: verified rows): an index that disagrees is never shown as a result."""
+        tol = SCORE_TOLERANCE[self._index.kind]
+        wrong = set()
+        for qv, srow, irow in zip(q, scores, ids):
+            for s, i in zip(srow, irow):
+                if i >= 0 and int(i) in rows and abs(float(rows[int(i)][1] @ qv) - float(s)) > tol:
+                    wrong.add(int(i))
+        if wrong:
+            raise StoreCorrupted(
+                f"the index in {self.folder} disagrees with the database for sentence(s) "
+                f"{', '.join(map(str, sorted(wrong)[:10]))}; the sentences are safe in the "
+                "database, and repairing the store rebuilds the index from them",
+                path=self.folder / MANIFEST_NAME, remedy="repair")
 
     def count(self) -> int:
         return self._db.count()
@@ -572,6 +679,26 @@ class VectorStore(Store):
 
     def __repr__(self):
         return f"VectorStore({str(self.folder)!r}, {self.count()} sentences, {self._index.kind})"
+
+
+class _RebuildNeeded(Exception):
+    """Nothing to load (no snapshot yet, or one of another model after a rebuild): build the
+    index from the database. Not damage."""
+
+
+def _same_vectors(a: np.ndarray, b: np.ndarray, kind: str) -> np.ndarray:
+    """Per row: does the index's (decoded) vector b match the database's a?"""
+    if kind == "sq8":    # 8-bit codes: close in angle, not equal
+        cos = np.einsum("ij,ij->i", a, b) / np.maximum(np.linalg.norm(b, axis=1), 1e-12)
+        return cos > SQ8_MIN_COSINE
+    return np.abs(a - b).max(axis=1) <= 1e-6
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 def _split_meta(meta):
