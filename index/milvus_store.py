@@ -481,8 +481,9 @@ class MilvusStore(Store):
         rows = {}
         ids = sorted(dups)
         for s_ in range(0, len(ids), QUERY_CHUNK):
-            for r in self._call(self._client.get, self._name, ids=ids[s_:s_ + QUERY_CHUNK],
-                                output_fields=fields, what="repair"):
+            for r in plain_rows(self._call(self._client.get, self._name,
+                                           ids=ids[s_:s_ + QUERY_CHUNK], output_fields=fields,
+                                           what="repair")):
                 rows[int(r["id"])] = {k: r.get(k) for k in fields}
         data = list(rows.values())
         for s_ in range(0, len(data), INSERT_CHUNK):
@@ -551,9 +552,9 @@ class MilvusStore(Store):
         found = {}
         for i in range(0, len(hashes), QUERY_CHUNK):
             part = hashes[i:i + QUERY_CHUNK]
-            rows = self._call(self._client.query, self._name,
-                              filter=f"hash in {json.dumps(part)}", output_fields=["id", "hash"],
-                              what="look for duplicates")
+            rows = plain_rows(self._call(self._client.query, self._name,
+                                         filter=f"hash in {json.dumps(part)}",
+                                         output_fields=["id", "hash"], what="look for duplicates"))
             for r in rows:
                 found[r["hash"]] = int(r["id"])
         return found
@@ -827,9 +828,10 @@ class MilvusStore(Store):
         fields = ["id"] + [f for f in fields if f != "id"]
         while lo < top:
             hi = lo + window
-            rows = self._call(self._client.query, self._name,
-                              filter=f"id >= {lo} and id < {hi}", output_fields=fields,
-                              limit=window, what="read sentences")
+            rows = plain_rows(self._call(self._client.query, self._name,
+                                         filter=f"id >= {lo} and id < {hi}",
+                                         output_fields=fields, limit=window,
+                                         what="read sentences"))
             rows.sort(key=lambda r: int(r["id"]))
             if dedupe:     # an id twice only after an interrupted Lite write (see above)
                 rows = [r for k, r in enumerate(rows) if k == 0 or rows[k - 1]["id"] != r["id"]]
@@ -869,8 +871,8 @@ class MilvusStore(Store):
         ids = [int(i) for i in ids]
         for s in range(0, len(ids), QUERY_CHUNK):
             part = ids[s:s + QUERY_CHUNK]
-            rows = self._call(self._client.get, self._name, ids=part,
-                              output_fields=["id"] + fields, what="read sentences")
+            rows = plain_rows(self._call(self._client.get, self._name, ids=part,
+                                         output_fields=["id"] + fields, what="read sentences"))
             for r in rows:
                 out[int(r["id"])] = dict(r)
         return out
@@ -916,6 +918,18 @@ class MilvusStore(Store):
 
     def __repr__(self):
         return f"MilvusStore({self.location!r}, {self.engine}, {self.index_kind})"
+
+
+def plain_rows(result) -> list[dict]:
+    """pymilvus query/get results as plain dicts, each row complete.
+
+    pymilvus 3 returns a HybridExtraList: scalar fields are filled in at once, vectors (and
+    other variable-length fields) later, on first access, *from the column at the row's
+    current position in the list*. Sorting or reordering that list before every row was read
+    pairs ids with another row's vector (what migrate copied after a Lite crash recovery,
+    when rows no longer come back in id order). Iterating reads each row at its own
+    position, so copy first, then reorder."""
+    return [dict(r) for r in result]
 
 
 def _chunks(it, n):
