@@ -52,6 +52,10 @@ CREATE TABLE IF NOT EXISTS damaged (
     id INTEGER, text TEXT, source TEXT, row INTEGER, added REAL, meta TEXT, vector BLOB,
     reason TEXT NOT NULL, moved REAL NOT NULL
 )"""
+_UNREADABLE = object()
+_META_TYPES = {"fingerprint": dict, "dim": int, "index_request": str, "index_params": dict,
+               "hnsw_threshold": int, "generation": int, "structural_generation": int,
+               "format_version": int, "schema_version": int, "store_id": str}
 _CHUNK = 500  # ids per IN (...) query
 QUICK_CHECK_MAX_BYTES = 256 << 20
 NORM_TOLERANCE = 1e-3   # stored vectors are unit length; further off than this is damage
@@ -253,8 +257,21 @@ class SentenceDB:
                                  path=self.path)
 
     def get_meta(self, key, default=None):
+        """A setting; StoreCorrupted when its stored value is not readable as what it should be."""
         row = self._q("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return json.loads(row[0]) if row else default
+        if not row:
+            return default
+        try:
+            value = json.loads(row[0])
+        except (ValueError, TypeError, RecursionError):
+            value = _UNREADABLE
+        want = _META_TYPES.get(key)
+        if value is _UNREADABLE or (want is not None and (
+                not isinstance(value, want) or (want is int and isinstance(value, bool)))):
+            raise StoreCorrupted(f"the sentence database {self.path} is damaged: its setting "
+                                 f"{key!r} is unreadable; restore it from a backup",
+                                 path=self.path, remedy="restore")
+        return value
 
     def set_meta(self, key, value) -> None:
         self._q("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
@@ -381,7 +398,7 @@ class SentenceDB:
         return bad
 
     def _row_batches(self, ids, batch):
-        cols = f"{_ROW}, vector" + (", checksum" if self.has_checksums else ", NULL")
+        cols = f"{_ROW}, vector" + (", checksum" if self.has_checksums else ", NULL") + ", hash"
         if ids is not None:
             ids = [int(i) for i in ids]
             for i in range(0, len(ids), _CHUNK):
@@ -400,7 +417,11 @@ class SentenceDB:
 
     @staticmethod
     def _row_problem(r, dim: int) -> str | None:
-        id_, text, source, line, _added, meta_json, blob, checksum = r
+        id_, text, source, line, _added, meta_json, blob, checksum, hash_ = r
+        if not isinstance(text, str):
+            return "text is not readable"
+        if hash_ != text_hash(text):     # duplicate detection relies on it
+            return "text hash mismatch (text or hash changed on disk)"
         if checksum is not None and (not isinstance(blob, bytes) or bytes(checksum) != row_checksum(
                 id_, text, source, line, meta_json, blob)):
             return "checksum mismatch (text, metadata or vector changed on disk)"

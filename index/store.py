@@ -84,6 +84,11 @@ class VectorStore(Store):
         self._request: str = db.get_meta("index_request", "auto")
         self._params: dict = db.get_meta("index_params", {}) or {}
         self._threshold: int = int(db.get_meta("hnsw_threshold", AUTO_HNSW_THRESHOLD))
+        if (self._fp is None or self._fp.get("dim") != self._dim or not 0 < self._dim < 1 << 16
+                or self._request not in REQUESTS):
+            raise StoreCorrupted(f"the sentence database {db.path} is damaged: its model, "
+                                 "dimension or index settings are inconsistent; restore it from "
+                                 "a backup", path=db.path, remedy="restore")
         self._indexed_gen = -1     # database generation the in-memory index reflects
         self._saved_gen = -1       # generation of the snapshot on disk
         self._stale = False        # HNSW after an update: rebuild before use
