@@ -24,7 +24,7 @@ import pytest
 from index.errors import StoreCorrupted, StoreWriteFailed
 from index.manifest import CHECKSUM_KEY, read_manifest
 from index.store import VectorStore
-from tests.test_store_support import text_vector
+from tests.fake_vectors import text_vector
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "store_v1"
