@@ -303,6 +303,9 @@ def _print_check(report: dict, info: dict, repaired: bool) -> None:
     what = "repair" if repaired else "check"
     _err(f"{what}: ok: {rows if rows is not None else info['count']} sentences verified "
          "(checksums, unit vectors), the index holds exactly the database's vectors")
+    if report.get("unchecked"):
+        _err(f"{what}: {report['unchecked']} of them were written before row checksums: only "
+             "their vectors could be checked; the next ingest, remove or repair adds checksums")
 
 
 def _cli_words(func):

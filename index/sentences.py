@@ -28,6 +28,8 @@ import numpy as np
 
 from .durability import INTACT, check_regular
 from .errors import StoreCorrupted, StoreError, StoreWriteFailed
+from .records import make_record
+from .text_hash import text_hash  # one text hash for both stores
 
 DB_NAME = "store.db"
 SCHEMA = """
@@ -62,10 +64,6 @@ NORM_TOLERANCE = 1e-3   # stored vectors are unit length; further off than this 
 _ROW = "id, text, source, row, added, meta"
 
 
-def text_hash(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
 def row_checksum(id_, text, source, line, meta_json, vector_bytes) -> bytes:
     """16-byte digest of everything a row says (not `added`): a changed bit anywhere shows."""
     head = json.dumps([int(id_), text, source, line, meta_json]).encode("utf-8")
@@ -84,7 +82,7 @@ class DamagedRow:
 
 def _record(row, path=None) -> dict:
     id_, text, source, line, added, meta = row
-    md = {"source": source, "row": line, "added": added}
+    extra = None
     if meta:
         try:
             extra = json.loads(meta)
@@ -94,8 +92,7 @@ def _record(row, path=None) -> dict:
             raise StoreCorrupted(f"the sentence database {path} is damaged: the metadata of "
                                  f"row {id_} is not readable", path=path, remedy="repair",
                                  damaged_ids=[int(id_)])
-        md.update(extra)
-    return {"id": int(id_), "text": text, "metadata": md}
+    return make_record(id_, text, source, line, added, extra)
 
 
 class SentenceDB:
@@ -472,6 +469,12 @@ class SentenceDB:
             self._q(f"INSERT INTO damaged SELECT {_ROW}, vector, ?, ? FROM sentences WHERE id=?",
                     (d.reason, now, d.id))
             self._q("DELETE FROM sentences WHERE id=?", (d.id,))
+
+    def unchecked_count(self) -> int:
+        """Rows without a checksum (written before schema 2): only their vectors can be checked."""
+        if not self.has_checksums:
+            return self.count()
+        return int(self._q("SELECT COUNT(*) FROM sentences WHERE checksum IS NULL").fetchone()[0])
 
     def damaged_count(self) -> int:
         row = self._q("SELECT name FROM sqlite_master WHERE type='table' AND name='damaged'").fetchone()

@@ -49,6 +49,7 @@ from .manifest import (
     sha256_file,
     write_manifest,
 )
+from .records import split_meta
 from .sentences import DB_NAME, SentenceDB
 
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
@@ -123,6 +124,8 @@ class VectorStore(Store):
         if index not in REQUESTS:
             raise InputError(f"unknown index kind {index!r}; choose one of {', '.join(REQUESTS)}")
         db_path = folder / DB_NAME
+        if folder.exists() and not folder.is_dir():
+            raise StoreError(f"{folder} is a file, not a store folder")
         if not check_regular(db_path, "sentence database"):
             if not create:
                 if (folder / MANIFEST_NAME).exists():
@@ -265,6 +268,7 @@ class VectorStore(Store):
         if full:
             damaged = self._db.verify_rows(self._dim)
             self.check_report["rows"] = len(db_ids)
+            self.check_report["unchecked"] = self._db.unchecked_count()
             self.check_report["damaged"] = [d.id for d in damaged]
             if damaged:
                 raise self._db.damaged([d.id for d in damaged])
@@ -707,15 +711,9 @@ def _unlink_quietly(path: Path) -> None:
 
 
 def _split_meta(meta):
-    """-> (source, row, extra-json-dict) from a metadata dict."""
-    if not meta:
-        return None, None, None
-    meta = dict(meta)
-    source = meta.pop("source", None)
-    row = meta.pop("row", None)
-    meta.pop("added", None)
-    return (str(source) if source is not None else None,
-            int(row) if row is not None else None, meta or None)
+    """-> (source, row, extra-json-dict) from a metadata dict (this store stamps `added`)."""
+    source, row, _added, extra = split_meta(meta)
+    return source, row, extra
 
 
 def open_store(folder=None, **kw) -> VectorStore:
