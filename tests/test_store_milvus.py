@@ -91,10 +91,10 @@ def test_default_location_from_environment(monkeypatch, tmp_path):
 
 
 def test_missing_extra_gives_install_command(monkeypatch):
-    from index import milvus_store
+    from index.milvus.calls import import_pymilvus
     monkeypatch.setitem(sys.modules, "pymilvus", None)
     with pytest.raises(StoreError, match=r"pip install 'encoderscope\[milvus\]'"):
-        milvus_store.import_pymilvus()
+        import_pymilvus()
     with pytest.raises(StoreError, match="encoderscope\\[milvus\\]"):
         open_store("http://127.0.0.1:1")
 
@@ -121,7 +121,7 @@ def test_error_wording_for_auth_and_timeouts():
     from pymilvus import MilvusException
 
     from index.errors import StoreUnavailable
-    from index.milvus_store import _unavailable
+    from index.milvus.calls import unavailable as _unavailable
     loc = parse_location("https://milvus.example.com")
     e = _unavailable(loc, MilvusException(code=1800, message="user hasn't authenticated"),
                      "connect", has_token=False)
@@ -220,7 +220,7 @@ def test_second_process_on_a_lite_folder_gets_a_clear_message(tmp_path):
 @needs_milvus
 def test_dedup_by_server_queries(tmp_path):
     """Servers check duplicates with a query per batch (no in-memory map); same results."""
-    from index.milvus_store import MilvusStore
+    from index.milvus import MilvusStore
     s = MilvusStore.open(f"milvus-lite:{tmp_path / 'q'}", writable=True, create=True,
                          fingerprint=FP, dedup="query")
     try:
@@ -249,8 +249,8 @@ def test_interrupted_rebuild_is_finished_on_open(tmp_path):
                                   properties={"encoderscope.rebuild_complete": "1"})
     s._closed = True                       # the process "died" here
     s._client.close()
-    from index.milvus_store import _release_lite
-    _release_lite(s._lite_key, registered=True)
+    from index.milvus import lite
+    lite.release(s._lite_key, registered=True)
     s._lock.release()
     again = open_store(location)
     try:

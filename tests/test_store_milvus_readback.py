@@ -77,7 +77,7 @@ def test_iter_batches_pairs_every_id_with_its_own_vector(tmp_path):
 def test_plain_rows_reads_each_row_at_its_own_position(tmp_path):
     """pymilvus's own trap, kept visible: sorting its result list before reading it
     mixes rows up; plain_rows copies each row first."""
-    from index.milvus_store import plain_rows
+    from index.milvus.calls import plain_rows
     store, b = _out_of_order_store(tmp_path / "s")
     try:
         def query():
