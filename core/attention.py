@@ -200,9 +200,8 @@ def matrix_csv(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | No
 
 
 def write_matrix_csv(path, matrix, row_labels, col_labels=None) -> Path:
-    path = Path(path)
-    path.write_text(matrix_csv(matrix, row_labels, col_labels), encoding="utf-8")
-    return path
+    text = matrix_csv(matrix, row_labels, col_labels)
+    return _atomic(Path(path), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def read_matrix_csv(path) -> tuple[np.ndarray, list[str], list[str]]:
