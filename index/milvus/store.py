@@ -20,18 +20,17 @@ import numpy as np
 from core.errors import InputError
 
 from .. import fingerprint as fpmod
-from ..base import ADD_BATCH, AddResult, Hit, Store, check_texts, normalize, plan_unique
+from ..base import ADD_BATCH, AddResult, Hit, Store, check_texts, plan_unique
 from ..durability import WriterLock
 from ..errors import DuplicateText, StoreError, StoreNotFound, UnknownId
 from ..records import make_record, split_meta
 from ..store_location import Location, parse_location
 from ..text_hash import hash_for_format
-from . import lite
+from . import lite, rebuild
 from .calls import Caller, close_quietly, connect_server, import_pymilvus, plain_rows
 from .repair import after_crash_check
 from .schema import (
     FIELDS,
-    FORMAT_VERSION,
     KINDS,
     MAX_SOURCE_BYTES,
     MAX_TEXT_BYTES,
@@ -40,7 +39,6 @@ from .schema import (
     create_collection,
     cut,
     finish_interrupted_rebuild,
-    index_spec,
 )
 
 INSERT_CHUNK = 1000          # rows per insert call (keeps gRPC messages ~2 MB at 384-d)
@@ -346,84 +344,14 @@ class MilvusStore(Store):
 
     def rebuild(self, backend, pooling=None, *, batch_size: int = ADD_BATCH,
                 embed_batch_size: int = 32, progress=None, cancel=None) -> None:
-        """Re-embed every sentence with another model (or pooling) and switch the store to it.
-
-        The new vectors go into a staging collection; the switch drops the old collection and
-        renames the staging one. An interruption before the switch leaves the store on its old
-        model; one inside it is finished by the next writable open."""
-        self._need_writer()
-        fp = fpmod.as_dict(backend.fingerprint(pooling=pooling or self.pooling))
-        staging = self._name + "__rebuild"
-        c, call = self._client, self._call
-        total = self.count()
-        with self._mutex:
-            self._flush()
-            if call(c.has_collection, staging, what="look up the collection"):
-                call(c.drop_collection, staging, what="drop an unfinished rebuild")
-            # The new collection is of the current format (its text hash too): a rebuild
-            # upgrades a format 1 store.
-            create_collection(c, call, self.loc, staging, fp, self._index.get("request", "auto"),
-                              {**self._index.get("build", {}),
-                               "search": self._index.get("search", {})},
-                              next_id=self._next_id)
-            new_hash = hash_for_format(FORMAT_VERSION)
-            done = 0
-            try:
-                for ids, _vecs, recs in self.iter_batches(batch_size, vectors=False):
-                    texts = [r["text"] for r in recs]
-                    vecs = normalize(backend.embed(texts, pooling=fp["pooling"],
-                                                   batch_size=embed_batch_size, cancel=cancel))
-                    rows = []
-                    for r, v in zip(recs, vecs):
-                        src, line, added, extra = split_meta(r["metadata"])
-                        rows.append({"id": r["id"], "vector": v, "text": r["text"],
-                                     "hash": new_hash(r["text"]), "source": src, "row": line,
-                                     "added": added if added is not None else time.time(),
-                                     "meta": extra})
-                    call(c.insert, staging, data=rows, what="insert re-embedded sentences")
-                    done += len(rows)
-                    if progress:
-                        progress(done, total)
-                call(c.flush, staging, what="flush")
-                call(c.alter_collection_properties, staging,
-                     properties={PROP + "rebuild_complete": "1",
-                                 PROP + "next_id": str(self._next_id)}, what="finish the rebuild")
-            except BaseException:
-                try:
-                    call(c.drop_collection, staging, what="drop an unfinished rebuild")
-                except StoreError:
-                    pass
-                raise
-            call(c.release_collection, self._name, what="switch collections")
-            call(c.drop_collection, self._name, what="switch collections")
-            call(c.rename_collection, staging, self._name, what="switch collections")
-            call(c.drop_collection_properties, self._name, [PROP + "rebuild_complete"],
-                 what="finish the rebuild")
-            call(c.load_collection, self._name, what="load the collection")
-            self._fp = fp
-            self._dim = int(fp["dim"])
-            self._format, self._hash = FORMAT_VERSION, new_hash
-            self._hash_ids = None          # hashes of the new scheme, read again when needed
-            self._dirty = False
+        """Re-embed every sentence with another model (or pooling) and switch the store to it
+        (see rebuild.py: an interruption leaves the old model, or is finished on open)."""
+        rebuild.rebuild(self, backend, pooling, batch_size=batch_size,
+                        embed_batch_size=embed_batch_size, progress=progress, cancel=cancel)
 
     def reindex(self, kind: str | None = None) -> None:
         """Rebuild the vector index (optionally of another kind), no model needed."""
-        self._need_writer()
-        with self._mutex:
-            spec = index_spec(self.loc.kind == "lite", kind or self._index.get("request", "auto"),
-                              {})
-            c, call = self._client, self._call
-            self._flush()
-            call(c.release_collection, self._name, what="reindex")
-            call(c.drop_index, self._name, "vector", what="reindex")
-            ip = c.prepare_index_params()
-            ip.add_index("vector", index_type=spec["index_type"], metric_type="COSINE",
-                         params=spec["build"])
-            call(c.create_index, self._name, ip, what="reindex")
-            call(c.alter_collection_properties, self._name,
-                 properties={PROP + "index": json.dumps(spec, sort_keys=True)}, what="reindex")
-            call(c.load_collection, self._name, what="load the collection")
-            self._index = spec
+        rebuild.reindex(self, kind)
 
     def _flush(self) -> None:
         if self._dirty and self._writable:
