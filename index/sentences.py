@@ -15,20 +15,19 @@ fills it on open (upgrade()).
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import secrets
 import sqlite3
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .durability import INTACT, check_regular
 from .errors import StoreCorrupted, StoreError, StoreWriteFailed
-from .records import make_record
+from .row_checks import CHUNK, ROW_COLUMNS, RowChecks, row_checksum
+from .row_checks import read_record as _record
 from .text_hash import text_hash  # one text hash for both stores
 
 DB_NAME = "store.db"
@@ -47,55 +46,18 @@ CREATE TABLE IF NOT EXISTS sentences (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 SCHEMA_VERSION = 2     # 1: no checksum column
-# Rows set aside by a repair because they failed their checksum: kept, not deleted, so the
-# texts can be read back and ingested again.
-DAMAGED_SCHEMA = """
-CREATE TABLE IF NOT EXISTS damaged (
-    id INTEGER, text TEXT, source TEXT, row INTEGER, added REAL, meta TEXT, vector BLOB,
-    reason TEXT NOT NULL, moved REAL NOT NULL
-)"""
 _UNREADABLE = object()
 _META_TYPES = {"fingerprint": dict, "dim": int, "index_request": str, "index_params": dict,
                "hnsw_threshold": int, "generation": int, "structural_generation": int,
                "format_version": int, "schema_version": int, "store_id": str}
-_CHUNK = 500  # ids per IN (...) query
 QUICK_CHECK_MAX_BYTES = 256 << 20
-NORM_TOLERANCE = 1e-3   # stored vectors are unit length; further off than this is damage
-_ROW = "id, text, source, row, added, meta"
-
-
-def row_checksum(id_, text, source, line, meta_json, vector_bytes) -> bytes:
-    """16-byte digest of everything a row says (not `added`): a changed bit anywhere shows."""
-    head = json.dumps([int(id_), text, source, line, meta_json]).encode("utf-8")
-    return hashlib.blake2b(head + b"\0" + bytes(vector_bytes), digest_size=16).digest()
 
 
 def new_store_id() -> str:
     return secrets.token_hex(16)
 
 
-@dataclass(frozen=True)
-class DamagedRow:
-    id: int         # the sentence id
-    reason: str     # what failed: checksum, vector length, norm, metadata
-
-
-def _record(row, path=None) -> dict:
-    id_, text, source, line, added, meta = row
-    extra = None
-    if meta:
-        try:
-            extra = json.loads(meta)
-        except (ValueError, RecursionError):
-            extra = None
-        if not isinstance(extra, dict):
-            raise StoreCorrupted(f"the sentence database {path} is damaged: the metadata of "
-                                 f"row {id_} is not readable", path=path, remedy="repair",
-                                 damaged_ids=[int(id_)])
-    return make_record(id_, text, source, line, added, extra)
-
-
-class SentenceDB:
+class SentenceDB(RowChecks):
     def __init__(self, folder: Path, readonly: bool = False):
         self.path = Path(folder) / DB_NAME
         self.readonly = readonly
@@ -229,7 +191,7 @@ class SentenceDB:
                 self.set_meta("store_id", new_store_id())
             self.set_meta("schema_version", SCHEMA_VERSION)
             while True:
-                rows = self._q(f"SELECT {_ROW}, vector FROM sentences WHERE checksum IS NULL "
+                rows = self._q(f"SELECT {ROW_COLUMNS}, vector FROM sentences WHERE checksum IS NULL "
                                "LIMIT ?", (batch,)).fetchall()
                 if not rows:
                     break
@@ -299,8 +261,8 @@ class SentenceDB:
     def existing_hashes(self, hashes) -> set[bytes]:
         found = set()
         hashes = list(hashes)
-        for i in range(0, len(hashes), _CHUNK):
-            part = hashes[i:i + _CHUNK]
+        for i in range(0, len(hashes), CHUNK):
+            part = hashes[i:i + CHUNK]
             q = f"SELECT hash FROM sentences WHERE hash IN ({','.join('?' * len(part))})"
             found.update(r[0] for r in self._q(q, part))
         return found
@@ -382,113 +344,15 @@ class SentenceDB:
             self.set_vectors((i, np.frombuffer(v, np.float32)) for i, v in rows)
             last = int(rows[-1][0])
 
-    # -- verification -----------------------------------------------------------------------
-    def verify_rows(self, dim: int, ids=None, batch: int = 5000) -> list[DamagedRow]:
-        """Rows (all, or those in `ids`) whose checksum fails, whose vector has the wrong length,
-        is not finite or not unit length, or whose metadata is unreadable."""
-        bad: list[DamagedRow] = []
-        for rows in self._row_batches(ids, batch):
-            for r in rows:
-                reason = self._row_problem(r, dim)
-                if reason:
-                    bad.append(DamagedRow(int(r[0]), reason))
-        return bad
-
-    def _row_batches(self, ids, batch):
-        cols = f"{_ROW}, vector" + (", checksum" if self.has_checksums else ", NULL") + ", hash"
-        if ids is not None:
-            ids = [int(i) for i in ids]
-            for i in range(0, len(ids), _CHUNK):
-                part = ids[i:i + _CHUNK]
-                yield self._q(f"SELECT {cols} FROM sentences WHERE id IN "
-                              f"({','.join('?' * len(part))})", part).fetchall()
-            return
-        last = 0
-        while True:
-            rows = self._q(f"SELECT {cols} FROM sentences WHERE id > ? ORDER BY id LIMIT ?",
-                           (last, batch)).fetchall()
-            if not rows:
-                return
-            yield rows
-            last = int(rows[-1][0])
-
-    @staticmethod
-    def _row_problem(r, dim: int) -> str | None:
-        id_, text, source, line, _added, meta_json, blob, checksum, hash_ = r
-        if not isinstance(text, str):
-            return "text is not readable"
-        if hash_ != text_hash(text):     # duplicate detection relies on it
-            return "text hash mismatch (text or hash changed on disk)"
-        if checksum is not None and (not isinstance(blob, bytes) or bytes(checksum) != row_checksum(
-                id_, text, source, line, meta_json, blob)):
-            return "checksum mismatch (text, metadata or vector changed on disk)"
-        if not isinstance(blob, bytes) or len(blob) != 4 * dim:
-            return f"vector of {len(blob) if isinstance(blob, bytes) else 0} bytes, not {4 * dim}"
-        v = np.frombuffer(blob, dtype=np.float32)
-        if not np.all(np.isfinite(v)):
-            return "vector holds NaN or infinite values"
-        norm = float(np.linalg.norm(v.astype(np.float64)))
-        if abs(norm - 1.0) > NORM_TOLERANCE:
-            return f"vector length {norm:.4f}, not 1"
-        if meta_json is not None:
-            try:
-                _record(r[:6])
-            except StoreCorrupted:
-                return "metadata is not readable JSON"
-        return None
-
-    def rows_with_vectors(self, ids, dim: int) -> dict[int, tuple[dict, np.ndarray]]:
-        """id -> (record, vector) for the given ids, each row verified (checksum, vector);
-        StoreCorrupted naming the damaged ids otherwise. What search returns goes through here."""
-        out, bad = {}, []
-        for rows in self._row_batches(list(ids), _CHUNK):
-            for r in rows:
-                reason = self._row_problem(r, dim)
-                if reason:
-                    bad.append(int(r[0]))
-                    continue
-                out[int(r[0])] = (_record(r[:6], self.path), np.frombuffer(r[6], np.float32))
-        if bad:
-            raise self.damaged(sorted(bad))
-        return out
-
-    def damaged(self, ids) -> StoreCorrupted:
-        shown = ", ".join(map(str, ids[:20])) + (" ..." if len(ids) > 20 else "")
-        return StoreCorrupted(
-            f"the sentence database {self.path} is damaged: {len(ids)} row"
-            f"{'s' if len(ids) != 1 else ''} failed {'their' if len(ids) != 1 else 'its'} "
-            f"checksum (id {shown}); repairing the store sets them aside (their texts can be "
-            "ingested again) and rebuilds the index from the other rows", path=self.path,
-            remedy="repair", damaged_ids=ids)
-
-    def set_aside(self, damaged: list[DamagedRow]) -> None:
-        """Move damaged rows out of `sentences` into the `damaged` table. In a transaction."""
-        self._q(DAMAGED_SCHEMA)
-        now = time.time()
-        for d in damaged:
-            self._q(f"INSERT INTO damaged SELECT {_ROW}, vector, ?, ? FROM sentences WHERE id=?",
-                    (d.reason, now, d.id))
-            self._q("DELETE FROM sentences WHERE id=?", (d.id,))
-
-    def unchecked_count(self) -> int:
-        """Rows without a checksum (written before schema 2): only their vectors can be checked."""
-        if not self.has_checksums:
-            return self.count()
-        return int(self._q("SELECT COUNT(*) FROM sentences WHERE checksum IS NULL").fetchone()[0])
-
-    def damaged_count(self) -> int:
-        row = self._q("SELECT name FROM sqlite_master WHERE type='table' AND name='damaged'").fetchone()
-        return int(self._q("SELECT COUNT(*) FROM damaged").fetchone()[0]) if row else 0
-
     def clear(self) -> None:
         self._q("DELETE FROM sentences")
 
     def records(self, ids) -> dict[int, dict]:
         out = {}
         ids = [int(i) for i in ids]
-        for i in range(0, len(ids), _CHUNK):
-            part = ids[i:i + _CHUNK]
-            q = f"SELECT {_ROW} FROM sentences WHERE id IN ({','.join('?' * len(part))})"
+        for i in range(0, len(ids), CHUNK):
+            part = ids[i:i + CHUNK]
+            q = f"SELECT {ROW_COLUMNS} FROM sentences WHERE id IN ({','.join('?' * len(part))})"
             for r in self._q(q, part):
                 out[int(r[0])] = _record(r, self.path)
         return out
@@ -496,7 +360,7 @@ class SentenceDB:
     def iter_records(self, batch: int = 1000):
         last = 0
         while True:
-            rows = self._q(f"SELECT {_ROW} FROM sentences WHERE id > ? ORDER BY id LIMIT ?",
+            rows = self._q(f"SELECT {ROW_COLUMNS} FROM sentences WHERE id > ? ORDER BY id LIMIT ?",
                            (last, batch)).fetchall()
             if not rows:
                 return
