@@ -24,9 +24,12 @@ def split_meta(meta) -> SplitMeta:
     source = meta.pop("source", None)
     row = meta.pop("row", None)
     added = meta.pop("added", None)
+    try:
+        added = float(added) if added is not None else None
+    except (TypeError, ValueError):
+        added = None        # not a time: the store stamps the row with the time it is added
     return SplitMeta(str(source) if source is not None else None,
-                     int(row) if row is not None else None,
-                     float(added) if added is not None else None, meta or None)
+                     int(row) if row is not None else None, added, meta or None)
 
 
 def make_record(id_, text: str, source, row, added, extra: dict | None) -> dict:
