@@ -105,3 +105,16 @@ def test_new_stores_are_format2(tmp_path):
         s.add_texts(["hello there"], b)
         assert s._format == 2
         assert [r["hash"] for r in s._scan(["hash"])] == [text_hash_hex("hello there")]
+
+
+def test_one_metadata_split_for_both_stores():
+    from index import store as faiss_store
+    from index.records import make_record, split_meta
+    meta = {"source": "a.csv", "row": "7", "added": "not a time", "lang": "de"}
+    assert split_meta(meta) == ("a.csv", 7, None, {"lang": "de"})
+    assert split_meta({"added": 12}) == (None, None, 12.0, None) and split_meta(None).extra is None
+    assert faiss_store._split_meta(meta) == ("a.csv", 7, {"lang": "de"})
+    rec = make_record(5, "t", "a.csv", 7, 1.5, {"lang": "de"})
+    assert rec == {"id": 5, "text": "t",
+                   "metadata": {"source": "a.csv", "row": 7, "added": 1.5, "lang": "de"}}
+    assert list(rec["metadata"]) == ["source", "row", "added", "lang"]
