@@ -439,12 +439,22 @@ class VectorStore(SnapshotLoading, Store):
         if k < 1:
             raise InputError("k must be at least 1")
         with self._mutex:
-            if self._stale:
-                self._rebuild_index()
-            scores, ids = self._index.search(q, k)
-            wanted = {int(i) for i in ids.ravel() if i >= 0}
-            rows = self._db.rows_with_vectors(wanted, self._dim) if wanted else {}
-            self._check_hits(q, scores, ids, rows)
+            for attempt in (1, 2):
+                if self._stale:
+                    self._rebuild_index()
+                scores, ids = self._index.search(q, k)
+                wanted = {int(i) for i in ids.ravel() if i >= 0}
+                rows = self._db.rows_with_vectors(wanted, self._dim) if wanted else {}
+                try:
+                    self._check_hits(q, scores, ids, rows)
+                    break
+                except StoreCorrupted:
+                    # A reader whose index predates a writer's commit (an updated text) sees
+                    # the new row beside its old vector: load the writer's state, search again.
+                    if attempt == 2 or self._lock is not None or \
+                            self._db.generation == self._indexed_gen:
+                        raise
+                    self._load()
         out = []
         for srow, irow in zip(scores, ids):
             hits = [Hit(float(s), int(i), rows[int(i)][0]["text"], rows[int(i)][0]["metadata"])

@@ -112,6 +112,18 @@ def test_an_older_snapshot_of_the_same_store_never_gives_wrong_results(tmp_path)
     assert recs[3] == "a replaced text" and 5 not in recs and "a later text" in recs.values()
 
 
+def test_a_reader_sees_a_writers_update_without_a_false_alarm(tmp_path):
+    """A reader opened before a writer changed a text: its next search follows the writer."""
+    folder = make(tmp_path / "s", texts_of("alpha"))
+    reader = VectorStore.open(folder)
+    with VectorStore.open(folder, writable=True) as w:
+        w.update_text(3, "a replaced text", vec("a replaced text"))
+    hits = reader.search(vec("alpha text number 002"), k=3)   # row 3's old vector is nearest
+    assert all(h.text != "alpha text number 002" for h in hits)
+    assert reader.search(vec("a replaced text"), k=1)[0].text == "a replaced text"
+    reader.close()
+
+
 def test_database_swapped_for_an_older_copy_is_caught(tmp_path):
     folder = make(tmp_path / "s", texts_of("alpha"))
     shutil.copy(folder / "store.db", tmp_path / "old.db")
