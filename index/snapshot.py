@@ -47,6 +47,8 @@ class SnapshotLoading:
             except _RebuildNeeded:      # nothing saved yet, or a snapshot of another model
                 self._rebuild_index()
                 self._saved_gen = -1
+                if verify:              # the rows it was built from are checked all the same
+                    self._check_against_db(self._index, full=True)
         except StoreCorrupted as problem:
             if not repair or problem.remedy != "repair" or isinstance(problem, UnsupportedFormat):
                 raise

@@ -174,6 +174,17 @@ def test_bit_flips_in_texts_and_vectors_are_found_by_id(tmp_path, capsys):
     assert cli(["info", "--check", "--store", folder], capsys)[0] == 0
 
 
+def test_check_verifies_rows_even_when_there_is_no_snapshot(tmp_path, capsys):
+    folder = make(tmp_path / "s", texts_of("alpha"))
+    (folder / "manifest.json").unlink()
+    c = sqlite3.connect(folder / "store.db")
+    c.execute("UPDATE sentences SET text='changed' WHERE id=5")
+    c.commit()
+    c.close()
+    rc, out, err = cli(["info", "--check", "--store", folder], capsys)
+    assert rc == 2 and "(id 5)" in err
+
+
 def test_checksum_covers_metadata_and_hash(tmp_path):
     folder = tmp_path / "s"
     s = VectorStore.open(folder, writable=True, create=True, fingerprint=FP)
