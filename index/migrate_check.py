@@ -14,7 +14,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -67,17 +67,17 @@ def expected_rows(src, id_map: dict, batch: int) -> Expected:
 
 @dataclass
 class Comparison:
-    checked: int = 0             # destination rows compared
-    wrong_text: list = None      # destination ids whose text is not the source's
-    wrong_vector: list = None    # destination ids whose vector is not the source's
-    missing: list = None         # destination ids the copy went to that are not there
-    sample: list = None          # (id, text, vector) of the rows picked for re-embedding
+    checked: int = 0                                   # destination rows compared
+    wrong_text: list = field(default_factory=list)     # ids whose text is not the source's
+    wrong_vector: list = field(default_factory=list)   # ids whose vector is not the source's
+    missing: list = field(default_factory=list)        # ids the copy went to, not there
+    sample: list = field(default_factory=list)         # (id, text, vector) to re-embed
 
 
 def compare_destination(dst, exp: Expected, batch: int, sample_ids=()) -> Comparison:
     """Read the destination; compare every row that is a copy with what exp says."""
     sketch = sketcher(dst.dim)
-    cmp = Comparison(0, [], [], [], [])
+    cmp = Comparison()
     found = np.zeros(len(exp.ids), bool)
     sample_ids = {int(i) for i in sample_ids}
     for ids, vecs, recs in dst.iter_batches(batch):
