@@ -6,7 +6,8 @@ every open/add/search with the same ModelMismatch message.
 Open it through index.locations.open_store("milvus-lite:FOLDER" | "http(s)://HOST:PORT...").
 pymilvus is imported only when a Milvus store is opened (optional extra: encoderscope[milvus]).
 The collection's fields and properties: schema.py; the Lite folder: lite.py; the repair after a
-killed Lite writer: repair.py; calls and their errors: calls.py.
+killed Lite writer: repair.py; re-embedding and reindexing: rebuild.py; calls, their errors and
+reading results back: calls.py.
 """
 from __future__ import annotations
 
