@@ -52,9 +52,10 @@ def move_aside(path: Path) -> Path | None:
     return None
 
 
-def check_regular(path: Path, what: str = "store file") -> bool:
+def check_regular(path: Path, what: str = "store file", remedy: str = "repair") -> bool:
     """True when `path` is a regular file, False when it does not exist; StoreCorrupted when
-    something else (a folder, a FIFO, a device) is in its place."""
+    something else (a folder, a FIFO, a device) is in its place. remedy: "repair" (repair moves
+    it aside and rebuilds what it should hold) or "restore" (its contents are lost)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -62,8 +63,9 @@ def check_regular(path: Path, what: str = "store file") -> bool:
     except OSError as e:
         raise StoreCorrupted(f"cannot read the {what} {path}: {e.strerror}", path=path) from None
     if not stat.S_ISREG(st.st_mode):
-        raise StoreCorrupted(f"the {what} {path} is not a regular file ({_kind(st.st_mode)})",
-                             path=path, remedy="repair")
+        advice = "; restore it from a backup" if remedy == "restore" else ""
+        raise StoreCorrupted(f"the {what} {path} is not a regular file ({_kind(st.st_mode)})"
+                             + advice, path=path, remedy=remedy)
     return True
 
 

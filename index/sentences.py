@@ -31,6 +31,7 @@ from .row_checks import read_record as _record
 from .text_hash import text_hash  # one text hash for both stores
 
 DB_NAME = "store.db"
+SIDE_FILES = ("-wal", "-shm", "-journal")   # SQLite's files beside store.db
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sentences (
     id       INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -61,8 +62,18 @@ class SentenceDB(RowChecks):
     def __init__(self, folder: Path, readonly: bool = False):
         self.path = Path(folder) / DB_NAME
         self.readonly = readonly
-        # SQLite would block forever reading a FIFO put in place of one of its files.
-        for suffix in ("", "-wal", "-shm", "-journal"):
+        # SQLite would block forever reading a FIFO put in place of one of its files. Its
+        # side files hold nothing when they are not files: repair moves them aside.
+        check_regular(self.path, "sentence database", remedy="restore")
+        wal = self.path.with_name(DB_NAME + "-wal")
+        try:
+            check_regular(wal, "write-ahead log")
+        except StoreCorrupted as e:    # it held the commits since the last checkpoint
+            raise StoreCorrupted(f"{e}: the sentences committed since the last checkpoint are "
+                                 "lost; move it out of the way to open the rest of the store "
+                                 "(repairing does that), or restore the store from a backup",
+                                 path=wal) from None
+        for suffix in SIDE_FILES[1:]:  # -shm and -journal hold nothing SQLite cannot rebuild
             check_regular(self.path.with_name(DB_NAME + suffix), "sentence database file")
         try:
             self.conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30,

@@ -35,6 +35,7 @@ from .durability import (
     WriterLock,
     atomic_write_with,
     check_regular,
+    move_aside,
     remove_stale_temps,
     write_failed,
 )
@@ -47,7 +48,7 @@ from .manifest import (
     write_manifest,
 )
 from .records import split_meta
-from .sentences import DB_NAME, SentenceDB
+from .sentences import DB_NAME, SIDE_FILES, SentenceDB
 from .snapshot import SnapshotLoading
 
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
@@ -118,7 +119,7 @@ class VectorStore(SnapshotLoading, Store):
         db_path = folder / DB_NAME
         if folder.exists() and not folder.is_dir():
             raise StoreError(f"{folder} is a file, not a store folder")
-        if not check_regular(db_path, "sentence database"):
+        if not check_regular(db_path, "sentence database", remedy="restore"):
             if not create:
                 if (folder / MANIFEST_NAME).exists():
                     raise StoreCorrupted(f"the store at {folder} has lost its sentence database "
@@ -136,6 +137,10 @@ class VectorStore(SnapshotLoading, Store):
             if strangers:
                 raise StoreError(f"{folder} is not empty and holds no store; choose an empty or "
                                  "new folder for --store")
+        moved = []
+        if repair:   # a folder or FIFO where the lock or SQLite's side files belong holds nothing
+            for name in ("lock", *(DB_NAME + suffix for suffix in SIDE_FILES)):
+                moved.append(move_aside(folder / name))
         lock = WriterLock(folder).acquire() if writable else None
         db = None
         try:
@@ -161,6 +166,7 @@ class VectorStore(SnapshotLoading, Store):
                 fpmod.check(store._fp, fingerprint, "your vectors and queries", where=f"at {folder}",
                             hint=store._rebuild_hint(fingerprint))
             store._load(repair=repair, verify=verify)
+            store.check_report.setdefault("moved", []).extend(m.name for m in moved if m)
             if writable and (store._saved_gen != store._indexed_gen or store._needs_migration()):
                 store.save()
             return store

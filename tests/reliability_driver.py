@@ -5,7 +5,8 @@ reliability suite runs it with a timeout, so a hang is a failure, not a stuck te
 
 Prints one JSON line per folder, as soon as it is done: {"folder", "problems": [...],
 "outcome": {...}}; a folder without its line when the process is killed is the one that hung. A problem is a traceback, an exit
-that is neither 0 nor one `error:` line, or a wrong result: a search hit whose text, embedded
+that is neither 0 nor one `error:` line, advice to run `info --repair` that then fails, or a
+wrong result: a search hit whose text, embedded
 again, does not give the hit's score, or after a successful repair a row whose vector is not
 its text's vector. Embeddings are tests.fake_vectors.text_vector (the fake model).
 """
@@ -46,7 +47,8 @@ def cli_outcome(problems, name, *argv):
     if rc == 0 and not errors:
         return "ok"
     if rc == 2 and len(errors) == 1 and "Traceback" not in err:
-        return "error"
+        # an error that advises the repair command ("error+repair") must be one it fixes
+        return "error+repair" if "info --repair" in errors[0] else "error"
     problems.append(f"{name}: rc {rc}, stderr {err[-400:]!r}")
     return "bad exit"
 
@@ -112,6 +114,8 @@ def one_copy(folder, dim, queries) -> dict:
     outcome = {"info": cli_outcome(problems, "info", "info", "--store", folder),
                "search": search_outcome(problems, folder, dim, queries)}
     outcome["repair"] = cli_outcome(problems, "repair", "info", "--repair", "--store", folder)
+    if outcome["info"] == "error+repair" and outcome["repair"] != "ok":
+        problems.append("wrong advice: info said to run info --repair, which failed")
     if outcome["repair"] == "ok":
         outcome["after"] = verified_state(problems, folder, dim)
         outcome["check"] = cli_outcome(problems, "check", "info", "--check", "--store", folder)
