@@ -334,6 +334,9 @@ def test_odd_manifests_give_one_error_never_a_traceback_or_hang(tmp_path, damage
     elif damage == "lock_is_folder":
         (folder / "lock").unlink(missing_ok=True)
         (folder / "lock").mkdir()
+        from index.errors import StoreError
+        with pytest.raises(StoreError, match="lock.* is a folder"):    # a writer says so
+            VectorStore.open(folder, writable=True)
     base = ["info", "--store", str(folder)]
     for argv in (base, base + ["--repair"]):
         if "fifo" in damage:   # in a subprocess with a timeout: a hang fails, never blocks
@@ -345,8 +348,7 @@ def test_odd_manifests_give_one_error_never_a_traceback_or_hang(tmp_path, damage
             rc, _, err = cli(argv, capsys)
         assert "Traceback" not in err, err
         if damage == "lock_is_folder" and "--repair" in argv:
-            assert rc == 2 and err.startswith("error:") and "lock" in err and err.count("\n") == 1
-            return
+            assert rc == 0 and "moved lock, which was not a regular file" in err, err
         if rc == 2:
             assert "--repair" not in argv and err.count("error:") == 1, err
             assert err.startswith("error:") and "info --repair" in err
