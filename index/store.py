@@ -2,17 +2,19 @@
 search, a manifest tying them together. See docs/api-contract.md for the backend it embeds with.
 
 Folder layout:
-    store.db (+ -wal, -shm)   sentences, metadata, float32 vectors, generation counter
+    store.db (+ -wal, -shm)   sentences, metadata, float32 vectors, row checksums, store id,
+                              generation counter (index/sentences.py, index/row_checks.py)
     index-<generation>.faiss  the FAISS snapshot named by the manifest
-    manifest.json             format, fingerprint, dim, metric, index kind + params, count,
-                              generation covered, index file name/size/sha256
+    manifest.json             format, store id, fingerprint, dim, metric, index kind + params,
+                              count, generation covered, index file name/size/sha256
     lock                      flock'ed by the one writer; holds its pid
 
 Trust: the database carries a random store id, also written in the manifest, and a checksum per
 row; on open the index must list exactly the database's ids and hold the database's vectors
 (a sample; all of them with verify=True), and every search hit's score is checked against the
 database's vector for that id, so a foreign, older or damaged part gives StoreCorrupted (with
-remedy "repair"), never a wrong result. Only regular files are opened (no FIFO can block).
+remedy "repair"), never a wrong result (index/snapshot.py). Only regular files are opened (no
+FIFO can block); OS write errors (a full disk) are one StoreWriteFailed (index/durability.py).
 
 Durability: every batch of added sentences is one SQLite transaction (WAL, synchronous=FULL).
 `save()` writes the FAISS snapshot to a new file (temp + fsync + rename), then the manifest (same
