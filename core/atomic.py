@@ -78,8 +78,7 @@ def atomic_write(path, chunks, durable: bool = True) -> int:
 
     def fill(tmp):
         with open(tmp, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
+            f.writelines(chunks)
 
     return atomic_write_with(path, fill, durable)
 

@@ -124,7 +124,7 @@ class WriterLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def acquire(self) -> "WriterLock":
+    def acquire(self) -> WriterLock:
         if self._fd is not None:
             return self
         try:

@@ -66,7 +66,7 @@ class Manifest:
         return (json.dumps(d, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
     @classmethod
-    def from_json(cls, raw: bytes, path: Path) -> "Manifest":
+    def from_json(cls, raw: bytes, path: Path) -> Manifest:
         """Parse and validate; any damage raises StoreCorrupted (remedy "repair"), a manifest of
         another format version UnsupportedFormat."""
         def bad(why: str) -> StoreCorrupted:

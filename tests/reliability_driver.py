@@ -1,14 +1,14 @@
 """Fuzzed store copies through the CLI and the store API, in a process of their own (the
 reliability suite runs it with a timeout, so a hang is a failure, not a stuck test run).
 
-    python tests/reliability_driver.py DIM QUERIES-JSON FOLDER...
+    PYTHONPATH=. python -m tests.reliability_driver DIM QUERIES-JSON FOLDER...
 
 Prints one JSON line per folder, as soon as it is done: {"folder", "problems": [...],
-"outcome": {...}}; a folder without its line when the process is killed is the one that hung. A problem is a traceback, an exit
-that is neither 0 nor one `error:` line, advice to run `info --repair` that then fails, or a
-wrong result: a search hit whose text, embedded
-again, does not give the hit's score, or after a successful repair a row whose vector is not
-its text's vector. Embeddings are tests.fake_vectors.text_vector (the fake model).
+"outcome": {...}}; a folder without its line when the process is killed is the one that hung.
+A problem is a traceback, an exit that is neither 0 nor one `error:` line, advice to run
+`info --repair` that then fails, or a wrong result: a search hit whose text, embedded again,
+does not give the hit's score, or after a successful repair a row whose vector is not its
+text's vector. Embeddings are tests.fake_vectors.text_vector (the fake model).
 """
 from __future__ import annotations
 
@@ -17,15 +17,11 @@ import io
 import json
 import sys
 import traceback
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from core.errors import EncoderscopeError  # noqa: E402
-from tests.fake_vectors import text_vector  # noqa: E402
+from core.errors import EncoderscopeError
+from tests.fake_vectors import text_vector
 
 
 def run_cli(*argv):

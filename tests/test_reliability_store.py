@@ -32,7 +32,6 @@ from index.store import VectorStore
 from tests.fake_vectors import text_vector
 
 ROOT = Path(__file__).resolve().parents[1]
-DRIVER = ROOT / "tests" / "reliability_driver.py"
 D = 16
 FP = {"model": "fake", "weights_sha256": "f" * 64, "pooling": "mean", "dim": D, "normalized": True}
 N_ROWS = 150          # more than the 64 rows an open compares: damage can hide from the sample
@@ -138,7 +137,8 @@ def drive(folders, queries, timeout):
     """Run the driver over `folders`, restarting it after a hang: {folder: report or "hang"}."""
     reports, todo = {}, list(map(str, folders))
     while todo:
-        proc = subprocess.Popen([sys.executable, str(DRIVER), str(D), queries, *todo],
+        proc = subprocess.Popen([sys.executable, "-m", "tests.reliability_driver", str(D), queries,
+                                 *todo],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                                 env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"))
         try:

@@ -89,9 +89,9 @@ def test_another_stores_index_and_manifest_are_refused_and_repair_rebuilds(tmp_p
     with pytest.raises(StoreCorrupted, match="another store" if not legacy else "other vectors") as e:
         VectorStore.open(a)
     assert e.value.remedy == "repair"
-    rc, out, err = cli(["search", "alpha", "--store", a], capsys)
+    rc, _out, err = cli(["search", "alpha", "--store", a], capsys)
     assert rc == 2 and err.count("error:") == 1 and "info --repair --store" in err
-    rc, out, err = cli(["info", "--repair", "--store", a], capsys)
+    rc, _out, err = cli(["info", "--repair", "--store", a], capsys)
     assert rc == 0, err
     recs = assert_verified(a)
     assert sorted(recs.values()) == sorted(texts_of("alpha"))      # the database's, not b's
@@ -157,14 +157,14 @@ def test_bit_flips_in_texts_and_vectors_are_found_by_id(tmp_path, capsys):
     assert c.execute("SELECT text FROM sentences WHERE id=8").fetchone()[0] == "ampha text number 007"
     c.close()
     bad = [8, 13]     # ids count from 1 in insertion order
-    rc, out, err = cli(["info", "--check", "--store", folder], capsys)
+    rc, _out, err = cli(["info", "--check", "--store", folder], capsys)
     assert rc == 2 and err.count("error:") == 1
     assert f"id {bad[0]}, {bad[1]}" in err and "info --repair" in err
-    with pytest.raises(StoreCorrupted) as e:     # opening (its sample) or the search says so
-        with VectorStore.open(folder) as s:
-            s.search(vec("alpha text number 012"), k=3)
+    # opening (its sample of rows) or the search says so
+    with pytest.raises(StoreCorrupted) as e, VectorStore.open(folder) as s:
+        s.search(vec("alpha text number 012"), k=3)
     assert 13 in e.value.damaged_ids
-    rc, out, err = cli(["info", "--repair", "--store", folder], capsys)
+    rc, _out, err = cli(["info", "--repair", "--store", folder], capsys)
     assert rc == 0 and f"set aside 2 damaged rows (id {bad[0]}, {bad[1]})" in err, err
     recs = assert_verified(folder)
     assert len(recs) == 38
@@ -181,7 +181,7 @@ def test_check_verifies_rows_even_when_there_is_no_snapshot(tmp_path, capsys):
     c.execute("UPDATE sentences SET text='changed' WHERE id=5")
     c.commit()
     c.close()
-    rc, out, err = cli(["info", "--check", "--store", folder], capsys)
+    rc, _out, err = cli(["info", "--check", "--store", folder], capsys)
     assert rc == 2 and "(id 5)" in err
 
 
@@ -254,7 +254,7 @@ def test_disk_full_while_saving_is_one_error_line_and_nothing_is_lost(tmp_path, 
     with pytest.raises(StoreWriteFailed):
         s.close()                        # close saves too: same error, lock released anyway
     assert not list(folder.glob(".*.tmp"))
-    rc, out, err = cli(["info", "--repair", "--store", folder], capsys)   # the retry
+    rc, _out, err = cli(["info", "--repair", "--store", folder], capsys)   # the retry
     assert rc == 2 and len(err.splitlines()) == 1 and err.startswith("error:")
     assert "disk is full" in err
     monkeypatch.setattr(faiss, "write_index", real)
@@ -267,7 +267,7 @@ def test_disk_full_on_a_real_small_filesystem(tmp_path):
     mnt = tmp_path / "tmpfs"
     mnt.mkdir()
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(mnt)],
-                       capture_output=True)
+                       capture_output=True, check=False)
     if r.returncode != 0:
         pytest.skip("cannot mount a tmpfs here")
     try:
@@ -293,7 +293,7 @@ def test_disk_full_on_a_real_small_filesystem(tmp_path):
                 with VectorStore.open(folder, writable=True) as w:
                     w.add([f"retry {b}"], vec(f"retry {b}")[None])
     finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, check=False)
 
 
 # ---------------------------------------------------------------- item 7: odd manifests
@@ -342,7 +342,7 @@ def test_odd_manifests_give_one_error_never_a_traceback_or_hang(tmp_path, damage
         if "fifo" in damage:   # in a subprocess with a timeout: a hang fails, never blocks
             r = subprocess.run([sys.executable, "-m", "index.cli", *argv], capture_output=True,
                                text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                               cwd=ROOT)
+                               cwd=ROOT, check=False)
             rc, err = r.returncode, r.stderr
         else:
             rc, _, err = cli(argv, capsys)
@@ -368,9 +368,9 @@ def test_the_app_words_the_repair_as_its_own_action(tmp_path, capsys):
         VectorStore.open(a)
     app_text = readable_error(e.value)
     assert "File > Open corpus folder" in app_text and "encoderscope" not in app_text
-    rc, out, err = cli(["info", "--store", a], capsys)
-    assert "run `encoderscope info --repair --store" in err and "File >" not in err
+    rc, _out, err = cli(["info", "--store", a], capsys)
+    assert rc == 2 and "run `encoderscope info --repair --store" in err and "File >" not in err
     from app.corpus_service import open_store_job
-    store, ids, texts = open_store_job(a, progress=lambda *x: None)   # the app's open repairs
+    store, _ids, texts = open_store_job(a, progress=lambda *x: None)   # the app's open repairs
     store.close()
     assert sorted(texts) == sorted(texts_of("alpha"))
