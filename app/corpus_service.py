@@ -254,6 +254,13 @@ class CorpusService(QObject):
             store, ids, texts = value
             self._set_store(store, ids, texts)
             self.state.status.emit(f"Opened {loc.describe()}: {len(ids):,} sentences")
+            # (store repair) opening repairs a FAISS store: say what it set aside
+            aside = (getattr(store, "check_report", None) or {}).get("set_aside") or []
+            if aside:
+                self.state.error.emit(
+                    f"{len(aside)} damaged sentence(s) (id {', '.join(map(str, aside[:20]))}) "
+                    "failed their checksum and were set aside (kept in the table 'damaged' of "
+                    "store.db); import those texts again to search them")
 
         self.location, self._fill_new_with_sample = loc, sample_if_new
         if self._run_store("Opening the corpus", open_store_job, loc, on_result=opened,

@@ -39,6 +39,8 @@ def readable_error(exc: BaseException, key: str = "") -> str:
     except Exception:  # pragma: no cover - core always importable in practice
         EncoderscopeError = ()  # type: ignore
     if EncoderscopeError and isinstance(exc, EncoderscopeError):
+        if getattr(exc, "remedy", None) == "repair":   # a store error: the app's words for it
+            return f"{exc}: open the corpus again (File > Open corpus folder…), which repairs it"
         return str(exc) or type(exc).__name__
     if isinstance(exc, (OSError, UnicodeDecodeError)):
         return str(exc)

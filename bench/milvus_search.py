@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.search import clustered  # noqa: E402  (the same vectors as the FAISS benchmark)
+from bench.vectors import clustered  # noqa: E402  (the same vectors as the FAISS benchmark)
 
 
 def _pct(a, q):

@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+from .atomic import atomic_write_with
 
 MODES = ("head", "mean", "rollout")
 MODE_LABELS = {"head": "Single head", "mean": "Mean over heads", "rollout": "Attention rollout"}
@@ -194,9 +195,8 @@ def matrix_csv(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | No
 
 
 def write_matrix_csv(path, matrix, row_labels, col_labels=None) -> Path:
-    path = Path(path)
-    path.write_text(matrix_csv(matrix, row_labels, col_labels), encoding="utf-8")
-    return path
+    text = matrix_csv(matrix, row_labels, col_labels)
+    return _atomic(Path(path), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def read_matrix_csv(path) -> tuple[np.ndarray, list[str], list[str]]:
@@ -241,15 +241,10 @@ def all_heads_csv(attentions, tokens: Sequence[str], precision: int = 8) -> str:
 
 
 def _atomic(path: Path, write) -> Path:
-    """Write through a temporary file next to ``path`` and rename it into place: a failed or
-    cancelled export never leaves a half-written file (nor clobbers an older one)."""
-    tmp = path.with_name(f".{path.name}.part")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Write through a temporary file next to ``path`` and rename it into place (core.atomic):
+    a failed or cancelled export never leaves a half-written file (nor clobbers an older one).
+    No fsync: an export needs no crash guarantee."""
+    atomic_write_with(path, write, durable=False)
     return path
 
 

@@ -1,5 +1,5 @@
 """The store interface. `index.store.VectorStore` (FAISS + SQLite) and
-`index.milvus_store.MilvusStore` implement it; the CLI, the app and migrate use only this."""
+`index.milvus.MilvusStore` implement it; the CLI, the app and migrate use only this."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod

@@ -1,63 +1,119 @@
-"""Crash-safe file writes and the single-writer lock.
-
-`atomic_write` writes to a temporary file in the same folder, fsyncs it, renames it over the
-target with os.replace (atomic on POSIX) and fsyncs the folder, so a reader or a crash sees
-either the old file or the new one, never a mix.
+"""The store's file safety: crash-safe writes (core.atomic), the single-writer lock, reading
+only regular files (a FIFO or a folder in place of a store file must give an error, never a
+hang or a traceback), and OS write errors (disk full) turned into one clear StoreWriteFailed.
 """
 from __future__ import annotations
 
 import errno
 import fcntl
 import os
-import secrets
+import stat
 from pathlib import Path
 
-from .errors import StoreLocked
+from core.atomic import atomic_write, atomic_write_with, fsync_dir, remove_stale_temps  # noqa: F401
+
+from .errors import StoreCorrupted, StoreError, StoreLocked, StoreWriteFailed
+
+INTACT = "the last saved snapshot and every sentence committed before are intact"
 
 
-def fsync_dir(folder: Path) -> None:
+def write_failed(path, e: OSError, what: str = "") -> StoreWriteFailed:
+    """One message for an OS error while writing `path`: the disk is full, or which error."""
+    code = getattr(e, "errno", None)
+    advice = ""
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        why = "the disk is full (ENOSPC)" if code == errno.ENOSPC else "the disk quota is used up"
+        advice = ". Free some space and run it again"
+    else:
+        name = errno.errorcode.get(code, "") if code else ""
+        why = f"{e.strerror or e}" + (f" ({name})" if name else "")
+        if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+            advice = ". Make the store folder writable and run it again"
+    return StoreWriteFailed(f"could not write {what or path}: {why}; {INTACT}{advice}",
+                            path=path, errno=code)
+
+
+def move_aside(path: Path) -> Path | None:
+    """Rename something that is not a regular file (a folder, a FIFO) out of a store file's
+    way, to `<name>.not-a-file-<n>`; nothing is deleted. Returns the new name, or None."""
     try:
-        fd = os.open(str(folder), os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
+        if not os.path.lexists(path) or stat.S_ISREG(os.stat(path).st_mode):
+            return None
+    except OSError:
         pass
+    for n in range(1, 1000):
+        target = path.with_name(f"{path.name}.not-a-file-{n}")
+        if not os.path.lexists(target):
+            try:
+                os.rename(path, target)
+            except OSError as e:
+                raise write_failed(path, e, f"{path} (moving it out of the way)") from None
+            return target
+    return None
+
+
+def check_regular(path: Path, what: str = "store file", remedy: str = "repair") -> bool:
+    """True when `path` is a regular file, False when it does not exist; StoreCorrupted when
+    something else (a folder, a FIFO, a device) is in its place. remedy: "repair" (repair moves
+    it aside and rebuilds what it should hold) or "restore" (its contents are lost)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise StoreCorrupted(f"cannot read the {what} {path}: {e.strerror}", path=path) from None
+    if not stat.S_ISREG(st.st_mode):
+        advice = "; restore it from a backup" if remedy == "restore" else ""
+        raise StoreCorrupted(f"the {what} {path} is not a regular file ({_kind(st.st_mode)})"
+                             + advice, path=path, remedy=remedy)
+    return True
+
+
+def read_regular(path: Path, limit: int, what: str = "store file") -> bytes | None:
+    """The bytes of a regular file of at most `limit` bytes, or None if it does not exist.
+
+    Opened with O_NONBLOCK and checked with fstat before reading, so a FIFO put in its place
+    is refused at once instead of blocking the reader forever."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise StoreCorrupted(f"the {what} {path} is not a regular file (a folder)", path=path,
+                             remedy="repair") from None
+    except OSError as e:
+        raise StoreCorrupted(f"cannot read the {what} {path}: {e.strerror}", path=path) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreCorrupted(f"the {what} {path} is not a regular file "
+                                 f"({_kind(st.st_mode)})", path=path, remedy="repair")
+        if st.st_size > limit:
+            raise StoreCorrupted(f"the {what} {path} is {st.st_size:,} bytes, far too big for "
+                                 "what it should hold", path=path, remedy="repair")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(limit + 1)
+    except OSError as e:
+        raise StoreCorrupted(f"cannot read the {what} {path}: {e.strerror}", path=path) from None
     finally:
         os.close(fd)
 
 
-def atomic_write(path: Path, chunks) -> int:
-    """Write `chunks` (bytes or an iterable of bytes-like objects) to `path` atomically.
-
-    Returns the number of bytes written.
-    """
-    if isinstance(chunks, (bytes, bytearray, memoryview)):
-        chunks = [chunks]
-
-    def fill(tmp):
-        with open(tmp, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-
-    return atomic_write_with(path, fill)
-
-
-def remove_stale_temps(folder: Path) -> None:
-    """Temporary files left by a crash in the middle of atomic_write."""
-    for p in Path(folder).glob(".*.tmp"):
-        try:
-            p.unlink()
-        except OSError:
-            pass
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return name
+    return "not a file"
 
 
 class WriterLock:
     """An exclusive, non-blocking OS lock (flock) on `<store>/lock`; the file names the holder.
 
     The OS releases the lock when the process dies (kill -9 included), so a stale lock file
-    never blocks anyone.
+    never blocks anyone. Writing the holder's pid is best effort: a full disk must not turn
+    taking the lock into an error.
     """
 
     def __init__(self, folder: Path):
@@ -68,11 +124,20 @@ class WriterLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def acquire(self) -> "WriterLock":
+    def acquire(self) -> WriterLock:
         if self._fd is not None:
             return self
-        fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT, 0o644)
         try:
+            fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
+        except IsADirectoryError:
+            raise StoreError(f"cannot lock the store: {self.path} is a folder, not the lock "
+                             "file; remove it") from None
+        except OSError as e:
+            raise write_failed(self.path, e, f"the lock file {self.path}") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise StoreError(f"cannot lock the store: {self.path} is not a regular file; "
+                                 "remove it")
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             holder = _read_pid(fd)
@@ -83,9 +148,15 @@ class WriterLock:
                     f"the store {self.path.parent} is being written by {who}; "
                     "wait for it to finish (only one writer at a time) and try again",
                     pid=holder) from None
+            raise StoreError(f"cannot lock the store {self.path.parent}: {e.strerror}") from None
+        except BaseException:
+            os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError:
+            pass     # the lock is held all the same; only the holder's name is missing
         self._fd = fd
         return self
 
@@ -93,7 +164,10 @@ class WriterLock:
         if self._fd is None:
             return
         try:
-            os.ftruncate(self._fd, 0)
+            try:
+                os.ftruncate(self._fd, 0)
+            except OSError:
+                pass
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         finally:
             os.close(self._fd)
@@ -113,41 +187,3 @@ def _read_pid(fd: int) -> int | None:
         return int(raw) if raw else None
     except (OSError, ValueError):
         return None
-
-
-def _new_temp(path: Path) -> str:
-    """An empty, new `.<name>.<random>.tmp` beside `path`, created with mode 0o666 less the
-    umask like any other file (tempfile.mkstemp's 0o600 would leave the index and manifest
-    unreadable to the people who can read store.db)."""
-    for _ in range(100):
-        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            return tmp
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"cannot create a temporary file beside {path}")
-
-
-def atomic_write_with(path: Path, fill) -> int:
-    """Like atomic_write, but `fill(tmp_path)` writes the temporary file itself (e.g. a library
-    writer that wants a file name). Returns the size of the final file."""
-    path = Path(path)
-    tmp = _new_temp(path)
-    try:
-        fill(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        size = os.path.getsize(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    fsync_dir(path.parent)
-    return size

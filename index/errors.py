@@ -15,12 +15,28 @@ class StoreNotFound(StoreError):
 class StoreCorrupted(StoreError):
     """A store file is damaged, truncated or not what it claims to be.
 
-    `path` names the file; the last good snapshot on disk is left untouched.
+    `path` names the file; the last good snapshot on disk is left untouched. `remedy` says what
+    fixes it, as data for the caller to word (the CLI as a command, the app as an action):
+    "repair" (rebuild the index and manifest from the sentence database, which is intact),
+    "restore" (the database itself is damaged: restore a backup) or None. `damaged_ids` lists
+    the sentence rows that failed their checksum, when that is the damage.
     """
 
-    def __init__(self, message: str, path=None):
+    def __init__(self, message: str, path=None, remedy: str | None = None, damaged_ids=()):
         super().__init__(message)
         self.path = path
+        self.remedy = remedy
+        self.damaged_ids = list(damaged_ids)
+
+
+class StoreWriteFailed(StoreError):
+    """The operating system refused a write (disk full, read-only, I/O error). Nothing that was
+    committed or saved before is lost; `errno` is the OS error number, `path` the file."""
+
+    def __init__(self, message: str, path=None, errno: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.errno = errno
 
 
 class ModelMismatch(StoreError):

@@ -16,6 +16,7 @@ between them when cancelled, leaving whatever index the caller held untouched.
 """
 from __future__ import annotations
 
+import errno
 import os
 
 import math
@@ -84,6 +85,12 @@ BLAS_THRESHOLD = 4
 # a busy machine: flat 5k x 768 1.3 ms on one thread vs 17 ms on two; flat 1M x 768 330 ms vs
 # 864 ms; HNSW 1M 3.3 ms vs 4.3 ms (docs/benchmarks/search.md). Batches use all threads.
 SINGLE_QUERY_THREADS = 1
+
+
+_INNER = {"flat": "IndexFlatIP", "hnsw": "IndexHNSWFlat", "sq8": "IndexScalarQuantizer"}
+# FAISS turns a failed fwrite into a RuntimeError with the C library's text in it.
+_ERRNO_TEXTS = [(c, os.strerror(c)) for c in (errno.ENOSPC, errno.EDQUOT, errno.EROFS,
+                                               errno.EACCES, errno.EIO)]
 
 
 def configure_faiss(blas_threshold: int | None = BLAS_THRESHOLD) -> None:
@@ -334,11 +341,27 @@ class FaissIndex:
         return p
 
     # -- files ------------------------------------------------------------------------------
+    def reconstruct(self, ids) -> np.ndarray:
+        """The vectors the index holds for `ids` (decoded: approximate for sq8)."""
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        if len(ids) == 0:
+            return np.zeros((0, self.dim), np.float32)
+        return self.index.reconstruct_batch(ids)
+
     def write(self, path) -> None:
-        faiss.write_index(self.index, os.fspath(path))
+        """Write the index file; a failed write (disk full...) raises OSError with its errno
+        (FAISS reports it as a RuntimeError carrying the C library's message)."""
+        try:
+            faiss.write_index(self.index, os.fspath(path))
+        except RuntimeError as e:
+            msg = str(e)
+            code = next((c for c, text in _ERRNO_TEXTS if text in msg), errno.EIO)
+            raise OSError(code, os.strerror(code), os.fspath(path)) from None
 
     @classmethod
     def read(cls, path, kind, dim, params) -> "FaissIndex":
+        """Read an index file; ValueError when it is not the IndexIDMap2 over `kind` of
+        dimension `dim` that the manifest describes."""
         index = faiss.read_index(os.fspath(path))
         if not isinstance(index, faiss.IndexIDMap2):
             index = faiss.downcast_index(index)
@@ -346,6 +369,9 @@ class FaissIndex:
             raise ValueError(f"expected an IndexIDMap2, found {type(index).__name__}")
         if index.d != int(dim):
             raise ValueError(f"index dimension {index.d} differs from the manifest's {dim}")
+        inner = type(faiss.downcast_index(index.index)).__name__
+        if inner != _INNER[kind]:
+            raise ValueError(f"the file holds {inner}, the manifest says {kind} ({_INNER[kind]})")
         return cls(kind, dim, params, index=index)
 
     def describe(self) -> str:

@@ -2,24 +2,34 @@
 
 It names the FAISS index file of the snapshot and its checksum, the model fingerprint, the
 dimension, metric, index kind and parameters, which state of the sentence database the snapshot
-covers (generation, count, highest id) and a checksum of itself (manifest_sha256). It is written
-last, atomically, so a snapshot exists exactly when the manifest points to it.
+covers (store id, generation, count, highest id) and a checksum of itself (manifest_sha256). It
+is written last, atomically, so a snapshot exists exactly when the manifest points to it.
+
+Format 2 (this code) requires the self-checksum and the store id (the database's, so another
+store's manifest and index are recognised as foreign). Format 1 manifests (older Encoderscope)
+are still read, their checksum optional, and are replaced by format 2 on the next save.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .durability import atomic_write
+from .durability import atomic_write, read_regular
 from .errors import StoreCorrupted
 
 FORMAT = "encoderscope-store"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)          # 1: before store ids and required checksums
 MANIFEST_NAME = "manifest.json"
-CHECKSUM_KEY = "manifest_sha256"   # sha256 of the manifest's other fields (canonical JSON)
+CHECKSUM_KEY = "manifest_sha256"    # sha256 of the manifest's other fields (canonical JSON)
+MAX_MANIFEST_BYTES = 1 << 20        # a real manifest is about 1 KiB
+INDEX_KINDS = ("flat", "hnsw", "sq8")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_INDEX_FILE = re.compile(r"index-\d{10}\.faiss")
 
 
 class UnsupportedFormat(StoreCorrupted):
@@ -34,18 +44,19 @@ def _self_checksum(d: dict) -> str:
 
 @dataclass
 class Manifest:
-    fingerprint: dict
-    dim: int
-    index_kind: str
-    index_params: dict = field(default_factory=dict)
-    index_file: str | None = None
-    index_bytes: int = 0
-    index_sha256: str | None = None
-    count: int = 0
-    max_id: int = 0
-    generation: int = 0
+    fingerprint: dict                 # the model the vectors come from (index.fingerprint)
+    dim: int                          # vector dimension
+    index_kind: str                   # flat | hnsw | sq8
+    index_params: dict = field(default_factory=dict)   # FAISS settings of that kind
+    index_file: str | None = None     # index-<generation>.faiss in the store folder
+    index_bytes: int = 0              # its size
+    index_sha256: str | None = None   # its checksum
+    count: int = 0                    # live vectors in the snapshot
+    max_id: int = 0                   # highest sentence id the snapshot covers
+    generation: int = 0               # database generation the snapshot covers
+    store_id: str | None = None       # the database's store id (None: a format 1 manifest)
     metric: str = "cosine"
-    written: float = 0.0
+    written: float = 0.0              # time.time() of the save
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
 
@@ -55,38 +66,73 @@ class Manifest:
         return (json.dumps(d, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
     @classmethod
-    def from_json(cls, raw: bytes, path: Path) -> "Manifest":
-        hint = (f"; the sentences are safe in the database: `encoderscope info --repair --store "
-                f"{path.parent}` rebuilds the manifest and index from them")
+    def from_json(cls, raw: bytes, path: Path) -> Manifest:
+        """Parse and validate; any damage raises StoreCorrupted (remedy "repair"), a manifest of
+        another format version UnsupportedFormat."""
+        def bad(why: str) -> StoreCorrupted:
+            return StoreCorrupted(f"the manifest {path} is {why}; the sentences are safe in the "
+                                  "database, and repairing the store rebuilds the manifest and "
+                                  "index from them", path=path, remedy="repair")
         try:
             d = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise StoreCorrupted(
-                f"the manifest {path} is damaged or truncated ({e}); it is not valid JSON" + hint,
-                path=path) from None
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+            raise bad(f"damaged or truncated ({e}): it is not valid JSON") from None
         if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise StoreCorrupted(f"{path} is not an Encoderscope store manifest" + hint, path=path)
-        if d.get("format_version") != FORMAT_VERSION:
+            raise bad("not an Encoderscope store manifest")
+        version = d.get("format_version")
+        if type(version) is not int or version not in READABLE_VERSIONS:
             raise UnsupportedFormat(
-                f"the store at {path.parent} has format version {d.get('format_version')}, "
-                f"this Encoderscope reads version {FORMAT_VERSION}", path=path)
+                f"the store at {path.parent} has format version {version!r}; this Encoderscope "
+                f"reads versions {', '.join(map(str, READABLE_VERSIONS))}", path=path)
         stored = d.pop(CHECKSUM_KEY, None)
+        if stored is None and version >= 2:
+            raise bad("damaged: its checksum is missing")
         if stored is not None and stored != _self_checksum(d):
-            raise StoreCorrupted(f"the manifest {path} is damaged: its checksum does not match "
-                                 "its contents" + hint, path=path)
+            raise bad("damaged: its checksum does not match its contents")
+        problem = _invalid_field(d, version)
+        if problem:
+            raise bad(f"incomplete or damaged ({problem})")
         known = set(cls.__dataclass_fields__)
-        try:
-            return cls(**{k: v for k, v in d.items() if k in known})
-        except TypeError as e:
-            raise StoreCorrupted(f"the manifest {path} is incomplete ({e})" + hint,
-                                 path=path) from None
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def _is_int(v, low=0) -> bool:
+    return type(v) is int and v >= low
+
+
+def _invalid_field(d: dict, version: int) -> str | None:
+    """What is wrong with a parsed manifest's fields, or None."""
+    checks = {
+        "fingerprint": lambda v: isinstance(v, dict) and "dim" in v,
+        "dim": lambda v: _is_int(v, 1),
+        "index_kind": lambda v: v in INDEX_KINDS,
+        "index_params": lambda v: isinstance(v, dict),
+        "index_file": lambda v: isinstance(v, str) and _INDEX_FILE.fullmatch(v) is not None,
+        "index_bytes": _is_int,
+        "index_sha256": lambda v: isinstance(v, str) and _HEX64.fullmatch(v) is not None,
+        "count": _is_int,
+        "max_id": _is_int,
+        "generation": _is_int,
+        "metric": lambda v: v == "cosine",
+    }
+    if version >= 2:
+        checks["store_id"] = lambda v: isinstance(v, str) and 8 <= len(v) <= 64
+    for key, ok in checks.items():
+        if key not in d:
+            return f"no {key}"
+        if not ok(d[key]):
+            return f"invalid {key}: {str(d[key])[:40]!r}"
+    if "written" in d and not isinstance(d["written"], (int, float)):
+        return "invalid written"
+    return None
 
 
 def read_manifest(folder: Path) -> Manifest | None:
+    """The manifest of the store at `folder`, None when there is none yet. Only a regular file
+    is read (a FIFO or a folder in its place raises StoreCorrupted, never blocks)."""
     path = Path(folder) / MANIFEST_NAME
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    raw = read_regular(path, MAX_MANIFEST_BYTES, "manifest")
+    if raw is None:
         return None
     return Manifest.from_json(raw, path)
 

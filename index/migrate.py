@@ -4,8 +4,12 @@ folder, milvus-lite:FOLDER, http(s)://HOST:PORT) without re-embedding.
 The stored vectors are copied as they are, so the model fingerprints must match: a missing
 destination is created for the source's model; an existing one built with another model is
 refused with the usual ModelMismatch message. Sentences the destination already holds are
-counted as duplicates, so an interrupted migrate can simply be run again. At the end the counts
-are verified and a sample of sentences is searched in the destination with their own vectors.
+counted as duplicates, so an interrupted migrate can simply be run again. At the end the copy is
+checked: the counts; every copied row, by id: the source is read again and each row's text and
+vector compared with the destination's row it was copied to (index/migrate_check.py); a sample
+of sentences searched in the destination with their own vectors; and with --verify, a sample of
+texts embedded again with the store's model and compared with their stored vectors (catches a
+source that already held wrong vectors). A failed check names the ids and raises StoreError.
 
 Ids: a new Milvus destination (one that never held a row) keeps the source's ids; a FAISS
 destination numbers rows 1, 2, ... in source id order (the same ids when the source has no
@@ -27,7 +31,8 @@ from . import fingerprint as fpmod
 from .errors import StoreError
 
 BATCH = 2000
-SAMPLE = 20
+SAMPLE = 20             # sentences searched in the destination with their own vectors
+REEMBED_SAMPLE = 100    # texts embedded again by --verify
 
 
 @dataclass
@@ -42,6 +47,9 @@ class MigrateResult:
     seconds: float = 0.0
     verified: bool = False
     sample_checked: int = 0
+    rows_checked: int = 0        # destination rows compared with the source's re-read, by id
+    reembedded: int = 0          # texts embedded again (--verify) and compared
+    wrong_ids: list = field(default_factory=list)   # destination ids that failed a check
     problems: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -49,11 +57,14 @@ class MigrateResult:
 
 
 def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", progress=None,
-            sample: int = SAMPLE) -> MigrateResult:
+            sample: int = SAMPLE, verify_backend=None,
+            reembed_sample: int = REEMBED_SAMPLE) -> MigrateResult:
     """Copy every sentence of `source` into `destination` (locations or open stores).
 
-    progress(done, total) after every batch. Raises ModelMismatch if the destination holds
-    another model, StoreError if the verification fails."""
+    progress(done, total) after every batch. verify_backend: the store's model (a Backend); with
+    it, `reembed_sample` texts of the destination are embedded again and compared with their
+    stored vectors. Raises ModelMismatch if the destination holds another model, StoreError
+    (naming the ids) if a check fails."""
     from .locations import describe_location, open_store, parse_location
 
     if batch < 1:
@@ -66,6 +77,8 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
     dst = None
     try:
         fp = src.fingerprint_dict
+        if callable(verify_backend) and not hasattr(verify_backend, "embed"):
+            verify_backend = verify_backend(fp)     # load the model before copying
         dst = open_store(dst_loc, create=True, fingerprint=fp, index=index)
         # open_store already checked fp against an existing destination; say it plainly too
         fpmod.check(dst.fingerprint_dict, fp, f"the vectors of {describe_location(src_loc)}",
@@ -75,11 +88,13 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
         before = dst.count()
         keep_ids = before == 0 and dst.can_keep_ids()
         samples = []
+        id_map = {}                     # source id -> the destination id it was copied to
         rng = np.random.default_rng(0)
         for ids, vecs, recs in src.iter_batches(batch):
             kw = {"ids": ids.tolist()} if keep_ids else {}
             out = dst.add([r["text"] for r in recs], vecs, [r["metadata"] for r in recs],
                           fingerprint=fp, **kw)
+            id_map.update(zip(ids.tolist(), (int(i) for i in out.ids)))
             res.copied += len(recs)
             res.added += out.added
             res.duplicates += out.duplicates
@@ -93,7 +108,8 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
         dst.save()
         res.destination_count = dst.count()
         _verify(res, before, dst, samples[:sample] if len(samples) <= sample else
-                [samples[i] for i in rng.choice(len(samples), sample, replace=False)])
+                [samples[i] for i in rng.choice(len(samples), sample, replace=False)],
+                src, id_map, batch, verify_backend, reembed_sample, rng)
         res.seconds = time.perf_counter() - t0
         return res
     finally:
@@ -104,7 +120,8 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
             src.close()
 
 
-def _verify(res: MigrateResult, before: int, dst, samples) -> None:
+def _verify(res: MigrateResult, before: int, dst, samples, src=None, id_map=None,
+            batch: int = BATCH, backend=None, reembed_sample: int = 0, rng=None) -> None:
     if res.copied != res.source_count:
         res.problems.append(f"read {res.copied} sentences from the source, which counts "
                             f"{res.source_count} (was it changed during the copy?)")
@@ -122,10 +139,60 @@ def _verify(res: MigrateResult, before: int, dst, samples) -> None:
                                     f"vector found {row[0].text[:60]!r}" if row else
                                     f"searching the destination for {text[:60]!r} found nothing")
         res.sample_checked = len(samples)
+    if src is not None and id_map is not None:
+        _check_rows(res, src, dst, id_map, batch, backend, reembed_sample,
+                    rng if rng is not None else np.random.default_rng(0))
     res.verified = not res.problems
     if res.problems:
         raise StoreError("migrate copied the sentences but the check failed: "
                          + "; ".join(res.problems[:5]))
+
+
+def _ids(ids, n: int = 10) -> str:
+    ids = sorted(ids)
+    more = f" and {len(ids) - n} more" if len(ids) > n else ""
+    return ", ".join(map(str, ids[:n])) + more
+
+
+def _check_rows(res, src, dst, id_map, batch, backend, reembed_sample, rng) -> None:
+    """Every copied row by id against a second read of the source; with a backend, a sample
+    of texts embedded again against their stored vectors."""
+    from .migrate_check import (
+        compare_destination,
+        expected_rows,
+        reembedding_mismatches,
+    )
+    exp = expected_rows(src, id_map, batch)
+    pick = []
+    if backend is not None and reembed_sample and len(exp.ids):
+        pick = rng.choice(exp.ids, size=min(reembed_sample, len(exp.ids)), replace=False)
+    cmp = compare_destination(dst, exp, batch, pick)
+    res.rows_checked = cmp.checked
+    if exp.unmapped:
+        res.problems.append(f"source ids {_ids(exp.unmapped)} were not copied (was the source "
+                            "changed during the copy?)")
+    if cmp.missing:
+        res.wrong_ids += cmp.missing
+        res.problems.append(f"destination ids {_ids(cmp.missing)} are missing")
+    if cmp.wrong_text:
+        res.wrong_ids += cmp.wrong_text
+        res.problems.append(f"destination ids {_ids(cmp.wrong_text)} hold another text than "
+                            "the source row copied to them")
+    if cmp.wrong_vector:
+        res.wrong_ids += cmp.wrong_vector
+        res.problems.append(f"destination ids {_ids(cmp.wrong_vector)} hold another vector than "
+                            "the source row copied to them")
+    if backend is not None:
+        bad = reembedding_mismatches(cmp.sample, backend, dst.pooling)
+        res.reembedded = len(cmp.sample)
+        if bad:
+            res.wrong_ids += [i for i, _ in bad]
+            worst = min(c for _, c in bad)
+            res.problems.append(
+                f"{len(bad)} of {len(cmp.sample)} sentences embedded again do not match their "
+                f"stored vector (cosine down to {worst:.3f}): destination ids "
+                f"{_ids([i for i, _ in bad])}: the source pairs these texts with vectors that "
+                "are not theirs, and only embedding them again repairs that")
 
 
 # ------------------------------------------------------------------------------------------
@@ -146,9 +213,29 @@ def register(subparsers) -> None:
     p.add_argument("--index", choices=("auto", "flat", "hnsw", "sq8", "ivf"), default="auto",
                    help="index kind of a new destination (default auto: FAISS exact then HNSW "
                         "from 200k; Milvus Lite FLAT; Milvus server HNSW)")
+    p.add_argument("--verify", action="store_true",
+                   help="also embed a sample of the copied texts again with the store's model "
+                        "and compare them with their stored vectors (every copied row is "
+                        "always compared with the source by id)")
+    p.add_argument("--verify-sample", type=int, default=REEMBED_SAMPLE, metavar="N",
+                   help=f"texts --verify embeds again (default {REEMBED_SAMPLE})")
+    p.add_argument("--backend", choices=("scratch", "hf"), default="scratch",
+                   help="how --verify runs the store's model (default scratch)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_migrate)
+
+
+def _model_of(kind: str):
+    """fingerprint dict -> the Backend that made it (for --verify), or an error saying why not."""
+    def load(fp: dict):
+        from core.backend import get_backend
+        backend = get_backend(fp.get("model"), kind)
+        fpmod.check(fp, backend.fingerprint(pooling=fp.get("pooling", "mean")),
+                    f"--verify's model ({fp.get('model')} run by --backend {kind})",
+                    where="being copied", hint="try the other --backend, or leave out --verify")
+        return backend
+    return load
 
 
 def cmd_migrate(args) -> int:
@@ -171,8 +258,12 @@ def cmd_migrate(args) -> int:
         bar.update(done - last[0])
         last[0] = done
     try:
+        if args.verify and args.verify_sample < 1:
+            raise InputError("--verify-sample must be at least 1")
         res = migrate(args.source, args.destination, batch=args.batch_size, index=args.index,
-                      progress=progress)
+                      progress=progress,
+                      verify_backend=_model_of(args.backend) if args.verify else None,
+                      reembed_sample=args.verify_sample)
     except KeyboardInterrupt:
         bar.close()
         print("interrupted: the batches copied so far are in the destination; run the same "
@@ -188,5 +279,7 @@ def cmd_migrate(args) -> int:
         print(f"copied {res.copied} sentences from {describe_location(args.source)} to "
               f"{describe_location(args.destination)} in {res.seconds:.1f} s ({rate:.0f}/s): "
               f"added {res.added}, already there {res.duplicates}; the destination holds "
-              f"{res.destination_count}; verified (counts + {res.sample_checked} sample searches)")
+              f"{res.destination_count}; verified (counts, {res.rows_checked} rows compared "
+              f"with the source by id, {res.sample_checked} sample searches"
+              + (f", {res.reembedded} texts embedded again" if res.reembedded else "") + ")")
     return 0

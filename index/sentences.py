@@ -1,57 +1,80 @@
 """The sentence database (SQLite): the source of truth for texts, metadata and vectors.
 
 One row per distinct text: id (never reused), text, a 16-byte hash for duplicate detection,
-source file, line/row, time added, optional JSON metadata and the float32 vector as a BLOB, so
-the FAISS index can always be rebuilt without the model. WAL journal + synchronous=FULL: a
-committed transaction survives a crash. `generation` counts committed changes; the manifest
-records which generation its index snapshot covers.
+source file, line/row, time added, optional JSON metadata, the float32 vector as a BLOB (so
+the FAISS index can always be rebuilt without the model) and a checksum of the row (id, text,
+source, row, metadata, vector), so damage inside the file that SQLite's own checks cannot see
+(a flipped bit in a text or a vector) is found and named by row id. WAL journal +
+synchronous=FULL: a committed transaction survives a crash. `generation` counts committed
+changes; the manifest records which generation its index snapshot covers. `store_id` (random,
+set at creation) ties the manifest and index snapshot to this database.
+
+Databases written before row checksums (schema 1) still open; a writer adds the column and
+fills it on open (upgrade()).
 """
 from __future__ import annotations
 
-import hashlib
+import errno
 import json
+import secrets
 import sqlite3
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-from .errors import StoreCorrupted, StoreError
+from .durability import INTACT, check_regular
+from .errors import StoreCorrupted, StoreError, StoreWriteFailed
+from .row_checks import CHUNK, ROW_COLUMNS, RowChecks, row_checksum
+from .row_checks import read_record as _record
+from .text_hash import text_hash  # one text hash for both stores
 
 DB_NAME = "store.db"
+SIDE_FILES = ("-wal", "-shm", "-journal")   # SQLite's files beside store.db
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sentences (
-    id      INTEGER PRIMARY KEY AUTOINCREMENT,
-    hash    BLOB NOT NULL UNIQUE,
-    text    TEXT NOT NULL,
-    source  TEXT,
-    row     INTEGER,
-    added   REAL NOT NULL,
-    meta    TEXT,
-    vector  BLOB NOT NULL
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    hash     BLOB NOT NULL UNIQUE,
+    text     TEXT NOT NULL,
+    source   TEXT,
+    row      INTEGER,
+    added    REAL NOT NULL,
+    meta     TEXT,
+    vector   BLOB NOT NULL,
+    checksum BLOB
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
-_CHUNK = 500  # ids per IN (...) query
+SCHEMA_VERSION = 2     # 1: no checksum column
+_UNREADABLE = object()
+_META_TYPES = {"fingerprint": dict, "dim": int, "index_request": str, "index_params": dict,
+               "hnsw_threshold": int, "generation": int, "structural_generation": int,
+               "format_version": int, "schema_version": int, "store_id": str}
 QUICK_CHECK_MAX_BYTES = 256 << 20
 
 
-def text_hash(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+def new_store_id() -> str:
+    return secrets.token_hex(16)
 
 
-def _record(row) -> dict:
-    id_, text, source, line, added, meta = row
-    md = {"source": source, "row": line, "added": added}
-    if meta:
-        md.update(json.loads(meta))
-    return {"id": int(id_), "text": text, "metadata": md}
-
-
-class SentenceDB:
+class SentenceDB(RowChecks):
     def __init__(self, folder: Path, readonly: bool = False):
         self.path = Path(folder) / DB_NAME
         self.readonly = readonly
+        # SQLite would block forever reading a FIFO put in place of one of its files. Its
+        # side files hold nothing when they are not files: repair moves them aside.
+        check_regular(self.path, "sentence database", remedy="restore")
+        wal = self.path.with_name(DB_NAME + "-wal")
+        try:
+            check_regular(wal, "write-ahead log")
+        except StoreCorrupted as e:    # it held the commits since the last checkpoint
+            raise StoreCorrupted(f"{e}: the sentences committed since the last checkpoint are "
+                                 "lost; move it out of the way to open the rest of the store "
+                                 "(repairing does that), or restore the store from a backup",
+                                 path=wal) from None
+        for suffix in SIDE_FILES[1:]:  # -shm and -journal hold nothing SQLite cannot rebuild
+            check_regular(self.path.with_name(DB_NAME + suffix), "sentence database file")
         try:
             self.conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30,
                                         check_same_thread=False)
@@ -64,7 +87,7 @@ class SentenceDB:
     def _corrupt(self, e) -> StoreCorrupted:
         return StoreCorrupted(
             f"the sentence database {self.path} is damaged or not an SQLite database ({e}); "
-            "restore it from a backup or start a new store", path=self.path)
+            "restore it from a backup or start a new store", path=self.path, remedy="restore")
 
     # -- transactions -----------------------------------------------------------------------
     def _q(self, sql, args=()):
@@ -73,12 +96,24 @@ class SentenceDB:
         except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
             raise
         except sqlite3.OperationalError as e:
-            msg = str(e)
-            if "no such table" in msg or "malformed" in msg or "not a database" in msg:
-                raise self._corrupt(e) from None
-            raise StoreError(f"{self.path}: {msg}") from None
+            raise self._operational(e) from None
         except sqlite3.DatabaseError as e:
             raise self._corrupt(e) from None
+
+    def _operational(self, e) -> StoreError:
+        msg = str(e)
+        if "no such table" in msg or "no such column" in msg or "malformed" in msg \
+                or "not a database" in msg:
+            return self._corrupt(e)
+        if "disk is full" in msg or "disk I/O error" in msg:
+            code = errno.ENOSPC if "full" in msg else errno.EIO
+            why = "the disk is full (ENOSPC)" if "full" in msg else "a disk I/O error (EIO)"
+            return StoreWriteFailed(f"could not write {self.path}: {why}; {INTACT}. Free some "
+                                    "space and run it again", path=self.path, errno=code)
+        if "readonly" in msg or "read-only" in msg:
+            return StoreWriteFailed(f"could not write {self.path}: the file or its folder is "
+                                    f"read-only; {INTACT}", path=self.path, errno=errno.EROFS)
+        return StoreError(f"{self.path}: {msg}")
 
     def begin(self):
         self._q("BEGIN IMMEDIATE")
@@ -91,6 +126,22 @@ class SentenceDB:
             self.conn.execute("ROLLBACK")
         except sqlite3.Error:
             pass
+
+    @contextmanager
+    def read_snapshot(self, enabled: bool = True):
+        """One consistent view of the database (a read transaction) while a writer in another
+        process may be committing."""
+        if not enabled:
+            yield self
+            return
+        self._q("BEGIN")
+        try:
+            yield self
+        finally:
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error:
+                pass
 
     def transaction(self):
         db = self
@@ -119,8 +170,45 @@ class SentenceDB:
             for stmt in SCHEMA.strip().split(";"):
                 if stmt.strip():
                     self._q(stmt)
-            for k, v in meta.items():
+            for k, v in {**meta, "store_id": new_store_id(), "schema_version": SCHEMA_VERSION}.items():
                 self.set_meta(k, v)
+        self._has_checksums = True
+
+    @property
+    def has_checksums(self) -> bool:
+        """Whether the rows carry checksums (schema 2); a schema 1 database until upgrade()."""
+        if getattr(self, "_has_checksums", None) is None:
+            cols = {r[1] for r in self._q("PRAGMA table_info(sentences)")}
+            self._has_checksums = "checksum" in cols
+        return self._has_checksums
+
+    @property
+    def store_id(self) -> str | None:
+        return self.get_meta("store_id")
+
+    def needs_upgrade(self) -> bool:
+        if not self.has_checksums or self.store_id is None:
+            return True
+        return self._q("SELECT 1 FROM sentences WHERE checksum IS NULL LIMIT 1").fetchone() is not None
+
+    def upgrade(self, batch: int = 5000) -> None:
+        """Bring a schema 1 database (or rows an older writer added) up to this schema: add
+        the checksum column, checksum every row without one, give the store an id."""
+        with self.transaction():
+            if not self.has_checksums:
+                self._q("ALTER TABLE sentences ADD COLUMN checksum BLOB")
+                self._has_checksums = True
+            if self.store_id is None:
+                self.set_meta("store_id", new_store_id())
+            self.set_meta("schema_version", SCHEMA_VERSION)
+            while True:
+                rows = self._q(f"SELECT {ROW_COLUMNS}, vector FROM sentences WHERE checksum IS NULL "
+                               "LIMIT ?", (batch,)).fetchall()
+                if not rows:
+                    break
+                self.conn.executemany(
+                    "UPDATE sentences SET checksum=? WHERE id=?",
+                    [(row_checksum(r[0], r[1], r[2], r[3], r[5], r[6]), r[0]) for r in rows])
 
     def check(self, full: bool = False, scan_limit: int = QUICK_CHECK_MAX_BYTES) -> None:
         """Raise StoreCorrupted unless SQLite's own integrity check passes.
@@ -139,8 +227,21 @@ class SentenceDB:
                                  path=self.path)
 
     def get_meta(self, key, default=None):
+        """A setting; StoreCorrupted when its stored value is not readable as what it should be."""
         row = self._q("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return json.loads(row[0]) if row else default
+        if not row:
+            return default
+        try:
+            value = json.loads(row[0])
+        except (ValueError, TypeError, RecursionError):
+            value = _UNREADABLE
+        want = _META_TYPES.get(key)
+        if value is _UNREADABLE or (want is not None and (
+                not isinstance(value, want) or (want is int and isinstance(value, bool)))):
+            raise StoreCorrupted(f"the sentence database {self.path} is damaged: its setting "
+                                 f"{key!r} is unreadable; restore it from a backup",
+                                 path=self.path, remedy="restore")
+        return value
 
     def set_meta(self, key, value) -> None:
         self._q("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
@@ -171,8 +272,8 @@ class SentenceDB:
     def existing_hashes(self, hashes) -> set[bytes]:
         found = set()
         hashes = list(hashes)
-        for i in range(0, len(hashes), _CHUNK):
-            part = hashes[i:i + _CHUNK]
+        for i in range(0, len(hashes), CHUNK):
+            part = hashes[i:i + CHUNK]
             q = f"SELECT hash FROM sentences WHERE hash IN ({','.join('?' * len(part))})"
             found.update(r[0] for r in self._q(q, part))
         return found
@@ -186,14 +287,21 @@ class SentenceDB:
         ids = []
         now = time.time()
         for text, source, line, meta, vec in rows:
+            meta_json = json.dumps(meta) if meta else None
+            blob = np.ascontiguousarray(vec, dtype=np.float32).tobytes()
             cur = self._q(
                 "INSERT INTO sentences(hash, text, source, row, added, meta, vector) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (text_hash(text), text, source, line, now,
-                 json.dumps(meta) if meta else None,
-                 np.ascontiguousarray(vec, dtype=np.float32).tobytes()))
-            ids.append(int(cur.lastrowid))
+                (text_hash(text), text, source, line, now, meta_json, blob))
+            id_ = int(cur.lastrowid)
+            self._set_checksum(id_, text, source, line, meta_json, blob)
+            ids.append(id_)
         return ids
+
+    def _set_checksum(self, id_, text, source, line, meta_json, blob) -> None:
+        if self.has_checksums:
+            self._q("UPDATE sentences SET checksum=? WHERE id=?",
+                    (row_checksum(id_, text, source, line, meta_json, blob), id_))
 
     def delete(self, ids) -> list[int]:
         gone = []
@@ -203,9 +311,49 @@ class SentenceDB:
         return gone
 
     def update(self, id_, text, vec) -> None:
+        blob = np.ascontiguousarray(vec, dtype=np.float32).tobytes()
         self._q("UPDATE sentences SET text=?, hash=?, vector=?, added=? WHERE id=?",
-                (text, text_hash(text), np.ascontiguousarray(vec, dtype=np.float32).tobytes(),
-                 time.time(), int(id_)))
+                (text, text_hash(text), blob, time.time(), int(id_)))
+        source, line, meta_json = self._q("SELECT source, row, meta FROM sentences WHERE id=?",
+                                          (int(id_),)).fetchone()
+        self._set_checksum(int(id_), text, source, line, meta_json, blob)
+
+    def set_vectors(self, pairs) -> None:
+        """Replace the vectors of existing rows: (id, float32 vector) pairs. In a transaction."""
+        for id_, vec in pairs:
+            blob = np.ascontiguousarray(vec, dtype=np.float32).tobytes()
+            self._q("UPDATE sentences SET vector=? WHERE id=?", (blob, int(id_)))
+            text, source, line, meta_json = self._q(
+                "SELECT text, source, row, meta FROM sentences WHERE id=?", (int(id_),)).fetchone()
+            self._set_checksum(int(id_), text, source, line, meta_json, blob)
+
+    # -- staging (rebuild with another model: the switch is one transaction) ----------------
+    def stage_start(self) -> None:
+        self.stage_drop()
+        self._q("CREATE TABLE _rebuild (id INTEGER PRIMARY KEY, vector BLOB NOT NULL)")
+
+    def stage_drop(self) -> None:
+        self._q("DROP TABLE IF EXISTS _rebuild")
+
+    def stage_vectors(self, ids, vectors) -> None:
+        """Keep new vectors for rows `ids` aside until apply_staged()."""
+        with self.transaction():
+            self.conn.executemany("INSERT INTO _rebuild(id, vector) VALUES (?, ?)",
+                                  [(int(i), np.ascontiguousarray(v, np.float32).tobytes())
+                                   for i, v in zip(ids, vectors)])
+
+    def apply_staged(self, batch: int = 5000) -> None:
+        """Give every staged row its new vector and drop the rows that were not staged (added
+        or removed meanwhile can't happen: the caller holds the writer lock). In a transaction."""
+        self._q("DELETE FROM sentences WHERE id NOT IN (SELECT id FROM _rebuild)")
+        last = 0
+        while True:
+            rows = self._q("SELECT id, vector FROM _rebuild WHERE id > ? ORDER BY id LIMIT ?",
+                           (last, batch)).fetchall()
+            if not rows:
+                return
+            self.set_vectors((i, np.frombuffer(v, np.float32)) for i, v in rows)
+            last = int(rows[-1][0])
 
     def clear(self) -> None:
         self._q("DELETE FROM sentences")
@@ -213,23 +361,22 @@ class SentenceDB:
     def records(self, ids) -> dict[int, dict]:
         out = {}
         ids = [int(i) for i in ids]
-        for i in range(0, len(ids), _CHUNK):
-            part = ids[i:i + _CHUNK]
-            q = ("SELECT id, text, source, row, added, meta FROM sentences "
-                 f"WHERE id IN ({','.join('?' * len(part))})")
+        for i in range(0, len(ids), CHUNK):
+            part = ids[i:i + CHUNK]
+            q = f"SELECT {ROW_COLUMNS} FROM sentences WHERE id IN ({','.join('?' * len(part))})"
             for r in self._q(q, part):
-                out[int(r[0])] = _record(r)
+                out[int(r[0])] = _record(r, self.path)
         return out
 
     def iter_records(self, batch: int = 1000):
         last = 0
         while True:
-            rows = self._q("SELECT id, text, source, row, added, meta FROM sentences "
-                           "WHERE id > ? ORDER BY id LIMIT ?", (last, batch)).fetchall()
+            rows = self._q(f"SELECT {ROW_COLUMNS} FROM sentences WHERE id > ? ORDER BY id LIMIT ?",
+                           (last, batch)).fetchall()
             if not rows:
                 return
             for r in rows:
-                yield _record(r)
+                yield _record(r, self.path)
             last = int(rows[-1][0])
 
     def iter_texts(self, batch: int = 1000):
@@ -252,12 +399,21 @@ class SentenceDB:
             if not rows:
                 return
             ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            wrong = [int(r[0]) for r in rows if not isinstance(r[1], bytes) or len(r[1]) != dim * 4]
+            if wrong:
+                raise StoreCorrupted(f"the sentence database {self.path} is damaged: the vectors "
+                                     f"of rows {wrong[:20]} do not have dimension {dim}",
+                                     path=self.path, remedy="repair", damaged_ids=wrong)
             buf = b"".join(r[1] for r in rows)
-            if len(buf) != len(rows) * dim * 4:
-                raise StoreCorrupted(f"{self.path}: stored vectors do not have dimension {dim}",
-                                     path=self.path)
             yield ids, np.frombuffer(buf, dtype=np.float32).reshape(len(rows), dim)
             last = int(ids[-1])
+
+    def checkpoint(self) -> None:
+        """Fold the WAL into the database file (best effort: a reader may hold it)."""
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass
 
     def close(self) -> None:
         try:

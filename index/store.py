@@ -2,11 +2,19 @@
 search, a manifest tying them together. See docs/api-contract.md for the backend it embeds with.
 
 Folder layout:
-    store.db (+ -wal, -shm)   sentences, metadata, float32 vectors, generation counter
+    store.db (+ -wal, -shm)   sentences, metadata, float32 vectors, row checksums, store id,
+                              generation counter (index/sentences.py, index/row_checks.py)
     index-<generation>.faiss  the FAISS snapshot named by the manifest
-    manifest.json             format, fingerprint, dim, metric, index kind + params, count,
-                              generation covered, index file name/size/sha256
+    manifest.json             format, store id, fingerprint, dim, metric, index kind + params,
+                              count, generation covered, index file name/size/sha256
     lock                      flock'ed by the one writer; holds its pid
+
+Trust: the database carries a random store id, also written in the manifest, and a checksum per
+row; on open the index must list exactly the database's ids and hold the database's vectors
+(a sample; all of them with verify=True), and every search hit's score is checked against the
+database's vector for that id, so a foreign, older or damaged part gives StoreCorrupted (with
+remedy "repair"), never a wrong result (index/snapshot.py). Only regular files are opened (no
+FIFO can block); OS write errors (a full disk) are one StoreWriteFailed (index/durability.py).
 
 Durability: every batch of added sentences is one SQLite transaction (WAL, synchronous=FULL).
 `save()` writes the FAISS snapshot to a new file (temp + fsync + rename), then the manifest (same
@@ -17,7 +25,6 @@ save) is caught up from the stored vectors, without the model.
 from __future__ import annotations
 
 import shlex
-import sqlite3
 import threading
 from pathlib import Path
 
@@ -27,17 +34,25 @@ from core.errors import Cancelled, InputError
 
 from . import fingerprint as fpmod
 from .base import ADD_BATCH, AddResult, Hit, Store, check_texts, normalize, plan_unique
-from .durability import WriterLock, atomic_write_with, remove_stale_temps
+from .durability import (
+    WriterLock,
+    atomic_write_with,
+    check_regular,
+    move_aside,
+    remove_stale_temps,
+    write_failed,
+)
 from .errors import DuplicateText, StoreCorrupted, StoreError, StoreNotFound, UnknownId
 from .faiss_index import AUTO_HNSW_THRESHOLD, MARKING_KINDS, REQUESTS, FaissIndex, resolve_kind
-from .manifest import (MANIFEST_NAME, Manifest, UnsupportedFormat, read_manifest, sha256_file,
-                       write_manifest)
-from .sentences import DB_NAME, SentenceDB
-
-
-def repair_command(folder) -> str:
-    """The command that rebuilds this store's index from its database (it works as written)."""
-    return f"encoderscope info --repair --store {shlex.quote(str(folder))}"
+from .manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    sha256_file,
+    write_manifest,
+)
+from .records import split_meta
+from .sentences import DB_NAME, SIDE_FILES, SentenceDB
+from .snapshot import SnapshotLoading
 
 
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
@@ -54,7 +69,7 @@ def _index_name(generation: int) -> str:
     return f"index-{generation:010d}.faiss"
 
 
-class VectorStore(Store):
+class VectorStore(SnapshotLoading, Store):
     """FAISS + SQLite store. Open with `VectorStore.open(folder, ...)`."""
 
     def __init__(self, folder: Path, db: SentenceDB, lock: WriterLock | None):
@@ -68,6 +83,11 @@ class VectorStore(Store):
         self._request: str = db.get_meta("index_request", "auto")
         self._params: dict = db.get_meta("index_params", {}) or {}
         self._threshold: int = int(db.get_meta("hnsw_threshold", AUTO_HNSW_THRESHOLD))
+        if (self._fp is None or self._fp.get("dim") != self._dim or not 0 < self._dim < 1 << 16
+                or self._request not in REQUESTS):
+            raise StoreCorrupted(f"the sentence database {db.path} is damaged: its model, "
+                                 "dimension or index settings are inconsistent; restore it from "
+                                 "a backup", path=db.path, remedy="restore")
         self._indexed_gen = -1     # database generation the in-memory index reflects
         self._saved_gen = -1       # generation of the snapshot on disk
         self._stale = False        # HNSW/ivf after an update: rebuild before use
@@ -81,62 +101,78 @@ class VectorStore(Store):
     def open(cls, folder=None, *, writable: bool = False, create: bool = False, fingerprint=None,
              index: str = "auto", index_params: dict | None = None,
              hnsw_threshold: int = AUTO_HNSW_THRESHOLD, repair: bool = False,
-             check: bool = True) -> "VectorStore":
+             check: bool = True, verify: bool = False) -> "VectorStore":
         """Open (or with create=True, writable=True and a fingerprint, create) a store.
 
         fingerprint: the model the caller will add/search with; a different model raises
         ModelMismatch (rebuild() re-embeds the store for another model).
         index: "auto" (exact, ivf from hnsw_threshold vectors on), "flat", "hnsw", "sq8" or
         "ivf"; used when creating; an existing store keeps its own.
-        repair: rebuild a damaged/missing index snapshot or manifest from the vectors in the
-        database (a manifest of another format version is never overwritten).
+        repair (writable only): a damaged, missing or foreign index snapshot or manifest is
+        rebuilt from the database, rows that fail their checksum are set aside (table
+        `damaged`); a manifest of another format version is never overwritten.
+        verify: check every row (checksum, unit vector) and every index vector against the
+        database, not only a sample; the findings are in `check_report`.
         """
         folder = Path(folder) if folder is not None else default_store_dir()
         folder = folder.expanduser()
         if create and not writable:
             raise ValueError("create=True needs writable=True")
+        if repair and not writable:
+            raise ValueError("repair=True needs writable=True")
         if index not in REQUESTS:
             raise InputError(f"unknown index kind {index!r}; choose one of {', '.join(REQUESTS)}")
         db_path = folder / DB_NAME
-        if not db_path.exists():
+        if folder.exists() and not folder.is_dir():
+            raise StoreError(f"{folder} is a file, not a store folder")
+        if not check_regular(db_path, "sentence database", remedy="restore"):
             if not create:
                 if (folder / MANIFEST_NAME).exists():
                     raise StoreCorrupted(f"the store at {folder} has lost its sentence database "
-                                         f"({db_path} is missing)", path=db_path)
+                                         f"({db_path} is missing)", path=db_path, remedy="restore")
                 raise StoreNotFound(f"no store at {folder}: ingest some files first "
                                     f"(encoderscope ingest FILE --store {shlex.quote(str(folder))})")
             if fingerprint is None:
                 raise InputError("creating a store needs the model fingerprint")
-            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise write_failed(folder, e, f"the store folder {folder}") from None
             strangers = [p.name for p in folder.iterdir() if p.name not in ("lock",)
                          and not p.name.startswith(".")]
             if strangers:
                 raise StoreError(f"{folder} is not empty and holds no store; choose an empty or "
                                  "new folder for --store")
+        moved = []
+        if repair:   # a folder or FIFO where the lock or SQLite's side files belong holds nothing
+            for name in ("lock", *(DB_NAME + suffix for suffix in SIDE_FILES)):
+                moved.append(move_aside(folder / name))
         lock = WriterLock(folder).acquire() if writable else None
         db = None
         try:
             if writable:
                 remove_stale_temps(folder)
             db = SentenceDB(folder)
-            if check:
-                if db.initialised():
-                    db.check()
+            if check and db.initialised():
+                db.check()
             if not db.initialised():
                 if not (create and writable):
                     raise StoreCorrupted(f"{db_path} is not an Encoderscope store database",
-                                         path=db_path)
+                                         path=db_path, remedy="restore")
                 fpd = fpmod.as_dict(fingerprint)
                 db.create({"fingerprint": fpd, "dim": int(fpd["dim"]), "index_request": index,
                            "index_params": index_params or {}, "hnsw_threshold": int(hnsw_threshold),
                            "generation": 0, "structural_generation": 0, "format_version": 1})
-            store = cls(folder, db, lock)
             if writable:
-                db._q("DROP TABLE IF EXISTS _rebuild")
+                db.stage_drop()               # an interrupted rebuild's staged vectors
+                if db.needs_upgrade():        # a store written before row checksums
+                    db.upgrade()
+            store = cls(folder, db, lock)
             if fingerprint is not None:
                 fpmod.check(store._fp, fingerprint, "your vectors and queries", where=f"at {folder}",
                             hint=store._rebuild_hint(fingerprint))
-            store._load(repair=repair)
+            store._load(repair=repair, verify=verify)
+            store.check_report.setdefault("moved", []).extend(m.name for m in moved if m)
             if writable and (store._saved_gen != store._indexed_gen or store._needs_migration()):
                 store.save()
             return store
@@ -146,114 +182,6 @@ class VectorStore(Store):
             if lock is not None:
                 lock.release()
             raise
-
-    def _load(self, repair: bool = False) -> None:
-        """Load the snapshot named by the manifest and catch it up with the database."""
-        for attempt in range(5):
-            try:
-                return self._load_once(repair)
-            except FileNotFoundError:
-                # A writer replaced the snapshot between our manifest read and the index read.
-                if self._lock is not None or attempt == 4:
-                    raise StoreCorrupted(
-                        f"the index file named by {self.folder / MANIFEST_NAME} is missing; "
-                        f"`{repair_command(self.folder)}` rebuilds it from the stored "
-                        "vectors", path=self.folder / MANIFEST_NAME) from None
-
-    def _load_once(self, repair: bool) -> None:
-        db = self._db
-        reader = self._lock is None
-        if reader:   # one consistent view of the database while a writer may be committing
-            db._q("BEGIN")
-        try:
-            try:
-                man = read_manifest(self.folder)
-            except UnsupportedFormat:
-                raise
-            except StoreCorrupted:
-                if not repair:
-                    raise
-                man = None     # the database is the source of truth: rebuild from it
-            gen = db.generation
-            structural = int(db.get_meta("structural_generation", 0))
-            if man is None:
-                self._rebuild_index()
-                self._saved_gen = -1
-                return
-            try:
-                index = self._read_snapshot(man)
-            except (StoreCorrupted, FileNotFoundError):
-                if not repair:
-                    raise
-                self._rebuild_index()
-                self._saved_gen = -1
-                return
-            self._saved_gen = man.generation
-            if man.generation > gen:
-                if not repair:
-                    raise StoreCorrupted(
-                        f"the index snapshot (generation {man.generation}) is newer than the "
-                        f"sentence database {db.path} (generation {gen}): the database was "
-                        "replaced by an older copy; open with repair to reindex it",
-                        path=db.path)
-                self._rebuild_index()
-                self._saved_gen = -1
-                return
-            same_model = man.fingerprint == self._fp and int(man.dim) == self._dim
-            if man.generation == gen and same_model:
-                n = db.count()
-                if index.kind in MARKING_KINDS and index.stored > n:
-                    self._drop_removed(index)      # restore the snapshot's deleted-id marks
-                if index.ntotal != n or man.count != n:
-                    if not repair:
-                        raise StoreCorrupted(
-                            f"the index snapshot holds {index.ntotal} vectors but {db.path} holds "
-                            f"{n} sentences at the same generation; open with repair to reindex",
-                            path=self.folder / man.index_file)
-                    self._rebuild_index()
-                    self._saved_gen = -1
-                    return
-                self._index = index
-                self._indexed_gen = gen
-                return
-            # The database moved on after the snapshot (a crash between commit and save):
-            # append the rows added since, drop the rows removed since.
-            if same_model and structural <= man.generation:
-                for ids, vecs in db.vectors(self._dim, after_id=man.max_id):
-                    index.add(ids, vecs)
-                self._drop_removed(index)
-                if index.ntotal == db.count():
-                    self._index = index
-                    self._indexed_gen = gen
-                    return
-            self._rebuild_index()
-        finally:
-            if reader:
-                db._q("COMMIT")
-
-    def _drop_removed(self, index: FaissIndex) -> None:
-        gone = np.setdiff1d(index.all_ids(), self._db.all_ids(), assume_unique=False)
-        if len(gone):
-            index.remove(gone)
-
-    def _read_snapshot(self, man: Manifest) -> FaissIndex:
-        if not man.index_file or "/" in man.index_file or man.index_file.startswith("."):
-            raise StoreCorrupted(f"{self.folder / MANIFEST_NAME} names no valid index file",
-                                 path=self.folder / MANIFEST_NAME)
-        path = self.folder / man.index_file
-        size = path.stat().st_size   # FileNotFoundError handled by _load
-        hint = f"; `{repair_command(self.folder)}` rebuilds it from the stored vectors"
-        if size != man.index_bytes:
-            raise StoreCorrupted(f"the index file {path} is truncated or overwritten: "
-                                 f"{size} bytes, the manifest says {man.index_bytes}" + hint, path=path)
-        if sha256_file(path) != man.index_sha256:
-            raise StoreCorrupted(f"the index file {path} is damaged: its checksum does not match "
-                                 "the manifest" + hint, path=path)
-        try:
-            return FaissIndex.read(path, man.index_kind, man.dim, man.index_params)
-        except (RuntimeError, ValueError) as e:
-            raise StoreCorrupted(f"the index file {path} is not a readable FAISS index ({e})" + hint,
-                                 path=path) from None
 
     def _rebuild_index(self, kind: str | None = None, progress=None, cancel=None) -> None:
         """Build the FAISS index from the vectors stored in the database (a cancel raises
@@ -432,8 +360,7 @@ class VectorStore(Store):
         db = self._db
         total = db.count()
         with self._mutex:
-            db._q("DROP TABLE IF EXISTS _rebuild")
-            db._q("CREATE TABLE _rebuild (id INTEGER PRIMARY KEY, vector BLOB NOT NULL)")
+            db.stage_start()
             done = 0
             try:
                 chunk = []
@@ -449,14 +376,12 @@ class VectorStore(Store):
                     if progress:
                         progress(done, total)
                 with db.transaction():
-                    db._q("UPDATE sentences SET vector = (SELECT r.vector FROM _rebuild r "
-                          "WHERE r.id = sentences.id) WHERE id IN (SELECT id FROM _rebuild)")
-                    db._q("DELETE FROM sentences WHERE id NOT IN (SELECT id FROM _rebuild)")
+                    db.apply_staged()
                     db.set_meta("fingerprint", fp)
                     db.set_meta("dim", int(fp["dim"]))
                     db.bump(structural=True)
             finally:
-                db._q("DROP TABLE IF EXISTS _rebuild")
+                db.stage_drop()
             self._fp = fp
             self._dim = int(fp["dim"])
             kind = self._index.kind if self._request != "auto" else None
@@ -466,9 +391,7 @@ class VectorStore(Store):
     def _rebuild_chunk(self, chunk, backend, fp, embed_batch_size, cancel) -> int:
         vecs = normalize(backend.embed([t for _, t in chunk], pooling=fp["pooling"],
                                        batch_size=embed_batch_size, cancel=cancel))
-        with self._db.transaction():
-            self._db.conn.executemany("INSERT INTO _rebuild(id, vector) VALUES (?, ?)",
-                                      [(i, v.tobytes()) for (i, _), v in zip(chunk, vecs)])
+        self._db.stage_vectors([i for i, _ in chunk], vecs)
         return len(chunk)
 
     def reindex(self, kind: str | None = None, progress=None, cancel=None) -> None:
@@ -505,19 +428,26 @@ class VectorStore(Store):
                 return
             name = _index_name(gen)
             path = self.folder / name
-            size = atomic_write_with(path, self._index.write)
+            check_regular(path, "index file")               # no folder/FIFO in the way
+            check_regular(self.folder / MANIFEST_NAME, "manifest")
+            try:
+                size = atomic_write_with(path, self._index.write)
+            except OSError as e:
+                raise write_failed(path, e, f"the index snapshot {path}") from None
             man = Manifest(fingerprint=self._fp, dim=self._dim, index_kind=self._index.kind,
                            index_params=self._index.params, index_file=name, index_bytes=size,
                            index_sha256=sha256_file(path), count=self._index.ntotal,
-                           max_id=self._db.max_id(), generation=gen)
-            write_manifest(self.folder, man)
+                           max_id=self._db.max_id(), generation=gen, store_id=self._db.store_id)
+            try:
+                write_manifest(self.folder, man)
+            except OSError as e:
+                _unlink_quietly(path)     # the snapshot nobody points to
+                raise write_failed(self.folder / MANIFEST_NAME, e,
+                                   f"the manifest {self.folder / MANIFEST_NAME}") from None
             self._saved_gen = gen
             for old in self.folder.glob("index-*.faiss"):
                 if old.name != name:
-                    try:
-                        old.unlink()
-                    except OSError:
-                        pass
+                    _unlink_quietly(old)
 
     def close(self) -> None:
         if self._closed:
@@ -525,10 +455,7 @@ class VectorStore(Store):
         try:
             if self._lock is not None:
                 self.save()
-                try:
-                    self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                except sqlite3.Error:
-                    pass
+                self._db.checkpoint()
         finally:
             self._closed = True
             self._db.close()
@@ -552,15 +479,26 @@ class VectorStore(Store):
         if k < 1:
             raise InputError("k must be at least 1")
         with self._mutex:
-            if self._stale:
-                self._rebuild_index()
-            scores, ids = self._index.search(q, k)
-            wanted = {int(i) for i in ids.ravel() if i >= 0}
-            records = self._db.records(wanted) if wanted else {}
+            for attempt in (1, 2):
+                if self._stale:
+                    self._rebuild_index()
+                scores, ids = self._index.search(q, k)
+                wanted = {int(i) for i in ids.ravel() if i >= 0}
+                rows = self._db.rows_with_vectors(wanted, self._dim) if wanted else {}
+                try:
+                    self._check_hits(q, scores, ids, rows)
+                    break
+                except StoreCorrupted:
+                    # A reader whose index predates a writer's commit (an updated text) sees
+                    # the new row beside its old vector: load the writer's state, search again.
+                    if attempt == 2 or self._lock is not None or \
+                            self._db.generation == self._indexed_gen:
+                        raise
+                    self._load()
         out = []
         for srow, irow in zip(scores, ids):
-            hits = [Hit(float(s), int(i), records[int(i)]["text"], records[int(i)]["metadata"])
-                    for s, i in zip(srow, irow) if i >= 0 and int(i) in records]
+            hits = [Hit(float(s), int(i), rows[int(i)][0]["text"], rows[int(i)][0]["metadata"])
+                    for s, i in zip(srow, irow) if i >= 0 and int(i) in rows]
             hits.sort(key=lambda h: (-h.score, h.id))
             out.append(hits)
         return out[0] if single else out
@@ -611,16 +549,17 @@ class VectorStore(Store):
         return f"VectorStore({str(self.folder)!r}, {self.count()} sentences, {self._index.kind})"
 
 
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
 def _split_meta(meta):
-    """-> (source, row, extra-json-dict) from a metadata dict."""
-    if not meta:
-        return None, None, None
-    meta = dict(meta)
-    source = meta.pop("source", None)
-    row = meta.pop("row", None)
-    meta.pop("added", None)
-    return (str(source) if source is not None else None,
-            int(row) if row is not None else None, meta or None)
+    """-> (source, row, extra-json-dict) from a metadata dict (this store stamps `added`)."""
+    source, row, _added, extra = split_meta(meta)
+    return source, row, extra
 
 
 def open_store(folder=None, **kw) -> VectorStore:

@@ -22,21 +22,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = textwrap.dedent("""
-    import hashlib, sys
+    import sys
     sys.path.insert(0, {root!r})
     import numpy as np
     from index.store import VectorStore   # numpy + faiss + sqlite only: starts fast
+    from tests.fake_vectors import text_vector
 
     D = 24
     FP = {{"model": "fake", "weights_sha256": "f" * 64, "pooling": "mean", "dim": D,
            "normalized": True}}
 
     def embed(texts):
-        out = []
-        for t in texts:
-            seed = int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little")
-            out.append(np.random.default_rng(seed).normal(size=D))
-        return np.asarray(out, np.float32)
+        return np.stack([text_vector(t, D) for t in texts])
 
     folder, start, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     store = VectorStore.open(folder, writable=True, create=True, fingerprint=FP, index=kind)
@@ -96,11 +93,24 @@ def check_store(folder: Path, done_all, removed_all, removing_all):
             ids, _ = store.vectors()
             np.testing.assert_array_equal(store.index_ids(), np.sort(ids))
             assert store._index.ntotal == store.count() == len(texts)
-            if texts:
-                ids, vecs = store.vectors()
-                assert store.search(vecs[-1], k=1)[0].id == ids[-1]
+            check_every_row(store, texts)
         finally:
             store.close()
+
+
+def check_every_row(store, texts):
+    """Every row's vector is its own text's embedding, and searching it finds that row at 1.0
+    (a vector paired with another sentence would fail both)."""
+    from tests.fake_vectors import text_vector
+    by_id = {i: t for t, i in texts.items()}
+    ids, vecs = store.vectors()
+    if not len(ids):
+        return
+    want = np.stack([text_vector(by_id[int(i)], vecs.shape[1]) for i in ids])
+    np.testing.assert_allclose(vecs, want, atol=1e-5)
+    hits = store.search(vecs, k=1)
+    assert [h[0].id for h in hits] == ids.tolist()
+    assert min(h[0].score for h in hits) > 0.9999
 
 
 def kill_trials(tmp_path, trials, seed, kind="flat"):
@@ -124,8 +134,10 @@ def test_kill9_during_ingest_keeps_finished_ingests(tmp_path):
 
 
 @pytest.mark.slow
-def test_kill9_twenty_trials(tmp_path):
-    kill_trials(tmp_path, trials=20, seed=7)
+def test_kill9_fifty_trials(tmp_path):
+    """Issue 16: >= 50 kill -9 trials, every row's vector checked against its text."""
+    done = kill_trials(tmp_path, trials=50, seed=7)
+    print(f"kill -9: 50 trials, {len(done)} finished ingests, every row verified")
 
 
 @pytest.mark.slow

@@ -1,13 +1,12 @@
-"""Milvus-only behaviour of the store: location parsing, kill -9 during a Milvus Lite ingest,
-one process per Lite folder, an unreachable server, credentials never on the command line,
-the missing optional extra, an interrupted rebuild, duplicate detection by server queries.
-(The shared contract — search, changes, model check, migrate — is in test_store_contract.py.)
+"""Milvus-only behaviour of the store: location parsing, one process per Lite folder, an
+unreachable server, credentials never on the command line, the missing optional extra, an
+interrupted rebuild, duplicate detection by server queries.
+(The shared contract — search, changes, model check, migrate — is in test_store_contract.py;
+kill -9 during a Lite ingest in test_reliability_milvus.py.)
 """
 from __future__ import annotations
 
 import os
-import random
-import signal
 import subprocess
 import sys
 import textwrap
@@ -18,9 +17,15 @@ import pytest
 
 from core.errors import InputError
 from index.errors import StoreError, StoreLocked
-from index.locations import (DEFAULT_COLLECTION, LITE_MANIFEST, TOKEN_ENV, describe_location,
-                             open_store, parse_location)
-from tests.test_store_support import FakeBackend, Fingerprint, clustered
+from index.locations import (
+    DEFAULT_COLLECTION,
+    LITE_MANIFEST,
+    TOKEN_ENV,
+    describe_location,
+    open_store,
+    parse_location,
+)
+from tests.test_store_support import Fingerprint, clustered
 
 ROOT = Path(__file__).resolve().parents[1]
 D = 24
@@ -86,10 +91,10 @@ def test_default_location_from_environment(monkeypatch, tmp_path):
 
 
 def test_missing_extra_gives_install_command(monkeypatch):
-    from index import milvus_store
+    from index.milvus.calls import import_pymilvus
     monkeypatch.setitem(sys.modules, "pymilvus", None)
     with pytest.raises(StoreError, match=r"pip install 'encoderscope\[milvus\]'"):
-        milvus_store.import_pymilvus()
+        import_pymilvus()
     with pytest.raises(StoreError, match="encoderscope\\[milvus\\]"):
         open_store("http://127.0.0.1:1")
 
@@ -116,7 +121,7 @@ def test_error_wording_for_auth_and_timeouts():
     from pymilvus import MilvusException
 
     from index.errors import StoreUnavailable
-    from index.milvus_store import _unavailable
+    from index.milvus.calls import unavailable as _unavailable
     loc = parse_location("https://milvus.example.com")
     e = _unavailable(loc, MilvusException(code=1800, message="user hasn't authenticated"),
                      "connect", has_token=False)
@@ -215,7 +220,7 @@ def test_second_process_on_a_lite_folder_gets_a_clear_message(tmp_path):
 @needs_milvus
 def test_dedup_by_server_queries(tmp_path):
     """Servers check duplicates with a query per batch (no in-memory map); same results."""
-    from index.milvus_store import MilvusStore
+    from index.milvus import MilvusStore
     s = MilvusStore.open(f"milvus-lite:{tmp_path / 'q'}", writable=True, create=True,
                          fingerprint=FP, dedup="query")
     try:
@@ -244,8 +249,8 @@ def test_interrupted_rebuild_is_finished_on_open(tmp_path):
                                   properties={"encoderscope.rebuild_complete": "1"})
     s._closed = True                       # the process "died" here
     s._client.close()
-    from index.milvus_store import _release_lite
-    _release_lite(s._lite_key, registered=True)
+    from index.milvus import lite
+    lite.release(s._lite_key, registered=True)
     s._lock.release()
     again = open_store(location)
     try:
@@ -253,97 +258,3 @@ def test_interrupted_rebuild_is_finished_on_open(tmp_path):
         assert not again._client.has_collection("sentences__rebuild")
     finally:
         again.close()
-
-
-# ---------------------------------------------------------------- kill -9
-CHILD = textwrap.dedent("""
-    import sys
-    sys.path.insert(0, {root!r})
-    from index.locations import open_store
-    from tests.test_store_support import FakeBackend
-
-    location, start = sys.argv[1], int(sys.argv[2])
-    b = FakeBackend(dim=24)
-    store = open_store(location, create=True, fingerprint=b.fingerprint())
-    print("READY", flush=True)
-    i = start
-    while True:
-        texts = [f"ingest {{i}} sentence {{j}}" for j in range(40 + (i * 37) % 90)]
-        store.add_texts(texts, b, batch_size=16)
-        if i % 2:
-            store.save()
-        print(f"DONE {{i}} {{len(texts)}}", flush=True)
-        if i % 3 == 2:
-            text = f"ingest {{i - 1}} sentence 1"
-            ids = [r.id for r in store.search(text, backend=b, k=1) if r.text == text]
-            store.remove(ids)
-            print("REMOVED " + " ".join(map(str, ids)), flush=True)
-        i += 1
-""")
-
-
-def _kill_trial(location, script, rng, start):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, str(script), location, str(start)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    line = proc.stdout.readline()
-    assert line.strip() == "READY", (line, proc.stderr.read())
-    time.sleep(rng.uniform(0.3, 2.5))
-    os.kill(proc.pid, signal.SIGKILL)
-    out, _ = proc.communicate()
-    done, removed = [], set()
-    for ln in out.splitlines():
-        parts = ln.split()
-        if parts and parts[0] == "DONE":
-            done.append((int(parts[1]), int(parts[2])))
-        elif parts and parts[0] == "REMOVED":
-            removed.update(int(p) for p in parts[1:])
-    return done, removed
-
-
-def _kill_trials(tmp_path, trials, seed):
-    rng = random.Random(seed)
-    location = f"milvus-lite:{tmp_path / 'store'}"
-    script = tmp_path / "child.py"
-    script.write_text(CHILD.format(root=str(ROOT)))
-    b = FakeBackend(dim=24)
-    done_all, removed_all = [], set()
-    for t in range(trials):
-        done, removed = _kill_trial(location, script, rng, start=1000 * t)
-        done_all += done
-        removed_all |= removed
-        store = open_store(location)          # reopens (writable) after the kill
-        try:
-            rows = list(store.iter())
-            texts = {r["text"]: r["id"] for r in rows}
-            assert len(texts) == len(rows) == store.count()
-            for i, n in done_all:
-                for j in range(n):
-                    t_ = f"ingest {i} sentence {j}"
-                    assert t_ in texts or j == 1, f"lost {t_!r} from a finished ingest"
-            assert not (set(texts.values()) & removed_all), "an acknowledged removal came back"
-            ids = [r["id"] for r in rows]
-            assert ids == sorted(ids) and len(set(ids)) == len(ids)
-            if rows:
-                probe = rows[len(rows) // 2]["text"]
-                hits = store.search(probe, backend=b, k=20)
-                assert hits[0].text == probe
-                assert len({h.id for h in hits}) == len(hits), "an id came back twice"
-            # ids keep growing after a crash: never reused
-            new = store.add([f"after kill {t}"], b.embed([f"after kill {t}"]))
-            assert new.ids[0] > max(ids, default=0)
-        finally:
-            store.close()
-    return done_all
-
-
-@needs_milvus
-def test_kill9_during_lite_ingest_keeps_finished_ingests(tmp_path):
-    done = _kill_trials(tmp_path, trials=2, seed=3)
-    assert done, "the child never finished an ingest before the kill; timing too tight"
-
-
-@needs_milvus
-@pytest.mark.slow
-def test_kill9_lite_ten_trials(tmp_path):
-    _kill_trials(tmp_path, trials=10, seed=11)

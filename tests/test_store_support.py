@@ -1,13 +1,12 @@
 """Shared helpers for the store tests (no tests here): a fake embedder and clustered vectors."""
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 from core.backend import EmbedStats  # noqa: F401  (re-exported for the tests)
 from core.fingerprint import Fingerprint  # noqa: F401  (re-exported for the tests)
 from core.errors import Cancelled, InputError
+from tests.fake_vectors import text_vector  # noqa: F401  (re-exported for the tests)
 
 
 def clustered(n, d, n_clusters=200, seed=0, noise=1.0, n_topics=20):
@@ -21,12 +20,6 @@ def clustered(n, d, n_clusters=200, seed=0, noise=1.0, n_topics=20):
     x = centres[labels] + noise * rng.normal(size=(n, d)).astype(np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     return x.astype(np.float32)
-
-
-def text_vector(text: str, dim: int, salt: str = "") -> np.ndarray:
-    seed = int.from_bytes(hashlib.blake2b((salt + text).encode(), digest_size=8).digest(), "little")
-    v = np.random.default_rng(seed).normal(size=dim).astype(np.float32)
-    return v / np.linalg.norm(v)
 
 
 class FakeBackend:

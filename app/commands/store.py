@@ -67,7 +67,7 @@ def register(subparsers) -> None:
                    help="if the store was built with another model or pooling, re-embed all its "
                         "sentences with this one first (FILEs may then be left out)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_ingest)
+    p.set_defaults(func=_cli_words(cmd_ingest))
 
     p = subparsers.add_parser("search", help="the stored sentences nearest to a query")
     p.add_argument("query", metavar="QUERY")
@@ -75,19 +75,24 @@ def register(subparsers) -> None:
     _add_model_options(p, store_default=True)
     p.add_argument("-k", type=int, default=10, help="number of results (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_search)
+    p.set_defaults(func=_cli_words(cmd_search))
 
     p = subparsers.add_parser("info", help="what a store holds")
     add_store_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--check", action="store_true",
+                   help="verify every sentence (checksum, unit-length vector) and every index "
+                        "vector against the database; names damaged rows by id (FAISS stores)")
     p.add_argument("--repair", action="store_true",
-                   help="rebuild a damaged index file from the vectors kept in the database")
-    p.set_defaults(func=cmd_info)
+                   help="verify like --check, set rows that fail their checksum aside (kept in "
+                        "the database's 'damaged' table) and rebuild a damaged, missing or "
+                        "foreign index and manifest from the database")
+    p.set_defaults(func=_cli_words(cmd_info))
 
     p = subparsers.add_parser("remove", help="remove sentences from a store by id")
     p.add_argument("ids", nargs="+", type=int, metavar="ID")
     add_store_option(p)
-    p.set_defaults(func=cmd_remove)
+    p.set_defaults(func=_cli_words(cmd_remove))
 
 
 def _location(args):
@@ -322,16 +327,22 @@ def cmd_search(args) -> int:
 def cmd_info(args) -> int:
     from index.locations import open_store
     loc = _location(args)
+    report = None
+    if (args.repair or args.check) and loc.is_milvus:
+        raise InputError(f"--{'repair' if args.repair else 'check'} is for FAISS store folders "
+                         "(Milvus keeps its own segments consistent)")
     if args.repair:
-        if loc.is_milvus:
-            raise InputError("--repair is for FAISS store folders (Milvus repairs itself on open)")
-        store = open_store(loc, writable=True, repair=True)
+        store = open_store(loc, writable=True, repair=True, verify=True)
     else:
-        store = open_store(loc, readonly=True)
+        store = open_store(loc, readonly=True, **({"verify": True} if args.check else {}))
     try:
+        if args.repair or args.check:
+            report = store.check_report
         info = store.info()
     finally:
         store.close()
+    if report is not None:
+        _print_check(report, info, repaired=args.repair)
     if args.json:
         keys = ("count", "model", "dim", "index", "bytes")
         json.dump({k: info[k] for k in keys}, sys.stdout, ensure_ascii=False)
@@ -346,6 +357,49 @@ def cmd_info(args) -> int:
         print(f"index     {info['index']} {info['index_params'] or ''}".rstrip())
         print(f"on disk   {_human(info['bytes'])}")
     return 0
+
+
+def _print_check(report: dict, info: dict, repaired: bool) -> None:
+    """What --check / --repair found, on stderr (stdout keeps the info, JSON included)."""
+    rows = report.get("rows")
+    aside = report.get("set_aside") or []
+    if aside:
+        shown = ", ".join(map(str, aside[:20])) + (" ..." if len(aside) > 20 else "")
+        _err(f"repair: set aside {len(aside)} damaged row{'s' if len(aside) != 1 else ''} "
+             f"(id {shown}) into the table 'damaged' of store.db; ingest those texts again")
+    for name in report.get("moved", []):
+        _err(f"repair: moved {name.split('.not-a-file-')[0]}, which was not a regular file, "
+             f"out of the way as {name}")
+    if repaired and report.get("rebuilt"):
+        _err(f"repair: rebuilt the index and manifest from the {info['count']} sentences in the "
+             "database")
+    what = "repair" if repaired else "check"
+    _err(f"{what}: ok: {rows if rows is not None else info['count']} sentences verified "
+         "(checksums, unit vectors), the index holds exactly the database's vectors")
+    if report.get("unchecked"):
+        _err(f"{what}: {report['unchecked']} of them were written before row checksums: only "
+             "their vectors could be checked; the next ingest, remove or repair adds checksums")
+
+
+def _cli_words(func):
+    """Word a store error's remedy as the command that applies it (the app words it as a
+    menu action): a StoreCorrupted with remedy "repair" gets `encoderscope info --repair`."""
+    import functools
+    import shlex
+
+    from index.errors import StoreCorrupted
+
+    @functools.wraps(func)
+    def run(args):
+        try:
+            return func(args)
+        except StoreCorrupted as e:
+            if e.remedy != "repair" or getattr(args, "repair", False):
+                raise
+            where = f" --store {shlex.quote(args.store)}" if args.store else ""
+            raise StoreCorrupted(f"{e}: run `encoderscope info --repair{where}`", path=e.path,
+                                 remedy=e.remedy, damaged_ids=e.damaged_ids) from None
+    return run
 
 
 def cmd_remove(args) -> int:

@@ -1,0 +1,121 @@
+"""Talking to Milvus: importing pymilvus, connecting to a server, running a call with its errors
+worded for people (never a gRPC traceback), and reading results back safely."""
+from __future__ import annotations
+
+import logging
+import os
+
+from ..errors import StoreError, StoreUnavailable
+from ..store_location import TOKEN_ENV, Location
+
+INSTALL_HINT = "pip install 'encoderscope[milvus]'"
+# Words in a server's error that mean the credentials were refused.
+_AUTH_WORDS = ("auth", "token", "credential", "password", "permission", "privilege",
+               "unauthenticated", "denied")
+
+
+def import_pymilvus():
+    """pymilvus, or StoreError with the install command."""
+    try:
+        import pymilvus
+    except ImportError:
+        raise StoreError("Milvus stores need the optional Milvus packages: "
+                         f"{INSTALL_HINT} (pymilvus and milvus-lite)") from None
+    # pymilvus logs every failed call at ERROR with a traceback; we raise worded errors instead.
+    logging.getLogger("pymilvus.decorators").setLevel(logging.CRITICAL)
+    logging.getLogger("milvus_lite.server_manager").setLevel(logging.CRITICAL)
+    # Milvus Lite serves gRPC from a thread of this process; a call it does not implement
+    # (AllocTimestamp, which pymilvus asks after create_index) is logged there at ERROR with a
+    # traceback, and the CLI would print it. The client gets an error status, worded by Caller.
+    logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
+    return pymilvus
+
+
+def plain_rows(result) -> list[dict]:
+    """pymilvus query/get results as plain dicts, each row complete.
+
+    pymilvus 3 returns a HybridExtraList: scalar fields are filled in at once, vectors (and
+    other variable-length fields) later, on first access, *from the column at the row's
+    current position in the list*. Sorting or reordering that list before every row was read
+    pairs ids with another row's vector (what migrate copied after a Lite crash recovery,
+    when rows no longer come back in id order). Iterating reads each row at its own
+    position, so copy first, then reorder."""
+    return [dict(r) for r in result]
+
+
+def connect_server(loc: Location, pymilvus, token, timeout):
+    """A client for a Milvus server; the token defaults to $ENCODERSCOPE_MILVUS_TOKEN."""
+    token = token if token is not None else os.environ.get(TOKEN_ENV, "")
+    try:
+        return pymilvus.MilvusClient(uri=loc.uri, token=token, db_name=loc.db_name,
+                                     timeout=timeout)
+    except Exception as e:   # noqa: BLE001  (MilvusException, grpc errors, socket errors)
+        raise unavailable(loc, e, "connect", bool(token)) from None
+
+
+def unavailable(loc: Location, e: Exception, what: str, has_token: bool = True) -> StoreError:
+    """The StoreError for a failed call: refused credentials, a timeout, no connection, or
+    anything else the server said."""
+    msg = str(getattr(e, "message", "") or e)
+    low = msg.lower()
+    where = loc.describe()
+    if any(w in low for w in _AUTH_WORDS):
+        tok = (f"check the token in ${TOKEN_ENV}" if has_token else
+               f"set ${TOKEN_ENV} to the server's token (user:password or an API key)")
+        return StoreUnavailable(f"{where} refused the credentials while trying to {what}: "
+                                f"{tok} ({msg})")
+    if "deadline" in low or "timeout" in low or "timed out" in low:
+        return StoreUnavailable(f"{where} did not answer in time while trying to {what}; "
+                                f"check the address and the network ({msg}). Nothing was "
+                                "changed locally.")
+    if ("fail connecting" in low or "unavailable" in low or "connect" in low
+            or "connection refused" in low or "server unavailable" in low):
+        return StoreUnavailable(f"cannot reach {where} ({msg}): is the server running and the "
+                                "address (host, port, http/https) right? Nothing was changed "
+                                "locally.")
+    return StoreError(f"{where} could not {what}: {msg}")
+
+
+class Caller:
+    """Runs a client call, turning pymilvus/gRPC errors into worded StoreErrors."""
+
+    def __init__(self, loc: Location, timeout: float | None):
+        self.loc = loc
+        self.timeout = timeout     # seconds per call on a server; None on Lite
+
+    def __call__(self, fn, *args, what: str, **kw):
+        if self.timeout is not None and "timeout" not in kw:
+            kw["timeout"] = max(self.timeout, 30.0)
+        try:
+            return fn(*args, **kw)
+        except StoreError:
+            raise
+        except Exception as e:   # MilvusException, grpc.RpcError, OSError
+            if not is_client_error(e):
+                raise
+            raise unavailable(self.loc, e, what) from None
+
+
+def is_client_error(e) -> bool:
+    """Whether e came from pymilvus, gRPC or the network (not a bug of ours)."""
+    try:
+        from pymilvus import MilvusException
+        if isinstance(e, MilvusException):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import grpc
+        if isinstance(e, grpc.RpcError):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    return isinstance(e, (OSError, ConnectionError, TimeoutError))
+
+
+def close_quietly(client) -> None:
+    """Close a client that may already be broken (the server gone)."""
+    try:
+        client.close()
+    except Exception:   # noqa: BLE001,S110  (nothing to do about a failing close)
+        pass

@@ -1,0 +1,95 @@
+"""Re-embedding a Milvus store with another model (a staging collection, then a switch) and
+rebuilding its vector index. MilvusStore.rebuild and .reindex call these."""
+from __future__ import annotations
+
+import json
+import time
+
+from .. import fingerprint as fpmod
+from ..base import ADD_BATCH, normalize
+from ..errors import StoreError
+from ..records import split_meta
+from ..text_hash import hash_for_format
+from .schema import FORMAT_VERSION, PROP, create_collection, index_spec
+
+
+def rebuild(store, backend, pooling=None, *, batch_size: int = ADD_BATCH,
+            embed_batch_size: int = 32, progress=None, cancel=None) -> None:
+    """Re-embed every sentence with another model (or pooling) and switch the store to it.
+
+    The new vectors go into a staging collection; the switch drops the old collection and
+    renames the staging one. An interruption before the switch leaves the store on its old
+    model; one inside it is finished by the next writable open."""
+    store._need_writer()
+    fp = fpmod.as_dict(backend.fingerprint(pooling=pooling or store.pooling))
+    staging = store._name + "__rebuild"
+    c, call = store._client, store._call
+    total = store.count()
+    with store._mutex:
+        store._flush()
+        if call(c.has_collection, staging, what="look up the collection"):
+            call(c.drop_collection, staging, what="drop an unfinished rebuild")
+        # The new collection is of the current format (its text hash too): a rebuild
+        # upgrades a format 1 store.
+        create_collection(c, call, store.loc, staging, fp, store._index.get("request", "auto"),
+                          {**store._index.get("build", {}),
+                           "search": store._index.get("search", {})},
+                          next_id=store._next_id)
+        new_hash = hash_for_format(FORMAT_VERSION)
+        done = 0
+        try:
+            for ids, _vecs, recs in store.iter_batches(batch_size, vectors=False):
+                texts = [r["text"] for r in recs]
+                vecs = normalize(backend.embed(texts, pooling=fp["pooling"],
+                                               batch_size=embed_batch_size, cancel=cancel))
+                rows = []
+                for r, v in zip(recs, vecs):
+                    src, line, added, extra = split_meta(r["metadata"])
+                    rows.append({"id": r["id"], "vector": v, "text": r["text"],
+                                 "hash": new_hash(r["text"]), "source": src, "row": line,
+                                 "added": added if added is not None else time.time(),
+                                 "meta": extra})
+                call(c.insert, staging, data=rows, what="insert re-embedded sentences")
+                done += len(rows)
+                if progress:
+                    progress(done, total)
+            call(c.flush, staging, what="flush")
+            call(c.alter_collection_properties, staging,
+                 properties={PROP + "rebuild_complete": "1",
+                             PROP + "next_id": str(store._next_id)}, what="finish the rebuild")
+        except BaseException:
+            try:
+                call(c.drop_collection, staging, what="drop an unfinished rebuild")
+            except StoreError:
+                pass
+            raise
+        call(c.release_collection, store._name, what="switch collections")
+        call(c.drop_collection, store._name, what="switch collections")
+        call(c.rename_collection, staging, store._name, what="switch collections")
+        call(c.drop_collection_properties, store._name, [PROP + "rebuild_complete"],
+             what="finish the rebuild")
+        call(c.load_collection, store._name, what="load the collection")
+        store._fp = fp
+        store._dim = int(fp["dim"])
+        store._format, store._hash = FORMAT_VERSION, new_hash
+        store._hash_ids = None          # hashes of the new scheme, read again when needed
+        store._dirty = False
+
+def reindex(store, kind: str | None = None) -> None:
+    """Rebuild the vector index (optionally of another kind), no model needed."""
+    store._need_writer()
+    with store._mutex:
+        spec = index_spec(store.loc.kind == "lite", kind or store._index.get("request", "auto"),
+                          {})
+        c, call = store._client, store._call
+        store._flush()
+        call(c.release_collection, store._name, what="reindex")
+        call(c.drop_index, store._name, "vector", what="reindex")
+        ip = c.prepare_index_params()
+        ip.add_index("vector", index_type=spec["index_type"], metric_type="COSINE",
+                     params=spec["build"])
+        call(c.create_index, store._name, ip, what="reindex")
+        call(c.alter_collection_properties, store._name,
+             properties={PROP + "index": json.dumps(spec, sort_keys=True)}, what="reindex")
+        call(c.load_collection, store._name, what="load the collection")
+        store._index = spec

@@ -1,0 +1,128 @@
+"""The collection an Encoderscope Milvus store is: its fields, its properties, its vector index,
+and the checks that an existing collection is one of ours and readable by this version.
+
+Collection schema (one collection per store):
+    id      INT64 primary key, assigned by the store (1, 2, 3, ... like the FAISS store)
+    vector  FLOAT_VECTOR(dim), L2-normalised, COSINE metric
+    text    VARCHAR(65535)
+    hash    VARCHAR(64): index.text_hash of the text (hex), for duplicate detection;
+            format 1 collections hold SHA-256 hex instead and keep it
+    source  VARCHAR(4096), nullable     row  INT64, nullable
+    added   DOUBLE (unix time)          meta JSON, nullable (user metadata keys)
+Collection properties: encoderscope.format, .format_version, .fingerprint (JSON), .model, .dim,
+.pooling, .index (JSON: kind + build/search params), .next_id (ids are reserved here before
+each insert, so a crash leaves a gap, never a reused id).
+"""
+from __future__ import annotations
+
+import json
+
+from .. import fingerprint as fpmod
+from ..errors import StoreCorrupted
+from ..store_location import Location
+
+FORMAT = "encoderscope-milvus"
+FORMAT_VERSION = 2           # 1: SHA-256 text hashes (still read and written as they are)
+PROP = "encoderscope."
+MAX_TEXT_BYTES = 65_535
+MAX_SOURCE_BYTES = 4_096
+FIELDS = ["text", "source", "row", "added", "meta"]     # what a record is read from
+KINDS = ("auto", "flat", "hnsw", "ivf", "sq8")
+# What each request becomes. Milvus Lite: exact FLAT (its HNSW does not make queries faster:
+# every query still walks each row in Python to apply deletes). Servers: HNSW for "auto".
+SERVER_INDEX = {
+    "flat": ("FLAT", {}, {}),
+    "hnsw": ("HNSW", {"M": 32, "efConstruction": 200}, {"ef": 128}),
+    "ivf": ("IVF_FLAT", {"nlist": 1024}, {"nprobe": 32}),
+    "sq8": ("IVF_SQ8", {"nlist": 1024}, {"nprobe": 32}),
+}
+
+
+def cut(s: str, limit: int) -> str:
+    """s cut to at most `limit` UTF-8 bytes (on a character boundary)."""
+    raw = s.encode("utf-8", "surrogatepass")
+    if len(raw) <= limit:
+        return s
+    return raw[:limit].decode("utf-8", "ignore")
+
+
+def index_spec(lite: bool, request: str, params: dict) -> dict:
+    """The vector index a request ("auto", "flat", ...) becomes, with build and search params."""
+    params = dict(params or {})
+    search = dict(params.pop("search", {}) or {})
+    kind = request
+    if request == "auto":
+        kind = "flat" if lite else "hnsw"
+    index_type, build, sp = SERVER_INDEX[kind]
+    return {"kind": kind, "request": request, "index_type": index_type,
+            "build": {**build, **params}, "search": {**sp, **search}}
+
+
+def create_collection(client, call, loc: Location, name: str, fpd: dict, request: str,
+                      params: dict, next_id: int = 1, format_version: int = FORMAT_VERSION,
+                      extra_props: dict | None = None) -> None:
+    """Create the collection `name` for vectors of the model fingerprint `fpd`."""
+    from pymilvus import DataType, MilvusClient
+    dim = int(fpd["dim"])
+    spec = index_spec(loc.kind == "lite", request, params)
+    schema = MilvusClient.create_schema(
+        auto_id=False, enable_dynamic_field=False,
+        description=f"Encoderscope sentences embedded with {fpmod.describe(fpd)}")
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
+    schema.add_field("text", DataType.VARCHAR, max_length=MAX_TEXT_BYTES)
+    schema.add_field("hash", DataType.VARCHAR, max_length=64)
+    schema.add_field("source", DataType.VARCHAR, max_length=MAX_SOURCE_BYTES, nullable=True)
+    schema.add_field("row", DataType.INT64, nullable=True)
+    schema.add_field("added", DataType.DOUBLE)
+    schema.add_field("meta", DataType.JSON, nullable=True)
+    ip = client.prepare_index_params()
+    ip.add_index("vector", index_type=spec["index_type"], metric_type="COSINE",
+                 params=spec["build"])
+    if loc.kind == "server":   # a real inverted index on a server; Lite scans anyway
+        ip.add_index("hash", index_type="INVERTED")
+    props = {PROP + "format": FORMAT, PROP + "format_version": str(int(format_version)),
+             PROP + "fingerprint": json.dumps(fpd, sort_keys=True),
+             PROP + "model": str(fpd.get("model")), PROP + "dim": str(dim),
+             PROP + "pooling": str(fpd.get("pooling", "mean")),
+             PROP + "index": json.dumps(spec, sort_keys=True),
+             PROP + "next_id": str(int(next_id))}
+    props.update(extra_props or {})
+    call(client.create_collection, name, schema=schema, index_params=ip,
+         consistency_level="Strong", properties=props, what="create the collection")
+
+
+def check_collection(loc: Location, name: str, desc: dict) -> tuple[dict, int, int]:
+    """(properties, vector dimension, format version) of an existing collection, or
+    StoreCorrupted when it is not an Encoderscope store this version reads."""
+    props = dict(desc.get("properties") or {})
+    if props.get(PROP + "format") != FORMAT:
+        raise StoreCorrupted(
+            f"the collection {name!r} at {loc} was not made by Encoderscope (it has no "
+            f"{PROP}format property); choose another collection with ?collection=NAME",
+            path=loc.path)
+    version = int(props.get(PROP + "format_version", 1))
+    if version > FORMAT_VERSION:
+        raise StoreCorrupted(f"the store at {loc} has format version {version}; this "
+                             f"Encoderscope reads versions up to {FORMAT_VERSION}", path=loc.path)
+    dim = next((int(f["params"]["dim"]) for f in desc["fields"] if f["name"] == "vector"), None)
+    if dim is None or dim != int(props.get(PROP + "dim", dim)):
+        raise StoreCorrupted(f"the collection at {loc} has no vector field matching its "
+                             "recorded dimension", path=loc.path)
+    return props, dim, version
+
+
+def finish_interrupted_rebuild(client, call, name: str, staging: str) -> None:
+    """A rebuild that stopped between dropping the old collection and renaming the new one:
+    finish it. A staging collection that was not complete is dropped."""
+    if not call(client.has_collection, staging, what="look up the collection"):
+        return
+    props = call(client.describe_collection, staging, what="read the collection").get(
+        "properties") or {}
+    complete = props.get(PROP + "rebuild_complete") == "1"
+    if not call(client.has_collection, name, what="look up the collection") and complete:
+        call(client.rename_collection, staging, name, what="finish the rebuild")
+        call(client.drop_collection_properties, name, [PROP + "rebuild_complete"],
+             what="finish the rebuild")
+    else:
+        call(client.drop_collection, staging, what="drop an unfinished rebuild")

@@ -1,0 +1,540 @@
+"""MilvusStore: the store interface (index.base.Store) on Milvus — embedded Milvus Lite in a local
+folder, or a Milvus Standalone/Distributed server. Same behaviour as index.store.VectorStore:
+cosine search, one row per distinct text, ids never reused, the model fingerprint checked on
+every open/add/search with the same ModelMismatch message.
+
+Open it through index.locations.open_store("milvus-lite:FOLDER" | "http(s)://HOST:PORT...").
+pymilvus is imported only when a Milvus store is opened (optional extra: encoderscope[milvus]).
+The collection's fields and properties: schema.py; the Lite folder: lite.py; the repair after a
+killed Lite writer: repair.py; re-embedding and reindexing: rebuild.py; calls, their errors and
+reading results back: calls.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import numpy as np
+
+from core.errors import InputError
+
+from .. import fingerprint as fpmod
+from ..base import ADD_BATCH, AddResult, Hit, Store, check_texts, plan_unique
+from ..durability import WriterLock
+from ..errors import DuplicateText, StoreError, StoreNotFound, UnknownId
+from ..records import make_record, split_meta
+from ..store_location import Location, parse_location
+from ..text_hash import hash_for_format
+from . import lite, rebuild
+from .calls import Caller, close_quietly, connect_server, import_pymilvus, plain_rows
+from .repair import after_crash_check
+from .schema import (
+    FIELDS,
+    KINDS,
+    MAX_SOURCE_BYTES,
+    MAX_TEXT_BYTES,
+    PROP,
+    check_collection,
+    create_collection,
+    cut,
+    finish_interrupted_rebuild,
+)
+
+INSERT_CHUNK = 1000          # rows per insert call (keeps gRPC messages ~2 MB at 384-d)
+SCAN_WINDOW = 10_000         # ids per query while iterating (Milvus caps a query at 16384)
+MAX_TOPK = 16_384            # Milvus's limit on k
+QUERY_CHUNK = 500            # hashes / ids per `in [...]` filter
+
+
+def _record(ent: dict) -> dict:
+    """A row read from Milvus -> {"id", "text", "metadata"}."""
+    extra = ent.get("meta")
+    if isinstance(extra, str):
+        extra = json.loads(extra) if extra else None
+    return make_record(ent["id"], ent["text"], ent.get("source"), ent.get("row"),
+                       ent.get("added"), extra)
+
+
+class MilvusStore(Store):
+    """Open with `MilvusStore.open(location, ...)` or index.locations.open_store."""
+
+    def __init__(self, loc: Location, client, collection: str, props: dict, dim: int,
+                 lock: WriterLock | None, writable: bool, timeout: float | None,
+                 dedup: str):
+        self.loc = loc
+        self.location = str(loc)
+        self.folder = loc.path            # None on a server
+        self._client = client
+        self._name = collection
+        self._lock = lock
+        self._writable = writable
+        self._timeout = timeout
+        self._mutex = threading.RLock()
+        self._fp = json.loads(props[PROP + "fingerprint"])
+        self._dim = int(dim)
+        self._index = json.loads(props.get(PROP + "index", "{}") or "{}")
+        self._next_id = int(props.get(PROP + "next_id", 1))
+        self._dirty = False
+        self._closed = False
+        # Duplicate detection: "map" keeps hash -> id in memory (Milvus Lite: this process is
+        # the only one with the folder open, and a query costs a scan of every row there);
+        # "query" asks the server for each batch (several writers may share a collection).
+        self._dedup = dedup
+        self._hash_ids: dict[str, int] | None = None
+        # The text hash this collection stores (format 1: SHA-256 hex; 2: BLAKE2b-128 hex).
+        self._format = int(props.get(PROP + "format_version", 1))
+        self._hash = hash_for_format(self._format)
+
+    # ---------------------------------------------------------------------------------------
+    # opening
+    # ---------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, location, *, writable: bool = False, create: bool = False, fingerprint=None,
+             index: str = "auto", index_params: dict | None = None, timeout: float = 10.0,
+             token: str | None = None, dedup: str | None = None, repair: bool = False,
+             check: bool = True, hnsw_threshold: int | None = None) -> MilvusStore:
+        """Open (or with create=True, writable=True and a fingerprint, create) a store.
+
+        location: "milvus-lite:FOLDER", "http(s)://HOST:PORT[/DB][?collection=NAME]" or a
+        parsed index.store_location.Location. token: for servers; default
+        $ENCODERSCOPE_MILVUS_TOKEN. timeout: seconds to wait for a server (connecting and each
+        call). index: "auto" (Lite: FLAT, exact; server: HNSW), "flat", "hnsw", "ivf" or "sq8"
+        (IVF_SQ8); used when creating. index_params: build params merged over the defaults,
+        "search" key: search params.
+        repair, check, hnsw_threshold: FAISS-store options, accepted so callers need not
+        branch; Milvus keeps its own WAL/segments consistent (nothing to repair here).
+        """
+        loc = parse_location(location)
+        if not loc.is_milvus:
+            raise InputError(f"{loc.text} is not a Milvus location (milvus-lite:FOLDER or "
+                             "http(s)://HOST:PORT)")
+        if create and not writable:
+            raise ValueError("create=True needs writable=True")
+        if index not in KINDS:
+            raise InputError(f"unknown index kind {index!r} for Milvus; choose one of "
+                             f"{', '.join(KINDS)}")
+        pymilvus = import_pymilvus()
+        lock = None
+        client = None
+        lite_key = None
+        registered = False
+        try:
+            if loc.kind == "lite":
+                lock = lite.prepare(loc, writable, create, fingerprint)
+                lite_key = str(loc.lite_db)
+                client = lite.connect(loc, pymilvus)
+            else:
+                client = connect_server(loc, pymilvus, token, timeout)
+            call = Caller(loc, timeout if loc.kind == "server" else None)
+            name = loc.collection
+            if writable:
+                finish_interrupted_rebuild(client, call, name, name + "__rebuild")
+            if not call(client.has_collection, name, what="look up the collection"):
+                if not create:
+                    raise StoreNotFound(f"no store at {loc}: ingest some files first "
+                                        f"(encoderscope ingest FILE --store {loc})")
+                if fingerprint is None:
+                    raise InputError("creating a store needs the model fingerprint")
+                create_collection(client, call, loc, name, fpmod.as_dict(fingerprint), index,
+                                  index_params or {})
+                if loc.kind == "lite":
+                    lite.write_manifest(loc)
+            desc = call(client.describe_collection, name, what="read the collection")
+            props, dim, _version = check_collection(loc, name, desc)
+            if dedup is None:
+                dedup = "map" if loc.kind == "lite" else "query"
+            store = cls(loc, client, name, props, dim, lock, writable,
+                        timeout if loc.kind == "server" else None, dedup)
+            store._call = call
+            store._lite_key = lite_key
+            if lite_key:
+                lite.register(lite_key)
+                registered = True
+            call(client.load_collection, name, what="load the collection")
+            if loc.kind == "lite":
+                after_crash_check(store)
+            if fingerprint is not None:
+                fpmod.check(store._fp, fingerprint, "your vectors and queries",
+                            where=f"at {loc}", hint=store._rebuild_hint(fingerprint))
+            return store
+        except BaseException:
+            if client is not None:
+                close_quietly(client)
+            if lite_key is not None:
+                lite.release(lite_key, registered=registered)
+            if lock is not None:
+                lock.release()
+            raise
+
+    # ---------------------------------------------------------------------------------------
+    # properties
+    # ---------------------------------------------------------------------------------------
+    @property
+    def where(self) -> str:
+        return self.location
+
+    @property
+    def index_kind(self) -> str:
+        return self._index.get("kind", "flat")
+
+    @property
+    def writable(self) -> bool:
+        return self._writable
+
+    @property
+    def engine(self) -> str:
+        return "milvus-lite" if self.loc.kind == "lite" else "milvus"
+
+    def _need_open(self):
+        if self._closed:
+            raise StoreError("the store is closed")
+
+    def _need_writer(self):
+        self._need_open()
+        if not self._writable:
+            raise StoreError(f"the store at {self.location} was opened read-only")
+
+    # ---------------------------------------------------------------------------------------
+    # ids and duplicates
+    # ---------------------------------------------------------------------------------------
+    def _reserve(self, n: int, at_least: int = 0) -> int:
+        """First of n fresh ids. The counter in the collection properties moves first, so a
+        crash between this and the insert leaves a gap, never a reused id."""
+        if self.loc.kind == "server":   # another writer may have moved it
+            props = self._call(self._client.describe_collection, self._name,
+                               what="read the collection").get("properties") or {}
+            self._next_id = max(self._next_id, int(props.get(PROP + "next_id", 1)))
+        first = max(self._next_id, at_least)
+        self._set_next_id(first + n)
+        return first
+
+    def _set_next_id(self, value: int) -> None:
+        self._call(self._client.alter_collection_properties, self._name,
+                   properties={PROP + "next_id": str(int(value))}, what="reserve ids")
+        self._next_id = int(value)
+
+    def _load_hash_map(self) -> dict:
+        if self._hash_ids is None:
+            self._hash_ids = {r["hash"]: int(r["id"]) for r in self._scan(["hash"])}
+        return self._hash_ids
+
+    def _existing(self, hashes) -> dict[str, int]:
+        hashes = list(dict.fromkeys(hashes))
+        if self._dedup == "map":
+            m = self._load_hash_map()
+            return {h: m[h] for h in hashes if h in m}
+        found = {}
+        for i in range(0, len(hashes), QUERY_CHUNK):
+            part = hashes[i:i + QUERY_CHUNK]
+            rows = plain_rows(self._call(self._client.query, self._name,
+                                         filter=f"hash in {json.dumps(part)}",
+                                         output_fields=["id", "hash"], what="look for duplicates"))
+            for r in rows:
+                found[r["hash"]] = int(r["id"])
+        return found
+
+    def id_of(self, text: str) -> int | None:
+        return self._existing([self._hash(text)]).get(self._hash(text))
+
+    def _plan(self, texts, result: AddResult):
+        check_texts(texts)
+        for t in texts:
+            if len(t) * 4 > MAX_TEXT_BYTES and len(t.encode("utf-8", "surrogatepass")) > MAX_TEXT_BYTES:
+                raise InputError(f"a text of {len(t.encode('utf-8', 'surrogatepass'))} bytes is "
+                                 f"longer than Milvus stores ({MAX_TEXT_BYTES} bytes): split it "
+                                 f"into sentences (it starts {t[:60]!r})")
+        hashes = [self._hash(t) for t in texts]
+        plan, dup_of = plan_unique(hashes, self._existing(hashes), result)
+        return plan, dup_of, hashes
+
+    def _store_planned(self, plan, texts, metas, vecs, result: AddResult, hashes, ids=None):
+        now = time.time()
+        if ids is None:
+            start = self._reserve(len(plan))
+            new_ids = list(range(start, start + len(plan)))
+        else:
+            new_ids = [int(ids[i]) for i in plan]
+            top = max(new_ids) + 1
+            if top > self._next_id:
+                self._set_next_id(top)
+        rows = []
+        for j, (i, id_) in enumerate(zip(plan, new_ids)):
+            source, line, added, extra = split_meta(metas[i])
+            rows.append({"id": id_, "vector": vecs[j], "text": texts[i], "hash": hashes[i],
+                         "source": cut(source, MAX_SOURCE_BYTES) if source is not None else None,
+                         "row": line, "added": added if added is not None else now,
+                         "meta": extra})
+        for s in range(0, len(rows), INSERT_CHUNK):
+            self._call(self._client.insert, self._name, data=rows[s:s + INSERT_CHUNK],
+                       what="insert sentences")
+            self._dirty = True
+        if self._hash_ids is not None:
+            for r in rows:
+                self._hash_ids[r["hash"]] = r["id"]
+        for i, id_ in zip(plan, new_ids):
+            result.ids[i] = id_
+        result.added += len(plan)
+
+    # ---------------------------------------------------------------------------------------
+    # changes
+    # ---------------------------------------------------------------------------------------
+    def add(self, texts, vectors, metadata=None, fingerprint=None, *, ids=None) -> AddResult:
+        """Add texts with their vectors (one row each). The same text is stored once: a
+        duplicate (of the store or of an earlier text in this call) is counted, not added.
+        ids: keep these ids (migrate into an empty store); default: the next free ids."""
+        return self._add_vectors(texts, vectors, metadata, fingerprint, ids)
+
+    def _end_stream(self) -> None:
+        self._flush()
+
+    def can_keep_ids(self) -> bool:
+        return self._next_id <= 1      # never handed out an id (a cleared store has)
+
+    def remove(self, ids) -> list:
+        """Remove sentences by id; returns the ids that were there (unknown ids are skipped)."""
+        self._need_writer()
+        wanted = list(dict.fromkeys(int(i) for i in ids))
+        with self._mutex:
+            present = self._records(wanted, ["hash"])
+            gone = [i for i in wanted if i in present]
+            for s in range(0, len(gone), QUERY_CHUNK):
+                self._call(self._client.delete, self._name, ids=gone[s:s + QUERY_CHUNK],
+                           what="remove sentences")
+                self._dirty = True
+            if self._hash_ids is not None:
+                for i in gone:
+                    self._hash_ids.pop(present[i]["hash"], None)
+        return gone
+
+    def update_text(self, id, text, vector=None, *, backend=None, fingerprint=None) -> None:
+        """Replace the text of sentence `id` and its vector (embedded with `backend` when no
+        vector is given); source, row and metadata stay."""
+        self._need_writer()
+        id = int(id)
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("empty texts cannot be stored")
+        with self._mutex:
+            old = self._records([id], ["hash", "source", "row", "meta"]).get(id)
+            if old is None:
+                raise UnknownId(f"no sentence with id {id} in the store at {self.location}")
+            other = self.id_of(text)
+            if other is not None and other != id:
+                raise DuplicateText(f"the store already holds this text as id {other}")
+            x = self._vector_for(text, vector, backend, fingerprint)
+            h = self._hash(text)
+            self._call(self._client.upsert, self._name, data=[{
+                "id": id, "vector": x, "text": text, "hash": h, "source": old.get("source"),
+                "row": old.get("row"), "added": time.time(), "meta": old.get("meta")}],
+                what="update a sentence")
+            self._dirty = True
+            if self._hash_ids is not None:
+                self._hash_ids.pop(old["hash"], None)
+                self._hash_ids[h] = id
+
+    def clear(self) -> None:
+        """Remove every sentence (ids are not reused afterwards)."""
+        self._need_writer()
+        with self._mutex:
+            self._call(self._client.delete, self._name, filter="id >= 0",
+                       what="remove every sentence")
+            self._dirty = True
+            self._hash_ids = {} if self._dedup == "map" else None
+            self._flush()
+
+    def rebuild(self, backend, pooling=None, *, batch_size: int = ADD_BATCH,
+                embed_batch_size: int = 32, progress=None, cancel=None) -> None:
+        """Re-embed every sentence with another model (or pooling) and switch the store to it
+        (see rebuild.py: an interruption leaves the old model, or is finished on open)."""
+        rebuild.rebuild(self, backend, pooling, batch_size=batch_size,
+                        embed_batch_size=embed_batch_size, progress=progress, cancel=cancel)
+
+    def reindex(self, kind: str | None = None) -> None:
+        """Rebuild the vector index (optionally of another kind), no model needed."""
+        rebuild.reindex(self, kind)
+
+    def _flush(self) -> None:
+        if self._dirty and self._writable:
+            self._call(self._client.flush, self._name, what="flush")
+            self._dirty = False
+
+    def save(self) -> None:
+        """Flush inserts and deletes into sealed segments (searches on Lite are ~30x faster
+        after a flush); everything acknowledged is already durable in Milvus's WAL."""
+        self._need_writer()
+        with self._mutex:
+            self._flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            if self._writable:
+                try:
+                    self._flush()
+                except StoreError:
+                    pass      # the server went away: nothing local to protect
+        finally:
+            self._closed = True
+            close_quietly(self._client)
+            if getattr(self, "_lite_key", None):
+                lite.release(self._lite_key, registered=True)
+            if self._lock is not None:
+                if self.loc.kind == "lite":
+                    (self.folder / lite.UNCLEAN).unlink(missing_ok=True)
+                self._lock.release()
+
+    # ---------------------------------------------------------------------------------------
+    # reading
+    # ---------------------------------------------------------------------------------------
+    def search(self, query, k: int = 10, *, backend=None, fingerprint=None):
+        """Nearest sentences by cosine similarity (same contract as VectorStore.search)."""
+        self._need_open()
+        q, single = self._query_vectors(query, backend, fingerprint)
+        k = int(k)
+        if k < 1:
+            raise InputError("k must be at least 1")
+        with self._mutex:
+            if self.loc.kind == "lite":
+                self._flush()     # Lite scans unflushed rows in Python: ~30x slower
+            limit = min(k, MAX_TOPK)
+            params = {"metric_type": "COSINE", "params": dict(self._index.get("search", {}))}
+            if "ef" in params["params"]:
+                params["params"]["ef"] = max(int(params["params"]["ef"]), limit)
+            res = self._call(self._client.search, self._name, data=list(q), limit=limit,
+                             output_fields=FIELDS, search_params=params, anns_field="vector",
+                             what="search")
+        out = []
+        for row in res:
+            hits = []
+            for r in row:
+                ent = dict(r.get("entity") or {})
+                ent["id"] = r["id"]
+                rec = _record(ent)
+                hits.append(Hit(float(r["distance"]), rec["id"], rec["text"], rec["metadata"]))
+            hits.sort(key=lambda h: (-h.score, h.id))
+            out.append(hits)
+        return out[0] if single else out
+
+    def count(self) -> int:
+        self._need_open()
+        with self._mutex:
+            if self.loc.kind == "lite":
+                self._flush()
+            rows = self._call(self._client.query, self._name, filter="",
+                              output_fields=["count(*)"], what="count sentences")
+        return int(rows[0]["count(*)"]) if rows else 0
+
+    def _scan(self, fields, window: int = SCAN_WINDOW, dedupe: bool = True):
+        """Rows (dicts with "id" + fields) in id order, a window of ids per query."""
+        self._need_open()
+        if self.loc.kind == "lite":
+            with self._mutex:
+                self._flush()
+        lo = 0
+        top = self._next_id
+        fields = ["id"] + [f for f in fields if f != "id"]
+        while lo < top:
+            hi = lo + window
+            rows = plain_rows(self._call(self._client.query, self._name,
+                                         filter=f"id >= {lo} and id < {hi}",
+                                         output_fields=fields, limit=window,
+                                         what="read sentences"))
+            rows.sort(key=lambda r: int(r["id"]))
+            if dedupe:     # an id twice only after an interrupted Lite write (see above)
+                rows = [r for k, r in enumerate(rows) if k == 0 or rows[k - 1]["id"] != r["id"]]
+            yield from rows
+            lo = hi
+            if lo >= top and self.loc.kind == "server":
+                top = max(top, self._server_next_id())
+
+    def _server_next_id(self) -> int:
+        props = self._call(self._client.describe_collection, self._name,
+                           what="read the collection").get("properties") or {}
+        return int(props.get(PROP + "next_id", 1))
+
+    def iter(self):
+        """Every sentence as {"id", "text", "metadata"}, in id order."""
+        return (_record(r) for r in self._scan(FIELDS))
+
+    def iter_batches(self, batch: int = 2000, vectors: bool = True):
+        """(ids int64, vectors float32 (n, dim) or None, records) in id order, `batch` ids'
+        worth at a time (what migrate reads)."""
+        fields = FIELDS + (["vector"] if vectors else [])
+        for rows in _chunks(self._scan(fields, window=min(max(batch, 1), SCAN_WINDOW)), batch):
+            ids = np.fromiter((int(r["id"]) for r in rows), np.int64, len(rows))
+            vecs = (np.asarray([r["vector"] for r in rows], dtype=np.float32).reshape(-1, self._dim)
+                    if vectors else None)
+            yield ids, vecs, [_record(r) for r in rows]
+
+    def vectors(self):
+        """(ids, vectors) of the whole store, as stored (like VectorStore.vectors)."""
+        parts = list(self.iter_batches(SCAN_WINDOW))
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros((0, self._dim), np.float32)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    def _records(self, ids, fields) -> dict[int, dict]:
+        out = {}
+        ids = [int(i) for i in ids]
+        for s in range(0, len(ids), QUERY_CHUNK):
+            part = ids[s:s + QUERY_CHUNK]
+            rows = plain_rows(self._call(self._client.get, self._name, ids=part,
+                                         output_fields=["id"] + fields, what="read sentences"))
+            for r in rows:
+                out[int(r["id"])] = dict(r)
+        return out
+
+    def get(self, ids) -> dict:
+        self._need_open()
+        return {i: _record(r) for i, r in self._records(ids, FIELDS).items()}
+
+    def bytes_on_disk(self) -> int:
+        if self.loc.kind != "lite":
+            return 0
+        total = 0
+        for root, _dirs, files in os.walk(self.folder):
+            for f in files:
+                try:
+                    total += os.path.getsize(os.path.join(root, f))
+                except OSError:
+                    pass
+        return total
+
+    def info(self) -> dict:
+        self._need_open()
+        try:
+            idx = self._call(self._client.describe_index, self._name, "vector",
+                             what="describe the index") or {}
+        except StoreError:
+            idx = {}
+        index_type = str(idx.get("index_type", self._index.get("index_type", "FLAT")))
+        params = {k: v for k, v in idx.items()
+                  if k not in ("index_type", "metric_type", "field_name", "index_name",
+                               "total_rows", "indexed_rows", "pending_index_rows", "state")}
+        if not params:
+            params = dict(self._index.get("build", {}))
+        if self._index.get("search"):
+            params["search"] = dict(self._index["search"])
+        return {"count": self.count(), "model": self._fp.get("model"), "dim": self._dim,
+                "index": index_type.lower(), "bytes": self.bytes_on_disk(),
+                "metric": "cosine", "pooling": self.pooling,
+                "fingerprint": dict(self._fp), "index_params": params,
+                "path": self.location, "location": self.location, "engine": self.engine,
+                "collection": self._name, "generation": None,
+                "index_state": idx.get("state"), "indexed_rows": idx.get("indexed_rows")}
+
+    def __repr__(self):
+        return f"MilvusStore({self.location!r}, {self.engine}, {self.index_kind})"
+
+
+def _chunks(it, n):
+    buf = []
+    for x in it:
+        buf.append(x)
+        if len(buf) >= n:
+            yield buf
+            buf = []
+    if buf:
+        yield buf

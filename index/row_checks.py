@@ -1,0 +1,155 @@
+"""Row checks of the sentence database: a checksum per row and what damage looks like.
+
+SentenceDB (index/sentences.py) mixes RowChecks in. A row's checksum covers its id, text,
+source, row, metadata and vector; besides it, the text hash must be the text's (duplicate
+detection relies on it) and the vector must be finite and unit length. Damaged rows are named
+by id; a repair moves them to the table `damaged` (kept, so their texts can be ingested again).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import StoreCorrupted
+from .records import make_record
+from .text_hash import text_hash
+
+ROW_COLUMNS = "id, text, source, row, added, meta"   # what a record is made of
+CHUNK = 500  # ids per IN (...) query
+NORM_TOLERANCE = 1e-3   # stored vectors are unit length; further off than this is damage
+# Rows set aside by a repair because they failed their checksum: kept, not deleted, so the
+# texts can be read back and ingested again.
+DAMAGED_SCHEMA = """
+CREATE TABLE IF NOT EXISTS damaged (
+    id INTEGER, text TEXT, source TEXT, row INTEGER, added REAL, meta TEXT, vector BLOB,
+    reason TEXT NOT NULL, moved REAL NOT NULL
+)"""
+
+
+def row_checksum(id_, text, source, line, meta_json, vector_bytes) -> bytes:
+    """16-byte digest of everything a row says (not `added`): a changed bit anywhere shows."""
+    head = json.dumps([int(id_), text, source, line, meta_json]).encode("utf-8")
+    return hashlib.blake2b(head + b"\0" + bytes(vector_bytes), digest_size=16).digest()
+
+
+@dataclass(frozen=True)
+class DamagedRow:
+    id: int         # the sentence id
+    reason: str     # what failed: checksum, vector length, norm, metadata
+
+
+def read_record(row, path=None) -> dict:
+    """A ROW_COLUMNS row -> {"id", "text", "metadata"}; unreadable metadata is damage."""
+    id_, text, source, line, added, meta = row
+    extra = None
+    if meta:
+        try:
+            extra = json.loads(meta)
+        except (ValueError, RecursionError):
+            extra = None
+        if not isinstance(extra, dict):
+            raise StoreCorrupted(f"the sentence database {path} is damaged: the metadata of "
+                                 f"row {id_} is not readable", path=path, remedy="repair",
+                                 damaged_ids=[int(id_)])
+    return make_record(id_, text, source, line, added, extra)
+
+
+class RowChecks:
+    """Verification of rows (needs SentenceDB's _q, path and has_checksums)."""
+
+    def verify_rows(self, dim: int, ids=None, batch: int = 5000) -> list[DamagedRow]:
+        """Rows (all, or those in `ids`) whose checksum fails, whose vector has the wrong length,
+        is not finite or not unit length, or whose metadata is unreadable."""
+        bad: list[DamagedRow] = []
+        for rows in self._row_batches(ids, batch):
+            for r in rows:
+                reason = self._row_problem(r, dim)
+                if reason:
+                    bad.append(DamagedRow(int(r[0]), reason))
+        return bad
+
+    def _row_batches(self, ids, batch):
+        cols = f"{ROW_COLUMNS}, vector" + (", checksum" if self.has_checksums else ", NULL") + ", hash"
+        if ids is not None:
+            ids = [int(i) for i in ids]
+            for i in range(0, len(ids), CHUNK):
+                part = ids[i:i + CHUNK]
+                yield self._q(f"SELECT {cols} FROM sentences WHERE id IN "
+                              f"({','.join('?' * len(part))})", part).fetchall()
+            return
+        last = 0
+        while True:
+            rows = self._q(f"SELECT {cols} FROM sentences WHERE id > ? ORDER BY id LIMIT ?",
+                           (last, batch)).fetchall()
+            if not rows:
+                return
+            yield rows
+            last = int(rows[-1][0])
+
+    @staticmethod
+    def _row_problem(r, dim: int) -> str | None:
+        id_, text, source, line, _added, meta_json, blob, checksum, hash_ = r
+        if not isinstance(text, str):
+            return "text is not readable"
+        if hash_ != text_hash(text):     # duplicate detection relies on it
+            return "text hash mismatch (text or hash changed on disk)"
+        if checksum is not None and (not isinstance(blob, bytes) or bytes(checksum) != row_checksum(
+                id_, text, source, line, meta_json, blob)):
+            return "checksum mismatch (text, metadata or vector changed on disk)"
+        if not isinstance(blob, bytes) or len(blob) != 4 * dim:
+            return f"vector of {len(blob) if isinstance(blob, bytes) else 0} bytes, not {4 * dim}"
+        v = np.frombuffer(blob, dtype=np.float32)
+        if not np.all(np.isfinite(v)):
+            return "vector holds NaN or infinite values"
+        norm = float(np.linalg.norm(v.astype(np.float64)))
+        if abs(norm - 1.0) > NORM_TOLERANCE:
+            return f"vector length {norm:.4f}, not 1"
+        if meta_json is not None:
+            try:
+                read_record(r[:6])
+            except StoreCorrupted:
+                return "metadata is not readable JSON"
+        return None
+
+    def rows_with_vectors(self, ids, dim: int) -> dict[int, tuple[dict, np.ndarray]]:
+        """id -> (record, vector) for the given ids, each row verified (checksum, vector);
+        StoreCorrupted naming the damaged ids otherwise. What search returns goes through here."""
+        out, bad = {}, []
+        for rows in self._row_batches(list(ids), CHUNK):
+            for r in rows:
+                reason = self._row_problem(r, dim)
+                if reason:
+                    bad.append(int(r[0]))
+                    continue
+                out[int(r[0])] = (read_record(r[:6], self.path), np.frombuffer(r[6], np.float32))
+        if bad:
+            raise self.damaged(sorted(bad))
+        return out
+
+    def damaged(self, ids) -> StoreCorrupted:
+        shown = ", ".join(map(str, ids[:20])) + (" ..." if len(ids) > 20 else "")
+        return StoreCorrupted(
+            f"the sentence database {self.path} is damaged: {len(ids)} row"
+            f"{'s' if len(ids) != 1 else ''} failed {'their' if len(ids) != 1 else 'its'} "
+            f"checksum (id {shown}); repairing the store sets them aside (their texts can be "
+            "ingested again) and rebuilds the index from the other rows", path=self.path,
+            remedy="repair", damaged_ids=ids)
+
+    def set_aside(self, damaged: list[DamagedRow]) -> None:
+        """Move damaged rows out of `sentences` into the `damaged` table. In a transaction."""
+        self._q(DAMAGED_SCHEMA)
+        now = time.time()
+        for d in damaged:
+            self._q(f"INSERT INTO damaged SELECT {ROW_COLUMNS}, vector, ?, ? FROM sentences WHERE id=?",
+                    (d.reason, now, d.id))
+            self._q("DELETE FROM sentences WHERE id=?", (d.id,))
+
+    def unchecked_count(self) -> int:
+        """Rows without a checksum (written before schema 2): only their vectors can be checked."""
+        if not self.has_checksums:
+            return self.count()
+        return int(self._q("SELECT COUNT(*) FROM sentences WHERE checksum IS NULL").fetchone()[0])
