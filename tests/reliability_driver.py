@@ -26,7 +26,7 @@ from tests.fake_vectors import text_vector
 
 def run_cli(*argv):
     """(rc, stderr) of `encoderscope ARGV` in this process; a raised exception is a traceback."""
-    from core.cli import main
+    from app.cli import main
     err, out = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         rc = main([str(a) for a in argv])

@@ -18,7 +18,7 @@ WORDS = ["the cat sat on the mat .", "a dog ran in the park ."]
 
 
 def cli(argv, capsys):
-    from core.cli import main
+    from app.cli import main
     rc = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
@@ -175,7 +175,7 @@ def test_suggested_conversion_writes_safetensors_that_load(tmp_path, capsys):
 
 
 def test_help_says_the_duplicate_rule_and_the_store_defaults(capsys):
-    from core.cli import build_parser
+    from app.cli import build_parser
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command").choices
     ingest = " ".join(sub["ingest"].format_help().split())

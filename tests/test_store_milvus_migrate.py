@@ -86,7 +86,7 @@ def test_verify_catches_a_source_that_already_holds_wrong_vectors(tmp_path):
 
 
 def _cli(capsys, *args):
-    from core.cli import main
+    from app.cli import main
     rc = main(list(args))
     out = capsys.readouterr()
     return rc, out.out, out.err

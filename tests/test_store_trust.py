@@ -60,7 +60,7 @@ def assert_verified(folder):
 
 
 def cli(argv, capsys):
-    from core.cli import main
+    from app.cli import main
     rc = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
@@ -340,7 +340,7 @@ def test_odd_manifests_give_one_error_never_a_traceback_or_hang(tmp_path, damage
     base = ["info", "--store", str(folder)]
     for argv in (base, base + ["--repair"]):
         if "fifo" in damage:   # in a subprocess with a timeout: a hang fails, never blocks
-            r = subprocess.run([sys.executable, "-m", "index.cli", *argv], capture_output=True,
+            r = subprocess.run([sys.executable, "-m", "app.cli", *argv], capture_output=True,
                                text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)),
                                cwd=ROOT, check=False)
             rc, err = r.returncode, r.stderr
