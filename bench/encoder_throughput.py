@@ -216,6 +216,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="500 sentences, minilm only")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    ap.add_argument("--minilm-only", action="store_true", help="2,000 sentences, minilm only (no DistilBERT size)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -227,7 +228,7 @@ def main():
     print("|------------|-------|------|-------|----------|-----------|----------|----------|-------|-------|")
     rows = []
     bench_model("minilm", "minilm", texts, 300 if args.quick else 500, rows)
-    if not args.quick:
+    if not (args.quick or args.minilm_only):
         folder = make_distilbert_folder(Path(os.environ.get("TMPDIR", "/tmp")) / "encoderscope-bench-distilbert")
         bench_model("distilbert", str(folder), texts[:500], 100, rows)
     bench_auto(texts)
