@@ -87,7 +87,8 @@ BLAS_THRESHOLD = 4
 SINGLE_QUERY_THREADS = 1
 
 
-_INNER = {"flat": "IndexFlatIP", "hnsw": "IndexHNSWFlat", "sq8": "IndexScalarQuantizer"}
+_INNER = {"flat": "IndexFlatIP", "hnsw": "IndexHNSWFlat", "sq8": "IndexScalarQuantizer",
+          "ivf": "IndexRefineFlat"}
 # FAISS turns a failed fwrite into a RuntimeError with the C library's text in it.
 _ERRNO_TEXTS = [(c, os.strerror(c)) for c in (errno.ENOSPC, errno.EDQUOT, errno.EROFS,
                                                errno.EACCES, errno.EIO)]

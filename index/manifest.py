@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .durability import atomic_write, read_regular
 from .errors import StoreCorrupted
+from .faiss_index import KINDS
 
 FORMAT = "encoderscope-store"
 FORMAT_VERSION = 2
@@ -27,7 +28,7 @@ READABLE_VERSIONS = (1, 2)          # 1: before store ids and required checksums
 MANIFEST_NAME = "manifest.json"
 CHECKSUM_KEY = "manifest_sha256"    # sha256 of the manifest's other fields (canonical JSON)
 MAX_MANIFEST_BYTES = 1 << 20        # a real manifest is about 1 KiB
-INDEX_KINDS = ("flat", "hnsw", "sq8")
+INDEX_KINDS = KINDS                 # what a manifest may name: the FAISS index kinds
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _INDEX_FILE = re.compile(r"index-\d{10}\.faiss")
 

@@ -132,7 +132,8 @@ def test_same_commands_on_milvus_lite(tmp_path, inputs, tiny_model, capsys, monk
     assert [h["score"] for h in lite_hits] == pytest.approx([h["score"] for h in faiss_hits], abs=1e-5)
     rc, out, err = cli(["ingest", inputs["csv"], "--column", "sentence", "--index", "ivf",
                         "--store", tmp_path / "f2"], capsys)
-    assert rc == 2 and "--index ivf is for Milvus" in err
+    assert rc == 0, err          # ivf exists on FAISS folders too now (issue 14)
+    assert json.loads(cli(["info", "--store", tmp_path / "f2", "--json"], capsys)[1])["index"] == "ivf"
     rc, out, err = cli(["info", "--store", store, "--repair"], capsys)
     assert rc == 2 and "--repair" in err
 
