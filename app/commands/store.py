@@ -199,6 +199,7 @@ def cmd_ingest(args) -> int:
 
     result = AddResult(ids=[])
     interrupted = reindexed = False
+    before = store.count()
     bar = _progress_bar(len(items), args.quiet)
     try:
         try:
@@ -225,6 +226,10 @@ def cmd_ingest(args) -> int:
         except KeyboardInterrupt:   # a second Ctrl-C: the database still holds every commit
             interrupted = True
         total = store.count()
+        if interrupted:
+            # Ctrl-C can land between a batch's commit and its tally: the database says what
+            # was added (an ingest only adds).
+            result.added = total - before
     finally:
         try:
             store.close()
