@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6 import QtWidgets
-
 from core import attention as A
+
+from .save_dialog import ask_save_path
 
 EXPORT_JOB_KEY = "attention.export"
 
@@ -26,11 +26,7 @@ class AttentionExport:
     """Export actions of the AttentionPanel (mixed into it)."""
 
     def _ask_path(self, caption: str, suggested: str, filt: str) -> Path | None:
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, caption, str(self.last_dir / suggested), filt)
-        if not path:
-            return None
-        self.last_dir = Path(path).parent
-        return Path(path)
+        return ask_save_path(self, caption, suggested, filt)
 
     def _stem(self) -> str:
         if self.mode == "head":

@@ -50,6 +50,25 @@ def _type(app, edit, text, delay=0.02):
         _spin(app, delay)
 
 
+def sample_window(prefix: str = "encoderscope-shots-"):
+    """(app, window): the main window on a fresh data folder, started and idle (the sample
+    corpus indexed): what a stand-alone shot script starts from."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ["ENCODERSCOPE_DATA_DIR"] = str(tmp / "data")
+    from PySide6.QtWidgets import QApplication
+
+    from .main_window import MainWindow
+
+    app = QApplication.instance() or QApplication(sys.argv)
+    w = MainWindow()
+    w.resize(*SIZE)
+    w.show()
+    w.start()
+    _spin(app, until=lambda: w.state.store is not None and not w.state.jobs.busy, timeout=600)
+    return app, w
+
+
 def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     tmp = Path(tempfile.mkdtemp(prefix="encoderscope-shots-"))

@@ -7,10 +7,7 @@ first launch); app/screenshots.py calls ``shoot_map(app, window)`` on its own wi
 """
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
@@ -48,20 +45,9 @@ def shoot_map(app, w, query: str = QUERY):
 
 
 def main() -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    tmp = Path(tempfile.mkdtemp(prefix="encoderscope-shots-"))
-    os.environ["ENCODERSCOPE_DATA_DIR"] = str(tmp / "data")
-    from PySide6.QtWidgets import QApplication
+    from .screenshots import sample_window
 
-    from .main_window import MainWindow
-    from .screenshots import SIZE, _spin
-
-    app = QApplication.instance() or QApplication(sys.argv)
-    w = MainWindow()
-    w.resize(*SIZE)
-    w.show()
-    w.start()
-    _spin(app, until=lambda: w.state.store is not None and not w.state.jobs.busy, timeout=600)
+    app, w = sample_window("encoderscope-shots-")
     shoot_map(app, w)
     w.close()
     return 0

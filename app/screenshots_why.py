@@ -7,9 +7,7 @@ window: the Why view of the Jupiter hit, opened from the results as a user would
 """
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 QUERY = "the biggest planet has dozens and dozens of moons"
@@ -38,20 +36,9 @@ def shoot_why(app, w, name: str = "why") -> Path | None:
 
 
 def main() -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    tmp = Path(tempfile.mkdtemp(prefix="encoderscope-why-shot-"))
-    os.environ["ENCODERSCOPE_DATA_DIR"] = str(tmp / "data")
-    from PySide6.QtWidgets import QApplication
+    from .screenshots import sample_window, _spin, _type
 
-    from .main_window import MainWindow
-    from .screenshots import SIZE, _spin, _type
-
-    app = QApplication.instance() or QApplication(sys.argv)
-    w = MainWindow()
-    w.resize(*SIZE)
-    w.show()
-    w.start()
-    _spin(app, until=lambda: w.state.store is not None and not w.state.jobs.busy, timeout=600)
+    app, w = sample_window("encoderscope-why-shot-")
     w.show_panel("Search")
     _type(app, w.search_panel.query, QUERY)
     _spin(app, until=lambda: w.search_panel.last_result is not None

@@ -23,6 +23,7 @@ from core.attention import write_matrix_csv
 from core.why import explain_job, format_pairs
 
 from .heatmap import HeatmapWidget
+from .save_dialog import ask_save_path
 
 DIVERGING = "CET-D1"               # blue - white - red, white at the middle of the levels
 POSITIVE, NEGATIVE = "#c0392b", "#2166ac"
@@ -283,11 +284,7 @@ class WhyDialog(QtWidgets.QDialog):
 
     # ---- export -------------------------------------------------------------------------------
     def _ask_path(self, caption: str, suggested: str, filt: str) -> Path | None:
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, caption, str(self.last_dir / suggested), filt)
-        if not path:
-            return None
-        self.last_dir = Path(path).parent
-        return Path(path)
+        return ask_save_path(self, caption, suggested, filt)
 
     def export_csv(self, path=None) -> Path | None:
         """The matrix shown, rows = query tokens, columns = hit tokens (as the heatmap)."""
