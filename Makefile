@@ -47,6 +47,7 @@ bench: setup
 	$(BIN)/python bench/search.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/attention_render.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/ui_latency.py
+	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/map.py
 	$(BIN)/python bench/cold_start.py --runs 3
 	$(BIN)/python bench/train_throughput.py
 
