@@ -119,24 +119,34 @@ def grab(widget, path: Path) -> Path:
     return path
 
 
-def main(argv=None) -> int:
+def panel_shots_setup(doc: str, argv=None, extra=None):
+    """What the panel screenshot scripts share: (app, args, (width, height), minilm, state).
+    args.out is the folder for the PNGs; ``extra(parser)`` adds a script's own options."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=Path, nargs="?", default=Path("docs/screenshots"))
-    ap.add_argument("--mlm-model", default=None, help="model for the fill-mask shot (a trained checkpoint folder)")
     ap.add_argument("--size", default="1280x800")
+    if extra is not None:
+        extra(ap)
     args = ap.parse_args(argv)
     app = _app()
-    from app.attention_panel import AttentionPanel
-    from app.fillmask_panel import FillMaskPanel
     from app.state import AppState
     from core.backend import get_backend
 
-    w, h = (int(v) for v in args.size.split("x"))
     args.out.mkdir(parents=True, exist_ok=True)
     minilm = get_backend("minilm", backend="scratch")
     state = AppState()
     state.backend = minilm
+    return app, args, tuple(int(v) for v in args.size.split("x")), minilm, state
+
+
+def main(argv=None) -> int:
+    app, args, (w, h), minilm, state = panel_shots_setup(
+        __doc__, argv, lambda ap: ap.add_argument(
+            "--mlm-model", default=None, help="model for the fill-mask shot (a trained checkpoint folder)"))
+    from app.attention_panel import AttentionPanel
+    from app.fillmask_panel import FillMaskPanel
+    from app.state import AppState
     out = []
     panel = AttentionPanel(state, auto_inspect=False)
     panel.resize(w, h)

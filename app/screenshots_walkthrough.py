@@ -7,12 +7,9 @@ exactly as its workers would.
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
-from pathlib import Path
 
-from .screenshots_inspector import SENTENCE, _app, grab
+from .screenshots_inspector import SENTENCE, _app, grab, panel_shots_setup
 
 SECOND = "The dog stayed on the pavement since it was exhausted."
 
@@ -50,22 +47,9 @@ def show_positions(panel) -> None:
 
 
 def main(argv=None) -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out", type=Path, nargs="?", default=Path("docs/screenshots"))
-    ap.add_argument("--size", default="1280x800")
-    args = ap.parse_args(argv)
-    app = _app()
-    from core.backend import get_backend
-
-    from .state import AppState
+    app, args, (w, h), minilm, state = panel_shots_setup(__doc__, argv)
     from .walkthrough_panel import WalkthroughPanel
 
-    w, h = (int(v) for v in args.size.split("x"))
-    args.out.mkdir(parents=True, exist_ok=True)
-    minilm = get_backend("minilm", backend="scratch")
-    state = AppState()
-    state.backend = minilm
     panel = WalkthroughPanel(state, auto_explain=False)
     panel.resize(w, h)
     panel.show()
