@@ -1,4 +1,5 @@
 import os
+import tempfile
 
 # Qt aborts the process without a display; every test runs offscreen.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -9,6 +10,9 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 # the suite pins fp32 for numbers that must not depend on the CPU; tests/test_precision.py
 # tests "auto" itself (it clears this variable).
 os.environ["ENCODERSCOPE_PRECISION"] = "fp32"
+# Stores, settings, logs and the per-machine kernel-timing cache (core/machine_cache.py) of tests
+# that choose no data folder go to a throw-away one, never the user's.
+os.environ.setdefault("ENCODERSCOPE_DATA_DIR", tempfile.mkdtemp(prefix="encoderscope-tests-"))
 
 import pytest  # noqa: E402
 
