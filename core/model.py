@@ -122,6 +122,13 @@ class Linear(nn.Linear):
         return y if gelu is None else F.gelu(y, approximate=gelu)
 
 
+# oneDNN's matmul wants the weight in its own blocked layout. A weight only converted with
+# ``to_mkldnn()`` stays plain and is reordered again on every call; ``_reorder_linear_weight``
+# does it once, for a batch of about this many rows (any hint from 16 to 512 measured the same:
+# 1.3-1.75x faster fp32 Linears at 4-512 rows, 1.1-1.7x bf16, 2 threads, AMD Zen 5).
+PACK_ROWS_HINT = 64
+
+
 def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = True) -> bool:
     """Give every Linear of a CPU model its oneDNN weights. Returns False where oneDNN is missing.
 
@@ -148,14 +155,16 @@ def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = Tr
         for name, m in linears:
             if isinstance(m, Linear) and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32:
                 w = m.weight.detach()
-                m.packed = w.to_mkldnn()
+                m.packed = torch.ops.mkldnn._reorder_linear_weight(w, PACK_ROWS_HINT)
                 if bf16:
                     bias = None if m.bias is None else m.bias.detach().to(torch.bfloat16)
-                    m.packed_bf16 = (w.to(torch.bfloat16).to_mkldnn(), bias)
+                    m.packed_bf16 = (torch.ops.mkldnn._reorder_linear_weight(w.to(torch.bfloat16),
+                                                                             PACK_ROWS_HINT), bias)
                 m.packed_version = m.weight._version
                 if tune:
                     gelu = "none" if name.endswith("ffn.lin1") else None   # FFN fuses its GELU
-                    key = machine_cache.machine_key(f"{w.shape[0]}x{w.shape[1]}", f"gelu {gelu}")
+                    key = machine_cache.machine_key(f"{w.shape[0]}x{w.shape[1]}", f"gelu {gelu}",
+                                                    f"reordered for {PACK_ROWS_HINT} rows")
                     if key not in chosen:
                         chosen[key] = timed[key] = _onednn_is_faster(m, gelu)
                     m.fp32_onednn = chosen[key]
