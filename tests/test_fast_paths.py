@@ -7,6 +7,7 @@ import torch
 
 from core import model as model_mod
 from core.backend import get_backend
+from core.device import bf16_supported
 from core.model import pack_for_cpu_inference
 
 TEXTS = ["The cat sat on the mat.", "A quick brown fox jumps over the lazy dog near the river bank.",
@@ -29,7 +30,6 @@ def test_packed_model_matches_the_plain_model(minilm):
     plain = (model.distilbert if hasattr(model, "head") else model).eval()
     assert all(m.packed is None for m in plain.modules() if isinstance(m, model_mod.Linear))
     input_ids, mask = _batch(minilm)
-    assert input_ids.numel() >= model_mod.FUSED_QKV_MIN_TOKENS          # the fused Q/K/V path runs
     with torch.inference_mode():
         fast = minilm.encoder(input_ids, mask).last_hidden_state
         ref = plain(input_ids, mask).last_hidden_state
@@ -47,8 +47,8 @@ def test_fused_qkv_is_used_and_equals_three_projections(minilm, monkeypatch):
     with torch.inference_mode():
         q, k, v = att.project_qkv(x)
         separate = (att.q_lin(x), att.k_lin(x), att.v_lin(x))
-        att.project_qkv(x[:1, :8])                     # 8 tokens: below the threshold, three GEMMs
-    assert calls == [1]
+        att.project_qkv(x[:1, :8])                     # one short sentence: fused as well
+    assert calls == [1, 1]
     for a, b in zip((q, k, v), separate):
         assert (a - b).abs().max().item() <= 1e-5
 
@@ -66,3 +66,50 @@ def test_fused_qkv_steps_aside_once_the_weights_change():
         q, k, v = att.project_qkv(x)
         expected = torch.nn.functional.linear(x, att.k_lin.weight, att.k_lin.bias)
     assert (k - expected).abs().max().item() <= 1e-5
+
+
+def test_a_batch_without_padding_runs_without_a_mask(minilm, monkeypatch):
+    """One sentence (or all of one length): the all-ones mask is dropped, and with it the work
+    of adding zeros; a mask of zeros and no mask give the same block output."""
+    seen = []
+    real = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(model_mod.F, "scaled_dot_product_attention",
+                        lambda q, k, v, attn_mask=None, dropout_p=0.0:
+                        seen.append(attn_mask) or real(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p))
+    ids, _ = minilm.encode_ids(["The cat sat on the mat."])
+    with torch.inference_mode():
+        minilm.encoder(*minilm._batch(ids))
+        assert len(seen) == minilm.n_layers and all(m is None for m in seen)
+        seen.clear()
+        minilm.encoder(*minilm._batch(minilm.encode_ids(["ok", "The cat sat on the mat."])[0]))
+        assert len(seen) == minilm.n_layers and all(m is not None for m in seen)   # padded: masked
+        block = minilm.encoder.transformer.layer[0]
+        x = torch.randn(1, 7, minilm.dim)
+        zeros = model_mod.additive_mask(torch.ones(1, 7, dtype=torch.long), x.dtype)
+        assert (block(x, zeros)[0] - block(x, None)[0]).abs().max().item() <= 1e-6
+
+
+needs_bf16 = pytest.mark.skipif(not bf16_supported(torch.device("cpu")),
+                                reason="this CPU has no bf16")
+
+
+@needs_bf16
+def test_bf16_attention_on_cpu_stays_within_bf16_rounding_of_fp32(minilm):
+    """bf16 on a CPU computes attention in the open (faster there than the fused kernel) with its
+    softmax in fp32: the result stays within bf16's rounding of the fp32 one, padding masked."""
+    from core.device import autocast
+    att = minilm.encoder.transformer.layer[0].attention
+    x = torch.randn(2, 12, minilm.dim)
+    keep = torch.ones(2, 12, dtype=torch.long)
+    keep[1, 9:] = 0
+    mask = model_mod.additive_mask(keep, x.dtype)
+    with torch.inference_mode():
+        ref, _ = att(x, mask)
+        with autocast(torch.device("cpu"), "bf16"):
+            low, w = att(x, mask)
+    assert w is None
+    rel = ((low.float() - ref).norm() / ref.norm()).item()
+    assert rel < 2e-2
+    bf16 = get_backend("minilm", precision="bf16", device="cpu")
+    cos = (bf16.embed(TEXTS) * minilm.embed(TEXTS)).sum(1)
+    assert cos.min() >= 0.9999
