@@ -9,7 +9,8 @@ when they are on; "hf input" is the naive input-order baseline. The onnxruntime 
 runs the same weights exported to ONNX (torch.onnx, dynamo exporter, from our encoder: it
 matches transformers to 1e-5) with ORT_ENABLE_ALL, the same length-sorted batches and the same
 thread count (rows with attentions on have no ORT peer). Ratios > 1 mean ours is faster.
-Then precision "auto" (bf16 where native) against transformers fp32 and its min cosine.
+Then precision "auto" (bf16 where native) at batch 64 and batch 1 against our fp32, transformers
+fp32 and onnxruntime fp32, with its min cosine against fp32.
 Needs the bench extra: pip install 'encoderscope[bench]' (onnx, onnxruntime, onnxscript).
 """
 from __future__ import annotations
@@ -192,8 +193,9 @@ def ort_embed(session, backend, texts, batch_size):
     return out
 
 
-def bench_auto(texts):
-    """The default precision ("auto") against our fp32 and transformers fp32, sorted batches."""
+def bench_auto(texts, n_bs1: int):
+    """The default precision ("auto": bf16 where native) against our fp32, transformers fp32 and
+    onnxruntime fp32, length-sorted batches of 64 and single sentences, rounds alternating."""
     from transformers import AutoModel
     ours = get_backend("minilm", "scratch", precision="fp32")
     auto = get_backend("minilm", "scratch", precision="auto")
@@ -201,15 +203,23 @@ def bench_auto(texts):
     if auto.precision == "fp32":
         return
     hf = AutoModel.from_pretrained(str(ours.source.folder), attn_implementation="sdpa").eval()
-    auto.embed(texts[:64], batch_size=64)
-    r32 = r16 = rhf = 0.0
-    for _ in range(ROUNDS):
-        r32 = max(r32, rate(lambda: ours.embed(texts, batch_size=64), len(texts)))
-        r16 = max(r16, rate(lambda: auto.embed(texts, batch_size=64), len(texts)))
-        rhf = max(rhf, rate(lambda: hf_embed(hf, ours.tokenizer, texts, 64, True, False), len(texts)))
-    cos = (ours.embed(texts) * auto.embed(texts)).sum(1)
-    print(f"auto (minilm, batch 64): {r16:.1f} sent/s; our fp32 {r32:.1f} (x{r16 / r32:.2f}); "
-          f"transformers fp32 sorted {rhf:.1f} (x{r16 / rhf:.2f}); min cosine vs fp32 {cos.min():.6f}")
+    session = onnx_session(ours, torch.get_num_threads())
+    for bs, sub in ((64, texts), (1, texts[:n_bs1])):
+        contenders = {"auto": lambda: auto.embed(sub, batch_size=bs),
+                      "fp32": lambda: ours.embed(sub, batch_size=bs),
+                      "hf": lambda: hf_embed(hf, ours.tokenizer, sub, bs, True, False),
+                      "ort": lambda: ort_embed(session, ours, sub, bs)}
+        for run in contenders.values():       # warm-up
+            run()
+        best = dict.fromkeys(contenders, 0.0)
+        for _ in range(ROUNDS):
+            for name, run in contenders.items():
+                best[name] = max(best[name], rate(run, len(sub)))
+        cos = (ours.embed(sub) * auto.embed(sub)).sum(1)
+        print(f"auto (minilm, batch {bs}): {best['auto']:.1f} sent/s; our fp32 {best['fp32']:.1f} "
+              f"(x{best['auto'] / best['fp32']:.2f}); transformers fp32 sorted {best['hf']:.1f} "
+              f"(x{best['auto'] / best['hf']:.2f}); onnxruntime fp32 {best['ort']:.1f} "
+              f"(x{best['auto'] / best['ort']:.2f}); min cosine vs fp32 {cos.min():.6f}", flush=True)
 
 
 def main():
@@ -231,7 +241,7 @@ def main():
     if not (args.quick or args.minilm_only):
         folder = make_distilbert_folder(Path(os.environ.get("TMPDIR", "/tmp")) / "encoderscope-bench-distilbert")
         bench_model("distilbert", str(folder), texts[:500], 100, rows)
-    bench_auto(texts)
+    bench_auto(texts, 300 if args.quick else 500)
 
 
 if __name__ == "__main__":
