@@ -48,7 +48,6 @@ bench: setup
 	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/attention_render.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/ui_latency.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/map.py
-	$(BIN)/python bench/cold_start.py --runs 3
 	$(BIN)/python bench/train_throughput.py
 
 # The fill-mask shot needs a masked-LM model offline: minilm + a new MLM head, 300 steps on the
