@@ -129,7 +129,8 @@ def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = Tr
 
     tune: time oneDNN against MKL once per (shape, fused GELU) and use the faster for fp32; the
     winners are remembered on disk per machine (core/machine_cache.py), so later loads skip it."""
-    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
+    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")):
         return False
     chosen = machine_cache.load(machine_cache.KERNEL_CHOICE) if tune else {}   # key -> oneDNN won
     timed: dict[str, bool] = {}                 # the ones timed now, to remember
