@@ -222,6 +222,43 @@ def bench_auto(texts, n_bs1: int):
               f"(x{best['auto'] / best['ort']:.2f}); min cosine vs fp32 {cos.min():.6f}", flush=True)
 
 
+def bench_latency(lengths=(8, 16, 32, 64, 128), reps: int = 30):
+    """One sentence of T tokens, the forward pass alone (no tokenising, no pooling): the median
+    of `reps` calls, best of ROUNDS blocks, ours fp32 and auto against onnxruntime fp32. Shows
+    how much of a single sentence's time is a fixed cost per call rather than arithmetic."""
+    ours = get_backend("minilm", "scratch", precision="fp32")
+    auto = get_backend("minilm", "scratch", precision="auto")
+    session = onnx_session(ours, torch.get_num_threads())
+    from core.device import autocast
+
+    def ours_call(b, ids):
+        with torch.inference_mode(), autocast(b.device, b.precision):
+            b._forward(ids, torch.ones_like(ids), None)
+
+    print(f"single-sentence forward latency (median of {reps}, best of {ROUNDS} blocks, ms): tokens | ours fp32 | ours auto "
+          f"({auto.precision}) | onnxruntime fp32 | fp32 / ort | auto / ort")
+    for T in lengths:
+        ids = torch.randint(1000, 20000, (1, T))
+        feed = {"input_ids": ids.numpy(), "attention_mask": np.ones((1, T), np.int64)}
+        runs = {"fp32": lambda: ours_call(ours, ids), "auto": lambda: ours_call(auto, ids),
+                "ort": lambda: session.run(None, feed)}
+        # Blocks of one contender at a time: onnxruntime's idle threads spin for a while after
+        # each run, and so do torch's, so call-by-call alternation slows whoever runs next.
+        med = dict.fromkeys(runs, float("inf"))
+        for _ in range(ROUNDS):
+            for name, run in runs.items():
+                for _ in range(3):
+                    run()
+                times = []
+                for _ in range(reps):
+                    t = time.perf_counter()
+                    run()
+                    times.append(time.perf_counter() - t)
+                med[name] = min(med[name], float(np.median(times)) * 1e3)
+        print(f"  {T:>4} | {med['fp32']:6.2f} | {med['auto']:6.2f} | {med['ort']:6.2f} | "
+              f"{med['ort'] / med['fp32']:4.2f} | {med['ort'] / med['auto']:4.2f}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="500 sentences, minilm only")
@@ -242,6 +279,7 @@ def main():
         folder = make_distilbert_folder(Path(os.environ.get("TMPDIR", "/tmp")) / "encoderscope-bench-distilbert")
         bench_model("distilbert", str(folder), texts[:500], 100, rows)
     bench_auto(texts, 300 if args.quick else 500)
+    bench_latency()
 
 
 if __name__ == "__main__":

@@ -113,3 +113,60 @@ def test_bf16_attention_on_cpu_stays_within_bf16_rounding_of_fp32(minilm):
     bf16 = get_backend("minilm", precision="bf16", device="cpu")
     cos = (bf16.embed(TEXTS) * minilm.embed(TEXTS)).sum(1)
     assert cos.min() >= 0.9999
+
+
+@pytest.mark.parametrize("spec", [None, "random:dim=64,layers=2,heads=4,ffn=128,norm=pre,positions=sinusoidal"])
+def test_packed_encoder_gives_the_modules_numbers(minilm, spec):
+    """core/packed_forward.py runs the same operations on the same packed weights as the modules:
+    post-norm with token types (minilm) and pre-norm with sinusoidal positions, padded and not."""
+    b = minilm if spec is None else get_backend(spec, precision="fp32", device="cpu")
+    assert b.packed is not None
+    batches = [b._batch(b.encode_ids(TEXTS)[0]), b._batch(b.encode_ids(["The cat sat on the mat."])[0])]
+    with torch.inference_mode():
+        for input_ids, mask in batches:
+            ref = b.encoder(input_ids, mask).last_hidden_state
+            assert b.packed.usable(input_ids)
+            fast = b.packed(input_ids, mask)
+            keep = mask.bool()
+            assert (fast - ref)[keep].abs().max().item() <= 1e-5
+        types = torch.zeros_like(batches[1][0])
+        types[0, -3:] = 1
+        ref = b.encoder(*batches[1], token_type_ids=types).last_hidden_state
+        assert (b.packed(*batches[1], token_type_ids=types) - ref).abs().max().item() <= 1e-5
+
+
+def test_embed_runs_the_packed_encoder_and_hooks_send_it_back_to_the_modules(minilm, monkeypatch):
+    calls = []
+    real = type(minilm.packed).__call__
+    monkeypatch.setattr(type(minilm.packed), "__call__", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    v = minilm.embed(["The cat sat on the mat."])
+    assert calls == [1]
+    seen = []
+    handle = minilm.encoder.transformer.layer[1].ffn.lin1.register_forward_hook(lambda m, i, o: seen.append(o.shape))
+    try:
+        w = minilm.embed(["The cat sat on the mat."])
+    finally:
+        handle.remove()
+    assert calls == [1] and len(seen) == 1          # the hook ran: the modules did the work
+    assert abs(float((v * w).sum()) - 1.0) <= 1e-6
+    with torch.no_grad():
+        assert minilm.packed.usable(torch.ones(1, 3, dtype=torch.long))
+    assert not minilm.packed.usable(torch.ones(1, 3, dtype=torch.long))   # gradients on: modules
+    minilm.encoder.train()
+    try:
+        with torch.no_grad():
+            assert not minilm.packed.usable(torch.ones(1, 3, dtype=torch.long))
+    finally:
+        minilm.encoder.eval()
+
+
+@needs_bf16
+def test_packed_encoder_under_bf16_autocast_matches_the_modules():
+    from core.device import autocast
+    b = get_backend("minilm", precision="bf16", device="cpu")
+    input_ids, mask = b._batch(b.encode_ids(TEXTS)[0])
+    with torch.inference_mode(), autocast(b.device, "bf16"):
+        ref = b.encoder(input_ids, mask).last_hidden_state
+        fast = b.packed(input_ids, mask)
+    keep = mask.bool()
+    assert (fast.float() - ref.float())[keep].abs().max().item() <= 1e-5

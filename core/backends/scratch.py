@@ -10,6 +10,7 @@ from ..backend import Backend, load_tokenizer, max_length_of
 from ..errors import InputError
 from ..fingerprint import weights_hash
 from ..model import pack_for_cpu_inference
+from ..packed_forward import PackedEncoder
 from ..sources import DEFAULT_MODEL, ModelSource, resolve
 
 
@@ -22,17 +23,25 @@ class ScratchBackend(Backend):
         super().__init__(source, device, precision)
         self.model, cfg, self.layout = load_folder(source.folder)
         self.model.to(device).eval()
-        if device.type == "cpu":
-            pack_for_cpu_inference(self.model, bf16=precision == "bf16")
         self.tokenizer = load_tokenizer(source.folder, cfg.vocab_size)
         self.config = cfg
         self.dim, self.n_layers, self.n_heads = cfg.dim, cfg.n_layers, cfg.n_heads
         self.max_length = max_length_of(cfg.max_position_embeddings, self.tokenizer)
         self.has_mlm = hasattr(self.model, "head")
         self.encoder = self.model.distilbert if self.has_mlm else self.model
+        self.packed = self._pack(device, precision)
         self.weights_sha256 = weights_hash(source.folder)
 
+    packed = None      # a PackedEncoder: CPU inference in few Python steps (core/packed_forward.py)
+
+    def _pack(self, device, precision):
+        if device.type == "cpu" and pack_for_cpu_inference(self.model, bf16=precision == "bf16"):
+            return PackedEncoder(self.encoder)
+        return None
+
     def _forward(self, input_ids, attention_mask, token_type_ids, hidden=False, attentions=False):
+        if not (hidden or attentions) and self.packed is not None and self.packed.usable(input_ids):
+            return self.packed(input_ids, attention_mask, token_type_ids), None, None
         out = self.encoder(input_ids, attention_mask, token_type_ids, hidden, attentions)
         return out.last_hidden_state, out.hidden_states, out.attentions
 
@@ -53,12 +62,11 @@ class RandomScratchBackend(ScratchBackend):
         cfg.vocab_size = len(self.tokenizer)
         torch.manual_seed(seed)
         self.model = EncoderForMaskedLM(cfg).to(device).eval()
-        if device.type == "cpu":
-            pack_for_cpu_inference(self.model, bf16=precision == "bf16")
         self.config, self.layout = cfg, "random"
         self.dim, self.n_layers, self.n_heads = cfg.dim, cfg.n_layers, cfg.n_heads
         self.max_length = max_length_of(cfg.max_position_embeddings, self.tokenizer)
         self.has_mlm, self.encoder = True, self.model.distilbert
+        self.packed = self._pack(device, precision)
         h = hashlib.sha256()
         for k, v in sorted(self.model.state_dict().items()):
             h.update(k.encode())
