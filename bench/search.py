@@ -115,7 +115,7 @@ def bench_index(kind, x, q, gt, params, args, log):
     build = time.perf_counter() - t0
     mem = rss_mib() - r0
     res = {"kind": kind, "params": {k: v for k, v in fi.params.items()}, "build_s": build,
-           "memory_mib": mem, "load_avg": os.getloadavg()}
+           "memory_mib": mem, "load_avg": os.getloadavg(), "structure": fi.describe()}
     log(f"  {kind}: built in {build:.1f} s, +{mem:.0f} MiB (load {os.getloadavg()[0]:.1f})")
     if args.rule_only:
         _, I = fi.search(q, 10)
@@ -167,13 +167,13 @@ def ivf_sweep(fi, q, gt, args):
     """recall@10 and single-query latency of the ivf index for other nprobe / k_factor."""
     sweep = {}
     default = dict(fi.params)
-    nlist, chosen = fi.nlist(), fi.nprobe()
+    nlist, chosen, kf = fi.nlist(), fi.nprobe(), fi.k_factor()
     for nprobe in sorted({max(1, chosen // 2), chosen, min(nlist, chosen * 2)}):
-        for k_factor in ((2, 4, 8) if nprobe == chosen else (4,)):
+        for k_factor in ((kf / 2, kf, kf * 2) if nprobe == chosen else (kf,)):
             fi.params.update(nprobe=nprobe, k_factor=k_factor)   # FaissIndex.search applies them
             _, I = fi.search(q, 10)
             lat = single_latencies(lambda qq: fi.search(qq, 10), q[:args.single], budget_s=10)
-            sweep[f"{nprobe}/{k_factor}"] = {"recall@10": recall_at(I, gt), **lat}
+            sweep[f"{nprobe}/{k_factor:g}"] = {"recall@10": recall_at(I, gt), **lat}
     fi.params.clear()
     fi.params.update(default)
     return sweep
@@ -330,6 +330,9 @@ def report(r) -> str:
                  f"{res['recall@10']:.4f} | {best_single['p50_ms']:.2f} | {best_single['p95_ms']:.2f} | "
                  f"{bq:.0f} | {b['single']['p50_ms'] / best_single['p50_ms']:.2f}x | "
                  f"{bq / b['batched']['qps']:.2f}x | {res['load_avg'][0]:.1f} |")
+    L.append("")
+    for res in r["indexes"]:
+        L.append(f"- {res.get('label', res['kind'])}: {res.get('structure', '')}")
     L.append("")
     for res in r["indexes"]:
         if "nprobe_sweep" in res:

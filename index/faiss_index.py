@@ -8,9 +8,10 @@ are the SQLite sentence ids):
   hnsw  approximate graph search (IndexHNSWFlat); a removal marks the id deleted (searches skip
         it through an IDSelector), updates and too many deleted ids rebuild the graph
   sq8   exact scan over 8-bit scalar-quantised codes (IndexScalarQuantizer QT_8bit), 4x smaller
-  ivf   inverted lists (IVF, HNSW coarse quantiser) of 8-bit codes, the candidates re-ranked by
-        the exact vectors (IndexRefineFlat): ~1-2 ms at 1M vectors, built in a minute or two;
-        removals are marked like HNSW's, updates rebuild it
+  ivf   inverted lists (IVF, HNSW coarse quantiser) of compact codes (8-bit up to 384-d, 1-bit
+        RaBitQ fast-scan above), the candidates re-ranked by the exact vectors
+        (IndexRefineFlat): ~1-2 ms at 1M vectors, built in a minute or two; removals are marked
+        like HNSW's, updates rebuild it
 Long builds (ivf, hnsw) add in chunks: build() reports progress between chunks and stops
 between them when cancelled, leaving whatever index the caller held untouched.
 """
@@ -44,10 +45,29 @@ DEFAULT_PARAMS = {
     "sq8": {"qtype": "QT_8bit"},
     # nlist "auto": IVF_LISTS_PER_SQRT * sqrt(n) lists (see nlist_for). nprobe "auto": the
     # value calibrated at build time (see calibrate_nprobe), else IVF_PROBE_FRACTION of the
-    # lists. k_factor: the 8-bit scan keeps k * k_factor candidates for the exact re-rank (4
-    # and 16 gave the same recall on 200k x 384: the codes rank well, the lists are the limit).
-    "ivf": {"nlist": "auto", "nprobe": "auto", "k_factor": 4},
+    # lists. codes "auto": "sq8" up to IVF_SQ8_MAX_DIM, "rabitq" above (see IVF_CODES).
+    # k_factor "auto": the scan keeps k * IVF_K_FACTOR[codes] candidates for the exact re-rank.
+    "ivf": {"nlist": "auto", "nprobe": "auto", "k_factor": "auto", "codes": "auto"},
 }
+# The codes the ivf lists hold, by name: the index_factory suffix and the IVF class it makes.
+# On the bench's clustered vectors a query scans 40-70k codes whatever nprobe (big clusters fill
+# whole lists: at 300k x 768 the largest of 2048 lists held 8.4k vectors, of 8192 lists 17.6k),
+# so the time is the cost of a code. 8-bit codes are d bytes, read at ~12 GB/s: 1M x 384
+# 1.64 ms, 1M x 768 4.37 ms (docs/benchmarks/search.md). SQ4/SQ6 were no faster (the unpacking
+# is the cost), PQ 4-bit fast-scan lost the ranking (PQ384x4fs recall@10 0.88 with 640
+# candidates re-ranked). RaBitQ's 1-bit codes (d/8 bytes + 8 of factors) in fast-scan blocks
+# scan 1M x 768 in ~0.8 ms but rank coarsely: the exact re-rank needs 128 candidates a hit
+# (IVF_K_FACTOR) for recall@10 0.97 at 1M x 768; 2-bit RaBitQ needed only 16 but took 141 s
+# to build (encoding), 1-bit 82-88 s.
+IVF_CODES = {"sq8": ("SQ8", "IndexIVFScalarQuantizer"),
+             "rabitq": ("RaBitQfs", "IndexIVFRaBitQFastScan")}
+# 8-bit codes up to this width (met the goal at 384-d, missed it at 768-d), RaBitQ above.
+IVF_SQ8_MAX_DIM = 384
+# Candidates kept per hit for the exact re-rank, by codes. 8-bit codes rank well: 4 and 16 gave
+# the same recall on 200k x 384 (the lists are the limit). 1-bit RaBitQ at 1M x 768, nprobe 23:
+# k_factor 64 recall@10 0.930, 96 0.957, 128 0.970, 192 0.981 (p50 1.4 / 2.2 / 2.2 / 2.9 ms
+# under load 3): 128 keeps the 0.95 goal with the margin IVF_TARGET_RECALL asks for.
+IVF_K_FACTOR = {"sq8": 4, "rabitq": 128}
 # ~4 sqrt(n) lists: the classic balance between scanning the centroids and scanning the lists.
 IVF_LISTS_PER_SQRT = 4
 # How many lists a query must scan depends on the data: on clustered synthetic vectors 1/64 of
@@ -143,7 +163,11 @@ class FaissIndex:
         elif self.kind == "ivf":
             nlist = self.params["nlist"]
             nlist = nlist_for(n) if nlist == "auto" else int(nlist)
-            base = faiss.index_factory(d, f"IVF{nlist}_HNSW{IVF_QUANTIZER_M},SQ8",
+            codes = self.params["codes"]
+            codes = ("sq8" if d <= IVF_SQ8_MAX_DIM else "rabitq") if codes == "auto" else codes
+            if codes not in IVF_CODES:
+                raise ValueError(f"unknown ivf codes {codes!r}; choose one of {', '.join(IVF_CODES)}")
+            base = faiss.index_factory(d, f"IVF{nlist}_HNSW{IVF_QUANTIZER_M},{IVF_CODES[codes][0]}",
                                        faiss.METRIC_INNER_PRODUCT)
             ivf = faiss.extract_index_ivf(base)
             ivf.cp.niter = IVF_TRAIN_ITERATIONS
@@ -189,6 +213,16 @@ class FaissIndex:
 
     def nlist(self) -> int:
         return int(faiss.extract_index_ivf(self.index.index).nlist)
+
+    def codes(self) -> str:
+        """The codes the ivf lists hold, read from the index itself (a file written before
+        RaBitQ existed holds 8-bit codes whatever its width)."""
+        name = type(faiss.downcast_index(faiss.extract_index_ivf(self.index.index))).__name__
+        return next(c for c, (_, cls) in IVF_CODES.items() if cls == name)
+
+    def k_factor(self) -> float:
+        k_factor = self.params.get("k_factor", "auto")
+        return float(IVF_K_FACTOR[self.codes()] if k_factor == "auto" else k_factor)
 
     def _apply_search_params(self):
         if self.kind == "hnsw":
@@ -319,12 +353,12 @@ class FaissIndex:
     def _ivf_params(self):
         """k_factor for the re-rank, nprobe for the scan, and the deleted marks (IndexIDMap2
         translates only a top-level selector, so the IVF scan gets a translated one)."""
-        nprobe = self.nprobe()
+        nprobe, k_factor = self.nprobe(), self.k_factor()
         p = self._search_params
-        if p is not None and p.k_factor == float(self.params["k_factor"]) and p._nprobe == nprobe:
+        if p is not None and p.k_factor == k_factor and p._nprobe == nprobe:
             return p
         p = faiss.IndexRefineSearchParameters()
-        p.k_factor = float(self.params["k_factor"])
+        p.k_factor = k_factor
         ivf = faiss.SearchParametersIVF()
         ivf.nprobe = nprobe
         quant = faiss.SearchParametersHNSW()
@@ -373,10 +407,16 @@ class FaissIndex:
         inner = type(faiss.downcast_index(index.index)).__name__
         if inner != _INNER[kind]:
             raise ValueError(f"the file holds {inner}, the manifest says {kind} ({_INNER[kind]})")
+        if kind == "ivf":
+            base = faiss.downcast_index(faiss.downcast_index(index.index).base_index)
+            if type(base).__name__ not in [cls_name for _, cls_name in IVF_CODES.values()]:
+                raise ValueError(f"the ivf file holds {type(base).__name__}, not an IVF over "
+                                 f"{' or '.join(IVF_CODES)} codes")
         return cls(kind, dim, params, index=index)
 
     def describe(self) -> str:
         inner = type(faiss.downcast_index(self.index.index)).__name__
         if self.kind == "ivf":
-            inner += f" over IVF{self.nlist()},SQ8, nprobe {self.nprobe()}"
+            inner += (f" over IVF{self.nlist()},{IVF_CODES[self.codes()][0]}, nprobe {self.nprobe()}, "
+                      f"k_factor {self.k_factor():g}")
         return f"{self.kind} (IndexIDMap2 over {inner}, inner product on normalised vectors)"

@@ -1,20 +1,23 @@
-"""The ivf index kind (IVF + 8-bit codes + exact re-rank) and chunked builds with progress and
-cancel: recall against brute-force numpy, ids, removals, files, the auto rule."""
+"""The ivf index kind (IVF + 8-bit or RaBitQ codes + exact re-rank) and chunked builds with
+progress and cancel: recall against brute-force numpy, ids, removals, files (older ones too),
+the auto rule."""
 from __future__ import annotations
 
 import threading
 
+import faiss
 import numpy as np
 import pytest
 
 from core.errors import Cancelled
-from index.faiss_index import FaissIndex, nlist_for, resolve_kind
+from index.faiss_index import IVF_K_FACTOR, IVF_SQ8_MAX_DIM, FaissIndex, nlist_for, resolve_kind
 from index.manifest import read_manifest
 from index.store import VectorStore
 from tests.test_store import brute_force, make
 from tests.test_store_support import Fingerprint, clustered
 
 N, DIM = 20_000, 64
+WIDE_N, WIDE = 10_000, 768      # above IVF_SQ8_MAX_DIM: RaBitQ codes
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +70,73 @@ def test_ivf_remove_add_and_file_round_trip(data, built, tmp_path):
     back = FaissIndex.read(path, "ivf", DIM, fi.params)
     back.deleted = set(fi.deleted)
     np.testing.assert_array_equal(back.search(q[:20], 10)[1], fi.search(q[:20], 10)[1])
-    assert back.nlist() == fi.nlist() and "IVF512,SQ8" in back.describe()
+    assert back.nlist() == fi.nlist() and "IVF512,SQ8" in back.describe() and back.codes() == "sq8"
+
+
+@pytest.fixture(scope="module")
+def wide():
+    allx = clustered(WIDE_N + 100, WIDE, seed=6)
+    return allx[:WIDE_N], allx[WIDE_N:], np.arange(WIDE_N, dtype=np.int64) * 5 + 1
+
+
+def test_wide_ivf_uses_rabitq_codes_with_recall_marks_and_files(wide, tmp_path):
+    x, q, ids = wide
+    assert WIDE > IVF_SQ8_MAX_DIM
+    fi = FaissIndex.build("ivf", WIDE, {}, ids, x)
+    assert fi.codes() == "rabitq" and fi.k_factor() == IVF_K_FACTOR["rabitq"]
+    assert f"IVF{nlist_for(WIDE_N)},RaBitQfs" in fi.describe()
+    assert fi.params["calibrated_recall"] >= 0.97
+    order, _ = brute_force(x, q, 10)
+    scores, found = fi.search(q, 10)
+    assert recall((found - 1) // 5, order) >= 0.95
+    # The 1-bit codes only pick candidates: the scores are the exact cosines.
+    top = x[(found[:, 0] - 1) // 5]
+    np.testing.assert_allclose(scores[:, 0], np.einsum("ij,ij->i", top, q), atol=1e-5)
+    # Removed ids are skipped by the fast-scan lists, for a batch and for one query.
+    gone = np.unique(found[:, :3])
+    assert fi.remove(gone) == len(gone)
+    _, after = fi.search(q, 10)
+    assert not set(after.ravel().tolist()) & set(gone.tolist()) and (after >= 0).all()
+    assert not set(fi.search(q[:1], 10)[1].ravel().tolist()) & set(gone.tolist())
+    fi.write(tmp_path / "w.faiss")
+    back = FaissIndex.read(tmp_path / "w.faiss", "ivf", WIDE, fi.params)
+    back.deleted = set(fi.deleted)
+    assert back.codes() == "rabitq"
+    np.testing.assert_array_equal(back.search(q, 10)[1], after)
+
+
+def old_sq8_ivf_file(path, x, ids, nlist):
+    """An ivf file as the store wrote it before RaBitQ, at every width: built with faiss
+    directly, the way that code did."""
+    base = faiss.index_factory(x.shape[1], f"IVF{nlist}_HNSW32,SQ8", faiss.METRIC_INNER_PRODUCT)
+    index = faiss.IndexIDMap2(faiss.IndexRefineFlat(base))
+    index.train(x)
+    index.add_with_ids(x, ids)
+    faiss.write_index(index, str(path))
+
+
+def test_an_older_8bit_ivf_file_of_wide_vectors_still_opens_and_searches(wide, tmp_path):
+    x, q, ids = wide
+    old_sq8_ivf_file(tmp_path / "old.faiss", x, ids, nlist=64)
+    # That store's manifest: k_factor 4 spelled out, no "codes".
+    manifest = {"nlist": "auto", "nprobe": "auto", "k_factor": 4, "built_for": WIDE_N,
+                "trained_on": WIDE_N, "nprobe_calibrated": 16, "calibrated_recall": 0.99}
+    fi = FaissIndex.read(tmp_path / "old.faiss", "ivf", WIDE, manifest)
+    assert fi.codes() == "sq8" and fi.k_factor() == 4 and "IVF64,SQ8, nprobe 16" in fi.describe()
+    order, _ = brute_force(x, q, 10)
+    _, found = fi.search(q, 10)
+    assert recall((found - 1) // 5, order) >= 0.95
+    gone = np.unique(found[:, :2])
+    fi.remove(gone)
+    assert not set(fi.search(q, 10)[1].ravel().tolist()) & set(gone.tolist())
+    # k_factor "auto" (a manifest written now) resolves by the codes the file holds.
+    assert FaissIndex.read(tmp_path / "old.faiss", "ivf", WIDE, {}).k_factor() == IVF_K_FACTOR["sq8"]
+    # An IVF over codes the kind never writes is refused.
+    pq = faiss.IndexIDMap2(faiss.IndexRefineFlat(faiss.index_factory(WIDE, "IVF16,PQ8", faiss.METRIC_INNER_PRODUCT)))
+    pq.train(x[:2000])
+    faiss.write_index(pq, str(tmp_path / "pq.faiss"))
+    with pytest.raises(ValueError, match="IndexIVFPQ"):
+        FaissIndex.read(tmp_path / "pq.faiss", "ivf", WIDE, {})
 
 
 def test_build_reports_progress_and_cancels_between_chunks(data, monkeypatch):
