@@ -64,10 +64,11 @@ IVF_CODES = {"sq8": ("SQ8", "IndexIVFScalarQuantizer"),
 # 8-bit codes up to this width (met the goal at 384-d, missed it at 768-d), RaBitQ above.
 IVF_SQ8_MAX_DIM = 384
 # Candidates kept per hit for the exact re-rank, by codes. 8-bit codes rank well: 4 and 16 gave
-# the same recall on 200k x 384 (the lists are the limit). 1-bit RaBitQ at 1M x 768, nprobe 23:
-# k_factor 64 recall@10 0.930, 96 0.957, 128 0.970, 192 0.981 (p50 1.4 / 2.2 / 2.2 / 2.9 ms
-# under load 3): 128 keeps the 0.95 goal with the margin IVF_TARGET_RECALL asks for.
-IVF_K_FACTOR = {"sq8": 4, "rabitq": 128}
+# the same recall on 200k x 384 (the lists are the limit). 1-bit RaBitQ at 1M x 768 (held-out
+# recall@10 / CPU ms per query, load 3.6): k_factor 64 0.930 / 1.4, 96 0.957-0.965 / 1.7-1.9,
+# 128 0.970-0.978 / 2.1-2.8. Half the time is the scan keeping k * k_factor candidates (0.72 ms
+# for 40, 1.36 ms for 1280), the rest the exact re-rank: 96 is the largest within 2 ms.
+IVF_K_FACTOR = {"sq8": 4, "rabitq": 96}
 # ~4 sqrt(n) lists: the classic balance between scanning the centroids and scanning the lists.
 IVF_LISTS_PER_SQRT = 4
 # How many lists a query must scan depends on the data: on clustered synthetic vectors 1/64 of
@@ -82,6 +83,10 @@ IVF_MIN_NPROBE = 4
 # Steps of sqrt(2) (4, 6, 8, 11, 16, 23, 33, 47, 66, ...): a query's time grows with nprobe, so
 # stopping near the target matters (1M x 384: nprobe 32 gave 0.948, 64 gave 0.985).
 IVF_NPROBE_STEP = math.sqrt(2)
+# ... or until a step gains less than this (2 of the 1000 neighbours the calibration queries
+# have): then the codes, not the lists, limit recall (1-bit RaBitQ, k_factor 96 at 1M x 768:
+# 0.957 at nprobe 23, 0.964 at 32, 0.965 at 47), and more lists would only cost time.
+IVF_PLATEAU_GAIN = 0.002
 # Before any calibration (an index filled by add() rather than build()): this fraction.
 IVF_PROBE_FRACTION = 1 / 16
 # k-means on a sample: its cost grows with sample x nlist x iterations and dominates the build
@@ -194,22 +199,27 @@ class FaissIndex:
 
     def calibrate_nprobe(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         """Set params["nprobe_calibrated"]: the smallest nprobe (in IVF_NPROBE_STEP steps)
-        at which stored vectors, as queries, find IVF_TARGET_RECALL of their exact top 10."""
+        at which stored vectors, as queries, find IVF_TARGET_RECALL of their exact top 10, or
+        the last one before recall stops rising (IVF_PLATEAU_GAIN)."""
         n = len(vectors)
         pick = np.sort(np.random.default_rng(1).choice(n, min(n, IVF_CALIBRATION_QUERIES), replace=False))
         queries = np.ascontiguousarray(vectors[pick])
         k = min(10, n)
         _, exact = faiss.knn(queries, vectors, k, metric=faiss.METRIC_INNER_PRODUCT)
         exact_ids = ids[exact]
-        nprobe, nlist = IVF_MIN_NPROBE, self.nlist()
+        nprobe, nlist, best = IVF_MIN_NPROBE, self.nlist(), None   # best: (nprobe, recall)
         while True:
-            self.params["nprobe_calibrated"] = min(nprobe, nlist)
+            self.params["nprobe_calibrated"] = nprobe = min(nprobe, nlist)
             _, found = self.search(queries, k)
-            hit = np.mean([len(set(a) & set(b)) / k for a, b in zip(found.tolist(), exact_ids.tolist())])
-            self.params["calibrated_recall"] = round(float(hit), 4)
+            hit = float(np.mean([len(set(a) & set(b)) / k for a, b in zip(found.tolist(), exact_ids.tolist())]))
+            if best is not None and hit - best[1] < IVF_PLATEAU_GAIN:
+                break                        # this step bought nothing: keep the one before
+            best = (nprobe, hit)
             if hit >= IVF_TARGET_RECALL or nprobe >= nlist:
-                return
+                break
             nprobe = round(nprobe * IVF_NPROBE_STEP)
+        self.params["nprobe_calibrated"] = best[0]
+        self.params["calibrated_recall"] = round(best[1], 4)
 
     def nlist(self) -> int:
         return int(faiss.extract_index_ivf(self.index.index).nlist)
