@@ -56,9 +56,9 @@ DEFAULT_PARAMS = {
 # 1.64 ms, 1M x 768 4.37 ms (docs/benchmarks/search.md). SQ4/SQ6 were no faster (the unpacking
 # is the cost), PQ 4-bit fast-scan lost the ranking (PQ384x4fs recall@10 0.88 with 640
 # candidates re-ranked). RaBitQ's 1-bit codes (d/8 bytes + 8 of factors) in fast-scan blocks
-# scan 1M x 768 in ~0.8 ms but rank coarsely: the exact re-rank needs 128 candidates a hit
-# (IVF_K_FACTOR) for recall@10 0.97 at 1M x 768; 2-bit RaBitQ needed only 16 but took 141 s
-# to build (encoding), 1-bit 82-88 s.
+# scan 1M x 768 in ~0.7 ms but rank coarsely: the exact re-rank needs ~100 candidates a hit
+# (IVF_K_FACTOR) for recall@10 0.96 at 1M x 768; 2-bit RaBitQ needed only 16 but took 141 s
+# to build (encoding) and 2.5 ms a query, 1-bit 51-90 s.
 IVF_CODES = {"sq8": ("SQ8", "IndexIVFScalarQuantizer"),
              "rabitq": ("RaBitQfs", "IndexIVFRaBitQFastScan")}
 # 8-bit codes up to this width (met the goal at 384-d, missed it at 768-d), RaBitQ above.
