@@ -110,6 +110,11 @@ BLAS_THRESHOLD = 4
 # a busy machine: flat 5k x 768 1.3 ms on one thread vs 17 ms on two; flat 1M x 768 330 ms vs
 # 864 ms; HNSW 1M 3.3 ms vs 4.3 ms (docs/benchmarks/search.md). Batches use all threads.
 SINGLE_QUERY_THREADS = 1
+# Except a single query on ivf's 8-bit lists: it scans its lists on all threads (faiss
+# parallel_mode 1, the lists split between the threads): 1M x 384 1.12-1.18 ms on two threads
+# against 1.92-2.11 ms on one (same run, quiet machine). The 1-bit fast-scan lists gained
+# nothing that way (1M x 768: 2.24-2.60 ms on two against 2.02-2.06 on one), so they keep one.
+IVF_PARALLEL_LIST_CODES = ("sq8",)
 
 
 _INNER = {"flat": "IndexFlatIP", "hnsw": "IndexHNSWFlat", "sq8": "IndexScalarQuantizer",
@@ -331,6 +336,11 @@ class FaissIndex:
             return np.zeros((nq, 0), np.float32), np.zeros((nq, 0), np.int64)
         self._apply_search_params()
         params = self._params()
+        if self.kind == "ivf":
+            parallel_lists = nq == 1 and self.codes() in IVF_PARALLEL_LIST_CODES
+            faiss.extract_index_ivf(self.index.index).parallel_mode = 1 if parallel_lists else 0
+            if parallel_lists:
+                return self.index.search(queries, k, params=params)
         if nq == 1 and SINGLE_QUERY_THREADS:
             # nthreads-var is per OpenMP thread: this changes nothing for other Python threads.
             old = faiss.omp_get_max_threads()

@@ -50,8 +50,26 @@ def test_ivf_recall_and_ids_against_numpy(data, built):
     # The re-rank uses the exact vectors: a hit's score is its true cosine.
     hit = found[0, 0]
     np.testing.assert_allclose(found_scores[0, 0], x[(hit - 100) // 7] @ q[0], atol=1e-5)
-    # A single query (one thread) answers like the batch.
+    # A single query (its lists split between the threads) answers like the batch.
     np.testing.assert_array_equal(fi.search(q[:1], 10)[1], found[:1])
+
+
+def test_a_single_query_scans_8bit_lists_on_all_threads_and_batches_split_queries(data, built, monkeypatch):
+    x, q = data
+    ivf = faiss.extract_index_ivf(built.index.index)
+    seen = []
+    real = faiss.IndexIDMap2.search
+    monkeypatch.setattr(faiss.IndexIDMap2, "search", lambda self, *a, **k:
+                        seen.append((ivf.parallel_mode, faiss.omp_get_max_threads())) or real(self, *a, **k))
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(2)
+    try:
+        single = [built.search(q[i:i + 1], 10)[1][0] for i in range(20)]
+        batch = built.search(q[:20], 10)[1]
+    finally:
+        faiss.omp_set_num_threads(before)
+    assert seen[0] == (1, 2) and seen[-1] == (0, 2)
+    np.testing.assert_array_equal(np.array(single), batch)
 
 
 def test_ivf_remove_add_and_file_round_trip(data, built, tmp_path):
