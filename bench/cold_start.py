@@ -44,11 +44,13 @@ def child(store: str, started: float) -> None:
     app = QApplication.instance() or QApplication([])
     w = MainWindow()
     w.show()
+    # What building the window imported, before start() hands the store and the model to
+    # workers (whose imports of torch race with the marks below).
+    built_with = {"torch_at_window": "torch" in sys.modules, "pyqtgraph_at_window": "pyqtgraph" in sys.modules}
     w.start(store)
     app.processEvents()
     marks = {"window": time.time() - started, "window_cpu": time.process_time(),
-             "torch_at_window": "torch" in sys.modules, "load": os.getloadavg()[0],
-             "pyqtgraph_at_window": "pyqtgraph" in sys.modules}
+             "load": os.getloadavg()[0], **built_with}
 
     def on_result(_rows):
         marks.setdefault("result", time.time() - started)
