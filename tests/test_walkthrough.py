@@ -39,6 +39,15 @@ def all_equal_to_the_model(walk):
         assert s.fp32_rel_diff <= 1e-5, (s.name, s.fp32_max_abs_diff, s.scale)
 
 
+def test_the_float64_walkthrough_stays_float64_through_attention(minilm):
+    """Every step, the attention weights included, is computed in float64 by the model's own
+    modules: they agree with NumPy's float64 to rounding, far below TOLERANCE (an fp32 step in
+    the middle, e.g. a softmax done in fp32, shows as ~1e-8)."""
+    walk = explain(minilm, "The cat sat on the mat near the river.")
+    worst = max(walk.steps, key=lambda s: s.max_abs_diff)
+    assert worst.max_abs_diff <= 1e-10, (worst.name, worst.max_abs_diff)
+
+
 def test_minilm_every_step_is_the_models(minilm):
     for layer, head in ((0, 0), (5, 11)):
         walk = explain(minilm, SENTENCE, layer=layer, head=head)
