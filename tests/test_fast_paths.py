@@ -164,9 +164,15 @@ def test_embed_runs_the_packed_encoder_and_hooks_send_it_back_to_the_modules(min
 def test_packed_encoder_under_bf16_autocast_matches_the_modules():
     from core.device import autocast
     b = get_backend("minilm", precision="bf16", device="cpu")
-    input_ids, mask = b._batch(b.encode_ids(TEXTS)[0])
-    with torch.inference_mode(), autocast(b.device, "bf16"):
-        ref = b.encoder(input_ids, mask).last_hidden_state
-        fast = b.packed(input_ids, mask)
-    keep = mask.bool()
-    assert (fast.float() - ref.float())[keep].abs().max().item() <= 1e-5
+    # A batch (explicit attention), one sentence and two short padded ones (the fused kernel)
+    batches = [b._batch(b.encode_ids(TEXTS)[0]), b._batch(b.encode_ids(TEXTS[:1])[0]),
+               b._batch(b.encode_ids(["Cats purr.", "The dog barked at the mailman."])[0])]
+    assert batches[2][1].numel() <= model_mod.FUSED_BF16_MAX_ROWS and not batches[2][1].all()
+    for input_ids, mask in batches:
+        with torch.inference_mode(), autocast(b.device, "bf16"):
+            assert b.packed.usable(input_ids)
+            ref = b.encoder(input_ids, mask).last_hidden_state
+            fast = b.packed(input_ids, mask)
+        assert fast.dtype == ref.dtype
+        keep = mask.bool()
+        assert (fast.float() - ref.float())[keep].abs().max().item() <= 1e-5
