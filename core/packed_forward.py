@@ -1,17 +1,21 @@
 """CPU inference of core/model.py's Encoder in few Python steps: the last hidden state only.
 
 Why: for one sentence the Python around the kernels (nn.Module calls, eval-mode dropouts,
-attribute look-ups) is a fixed cost per call, where onnxruntime's C++ graph runner is ahead at
-batch 1. Skipping it made one sentence of 8-32 tokens 1.09-1.17x faster (0.4-0.6 ms of
-3.4-6.5 ms, same process, alternating blocks, AMD Zen 5, 2 threads). This path runs the same operations, in the same order,
-on the same packed weights (core.model.pack_for_cpu_inference) and gives the same numbers
-(tests/test_fast_paths.py: identical to the hand-written modules, within 1e-5 in any case);
-it calls the modules' own methods for what has logic of its own (Linear's kernel choice, the
-fused Q/K/V and its checks, attention) and skips only the machinery around them.
+attribute look-ups, autocast's checks on every operator) is a fixed cost per call, where
+onnxruntime's C++ graph runner is ahead at batch 1. Skipping the module machinery made one
+sentence of 8-32 tokens 1.09-1.17x faster (0.4-0.6 ms of 3.4-6.5 ms); binding each Linear's
+kernel once and running with autocast off (the bf16 kernels cast their inputs themselves, as
+autocast would) took another ~0.5 ms off bf16 at 8 tokens (same process, alternating blocks,
+AMD Zen 5, 2 threads). This path runs the same operations, in the same order, on the same
+packed weights (core.model.pack_for_cpu_inference) and gives the same numbers
+(tests/test_fast_paths.py: identical to the hand-written modules, fp32 and bf16, within 1e-5
+in any case); it asks the modules for what has logic of its own (Linear.cpu_kernel: the kernel
+Linear.forward would pick; the fused Q/K/V and its checks; attention) and skips only the
+machinery around them.
 
 The hand-written modules stay the model that the walkthrough, the inspector's hooks, the
 parity tests and training read: ``usable()`` sends anything else there (training, gradients,
-hooks anywhere in the encoder, another device).
+hooks anywhere in the encoder, another device, weights changed since packing).
 """
 from __future__ import annotations
 

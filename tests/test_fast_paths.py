@@ -176,3 +176,28 @@ def test_packed_encoder_under_bf16_autocast_matches_the_modules():
         assert fast.dtype == ref.dtype
         keep = mask.bool()
         assert (fast.float() - ref.float())[keep].abs().max().item() <= 1e-5
+
+
+def test_packed_encoder_steps_aside_once_a_weight_changes():
+    """Kernels are bound once per weight version: a weight changed in place after packing (a
+    state_dict loaded, a training step) sends the call to the modules, whose plain path uses
+    the new weight, until the model is packed again."""
+    b = get_backend("random:dim=64,layers=2,heads=4,ffn=128", precision="fp32", device="cpu")
+    input_ids, mask = b._batch(b.encode_ids(TEXTS[:4])[0])
+    with torch.inference_mode():
+        assert b.packed.usable(input_ids)
+        before = b.packed(input_ids, mask)
+    lin2 = b.encoder.transformer.layer[1].ffn.lin2
+    with torch.no_grad():
+        lin2.weight.mul_(2.0)
+    with torch.inference_mode():
+        assert not b.packed.usable(input_ids)
+        hidden, _, _ = b._forward(input_ids, mask, None)
+        ref = b.encoder(input_ids, mask).last_hidden_state
+        assert lin2.cpu_kernel(bf16=False) is None
+    assert (hidden - ref).abs().max().item() == 0
+    assert (hidden - before).abs().max().item() > 1e-3     # the new weight is the one used
+    assert pack_for_cpu_inference(b.model, tune=False)
+    with torch.inference_mode():
+        assert b.packed.usable(input_ids)
+        assert (b.packed(input_ids, mask) - ref).abs().max().item() <= 1e-5
