@@ -98,7 +98,7 @@ class Linear(nn.Linear):
 
     packed = None          # fp32 weight in oneDNN layout, or None
     packed_bf16 = None     # (bf16 weight in oneDNN layout, bf16 bias), or None
-    packed_version = -1    # weight._version when packed
+    packed_version = None  # param_versions() when packed
     fp32_onednn = True     # fp32 inference through oneDNN (False: MKL was faster here)
 
     def forward(self, x, gelu: str | None = None):
@@ -112,10 +112,15 @@ class Linear(nn.Linear):
         y = F.linear(x, self.weight, self.bias)
         return y if gelu is None else F.gelu(y, approximate=gelu)
 
+    def param_versions(self) -> tuple:
+        """In-place changes to the weight or the bias since packing show here (the packed
+        copies would be stale)."""
+        return self.weight._version, (None if self.bias is None else self.bias._version)
+
     def cpu_kernel(self, bf16: bool, gelu: str | None = None):
         """The packed kernel for CPU inference, x -> y (bf16: under bf16 autocast, the result in
         bf16), or None where the plain path must run (not packed, weight changed since)."""
-        if self.packed is None or self.weight._version != self.packed_version:
+        if self.packed is None or self.param_versions() != self.packed_version:
             return None
         attr, algo = ("gelu", gelu) if gelu else ("none", "")
         onednn = torch.ops.mkldnn._linear_pointwise
@@ -176,7 +181,7 @@ def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = Tr
                     bias = None if m.bias is None else m.bias.detach().to(torch.bfloat16)
                     m.packed_bf16 = (torch.ops.mkldnn._reorder_linear_weight(w.to(torch.bfloat16),
                                                                              PACK_ROWS_HINT), bias)
-                m.packed_version = m.weight._version
+                m.packed_version = m.param_versions()
                 if tune:
                     gelu = "none" if name.endswith("ffn.lin1") else None   # FFN fuses its GELU
                     key = machine_cache.machine_key(f"{w.shape[0]}x{w.shape[1]}", f"gelu {gelu}",
@@ -271,7 +276,7 @@ class MultiHeadSelfAttention(nn.Module):
         return self.q_lin(x), self.k_lin(x), self.v_lin(x)
 
     def _qkv_versions(self) -> tuple:
-        return tuple(m.weight._version for m in (self.q_lin, self.k_lin, self.v_lin))
+        return tuple(m.param_versions() for m in (self.q_lin, self.k_lin, self.v_lin))
 
     def attend(self, q, k, v, mask, need_weights: bool = False):
         """softmax(Q K^T / sqrt(Dh) + mask) V for every head at once: the context (B, H, T, Dh),

@@ -42,11 +42,12 @@ class PackedEncoder:
         self.norms = [(_norm_args(b.sa_layer_norm), _norm_args(b.output_layer_norm)) for b in self.layers]
         self.final_norm = None if encoder.final_layer_norm is None else _norm_args(encoder.final_layer_norm)
         self.modules = list(encoder.modules())
-        # The Linear weights, held directly: nn.Module attribute look-ups cost ~0.6 us each,
-        # and their versions are checked on every call.
-        self.weights = [m.weight for b in self.layers
-                        for m in (b.attention.q_lin, b.attention.k_lin, b.attention.v_lin,
-                                  b.attention.out_lin, b.ffn.lin1, b.ffn.lin2)]
+        # The Linear weights and biases, held directly: nn.Module attribute look-ups cost
+        # ~0.6 us each, and their versions are checked on every call.
+        self.params = [p for b in self.layers
+                       for m in (b.attention.q_lin, b.attention.k_lin, b.attention.v_lin,
+                                 b.attention.out_lin, b.ffn.lin1, b.ffn.lin2)
+                       for p in (m.weight, m.bias) if p is not None]
         self._kernels = {}          # bf16 -> ((qkv, out, ffn in, ffn out) per block), while fresh
 
     def usable(self, input_ids) -> bool:
@@ -60,7 +61,7 @@ class PackedEncoder:
 
     def kernels(self, bf16: bool):
         """Each block's four packed Linear kernels (Linear.cpu_kernel: the ones its forward would
-        pick), or None where a weight changed since packing or has no kernel for this precision."""
+        pick), or None where a weight or bias changed since packing or has no kernel for this precision."""
         cached = self._kernels.get(bf16)
         if cached is not None and cached[0] == self._versions():
             return cached[1]
@@ -78,11 +79,14 @@ class PackedEncoder:
         return kernels
 
     def _versions(self) -> tuple:
-        return tuple(w._version for w in self.weights)
+        return tuple(p._version for p in self.params)
 
     def __call__(self, input_ids, attention_mask=None, token_type_ids=None):
         bf16 = autocast_is_bf16()
         kernels = self.kernels(bf16)
+        if kernels is None:
+            raise RuntimeError("the encoder's weights changed since they were packed, or have no "
+                               "packed kernel for this precision: run the modules (see usable())")
         # The kernels cast to bf16 themselves, as autocast would: with autocast off, no other
         # operation pays for its checks (one sentence: 0.6 ms of 2.5 ms, same numbers).
         with torch.autocast("cpu", enabled=False):

@@ -179,9 +179,9 @@ def test_packed_encoder_under_bf16_autocast_matches_the_modules():
 
 
 def test_packed_encoder_steps_aside_once_a_weight_changes():
-    """Kernels are bound once per weight version: a weight changed in place after packing (a
-    state_dict loaded, a training step) sends the call to the modules, whose plain path uses
-    the new weight, until the model is packed again."""
+    """Kernels are bound once per weight and bias version: a weight or a bias changed in place
+    after packing (a state_dict loaded, a training step) sends the call to the modules, whose
+    plain path uses the new values, until the model is packed again."""
     b = get_backend("random:dim=64,layers=2,heads=4,ffn=128", precision="fp32", device="cpu")
     input_ids, mask = b._batch(b.encode_ids(TEXTS[:4])[0])
     with torch.inference_mode():
@@ -201,3 +201,14 @@ def test_packed_encoder_steps_aside_once_a_weight_changes():
     with torch.inference_mode():
         assert b.packed.usable(input_ids)
         assert (b.packed(input_ids, mask) - ref).abs().max().item() <= 1e-5
+    # A bias alone changed (the fused Q/K/V holds a copy of it) counts as well.
+    q_lin = b.encoder.transformer.layer[0].attention.q_lin
+    with torch.no_grad():
+        q_lin.bias.add_(0.5)
+    with torch.inference_mode():
+        assert not b.packed.usable(input_ids)
+        with pytest.raises(RuntimeError, match="changed since they were packed"):
+            b.packed(input_ids, mask)
+        hidden, _, _ = b._forward(input_ids, mask, None)
+        assert (hidden - b.encoder(input_ids, mask).last_hidden_state).abs().max().item() == 0
+        assert (hidden - ref).abs().max().item() > 1e-3
