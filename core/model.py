@@ -119,7 +119,7 @@ class Linear(nn.Linear):
 
     def cpu_kernel(self, bf16: bool, gelu: str | None = None):
         """The packed kernel for CPU inference, x -> y (bf16: under bf16 autocast, the result in
-        bf16), or None where the plain path must run (not packed, weight changed since)."""
+        bf16), or None where the plain path must run (not packed, weight or bias changed since)."""
         if self.packed is None or self.param_versions() != self.packed_version:
             return None
         attr, algo = ("gelu", gelu) if gelu else ("none", "")
