@@ -18,7 +18,7 @@ import torch
 
 from . import fillmask, machine_cache
 from .device import autocast, describe_device, pick_device, requested_precision, resolve_precision
-from .errors import Cancelled, InputError, ModelUnavailable
+from .errors import Cancelled, InputError
 from .fingerprint import Fingerprint
 from .names import BACKENDS, POOLINGS
 from .pooling import l2_normalize, pool
@@ -66,10 +66,16 @@ def _is_cancelled(cancel) -> bool:
 
 
 class Backend:
-    """Shared logic. Subclasses set: tokenizer, device, dim, n_layers, n_heads, max_length,
-    has_mlm, and implement _forward and _mlm."""
+    """Shared logic. Subclasses set: tokens (a core.tokenizer.ModelTokenizer), device, dim,
+    n_layers, n_heads, max_length, has_mlm, and implement _forward and _mlm."""
 
     backend = "?"
+    tokens = None
+
+    @property
+    def tokenizer(self):
+        """The model's transformers tokenizer (loaded on first use: embedding does not need it)."""
+        return self.tokens.hf
 
     def __init__(self, source: ModelSource, device: torch.device, precision: str):
         self.source = source
@@ -102,21 +108,11 @@ class Backend:
             if len(t) > MAX_TEXT_CHARS:
                 raise InputError(f"text {i + 1} is {len(t):,} characters long; the limit is "
                                  f"{MAX_TEXT_CHARS:,} (split long documents into sentences)")
-        enc = self.tokenizer(texts, add_special_tokens=True, truncation=True, max_length=self.max_length,
-                             return_overflowing_tokens=True)
-        # A text longer than max_length comes back as several rows; its first row is the cut text.
-        sample = enc["overflow_to_sample_mapping"]
-        ids, cut = [None] * len(texts), []
-        for row, i in enumerate(sample):
-            if ids[i] is None:
-                ids[i] = enc["input_ids"][row]
-            elif not cut or cut[-1] != i:
-                cut.append(i)
-        return ids, cut
+        return self.tokens.encode(texts)
 
     def _batch(self, ids: list[list[int]]):
         T = max(len(x) for x in ids)
-        pad = self.tokenizer.pad_token_id or 0
+        pad = self.tokens.pad_token_id or 0
         input_ids = torch.full((len(ids), T), pad, dtype=torch.long)
         mask = torch.zeros((len(ids), T), dtype=torch.long)
         for row, x in enumerate(ids):
@@ -247,34 +243,6 @@ class Backend:
 def check_pooling(pooling: str):
     if pooling not in POOLINGS:
         raise InputError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
-
-
-# A folder needs one of these for AutoTokenizer to read a real vocabulary: without them
-# transformers 5 quietly builds an empty tokenizer that turns every word into [UNK].
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "tokenizer.model",
-                   "sentencepiece.bpe.model")
-
-
-def load_tokenizer(folder: Path, vocab_size: int | None = None):
-    from transformers import AutoTokenizer
-    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
-        raise ModelUnavailable(f"{folder} has no tokenizer files (tokenizer.json or vocab.txt); "
-                               "copy them from the model the weights came from")
-    try:
-        tok = AutoTokenizer.from_pretrained(str(folder), use_fast=True, trust_remote_code=False)
-    except Exception as e:
-        raise ModelUnavailable(f"cannot load the tokenizer in {folder}: {e}") from None
-    if not tok.is_fast:
-        raise ModelUnavailable(f"the tokenizer in {folder} has no fast (Rust) version")
-    if vocab_size is not None and len(tok) > vocab_size:
-        raise ModelUnavailable(f"the tokenizer in {folder} has {len(tok):,} tokens but the model's "
-                               f"vocabulary has {vocab_size:,}: they belong to different models")
-    return tok
-
-
-def max_length_of(model_max: int, tok) -> int:
-    tmax = getattr(tok, "model_max_length", None) or model_max
-    return int(min(model_max, tmax))       # tokenizers say 1e30 when they don't know
 
 
 _cache: dict = {}

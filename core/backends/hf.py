@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from .. import hf_checkpoint
-from ..backend import Backend, load_tokenizer, max_length_of
+from ..backend import Backend
 from ..errors import InputError, ModelUnavailable
 from ..fingerprint import weights_hash
 from ..sources import ModelSource
+from ..tokenizer import ModelTokenizer
 class HFBackend(Backend):
     """Hugging Face transformers: the reference, and the app's "DistilBERT" choice."""
     backend = "hf"
@@ -20,10 +21,10 @@ class HFBackend(Backend):
         else:
             cfg = self._load_folder(folder, device)
         self.has_mlm = any(a.endswith("ForMaskedLM") for a in cfg.architectures or [])
-        self.tokenizer = load_tokenizer(source.folder, getattr(cfg, "vocab_size", None))
+        self.tokens = ModelTokenizer(source.folder, cfg.max_position_embeddings, getattr(cfg, "vocab_size", None))
         self.dim = cfg.hidden_size
         self.n_layers, self.n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
-        self.max_length = max_length_of(cfg.max_position_embeddings, self.tokenizer)
+        self.max_length = self.tokens.max_length
         self.weights_sha256 = weights_hash(source.folder)
 
     def _load_folder(self, folder: str, device):

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import torch
 
-from ..backend import Backend, load_tokenizer, max_length_of
+from ..backend import Backend
 from ..errors import InputError
 from ..fingerprint import weights_hash
 from ..model import pack_for_cpu_inference
 from ..packed_forward import PackedEncoder
 from ..sources import DEFAULT_MODEL, ModelSource, resolve
+from ..tokenizer import ModelTokenizer
 
 
 class ScratchBackend(Backend):
@@ -23,10 +24,10 @@ class ScratchBackend(Backend):
         super().__init__(source, device, precision)
         self.model, cfg, self.layout = load_folder(source.folder)
         self.model.to(device).eval()
-        self.tokenizer = load_tokenizer(source.folder, cfg.vocab_size)
+        self.tokens = ModelTokenizer(source.folder, cfg.max_position_embeddings, cfg.vocab_size)
         self.config = cfg
         self.dim, self.n_layers, self.n_heads = cfg.dim, cfg.n_layers, cfg.n_heads
-        self.max_length = max_length_of(cfg.max_position_embeddings, self.tokenizer)
+        self.max_length = self.tokens.max_length
         self.has_mlm = hasattr(self.model, "head")
         self.encoder = self.model.distilbert if self.has_mlm else self.model
         self.packed = self._pack(device, precision)
@@ -58,13 +59,13 @@ class RandomScratchBackend(ScratchBackend):
         from ..model import EncoderForMaskedLM
         cfg, seed = parse_random_spec(spec)
         Backend.__init__(self, ModelSource(spec, Path("."), "random"), device, precision)
-        self.tokenizer = load_tokenizer(resolve(DEFAULT_MODEL).folder)
-        cfg.vocab_size = len(self.tokenizer)
+        self.tokens = ModelTokenizer(resolve(DEFAULT_MODEL).folder, cfg.max_position_embeddings)
+        cfg.vocab_size = len(self.tokens)
         torch.manual_seed(seed)
         self.model = EncoderForMaskedLM(cfg).to(device).eval()
         self.config, self.layout = cfg, "random"
         self.dim, self.n_layers, self.n_heads = cfg.dim, cfg.n_layers, cfg.n_heads
-        self.max_length = max_length_of(cfg.max_position_embeddings, self.tokenizer)
+        self.max_length = self.tokens.max_length
         self.has_mlm, self.encoder = True, self.model.distilbert
         self.packed = self._pack(device, precision)
         h = hashlib.sha256()
