@@ -355,16 +355,18 @@ class Transformer(nn.Module):
 
 class Encoder(nn.Module):
     """Embeddings + blocks. Returns the last hidden state, and on request every layer's
-    hidden states and attention weights. Its state_dict is a DistilBertModel's."""
+    hidden states and attention weights. Its state_dict is a DistilBertModel's.
+    init=False skips BERT's initialisation, for a caller that loads every weight next."""
 
-    def __init__(self, cfg: EncoderConfig):
+    def __init__(self, cfg: EncoderConfig, init: bool = True):
         super().__init__()
         self.config = cfg
         self.embeddings = Embeddings(cfg)
         self.transformer = Transformer(cfg)
         # Pre-norm stacks leave the residual stream un-normalised; one last LayerNorm fixes that.
         self.final_layer_norm = nn.LayerNorm(cfg.dim, eps=cfg.layer_norm_eps) if cfg.norm == "pre" else None
-        init_weights(self, cfg)
+        if init:
+            init_weights(self, cfg)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None,
                 output_hidden_states: bool = False, output_attentions: bool = False) -> EncoderOutput:
@@ -396,15 +398,16 @@ class EncoderForMaskedLM(nn.Module):
     word embeddings. The body is called ``distilbert`` so that a DistilBertForMaskedLM
     state_dict loads as it is."""
 
-    def __init__(self, cfg: EncoderConfig):
+    def __init__(self, cfg: EncoderConfig, init: bool = True):
         super().__init__()
         self.config = cfg
-        self.distilbert = Encoder(cfg)
+        self.distilbert = Encoder(cfg, init)
         self.vocab_transform = Linear(cfg.dim, cfg.dim)
         self.vocab_layer_norm = nn.LayerNorm(cfg.dim, eps=cfg.layer_norm_eps)
         self.vocab_projector = Linear(cfg.dim, cfg.vocab_size)
         self.approximate = "tanh" if cfg.activation == "gelu_tanh" else "none"
-        init_weights(self, cfg)
+        if init:
+            init_weights(self, cfg)
         self.tie_weights()
 
     @property

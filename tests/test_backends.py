@@ -348,3 +348,19 @@ def test_concurrent_loads_share_one_model(tmp_path, tiny_distilbert):
         got = list(pool.map(load, range(6)))
     assert all(g is got[0] for g in got)
     np.testing.assert_allclose(got[0].embed(SENTENCES), get_backend(str(tiny_distilbert)).embed(SENTENCES), atol=1e-6)
+
+
+def test_a_loaded_model_holds_every_weight_of_its_checkpoint(tiny_distilbert):
+    """Loading skips the random initialisation: every parameter must then be the file's."""
+    from safetensors.torch import load_file
+
+    from core.weights import load_folder
+    torch.manual_seed(0)
+    model, _, _ = load_folder(tiny_distilbert)
+    saved = load_file(str(tiny_distilbert / "model.safetensors"))
+    params = dict(model.named_parameters(remove_duplicate=False))
+    assert set(params) == set(saved) | {"vocab_projector.weight"}
+    for name, p in params.items():
+        expected = saved["distilbert.embeddings.word_embeddings.weight" if name == "vocab_projector.weight" else name]
+        assert torch.equal(p.detach(), expected), name
+    assert model.vocab_projector.weight is model.distilbert.embeddings.word_embeddings.weight
