@@ -211,13 +211,26 @@ class MainWindow(QMainWindow):
             self._panels_of(title)[title]
 
     def _prebuild_next(self):
-        """Idle time after the model loaded: build one more panel, then yield to events."""
+        """Idle time after the model loaded: build one more panel, then yield to events; once
+        all are built, load the model's transformers tokenizer in a worker."""
         for panels in (self.optional_panels, self._map):
             title = panels.next_unbuilt()
             if title is not None:
                 panels[title]
                 self._prebuild.start(0)
                 return
+        self._warm_tokenizer()
+
+    def _warm_tokenizer(self):
+        """Embedding runs on the kept tokenizer pipeline (core/tokenizer.py), so the start skipped
+        importing transformers; Why, Attention, Step by step and Fill-mask need the transformers
+        tokenizer: load it now, in the background, rather than on their first request (~1 s)."""
+        tokens = getattr(self.state.backend, "tokens", None)
+        if tokens is None or tokens.loaded:
+            return
+        self.state.run("tokenizer", lambda progress=None, cancel=None: tokens.hf,
+                       label="Loading the tokenizer", show_progress=False, wants_progress=False,
+                       on_error=lambda e: log.warning("loading the transformers tokenizer: %s", e))
 
     def _on_results(self, result):
         self._last_search = result
@@ -246,8 +259,7 @@ class MainWindow(QMainWindow):
         if backend is None:
             self.device_label.setText("  Device: loading …  ")
             return
-        if self.optional_panels.next_unbuilt() or not self._map.built("Map"):
-            self._prebuild.start(PREBUILD_DELAY_MS)
+        self._prebuild.start(PREBUILD_DELAY_MS)    # unbuilt panels, then the tokenizer
         self.device_label.setText(f"  Device: {getattr(backend, 'device_name', '?')} · "
                                   f"{getattr(backend, 'precision', '?')}  ")
         self.device_label.setToolTip("The device the model runs on, and the precision of its embeddings: "

@@ -193,6 +193,11 @@ class ModelTokenizer:
             return self._hf
 
     @property
+    def loaded(self) -> bool:
+        """Is the transformers tokenizer loaded (asking for ``hf`` will not import transformers)?"""
+        return self._hf is not None
+
+    @property
     def pad_token_id(self) -> int | None:
         return self.settings.pad_token_id
 

@@ -76,3 +76,45 @@ def test_a_map_built_after_a_search_shows_that_search(qtbot, make_window, sample
     qtbot.waitUntil(lambda: w._last_search is not None, timeout=60_000)
     assert not w._map.built("Map")
     assert w.map_panel._last_search is w._last_search
+
+
+def test_the_transformers_tokenizer_loads_in_the_background_after_the_panels(
+        qtbot, make_window, sample_store_template, monkeypatch):
+    """A start that embeds with the kept tokenizer pipeline has no transformers tokenizer yet;
+    once the idle-time panel building is done it is loaded in a worker (the Attention panel's
+    first inspection loads it too, but that panel may show another model), so a first Why or
+    Fill-mask request does not wait for it."""
+    import core.backend as cb
+    from core.sources import resolve
+    from core.tokenizer import ModelTokenizer
+    ModelTokenizer(resolve("minilm").folder, 512)       # from here on the pipeline is kept
+    monkeypatch.setattr(cb, "_cache", {})                # a new model object, as in a new process
+    monkeypatch.setattr("app.main_window.PREBUILD_DELAY_MS", 600_000)   # idle time on demand below
+    w = make_window(sample_store_template)
+    tokens = w.state.backend.tokens
+    assert not tokens.loaded, "the model should have loaded without the transformers tokenizer"
+    built = []
+    monkeypatch.setattr(w, "_warm_tokenizer", lambda real=w._warm_tokenizer: (built.append(
+        all(w.optional_panels.built(t) for t in w.optional_panels) and w._map.built("Map")), real()))
+    w._prebuild.start(0)
+    qtbot.waitUntil(lambda: bool(built), timeout=120_000)
+    assert built == [True], "the tokenizer is loaded once every panel is built"
+    qtbot.waitUntil(lambda: tokens.loaded and not w.state.jobs.busy, timeout=120_000)
+    assert len(w.state.backend.tokenizer) == len(tokens)
+
+
+def test_the_tokenizer_warm_up_loads_it_without_any_panel(qtbot, make_window, sample_store_template, monkeypatch):
+    import core.backend as cb
+    from core.sources import resolve
+    from core.tokenizer import ModelTokenizer
+    ModelTokenizer(resolve("minilm").folder, 512)
+    monkeypatch.setattr(cb, "_cache", {})
+    monkeypatch.setattr("app.main_window.PREBUILD_DELAY_MS", 600_000)
+    w = make_window(sample_store_template)
+    tokens = w.state.backend.tokens
+    assert not tokens.loaded
+    w._warm_tokenizer()
+    qtbot.waitUntil(lambda: tokens.loaded and not w.state.jobs.busy, timeout=120_000)
+    assert not w.optional_panels.built("Attention") and not w.optional_panels.built("Fill-mask")
+    w._warm_tokenizer()                     # loaded: nothing to start
+    assert not w.state.jobs.busy

@@ -52,9 +52,9 @@ TEXTS = list(tk.CHECK_TEXTS) + ["The cat sat.", "x", "[MASK] is here", "ünïcö
 @pytest.mark.parametrize("kind", ["minilm", "distilbert", "vocab_only", "word"])
 def test_the_kept_pipeline_gives_transformers_ids(folders, data_dir, kind):
     first = tk.ModelTokenizer(folders[kind], MAX)
-    assert first._hf is not None and len(kept_files(data_dir)) == 1
+    assert first.loaded and len(kept_files(data_dir)) == 1
     second = tk.ModelTokenizer(folders[kind], MAX)
-    assert second._hf is None, "the second load should not need transformers"
+    assert second.loaded is False, "the second load should not need transformers"
     assert second.max_length == first.max_length and len(second) == len(first.hf)
     assert second.pad_token_id == first.hf.pad_token_id
     ids, cut = second.encode(TEXTS)
@@ -82,7 +82,7 @@ def test_a_changed_tokenizer_file_is_a_new_key(folders, data_dir, tmp_path):
     (folder / "tokenizer_config.json").write_text(json.dumps(cfg))
     (folder / "tokenizer.json").unlink()   # rebuilt from vocab.txt with the new setting
     after = tk.ModelTokenizer(folder, MAX)
-    assert after._hf is not None, "a stale pipeline was used"
+    assert after.loaded, "a stale pipeline was used"
     assert after.encode(["The Cat sat."]) == after._encode_hf(["The Cat sat."]) != before
     assert len(kept_files(data_dir)) == 2
 
@@ -97,13 +97,13 @@ def test_an_altered_or_damaged_cache_file_is_not_trusted(folders, data_dir):
     rec["pipeline"] = json.dumps(pipeline)
     path.write_text(json.dumps(rec))
     again = tk.ModelTokenizer(folder, MAX)
-    assert again._hf is not None
+    assert again.loaded
     assert again.encode(["Café"]) == again._encode_hf(["Café"])
     for damage in (b"\x00\xff not json", b'{"format": "encoderscope-tokenizer-pipeline/1"}', b""):
         path.write_bytes(damage)
         t = tk.ModelTokenizer(folder, MAX)
-        assert t._hf is not None and t.encode(["Café"]) == t._encode_hf(["Café"])
-    assert tk.ModelTokenizer(folder, MAX)._hf is None, "the rewritten file is used again"
+        assert t.loaded and t.encode(["Café"]) == t._encode_hf(["Café"])
+    assert tk.ModelTokenizer(folder, MAX).loaded is False, "the rewritten file is used again"
 
 
 def test_a_pipeline_that_fails_the_check_is_not_kept(folders, data_dir, monkeypatch):
@@ -133,10 +133,10 @@ def test_only_the_most_recently_used_pipelines_are_kept(folders, data_dir, tmp_p
     tk.ModelTokenizer(copies[0], MAX)
     tk.ModelTokenizer(copies[1], MAX)
     os.utime(tk.cache_file(tk.cache_key(copies[0])), (1, 1))   # m0 long unused ...
-    assert tk.ModelTokenizer(copies[0], MAX)._hf is None           # ... until read again
+    assert tk.ModelTokenizer(copies[0], MAX).loaded is False           # ... until read again
     tk.ModelTokenizer(copies[2], MAX)                              # a third: m1 goes
     assert len(kept_files(data_dir)) == 2
-    assert tk.ModelTokenizer(copies[0], MAX)._hf is None and tk.ModelTokenizer(copies[1], MAX)._hf is not None
+    assert tk.ModelTokenizer(copies[0], MAX).loaded is False and tk.ModelTokenizer(copies[1], MAX).loaded
 
 
 def test_an_unwritable_cache_still_loads(folders, data_dir):
