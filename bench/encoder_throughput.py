@@ -2,6 +2,7 @@
 
     python bench/encoder_throughput.py            # minilm + DistilBERT-size random weights
     python bench/encoder_throughput.py --quick    # fewer sentences, minilm only
+    python bench/encoder_throughput.py --device cuda   # ours vs transformers on a GPU, fp32 and bf16
 
 Rows: model x batch size (1, 64) x attentions (off, on). The transformers baseline embeds the
 same length-sorted batches ("hf sorted"), with sdpa attention when attentions are off and eager
@@ -48,16 +49,20 @@ def mixed_sentences(n: int) -> list[str]:
     return out[:n]
 
 
-def hf_embed(model, tok, texts, batch_size, sort: bool, attentions: bool):
+def hf_embed(model, tok, texts, batch_size, sort: bool, attentions: bool, device=None, bf16=False):
+    """transformers' embeddings (mean pooling + L2, as ours); on `device` when given, under bf16
+    autocast when bf16 (the GPU rows)."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i])) if sort else list(range(len(texts)))
     out = np.zeros((len(texts), model.config.hidden_size), np.float32)
-    with torch.inference_mode():
+    kind = device.type if device is not None else "cpu"
+    with torch.inference_mode(), torch.autocast(kind, dtype=torch.bfloat16, enabled=bf16):
         for s in range(0, len(order), batch_size):
             rows = order[s:s + batch_size]
             enc = tok([texts[i] for i in rows], padding=True, truncation=True, max_length=512, return_tensors="pt")
-            h = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
-                      output_attentions=attentions).last_hidden_state
-            out[rows] = l2_normalize(pool(h, enc["attention_mask"], "mean")).numpy()
+            ids, mask = (enc["input_ids"], enc["attention_mask"]) if device is None else \
+                (enc["input_ids"].to(device), enc["attention_mask"].to(device))
+            h = model(input_ids=ids, attention_mask=mask, output_attentions=attentions).last_hidden_state
+            out[rows] = l2_normalize(pool(h.float(), mask, "mean")).cpu().numpy()   # .cpu(): waits for the GPU
     return out
 
 
@@ -259,16 +264,57 @@ def bench_latency(lengths=(8, 16, 32, 64, 128), reps: int = 30):
               f"{med['ort'] / med['fp32']:4.2f} | {med['ort'] / med['auto']:4.2f}", flush=True)
 
 
+def bench_device(texts, device: str, n_bs1: int):
+    """Ours against transformers on one device, each in fp32 and under bf16 autocast: the GPU
+    rows of issue 14 (`--device cuda`; `--device cpu` runs the same code here). Length-sorted
+    batches of 64 and single sentences, alternating rounds, best of each; the time includes
+    copying the vectors back, which waits for the device."""
+    from transformers import AutoModel
+
+    from core.device import bf16_supported, describe_device
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit("error: no CUDA device here (torch.cuda.is_available() is False): "
+                         "run `--device cuda` on a machine with an NVIDIA GPU and a CUDA build of torch")
+    dev = torch.device(device)
+    precisions = ["fp32"] + (["bf16"] if bf16_supported(dev) else [])
+    ours = {p: get_backend("minilm", "scratch", device=device, precision=p) for p in precisions}
+    hf = AutoModel.from_pretrained(str(ours["fp32"].source.folder), attn_implementation="sdpa").eval().to(dev)
+    tok = ours["fp32"].tokenizer
+    print(f"\n{describe_device(dev)}: ours against transformers (sdpa) on the same device, minilm, "
+          f"sentences/second (bf16 = autocast, both)")
+    print("| batch | precision | n | ours | transformers | ours / transformers | min cosine vs our fp32 |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for bs, sub in ((64, texts), (1, texts[:n_bs1])):
+        ref = ours["fp32"].embed(sub)
+        for p in precisions:
+            runs = {"ours": lambda: ours[p].embed(sub, batch_size=bs),
+                    "hf": lambda: hf_embed(hf, tok, sub, bs, True, False, device=dev, bf16=p == "bf16")}
+            for run in runs.values():               # warm-up (CUDA kernels, cuBLAS handles)
+                run()
+            best = dict.fromkeys(runs, 0.0)
+            for _ in range(ROUNDS):
+                for name, run in runs.items():
+                    best[name] = max(best[name], rate(run, len(sub)))
+            cos = float((ref * ours[p].embed(sub)).sum(1).min())
+            print(f"| {bs} | {p} | {len(sub)} | {best['ours']:.1f} | {best['hf']:.1f} | "
+                  f"{best['ours'] / best['hf']:.2f} | {cos:.6f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="500 sentences, minilm only")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--minilm-only", action="store_true", help="2,000 sentences, minilm only (no DistilBERT size)")
+    ap.add_argument("--device", default=None,
+                    help="only ours vs transformers on this device, fp32 and bf16 (e.g. cuda; cpu runs the same rows)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     n = 500 if args.quick else 2000
     texts = mixed_sentences(n)
+    if args.device:
+        bench_device(texts, args.device, 100 if args.quick else 500)
+        return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {n} sentences "
           f"(mean {np.mean([len(t.split()) for t in texts]):.1f} words)")
     print("| model      | batch | attn |     n | ours s/s | hf sorted | hf input |      ort | /hf   | /ort  |")
