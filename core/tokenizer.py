@@ -35,7 +35,7 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", 
 # Everything AutoTokenizer reads to decide the class and its settings: the cache key hashes them.
 KEY_FILES = TOKENIZER_FILES + ("merges.txt", "tokenizer_config.json", "special_tokens_map.json",
                                "added_tokens.json", "config.json")
-CACHE_FORMAT = "encoderscope-tokenizer-pipeline/1"
+CACHE_FORMAT = "encoderscope-tokenizer-pipeline/2"
 # Kept pipelines (~0.5 MB for a 30k WordPiece vocabulary): the least recently used beyond this
 # many are removed when one is written, so checkpoints and library upgrades don't pile up.
 CACHE_KEEP = 32
@@ -127,28 +127,33 @@ def cache_file(key: str) -> Path:
 
 def read_cached(key: str):
     """(pipeline, Settings) kept for `key`, or None: missing, unreadable, for another key, or
-    altered since it was written (its sha256 no longer matches)."""
+    altered since it was written (its sha256 no longer matches its pipeline and settings)."""
     from tokenizers import Tokenizer
     try:
         rec = json.loads(cache_file(key).read_text(encoding="utf-8"))
         if rec.get("format") != CACHE_FORMAT or rec.get("key") != key:
             return None
-        body = rec["pipeline"]
-        if hashlib.sha256(body.encode()).hexdigest() != rec["pipeline_sha256"]:
-            log.warning("ignoring %s: its pipeline was altered after it was written", cache_file(key))
+        body, settings = rec["pipeline"], rec["settings"]
+        if _digest(body, settings) != rec["sha256"]:
+            log.warning("ignoring %s: it was altered after it was written", cache_file(key))
             return None
-        kept = Tokenizer.from_str(body), Settings(**rec["settings"])
+        kept = Tokenizer.from_str(body), Settings(**settings)
         os.utime(cache_file(key))        # recently used: the last to be removed (CACHE_KEEP)
         return kept
     except Exception:   # unreadable, not JSON, fields missing, a pipeline tokenizers rejects
         return None
 
 
+def _digest(body: str, settings: dict) -> str:
+    """What a kept file's sha256 covers: the pipeline and the settings beside it."""
+    return hashlib.sha256((json.dumps(settings, sort_keys=True) + "\n" + body).encode()).hexdigest()
+
+
 def write_cached(key: str, pipeline, settings: Settings) -> None:
     from .atomic import atomic_write
-    body = pipeline.to_str()
-    rec = {"format": CACHE_FORMAT, "key": key, "settings": asdict(settings),
-           "pipeline_sha256": hashlib.sha256(body.encode()).hexdigest(), "pipeline": body}
+    body, fields = pipeline.to_str(), asdict(settings)
+    rec = {"format": CACHE_FORMAT, "key": key, "settings": fields, "sha256": _digest(body, fields),
+           "pipeline": body}
     try:
         path = cache_file(key)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -99,7 +99,13 @@ def test_an_altered_or_damaged_cache_file_is_not_trusted(folders, data_dir):
     again = tk.ModelTokenizer(folder, MAX)
     assert again.loaded
     assert again.encode(["Café"]) == again._encode_hf(["Café"])
-    for damage in (b"\x00\xff not json", b'{"format": "encoderscope-tokenizer-pipeline/1"}', b""):
+    assert tk.ModelTokenizer(folder, MAX).loaded is False   # written again, intact: used
+    rec = json.loads(path.read_text())
+    rec["settings"]["size"] = "30522"                     # a settings field damaged, pipeline intact
+    path.write_text(json.dumps(rec))
+    t = tk.ModelTokenizer(folder, MAX, vocab_size=30522)
+    assert t.loaded and len(t) == 30522
+    for damage in (b"\x00\xff not json", json.dumps({"format": tk.CACHE_FORMAT}).encode(), b""):
         path.write_bytes(damage)
         t = tk.ModelTokenizer(folder, MAX)
         assert t.loaded and t.encode(["Café"]) == t._encode_hf(["Café"])
