@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QAbstractListModel, QModelIndex, Qt, QTimer
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractItemView,
@@ -94,8 +94,11 @@ def _act(qtbot, rng: random.Random, w: QWidget) -> None:
         w.setValue(rng.randint(w.minimum(), w.maximum()))
     elif isinstance(w, QAbstractItemView):
         model = w.model()
-        if model is not None and model.rowCount() and model.columnCount():
-            index = model.index(rng.randrange(model.rowCount()), rng.randrange(model.columnCount()))
+        top = QModelIndex()      # a list model has one column (PySide6 keeps its columnCount private)
+        rows, cols = (model.rowCount(top), 1 if isinstance(model, QAbstractListModel)
+                      else model.columnCount(top)) if model is not None else (0, 0)
+        if rows and cols:
+            index = model.index(rng.randrange(rows), rng.randrange(cols))
             rect = w.visualRect(index)
             if rect.isValid():
                 click = qtbot.mouseDClick if rng.random() < 0.2 else qtbot.mouseClick

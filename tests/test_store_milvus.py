@@ -258,3 +258,49 @@ def test_interrupted_rebuild_is_finished_on_open(tmp_path):
         assert not again._client.has_collection("sentences__rebuild")
     finally:
         again.close()
+
+
+@needs_milvus
+def test_lite_index_file_cut_by_a_crash_is_rebuilt(tmp_path, caplog):
+    """Milvus Lite writes its index files in place: a kill in the middle leaves one truncated,
+    and every later load failed. The open removes the file its own header proves incomplete
+    (derived data: Milvus Lite builds it again from the segment) and loads again."""
+    from index.milvus.repair import INDEX_SIDECARS, incomplete
+    loc = f"milvus-lite:{tmp_path / 'c'}"
+    vectors = clustered(40, D)
+    s = open_store(loc, create=True, fingerprint=FP)
+    s.add([f"sentence {i}" for i in range(40)], vectors)
+    s.close()
+    open_store(loc, readonly=True).close()                  # a load writes the index file
+    (idx,) = [p for p in (tmp_path / "c" / "milvus.db").glob(INDEX_SIDECARS) if p.suffix == ".idx"]
+    whole = idx.read_bytes()
+    assert not incomplete(idx)
+    idx.write_bytes(whole[: len(whole) // 2])               # what a kill -9 mid-write leaves
+    assert incomplete(idx)
+    for readonly in (True, False):                          # a reader repairs too when no one writes
+        with caplog.at_level("WARNING"):
+            again = open_store(loc, readonly=readonly)
+        try:
+            assert again.count() == 40
+            hits = again.search(vectors[7], k=1)
+            assert hits[0].text == "sentence 7" and abs(hits[0].score - 1.0) < 1e-5
+        finally:
+            again.close()
+        assert idx.read_bytes() == whole, "rebuilt from the segment"
+        idx.write_bytes(whole[:100])
+    assert "half-written" in caplog.text
+
+
+@needs_milvus
+def test_lite_index_file_of_unknown_content_is_left_alone(tmp_path):
+    from index.milvus.repair import INDEX_SIDECARS
+    loc = f"milvus-lite:{tmp_path / 'c'}"
+    s = open_store(loc, create=True, fingerprint=FP)
+    s.add(["a", "b"], clustered(2, D))
+    s.close()
+    open_store(loc, readonly=True).close()
+    (idx,) = [p for p in (tmp_path / "c" / "milvus.db").glob(INDEX_SIDECARS) if p.suffix == ".idx"]
+    idx.write_bytes(b"not an index, not ours to delete")
+    with pytest.raises(StoreError, match="could not load the collection"):
+        open_store(loc, readonly=True)
+    assert idx.read_bytes() == b"not an index, not ours to delete"

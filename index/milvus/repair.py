@@ -1,6 +1,13 @@
 """After a Milvus Lite writer was killed: make the store whole again before it is used.
 
-A writer leaves FOLDER/unclean while it has the folder open. The next open that finds it
+Half-written index files: Milvus Lite writes each segment's index sidecar (an .npy of the
+vectors for FLAT, a Parquet file for the scalar index) in place, so a kill in the middle leaves a
+truncated file that fails every later load of the collection. They are derived data (Milvus Lite
+builds a missing one from the segment on load), so `remove_damaged_index_files` deletes the ones
+proven incomplete (their own header or footer says so) and the open loads again; a file it
+cannot judge is left alone and the load's error stands.
+
+Duplicates: a writer leaves FOLDER/unclean while it has the folder open. The next open that finds it
 (a writer, or a reader when no writer holds the folder) rereads every id once: Milvus Lite's
 WAL replay can bring back rows that were also flushed, so one id appears twice (count(*) and
 queries see both copies); each such id is rewritten once, from its newest copy. The id counter
@@ -9,6 +16,9 @@ is also moved past the largest id present, so no id is ever handed out twice.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
+
+import numpy as np
 
 from ..durability import WriterLock
 from ..errors import StoreLocked
@@ -76,3 +86,56 @@ def repair_duplicates(store) -> int:
         call(client.upsert, store._name, data=data[s:s + INSERT_CHUNK], what="repair")
     call(client.flush, store._name, what="flush")
     return len(data)
+
+
+# Where Milvus Lite keeps index sidecars inside its data folder (milvus-lite 3.x layout).
+INDEX_SIDECARS = "collections/*/partitions/*/indexes/*"
+
+
+def remove_damaged_index_files(store) -> list[Path]:
+    """Delete the index sidecars of `store`'s Lite folder that a crash left incomplete (with the
+    writer lock: this store's, or taken for the moment); returns what was removed."""
+    temp = None
+    if store._lock is None:
+        try:
+            temp = WriterLock(store.folder).acquire()
+        except StoreLocked:
+            return []             # another process writes there: not ours to repair
+    try:
+        damaged = [p for p in sorted(Path(store.loc.lite_db).glob(INDEX_SIDECARS))
+                   if p.is_file() and incomplete(p)]
+        for p in damaged:
+            p.unlink(missing_ok=True)
+        if damaged:
+            log.warning("%s: removed %d index file(s) left half-written by an interrupted write "
+                        "(%s); Milvus Lite builds them again from the data", store.location,
+                        len(damaged), ", ".join(p.name for p in damaged))
+        return damaged
+    finally:
+        if temp is not None:
+            temp.release()
+
+
+def incomplete(path: Path) -> bool:
+    """True when `path` is an .npy or Parquet file shorter than its own header or footer says;
+    False when complete or of a format this cannot judge."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(6)
+        f.seek(0)
+        if head == b"\x93NUMPY":
+            try:
+                version = np.lib.format.read_magic(f)
+                if version not in ((1, 0), (2, 0)):
+                    return False
+                read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                shape, _, dtype = read(f)
+            except ValueError:              # the header itself is cut or garbled
+                return True
+            return size < f.tell() + int(np.prod(shape)) * dtype.itemsize
+        if head[:4] == b"PAR1":             # Parquet: a complete file ends with its footer magic
+            if size < 12:
+                return True
+            f.seek(size - 4)
+            return f.read(4) != b"PAR1"
+    return size == 0

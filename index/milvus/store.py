@@ -29,7 +29,7 @@ from ..store_location import Location, parse_location
 from ..text_hash import hash_for_format
 from . import lite, rebuild
 from .calls import Caller, close_quietly, connect_server, import_pymilvus, plain_rows
-from .repair import after_crash_check
+from .repair import after_crash_check, remove_damaged_index_files
 from .schema import (
     FIELDS,
     KINDS,
@@ -152,7 +152,12 @@ class MilvusStore(Store):
             if lite_key:
                 lite.register(lite_key)
                 registered = True
-            call(client.load_collection, name, what="load the collection")
+            try:
+                call(client.load_collection, name, what="load the collection")
+            except StoreError:
+                if loc.kind != "lite" or not remove_damaged_index_files(store):
+                    raise
+                call(client.load_collection, name, what="load the collection")
             if loc.kind == "lite":
                 after_crash_check(store)
             if fingerprint is not None:
