@@ -182,7 +182,7 @@ class ModelTokenizer:
             self.max_length = max_length_of(model_max, self.settings.model_max_length)
             self._pipeline = self._copy_pipeline(self._hf)
             if self._pipeline is not None:
-                write_cached(key, self._hf.backend_tokenizer, self.settings)
+                write_cached(key, self._pipeline, self.settings)     # the copy that passed the check
         else:
             pipeline, self.settings = kept
             check_size(self.folder, self.settings.size, vocab_size)

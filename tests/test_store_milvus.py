@@ -275,8 +275,10 @@ def test_lite_index_file_cut_by_a_crash_is_rebuilt(tmp_path, caplog):
     (idx,) = [p for p in (tmp_path / "c" / "milvus.db").glob(INDEX_SIDECARS) if p.suffix == ".idx"]
     whole = idx.read_bytes()
     assert not incomplete(idx)
+    for cut in (0, 3, 100, len(whole) // 2, len(whole) - 1):   # wherever the kill landed
+        idx.write_bytes(whole[:cut])
+        assert incomplete(idx), cut
     idx.write_bytes(whole[: len(whole) // 2])               # what a kill -9 mid-write leaves
-    assert incomplete(idx)
     for readonly in (True, False):                          # a reader repairs too when no one writes
         with caplog.at_level("WARNING"):
             again = open_store(loc, readonly=readonly)

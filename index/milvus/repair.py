@@ -117,12 +117,15 @@ def remove_damaged_index_files(store) -> list[Path]:
 
 
 def incomplete(path: Path) -> bool:
-    """True when `path` is an .npy or Parquet file shorter than its own header or footer says;
-    False when complete or of a format this cannot judge."""
+    """True when `path` is an .npy or Parquet file shorter than its own header or footer says
+    (or empty, or cut inside its magic bytes); False when complete or of a format this cannot
+    judge."""
     size = path.stat().st_size
     with open(path, "rb") as f:
         head = f.read(6)
         f.seek(0)
+        if len(head) < 6 and (b"\x93NUMPY".startswith(head) or b"PAR1".startswith(head[:4])):
+            return True
         if head == b"\x93NUMPY":
             try:
                 version = np.lib.format.read_magic(f)
@@ -138,4 +141,4 @@ def incomplete(path: Path) -> bool:
                 return True
             f.seek(size - 4)
             return f.read(4) != b"PAR1"
-    return size == 0
+    return False
