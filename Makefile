@@ -44,6 +44,7 @@ test-slow: setup
 bench: setup
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/encoder_throughput.py
+	$(BIN)/python bench/single_sentence_anatomy.py
 	$(BIN)/python bench/search.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/attention_render.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/ui_latency.py
