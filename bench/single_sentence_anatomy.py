@@ -4,7 +4,7 @@
     python bench/single_sentence_anatomy.py --tokens 8 16 32 --precision auto
 
 For each length T (one sentence, no padding) it prints, in ms (best of ROUNDS blocks of REPS
-calls, one process, blocks alternating):
+calls, one process; rows are measured one after another, so compare rows of one run only):
   forward            core/packed_forward.py's PackedEncoder, as embed() runs it
   GEMMs in place     its Linear kernels, timed inside that forward
   attention          MultiHeadSelfAttention.attend, timed inside it
@@ -82,7 +82,8 @@ def gemm_chain(packed: PackedEncoder, bf16: bool, T: int, plain: bool) -> float:
     for att, block in zip(packed.attentions, packed.layers):
         for m, gelu in ((att.fused_qkv, None), (att.out_lin, None),
                         (block.ffn.lin1, block.ffn.approximate), (block.ffn.lin2, None)):
-            x = torch.randn(1, T, m.in_features)
+            # inputs as the model feeds them: bf16 between bf16 kernels, so no cast per call
+            x = torch.randn(1, T, m.in_features, dtype=torch.bfloat16 if bf16 else torch.float32)
             if plain:
                 w, b = torch.randn_like(m.weight) * 0.02, torch.zeros_like(m.bias)
                 calls.append(lambda x=x, w=w, b=b: F.linear(x, w, b))
@@ -124,18 +125,20 @@ def anatomy(T: int, precision: str, session):
             timer.close()
         rows["GEMMs in place"], rows["attention"], rows["rest"] = gemm, att, total - gemm - att
         stub = PackedEncoder(backend.encoder)
-        ready = {w: torch.randn(1, T, w) for w in (stub.layers[0].ffn.lin1.out_features,
-                                                   stub.attentions[0].fused_qkv.out_features,
-                                                   stub.attentions[0].out_lin.out_features)}
-        outs = [tuple(ready[m.out_features] for m in (a.fused_qkv, a.out_lin, b.ffn.lin1, b.ffn.lin2))
-                for a, b in zip(stub.attentions, stub.layers)]
-        stub.kernels = lambda _bf16: [tuple((lambda x, y=y: y) for y in block) for block in outs]
+        # ready outputs in the dtype the kernels give (bf16 ones return bf16)
+        dtype = torch.bfloat16 if bf16 else torch.float32
+        ready = {w: torch.randn(1, T, w, dtype=dtype) for w in (stub.layers[0].ffn.lin1.out_features,
+                                                                stub.attentions[0].fused_qkv.out_features,
+                                                                stub.attentions[0].out_lin.out_features)}
+        stubs = [tuple((lambda x, y=ready[m.out_features]: y) for m in (a.fused_qkv, a.out_lin, b.ffn.lin1, b.ffn.lin2))
+                 for a, b in zip(stub.attentions, stub.layers)]
+        stub.kernels = lambda _bf16: stubs
         rows["without GEMMs"] = best_ms(lambda: stub(ids, mask))
         rows["GEMMs alone (model's kernel)"] = gemm_chain(stub, bf16, T, plain=False)
         if not bf16:
             rows["GEMMs alone (MKL F.linear)"] = gemm_chain(stub, bf16, T, plain=True)
         n_gemms = 4 * len(stub.layers)
-        rows[f"set-up per GEMM x {n_gemms}"] = best_ms(_packed_kernel(32, 32, bf16, torch.randn(1, 8, 32)), reps=2000) * n_gemms
+        rows[f"set-up per GEMM x {n_gemms}"] = best_ms(_packed_kernel(32, 32, bf16, torch.randn(1, 8, 32, dtype=dtype)), reps=2000) * n_gemms
     if session is not None:
         feed = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
         rows["onnxruntime forward (fp32)"] = best_ms(lambda: session.run(None, feed))
