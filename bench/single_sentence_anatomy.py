@@ -8,11 +8,13 @@ calls, one process; rows are measured one after another, so compare rows of one 
   forward            core/packed_forward.py's PackedEncoder, as embed() runs it
   GEMMs in place     its Linear kernels, timed inside that forward
   attention          MultiHeadSelfAttention.attend, timed inside it
-  rest               forward - GEMMs - attention (embeddings, LayerNorms, adds, views, Python)
+  rest               forward - GEMMs - attention (embeddings, LayerNorms, adds, views, Python,
+                     and the in-place timers' own cost)
   without GEMMs      the same forward with every Linear replaced by a ready output of its shape
   GEMMs alone        the model's Linear shapes back to back on distinct weights of the model's
-                     size (the memory traffic of one call: weights do not stay in cache), with
-                     the kernel the model uses and with MKL's F.linear
+                     size (the memory traffic of one call: fp32's 42.5 MB outgrow a 32 MB L3,
+                     bf16's 21 MB may stay in it), with the kernel the model uses and, in fp32,
+                     with MKL's F.linear
   set-up per GEMM    the kernel on a 32 x 32 weight: what a call costs before any arithmetic,
                      times the number of GEMMs in one forward
   onnxruntime        the same weights exported to ONNX, whole forward (bench extra installed)
@@ -25,7 +27,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-from encoder_throughput import onnx_session
+from encoder_throughput import onnx_session    # first: it puts the repository on sys.path
 
 from core.backend import get_backend
 from core.device import autocast
