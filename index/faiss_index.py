@@ -9,9 +9,12 @@ are the SQLite sentence ids):
         it through an IDSelector), updates and too many deleted ids rebuild the graph
   sq8   exact scan over 8-bit scalar-quantised codes (IndexScalarQuantizer QT_8bit), 4x smaller
   ivf   inverted lists (IVF, HNSW coarse quantiser) of compact codes (8-bit up to 384-d, 1-bit
-        RaBitQ fast-scan above), the candidates re-ranked by the exact vectors
-        (IndexRefineFlat): ~1-2 ms at 1M vectors, built in a minute or two; removals are marked
+        RaBitQ fast-scan above), the candidates re-ranked by their fp16 vectors (IndexRefine
+        over an fp16 IndexScalarQuantizer; files written before hold exact ones,
+        IndexRefineFlat): ~1-2 ms at 1M vectors, built in a minute or two; removals are marked
         like HNSW's, updates rebuild it
+The scores a kind gives are its own (sq8 and fp16 ones approximate); the store checks every hit
+against the vector its database holds and reports that exact cosine (index/snapshot.py).
 Long builds (ivf, hnsw) add in chunks: build() reports progress between chunks and stops
 between them when cancelled, leaving whatever index the caller held untouched.
 """
@@ -34,7 +37,7 @@ REQUESTS = KINDS + ("auto",)
 # takes ~65 ms, over 200k x 384 ~30 ms: still interactive; ivf answers in ~1 ms either way.
 AUTO_HNSW_THRESHOLD = 200_000
 AUTO_KIND = "ivf"
-# Kinds that mark removed ids instead of deleting them (IndexRefineFlat and HNSW graphs can't
+# Kinds that mark removed ids instead of deleting them (IndexRefine and HNSW graphs can't
 # drop a vector); searches skip the marks, an update or too many marks rebuild the index.
 MARKING_KINDS = ("hnsw", "ivf")
 DEFAULT_PARAMS = {
@@ -46,7 +49,7 @@ DEFAULT_PARAMS = {
     # nlist "auto": IVF_LISTS_PER_SQRT * sqrt(n) lists (see nlist_for). nprobe "auto": the
     # value calibrated at build time (see calibrate_nprobe), else IVF_PROBE_FRACTION of the
     # lists. codes "auto": "sq8" up to IVF_SQ8_MAX_DIM, "rabitq" above (see IVF_CODES).
-    # k_factor "auto": the scan keeps k * IVF_K_FACTOR[codes] candidates for the exact re-rank.
+    # k_factor "auto": the scan keeps k * IVF_K_FACTOR[codes] candidates for the re-rank.
     "ivf": {"nlist": "auto", "nprobe": "auto", "k_factor": "auto", "codes": "auto"},
 }
 # The codes the ivf lists hold, by name: the index_factory suffix and the IVF class it makes.
@@ -56,19 +59,28 @@ DEFAULT_PARAMS = {
 # 1.64 ms, 1M x 768 4.37 ms (docs/benchmarks/search.md). SQ4/SQ6 were no faster (the unpacking
 # is the cost), PQ 4-bit fast-scan lost the ranking (PQ384x4fs recall@10 0.88 with 640
 # candidates re-ranked). RaBitQ's 1-bit codes (d/8 bytes + 8 of factors) in fast-scan blocks
-# scan 1M x 768 in ~0.7 ms but rank coarsely: the exact re-rank needs ~100 candidates a hit
+# scan 1M x 768 in ~0.7 ms but rank coarsely: the re-rank needs ~100 candidates a hit
 # (IVF_K_FACTOR) for recall@10 0.96 at 1M x 768; 2-bit RaBitQ needed only 16 but took 141 s
 # to build (encoding) and 2.5 ms a query, 1-bit 51-90 s.
 IVF_CODES = {"sq8": ("SQ8", "IndexIVFScalarQuantizer"),
              "rabitq": ("RaBitQfs", "IndexIVFRaBitQFastScan")}
 # 8-bit codes up to this width (met the goal at 384-d, missed it at 768-d), RaBitQ above.
 IVF_SQ8_MAX_DIM = 384
-# Candidates kept per hit for the exact re-rank, by codes. 8-bit codes rank well: 4 and 16 gave
+# Candidates kept per hit for the re-rank, by codes. 8-bit codes rank well: 4 and 16 gave
 # the same recall on 200k x 384 (the lists are the limit). 1-bit RaBitQ at 1M x 768 (held-out
 # recall@10 / CPU ms per query, load 3.6): k_factor 64 0.930 / 1.4, 96 0.957-0.965 / 1.7-1.9,
 # 128 0.970-0.978 / 2.1-2.8. Half the time is the scan keeping k * k_factor candidates (0.72 ms
-# for 40, 1.36 ms for 1280), the rest the exact re-rank: 96 is the largest within 2 ms.
+# for 40, 1.36 ms for 1280), the rest the re-rank (then exact rows): 96 is the largest within 2 ms.
 IVF_K_FACTOR = {"sq8": 4, "rabitq": 96}
+# The vectors the re-rank reads: fp16 (IndexScalarQuantizer QT_fp16), half the memory of the
+# exact ones (1M x 768: 1.5 GB instead of 3 GB) and half the bytes a query's 960 random rows
+# take. Same index, same process, 1M x 768, 300 held-out queries (AMD EPYC, load ~1): recall@10
+# 0.9573 either way, single-query p50 1.52-1.55 ms against 1.63-1.70 ms with the fp32 rows. A
+# cosine of unit vectors moves by at most 2^-11 in fp16 (IVF_FP16_SCORE_ERROR), far below the
+# gap between neighbours that recall counts, and the store reports each hit's exact cosine from
+# its database anyway.
+IVF_REFINE_QTYPE = faiss.ScalarQuantizer.QT_fp16
+IVF_FP16_SCORE_ERROR = 2.0 ** -11
 # ~4 sqrt(n) lists: the classic balance between scanning the centroids and scanning the lists.
 IVF_LISTS_PER_SQRT = 4
 # How many lists a query must scan depends on the data: on clustered synthetic vectors 1/64 of
@@ -117,8 +129,9 @@ SINGLE_QUERY_THREADS = 1
 IVF_PARALLEL_LIST_CODES = ("sq8",)
 
 
-_INNER = {"flat": "IndexFlatIP", "hnsw": "IndexHNSWFlat", "sq8": "IndexScalarQuantizer",
-          "ivf": "IndexRefineFlat"}
+# The index each kind wraps, by class name (ivf: fp16 re-rank rows, or exact ones in older files).
+_INNER = {"flat": ("IndexFlatIP",), "hnsw": ("IndexHNSWFlat",), "sq8": ("IndexScalarQuantizer",),
+          "ivf": ("IndexRefine", "IndexRefineFlat")}
 # FAISS turns a failed fwrite into a RuntimeError with the C library's text in it.
 _ERRNO_TEXTS = [(c, os.strerror(c)) for c in (errno.ENOSPC, errno.EDQUOT, errno.EROFS,
                                                errno.EACCES, errno.EIO)]
@@ -183,7 +196,8 @@ class FaissIndex:
             ivf.cp.niter = IVF_TRAIN_ITERATIONS
             ivf.cp.min_points_per_centroid = 1   # a sample of < 39 per list is fine: no warning
             ivf.cp.max_points_per_centroid = 1 << 30   # the sample is drawn by train()
-            inner = faiss.IndexRefineFlat(base)   # faiss's wrapper keeps `base` alive
+            rows = faiss.IndexScalarQuantizer(d, IVF_REFINE_QTYPE, faiss.METRIC_INNER_PRODUCT)
+            inner = faiss.IndexRefine(base, rows)   # faiss's wrapper keeps both alive
         else:
             inner = faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
         return faiss.IndexIDMap2(inner)
@@ -234,6 +248,17 @@ class FaissIndex:
         RaBitQ existed holds 8-bit codes whatever its width)."""
         name = type(faiss.downcast_index(faiss.extract_index_ivf(self.index.index))).__name__
         return next(c for c, (_, cls) in IVF_CODES.items() if cls == name)
+
+    def held_as(self) -> str:
+        """What reconstruct() gives back of a stored vector: "exact", "fp16" (its fp16 rounding:
+        ivf's re-rank rows) or "sq8" (8-bit codes decoded)."""
+        if self.kind == "sq8":
+            return "sq8"
+        if self.kind == "ivf":
+            rows = faiss.downcast_index(faiss.downcast_index(self.index.index).refine_index)
+            if isinstance(rows, faiss.IndexScalarQuantizer):
+                return "fp16"
+        return "exact"
 
     def k_factor(self) -> float:
         k_factor = self.params.get("k_factor", "auto")
@@ -397,7 +422,7 @@ class FaissIndex:
 
     # -- files ------------------------------------------------------------------------------
     def reconstruct(self, ids) -> np.ndarray:
-        """The vectors the index holds for `ids` (decoded: approximate for sq8)."""
+        """The vectors the index holds for `ids`, decoded: see held_as()."""
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         if len(ids) == 0:
             return np.zeros((0, self.dim), np.float32)
@@ -425,18 +450,25 @@ class FaissIndex:
         if index.d != int(dim):
             raise ValueError(f"index dimension {index.d} differs from the manifest's {dim}")
         inner = type(faiss.downcast_index(index.index)).__name__
-        if inner != _INNER[kind]:
-            raise ValueError(f"the file holds {inner}, the manifest says {kind} ({_INNER[kind]})")
+        if inner not in _INNER[kind]:
+            raise ValueError(f"the file holds {inner}, the manifest says {kind} "
+                             f"({' or '.join(_INNER[kind])})")
         if kind == "ivf":
-            base = faiss.downcast_index(faiss.downcast_index(index.index).base_index)
+            refine = faiss.downcast_index(index.index)
+            base = faiss.downcast_index(refine.base_index)
             if type(base).__name__ not in [cls_name for _, cls_name in IVF_CODES.values()]:
                 raise ValueError(f"the ivf file holds {type(base).__name__}, not an IVF over "
                                  f"{' or '.join(IVF_CODES)} codes")
+            rows = faiss.downcast_index(refine.refine_index)
+            if not (isinstance(rows, faiss.IndexFlat) or (isinstance(rows, faiss.IndexScalarQuantizer)
+                                                          and rows.sq.qtype == IVF_REFINE_QTYPE)):
+                raise ValueError(f"the ivf file re-ranks with {type(rows).__name__}, not fp16 or "
+                                 "exact vectors")
         return cls(kind, dim, params, index=index)
 
     def describe(self) -> str:
         inner = type(faiss.downcast_index(self.index.index)).__name__
         if self.kind == "ivf":
             inner += (f" over IVF{self.nlist()},{IVF_CODES[self.codes()][0]}, nprobe {self.nprobe()}, "
-                      f"k_factor {self.k_factor():g}")
+                      f"k_factor {self.k_factor():g}, re-ranked with {self.held_as()} vectors")
         return f"{self.kind} (IndexIDMap2 over {inner}, inner product on normalised vectors)"

@@ -15,7 +15,7 @@ import numpy as np
 
 from .durability import check_regular, move_aside
 from .errors import StoreCorrupted
-from .faiss_index import MARKING_KINDS, FaissIndex
+from .faiss_index import IVF_FP16_SCORE_ERROR, MARKING_KINDS, FaissIndex
 from .manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -28,8 +28,9 @@ VERIFY_SAMPLE = 64          # index vectors compared with the database on every 
 # How far a hit's score may be from the cosine with the database's vector. sq8 holds 8-bit codes
 # trained on the first vectors: one far outside their range is clipped (seen: 0.06 off), while
 # another sentence's vector is typically 0.3-1.0 off.
-# ivf re-ranks its candidates with the exact vectors, so its scores are true cosines.
-SCORE_TOLERANCE = {"flat": 1e-4, "hnsw": 1e-4, "sq8": 0.2, "ivf": 1e-4}
+# ivf re-ranks its candidates with fp16 vectors (exact ones in older files): a cosine of unit
+# vectors moves by at most 2^-11 there; another sentence's vector is far further off.
+SCORE_TOLERANCE = {"flat": 1e-4, "hnsw": 1e-4, "sq8": 0.2, "ivf": 2 * IVF_FP16_SCORE_ERROR}
 SQ8_MIN_COSINE = 0.9        # decoded sq8 vector vs the database's (clipped ones: ~0.94)
 
 
@@ -145,7 +146,7 @@ class SnapshotLoading:
             if mine is None:
                 continue
             theirs = index.reconstruct(ids)
-            wrong = ids[~_same_vectors(mine, theirs, index.kind)]
+            wrong = ids[~_same_vectors(mine, theirs, index.held_as())]
             if len(wrong):
                 raise StoreCorrupted(
                     f"the index snapshot in {self.folder} holds other vectors than the database "
@@ -228,9 +229,12 @@ class _RebuildNeeded(Exception):
     index from the database. Not damage."""
 
 
-def _same_vectors(a: np.ndarray, b: np.ndarray, kind: str) -> np.ndarray:
-    """Per row: does the index's (decoded) vector b match the database's a?"""
-    if kind == "sq8":    # 8-bit codes: close in angle, not equal
+def _same_vectors(a: np.ndarray, b: np.ndarray, held_as: str) -> np.ndarray:
+    """Per row: does the index's (decoded) vector b match the database's a? held_as: what the
+    index keeps of a vector (FaissIndex.held_as)."""
+    if held_as == "sq8":    # 8-bit codes: close in angle, not equal
         cos = np.einsum("ij,ij->i", a, b) / np.maximum(np.linalg.norm(b, axis=1), 1e-12)
         return cos > SQ8_MIN_COSINE
+    if held_as == "fp16":   # each component within one fp16 step (FAISS and NumPy may round a
+        return (np.abs(a - b) <= np.abs(a) * 2.0 ** -10 + 2.0 ** -24).all(axis=1)  # tie apart)
     return np.abs(a - b).max(axis=1) <= 1e-6

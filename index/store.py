@@ -496,9 +496,13 @@ class VectorStore(SnapshotLoading, Store):
                         raise
                     self._load()
         out = []
-        for srow, irow in zip(scores, ids):
-            hits = [Hit(float(s), int(i), rows[int(i)][0]["text"], rows[int(i)][0]["metadata"])
-                    for s, i in zip(srow, irow) if i >= 0 and int(i) in rows]
+        # Each hit's score is the cosine with the vector the database holds (checked above to
+        # agree with the index's): exact for every kind, also where the index keeps fp16 or
+        # 8-bit vectors.
+        for qv, irow in zip(q, ids):
+            hits = [Hit(float(rows[int(i)][1] @ qv), int(i), rows[int(i)][0]["text"],
+                        rows[int(i)][0]["metadata"])
+                    for i in irow if i >= 0 and int(i) in rows]
             hits.sort(key=lambda h: (-h.score, h.id))
             out.append(hits)
         return out[0] if single else out

@@ -1,4 +1,4 @@
-"""The ivf index kind (IVF + 8-bit or RaBitQ codes + exact re-rank) and chunked builds with
+"""The ivf index kind (IVF + 8-bit or RaBitQ codes + fp16 re-rank) and chunked builds with
 progress and cancel: recall against brute-force numpy, ids, removals, files (older ones too),
 the auto rule."""
 from __future__ import annotations
@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 
 from core.errors import Cancelled
-from index.faiss_index import IVF_K_FACTOR, IVF_SQ8_MAX_DIM, FaissIndex, nlist_for, resolve_kind
+from index.faiss_index import (
+    IVF_FP16_SCORE_ERROR,
+    IVF_K_FACTOR,
+    IVF_SQ8_MAX_DIM,
+    FaissIndex,
+    nlist_for,
+    resolve_kind,
+)
+from index.snapshot import _same_vectors
 from index.manifest import read_manifest
 from index.store import VectorStore
 from tests.test_store import brute_force, make
@@ -47,12 +55,39 @@ def test_ivf_recall_and_ids_against_numpy(data, built):
     found_scores, found = fi.search(q, 10)
     assert set(found.ravel().tolist()) <= set((np.arange(N) * 7 + 100).tolist())
     assert recall((found - 100) // 7, order) >= 0.95
-    # The re-rank uses the exact vectors: a hit's score is its true cosine.
+    # The re-rank reads fp16 vectors: a hit's score is its cosine to within fp16's rounding.
     hit = found[0, 0]
-    np.testing.assert_allclose(found_scores[0, 0], x[(hit - 100) // 7] @ q[0], atol=1e-5)
+    assert abs(found_scores[0, 0] - x[(hit - 100) // 7] @ q[0]) <= IVF_FP16_SCORE_ERROR
     # A single query (its lists split between the threads) answers like the batch.
     np.testing.assert_array_equal(fi.search(q[:1], 10)[1], found[:1])
 
+
+
+def test_ivf_re_ranks_with_fp16_rows_that_the_snapshot_check_holds_to_one_fp16_step(data, built):
+    x, _ = data
+    assert built.held_as() == "fp16" and "re-ranked with fp16 vectors" in built.describe()
+    rows = faiss.downcast_index(faiss.downcast_index(built.index.index).refine_index)
+    assert rows.code_size == 2 * DIM                      # half the exact rows' bytes
+    ids = np.arange(0, N, 97)
+    held = built.reconstruct(ids * 7 + 100)
+    mine = x[ids]
+    assert _same_vectors(mine, held, "fp16").all()
+    assert not _same_vectors(mine, held, "exact").all()   # they are not the exact vectors
+    # One component off by a few fp16 steps (another state of that row) is caught.
+    other = mine.copy()
+    other[3, 5] *= 1 + 2.0 ** -8
+    assert _same_vectors(other, held, "fp16").tolist() == [i != 3 for i in range(len(ids))]
+
+
+@pytest.mark.parametrize("kind", ["ivf", "sq8", "flat"])
+def test_the_store_reports_each_hits_exact_cosine_whatever_the_index_keeps(tmp_path, kind):
+    store, x = make(tmp_path, 3000, d=DIM, fp=Fingerprint("fake", "f" * 64, "mean", DIM, True), index=kind)
+    q = clustered(3040, DIM, seed=11)[3000:]
+    for qv, row in zip(q, store.search(q, k=10)):
+        got = np.array([h.score for h in row])
+        np.testing.assert_allclose(got, x[[h.id - 1 for h in row]] @ qv, atol=1e-6)
+        assert list(got) == sorted(got, reverse=True)
+    store.close()
 
 def test_a_single_query_scans_8bit_lists_on_all_threads_and_batches_split_queries(data, built, monkeypatch):
     x, q = data
@@ -107,9 +142,9 @@ def test_wide_ivf_uses_rabitq_codes_with_recall_marks_and_files(wide, tmp_path):
     order, _ = brute_force(x, q, 10)
     scores, found = fi.search(q, 10)
     assert recall((found - 1) // 5, order) >= 0.95
-    # The 1-bit codes only pick candidates: the scores are the exact cosines.
+    # The 1-bit codes only pick candidates: the scores are the fp16 rows' cosines.
     top = x[(found[:, 0] - 1) // 5]
-    np.testing.assert_allclose(scores[:, 0], np.einsum("ij,ij->i", top, q), atol=1e-5)
+    np.testing.assert_allclose(scores[:, 0], np.einsum("ij,ij->i", top, q), atol=IVF_FP16_SCORE_ERROR)
     # Removed ids are skipped by the fast-scan lists, for a batch and for one query.
     gone = np.unique(found[:, :3])
     assert fi.remove(gone) == len(gone)
@@ -154,6 +189,9 @@ def test_an_older_8bit_ivf_file_of_wide_vectors_still_opens_and_searches(wide, t
                 "trained_on": WIDE_N, "nprobe_calibrated": 16, "calibrated_recall": 0.99}
     fi = FaissIndex.read(tmp_path / "old.faiss", "ivf", WIDE, manifest)
     assert fi.codes() == "sq8" and fi.k_factor() == 4 and "IVF64,SQ8, nprobe 16" in fi.describe()
+    # It re-ranks with the exact vectors, and the snapshot check holds them to exactness.
+    assert fi.held_as() == "exact" and "re-ranked with exact vectors" in fi.describe()
+    np.testing.assert_array_equal(fi.reconstruct(ids[:50]), x[:50])
     order, _ = brute_force(x, q, 10)
     _, found = fi.search(q, 10)
     assert recall((found - 1) // 5, order) >= 0.95
@@ -168,6 +206,13 @@ def test_an_older_8bit_ivf_file_of_wide_vectors_still_opens_and_searches(wide, t
     faiss.write_index(pq, str(tmp_path / "pq.faiss"))
     with pytest.raises(ValueError, match="IndexIVFPQ"):
         FaissIndex.read(tmp_path / "pq.faiss", "ivf", WIDE, {})
+    # So is a re-rank over rows that are neither exact nor fp16.
+    sq8_rows = faiss.IndexScalarQuantizer(WIDE, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+    odd = faiss.IndexIDMap2(faiss.IndexRefine(faiss.index_factory(WIDE, "IVF16,SQ8", faiss.METRIC_INNER_PRODUCT), sq8_rows))
+    odd.train(x[:2000])
+    faiss.write_index(odd, str(tmp_path / "odd.faiss"))
+    with pytest.raises(ValueError, match="re-ranks with IndexScalarQuantizer"):
+        FaissIndex.read(tmp_path / "odd.faiss", "ivf", WIDE, {})
 
 
 def test_build_reports_progress_and_cancels_between_chunks(data, monkeypatch):
