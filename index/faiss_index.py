@@ -74,11 +74,12 @@ IVF_SQ8_MAX_DIM = 384
 IVF_K_FACTOR = {"sq8": 4, "rabitq": 96}
 # The vectors the re-rank reads: fp16 (IndexScalarQuantizer QT_fp16), half the memory of the
 # exact ones (1M x 768: 1.5 GB instead of 3 GB) and half the bytes a query's 960 random rows
-# take. Same index, same process, 1M x 768, 300 held-out queries (AMD EPYC, load ~1): recall@10
-# 0.9573 either way, single-query p50 1.52-1.55 ms against 1.63-1.70 ms with the fp32 rows. A
-# cosine of unit vectors moves by at most 2^-11 in fp16 (IVF_FP16_SCORE_ERROR), far below the
-# gap between neighbours that recall counts, and the store reports each hit's exact cosine from
-# its database anyway.
+# take. Same index, same process, 300 held-out queries (AMD EPYC, load ~1): 1M x 768 recall@10
+# 0.9573 either way, single-query p50 1.52-1.55 ms against 1.63-1.70 ms with fp32 rows; 1M x 384
+# (40 candidates: no time to gain) 0.9667 against 0.9680, 0.96 against 0.94 ms. A cosine of unit
+# vectors moves by at most 2^-11 in fp16 (IVF_FP16_SCORE_ERROR): only a neighbour that close to
+# the 10th can swap places with it, and the store reports each hit's exact cosine from its
+# database.
 IVF_REFINE_QTYPE = faiss.ScalarQuantizer.QT_fp16
 IVF_FP16_SCORE_ERROR = 2.0 ** -11
 # ~4 sqrt(n) lists: the classic balance between scanning the centroids and scanning the lists.
