@@ -544,7 +544,8 @@ class VectorStore(SnapshotLoading, Store):
 
     def info(self) -> dict:
         return {"count": self.count(), "model": self._fp.get("model"), "dim": self._dim,
-                "index": self._index.kind, "bytes": self.bytes_on_disk(),
+                "index": self._index.kind, "index_structure": self._index.describe(),
+                "bytes": self.bytes_on_disk(),
                 "metric": "cosine", "pooling": self.pooling,
                 "fingerprint": dict(self._fp), "index_params": dict(self._index.params),
                 "path": str(self.folder), "generation": self._db.generation}

@@ -134,6 +134,9 @@ def test_same_commands_on_milvus_lite(tmp_path, inputs, tiny_model, capsys, monk
                         "--store", tmp_path / "f2"], capsys)
     assert rc == 0, err          # ivf exists on FAISS folders too now (issue 14)
     assert json.loads(cli(["info", "--store", tmp_path / "f2", "--json"], capsys)[1])["index"] == "ivf"
+    rc, out, err = cli(["info", "--store", tmp_path / "f2"], capsys)
+    assert rc == 0 and "structure ivf (IndexIDMap2 over IndexRefine over IVF" in out
+    assert "re-ranked with fp16 vectors" in out
     rc, out, err = cli(["info", "--store", store, "--repair"], capsys)
     assert rc == 2 and "--repair" in err
 

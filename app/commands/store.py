@@ -360,6 +360,8 @@ def cmd_info(args) -> int:
               f"{str(fp.get('weights_sha256', ''))[:12]})")
         print(f"dim       {info['dim']}")
         print(f"index     {info['index']} {info['index_params'] or ''}".rstrip())
+        if info.get("index_structure"):               # FAISS folders: what the file holds
+            print(f"structure {info['index_structure']}")
         print(f"on disk   {_human(info['bytes'])}")
     return 0
 
