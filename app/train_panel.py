@@ -45,6 +45,14 @@ def default_output_folder() -> Path:
     return models_dir() / time.strftime("run-%Y%m%d-%H%M%S")
 
 
+def output_folder(text: str) -> Path:
+    """The output folder as typed, ~ expanded; a relative name goes under the models folder: a
+    desktop app's working directory is wherever it was started from, not a place to write."""
+    from core.paths import models_dir
+    path = Path(text.strip()).expanduser()
+    return path if path.is_absolute() else models_dir() / path
+
+
 def train_job(config, sink, progress=None, cancel=None):
     """Worker side: run the trainer; every event goes to ``sink`` (a queued signal's emit)."""
     from core.train import Trainer
@@ -312,7 +320,8 @@ class TrainPanel(QtWidgets.QWidget):
             raise ValueError(f"learning rate {text!r} is not a number (e.g. 5e-4), or leave it empty") from None
         steps = self.steps.value()
         cfg = dict(
-            corpus=self.corpus.currentData() or "", out=self.out.text().strip(),
+            corpus=self.corpus.currentData() or "",
+            out=str(output_folder(self.out.text())) if self.out.text().strip() else "",
             objective=self.objective.currentData(), init=init, tokenizer=tok,
             layers=self.layers.value(), dim=self.dim.value(), heads=self.heads.value(), ffn=self.ffn.value(),
             positions=self.positions.currentText(), norm=self.norm.currentData(),
@@ -331,7 +340,9 @@ class TrainPanel(QtWidgets.QWidget):
         except Exception as e:  # noqa: BLE001 - shown to the user
             self._fail(str(e))
             return False
-        out = Path(cfg.out).expanduser()
+        out = Path(cfg.out)
+        if cfg.out != self.out.text().strip():
+            self.out.setText(cfg.out)                  # where it goes, spelled out
         try:
             used = out.exists() and any(out.iterdir())
         except OSError as e:       # a name the file system refuses (too long, ...)
@@ -351,7 +362,7 @@ class TrainPanel(QtWidgets.QWidget):
         from core.train_config import TrainConfig
 
         if not folder:
-            here = Path(self.out.text().strip()).expanduser()
+            here = output_folder(self.out.text())
             try:
                 folder = here if (here / STATE_JSON).is_file() else None
             except OSError:        # not a usable path: ask for the folder instead

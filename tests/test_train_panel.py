@@ -48,6 +48,23 @@ def test_defaults_make_a_valid_config(panel):
     assert not panel.start() and "learning rate" in panel.stats.text()
 
 
+
+def test_a_relative_output_folder_goes_under_the_models_folder(panel, tmp_path, monkeypatch, qtbot):
+    """Not under the process's working directory (a test run once left a trained model in the
+    repository that way)."""
+    from core.paths import models_dir
+    monkeypatch.chdir(tmp_path)
+    panel.out.setText("sat")
+    assert panel.config().out == str(models_dir() / "sat")
+    panel.out.setText("~/runs/x")
+    assert panel.config().out == str(Path.home() / "runs" / "x")
+    panel.out.setText("sat")
+    panel.overrides = dict(TINY, steps=10)
+    assert panel.start()
+    assert panel.out.text() == str(models_dir() / "sat")
+    qtbot.waitUntil(lambda: not panel.state.jobs.busy, timeout=60_000)
+    assert (models_dir() / "sat" / "model.safetensors").is_file() and not (tmp_path / "sat").exists()
+
 def test_current_store_is_offered_by_its_location(panel):
     """The open store is a corpus choice; a Milvus store is named by its location (a server
     has no folder), a FAISS store by its folder."""
