@@ -48,7 +48,6 @@ def test_defaults_make_a_valid_config(panel):
     assert not panel.start() and "learning rate" in panel.stats.text()
 
 
-
 def test_a_relative_output_folder_goes_under_the_models_folder(panel, tmp_path, monkeypatch, qtbot):
     """Not under the process's working directory (a test run once left a trained model in the
     repository that way)."""
@@ -64,6 +63,7 @@ def test_a_relative_output_folder_goes_under_the_models_folder(panel, tmp_path, 
     assert panel.out.text() == str(models_dir() / "sat")
     qtbot.waitUntil(lambda: not panel.state.jobs.busy, timeout=60_000)
     assert (models_dir() / "sat" / "model.safetensors").is_file() and not (tmp_path / "sat").exists()
+
 
 def test_current_store_is_offered_by_its_location(panel):
     """The open store is a corpus choice; a Milvus store is named by its location (a server
