@@ -235,6 +235,6 @@ def _same_vectors(a: np.ndarray, b: np.ndarray, held_as: str) -> np.ndarray:
     if held_as == "sq8":    # 8-bit codes: close in angle, not equal
         cos = np.einsum("ij,ij->i", a, b) / np.maximum(np.linalg.norm(b, axis=1), 1e-12)
         return cos > SQ8_MIN_COSINE
-    if held_as == "fp16":   # each component within one fp16 step (FAISS and NumPy may round a
-        return (np.abs(a - b) <= np.abs(a) * 2.0 ** -10 + 2.0 ** -24).all(axis=1)  # tie apart)
+    if held_as == "fp16":   # each component within one fp16 step (FAISS may round a tie the other way)
+        return (np.abs(a - b) <= np.abs(a) * 2.0 ** -10 + 2.0 ** -24).all(axis=1)
     return np.abs(a - b).max(axis=1) <= 1e-6

@@ -18,8 +18,8 @@ from index.faiss_index import (
     nlist_for,
     resolve_kind,
 )
-from index.snapshot import _same_vectors
 from index.manifest import read_manifest
+from index.snapshot import _same_vectors
 from index.store import VectorStore
 from tests.test_store import brute_force, make
 from tests.test_store_support import Fingerprint, clustered
@@ -62,7 +62,6 @@ def test_ivf_recall_and_ids_against_numpy(data, built):
     np.testing.assert_array_equal(fi.search(q[:1], 10)[1], found[:1])
 
 
-
 def test_ivf_re_ranks_with_fp16_rows_that_the_snapshot_check_holds_to_one_fp16_step(data, built):
     x, _ = data
     assert built.held_as() == "fp16" and "re-ranked with fp16 vectors" in built.describe()
@@ -88,6 +87,7 @@ def test_the_store_reports_each_hits_exact_cosine_whatever_the_index_keeps(tmp_p
         np.testing.assert_allclose(got, x[[h.id - 1 for h in row]] @ qv, atol=1e-6)
         assert list(got) == sorted(got, reverse=True)
     store.close()
+
 
 def test_a_single_query_scans_8bit_lists_on_all_threads_and_batches_split_queries(data, built, monkeypatch):
     x, q = data
