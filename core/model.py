@@ -84,6 +84,18 @@ def additive_mask(attention_mask: torch.Tensor, dtype: torch.dtype) -> torch.Ten
     return (1.0 - keep) * torch.finfo(dtype).min
 
 
+def needs_mask(attention_mask: torch.Tensor | None) -> bool:
+    """False for a batch without padding (one sentence, or all of one length): adding zeros
+    changes nothing, and attention without a mask runs a faster kernel. While torch.export or
+    torch.compile traces the model the answer must not depend on the data (the ONNX export of
+    bench/encoder_throughput.py failed on it), so there the mask is always kept."""
+    if attention_mask is None:
+        return False
+    if torch.compiler.is_exporting() or torch.compiler.is_compiling():
+        return True
+    return not bool(attention_mask.all())
+
+
 class Linear(nn.Linear):
     """nn.Linear with an optional fast path for CPU inference.
 
@@ -371,10 +383,7 @@ class Encoder(nn.Module):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None,
                 output_hidden_states: bool = False, output_attentions: bool = False) -> EncoderOutput:
         x = self.embeddings(input_ids, token_type_ids)          # (B, T, D)
-        # A batch without padding (one sentence, or all of one length) needs no mask: adding
-        # zeros changes nothing, and attention without a mask runs a faster kernel.
-        padded = attention_mask is not None and not bool(attention_mask.all())
-        mask = additive_mask(attention_mask, x.dtype) if padded else None
+        mask = additive_mask(attention_mask, x.dtype) if needs_mask(attention_mask) else None
         hidden, attentions = [x], []
         for block in self.transformer.layer:
             x, w = block(x, mask, need_weights=output_attentions)

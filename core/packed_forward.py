@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .model import Encoder, additive_mask, autocast_is_bf16
+from .model import Encoder, additive_mask, autocast_is_bf16, needs_mask
 
 
 class PackedEncoder:
@@ -98,8 +98,7 @@ class PackedEncoder:
         if self.token_type is not None:
             x = x + (self.token_type[0] if token_type_ids is None else F.embedding(token_type_ids, self.token_type))
         x = F.layer_norm(x, *self.embed_norm)
-        padded = attention_mask is not None and not bool(attention_mask.all())
-        mask = additive_mask(attention_mask, x.dtype) if padded else None
+        mask = additive_mask(attention_mask, x.dtype) if needs_mask(attention_mask) else None
         D = x.shape[-1]
         H = self.n_heads
         for att, (qkv, out, ffn_in, ffn_out), (norm1, norm2) in zip(self.attentions, kernels, self.norms):
