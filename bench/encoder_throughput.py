@@ -4,12 +4,14 @@
     python bench/encoder_throughput.py --quick    # fewer sentences, minilm only
     python bench/encoder_throughput.py --device cuda   # ours vs transformers on a GPU, fp32 and bf16
 
-Rows: model x batch size (1, 64) x attentions (off, on). The transformers baseline embeds the
-same length-sorted batches ("hf sorted"), with sdpa attention when attentions are off and eager
-when they are on; "hf input" is the naive input-order baseline. The onnxruntime peer ("ort")
-runs the same weights exported to ONNX (torch.onnx, dynamo exporter, from our encoder: it
-matches transformers to 1e-5) with ORT_ENABLE_ALL, the same length-sorted batches and the same
-thread count (rows with attentions on have no ORT peer). Ratios > 1 mean ours is faster.
+Rows: model x batch size (1, 64) x attentions (off, on). Every contender runs the same batches,
+the ones our embed() plans (core/batching.py: sorted by token count, at most 64 rows and, on a
+CPU, at most token_budget(width) padded tokens). The transformers baseline ("hf sorted") uses
+sdpa attention when attentions are off and eager when they are on; "hf input" is the naive
+baseline: input order, 64 rows, no token cap. The onnxruntime peer ("ort") runs the same weights
+exported to ONNX (torch.onnx, dynamo exporter, from our encoder: it matches transformers to
+1e-5) with ORT_ENABLE_ALL and the same thread count (rows with attentions on have no ORT peer).
+Ratios > 1 mean ours is faster.
 Then precision "auto" (bf16 where native) at batch 64 and batch 1 against our fp32, transformers
 fp32 and onnxruntime fp32, with its min cosine against fp32.
 Needs the bench extra: pip install 'encoderscope[bench]' (onnx, onnxruntime, onnxscript).
@@ -31,6 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from core.backend import get_backend  # noqa: E402
+from core.batching import plan_batches, token_budget  # noqa: E402
 from core.pooling import l2_normalize, pool  # noqa: E402
 
 
@@ -49,15 +52,23 @@ def mixed_sentences(n: int) -> list[str]:
     return out[:n]
 
 
-def hf_embed(model, tok, texts, batch_size, sort: bool, attentions: bool, device=None, bf16=False):
-    """transformers' embeddings (mean pooling + L2, as ours); on `device` when given, under bf16
-    autocast when bf16 (the GPU rows)."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i])) if sort else list(range(len(texts)))
+def our_plan(backend, texts, batch_size):
+    """The batches backend.embed(texts, batch_size=...) runs, as lists of text indices."""
+    ids, _ = backend.encode_ids(texts)
+    return plan_batches([len(x) for x in ids], batch_size, token_budget(backend.dim, backend.device.type))
+
+
+def input_order_plan(n, batch_size):
+    return [list(range(s, min(n, s + batch_size))) for s in range(0, n, batch_size)]
+
+
+def hf_embed(model, tok, texts, plan, attentions: bool, device=None, bf16=False):
+    """transformers' embeddings (mean pooling + L2, as ours) of `texts` in the batches of `plan`;
+    on `device` when given, under bf16 autocast when bf16 (the GPU rows)."""
     out = np.zeros((len(texts), model.config.hidden_size), np.float32)
     kind = device.type if device is not None else "cpu"
     with torch.inference_mode(), torch.autocast(kind, dtype=torch.bfloat16, enabled=bf16):
-        for s in range(0, len(order), batch_size):
-            rows = order[s:s + batch_size]
+        for rows in plan:
             enc = tok([texts[i] for i in rows], padding=True, truncation=True, max_length=512, return_tensors="pt")
             ids, mask = (enc["input_ids"], enc["attention_mask"]) if device is None else \
                 (enc["input_ids"].to(device), enc["attention_mask"].to(device))
@@ -71,10 +82,9 @@ def ours_embed(backend, texts, batch_size, attentions: bool):
         return backend.embed(texts, batch_size=batch_size)
     # The explicit attention path: what the inspector runs.
     ids, _ = backend.encode_ids(texts)
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     with torch.inference_mode():
-        for s in range(0, len(order), batch_size):
-            input_ids, mask = backend._batch([ids[i] for i in order[s:s + batch_size]])
+        for rows in plan_batches([len(x) for x in ids], batch_size, token_budget(backend.dim, "cpu")):
+            input_ids, mask = backend._batch([ids[i] for i in rows])
             backend._forward(input_ids, mask, None, attentions=True)
 
 
@@ -112,10 +122,11 @@ def bench_model(name: str, folder: str, texts: list[str], n_bs1: int, rows: list
     for bs in (1, 64):
         sub = texts if bs > 1 else texts[:n_bs1]
         n = len(sub)
+        plan = our_plan(ours, sub, bs)
         for attn in (False, True):
             hf = hf_eager if attn else hf_sdpa
             ours_embed(ours, sub[:64], bs, attn)          # warm-up
-            hf_embed(hf, tok, sub[:64], bs, True, attn)
+            hf_embed(hf, tok, sub, plan[:4], attn)
             if not attn:
                 ort_embed(session, ours, sub[:64], bs)
             # Alternate the contenders and keep each one's best round: on a shared machine a
@@ -123,15 +134,16 @@ def bench_model(name: str, folder: str, texts: list[str], n_bs1: int, rows: list
             r_ours = r_sorted = r_ort = 0.0
             for _ in range(ROUNDS):
                 r_ours = max(r_ours, rate(lambda: ours_embed(ours, sub, bs, attn), n))
-                r_sorted = max(r_sorted, rate(lambda: hf_embed(hf, tok, sub, bs, True, attn), n))
+                r_sorted = max(r_sorted, rate(lambda: hf_embed(hf, tok, sub, plan, attn), n))
                 if not attn:
                     r_ort = max(r_ort, rate(lambda: ort_embed(session, ours, sub, bs), n))
-            r_input = rate(lambda: hf_embed(hf, tok, sub, bs, False, attn), n) if (bs > 1 and not attn) else None
+            r_input = rate(lambda: hf_embed(hf, tok, sub, input_order_plan(n, bs), attn), n) \
+                if (bs > 1 and not attn) else None
             rows.append((name, bs, "on" if attn else "off", n, r_ours, r_sorted, r_input, r_ort or None))
             print_row(rows[-1])
     # Accuracy of the fast path against transformers on the same weights.
     a = ours.embed(texts[:256])
-    b = hf_embed(hf_sdpa, tok, texts[:256], 64, True, False)
+    b = hf_embed(hf_sdpa, tok, texts[:256], our_plan(ours, texts[:256], 64), False)
     c = ort_embed(session, ours, texts[:256], 64)
     print(f"  {name}: max |ours - transformers| over 256 embeddings = {np.abs(a - b).max():.2e}, "
           f"max |ort - transformers| = {np.abs(c - b).max():.2e}")
@@ -180,12 +192,10 @@ def onnx_session(backend, threads: int):
 
 
 def ort_embed(session, backend, texts, batch_size):
-    """Tokenise as ours does, length-sorted batches, mean pooling + L2 in NumPy."""
+    """Tokenise as ours does, our batches (core/batching.py), mean pooling + L2 in NumPy."""
     ids, _ = backend.encode_ids(texts)
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     out = np.zeros((len(texts), backend.dim), np.float32)
-    for s in range(0, len(order), batch_size):
-        rows = order[s:s + batch_size]
+    for rows in plan_batches([len(x) for x in ids], batch_size, token_budget(backend.dim, "cpu")):
         T = max(len(ids[i]) for i in rows)
         x = np.zeros((len(rows), T), np.int64)
         m = np.zeros((len(rows), T), np.int64)
@@ -200,7 +210,9 @@ def ort_embed(session, backend, texts, batch_size):
 
 def bench_auto(texts, n_bs1: int):
     """The default precision ("auto": bf16 where native) against our fp32, transformers fp32 and
-    onnxruntime fp32, length-sorted batches of 64 and single sentences, rounds alternating."""
+    onnxruntime fp32, all in our batches (at most 64 rows, token-capped) and single sentences,
+    rounds alternating; plus transformers in plain length-sorted batches of 64 (no token cap),
+    the peer's batching before session 19."""
     from transformers import AutoModel
     ours = get_backend("minilm", "scratch", precision="fp32")
     auto = get_backend("minilm", "scratch", precision="auto")
@@ -210,10 +222,14 @@ def bench_auto(texts, n_bs1: int):
     hf = AutoModel.from_pretrained(str(ours.source.folder), attn_implementation="sdpa").eval()
     session = onnx_session(ours, torch.get_num_threads())
     for bs, sub in ((64, texts), (1, texts[:n_bs1])):
+        plan = our_plan(ours, sub, bs)
+        uncapped = plan_batches([len(x) for x in ours.encode_ids(sub)[0]], bs)
         contenders = {"auto": lambda: auto.embed(sub, batch_size=bs),
                       "fp32": lambda: ours.embed(sub, batch_size=bs),
-                      "hf": lambda: hf_embed(hf, ours.tokenizer, sub, bs, True, False),
+                      "hf": lambda: hf_embed(hf, ours.tokenizer, sub, plan, False),
                       "ort": lambda: ort_embed(session, ours, sub, bs)}
+        if bs > 1:
+            contenders["hf64"] = lambda: hf_embed(hf, ours.tokenizer, sub, uncapped, False)
         for run in contenders.values():       # warm-up
             run()
         best = dict.fromkeys(contenders, 0.0)
@@ -225,6 +241,9 @@ def bench_auto(texts, n_bs1: int):
               f"(x{best['auto'] / best['fp32']:.2f}); transformers fp32 sorted {best['hf']:.1f} "
               f"(x{best['auto'] / best['hf']:.2f}); onnxruntime fp32 {best['ort']:.1f} "
               f"(x{best['auto'] / best['ort']:.2f}); min cosine vs fp32 {cos.min():.6f}", flush=True)
+        if bs > 1:
+            print(f"  transformers fp32 in uncapped sorted batches of 64: {best['hf64']:.1f} "
+                  f"(auto x{best['auto'] / best['hf64']:.2f})", flush=True)
 
 
 def bench_latency(lengths=(8, 16, 32, 64, 128), reps: int = 30):
@@ -286,9 +305,10 @@ def bench_device(texts, device: str, n_bs1: int):
     print("|---:|---|---:|---:|---:|---:|---:|")
     for bs, sub in ((64, texts), (1, texts[:n_bs1])):
         ref = ours["fp32"].embed(sub)
+        plan = our_plan(ours["fp32"], sub, bs)
         for p in precisions:
             runs = {"ours": lambda: ours[p].embed(sub, batch_size=bs),
-                    "hf": lambda: hf_embed(hf, tok, sub, bs, True, False, device=dev, bf16=p == "bf16")}
+                    "hf": lambda: hf_embed(hf, tok, sub, plan, False, device=dev, bf16=p == "bf16")}
             for run in runs.values():               # warm-up (CUDA kernels, cuBLAS handles)
                 run()
             best = dict.fromkeys(runs, 0.0)

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from . import fillmask, machine_cache
+from .batching import plan_batches, token_budget
 from .device import autocast, describe_device, pick_device, requested_precision, resolve_precision
 from .errors import Cancelled, InputError
 from .fingerprint import Fingerprint
@@ -121,7 +122,10 @@ class Backend:
         return input_ids.to(self.device), mask.to(self.device)
 
     def embed(self, texts, pooling: str = "mean", batch_size: int = 32, progress=None, cancel=None,
-              stats: EmbedStats | None = None) -> np.ndarray:
+              stats: EmbedStats | None = None, max_tokens: int | None | str = "auto") -> np.ndarray:
+        """Unit vectors (N, dim) float32 of `texts`, in input order. Batches hold at most
+        `batch_size` texts and, with max_tokens, at most that many padded tokens ("auto": the
+        measured rule for this model and device, core.batching.token_budget; None: no cap)."""
         check_pooling(pooling)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InputError(f"batch size must be a whole number of at least 1, not {batch_size!r}")
@@ -134,14 +138,13 @@ class Backend:
         if cut:
             log.warning("%d of %d texts were longer than %d tokens and were truncated",
                         len(cut), len(texts), self.max_length)
-        # Length-bucketed batches: sort by length so padding (wasted compute) is minimal.
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        if max_tokens == "auto":
+            max_tokens = token_budget(self.dim, self.device.type)
         done = 0
         with self._lock, torch.inference_mode(), autocast(self.device, self.precision):
-            for start in range(0, len(order), batch_size):
+            for rows in plan_batches([len(x) for x in ids], batch_size, max_tokens):
                 if _is_cancelled(cancel):
                     raise Cancelled(f"embedding cancelled after {done} of {len(texts)} texts")
-                rows = order[start: start + batch_size]
                 input_ids, mask = self._batch([ids[i] for i in rows])
                 hidden, _, _ = self._forward(input_ids, mask, None)
                 vec = l2_normalize(pool(hidden.float(), mask, pooling))
