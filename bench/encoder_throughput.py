@@ -52,9 +52,10 @@ def mixed_sentences(n: int) -> list[str]:
     return out[:n]
 
 
-def our_plan(backend, texts, batch_size):
-    """The batches backend.embed(texts, batch_size=...) runs, as lists of text indices."""
-    ids, _ = backend.encode_ids(texts)
+def our_plan(backend, texts, batch_size, ids=None):
+    """The batches backend.embed(texts, batch_size=...) runs, as lists of text indices (`ids`:
+    the texts' token ids when already at hand)."""
+    ids = backend.encode_ids(texts)[0] if ids is None else ids
     return plan_batches([len(x) for x in ids], batch_size, token_budget(backend.dim, backend.device.type))
 
 
@@ -83,7 +84,7 @@ def ours_embed(backend, texts, batch_size, attentions: bool):
     # The explicit attention path: what the inspector runs.
     ids, _ = backend.encode_ids(texts)
     with torch.inference_mode():
-        for rows in plan_batches([len(x) for x in ids], batch_size, token_budget(backend.dim, "cpu")):
+        for rows in our_plan(backend, texts, batch_size, ids):
             input_ids, mask = backend._batch([ids[i] for i in rows])
             backend._forward(input_ids, mask, None, attentions=True)
 
@@ -195,7 +196,7 @@ def ort_embed(session, backend, texts, batch_size):
     """Tokenise as ours does, our batches (core/batching.py), mean pooling + L2 in NumPy."""
     ids, _ = backend.encode_ids(texts)
     out = np.zeros((len(texts), backend.dim), np.float32)
-    for rows in plan_batches([len(x) for x in ids], batch_size, token_budget(backend.dim, "cpu")):
+    for rows in our_plan(backend, texts, batch_size, ids):
         T = max(len(ids[i]) for i in rows)
         x = np.zeros((len(rows), T), np.int64)
         m = np.zeros((len(rows), T), np.int64)
