@@ -21,8 +21,9 @@ from .state import ModelChoice, freeze_long_lived
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 SAMPLE_CORPUS = ASSETS / "sample_corpus.txt"
 SAMPLE_STORE = "sample"
-# Sentences embedded, then committed, per step. Small: the store holds its lock while it embeds a
-# step (it embeds only texts it doesn't hold yet), and searches wait for that lock.
+# Sentences committed per transaction. The store embeds a window of up to index.base.EMBED_WINDOW
+# sentences (those it does not hold yet) without holding its lock, then commits them this many
+# at a time: searches wait only for a commit, never for the encoder.
 CHUNK = 64
 
 

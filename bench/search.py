@@ -260,8 +260,12 @@ def bench_store(x, q, args, log):
 
 
 def bench_ingest(args, log):
-    """minilm on real sentences through VectorStore.add_stream: time in the model vs the rest."""
+    """minilm on real sentences through VectorStore.add_stream, committed 256 at a time (the
+    CLI's default) and 64 (the app's): rate against one plain embed() call of the same texts
+    (the peer, same process), and the share of the time spent outside the model."""
+    from app.corpus_service import CHUNK as APP_CHUNK
     from core.backend import get_backend
+    from index.base import ADD_BATCH
     from index.store import VectorStore
     texts = []
     for name in args.ingest_files:
@@ -288,25 +292,36 @@ def bench_ingest(args, log):
             finally:
                 self.model_s += time.perf_counter() - t0
 
+    def ingest(commit):
+        folder = Path(tempfile.mkdtemp(prefix="es-ingest-", dir=args.tmp))
+        try:
+            tb = Timed(b)
+            t0 = time.perf_counter()
+            s = VectorStore.open(folder / "s", writable=True, create=True, fingerprint=b.fingerprint())
+            s.add_stream(((t, {"source": "bench", "row": i}) for i, t in enumerate(texts)), tb,
+                         batch_size=commit)
+            s.close()
+            return time.perf_counter() - t0, tb.model_s
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
     b.embed(texts[:64])   # warm up
-    t0 = time.perf_counter()
-    b.embed(texts, batch_size=32)
-    model_only = time.perf_counter() - t0
-    folder = Path(tempfile.mkdtemp(prefix="es-ingest-", dir=args.tmp))
-    try:
-        tb = Timed(b)
+    best = {"model_only": float("inf"), ADD_BATCH: (float("inf"), 0), APP_CHUNK: (float("inf"), 0)}
+    for _ in range(3):    # alternating rounds, best of each: the machine drifts
         t0 = time.perf_counter()
-        s = VectorStore.open(folder / "s", writable=True, create=True, fingerprint=b.fingerprint())
-        s.add_stream(((t, {"source": "bench", "row": i}) for i, t in enumerate(texts)), tb)
-        s.close()
-        total = time.perf_counter() - t0
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    out = {"sentences": len(texts), "total_s": total, "model_s": tb.model_s,
-           "model_only_s": model_only, "sentences_per_s": len(texts) / total,
-           "non_model_share": (total - tb.model_s) / total, "device": b.device_name}
-    log(f"  ingest: {len(texts)} sentences in {total:.1f} s ({out['sentences_per_s']:.0f}/s), "
-        f"non-model share {out['non_model_share']:.1%}")
+        b.embed(texts)
+        best["model_only"] = min(best["model_only"], time.perf_counter() - t0)
+        for commit in (ADD_BATCH, APP_CHUNK):
+            best[commit] = min(best[commit], ingest(commit))
+    total, model_s = best[ADD_BATCH]
+    out = {"sentences": len(texts), "total_s": total, "model_s": model_s,
+           "model_only_s": best["model_only"], "sentences_per_s": len(texts) / total,
+           "non_model_share": (total - model_s) / total, "device": b.device_name,
+           "app_chunk": APP_CHUNK, "app_total_s": best[APP_CHUNK][0],
+           "vs_embed": best["model_only"] / total, "app_vs_embed": best["model_only"] / best[APP_CHUNK][0]}
+    log(f"  ingest: {len(texts)} sentences in {total:.1f} s ({out['sentences_per_s']:.0f}/s, "
+        f"{out['vs_embed']:.2f}x one embed() call), committed {APP_CHUNK} at a time "
+        f"{out['app_vs_embed']:.2f}x; non-model share {out['non_model_share']:.1%}")
     return out
 
 
@@ -391,7 +406,9 @@ def report(r) -> str:
         L.append(f"\nIngest with minilm ({g['device']}): {g['sentences']} real sentences in "
                  f"{g['total_s']:.2f} s = {g['sentences_per_s']:.0f} sentences/s; time in the model "
                  f"{g['model_s']:.2f} s (one plain embed() call of all of them: {g['model_only_s']:.2f} s); "
-                 f"share not spent in the model: **{g['non_model_share']:.1%}**.")
+                 f"share not spent in the model: **{g['non_model_share']:.1%}**. Against that one "
+                 f"embed() call: committed 256 at a time **{g['vs_embed']:.2f}x** its rate, "
+                 f"{g['app_chunk']} at a time (the app) **{g['app_vs_embed']:.2f}x**.")
     return "\n".join(L) + "\n"
 
 

@@ -33,7 +33,7 @@ import numpy as np
 from core.errors import Cancelled, InputError
 
 from . import fingerprint as fpmod
-from .base import ADD_BATCH, AddResult, Hit, Store, check_texts, normalize, plan_unique
+from .base import EMBED_WINDOW, AddResult, Hit, Store, check_texts, normalize, plan_unique
 from .durability import (
     WriterLock,
     atomic_write_with,
@@ -349,7 +349,7 @@ class VectorStore(SnapshotLoading, Store):
                 self._db.bump(structural=True)
             self._rebuild_index()
 
-    def rebuild(self, backend, pooling=None, *, batch_size: int = ADD_BATCH,
+    def rebuild(self, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
                 embed_batch_size: int = 32, progress=None, cancel=None) -> None:
         """Re-embed every sentence with another model (or pooling) and switch the store to it.
 
@@ -367,14 +367,12 @@ class VectorStore(SnapshotLoading, Store):
                 for pair in db.iter_texts(batch=batch_size):
                     chunk.append(pair)
                     if len(chunk) >= batch_size:
-                        done += self._rebuild_chunk(chunk, backend, fp, embed_batch_size, cancel)
+                        done += self._rebuild_chunk(chunk, backend, fp, embed_batch_size, cancel,
+                                                    done, total, progress)
                         chunk = []
-                        if progress:
-                            progress(done, total)
                 if chunk:
-                    done += self._rebuild_chunk(chunk, backend, fp, embed_batch_size, cancel)
-                    if progress:
-                        progress(done, total)
+                    done += self._rebuild_chunk(chunk, backend, fp, embed_batch_size, cancel,
+                                                done, total, progress)
                 with db.transaction():
                     db.apply_staged()
                     db.set_meta("fingerprint", fp)
@@ -388,9 +386,11 @@ class VectorStore(SnapshotLoading, Store):
             self._rebuild_index(kind)
         self.save()
 
-    def _rebuild_chunk(self, chunk, backend, fp, embed_batch_size, cancel) -> int:
+    def _rebuild_chunk(self, chunk, backend, fp, embed_batch_size, cancel, done, total,
+                       progress) -> int:
         vecs = normalize(backend.embed([t for _, t in chunk], pooling=fp["pooling"],
-                                       batch_size=embed_batch_size, cancel=cancel))
+                                       batch_size=embed_batch_size, cancel=cancel,
+                                       progress=progress and (lambda k, _n: progress(done + k, total))))
         self._db.stage_vectors([i for i, _ in chunk], vecs)
         return len(chunk)
 

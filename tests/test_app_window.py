@@ -190,7 +190,8 @@ def test_cancel_long_ingest_keeps_committed(qtbot, make_window, tiny_store_templ
     assert job is not None
     # a second start is refused while it runs (double click)
     assert w.corpus_panel.paste_lines("another line") is None
-    qtbot.waitUntil(lambda: job.done >= 300, timeout=60_000)
+    # Texts are embedded a window at a time, then committed: wait for the first commit.
+    qtbot.waitUntil(lambda: w.state.store.count() > before, timeout=60_000)
     assert w.job_progress.isVisible() and w.job_progress.cancel_button.isEnabled()
     with qtbot.waitSignal(w.service.ingest_done, timeout=30_000) as blocker:
         qtbot.mouseClick(w.job_progress.cancel_button, Qt.MouseButton.LeftButton)
@@ -208,8 +209,8 @@ def test_close_during_job_cancels_cleanly(qtbot, make_window, tiny_store_templat
     folder = w.service.folder
     before = w.state.store.count()
     lines = [f"Closing test line {i} on a rainy afternoon." for i in range(6000)]
-    job = w.corpus_panel.paste_lines("\n".join(lines))
-    qtbot.waitUntil(lambda: job.done >= 256, timeout=60_000)
+    assert w.corpus_panel.paste_lines("\n".join(lines)) is not None
+    qtbot.waitUntil(lambda: w.state.store.count() > before, timeout=60_000)
     w.close()
     assert not w.state.jobs.busy or w.state.jobs.wait(1)
     store = VectorStore.open(folder)             # closed cleanly: readable, committed rows kept

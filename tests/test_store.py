@@ -202,12 +202,13 @@ def test_add_texts_embeds_only_new_texts_and_counts_truncation(tmp_path):
 
 def test_cancel_keeps_committed_batches(tmp_path):
     b = FakeBackend(dim=D)
-    b.cancel_after = 25
+    b.cancel_after = 50          # the third window of 20 is cancelled while it is embedded
     store, _ = make(tmp_path)
-    r = store.add_texts([f"t{i}" for i in range(100)], b, batch_size=10)
-    assert r.cancelled and r.added == 20
+    r = store.add_texts([f"t{i}" for i in range(100)], b, batch_size=10, window=20)
+    assert r.cancelled and r.added == 40 and b.embedded == 40
+    assert [t["text"] for t in store.iter()] == [f"t{i}" for i in range(40)]   # a prefix
     store.close()
-    assert VectorStore.open(tmp_path / "s").count() == 20
+    assert VectorStore.open(tmp_path / "s").count() == 40
 
 
 def test_iterate_count_clear(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 
 from index.errors import (DuplicateText, ModelMismatch, StoreError, StoreNotFound, UnknownId)
 from index.locations import open_store
-from tests.test_store_support import FakeBackend, Fingerprint, clustered
+from tests.test_store_support import FakeBackend, Fingerprint, clustered, text_vector
 
 D = 32
 FP = Fingerprint("fake", "f" * 64, "mean", D, True)
@@ -221,9 +221,74 @@ def test_add_texts_embeds_only_new_and_search_by_text(tmp_path, kind, opened):
 def test_cancel_keeps_committed_batches(tmp_path, kind, opened):
     b = FakeBackend(dim=D)
     store, _ = make(opened, tmp_path, kind, fp=b.fingerprint())
-    b.cancel_after = 20
-    r = store.add_texts([f"t{i}" for i in range(50)], b, batch_size=10)
+    b.cancel_after = 25          # the second window of 20 is cancelled while it is embedded
+    r = store.add_texts([f"t{i}" for i in range(50)], b, batch_size=10, window=20)
     assert r.cancelled and r.added == 20 and store.count() == 20
+
+
+class WindowBackend(FakeBackend):
+    """FakeBackend that records each embed call and runs a hook inside the first one."""
+
+    def __init__(self, *a, during_first_embed=None, **kw):
+        super().__init__(*a, **kw)
+        self.calls, self.during_first_embed = [], during_first_embed
+
+    def embed(self, texts, *a, **kw):
+        texts = list(texts)
+        self.calls.append(texts)
+        if len(self.calls) == 1 and self.during_first_embed:
+            self.during_first_embed()
+        return super().embed(texts, *a, **kw)
+
+
+def test_add_stream_embeds_a_window_at_once_and_commits_in_order(tmp_path, kind, opened):
+    b = WindowBackend(dim=D)
+    store, _ = make(opened, tmp_path, kind, fp=b.fingerprint())
+    store.add_texts(["stored already"], b)
+    b.calls.clear()
+    texts = [f"t{i}" for i in range(45)] + ["stored already", "t3"]
+    seen = []
+    r = store.add_texts(texts, b, batch_size=10, window=25,
+                        progress=lambda done, total: seen.append((done, total)))
+    # the encoder sees a window's new texts in one call (so it can sort them by length)...
+    assert [len(c) for c in b.calls] == [25, 20]
+    assert b.calls[1] == [f"t{i}" for i in range(25, 45)]     # repeats are not embedded
+    # ...and the store gets them in input order, with each text's own vector
+    assert (r.added, r.duplicates) == (45, 2)
+    rows = list(store.iter())
+    assert [t["text"] for t in rows][1:] == [f"t{i}" for i in range(45)]
+    assert r.ids[46] == r.ids[3] and r.ids[45] == rows[0]["id"]
+    hit = store.search(text_vector("t30", D, b.weights + "mean"), k=1)[0]
+    assert hit.text == "t30" and hit.score == pytest.approx(1.0, abs=1e-5)
+    assert seen[-1][0] == 47 and [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_add_stream_does_not_hold_the_store_while_it_embeds(tmp_path, kind, opened):
+    import threading
+    got = []
+
+    def another_thread_uses_the_store():
+        t = threading.Thread(target=lambda: got.append(store._mutex.acquire(timeout=5)
+                                                       and (store._mutex.release() or True)))
+        t.start()
+        t.join()
+    b = WindowBackend(dim=D, during_first_embed=another_thread_uses_the_store)
+    store, _ = make(opened, tmp_path, kind, fp=b.fingerprint())
+    store.add_texts([f"t{i}" for i in range(30)], b, batch_size=10)
+    assert got == [True] and store.count() == 30
+
+
+def test_add_stream_embeds_a_text_removed_while_its_window_was_embedded(tmp_path, kind, opened):
+    b = WindowBackend(dim=D)
+    store, _ = make(opened, tmp_path, kind, fp=b.fingerprint())
+    first = store.add_texts(["old text"], b).ids[0]
+    b.calls.clear()
+    b.during_first_embed = lambda: store.remove([first])
+    r = store.add_texts(["old text", "new text"], b)
+    assert b.calls == [["new text"], ["old text"]]        # planned as stored, then gone
+    assert r.added == 2 and store.count() == 2
+    hit = store.search(text_vector("old text", D, b.weights + "mean"), k=1)[0]
+    assert hit.text == "old text" and hit.score == pytest.approx(1.0, abs=1e-5)
 
 
 def test_rebuild_reembeds_with_another_model(tmp_path, kind, opened):

@@ -48,6 +48,7 @@ class FakeBackend:
         if stats is not None and self.max_words:
             idx = [i for i, t in enumerate(texts) if len(t.split()) > self.max_words]
             stats.truncated += len(idx)
+            stats.truncated_indices.extend(idx)
         self.embedded += len(texts)
         salt = self.weights + pooling
         return np.stack([text_vector(t, self.dim, salt) for t in texts]) if texts else \

@@ -6,14 +6,14 @@ import json
 import time
 
 from .. import fingerprint as fpmod
-from ..base import ADD_BATCH, normalize
+from ..base import EMBED_WINDOW, normalize
 from ..errors import StoreError
 from ..records import split_meta
 from ..text_hash import hash_for_format
 from .schema import FORMAT_VERSION, PROP, create_collection, index_spec
 
 
-def rebuild(store, backend, pooling=None, *, batch_size: int = ADD_BATCH,
+def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
             embed_batch_size: int = 32, progress=None, cancel=None) -> None:
     """Re-embed every sentence with another model (or pooling) and switch the store to it.
 
@@ -40,8 +40,9 @@ def rebuild(store, backend, pooling=None, *, batch_size: int = ADD_BATCH,
         try:
             for ids, _vecs, recs in store.iter_batches(batch_size, vectors=False):
                 texts = [r["text"] for r in recs]
-                vecs = normalize(backend.embed(texts, pooling=fp["pooling"],
-                                               batch_size=embed_batch_size, cancel=cancel))
+                vecs = normalize(backend.embed(
+                    texts, pooling=fp["pooling"], batch_size=embed_batch_size, cancel=cancel,
+                    progress=progress and (lambda k, _n, done=done: progress(done + k, total))))
                 rows = []
                 for r, v in zip(recs, vecs):
                     src, line, added, extra = split_meta(r["metadata"])

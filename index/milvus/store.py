@@ -21,7 +21,7 @@ import numpy as np
 from core.errors import InputError
 
 from .. import fingerprint as fpmod
-from ..base import ADD_BATCH, AddResult, Hit, Store, check_texts, plan_unique
+from ..base import EMBED_WINDOW, AddResult, Hit, Store, check_texts, plan_unique
 from ..durability import WriterLock
 from ..errors import DuplicateText, StoreError, StoreNotFound, UnknownId
 from ..records import make_record, split_meta
@@ -348,7 +348,7 @@ class MilvusStore(Store):
             self._hash_ids = {} if self._dedup == "map" else None
             self._flush()
 
-    def rebuild(self, backend, pooling=None, *, batch_size: int = ADD_BATCH,
+    def rebuild(self, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
                 embed_batch_size: int = 32, progress=None, cancel=None) -> None:
         """Re-embed every sentence with another model (or pooling) and switch the store to it
         (see rebuild.py: an interruption leaves the old model, or is finished on open)."""
