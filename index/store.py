@@ -392,6 +392,8 @@ class VectorStore(SnapshotLoading, Store):
                                        batch_size=embed_batch_size, cancel=cancel,
                                        progress=progress and (lambda k, _n: progress(done + k, total))))
         self._db.stage_vectors([i for i, _ in chunk], vecs)
+        if progress:
+            progress(done + len(chunk), total)
         return len(chunk)
 
     def reindex(self, kind: str | None = None, progress=None, cancel=None) -> None:

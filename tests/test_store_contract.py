@@ -297,8 +297,10 @@ def test_rebuild_reembeds_with_another_model(tmp_path, kind, opened):
     store, _ = make(opened, tmp_path, kind, fp=b1.fingerprint())
     store.add_texts([f"text {i}" for i in range(30)], b1)
     store.remove([4])
-    store.rebuild(b2, batch_size=8)
+    seen = []
+    store.rebuild(b2, batch_size=8, progress=lambda done, total: seen.append((done, total)))
     assert store.fingerprint_dict["model"] == "second" and store.count() == 29
+    assert seen[-1] == (29, 29) and seen == sorted(seen) and len(seen) >= 4
     assert store.search("text 7", k=1, backend=b2)[0].text == "text 7"
     with pytest.raises(ModelMismatch):
         store.search("text 7", k=1, backend=b1)
