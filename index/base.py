@@ -274,8 +274,11 @@ class Store(ABC):
                 # A text the window did not embed (the store changed since it looked): now.
                 missing = [texts[i] for i in plan if texts[i] not in vectors]
                 if missing:
+                    stats = EmbedStats()
                     vectors.update(zip(missing, normalize(backend.embed(
-                        missing, pooling=pooling, batch_size=embed_batch_size, cancel=cancel))))
+                        missing, pooling=pooling, batch_size=embed_batch_size, cancel=cancel,
+                        stats=stats))))
+                    cut.update(missing[i] for i in stats.truncated_indices)
                 if plan:
                     self._store_planned(plan, texts, metas,
                                         np.stack([vectors[texts[i]] for i in plan]), part, context)

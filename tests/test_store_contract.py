@@ -280,14 +280,15 @@ def test_add_stream_does_not_hold_the_store_while_it_embeds(tmp_path, kind, open
 
 
 def test_add_stream_embeds_a_text_removed_while_its_window_was_embedded(tmp_path, kind, opened):
-    b = WindowBackend(dim=D)
+    b = WindowBackend(dim=D, max_words=1)
     store, _ = make(opened, tmp_path, kind, fp=b.fingerprint())
     first = store.add_texts(["old text"], b).ids[0]
     b.calls.clear()
     b.during_first_embed = lambda: store.remove([first])
-    r = store.add_texts(["old text", "new text"], b)
-    assert b.calls == [["new text"], ["old text"]]        # planned as stored, then gone
+    r = store.add_texts(["old text", "new"], b)
+    assert b.calls == [["new"], ["old text"]]             # planned as stored, then gone
     assert r.added == 2 and store.count() == 2
+    assert r.truncated == 1                               # "old text" was cut, "new" was not
     hit = store.search(text_vector("old text", D, b.weights + "mean"), k=1)[0]
     assert hit.text == "old text" and hit.score == pytest.approx(1.0, abs=1e-5)
 
