@@ -6,7 +6,7 @@ from importlib import metadata
 
 from PySide6.QtWidgets import QMessageBox
 
-from .logs import log_file
+from app.logs import log_file
 
 
 def _version(dist: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from core import attention as A
 
-from .save_dialog import ask_save_path
+from app.save_dialog import ask_save_path
 
 EXPORT_JOB_KEY = "attention.export"
 

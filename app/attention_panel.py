@@ -18,10 +18,10 @@ from PySide6.QtCore import Qt
 
 from core import attention as A
 
-from .attention_export import AttentionExport
-from .head_grid import HeadGrid
-from .heatmap import COLORMAPS, DEFAULT_COLORMAP, HeatmapWidget
-from .line_edit import long_line_edit
+from app.attention_export import AttentionExport
+from app.head_grid import HeadGrid
+from app.heatmap import COLORMAPS, DEFAULT_COLORMAP, HeatmapWidget
+from app.line_edit import long_line_edit
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "attention.inspect"

@@ -6,7 +6,7 @@ from pathlib import Path
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout, QLabel, QListWidget,
                                QVBoxLayout)
 
-from .importers import list_fields, preview
+from app.importers import list_fields, preview
 
 
 class ColumnDialog(QDialog):

@@ -10,11 +10,11 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHea
 
 from core.errors import EncoderscopeError
 
-from .column_dialog import ColumnDialog
-from .corpus_model import CorpusModel
-from .corpus_service import CorpusService
-from .importers import COMMON_ENCODINGS, needs_field
-from .line_edit import long_line_edit
+from app.column_dialog import ColumnDialog
+from app.corpus_model import CorpusModel
+from app.corpus_service import CorpusService
+from app.importers import COMMON_ENCODINGS, needs_field
+from app.line_edit import long_line_edit
 
 FILE_FILTER = "Sentences (*.txt *.csv *.jsonl);;Text (*.txt);;CSV (*.csv);;JSON lines (*.jsonl)"
 

@@ -14,9 +14,9 @@ from PySide6.QtCore import QObject, Signal
 
 from core.errors import Cancelled, InputError
 
-from .logs import log
-from .settings import stores_dir
-from .state import ModelChoice, freeze_long_lived
+from app.logs import log
+from app.settings import stores_dir
+from app.state import ModelChoice, freeze_long_lived
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 SAMPLE_CORPUS = ASSETS / "sample_corpus.txt"
@@ -118,7 +118,7 @@ class NeedsEncoding:
 
 
 def import_job(store, backend, pooling, path, column=None, encoding=None, progress=None, cancel=None):
-    from .importers import NotInEncoding, read_sentences
+    from app.importers import NotInEncoding, read_sentences
 
     progress(0, 0, f"Reading {Path(path).name} …")
     try:   # the first try is strict about the encoding; a chosen one skips what it cannot read
@@ -139,7 +139,7 @@ def create_store_job(location, backend, pooling, sample=SAMPLE_CORPUS, progress=
     None: leave it empty)."""
     from index.corpus import create_corpus
 
-    from .importers import read_sentences
+    from app.importers import read_sentences
 
     store = create_corpus(location, backend, pooling)
     result = IngestResult()

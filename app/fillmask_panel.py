@@ -20,7 +20,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
-from .mask_table import MaskTable
+from app.mask_table import MaskTable
 
 MASK = "[MASK]"
 EXAMPLE = "The [MASK] sat on the mat because it was [MASK]."

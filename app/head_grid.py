@@ -17,7 +17,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from .heatmap import DEFAULT_COLORMAP, colormap, palette_colors
+from app.heatmap import DEFAULT_COLORMAP, colormap, palette_colors
 
 MAX_CELL = 96      # a head wider than this many tokens is block-averaged down to it for the grid
 GUTTER_FRACTION = 0.08

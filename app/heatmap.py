@@ -20,7 +20,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from .token_axis import TokenAxis
+from app.token_axis import TokenAxis
 
 COLORMAPS = {"Blues": "blues", "Viridis": "viridis", "Inferno": "inferno", "Magma": "magma",
              "Greys": "CET-L1"}

@@ -7,8 +7,8 @@ from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QToolBar, QToolBut
 
 from core.names import BACKENDS
 
-from .model_bar import WEIGHTS, WeightsCombo, add_trained_checkpoints
-from .state import BACKEND_LABELS, ModelChoice
+from app.model_bar import WEIGHTS, WeightsCombo, add_trained_checkpoints
+from app.state import BACKEND_LABELS, ModelChoice
 
 SAME = "Same as the corpus model"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
-from .workers import Job
+from app.workers import Job
 
 
 class JobProgress(QWidget):

@@ -18,8 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     """Open the main window. ``argv`` excludes the program name (None: sys.argv[1:])."""
     from PySide6.QtWidgets import QApplication
 
-    from .logs import log, setup_logging
-    from .main_window import MainWindow
+    from app.logs import log, setup_logging
+    from app.main_window import MainWindow
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)

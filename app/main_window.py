@@ -11,18 +11,18 @@ from PySide6.QtWidgets import (QFileDialog, QInputDialog, QLabel, QLineEdit, QMa
 
 from index.locations import LOCATION_ENV
 
-from .about import show_about
-from .corpus_panel import CorpusPanel
-from .corpus_service import SAMPLE_STORE, CorpusService
-from .job_progress import JobProgress
-from .logs import log, log_dir, setup_logging
-from .inspect_bar import InspectBar
-from .lazy_panels import LazyPanels, panel_class, plain_holder, put_in_holder, scroll_holder
-from .model_bar import ModelBar
-from .search_panel import SearchPanel
-from .settings import as_int, open_settings, stores_dir
-from .state import AppState, ModelChoice
-from .status_message import StatusMessage
+from app.about import show_about
+from app.corpus_panel import CorpusPanel
+from app.corpus_service import SAMPLE_STORE, CorpusService
+from app.job_progress import JobProgress
+from app.logs import log, log_dir, setup_logging
+from app.inspect_bar import InspectBar
+from app.lazy_panels import LazyPanels, panel_class, plain_holder, put_in_holder, scroll_holder
+from app.model_bar import ModelBar
+from app.search_panel import SearchPanel
+from app.settings import as_int, open_settings, stores_dir
+from app.state import AppState, ModelChoice
+from app.status_message import StatusMessage
 
 TITLE = "Encoderscope"
 PRECISION_MENU = [

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .map_plot import MapPlot
+from app.map_plot import MapPlot
 
 MAX_LISTED = 500            # lasso selections longer than this list their first MAX_LISTED
 

@@ -13,7 +13,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
 
-from .map_points import ClusterPoints
+from app.map_points import ClusterPoints
 
 POINT_PX = 5                # symbol size of a sentence
 HOVER_PX = 8                # the pointer must be this close to a point to pick it

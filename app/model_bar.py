@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QToolBar, QToolBut
 from core.names import BACKENDS, POOLINGS
 from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 
-from .state import BACKEND_LABELS, ModelChoice
+from app.state import BACKEND_LABELS, ModelChoice
 
 WEIGHTS = [DEFAULT_MODEL, DEFAULT_HUB_MODEL]
 POOLING_LABELS = {"mean": "Mean", "cls": "CLS", "max": "Max"}

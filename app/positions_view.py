@@ -16,7 +16,7 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
-from .walkthrough_steps_view import MATCH_LIMIT, MatrixHeatmap, format_diff
+from app.walkthrough_steps_view import MATCH_LIMIT, MatrixHeatmap, format_diff
 
 JOB_KEY = "walkthrough.positions"
 N_POSITIONS = 64          # rows of the position tables shown (enough to see the stripes)

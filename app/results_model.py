@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 
-from .score_delegate import SCORE_ROLE
+from app.score_delegate import SCORE_ROLE
 
 COLUMNS = ("Rank", "Score", "Sentence")
 

@@ -58,7 +58,7 @@ def sample_window(prefix: str = "encoderscope-shots-"):
     os.environ["ENCODERSCOPE_DATA_DIR"] = str(tmp / "data")
     from PySide6.QtWidgets import QApplication
 
-    from .main_window import MainWindow
+    from app.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv)
     w = MainWindow()
@@ -76,7 +76,7 @@ def main() -> int:
 
     from PySide6.QtWidgets import QApplication, QMessageBox
 
-    from .main_window import MainWindow
+    from app.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv)
     app.setOrganizationName("Encoderscope")
@@ -102,7 +102,7 @@ def main() -> int:
     _save(w, "search")
 
     # 2b. why is this a hit: the Why view from a result (app/screenshots_why.py)
-    from .screenshots_why import shoot_why
+    from app.screenshots_why import shoot_why
     shoot_why(app, w)
 
     # 3. the corpus table, filtered
@@ -157,7 +157,7 @@ def main() -> int:
     _spin(app, until=lambda: state.backend is not None and not state.jobs.busy, timeout=60)
 
     # 7. About
-    from .about import show_about
+    from app.about import show_about
     about = show_about(w, state)
     _spin(app, 0.3)
     _save(about, "about")
@@ -189,7 +189,7 @@ def main() -> int:
     _spin(app, 0.5)
     _save(w, "inspect-with")
     # 10. the corpus map: clusters, the query's star, its hits ringed, a lasso selection
-    from .screenshots_map import shoot_map
+    from app.screenshots_map import shoot_map
     shoot_map(app, w)
 
     w.close()

@@ -16,7 +16,7 @@ QUERY = "the biggest planet has dozens and dozens of moons"
 
 def shoot_map(app, w, query: str = QUERY):
     """The Map tab with the query's star, its hits ringed and the top hit selected."""
-    from .screenshots import _save, _spin, _type
+    from app.screenshots import _save, _spin, _type
 
     state, panel = w.state, w.map_panel
     w.show_panel("Search")
@@ -45,7 +45,7 @@ def shoot_map(app, w, query: str = QUERY):
 
 
 def main() -> int:
-    from .screenshots import sample_window
+    from app.screenshots import sample_window
 
     app, w = sample_window("encoderscope-shots-")
     shoot_map(app, w)

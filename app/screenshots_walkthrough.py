@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from .screenshots_inspector import SENTENCE, _app, grab, panel_shots_setup
+from app.screenshots_inspector import SENTENCE, _app, grab, panel_shots_setup
 
 SECOND = "The dog stayed on the pavement since it was exhausted."
 
@@ -48,7 +48,7 @@ def show_positions(panel) -> None:
 
 def main(argv=None) -> int:
     app, args, (w, h), minilm, state = panel_shots_setup(__doc__, argv)
-    from .walkthrough_panel import WalkthroughPanel
+    from app.walkthrough_panel import WalkthroughPanel
 
     panel = WalkthroughPanel(state, auto_explain=False)
     panel.resize(w, h)

@@ -15,7 +15,7 @@ QUERY = "the biggest planet has dozens and dozens of moons"
 
 def shoot_why(app, w, name: str = "why") -> Path | None:
     """Open the Why view on the hit about Jupiter (else the top hit) and save it."""
-    from .screenshots import _save, _spin
+    from app.screenshots import _save, _spin
 
     hits = w.search_panel.results.hits
     if not hits:
@@ -36,7 +36,7 @@ def shoot_why(app, w, name: str = "why") -> Path | None:
 
 
 def main() -> int:
-    from .screenshots import sample_window, _spin, _type
+    from app.screenshots import sample_window, _spin, _type
 
     app, w = sample_window("encoderscope-why-shot-")
     w.show_panel("Search")

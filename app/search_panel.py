@@ -9,10 +9,10 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu,
                                QPushButton, QSpinBox, QTableView, QVBoxLayout, QWidget)
 
-from .corpus_service import search_job
-from .results_model import ResultsModel
-from .score_delegate import ScoreBarDelegate
-from .settings import as_int
+from app.corpus_service import search_job
+from app.results_model import ResultsModel
+from app.score_delegate import ScoreBarDelegate
+from app.settings import as_int
 
 DEBOUNCE_MS = 10     # coalesces bursts (paste, auto-repeat); a search in flight coalesces the rest
 
@@ -203,7 +203,7 @@ class SearchPanel(QWidget):
         if hit is None or not query:
             return None
         if self.why_dialog is None:
-            from .why_view import WhyDialog
+            from app.why_view import WhyDialog
             self.why_dialog = WhyDialog(self.state, self.window())
         self.why_dialog.request(query, hit.text, float(hit.score))
         return self.why_dialog

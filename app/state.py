@@ -46,8 +46,8 @@ from PySide6.QtCore import QObject, Signal
 
 from core.sources import DEFAULT_MODEL
 
-from .logs import log
-from .workers import Job, JobRunner
+from app.logs import log
+from app.workers import Job, JobRunner
 
 # What the model bar shows for each of core.names.BACKENDS.
 BACKEND_LABELS = {"scratch": "From-scratch encoder", "hf": "DistilBERT (transformers)"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QSizePolicy
 
-from .logs import log
+from app.logs import log
 
 
 class StatusMessage(QLabel):

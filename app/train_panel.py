@@ -173,7 +173,7 @@ class TrainPanel(QtWidgets.QWidget):
         self.lr.setPlaceholderText("auto (5e-4 fresh, 2e-4 minilm + new head, 5e-5 imported)")
         self.seed = QtWidgets.QSpinBox(minimum=0, maximum=2**31 - 1, value=0)
         self.device = QtWidgets.QComboBox()
-        from .model_bar import offered_devices   # no torch import on the UI thread
+        from app.model_bar import offered_devices   # no torch import on the UI thread
         for d in offered_devices():
             self.device.addItem({"auto": "Auto (GPU when present)", "cpu": "CPU"}.get(d, d.upper()), d)
         form.addRow("Steps", self.steps)

@@ -18,9 +18,9 @@ from pathlib import Path
 from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
-from .positions_view import PositionsView
-from .walkthrough_pooling_view import PoolingView
-from .walkthrough_steps_view import MATCH_LIMIT, StepView, badge_color
+from app.positions_view import PositionsView
+from app.walkthrough_pooling_view import PoolingView
+from app.walkthrough_steps_view import MATCH_LIMIT, StepView, badge_color
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "walkthrough.explain"

@@ -10,7 +10,7 @@ import numpy as np
 from PySide6 import QtWidgets
 from PySide6.QtCore import Qt
 
-from .walkthrough_steps_view import MatrixHeatmap
+from app.walkthrough_steps_view import MatrixHeatmap
 
 
 class PoolingView(QtWidgets.QWidget):

@@ -19,7 +19,7 @@ from PySide6.QtCore import Qt
 
 from core.walkthrough import TOLERANCE as MATCH_LIMIT
 
-from .heatmap import HeatmapWidget
+from app.heatmap import HeatmapWidget
 
 # a step whose max |difference| from the model is above MATCH_LIMIT shows red
 GREEN, RED, GREY = "#1e7b34", "#c0392b", "#777777"

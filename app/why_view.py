@@ -22,8 +22,8 @@ from PySide6.QtCore import Qt
 from core.attention import write_matrix_csv
 from core.why import explain_job, format_pairs
 
-from .heatmap import HeatmapWidget
-from .save_dialog import ask_save_path
+from app.heatmap import HeatmapWidget
+from app.save_dialog import ask_save_path
 
 DIVERGING = "CET-D1"               # blue - white - red, white at the middle of the levels
 POSITIVE, NEGATIVE = "#c0392b", "#2166ac"

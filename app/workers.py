@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
 
-from .logs import log, log_file
+from app.logs import log, log_file
 
 PROGRESS_INTERVAL_S = 0.05   # at most ~20 progress updates per second reach the UI
 

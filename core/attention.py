@@ -37,7 +37,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .atomic import atomic_write_with
+from core.atomic import atomic_write_with
 
 MODES = ("head", "mean", "rollout")
 MODE_LABELS = {"head": "Single head", "mean": "Mean over heads", "rollout": "Attention rollout"}
@@ -260,7 +260,7 @@ def write_all_heads_csv(path, attentions, tokens, progress=None, cancel=None) ->
         with open(tmp, "w", encoding="utf-8", newline="") as f:
             for n, chunk in enumerate(iter_all_heads_csv(a, tokens)):
                 if cancel is not None and cancel.is_set():
-                    from .errors import Cancelled
+                    from core.errors import Cancelled
                     raise Cancelled("export cancelled")
                 f.write(chunk)
                 if progress is not None and n:

@@ -16,14 +16,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import fillmask, machine_cache
-from .batching import plan_batches, token_budget
-from .device import autocast, describe_device, pick_device, requested_precision, resolve_precision
-from .errors import Cancelled, InputError
-from .fingerprint import Fingerprint
-from .names import BACKENDS, POOLINGS
-from .pooling import l2_normalize, pool
-from .sources import DEFAULT_MODEL, ModelSource, resolve
+from core import fillmask, machine_cache
+from core.batching import plan_batches, token_budget
+from core.device import autocast, describe_device, pick_device, requested_precision, resolve_precision
+from core.errors import Cancelled, InputError
+from core.fingerprint import Fingerprint
+from core.names import BACKENDS, POOLINGS
+from core.pooling import l2_normalize, pool
+from core.sources import DEFAULT_MODEL, ModelSource, resolve
 
 log = logging.getLogger(__name__)
 # Before "auto" runs a model in bf16, its bf16 vectors of these sentences must keep this cosine
@@ -269,16 +269,16 @@ def get_backend(model: str = DEFAULT_MODEL, backend: str = "scratch", device=Non
         if backend != "scratch":
             raise InputError("random weights exist only for the from-scratch encoder (--backend scratch)")
         key = (model, backend, str(dev), asked, run_in)
-        from .backends.scratch import RandomScratchBackend as cls
+        from core.backends.scratch import RandomScratchBackend as cls
         where = model
     else:
         source = resolve(model, progress=progress)
         # The weights' mtime is part of the key: a model retrained in place is loaded afresh.
         key = (str(source.folder.resolve()), _weights_mtime(source.folder), backend, str(dev), asked, run_in)
         if backend == "scratch":
-            from .backends.scratch import ScratchBackend as cls
+            from core.backends.scratch import ScratchBackend as cls
         else:
-            from .backends.hf import HFBackend as cls
+            from core.backends.hf import HFBackend as cls
         where = source
     with _cache_lock:
         if key not in _cache:

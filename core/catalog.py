@@ -7,23 +7,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import ModelUnavailable
-from .sources import DEFAULT_HUB_MODEL, PACKAGED
+from core.errors import ModelUnavailable
+from core.sources import DEFAULT_HUB_MODEL, PACKAGED
 
 
 def trained_models() -> list[Path]:
     """Checkpoints saved under the user-data models folder (where the Train panel writes)."""
-    from .paths import models_dir
-    from .sources import CHECKPOINT_MARKER
+    from core.paths import models_dir
+    from core.sources import CHECKPOINT_MARKER
     return sorted(p for p in models_dir().iterdir() if (p / CHECKPOINT_MARKER).is_file())
 
 
 def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
     """Known models: packaged, the default hub model, trained checkpoints in the user-data
     folder, and any folders given."""
-    from .sources import CHECKPOINT_MARKER, check_folder, read_json
-    from .weights import UnsafeWeights, check_weights, config_from_hf
-    from .model import EncoderConfig
+    from core.sources import CHECKPOINT_MARKER, check_folder, read_json
+    from core.weights import UnsafeWeights, check_weights, config_from_hf
+    from core.model import EncoderConfig
 
     rows = []
 
@@ -47,7 +47,7 @@ def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
                     row["refused"] = "unsafe pickle"
         return row
 
-    from .sources import packaged_folder
+    from core.sources import packaged_folder
     for name in PACKAGED:
         rows.append(describe(name, "packaged", packaged_folder(name)))
     try:
@@ -77,7 +77,7 @@ def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
 def resolve_cached(repo_id: str) -> Path:
     """The hub model's cached folder, without touching the network."""
     from huggingface_hub import snapshot_download
-    from .sources import HUB_FILES
+    from core.sources import HUB_FILES
     try:
         return Path(snapshot_download(repo_id, allow_patterns=HUB_FILES, local_files_only=True))
     except Exception:

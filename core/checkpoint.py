@@ -14,8 +14,8 @@ from typing import Callable
 
 import torch
 
-from .errors import InputError
-from .sources import CHECKPOINT_MARKER
+from core.errors import InputError
+from core.sources import CHECKPOINT_MARKER
 
 STATE_JSON = "trainer_state.json"
 STATE_TENSORS = "trainer_state.safetensors"

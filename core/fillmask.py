@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 
-from .errors import InputError, NoMLMHead
+from core.errors import InputError, NoMLMHead
 
 MASK = "[MASK]"
 MAX_MASKS = 10

@@ -9,7 +9,7 @@ import hashlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .errors import ModelUnavailable
+from core.errors import ModelUnavailable
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import ModelUnavailable
-from .model import EncoderConfig
-from .sources import CHECKPOINT_MARKER, read_json
-from .weights import CHECKPOINT_FORMAT, MLM_HEAD_KEYS, read_state_dict
+from core.errors import ModelUnavailable
+from core.model import EncoderConfig
+from core.sources import CHECKPOINT_MARKER, read_json
+from core.weights import CHECKPOINT_FORMAT, MLM_HEAD_KEYS, read_state_dict
 
 HF_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh"}
 

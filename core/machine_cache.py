@@ -39,7 +39,7 @@ def machine_key(*what) -> str:
 
 
 def cache_path(name: str) -> Path:
-    from .paths import data_dir
+    from core.paths import data_dir
     return data_dir() / "cache" / name
 
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import machine_cache
+from core import machine_cache
 
 
 @dataclass

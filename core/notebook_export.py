@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import numpy_ref
-from .errors import EncoderscopeError, InputError
-from .weights import BERT_KEY_MAP, LEGACY_LAYER_NORM
+from core import numpy_ref
+from core.errors import EncoderscopeError, InputError
+from core.weights import BERT_KEY_MAP, LEGACY_LAYER_NORM
 
 # numpy_ref's functions the notebook needs, copied in as they are (the teaching code).
 FUNCTIONS = ("sinusoidal_positions", "layer_norm_stats", "layer_norm", "gelu", "linear", "softmax",
@@ -92,7 +92,7 @@ def _stored(walk) -> str:
 
 def model_folder(backend) -> Path:
     """The folder holding the model's weights as safetensors; an error for people otherwise."""
-    from .walkthrough import reference_backend
+    from core.walkthrough import reference_backend
     ref, _ = reference_backend(backend)
     if ref.source.kind == "random":
         raise InputError("the notebook needs a model folder: a random model has no weights on disk "
@@ -110,7 +110,7 @@ def build_notebook(walk, backend):
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
     folder = model_folder(backend)
-    from .walkthrough import reference_backend
+    from core.walkthrough import reference_backend
     ref, _ = reference_backend(backend)
     cfg = {k: getattr(ref.config, k) for k in CONFIG_FIELDS}
     has_types = walk.token_type_ids is not None

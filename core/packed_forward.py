@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .model import Encoder, additive_mask, autocast_is_bf16, needs_mask
+from core.model import Encoder, additive_mask, autocast_is_bf16, needs_mask
 
 
 class PackedEncoder:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .names import POOLINGS
+from core.names import POOLINGS
 
 
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, method: str = "mean",

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import numpy_ref as nr
-from .errors import InputError
-from .pooling import POOLINGS
+from core import numpy_ref as nr
+from core.errors import InputError
+from core.pooling import POOLINGS
 
 
 @dataclass
@@ -64,7 +64,7 @@ def sinusoidal_wavelengths(dim: int) -> np.ndarray:
 
 
 def positions_view(backend, n_positions: int = 64) -> PositionsView:
-    from .walkthrough import reference_backend
+    from core.walkthrough import reference_backend
     ref, _ = reference_backend(backend)
     cfg = ref.config
     n = max(1, min(n_positions, cfg.max_position_embeddings))
@@ -112,7 +112,7 @@ def _attention_output(encoder, ids, layer: int, positions: bool) -> np.ndarray:
 
 
 def permutation_demo(backend, text: str, seed: int = 0, layer: int = 0) -> PermutationDemo:
-    from .walkthrough import check_choice, reference_backend, tokenize
+    from core.walkthrough import check_choice, reference_backend, tokenize
     ref, _ = reference_backend(backend)
     check_choice(ref.config, layer, 0, "mean")
     ids, _, _ = tokenize(ref, text)

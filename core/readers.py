@@ -32,7 +32,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InputError
+from core.errors import InputError
 
 TEXT_SUFFIXES = (".txt", ".text", ".md", "")       # one sentence per line
 TABLE_SUFFIXES = (".csv", ".tsv")

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ModelUnavailable
+from core.errors import ModelUnavailable
 
 # The packaged offline model: the default everywhere (CLI, app, new stores, random weights'
 # tokenizer, training's --init/--tokenizer wordpiece).

@@ -24,7 +24,7 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .errors import ModelUnavailable
+from core.errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ def cache_key(folder: Path) -> str:
 
 
 def cache_file(key: str) -> Path:
-    from .paths import data_dir
+    from core.paths import data_dir
     return data_dir() / "cache" / "tokenizers" / f"{key[:32]}.json"
 
 
@@ -150,7 +150,7 @@ def _digest(body: str, settings: dict) -> str:
 
 
 def write_cached(key: str, pipeline, settings: Settings) -> None:
-    from .atomic import atomic_write
+    from core.atomic import atomic_write
     body, fields = pipeline.to_str(), asdict(settings)
     rec = {"format": CACHE_FORMAT, "key": key, "settings": fields, "sha256": _digest(body, fields),
            "pipeline": body}

@@ -38,18 +38,18 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from .device import bf16_native, bf16_supported, describe_device, pick_device
-from .errors import EncoderscopeError, InputError, ModelUnavailable
-from .masking import IGNORE, mask_tokens, special_mask
-from .model import Encoder, EncoderConfig, EncoderForMaskedLM
-from .pooling import l2_normalize, pool
-from .sources import CHECKPOINT_MARKER, DEFAULT_MODEL
-from .checkpoint import (STATE_JSON, STATE_TENSORS, STATE_VERSION, atomic_folder, optimizer_state,
+from core.device import bf16_native, bf16_supported, describe_device, pick_device
+from core.errors import EncoderscopeError, InputError, ModelUnavailable
+from core.masking import IGNORE, mask_tokens, special_mask
+from core.model import Encoder, EncoderConfig, EncoderForMaskedLM
+from core.pooling import l2_normalize, pool
+from core.sources import CHECKPOINT_MARKER, DEFAULT_MODEL
+from core.checkpoint import (STATE_JSON, STATE_TENSORS, STATE_VERSION, atomic_folder, optimizer_state,
                          optimizer_tensors, read_trainer_state, recover)
-from .train_config import TrainConfig
-from .train_data import BatchSampler, collate, encode, read_corpus, split_heldout
-from .train_eval import Evaluation, read_pairs
-from .weights import load_folder, save_checkpoint
+from core.train_config import TrainConfig
+from core.train_data import BatchSampler, collate, encode, read_corpus, split_heldout
+from core.train_eval import Evaluation, read_pairs
+from core.weights import load_folder, save_checkpoint
 
 MLM_EVAL_TARGETS = 2000   # aim to score about this many masked held-out tokens per evaluation
 MLM_EVAL_REPEATS = 10     # ... masking the held-out sentences at most this many times over
@@ -230,10 +230,10 @@ class Trainer(Evaluation):
         from transformers import AutoTokenizer
         if c.init == "fresh":
             if c.tokenizer == "word":
-                from .wordtok import build_word_tokenizer
+                from core.wordtok import build_word_tokenizer
                 self.tokenizer = build_word_tokenizer(train, c.vocab_size, c.min_frequency, c.max_length)
             else:
-                from .sources import resolve
+                from core.sources import resolve
                 self.tokenizer = AutoTokenizer.from_pretrained(str(resolve(DEFAULT_MODEL).folder),
                                                                trust_remote_code=False)
                 self.tokenizer.model_max_length = c.max_length
@@ -245,7 +245,7 @@ class Trainer(Evaluation):
             self.model = EncoderForMaskedLM(cfg) if "mlm" in c.objective else Encoder(cfg)
             return
         if c.init == DEFAULT_MODEL:
-            from .sources import resolve
+            from core.sources import resolve
             folder = resolve(DEFAULT_MODEL).folder
         else:
             folder = Path(c.init).expanduser()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from .errors import InputError
+from core.errors import InputError
 
 OBJECTIVES = ("mlm", "simcse", "mlm+simcse")
 
@@ -109,7 +109,7 @@ class TrainConfig:
     def from_checkpoint(cls, folder: str | Path, **changes) -> "TrainConfig":
         """The configuration a checkpoint was trained with, plus ``changes``, set to resume it.
         ``out`` defaults to the checkpoint folder itself."""
-        from .checkpoint import read_trainer_state
+        from core.checkpoint import read_trainer_state
         folder = Path(folder).expanduser()
         state = read_trainer_state(folder)
         cfg = cls.from_dict(state["config"])

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .errors import InputError
+from core.errors import InputError
 
 STORE_DB = "store.db"
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -45,7 +45,7 @@ def read_corpus(source: str | Path, limit: int | None = None, encoding: str | No
 def _read_file(path: Path, encoding: str | None) -> list[str]:
     """A corpus file's sentences; any unreadable line stops training (a corpus is read whole),
     one that is not in the encoding with a hint to give another."""
-    from .readers import TEXT_SUFFIXES, BadLine, Blank, NoLetters, other_encoding_hint, read_file
+    from core.readers import TEXT_SUFFIXES, BadLine, Blank, NoLetters, other_encoding_hint, read_file
     lines = []
     for rec in read_file(path, encoding=encoding, guess_columns=True):
         if isinstance(rec, BadLine):

@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .errors import InputError
-from .masking import IGNORE
-from .train_data import collate, encode
+from core.errors import InputError
+from core.masking import IGNORE
+from core.train_data import collate, encode
 
 
 class Evaluation:

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import numpy_ref as nr
-from .errors import InputError
+from core import numpy_ref as nr
+from core.errors import InputError
 
 POST_ORDER = ("token_embeddings", "position_embeddings", "token_type_embeddings", "embeddings_sum",
               "embeddings_layernorm", "layer_input", "q", "k", "v", "scores", "masked_scores", "weights",
@@ -118,7 +118,7 @@ def _rounded(a: np.ndarray):
 def reference_backend(backend):
     """The CPU fp32 from-scratch backend holding the same weights, and a note when it differs
     from the one given (hf backends, GPUs, bf16): the steps are always the fp32 encoder's."""
-    from .backend import get_backend
+    from core.backend import get_backend
     if backend.backend == "scratch" and backend.device.type == "cpu" and backend.precision == "fp32":
         return backend, ""
     ref = get_backend(backend.model_name, "scratch", device="cpu", precision="fp32")
@@ -149,7 +149,7 @@ def tokenize(backend, text: str, pair: str | None = None):
 
 
 def check_choice(cfg, layer: int, head: int, pooling: str):
-    from .backend import check_pooling
+    from core.backend import check_pooling
     check_pooling(pooling)
     if not 0 <= layer < cfg.n_layers:
         raise InputError(f"layer {layer + 1} does not exist: this model has {cfg.n_layers} layers "
@@ -238,8 +238,8 @@ def _layer_steps(x, p, name, cfg, head, keep) -> dict:
 def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: int = 0,
             pooling: str = "mean") -> Walkthrough:
     """Walk one text (or a sentence pair) through the encoder; layer and head are 0-based."""
-    from .walkthrough_capture import capture, float64_copy
-    from .walkthrough_text import describe
+    from core.walkthrough_capture import capture, float64_copy
+    from core.walkthrough_text import describe
     ref, note = reference_backend(backend)
     cfg = ref.config
     check_choice(cfg, layer, head, pooling)

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .model import Encoder, additive_mask
-from .pooling import l2_normalize, pool
+from core.model import Encoder, additive_mask
+from core.pooling import l2_normalize, pool
 
 
 @contextmanager

@@ -15,9 +15,9 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from .model import Encoder, EncoderConfig, EncoderForMaskedLM
-from .errors import ModelUnavailable
-from .sources import CHECKPOINT_MARKER, read_json
+from core.model import Encoder, EncoderConfig, EncoderForMaskedLM
+from core.errors import ModelUnavailable
+from core.sources import CHECKPOINT_MARKER, read_json
 
 CHECKPOINT_FORMAT = "encoderscope-checkpoint"
 CHECKPOINT_VERSION = 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .errors import InputError
+from core.errors import InputError
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIALS = [PAD, UNK, CLS, SEP, MASK]          # ids 0..4, in this order ([PAD] = 0 as the model expects)

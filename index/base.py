@@ -9,8 +9,8 @@ import numpy as np
 
 from core.errors import Cancelled, InputError
 
-from . import fingerprint as fpmod
-from .errors import ModelMismatch, StoreError
+from index import fingerprint as fpmod
+from index.errors import ModelMismatch, StoreError
 
 ADD_BATCH = 256       # sentences committed per add_stream batch (one transaction each)
 # Sentences embedded together by add_stream: the encoder sorts them by length, so the more it

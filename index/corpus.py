@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from core.errors import Cancelled
 from core.train_data import dedupe_sentences, read_corpus
 
-from . import fingerprint as fpmod
-from .base import AddResult, Store
-from .errors import StoreNotFound
-from .locations import open_store, parse_location, store_exists
-from .sentences import DB_NAME
+from index import fingerprint as fpmod
+from index.base import AddResult, Store
+from index.errors import StoreNotFound
+from index.locations import open_store, parse_location, store_exists
+from index.sentences import DB_NAME
 
 
 @dataclass

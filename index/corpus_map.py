@@ -17,8 +17,8 @@ import numpy as np
 
 from core.errors import Cancelled, InputError
 
-from .map_clusters import distinctive_words, kmeans
-from .map_projection import fit_projection
+from index.map_clusters import distinctive_words, kmeans
+from index.map_projection import fit_projection
 
 DEFAULT_CLUSTERS = 8
 DEFAULT_SEED = 0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from core.atomic import atomic_write, atomic_write_with, fsync_dir, remove_stale_temps  # noqa: F401
 
-from .errors import StoreCorrupted, StoreError, StoreLocked, StoreWriteFailed
+from index.errors import StoreCorrupted, StoreError, StoreLocked, StoreWriteFailed
 
 INTACT = "the last saved snapshot and every sentence committed before are intact"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from core.fingerprint import Fingerprint
 
-from .errors import ModelMismatch
+from index.errors import ModelMismatch
 
 
 def as_dict(fp) -> dict:

@@ -14,7 +14,7 @@ migrate) uses only that. Nothing here imports pymilvus or faiss until a store is
 """
 from __future__ import annotations
 
-from .store_location import (  # noqa: F401
+from index.store_location import (  # noqa: F401
     DEFAULT_COLLECTION,
     DEFAULT_PORT,
     LITE_COLLECTION,
@@ -37,7 +37,7 @@ def store_exists(location) -> bool:
     """Whether a store is already there (a server is asked only when opening)."""
     loc = parse_location(location)
     if loc.kind == "faiss":
-        from .sentences import DB_NAME
+        from index.sentences import DB_NAME
         return (loc.path / DB_NAME).exists()
     if loc.kind == "lite":
         return (loc.path / LITE_MANIFEST).exists()
@@ -59,10 +59,10 @@ def open_store(location=None, *, create: bool = False, fingerprint=None, readonl
     if writable is None:
         writable = not readonly
     if loc.kind == "faiss":
-        from .store import VectorStore
+        from index.store import VectorStore
         return VectorStore.open(loc.path, writable=writable, create=create,
                                 fingerprint=fingerprint, index=index, index_params=index_params,
                                 **kw)
-    from .milvus import MilvusStore
+    from index.milvus import MilvusStore
     return MilvusStore.open(loc, writable=writable, create=create, fingerprint=fingerprint,
                             index=index, index_params=index_params, **kw)

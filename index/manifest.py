@@ -18,9 +18,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .durability import atomic_write, read_regular
-from .errors import StoreCorrupted
-from .faiss_index import KINDS
+from index.durability import atomic_write, read_regular
+from index.errors import StoreCorrupted
+from index.faiss_index import KINDS
 
 FORMAT = "encoderscope-store"
 FORMAT_VERSION = 2

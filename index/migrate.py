@@ -27,8 +27,8 @@ import numpy as np
 
 from core.errors import InputError
 
-from . import fingerprint as fpmod
-from .errors import StoreError
+from index import fingerprint as fpmod
+from index.errors import StoreError
 
 BATCH = 2000
 SAMPLE = 20             # sentences searched in the destination with their own vectors
@@ -65,7 +65,7 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
     it, `reembed_sample` texts of the destination are embedded again and compared with their
     stored vectors. Raises ModelMismatch if the destination holds another model, StoreError
     (naming the ids) if a check fails."""
-    from .locations import describe_location, open_store, parse_location
+    from index.locations import describe_location, open_store, parse_location
 
     if batch < 1:
         raise InputError("--batch-size must be at least 1")
@@ -157,7 +157,7 @@ def _ids(ids, n: int = 10) -> str:
 def _check_rows(res, src, dst, id_map, batch, backend, reembed_sample, rng) -> None:
     """Every copied row by id against a second read of the source; with a backend, a sample
     of texts embedded again against their stored vectors."""
-    from .migrate_check import (
+    from index.migrate_check import (
         compare_destination,
         expected_rows,
         reembedding_mismatches,
@@ -243,7 +243,7 @@ def cmd_migrate(args) -> int:
 
     from tqdm import tqdm
 
-    from .locations import describe_location
+    from index.locations import describe_location
     if args.index == "ivf" and "://" not in args.destination and not args.destination.startswith(
             "milvus-lite:"):
         raise InputError("--index ivf is for Milvus destinations")

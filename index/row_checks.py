@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import StoreCorrupted
-from .records import make_record
-from .text_hash import text_hash
+from index.errors import StoreCorrupted
+from index.records import make_record
+from index.text_hash import text_hash
 
 ROW_COLUMNS = "id, text, source, row, added, meta"   # what a record is made of
 CHUNK = 500  # ids per IN (...) query

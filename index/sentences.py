@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .durability import INTACT, check_regular
-from .errors import StoreCorrupted, StoreError, StoreWriteFailed
-from .row_checks import CHUNK, ROW_COLUMNS, RowChecks, row_checksum
-from .row_checks import read_record as _record
-from .text_hash import text_hash  # one text hash for both stores
+from index.durability import INTACT, check_regular
+from index.errors import StoreCorrupted, StoreError, StoreWriteFailed
+from index.row_checks import CHUNK, ROW_COLUMNS, RowChecks, row_checksum
+from index.row_checks import read_record as _record
+from index.text_hash import text_hash  # one text hash for both stores
 
 DB_NAME = "store.db"
 SIDE_FILES = ("-wal", "-shm", "-journal")   # SQLite's files beside store.db

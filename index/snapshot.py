@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .durability import check_regular, move_aside
-from .errors import StoreCorrupted
-from .faiss_index import IVF_FP16_SCORE_ERROR, MARKING_KINDS, FaissIndex
-from .manifest import (
+from index.durability import check_regular, move_aside
+from index.errors import StoreCorrupted
+from index.faiss_index import IVF_FP16_SCORE_ERROR, MARKING_KINDS, FaissIndex
+from index.manifest import (
     MANIFEST_NAME,
     Manifest,
     UnsupportedFormat,

@@ -32,9 +32,9 @@ import numpy as np
 
 from core.errors import Cancelled, InputError
 
-from . import fingerprint as fpmod
-from .base import EMBED_WINDOW, AddResult, Hit, Store, check_texts, normalize, plan_unique
-from .durability import (
+from index import fingerprint as fpmod
+from index.base import EMBED_WINDOW, AddResult, Hit, Store, check_texts, normalize, plan_unique
+from index.durability import (
     WriterLock,
     atomic_write_with,
     check_regular,
@@ -42,17 +42,17 @@ from .durability import (
     remove_stale_temps,
     write_failed,
 )
-from .errors import DuplicateText, StoreCorrupted, StoreError, StoreNotFound, UnknownId
-from .faiss_index import AUTO_HNSW_THRESHOLD, MARKING_KINDS, REQUESTS, FaissIndex, resolve_kind
-from .manifest import (
+from index.errors import DuplicateText, StoreCorrupted, StoreError, StoreNotFound, UnknownId
+from index.faiss_index import AUTO_HNSW_THRESHOLD, MARKING_KINDS, REQUESTS, FaissIndex, resolve_kind
+from index.manifest import (
     MANIFEST_NAME,
     Manifest,
     sha256_file,
     write_manifest,
 )
-from .records import split_meta
-from .sentences import DB_NAME, SIDE_FILES, SentenceDB
-from .snapshot import SnapshotLoading
+from index.records import split_meta
+from index.sentences import DB_NAME, SIDE_FILES, SentenceDB
+from index.snapshot import SnapshotLoading
 
 
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
@@ -268,7 +268,7 @@ class VectorStore(SnapshotLoading, Store):
     # changes
     # ---------------------------------------------------------------------------------------
     def _plan(self, texts, result: AddResult):
-        from .sentences import text_hash
+        from index.sentences import text_hash
         check_texts(texts)
         hashes = [text_hash(t) for t in texts]
         stored = self._db.existing_hashes(set(hashes))

@@ -1,12 +1,12 @@
 """Hugging Face transformers as a Backend: the reference implementation."""
 from __future__ import annotations
 
-from .. import hf_checkpoint
-from ..backend import Backend
-from ..errors import InputError, ModelUnavailable
-from ..fingerprint import weights_hash
-from ..sources import ModelSource
-from ..tokenizer import ModelTokenizer
+from core import hf_checkpoint
+from core.backend import Backend
+from core.errors import InputError, ModelUnavailable
+from core.fingerprint import weights_hash
+from core.sources import ModelSource
+from core.tokenizer import ModelTokenizer
 class HFBackend(Backend):
     """Hugging Face transformers: the reference, and the app's "DistilBERT" choice."""
     backend = "hf"

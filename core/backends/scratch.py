@@ -6,13 +6,13 @@ from pathlib import Path
 
 import torch
 
-from ..backend import Backend
-from ..errors import InputError
-from ..fingerprint import weights_hash
-from ..model import pack_for_cpu_inference
-from ..packed_forward import PackedEncoder
-from ..sources import DEFAULT_MODEL, ModelSource, resolve
-from ..tokenizer import ModelTokenizer
+from core.backend import Backend
+from core.errors import InputError
+from core.fingerprint import weights_hash
+from core.model import pack_for_cpu_inference
+from core.packed_forward import PackedEncoder
+from core.sources import DEFAULT_MODEL, ModelSource, resolve
+from core.tokenizer import ModelTokenizer
 
 
 class ScratchBackend(Backend):
@@ -20,7 +20,7 @@ class ScratchBackend(Backend):
     backend = "scratch"
 
     def __init__(self, source: ModelSource, device, precision="fp32"):
-        from ..weights import load_folder
+        from core.weights import load_folder
         super().__init__(source, device, precision)
         self.model, cfg, self.layout = load_folder(source.folder)
         self.model.to(device).eval()
@@ -56,7 +56,7 @@ class RandomScratchBackend(ScratchBackend):
     and minilm's WordPiece tokenizer: what a model knows before any training."""
 
     def __init__(self, spec: str, device, precision="fp32"):
-        from ..model import EncoderForMaskedLM
+        from core.model import EncoderForMaskedLM
         cfg, seed = parse_random_spec(spec)
         Backend.__init__(self, ModelSource(spec, Path("."), "random"), device, precision)
         self.tokens = ModelTokenizer(resolve(DEFAULT_MODEL).folder, cfg.max_position_embeddings)
@@ -81,7 +81,7 @@ RANDOM_KEYS = {"dim": int, "layers": "n_layers", "heads": "n_heads", "ffn": "hid
 
 def parse_random_spec(spec: str):
     """'random' or 'random:dim=128,layers=2,heads=4,ffn=512,positions=sinusoidal,norm=pre,seed=0'."""
-    from ..model import EncoderConfig
+    from core.model import EncoderConfig
     fields = dict(dim=256, n_layers=4, n_heads=4, hidden_dim=1024, dropout=0.0, attention_dropout=0.0)
     seed = 0
     _, _, rest = spec.partition(":")

@@ -4,6 +4,6 @@ concept: store.py (MilvusStore: the index.base.Store interface, CRUD and reading
 locks and embedded server), repair.py (after a killed Lite writer), rebuild.py (re-embedding,
 reindexing), calls.py (pymilvus calls, their errors, reading results back).
 Open a store with index.locations.open_store."""
-from .store import MilvusStore
+from index.milvus.store import MilvusStore
 
 __all__ = ["MilvusStore"]

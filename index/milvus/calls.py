@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import os
 
-from ..errors import StoreError, StoreUnavailable
-from ..store_location import TOKEN_ENV, Location
+from index.errors import StoreError, StoreUnavailable
+from index.store_location import TOKEN_ENV, Location
 
 INSTALL_HINT = "pip install 'encoderscope[milvus]'"
 # Words in a server's error that mean the credentials were refused.

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from core.errors import InputError
 
-from ..durability import WriterLock, atomic_write
-from ..errors import StoreCorrupted, StoreError, StoreLocked, StoreNotFound
-from ..store_location import LITE_MANIFEST, Location
-from .calls import INSTALL_HINT
-from .schema import FORMAT, FORMAT_VERSION
+from index.durability import WriterLock, atomic_write
+from index.errors import StoreCorrupted, StoreError, StoreLocked, StoreNotFound
+from index.store_location import LITE_MANIFEST, Location
+from index.milvus.calls import INSTALL_HINT
+from index.milvus.schema import FORMAT, FORMAT_VERSION
 
 RELEASE_WAIT = 5.0      # s to wait for a dead or closed writer's Milvus Lite lock to clear
 UNCLEAN = "unclean"     # in a Lite folder while a writer has it open (removed on close)

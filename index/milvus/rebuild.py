@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import time
 
-from .. import fingerprint as fpmod
-from ..base import EMBED_WINDOW, normalize
-from ..errors import StoreError
-from ..records import split_meta
-from ..text_hash import hash_for_format
-from .schema import FORMAT_VERSION, PROP, create_collection, index_spec
+from index import fingerprint as fpmod
+from index.base import EMBED_WINDOW, normalize
+from index.errors import StoreError
+from index.records import split_meta
+from index.text_hash import hash_for_format
+from index.milvus.schema import FORMAT_VERSION, PROP, create_collection, index_spec
 
 
 def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..durability import WriterLock
-from ..errors import StoreLocked
-from .calls import plain_rows
-from .lite import UNCLEAN
-from .schema import FIELDS, PROP
+from index.durability import WriterLock
+from index.errors import StoreLocked
+from index.milvus.calls import plain_rows
+from index.milvus.lite import UNCLEAN
+from index.milvus.schema import FIELDS, PROP
 
 INSERT_CHUNK = 1000          # rows per upsert call
 QUERY_CHUNK = 500            # ids per get call

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 
-from .. import fingerprint as fpmod
-from ..errors import StoreCorrupted
-from ..store_location import Location
+from index import fingerprint as fpmod
+from index.errors import StoreCorrupted
+from index.store_location import Location
 
 FORMAT = "encoderscope-milvus"
 FORMAT_VERSION = 2           # 1: SHA-256 text hashes (still read and written as they are)

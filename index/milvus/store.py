@@ -20,17 +20,17 @@ import numpy as np
 
 from core.errors import InputError
 
-from .. import fingerprint as fpmod
-from ..base import EMBED_WINDOW, AddResult, Hit, Store, check_texts, plan_unique
-from ..durability import WriterLock
-from ..errors import DuplicateText, StoreError, StoreNotFound, UnknownId
-from ..records import make_record, split_meta
-from ..store_location import Location, parse_location
-from ..text_hash import hash_for_format
-from . import lite, rebuild
-from .calls import Caller, close_quietly, connect_server, import_pymilvus, plain_rows
-from .repair import after_crash_check, remove_damaged_index_files
-from .schema import (
+from index import fingerprint as fpmod
+from index.base import EMBED_WINDOW, AddResult, Hit, Store, check_texts, plan_unique
+from index.durability import WriterLock
+from index.errors import DuplicateText, StoreError, StoreNotFound, UnknownId
+from index.records import make_record, split_meta
+from index.store_location import Location, parse_location
+from index.text_hash import hash_for_format
+from index.milvus import lite, rebuild
+from index.milvus.calls import Caller, close_quietly, connect_server, import_pymilvus, plain_rows
+from index.milvus.repair import after_crash_check, remove_damaged_index_files
+from index.milvus.schema import (
     FIELDS,
     KINDS,
     MAX_SOURCE_BYTES,
