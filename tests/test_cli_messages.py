@@ -2,7 +2,7 @@
 through the real `encoderscope` script, cuts the `command` out of its text and runs it.
 
 The messages that suggest commands (grep "encoderscope " in core/ index/ app/): the model and
-pooling mismatch of search/ingest (app/commands/store.py, index/base.py), the store's repair and "no
+pooling mismatch of search/ingest (app/cli/store.py, index/base.py), the store's repair and "no
 store" hints (index/store.py), the encoding hint (core/readers.py), fill-mask's "train one"
 (core/fillmask.py).
 """

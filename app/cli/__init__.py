@@ -20,9 +20,9 @@ from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 
 EXIT_USAGE = 2
 # Subcommand modules, each with register(subparsers); imported when the parser is built.
-COMMANDS = ("app.commands.store", "index.migrate", "app.commands.train", "app.commands.explain",
-            "app.commands.why",
-            "app.commands.map")
+COMMANDS = ("app.cli.store", "index.migrate", "app.cli.train", "app.cli.explain",
+            "app.cli.why",
+            "app.cli.map")
 
 
 def add_model_options(p: argparse.ArgumentParser, pooling: bool = True, store_default: str | None = None):

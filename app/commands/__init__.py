@@ -1,1 +1,0 @@
-"""Subcommands of `encoderscope`, one module each: `register(subparsers)` adds its parser."""
