@@ -58,10 +58,10 @@ screenshots: setup
 	VENV=$(VENV) bash scripts/qt-system-deps.sh --xvfb
 	test -f $(SHOT_MLM)/model.safetensors || $(BIN)/encoderscope train --corpus assets/sample_corpus.txt \
 		--init minilm --objective mlm --steps 300 --seed 0 --out $(SHOT_MLM) --overwrite
-	QT_QPA_PLATFORM=xcb ENCODERSCOPE_MLM_MODEL=$(abspath $(SHOT_MLM)) xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.screenshots
-	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.screenshots_inspector \
+	QT_QPA_PLATFORM=xcb ENCODERSCOPE_MLM_MODEL=$(abspath $(SHOT_MLM)) xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.window
+	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.inspector \
 		docs/screenshots --mlm-model $(SHOT_MLM)
-	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.screenshots_walkthrough \
+	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.walkthrough \
 		docs/screenshots
 
 clean:

@@ -32,8 +32,8 @@ import numpy as np  # noqa: E402
 import pyqtgraph as pg  # noqa: E402
 from PySide6 import QtWidgets  # noqa: E402
 
-from app.head_grid import HeadGrid  # noqa: E402
-from app.heatmap import HeatmapWidget, colormap  # noqa: E402
+from app.gui.panels.attention.head_grid import HeadGrid  # noqa: E402
+from app.gui.widgets.heatmap import HeatmapWidget, colormap  # noqa: E402
 from core import attention as A  # noqa: E402
 
 BUDGET_MS = 300.0

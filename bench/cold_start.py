@@ -40,7 +40,7 @@ def child(store: str, started: float) -> None:
     sys.path.insert(0, str(ROOT))
     from PySide6.QtWidgets import QApplication
 
-    from app.main_window import MainWindow
+    from app.gui.main_window import MainWindow
     app = QApplication.instance() or QApplication([])
     w = MainWindow()
     w.show()
@@ -76,7 +76,7 @@ def prepare(tmp: Path) -> Path:
 
     os.environ["ENCODERSCOPE_DATA_DIR"] = str(tmp / "data")   # never the user's own data folder
     sys.path.insert(0, str(ROOT))
-    from app.corpus_service import create_store_job
+    from app.gui.corpus_service import create_store_job
     from core.backend import get_backend
     store, _ = create_store_job(tmp / "sample", get_backend("minilm"), "mean",
                                 progress=lambda *a, **k: None, cancel=threading.Event())

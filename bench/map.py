@@ -7,7 +7,7 @@ Drawing does not depend on where vectors come from; the projection and k-means d
 their shape. Peers:
   projection   np.linalg.svd of the centred matrix (the textbook PCA; our covariance + eigh)
   drawing      one ScatterPlotItem with a brush per point (the obvious way; ours: one item
-               per cluster with a cached brush, app/map_plot.py)
+               per cluster with a cached brush, app/gui/panels/map/plot.py)
   hover        ScatterPlotItem.pointsAt on that item (ours: one vectorised NumPy pass)
 A frame is QWidget.grab() of the 1100 x 700 plot (offscreen Qt: everything is painted); its CPU
 time (time.process_time) is also shown: on a shared machine the wall time includes waiting
@@ -69,7 +69,7 @@ def frames(app, plot) -> list[tuple]:
 
 
 def draw_ours(app, xy, cluster, labels):
-    from app.map_plot import MapPlot
+    from app.gui.panels.map.plot import MapPlot
     plot = MapPlot()
     plot.resize(1100, 700)
     plot.show()
@@ -83,7 +83,7 @@ def draw_ours(app, xy, cluster, labels):
 def draw_naive(app, xy, cluster):
     import pyqtgraph as pg
 
-    from app.map_plot import cluster_colour
+    from app.gui.panels.map.plot import cluster_colour
     plot = pg.PlotWidget(background="w")
     plot.resize(1100, 700)
     plot.show()
@@ -99,7 +99,7 @@ def draw_naive(app, xy, cluster):
 
 
 def hover_ours(plot, probes):
-    from app.map_plot import nearest_row
+    from app.gui.panels.map.plot import nearest_row
     px_w, px_h = plot.vb.viewPixelSize()
     return [nearest_row(plot.xy, x, y, px_w, px_h) for x, y in probes]
 

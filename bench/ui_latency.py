@@ -85,7 +85,7 @@ def sentences(n, seed=0):
 
 def build_big_store(folder: Path, backend, rows: int):
     import numpy as np
-    from app.corpus_service import create_store_job
+    from app.gui.corpus_service import create_store_job
 
     store, _ = create_store_job(folder, backend, "mean", progress=lambda *a, **k: None,
                                 cancel=threading.Event())            # the 576 real sentences
@@ -101,7 +101,7 @@ def build_big_store(folder: Path, backend, rows: int):
 
 
 def make_window(app, folder):
-    from app.main_window import MainWindow
+    from app.gui.main_window import MainWindow
     w = MainWindow()
     w.resize(1200, 800)
     w.show()
@@ -112,7 +112,7 @@ def make_window(app, folder):
 
 
 def bench_ingest(app, n, tmp):
-    from app.corpus_service import create_store_job
+    from app.gui.corpus_service import create_store_job
     from core.backend import get_backend
     folder = tmp / "ingest"
     backend = get_backend("minilm", "scratch")

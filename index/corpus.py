@@ -2,7 +2,7 @@
 
 A corpus is a store (index.base.Store: FAISS folder, Milvus Lite or a Milvus server) plus the
 model its vectors came from (its fingerprint). The CLI commands (app/cli/store.py) and the
-app's jobs (app/corpus_service.py) call these functions; they add only wording, progress bars
+app's jobs (app/gui/corpus_service.py) call these functions; they add only wording, progress bars
 and threads. Training reads store corpora here too (`read_training_corpus`), so core/ never
 needs to know what a store is.
 

@@ -37,7 +37,7 @@ def minilm():
 
 
 def _build(folder: Path, minilm, texts=None):
-    from app.corpus_service import create_store_job, ingest_job
+    from app.gui.corpus_service import create_store_job, ingest_job
 
     if texts is None:
         store, _ = create_store_job(folder, minilm, "mean", progress=noop_progress, cancel=threading.Event())
@@ -72,8 +72,8 @@ def make_window(qtbot, data_dir):
     windows = []
 
     def make(template: Path | None = None, start=True, wait=True):
-        from app.main_window import MainWindow
-        from app.settings import stores_dir
+        from app.gui.main_window import MainWindow
+        from app.gui.settings import stores_dir
 
         folder = stores_dir() / "sample"
         if template is not None and not folder.exists():

@@ -16,8 +16,9 @@ pytest.importorskip("pytestqt")
 
 
 def test_fill_mask_clears_the_previous_models_results(qtbot, tiny_distilbert):
-    from app import fillmask_panel as F
-    from app.state import AppState
+    from app.gui.panels.fillmask import panel as F
+
+    from app.gui.state import AppState
 
     state = AppState()
     panel = F.FillMaskPanel(state, auto_predict=False)
@@ -58,8 +59,8 @@ def _shows_all(plot, points):
 def test_loss_plot_refits_at_each_start_and_has_a_fit_button(qtbot, tmp_path, monkeypatch):
     from tests.test_train_helpers import write_corpus
     monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path / "data"))
-    from app.state import AppState
-    from app.train_panel import TrainPanel
+    from app.gui.state import AppState
+    from app.gui.panels.train.panel import TrainPanel
 
     state = AppState()
     panel = TrainPanel(state)
@@ -145,8 +146,8 @@ def test_search_hint_counts_the_opened_corpus(qtbot, make_window, tiny_store_tem
 
 
 def test_attention_controls_fit_a_1200_px_window(qtbot):
-    from app.attention_panel import AttentionPanel
-    from app.state import AppState
+    from app.gui.panels.attention.panel import AttentionPanel
+    from app.gui.state import AppState
 
     panel = AttentionPanel(AppState(), auto_inspect=False)
     qtbot.addWidget(panel)

@@ -90,7 +90,7 @@ def test_both_choices_are_remembered(qtbot, make_window, tiny_store_template, ti
 
 
 def test_an_inspected_model_that_fails_to_load_falls_back_to_the_corpus_model(qtbot, minilm, tmp_path):
-    from app.state import AppState, ModelChoice
+    from app.gui.state import AppState, ModelChoice
 
     state = AppState()
     state.backend = minilm

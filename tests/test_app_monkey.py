@@ -162,7 +162,7 @@ def test_random_clicks_and_keys_on_every_tab(qtbot, make_window, tiny_store_temp
     qtbot.waitUntil(lambda: not w.state.jobs.busy, timeout=120_000)
     beat.timer.stop()
 
-    from app.logs import log_file
+    from app.gui.logs import log_file
     log_text = log_file().read_text(encoding="utf-8") if log_file().is_file() else ""
     print(f"monkey: {done} actions, {beat.ticks} heartbeats, longest UI-thread gap {beat.longest:.2f} s")
     assert done > ACTIONS // 2

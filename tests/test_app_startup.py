@@ -15,12 +15,12 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD_WINDOW = """
 import json, sys
 from PySide6.QtWidgets import QApplication
-from app.main_window import MainWindow
+from app.gui.main_window import MainWindow
 app = QApplication([])
 w = MainWindow()
 w.show()
 app.processEvents()
-heavy = ("torch", "transformers", "pyqtgraph", "app.attention_panel", "app.train_panel", "app.map_panel")
+heavy = ("torch", "transformers", "pyqtgraph", "app.gui.panels.attention.panel", "app.gui.panels.train.panel", "app.gui.panels.map.panel")
 before = {m: m in sys.modules for m in heavy}
 tabs = [w.tabs.tabText(i) for i in range(w.tabs.count())]
 attention = type(w.optional_panels["Attention"]).__name__
@@ -89,7 +89,7 @@ def test_the_transformers_tokenizer_loads_in_the_background_after_the_panels(
     from core.tokenizer import ModelTokenizer
     ModelTokenizer(resolve("minilm").folder, 512)       # from here on the pipeline is kept
     monkeypatch.setattr(cb, "_cache", {})                # a new model object, as in a new process
-    monkeypatch.setattr("app.main_window.PREBUILD_DELAY_MS", 600_000)   # idle time on demand below
+    monkeypatch.setattr("app.gui.main_window.PREBUILD_DELAY_MS", 600_000)   # idle time on demand below
     w = make_window(sample_store_template)
     tokens = w.state.backend.tokens
     assert not tokens.loaded, "the model should have loaded without the transformers tokenizer"
@@ -109,7 +109,7 @@ def test_the_tokenizer_warm_up_loads_it_without_any_panel(qtbot, make_window, sa
     from core.tokenizer import ModelTokenizer
     ModelTokenizer(resolve("minilm").folder, 512)
     monkeypatch.setattr(cb, "_cache", {})
-    monkeypatch.setattr("app.main_window.PREBUILD_DELAY_MS", 600_000)
+    monkeypatch.setattr("app.gui.main_window.PREBUILD_DELAY_MS", 600_000)
     w = make_window(sample_store_template)
     tokens = w.state.backend.tokens
     assert not tokens.loaded

@@ -22,7 +22,7 @@ def _error_text(window):
 
 
 def test_first_launch_indexes_sample_then_reuses(qtbot, make_window, monkeypatch, tmp_path):
-    import app.corpus_service as cs
+    import app.gui.corpus_service as cs
     sample = tmp_path / "sample.txt"
     lines = (ASSETS / "sample_corpus.txt").read_text(encoding="utf-8").splitlines()[:300]
     sample.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -255,7 +255,7 @@ def test_inspect_request_and_about(qtbot, make_window, tiny_store_template):
     with qtbot.waitSignal(w.state.inspect_requested, timeout=5000) as blocker:
         panel.inspect_button.click()
     assert blocker.args == [panel.results.hits[0].text, "weather"]
-    from app.about import about_text
+    from app.gui.about import about_text
     text = about_text(w.state)
     assert "torch" in text and "cpu" in text and "PySide6" in text
 
@@ -336,7 +336,7 @@ def test_opening_a_corpus_of_another_model_offers_reembed(qtbot, make_window, ti
     """The window runs minilm + mean; a corpus embedded with CLS pooling must not be mixed."""
     import threading
 
-    from app.corpus_service import create_store_job, ingest_job
+    from app.gui.corpus_service import create_store_job, ingest_job
     from tests.app_fixtures import noop_progress
     store, _ = create_store_job(tmp_path / "cls", minilm, "cls", sample=None,
                                 progress=noop_progress, cancel=threading.Event())

@@ -1,11 +1,11 @@
-"""app/workers.py: jobs run off the UI thread, report progress/result/error, cancel, no double starts."""
+"""app/gui/workers.py: jobs run off the UI thread, report progress/result/error, cancel, no double starts."""
 from __future__ import annotations
 
 import threading
 import time
 
 
-from app.workers import JobRunner
+from app.gui.workers import JobRunner
 from core.errors import Cancelled, InputError
 
 from tests.app_fixtures import data_dir  # noqa: F401
@@ -33,7 +33,7 @@ def test_result_progress_and_thread(qtbot):
 
 
 def test_readable_errors_and_log(qtbot, data_dir):  # noqa: F811
-    from app.logs import log_file, setup_logging
+    from app.gui.logs import log_file, setup_logging
     setup_logging()
     runner = JobRunner()
 
@@ -96,7 +96,7 @@ def test_shutdown_cancels_and_waits(qtbot):
 
 
 def test_state_run_callbacks(qtbot):
-    from app.state import AppState
+    from app.gui.state import AppState
     state = AppState()
     got = []
     errors = []
@@ -238,9 +238,9 @@ def test_double_click_hit_opens_inspector_with_query(qtbot, make_window, tiny_st
 
 
 def test_model_bar_lists_trained_checkpoints(qtbot, data_dir):  # noqa: F811
-    from app.model_bar import ModelBar
-    from app.settings import models_dir
-    from app.state import AppState
+    from app.gui.model_bar import ModelBar
+    from app.gui.settings import models_dir
+    from app.gui.state import AppState
     from core.sources import CHECKPOINT_MARKER
 
     run = models_dir() / "run-1"
@@ -275,7 +275,7 @@ def test_model_choice_remembered(qtbot, make_window, tiny_store_template):
 def test_corpus_table_is_fast_at_100k_rows(qtbot):
     from PySide6.QtWidgets import QTableView
 
-    from app.corpus_model import CorpusModel
+    from app.gui.panels.corpus.table_model import CorpusModel
     model, view = CorpusModel(), QTableView()
     qtbot.addWidget(view)
     view.setModel(model)
@@ -301,7 +301,7 @@ def test_corpus_table_is_fast_at_100k_rows(qtbot):
 def test_column_preview_reads_a_bounded_number_of_lines(tmp_path, monkeypatch):
     """The column picker's preview runs on the UI thread: a huge file whose column is empty
     must not be read to its end."""
-    import app.importers as importers
+    import app.gui.panels.corpus.importers as importers
     path = tmp_path / "big.csv"
     path.write_text("id,body\n" + "".join(f"{i},\n" for i in range(50_000)) + "50000,The last row.\n",
                     encoding="utf-8")
@@ -352,7 +352,7 @@ def _gated_job(gate, ran):
 
 
 def test_run_latest_runs_the_first_and_the_newest(qtbot):
-    from app.state import AppState
+    from app.gui.state import AppState
     state = AppState()
     gate, ran, shown = threading.Event(), [], []
     job = _gated_job(gate, ran)
@@ -373,7 +373,7 @@ def test_run_latest_runs_the_first_and_the_newest(qtbot):
 
 
 def test_drop_waiting_forgets_the_waiting_call(qtbot):
-    from app.state import AppState
+    from app.gui.state import AppState
     state = AppState()
     gate, ran, got = threading.Event(), [], []
     job = _gated_job(gate, ran)

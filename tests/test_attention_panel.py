@@ -1,4 +1,4 @@
-"""Attention inspector (app/attention_panel.py, heatmap.py, head_grid.py) on a tiny local model."""
+"""Attention inspector (app/gui/panels/attention/panel.py, heatmap.py, head_grid.py) on a tiny local model."""
 import numpy as np
 import pytest
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -8,9 +8,9 @@ from core.backend import Inspection, get_backend
 
 pytest.importorskip("pytestqt")
 
-from app.attention_export import pair_text  # noqa: E402
-from app.attention_panel import AttentionPanel  # noqa: E402
-from app.state import AppState  # noqa: E402
+from app.gui.panels.attention.export import pair_text  # noqa: E402
+from app.gui.panels.attention.panel import AttentionPanel  # noqa: E402
+from app.gui.state import AppState  # noqa: E402
 
 TEXT = "the quick brown fox sat on the mat"
 
@@ -255,7 +255,7 @@ def test_mouse_hover_shows_query_key_and_weight(qtbot, panel):
 
 def test_three_quick_requests_run_the_first_and_the_newest(qtbot, panel, backend):
     """While one inspection runs only the newest request waits; the first's result is not shown."""
-    from app.attention_panel import JOB_KEY
+    from app.gui.panels.attention.panel import JOB_KEY
     started, shown = [], []
     panel.state.job_started.connect(lambda job: started.append(job.args[1]) if job.key == JOB_KEY else None)
     panel.inspected.connect(shown.append)
@@ -268,7 +268,7 @@ def test_three_quick_requests_run_the_first_and_the_newest(qtbot, panel, backend
 
 
 def test_a_request_waiting_when_the_model_changes_runs_on_the_new_model(qtbot, panel, backend, tiny_distilbert):
-    from app.attention_panel import JOB_KEY
+    from app.gui.panels.attention.panel import JOB_KEY
     state = panel.state
     other = get_backend(str(tiny_distilbert), backend="hf" if backend.backend == "scratch" else "scratch")
     started = []

@@ -1,4 +1,4 @@
-"""Fill-mask panel (app/fillmask_panel.py) on a tiny local MLM model and on minilm (no head)."""
+"""Fill-mask panel (app/gui/panels/fillmask/panel.py) on a tiny local MLM model and on minilm (no head)."""
 import pytest
 from PySide6 import QtCore
 
@@ -7,7 +7,7 @@ from core.backend import get_backend
 pytest.importorskip("pytestqt")
 
 from app import fillmask_panel as F  # noqa: E402
-from app.state import AppState  # noqa: E402
+from app.gui.state import AppState  # noqa: E402
 
 TEXT = "the [MASK] sat on the mat ."
 

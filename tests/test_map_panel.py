@@ -1,4 +1,4 @@
-"""The Map tab (app/map_panel.py, app/map_plot.py): draws every sentence by cluster, hover and
+"""The Map tab (app/gui/panels/map/panel.py, app/gui/panels/map/plot.py): draws every sentence by cluster, hover and
 click pick the right sentence (real mouse events on known points), lasso = brute force, the
 search's hits and query on the map, recompute on corpus change, exports."""
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
 
-from app.corpus_service import SearchResult
-from app.map_panel import MapPanel
-from app.map_plot import inside_polygon, nearest_row
-from app.state import AppState
+from app.gui.corpus_service import SearchResult
+from app.gui.panels.map.panel import MapPanel
+from app.gui.panels.map.plot import inside_polygon, nearest_row
+from app.gui.state import AppState
 from index.base import Hit
 from index.corpus_map import build_map, read_map_csv
 from index.store import VectorStore
@@ -218,7 +218,7 @@ def test_exports(panel, tmp_path, store):
 
 
 def test_build_map_job_can_be_cancelled(store):
-    from app.map_panel import build_map_job
+    from app.gui.panels.map.panel import build_map_job
     from core.errors import Cancelled
     cancel = threading.Event()
     cancel.set()

@@ -362,7 +362,7 @@ def test_odd_manifests_give_one_error_never_a_traceback_or_hang(tmp_path, damage
 def test_the_app_words_the_repair_as_its_own_action(tmp_path, capsys):
     """The same error: the CLI says the command, the app says the menu action that repairs."""
     pytest.importorskip("PySide6")
-    from app.workers import readable_error
+    from app.gui.workers import readable_error
     a = make(tmp_path / "a", texts_of("alpha"))
     swap_parts(make(tmp_path / "b", texts_of("beta")), a)
     with pytest.raises(StoreCorrupted) as e:
@@ -371,7 +371,7 @@ def test_the_app_words_the_repair_as_its_own_action(tmp_path, capsys):
     assert "File > Open corpus folder" in app_text and "encoderscope" not in app_text
     rc, _out, err = cli(["info", "--store", a], capsys)
     assert rc == 2 and "run `encoderscope info --repair --store" in err and "File >" not in err
-    from app.corpus_service import open_store_job
+    from app.gui.corpus_service import open_store_job
     store, _ids, texts = open_store_job(a, progress=lambda *x: None)   # the app's open repairs
     store.close()
     assert sorted(texts) == sorted(texts_of("alpha"))

@@ -17,8 +17,8 @@ TINY = dict(threads=1, precision="fp32", max_length=24, eval_every=20, eval_sent
 def panel(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("ENCODERSCOPE_DEVICE", "cpu")
-    from app.state import AppState
-    from app.train_panel import TrainPanel
+    from app.gui.state import AppState
+    from app.gui.panels.train.panel import TrainPanel
 
     state = AppState()
     p = TrainPanel(state)

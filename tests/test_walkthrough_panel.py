@@ -1,4 +1,4 @@
-"""The "Step by step" tab (app/walkthrough_panel.py and its views) on minilm, the real model."""
+"""The "Step by step" tab (app/gui/panels/walkthrough/panel.py and its views) on minilm, the real model."""
 import re
 
 import numpy as np
@@ -9,9 +9,9 @@ from core import walkthrough as W
 
 pytest.importorskip("pytestqt")
 
-from app.state import AppState
-from app.walkthrough_panel import WalkthroughPanel
-from app.walkthrough_steps_view import GREEN, RED
+from app.gui.state import AppState
+from app.gui.panels.walkthrough.panel import WalkthroughPanel
+from app.gui.panels.walkthrough.steps_view import GREEN, RED
 from tests.app_fixtures import *
 
 # 40 tokens with minilm's tokenizer: [CLS] + 38 word pieces + [SEP]
@@ -134,7 +134,7 @@ def test_long_text_says_how_many_tokens_were_cut(qtbot, panel, minilm):
 
 def test_latest_request_wins(qtbot, panel):
     """While one runs only the newest request waits: two jobs for three requests, the newest shown."""
-    from app.walkthrough_panel import JOB_KEY
+    from app.gui.panels.walkthrough.panel import JOB_KEY
     started, shown = [], []
     panel.state.job_started.connect(lambda job: started.append(job.args[1]) if job.key == JOB_KEY else None)
     panel.explained.connect(shown.append)
@@ -150,7 +150,7 @@ def test_latest_request_wins(qtbot, panel):
 
 
 def test_positions_view_runs_the_first_and_the_newest_request(qtbot, panel):
-    from app.positions_view import JOB_KEY
+    from app.gui.panels.walkthrough.positions_view import JOB_KEY
     view = panel.positions_view                       # its requests, without showing the tab
     started, shown = [], []
     panel.state.job_started.connect(lambda job: started.append(job.args[1:]) if job.key == JOB_KEY else None)
@@ -286,7 +286,7 @@ def test_results_follow_the_selected_model(qtbot, panel, tiny_distilbert):
 
 
 def test_attention_panel_sends_its_text(qtbot, panel):
-    from app.attention_panel import AttentionPanel
+    from app.gui.panels.attention.panel import AttentionPanel
     attention = AttentionPanel(panel.state, auto_inspect=False)
     qtbot.addWidget(attention)
     received = []

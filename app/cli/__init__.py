@@ -168,7 +168,7 @@ def cmd_models(args) -> int:
 
 
 def cmd_gui(args) -> int:
-    from app.main import main as gui_main
+    from app.gui.main import main as gui_main
     return gui_main([] if args.store is None else ["--store", args.store]) or 0
 
 

@@ -1,0 +1,180 @@
+"""The corpus-model toolbar: encoder, weights, pooling and device of the model the corpus is
+embedded with (search uses it). Edits ``state.choice``; the inspected model has its own bar
+(app/gui/inspect_bar.py)."""
+from __future__ import annotations
+
+import sys
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QToolBar, QToolButton, QWidget, QSizePolicy
+
+from core.names import BACKENDS, POOLINGS
+from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
+
+from app.gui.state import BACKEND_LABELS, ModelChoice
+
+WEIGHTS = [DEFAULT_MODEL, DEFAULT_HUB_MODEL]
+POOLING_LABELS = {"mean": "Mean", "cls": "CLS", "max": "Max"}
+DEVICE_LABELS = {"auto": "Auto", "cpu": "CPU", "cuda": "CUDA", "mps": "MPS"}
+
+
+def offered_devices() -> list[str]:
+    """The devices to offer. Asking torch means importing it (seconds): before the model's
+    worker has imported torch, offer auto and cpu; the bar adds CUDA/MPS once a model loaded."""
+    if "torch" not in sys.modules:
+        return ["auto", "cpu"]
+    try:
+        from core.device import available_devices
+        return available_devices()
+    except Exception:  # noqa: BLE001
+        return ["auto", "cpu"]
+
+
+def trained_checkpoints() -> list[str]:
+    """Folders of checkpoints trained in the app (the user-data models folder), newest first.
+    Reads the folder only: no torch import on the UI thread."""
+    try:
+        from core.paths import models_dir
+        from core.sources import CHECKPOINT_MARKER
+        found = [p for p in models_dir().iterdir() if (p / CHECKPOINT_MARKER).is_file()]
+        found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return []
+    return [str(p) for p in found]
+
+
+def add_trained_checkpoints(combo: QComboBox) -> None:
+    """Add checkpoints trained since ``combo``'s list was made (its typed text is kept)."""
+    text = combo.currentText()
+    combo.blockSignals(True)
+    for folder in trained_checkpoints():
+        if combo.findText(folder) < 0:
+            combo.addItem(folder)
+            combo.setItemData(combo.count() - 1, "A checkpoint trained with Encoderscope",
+                              Qt.ItemDataRole.ToolTipRole)
+    combo.setCurrentText(text)
+    combo.blockSignals(False)
+
+
+class WeightsCombo(QComboBox):
+    """An editable combo that refreshes its list (new trained checkpoints) when opened."""
+
+    def __init__(self, before_popup, parent=None):
+        super().__init__(parent)
+        self._before_popup = before_popup
+
+    def showPopup(self):
+        self._before_popup()
+        super().showPopup()
+
+
+class ModelBar(QToolBar):
+    def __init__(self, state, parent=None):
+        super().__init__("Model", parent)
+        self.setObjectName("model_bar")
+        self.setMovable(False)
+        self.state = state
+
+        self.encoder = QComboBox()
+        self.encoder.setObjectName("encoder_combo")
+        for key in BACKENDS:
+            label = BACKEND_LABELS[key]
+            self.encoder.addItem(label, key)
+        self.encoder.setToolTip("Which code runs the network: our from-scratch encoder (core/model.py) "
+                                "or Hugging Face transformers")
+
+        self.weights = WeightsCombo(self.refresh_weights)
+        self.weights.setObjectName("weights_combo")
+        self.weights.setEditable(True)
+        self.weights.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.weights.addItems(WEIGHTS)
+        self.refresh_weights()
+        self.weights.setMinimumContentsLength(22)
+        self.weights.setToolTip("minilm (bundled, offline), a Hugging Face id, a model folder or a "
+                                "trained checkpoint folder. Type a name and press Enter.")
+        self.browse = QToolButton()
+        self.browse.setText("Folder…")
+        self.browse.setToolTip("Use a model folder or a trained checkpoint")
+        self.browse.clicked.connect(self._browse)
+
+        self.pooling = QComboBox()
+        self.pooling.setObjectName("pooling_combo")
+        for p in POOLINGS:
+            self.pooling.addItem(POOLING_LABELS[p], p)
+        self.pooling.setToolTip("How token vectors become one sentence vector")
+
+        self.device = QComboBox()
+        self.device.setObjectName("device_combo")
+        self._add_devices()
+        state.backend_changed.connect(self._add_devices)    # torch is imported by then
+        self.device.setToolTip("Where the model runs; the device in use is shown in the status bar")
+
+        title = QLabel("<b>Corpus model</b>")
+        title.setToolTip("The model the corpus is embedded with: search uses it. Changing it offers to "
+                         "re-embed the corpus; to look inside another model, use “Inspect with”.")
+        self.addWidget(title)
+        for text, w in (("Encoder", self.encoder), ("Weights", self.weights), ("Pooling", self.pooling),
+                        ("Device", self.device)):
+            label = QLabel(f"  {text} ")
+            label.setBuddy(w)
+            self.addWidget(label)
+            self.addWidget(w)
+            if w is self.weights:
+                self.addWidget(self.browse)
+        spacer = QWidget()
+        spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.addWidget(spacer)
+
+        self._sync(state.choice)
+        state.choice_changed.connect(self._sync)
+        self.encoder.activated.connect(self._apply)
+        self.weights.activated.connect(self._apply)
+        self.weights.lineEdit().returnPressed.connect(self._apply)
+        self.pooling.activated.connect(self._apply)
+        self.device.activated.connect(self._apply)
+
+    def _add_devices(self, *_):
+        """Offer every device torch sees (no torch import here: see offered_devices)."""
+        for d in offered_devices():
+            if self.device.findData(d) < 0:
+                self.device.addItem(DEVICE_LABELS.get(d, d), d)
+
+    def current_choice(self) -> ModelChoice:
+        return ModelChoice(model=self.weights.currentText().strip() or DEFAULT_MODEL,
+                           backend=self.encoder.currentData(),
+                           pooling=self.pooling.currentData(),
+                           device=self.device.currentData())
+
+    def _apply(self, *_):
+        choice = self.current_choice()
+        if choice != self.state.choice:
+            self.state.set_choice(choice)
+
+    def _browse(self):
+        folder = QFileDialog.getExistingDirectory(self, "Choose a model folder or trained checkpoint")
+        if folder:
+            self.set_weights(folder)
+            self._apply()
+
+    def refresh_weights(self) -> None:
+        """Add checkpoints trained since the list was made (the typed text is kept)."""
+        add_trained_checkpoints(self.weights)
+
+    def set_weights(self, name: str) -> None:
+        if self.weights.findText(name) < 0:
+            self.weights.addItem(name)
+        self.weights.setCurrentText(name)
+
+    def _sync(self, choice: ModelChoice):
+        for combo, value in ((self.encoder, choice.backend), (self.pooling, choice.pooling),
+                             (self.device, choice.device)):
+            combo.blockSignals(True)
+            i = combo.findData(value)
+            if i < 0 and combo is self.device:
+                combo.addItem(value, value)
+                i = combo.count() - 1
+            combo.setCurrentIndex(max(i, 0))
+            combo.blockSignals(False)
+        self.weights.blockSignals(True)
+        self.set_weights(choice.model)
+        self.weights.blockSignals(False)

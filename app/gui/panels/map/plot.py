@@ -1,0 +1,234 @@
+"""The scatter of the corpus map: fast at 100k points.
+
+One item per cluster (app/gui/panels/map/points.py: one pre-rendered dot stamped at every point, the
+per-point work all NumPy; a ScatterPlotItem with a brush per point renders and looks up every
+symbol on its own). Hover and click find the nearest point with one vectorised NumPy pass in screen pixels,
+not pyqtgraph's per-point hit tests; a lasso selects the points inside it (even-odd rule).
+"""
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, Qt, Signal
+
+from app.gui.panels.map.points import ClusterPoints
+
+POINT_PX = 5                # symbol size of a sentence
+HOVER_PX = 8                # the pointer must be this close to a point to pick it
+LASSO_STEP_PX = 3           # a lasso vertex every few pixels of mouse travel
+TIP_WIDTH = 70              # characters per line in the hover box
+# Qualitative colours (Tableau 10); more clusters cycle through pyqtgraph's hues.
+PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
+           "#ff9da7", "#9c755f", "#bab0ac")
+
+
+def cluster_colour(c: int, n: int):
+    return pg.mkColor(PALETTE[c]) if n <= len(PALETTE) else pg.intColor(c, n, maxValue=220)
+
+
+def nearest_row(xy: np.ndarray, x: float, y: float, px_w: float, px_h: float,
+                radius_px: float = HOVER_PX) -> int:
+    """Index of the point nearest (x, y) measured in screen pixels (px_w, px_h: data units per
+    pixel), or -1 when none is within radius_px."""
+    if xy is None or len(xy) == 0:
+        return -1
+    d2 = ((xy[:, 0] - x) / px_w) ** 2 + ((xy[:, 1] - y) / px_h) ** 2
+    row = int(np.argmin(d2))
+    return row if d2[row] <= radius_px ** 2 else -1
+
+
+def inside_polygon(xy: np.ndarray, polygon: np.ndarray) -> np.ndarray:
+    """Rows of xy (n, 2) inside the closed polygon (m, 2), even-odd rule, vectorised."""
+    if len(polygon) < 3 or len(xy) == 0:
+        return np.zeros(0, np.int64)
+    lo, hi = polygon.min(axis=0), polygon.max(axis=0)
+    cand = np.flatnonzero(np.all((xy >= lo) & (xy <= hi), axis=1))   # bounding box first
+    x, y = xy[cand, 0], xy[cand, 1]
+    inside = np.zeros(len(cand), bool)
+    x1, y1 = polygon[:, 0], polygon[:, 1]
+    x2, y2 = np.roll(x1, -1), np.roll(y1, -1)
+    for ax, ay, bx, by in zip(x1, y1, x2, y2):
+        crosses = (ay > y) != (by > y)
+        if not crosses.any():
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x_cross = ax + (bx - ax) * (y - ay) / (by - ay)
+        inside ^= crosses & (x < x_cross)
+    return cand[inside]
+
+
+class MapViewBox(pg.ViewBox):
+    """A ViewBox whose left-drag draws a lasso while lasso mode is on (else it pans)."""
+
+    def __init__(self, on_lasso):
+        super().__init__()
+        self.lasso_mode = False
+        self._on_lasso = on_lasso
+        self._path: list = []
+        self._curve = pg.PlotCurveItem(pen=pg.mkPen("#333333", width=1.5, style=Qt.PenStyle.DashLine))
+        self._curve.setZValue(30)
+        self.addItem(self._curve, ignoreBounds=True)
+
+    def mouseDragEvent(self, ev, axis=None):
+        if not self.lasso_mode or ev.button() != Qt.MouseButton.LeftButton:
+            super().mouseDragEvent(ev, axis)
+            return
+        ev.accept()
+        if ev.isStart():
+            self._path = []
+        p = self.mapSceneToView(ev.scenePos())
+        last = self._path[-1] if self._path else None
+        px_w, px_h = self.viewPixelSize()
+        if last is None or abs(p.x() - last[0]) / px_w + abs(p.y() - last[1]) / px_h >= LASSO_STEP_PX:
+            self._path.append((p.x(), p.y()))
+        ring = np.array(self._path + self._path[:1], float)
+        self._curve.setData(ring[:, 0], ring[:, 1])
+        if ev.isFinish():
+            self._curve.setData([], [])
+            self._on_lasso(np.array(self._path, float))
+            self._path = []
+
+
+class MapPlot(pg.PlotWidget):
+    """The map scatter. Rows are positions in the arrays given to set_points."""
+
+    hovered = Signal(int)          # row under the pointer, -1 for none
+    clicked = Signal(int)          # row clicked, -1 for empty space
+    lassoed = Signal(object)       # np.ndarray of rows inside a finished lasso
+
+    def __init__(self, parent=None):
+        vb = MapViewBox(self.lasso)
+        super().__init__(parent, viewBox=vb, background="w")
+        self.vb = vb
+        self.setObjectName("map_plot")
+        self.setMenuEnabled(False)
+        self.hideButtons()
+        self.legend = self.plotItem.addLegend(offset=(-10, 10), labelTextSize="8pt",
+                                              labelTextColor="#333333",
+                                              brush=pg.mkBrush(255, 255, 255, 210))
+        self.xy = np.zeros((0, 2), np.float32)
+        self.cluster_items: list = []
+        self._hover_row = -1
+        self.lassoed_marks = ClusterPoints(np.zeros((0, 2)), "#444444", 9, ring=True)
+        self.selected = pg.ScatterPlotItem(size=13, pen=pg.mkPen("#000000", width=2), brush=None)
+        self.hits = pg.ScatterPlotItem(size=11, pen=pg.mkPen("#d62728", width=2), brush=None)
+        self.query = pg.ScatterPlotItem(size=20, symbol="star", pen=pg.mkPen("#000000", width=1),
+                                        brush=pg.mkBrush("#ffd400"))
+        self.tip = pg.TextItem(anchor=(0, 1), color="#000000", fill=pg.mkBrush(255, 255, 240, 235),
+                               border=pg.mkPen("#888888"))
+        for z, item in enumerate((self.lassoed_marks, self.hits, self.selected, self.query, self.tip)):
+            item.setZValue(20 + z)
+            self.vb.addItem(item, ignoreBounds=True)
+        self.tip.hide()
+        self.scene().sigMouseMoved.connect(self._on_move)
+        self.scene().sigMouseClicked.connect(self._on_click)
+
+    # ---- data -------------------------------------------------------------------------------
+    def set_points(self, xy: np.ndarray, cluster: np.ndarray, labels: list) -> None:
+        """Draw xy (n, 2) coloured by cluster; labels[c] names cluster c in the legend."""
+        self.clear_points()
+        self.xy = np.asarray(xy, np.float32)
+        n = len(labels)
+        order = np.argsort(cluster, kind="stable")
+        bounds = np.searchsorted(cluster[order], np.arange(n + 1))
+        for c in range(n):
+            rows = order[bounds[c]:bounds[c + 1]]
+            item = ClusterPoints(self.xy[rows], cluster_colour(c, n), POINT_PX)
+            item.rows = rows               # which map rows it draws (hidden via the legend)
+            item.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+            self.vb.addItem(item)
+            self.cluster_items.append(item)
+            if c < 12:
+                self.legend.addItem(item, labels[c])
+        self.vb.autoRange(padding=0.04)
+
+    def clear_points(self) -> None:
+        for item in self.cluster_items:
+            self.vb.removeItem(item)
+        self.cluster_items = []
+        self.legend.clear()
+        self.xy = np.zeros((0, 2), np.float32)
+        self.mark_lassoed([])
+        for item in (self.selected, self.hits, self.query):
+            item.setData([], [])
+        self.tip.hide()
+        self._hover_row = -1
+
+    def mark_selected(self, row: int) -> None:
+        self._mark(self.selected, [row] if row >= 0 else [])
+
+    def mark_lassoed(self, rows) -> None:
+        """Ring the rows of a lasso selection (one item: fast for many rows)."""
+        self.vb.removeItem(self.lassoed_marks)
+        rows = np.asarray(rows, np.int64)
+        self.lassoed_marks = ClusterPoints(self.xy[rows], "#444444", 9, ring=True)
+        self.lassoed_marks.setZValue(20)
+        self.vb.addItem(self.lassoed_marks, ignoreBounds=True)
+
+    def mark_hits(self, rows) -> None:
+        self._mark(self.hits, rows)
+
+    def mark_query(self, xy) -> None:
+        """Put the query's star at xy (2,), or remove it (None)."""
+        if xy is None:
+            self.query.setData([], [])
+        else:
+            self.query.setData([float(xy[0])], [float(xy[1])])
+
+    def _mark(self, item, rows) -> None:
+        rows = np.asarray(list(rows), np.int64)
+        item.setData(self.xy[rows, 0], self.xy[rows, 1]) if len(rows) else item.setData([], [])
+
+    # ---- pointer ------------------------------------------------------------------------------
+    def visible_rows(self):
+        """Rows of the clusters shown (a legend click hides one), or None when all are."""
+        if all(item.isVisible() for item in self.cluster_items):
+            return None
+        parts = [item.rows for item in self.cluster_items if item.isVisible()]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def row_at(self, scene_pos) -> int:
+        """The row drawn at a scene position (within HOVER_PX), or -1."""
+        if not self.vb.sceneBoundingRect().contains(scene_pos):
+            return -1
+        p = self.vb.mapSceneToView(scene_pos)
+        px_w, px_h = self.vb.viewPixelSize()
+        rows = self.visible_rows()
+        if rows is None:
+            return nearest_row(self.xy, p.x(), p.y(), px_w, px_h)
+        found = nearest_row(self.xy[rows], p.x(), p.y(), px_w, px_h)
+        return int(rows[found]) if found >= 0 else -1
+
+    def scene_pos_of(self, row: int) -> QPointF:
+        """Where row is drawn, in scene coordinates (for tests and the hover box)."""
+        return self.vb.mapViewToScene(QPointF(float(self.xy[row, 0]), float(self.xy[row, 1])))
+
+    def show_tip(self, row: int, text: str) -> None:
+        if row < 0:
+            self.tip.hide()
+            return
+        self.tip.setText("\n".join(textwrap.wrap(text, TIP_WIDTH)[:6]))
+        x, y = float(self.xy[row, 0]), float(self.xy[row, 1])
+        view = self.vb.viewRect()             # open the box towards the middle of the view
+        self.tip.setAnchor((1 if x > view.center().x() else 0, 1 if y < view.center().y() else 0))
+        self.tip.setPos(x, y)
+        self.tip.show()
+
+    def _on_move(self, scene_pos) -> None:
+        row = self.row_at(scene_pos)
+        if row != self._hover_row:
+            self._hover_row = row
+            self.hovered.emit(row)
+
+    def _on_click(self, ev) -> None:
+        if ev.button() == Qt.MouseButton.LeftButton and not ev.double():
+            self.clicked.emit(self.row_at(ev.scenePos()))
+
+    def lasso(self, polygon: np.ndarray) -> None:
+        rows = self.visible_rows()
+        if rows is None:
+            self.lassoed.emit(inside_polygon(self.xy, polygon))
+        else:
+            self.lassoed.emit(np.sort(rows[inside_polygon(self.xy[rows], polygon)]))

@@ -1,0 +1,496 @@
+"""The Train panel: train the from-scratch encoder on a corpus, watch the loss fall, use the result.
+
+Left: the corpus (the current store, the bundled sample corpus, or a .txt/.csv/.jsonl file), the
+starting point (fresh with a word-level or minilm's WordPiece vocabulary, minilm with a fresh
+MLM head, or any model folder), the objective, the architecture (fresh runs) and the main
+hyper-parameters, each with a default that trains something useful in minutes on a CPU.
+Right: a live pyqtgraph curve of the training loss and the held-out loss, with the learning
+rate, tokens/s, ETA, the device and precision, and the latest evaluation in words.
+
+Start / Cancel / Resume run ``core.train.Trainer`` through ``state.run`` (the worker pool); the
+trainer's events reach this panel through a queued Qt signal, so the UI stays responsive. Cancel
+stops at the next step and saves a checkpoint; Resume continues a checkpoint's run; "Use this
+model" makes the trained folder the inspected model (attention, fill-mask; the corpus keeps its own).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pyqtgraph as pg
+from PySide6 import QtCore, QtWidgets
+from PySide6.QtCore import QObject, Signal
+
+from core.sources import DEFAULT_MODEL
+
+JOB_KEY = "train"
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+SAMPLE_CORPUS = ASSETS / "sample_corpus.txt"
+PAIRS = ASSETS / "paraphrase_pairs.tsv"
+
+STARTS = [  # (label, init, tokenizer)
+    ("Fresh encoder, word vocabulary from the corpus", "fresh", "word"),
+    ("Fresh encoder, minilm's WordPiece vocabulary", "fresh", "wordpiece"),
+    (f"{DEFAULT_MODEL} (+ a fresh MLM head)", DEFAULT_MODEL, "wordpiece"),
+]
+OBJECTIVES = [
+    ("Masked-LM (predict hidden words)", "mlm"),
+    ("Contrastive (SimCSE: better search embeddings)", "simcse"),
+    ("Masked-LM, then contrastive", "mlm+simcse"),
+]
+
+
+def default_output_folder() -> Path:
+    from core.paths import models_dir
+    return models_dir() / time.strftime("run-%Y%m%d-%H%M%S")
+
+
+def output_folder(text: str) -> Path:
+    """The output folder as typed, ~ expanded; a relative name goes under the models folder: a
+    desktop app's working directory is wherever it was started from, not a place to write."""
+    from core.paths import models_dir
+    path = Path(text.strip()).expanduser()
+    return path if path.is_absolute() else models_dir() / path
+
+
+def train_job(config, sink, progress=None, cancel=None):
+    """Worker side: run the trainer; every event goes to ``sink`` (a queued signal's emit)."""
+    from core.train import Trainer
+    from index.corpus import read_training_corpus
+
+    def on_event(ev):
+        sink(ev)
+        if progress is not None:
+            if ev["kind"] == "step":
+                progress(ev["step"], ev["total"], f"Training: step {ev['step']:,}, loss {ev['loss']:.3f}")
+            elif ev["kind"] == "status":
+                progress(0, 0, ev["message"])
+    return Trainer(config, read_corpus=read_training_corpus).run(progress=on_event, cancel=cancel)
+
+
+class _Bridge(QObject):
+    """Lives on the UI thread; emitting from the worker thread queues the event to it."""
+    event = Signal(object)
+
+
+def _fmt_time(seconds: float) -> str:
+    seconds = int(max(0, seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class TrainPanel(QtWidgets.QWidget):
+    run_finished = Signal(object)     # the summary dict (also after a cancel)
+
+    def __init__(self, state, parent=None):
+        super().__init__(parent)
+        self.state = state
+        self.job = None
+        self.summary: dict | None = None
+        self.trained_folder: Path | None = None
+        self.overrides: dict = {}          # extra TrainConfig fields (tests, power users)
+        self.train_points: list[tuple[int, float]] = []
+        self.eval_points: list[tuple[int, float]] = []
+        self._resumed_into_existing = False
+        self.bridge = _Bridge(self)
+        self.bridge.event.connect(self._on_event)
+        self._build()
+        state.store_changed.connect(lambda *_: self._refresh_corpora())
+        self._refresh_corpora()
+        self._update_enabled()
+
+    # ---- layout ----------------------------------------------------------------------------
+    def _build(self):
+        outer = QtWidgets.QHBoxLayout(self)
+        left = QtWidgets.QVBoxLayout()
+        outer.addLayout(left, 0)
+
+        box = QtWidgets.QGroupBox("Data")
+        form = QtWidgets.QFormLayout(box)
+        row = QtWidgets.QHBoxLayout()
+        self.corpus = QtWidgets.QComboBox()
+        self.corpus.setMinimumContentsLength(24)
+        self.corpus.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.corpus.setToolTip("The sentences to train on: the open store, the bundled sample corpus, "
+                               "or a .txt (one sentence per line, or prose), .csv/.tsv ('text' column) "
+                               "or .jsonl ('text' field) file")
+        self.corpus_browse = QtWidgets.QPushButton("File…")
+        self.corpus_browse.clicked.connect(self._browse_corpus)
+        row.addWidget(self.corpus, 1)
+        row.addWidget(self.corpus_browse)
+        form.addRow("Corpus", row)
+        self.heldout = QtWidgets.QDoubleSpinBox(decimals=1, minimum=0.0, maximum=50.0, value=5.0, suffix=" %")
+        self.heldout.setToolTip("Sentences kept out of training to measure how well the model generalises")
+        form.addRow("Held out", self.heldout)
+        left.addWidget(box)
+
+        box = QtWidgets.QGroupBox("Model")
+        form = QtWidgets.QFormLayout(box)
+        row = QtWidgets.QHBoxLayout()
+        self.start_from = QtWidgets.QComboBox()
+        for label, init, tok in STARTS:
+            self.start_from.addItem(label, (init, tok))
+        self.start_from.currentIndexChanged.connect(self._update_enabled)
+        self.init_browse = QtWidgets.QPushButton("Folder…")
+        self.init_browse.setToolTip("Continue training a model folder (a checkpoint, or a DistilBERT/BERT folder)")
+        self.init_browse.clicked.connect(self._browse_init)
+        row.addWidget(self.start_from, 1)
+        row.addWidget(self.init_browse)
+        form.addRow("Start from", row)
+        self.objective = QtWidgets.QComboBox()
+        for label, key in OBJECTIVES:
+            self.objective.addItem(label, key)
+        form.addRow("Objective", self.objective)
+        self.layers = QtWidgets.QSpinBox(minimum=1, maximum=24, value=2)
+        self.dim = QtWidgets.QSpinBox(minimum=8, maximum=2048, value=128, singleStep=32)
+        self.heads = QtWidgets.QSpinBox(minimum=1, maximum=32, value=4)
+        self.ffn = QtWidgets.QSpinBox(minimum=8, maximum=8192, value=512, singleStep=128)
+        self.positions = QtWidgets.QComboBox()
+        self.positions.addItems(["learned", "sinusoidal"])
+        self.norm = QtWidgets.QComboBox()
+        self.norm.addItem("pre-norm (trains easily)", "pre")
+        self.norm.addItem("post-norm (BERT)", "post")
+        arch = QtWidgets.QGridLayout()
+        for i, (name, w) in enumerate((("Layers", self.layers), ("Dim", self.dim),
+                                       ("Heads", self.heads), ("FFN", self.ffn))):
+            arch.addWidget(QtWidgets.QLabel(name), i // 2, 2 * (i % 2))
+            arch.addWidget(w, i // 2, 2 * (i % 2) + 1)
+        arch.addWidget(QtWidgets.QLabel("Positions"), 2, 0)
+        arch.addWidget(self.positions, 2, 1)
+        arch.addWidget(QtWidgets.QLabel("Norm"), 2, 2)
+        arch.addWidget(self.norm, 2, 3)
+        self.arch_box = QtWidgets.QWidget()
+        self.arch_box.setLayout(arch)
+        form.addRow(self.arch_box)
+        left.addWidget(box)
+
+        box = QtWidgets.QGroupBox("Training")
+        form = QtWidgets.QFormLayout(box)
+        self.steps = QtWidgets.QSpinBox(minimum=1, maximum=10_000_000, value=1000, singleStep=100)
+        self.batch = QtWidgets.QSpinBox(minimum=2, maximum=4096, value=32)
+        self.lr = QtWidgets.QLineEdit()
+        self.lr.setPlaceholderText("auto (5e-4 fresh, 2e-4 minilm + new head, 5e-5 imported)")
+        self.seed = QtWidgets.QSpinBox(minimum=0, maximum=2**31 - 1, value=0)
+        self.device = QtWidgets.QComboBox()
+        from app.gui.model_bar import offered_devices   # no torch import on the UI thread
+        for d in offered_devices():
+            self.device.addItem({"auto": "Auto (GPU when present)", "cpu": "CPU"}.get(d, d.upper()), d)
+        form.addRow("Steps", self.steps)
+        form.addRow("Batch size", self.batch)
+        form.addRow("Learning rate", self.lr)
+        form.addRow("Seed", self.seed)
+        form.addRow("Device", self.device)
+        row = QtWidgets.QHBoxLayout()
+        self.out = QtWidgets.QLineEdit(str(default_output_folder()))
+        self.out.setToolTip("Where checkpoints go; the folder becomes a model folder")
+        out_browse = QtWidgets.QPushButton("…")
+        out_browse.clicked.connect(self._browse_out)
+        row.addWidget(self.out, 1)
+        row.addWidget(out_browse)
+        form.addRow("Output", row)
+        left.addWidget(box)
+
+        buttons = QtWidgets.QHBoxLayout()
+        self.start_button = QtWidgets.QPushButton("Start")
+        self.cancel_button = QtWidgets.QPushButton("Cancel")
+        self.resume_button = QtWidgets.QPushButton("Resume…")
+        self.use_button = QtWidgets.QPushButton("Use this model")
+        self.start_button.clicked.connect(self.start)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.resume_button.clicked.connect(self.resume)
+        self.use_button.clicked.connect(self.use_model)
+        self.resume_button.setToolTip("Continue a saved run (the output folder, or one you choose) to the step count above")
+        self.use_button.setToolTip("Inspect with the trained model (Attention, Fill-mask); the corpus and "
+                                   "search keep their model")
+        for b in (self.start_button, self.cancel_button, self.resume_button, self.use_button):
+            buttons.addWidget(b)
+        left.addLayout(buttons)
+        left.addStretch(1)
+
+        right = QtWidgets.QVBoxLayout()
+        outer.addLayout(right, 1)
+        self.plot = pg.PlotWidget()
+        self.plot.setBackground("w")
+        self.plot.showGrid(x=True, y=True, alpha=0.3)
+        self.plot.setLabel("bottom", "step")
+        self.plot.setLabel("left", "loss")
+        self.plot.addLegend(offset=(-10, 10))
+        self.train_curve = self.plot.plot([], [], pen=pg.mkPen("#2171b5", width=2), name="train")
+        self.eval_curve = self.plot.plot([], [], pen=pg.mkPen("#e6550d", width=2), symbol="o",
+                                         symbolSize=6, symbolBrush="#e6550d", name="held-out")
+        right.addWidget(self.plot, 1)
+        fit_row = QtWidgets.QHBoxLayout()
+        self.plot_hint = QtWidgets.QLabel("Wheel: zoom · drag: pan")
+        self.plot_hint.setStyleSheet("color: gray;")
+        self.fit_button = QtWidgets.QPushButton("Fit")
+        self.fit_button.setObjectName("fit_plot_button")
+        self.fit_button.setToolTip("Show the whole curve again, and follow it as it grows")
+        self.fit_button.clicked.connect(self.fit_plot)
+        fit_row.addWidget(self.plot_hint, 1)
+        fit_row.addWidget(self.fit_button)
+        right.addLayout(fit_row)
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setFormat("%v / %m steps")
+        right.addWidget(self.progress)
+        self.stats = QtWidgets.QLabel("Not started")
+        self.stats.setWordWrap(True)
+        self.stats.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.eval_label = QtWidgets.QLabel("")
+        self.eval_label.setWordWrap(True)
+        self.eval_label.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        right.addWidget(self.stats)
+        right.addWidget(self.eval_label)
+
+    # ---- choices -----------------------------------------------------------------------------
+    def _refresh_corpora(self):
+        current = self.corpus.currentData()
+        self.corpus.blockSignals(True)
+        self.corpus.clear()
+        store = getattr(self.state, "store", None)
+        folder = getattr(store, "folder", None) or getattr(store, "path", None)
+        # A Milvus store (Lite or server) is read through its location; a server has no folder.
+        location = getattr(store, "location", None) or folder
+        if location is not None:
+            name = Path(folder).name if folder is not None else str(location)
+            self.corpus.addItem(f"Current store ({name})", str(location))
+        if SAMPLE_CORPUS.is_file():
+            self.corpus.addItem("Sample corpus (576 sentences)", str(SAMPLE_CORPUS))
+        if current and self.corpus.findData(current) < 0:
+            self.corpus.addItem(Path(current).name, current)
+        i = self.corpus.findData(current) if current else 0
+        self.corpus.setCurrentIndex(max(i, 0))
+        self.corpus.blockSignals(False)
+
+    def set_corpus(self, path) -> None:
+        path = str(path)
+        if self.corpus.findData(path) < 0:
+            self.corpus.addItem(Path(path).name, path)
+        self.corpus.setCurrentIndex(self.corpus.findData(path))
+
+    def set_init_folder(self, folder) -> None:
+        folder = str(folder)
+        i = self.start_from.findData((folder, "word"))
+        if i < 0:
+            self.start_from.addItem(f"Folder: {Path(folder).name}", (folder, "word"))
+            i = self.start_from.count() - 1
+        self.start_from.setCurrentIndex(i)
+
+    def _browse_corpus(self):
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(
+            self, "Choose a corpus", "", "Text (*.txt *.csv *.tsv *.jsonl);;All files (*)")
+        if path:
+            self.set_corpus(path)
+
+    def _browse_init(self):
+        folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Continue training this model folder")
+        if folder:
+            self.set_init_folder(folder)
+
+    def _browse_out(self):
+        folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Output folder")
+        if folder:
+            self.out.setText(folder)
+
+    @property
+    def running(self) -> bool:
+        return self.job is not None
+
+    def _update_enabled(self, *_):
+        init, _tok = self.start_from.currentData() or ("fresh", "word")
+        busy = self.running
+        self.arch_box.setEnabled(init == "fresh" and not busy)
+        for w in (self.corpus, self.corpus_browse, self.heldout, self.start_from, self.init_browse,
+                  self.objective, self.steps, self.batch, self.lr, self.seed, self.device, self.out):
+            w.setEnabled(not busy)
+        self.start_button.setEnabled(not busy)
+        self.resume_button.setEnabled(not busy)
+        self.cancel_button.setEnabled(busy)
+        self.use_button.setEnabled(not busy and self.trained_folder is not None)
+
+    def config(self):
+        """The TrainConfig the form describes."""
+        from core.train_config import TrainConfig
+
+        init, tok = self.start_from.currentData()
+        text = self.lr.text().strip()
+        try:
+            lr = float(text) if text else 0.0
+        except ValueError:
+            raise ValueError(f"learning rate {text!r} is not a number (e.g. 5e-4), or leave it empty") from None
+        steps = self.steps.value()
+        cfg = dict(
+            corpus=self.corpus.currentData() or "",
+            out=str(output_folder(self.out.text())) if self.out.text().strip() else "",
+            objective=self.objective.currentData(), init=init, tokenizer=tok,
+            layers=self.layers.value(), dim=self.dim.value(), heads=self.heads.value(), ffn=self.ffn.value(),
+            positions=self.positions.currentText(), norm=self.norm.currentData(),
+            steps=steps, batch_size=self.batch.value(), lr=lr, seed=self.seed.value(),
+            device=self.device.currentData(), heldout=self.heldout.value() / 100.0,
+            log_every=max(1, min(10, steps // 200)),
+            pairs=str(PAIRS) if ("simcse" in self.objective.currentData() and PAIRS.is_file()) else "")
+        cfg.update(self.overrides)
+        return TrainConfig(**cfg)
+
+    # ---- actions -----------------------------------------------------------------------------
+    def start(self) -> bool:
+        try:
+            cfg = self.config()
+            cfg.validate()
+        except Exception as e:  # noqa: BLE001 - shown to the user
+            self._fail(str(e))
+            return False
+        out = Path(cfg.out)
+        if cfg.out != self.out.text().strip():
+            self.out.setText(cfg.out)                  # where it goes, spelled out
+        try:
+            used = out.exists() and any(out.iterdir())
+        except OSError as e:       # a name the file system refuses (too long, ...)
+            self._fail(f"cannot use the output folder {str(out)[:120]!r}: {e.strerror}")
+            return False
+        if used:
+            # A used folder: give this run a fresh one next to it rather than overwrite.
+            out = out.parent / default_output_folder().name
+            self.out.setText(str(out))
+            from dataclasses import replace
+            cfg = replace(cfg, out=str(out))
+        self._resumed_into_existing = False
+        return self._launch(cfg, f"Training on {Path(cfg.corpus).name}")
+
+    def resume(self, folder=None) -> bool:
+        from core.checkpoint import STATE_JSON
+        from core.train_config import TrainConfig
+
+        if not folder:
+            here = output_folder(self.out.text())
+            try:
+                folder = here if (here / STATE_JSON).is_file() else None
+            except OSError:        # not a usable path: ask for the folder instead
+                folder = None
+        if not folder:
+            folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Resume the run saved in this folder")
+        if not folder:
+            return False
+        try:
+            cfg = TrainConfig.from_checkpoint(folder, steps=self.steps.value(), device=self.device.currentData(),
+                                              **{k: v for k, v in self.overrides.items() if k != "out"})
+        except Exception as e:  # noqa: BLE001
+            self._fail(str(e))
+            return False
+        self.out.setText(cfg.out)
+        self._resumed_into_existing = True
+        return self._launch(cfg, f"Resuming {Path(folder).name}")
+
+    def fit_plot(self) -> None:
+        """Undo the user's zoom/pan: the axes fit the whole curve and follow it again."""
+        self.plot.getPlotItem().enableAutoRange()
+
+    def _launch(self, cfg, label) -> bool:
+        self.train_points, self.eval_points = [], []
+        self._redraw()
+        self.fit_plot()            # a zoom kept from the last run would hide the new curve
+        self.summary = None
+        self.eval_label.setText("")
+        self.stats.setText("Starting …")
+        self.progress.setRange(0, cfg.steps)
+        self.progress.setValue(0)
+        job = self.state.run(JOB_KEY, train_job, cfg, self.bridge.event.emit, label=label,
+                             on_result=self._on_result, on_error=self._fail,
+                             on_cancelled=lambda: None, on_finished=self._on_finished)
+        if job is None:
+            return False
+        self.job = job
+        self.trained_folder = None
+        self._update_enabled()
+        return True
+
+    def cancel(self):
+        if self.job is not None:
+            self.stats.setText(self.stats.text() + " — stopping after this step, saving a checkpoint …")
+            self.job.cancel()
+
+    def use_model(self) -> bool:
+        if self.trained_folder is None:
+            return False
+        if self._resumed_into_existing:
+            # The folder's weights changed under a possibly cached backend: load it afresh.
+            from core.backend import clear_cache
+            clear_cache()
+        # the inspected model (attention, fill-mask): the corpus and its search stay as they are
+        choice = self.state.choice.with_(model=str(self.trained_folder), backend="scratch")
+        self.state.set_inspect_choice(choice)
+        self.state.status.emit(f"Inspecting with the trained model {self.trained_folder} "
+                               "(to search with it, choose it as the corpus model)")
+        return True
+
+    # ---- events from the trainer (UI thread) --------------------------------------------------
+    def _on_event(self, ev: dict):
+        kind = ev["kind"]
+        if kind == "status":
+            self.stats.setText(ev["message"])
+        elif kind == "start":
+            for h in ev.get("history", {}).get("train", []):
+                self.train_points.append((h["step"], h["loss"]))
+            for h in ev.get("history", {}).get("eval", []):
+                if h.get("heldout_loss") is not None:
+                    self.eval_points.append((h["step"], h["heldout_loss"]))
+            self.device_text = f"{ev['device']}, {ev['precision']}"
+            self.progress.setRange(0, ev["total"])
+            self.progress.setValue(ev["step"])
+            self.stats.setText(f"{ev['params']:,} parameters, vocabulary {ev['vocab_size']:,}, "
+                               f"{ev['train_sentences']:,} sentences ({ev['heldout_sentences']:,} held out) "
+                               f"on {self.device_text}")
+            self._redraw()
+        elif kind == "step":
+            self.train_points.append((ev["step"], ev["loss"]))
+            self.progress.setValue(ev["step"])
+            self.stats.setText(
+                f"step {ev['step']:,}/{ev['total']:,} · {ev['phase']} loss {ev['loss']:.3f} · "
+                f"lr {ev['lr']:.2e} · {ev['tokens_per_s']:,.0f} tokens/s · ETA {_fmt_time(ev['eta_s'])} · "
+                f"{getattr(self, 'device_text', '')}")
+            self._redraw()
+        elif kind == "eval":
+            if ev.get("heldout_loss") is not None:
+                self.eval_points.append((ev["step"], ev["heldout_loss"]))
+                self._redraw()
+            from core.train_eval import describe_eval
+            self.eval_label.setText("Held-out " + describe_eval(ev))
+        elif kind == "checkpoint":
+            self.trained_folder = Path(ev["path"])
+        elif kind == "done":
+            self.summary = ev
+
+    def _redraw(self):
+        if self.train_points:
+            x, y = zip(*self.train_points)
+            self.train_curve.setData(list(x), list(y))
+        else:
+            self.train_curve.setData([], [])
+        if self.eval_points:
+            x, y = zip(*self.eval_points)
+            self.eval_curve.setData(list(x), list(y))
+        else:
+            self.eval_curve.setData([], [])
+
+    def _on_result(self, summary: dict):
+        self.summary = summary
+        self.trained_folder = Path(summary["out"])
+        what = "Cancelled" if summary["cancelled"] else "Done"
+        parts = [f"{what} at step {summary['steps']:,} in {_fmt_time(summary['seconds'])}"]
+        if summary.get("heldout_mlm_loss") is not None:
+            parts.append(f"held-out MLM loss {summary['heldout_mlm_loss']:.3f} "
+                         f"(unigram {summary['unigram_loss']:.3f}), accuracy "
+                         f"{100 * summary['heldout_mlm_accuracy']:.1f}%")
+        parts.append(f"saved to {summary['out']}")
+        self.stats.setText(" · ".join(parts))
+        self.state.status.emit(f"Training {what.lower()}: {summary['out']}")
+
+    def _fail(self, message: str):
+        self.stats.setText(f"error: {message}")
+        self.state.error.emit(message)
+
+    def _on_finished(self):
+        self.job = None
+        self._update_enabled()
+        if self.summary is not None:
+            self.run_finished.emit(self.summary)

@@ -1,0 +1,436 @@
+"""The "Step by step" tab: every moving part of the encoder on the user's own sentence, with the
+model's real numbers and, beside each step, the proof that they are the model's.
+
+    panel = WalkthroughPanel(state)
+    panel.explain_text("The cat sat on the mat.", layer=1, head=1)   # 1-based, as in the UI
+    panel.explained.connect(lambda walkthrough: ...)                 # after the steps are shown
+    panel.next_step(); panel.previous_step(); panel.show_step("weights")
+
+The maths is ``core.walkthrough`` (NumPy, checked against the torch encoder); it runs through
+``state.run_latest`` off the UI thread: while one runs, only the newest request waits, and a
+result that is not the newest request's is dropped. Sentences arrive from the Search,
+Corpus and Attention panels through ``state.walkthrough_requested``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6.QtCore import Qt
+
+from app.gui.panels.walkthrough.positions_view import PositionsView
+from app.gui.panels.walkthrough.pooling_view import PoolingView
+from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, StepView, badge_color
+
+EXAMPLE = "The cat sat on the mat because it was tired."
+JOB_KEY = "walkthrough.explain"
+POOLING_JOB_KEY = "walkthrough.pooling"
+EXPORT_JOB_KEY = "walkthrough.export"
+POOLINGS = ("mean", "cls", "max")
+
+
+def explain_fn(backend, text: str, pair: str | None, layer: int, head: int, pooling: str):
+    """Worker side: the walkthrough for (layer, head), 0-based."""
+    from core import walkthrough as W
+    return W.explain(backend, text, pair=pair or None, layer=layer, head=head, pooling=pooling)
+
+
+def pooling_fn(backend, text: str, other: str):
+    """Worker side: CLS vs mean vs max on ``text``, and each one's cosine with ``other``."""
+    from core.positions_demo import pooling_comparison
+    return pooling_comparison(backend, text, other or None)
+
+
+def notebook_fn(walkthrough, backend, path: Path):
+    """Worker side of "Export notebook…": what ``encoderscope explain TEXT --notebook`` writes."""
+    from core.notebook_export import write_notebook
+    return write_notebook(walkthrough, backend, path)
+
+
+class WalkthroughPanel(QtWidgets.QWidget):
+    explained = QtCore.Signal(object)        # the Walkthrough, after its steps are listed and drawn
+    step_shown = QtCore.Signal(str)          # a step's name, after it is drawn
+    failed = QtCore.Signal(str)
+    exported = QtCore.Signal(object)         # the Path of the notebook written
+    pooling_shown = QtCore.Signal(object)    # the pooling comparison, after it is drawn
+
+    def __init__(self, state, parent=None, auto_explain: bool = True):
+        super().__init__(parent)
+        self.state = state
+        self.auto_explain = auto_explain     # explain the example once a model is loaded and the tab shown
+        self.walkthrough = None
+        self.walkthrough_backend = None      # the backend that computed self.walkthrough
+        self.pooling_result = None           # (request it was computed for, result)
+        self._seq = 0                        # number of the latest request; older results are dropped
+        self._last_request = None            # the newest request: run again when the model loads or changes
+        self.last_dir = Path.home()
+        self._build()
+        state.inspect_backend_changed.connect(self._on_backend)
+        if hasattr(state, "walkthrough_requested"):
+            state.walkthrough_requested.connect(self.request)
+        self._on_backend(getattr(state, "backend", None))
+
+    # ---- layout ------------------------------------------------------------------------------
+    def _build(self) -> None:
+        outer = QtWidgets.QVBoxLayout(self)
+        outer.setContentsMargins(8, 8, 8, 8)
+        outer.setSpacing(6)
+        form = QtWidgets.QGridLayout()
+        self.text_edit = QtWidgets.QLineEdit(EXAMPLE)
+        self.text_edit.setObjectName("walkthrough_text")
+        self.text_edit.setPlaceholderText("Type a sentence and press Enter")
+        self.text_edit.setClearButtonEnabled(True)
+        self.text_edit.returnPressed.connect(self.explain_current)
+        self.other_edit = QtWidgets.QLineEdit()
+        self.other_edit.setObjectName("walkthrough_other")
+        self.other_edit.setPlaceholderText("Optional second sentence: compared by each pooling, "
+                                           "or read as a pair")
+        self.other_edit.setClearButtonEnabled(True)
+        self.other_edit.returnPressed.connect(self.explain_current)
+        self.as_pair = QtWidgets.QCheckBox("Read both as one pair")
+        self.as_pair.setToolTip("[CLS] first [SEP] second [SEP], token types 0 then 1 (BERT-style pairs)")
+        self.explain_button = QtWidgets.QPushButton("Explain")
+        self.explain_button.setDefault(True)
+        self.explain_button.clicked.connect(self.explain_current)
+        form.addWidget(QtWidgets.QLabel("Text"), 0, 0)
+        form.addWidget(self.text_edit, 0, 1)
+        form.addWidget(self.explain_button, 0, 2)
+        form.addWidget(QtWidgets.QLabel("Second"), 1, 0)
+        form.addWidget(self.other_edit, 1, 1)
+        form.addWidget(self.as_pair, 1, 2)
+        outer.addLayout(form)
+
+        bar = QtWidgets.QHBoxLayout()
+        self.layer_spin = QtWidgets.QSpinBox(prefix="Layer ")
+        self.head_spin = QtWidgets.QSpinBox(prefix="Head ")
+        layer_tip = "The layer whose attention and feed-forward steps are shown (the other layers still run)"
+        for spin, tip in ((self.layer_spin, layer_tip),
+                          (self.head_spin, "The attention head shown in the Q, K, V, scores and weights steps")):
+            spin.setRange(1, 1)
+            spin.setToolTip(tip)
+            spin.valueChanged.connect(lambda _v: self._debounce.start())
+            bar.addWidget(spin)
+        self.pooling_combo = QtWidgets.QComboBox()
+        self.pooling_combo.addItems(POOLINGS)
+        self.pooling_combo.setCurrentText(getattr(self.state, "pooling", "mean"))
+        self.pooling_combo.setToolTip("How the token vectors become one sentence vector (the pooled step)")
+        self.pooling_combo.currentTextChanged.connect(lambda _t: self._debounce.start())
+        bar.addWidget(self.pooling_combo)
+        bar.addSpacing(12)
+        self.view_group = QtWidgets.QButtonGroup(self)
+        for i, text in enumerate(("Steps", "Positions")):
+            b = QtWidgets.QToolButton(text=text)
+            b.setCheckable(True)
+            self.view_group.addButton(b, i)
+            bar.addWidget(b)
+        self.view_group.button(0).setChecked(True)
+        self.view_group.idClicked.connect(self.set_view)
+        bar.addStretch(1)
+        self.export_button = QtWidgets.QPushButton("Export notebook…")
+        self.export_button.setToolTip("A Jupyter notebook that recomputes every step from the model's "
+                                      "weights with NumPy and checks each against these numbers")
+        self.export_button.setEnabled(False)
+        self.export_button.clicked.connect(lambda: self.export_notebook())
+        bar.addWidget(self.export_button)
+        outer.addLayout(bar)
+
+        self.info_label = QtWidgets.QLabel("")
+        self.info_label.setObjectName("walkthrough_info")
+        self.info_label.setTextFormat(Qt.TextFormat.RichText)
+        self.info_label.setWordWrap(True)
+        outer.addWidget(self.info_label)
+
+        self.stack = QtWidgets.QStackedWidget()
+        steps_page = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
+        self.step_list = QtWidgets.QListWidget()
+        self.step_list.setObjectName("walkthrough_steps")
+        self.step_list.currentRowChanged.connect(self._row_changed)
+        steps_page.addWidget(self.step_list)
+        right = QtWidgets.QWidget()
+        rl = QtWidgets.QVBoxLayout(right)
+        rl.setContentsMargins(6, 0, 0, 0)
+        self.step_view = StepView(self)
+        self.pooling_view = PoolingView(self)        # under the "pooled" step only
+        self.pooling_view.hide()
+        rl.addWidget(self.step_view, 3)
+        rl.addWidget(self.pooling_view, 2)
+        nav = QtWidgets.QHBoxLayout()
+        self.prev_button = QtWidgets.QPushButton("◀ Previous")
+        self.next_button = QtWidgets.QPushButton("Next ▶")
+        self.prev_button.clicked.connect(self.previous_step)
+        self.next_button.clicked.connect(self.next_step)
+        self.position_label = QtWidgets.QLabel("")
+        self.position_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        nav.addWidget(self.prev_button)
+        nav.addWidget(self.position_label, 1)
+        nav.addWidget(self.next_button)
+        rl.addLayout(nav)
+        steps_page.addWidget(right)
+        steps_page.setStretchFactor(1, 1)
+        steps_page.setSizes([220, 900])
+        self.stack.addWidget(steps_page)
+        self.positions_view = PositionsView(self.state, self)
+        self.stack.addWidget(self.positions_view)
+        outer.addWidget(self.stack, 1)
+        self._update_nav()
+
+        self._debounce = QtCore.QTimer(self, singleShot=True, interval=150)
+        self._debounce.timeout.connect(self._controls_changed)
+        for key, slot in (("Alt+Right", self.next_step), ("Alt+Left", self.previous_step)):
+            QtGui.QShortcut(QtGui.QKeySequence(key), self, slot,
+                            context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
+
+    # ---- requests -----------------------------------------------------------------------------
+    def request(self, text: str) -> None:
+        """A sentence sent from another panel (``state.walkthrough_requested``)."""
+        self.text_edit.setText(text)
+        self.explain_current()
+
+    def explain_current(self) -> None:
+        self.explain_text(self.text_edit.text(), self.other_edit.text(), as_pair=self.as_pair.isChecked())
+
+    def explain_text(self, text: str, other: str = "", as_pair: bool = False, layer: int | None = None,
+                     head: int | None = None) -> None:
+        """Explain ``text``; ``layer``/``head`` 1-based (None: the spin boxes' values)."""
+        if not text.strip():
+            self._set_info("<span style='color:#b35900'>Type a sentence above (and press Enter) to "
+                           "follow it through the encoder step by step.</span>")
+            return
+        for edit, value in ((self.text_edit, text), (self.other_edit, other)):
+            if edit.text() != value:
+                edit.setText(value)
+        self.as_pair.setChecked(as_pair)
+        for spin, value in ((self.layer_spin, layer), (self.head_spin, head)):
+            if value is not None:
+                spin.blockSignals(True)
+                spin.setMaximum(max(spin.maximum(), value))
+                spin.setValue(value)
+                spin.blockSignals(False)
+        self._start((text, other.strip(), as_pair and bool(other.strip()), self.layer_spin.value() - 1,
+                     self.head_spin.value() - 1, self.pooling_combo.currentText()))
+
+    def _controls_changed(self) -> None:
+        if self._last_request is not None and self.text_edit.text().strip():
+            self.explain_current()
+        if self.stack.currentIndex() == 1:
+            self.set_view(1)                           # the permutation demo's layer follows too
+
+    def _set_ranges(self, backend, layer: int | None = None, head: int | None = None) -> None:
+        """Layer and head spin boxes span the model's layers and heads (1-based), without re-running."""
+        for spin, n, value in ((self.layer_spin, getattr(backend, "n_layers", 1), layer),
+                               (self.head_spin, getattr(backend, "n_heads", 1), head)):
+            spin.blockSignals(True)
+            spin.setRange(1, max(1, int(n)))
+            if value is not None:
+                spin.setValue(value)
+            spin.blockSignals(False)
+
+    def _start(self, request) -> None:
+        self._seq += 1
+        self._last_request = request
+        backend = self.state.inspect_backend
+        if backend is None:
+            self._set_info("<i>Waiting for the model to load …</i>")
+            return                                     # _on_backend runs it
+        text, other, as_pair, layer, head, pooling = request
+        seq = self._seq
+        self._set_info(f"{self._model_text(backend)} · <i>computing every step …</i>")
+        # while one runs, only the newest request waits (state.run_latest)
+        self.state.run_latest(JOB_KEY, explain_fn, backend, text, other if as_pair else None, layer, head,
+                              pooling, label="Step by step", wants_progress=False, show_progress=False,
+                              on_result=lambda result, s=seq, b=backend: self._on_result(result, s, b),
+                              on_error=lambda message, s=seq: self._on_error(message, s))
+
+    def _on_backend(self, backend) -> None:
+        self.positions_view.backend_changed(backend)
+        if backend is None:
+            self.state.drop_waiting(JOB_KEY)           # it would run the old model: redone below
+            self._set_info("<i>Loading the model …</i>")
+            self.explain_button.setEnabled(False)
+            return
+        self.explain_button.setEnabled(True)
+        self._set_ranges(backend)
+        if self._last_request is None:
+            self._auto_explain()
+        else:
+            self._start(self._last_request)            # same sentence, the newly chosen model
+
+    def _auto_explain(self) -> None:
+        """The example, once: when a model is loaded and the tab is on screen (not for a hidden tab)."""
+        if (self.auto_explain and self.isVisible() and self.walkthrough is None and self._last_request is None
+                and self.state.inspect_backend is not None and self.text_edit.text().strip()):
+            self.explain_current()
+        elif self.state.inspect_backend is not None and self._last_request is None:
+            self._set_info(f"{self._model_text(self.state.inspect_backend)} · type a sentence and press Enter")
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        QtCore.QTimer.singleShot(0, self._auto_explain)
+
+    # ---- results --------------------------------------------------------------------------------
+    def _on_error(self, message: str, seq: int) -> None:
+        if seq != self._seq:
+            return
+        self._set_info(f"<span style='color:#c0392b'>{_html(message)}</span>")
+        self.failed.emit(message)
+
+    def set_result(self, walkthrough, backend=None) -> None:
+        """Show a Walkthrough (as a worker would hand it; also for screenshots)."""
+        self._on_result(walkthrough, self._seq, backend or self.state.inspect_backend)
+
+    def _on_result(self, result, seq: int, backend) -> None:
+        if seq != self._seq or backend is not self.state.inspect_backend:
+            return                                     # stale: a newer request or another model
+        walkthrough = result
+        current = self.current_step_name()
+        self.walkthrough, self.walkthrough_backend = walkthrough, backend
+        self._set_ranges(backend, walkthrough.layer + 1, walkthrough.head + 1)
+        self.step_list.blockSignals(True)
+        self.step_list.clear()
+        for i, step in enumerate(walkthrough.steps):
+            item = QtWidgets.QListWidgetItem(f"{i + 1:2d}. {step.title}")
+            item.setData(Qt.ItemDataRole.UserRole, step.name)
+            item.setForeground(QtGui.QColor(badge_color(step.max_abs_diff)))
+            item.setToolTip(step.shape_text)
+            self.step_list.addItem(item)
+        self.step_list.blockSignals(False)
+        self.step_list.setMinimumWidth(min(340, self.step_list.sizeHintForColumn(0) + 28))
+        self._set_info(self._summary(walkthrough, backend))
+        self.export_button.setEnabled(True)
+        names = [s.name for s in walkthrough.steps]
+        self.show_step(current if current in names else names[0])
+        self.explained.emit(walkthrough)
+
+    def _summary(self, w, backend) -> str:
+        T = len(w.tokens)
+        checked = sum(s.max_abs_diff is not None for s in w.steps)
+        text = (f"{self._model_text(backend)} · {T} tokens · layer {w.layer + 1}, head {w.head + 1} · "
+                f"{w.pooling} pooling · {len(w.steps)} steps")
+        if checked:
+            worst = w.worst_diff
+            text += (f" · <span style='color:{badge_color(worst)}'>{checked} checked against the model, "
+                     f"{'all equal' if worst <= MATCH_LIMIT else 'NOT all equal'} (largest |Δ| {worst:.1e})"
+                     f"</span>")
+        if w.truncated:
+            pair = self._last_request is not None and self._last_request[2]
+            where = "from the end of the longer sentence" if pair else "from the end"
+            text += (f" · <span style='color:#b35900'><b>truncated:</b> the text is {T + w.truncated} tokens "
+                     f"and the model reads at most {w.max_length or T}, so {w.truncated} were cut "
+                     f"{where}</span>")
+        if w.note:
+            text += f"<br><span style='color:#b35900'>{_html(w.note)}</span>"
+        return text
+
+    # ---- walking ----------------------------------------------------------------------------------
+    def current_step_name(self) -> str | None:
+        item = self.step_list.currentItem()
+        return item.data(Qt.ItemDataRole.UserRole) if item is not None else None
+
+    def step_names(self) -> list[str]:
+        return [s.name for s in self.walkthrough.steps] if self.walkthrough is not None else []
+
+    def show_step(self, name: str) -> None:
+        self.step_list.setCurrentRow(self.step_names().index(name))
+        if self.step_list.currentRow() == self.step_names().index(name):
+            self._row_changed(self.step_list.currentRow())
+
+    def next_step(self) -> None:
+        if self.step_list.currentRow() < self.step_list.count() - 1:
+            self.step_list.setCurrentRow(self.step_list.currentRow() + 1)
+
+    def previous_step(self) -> None:
+        if self.step_list.currentRow() > 0:
+            self.step_list.setCurrentRow(self.step_list.currentRow() - 1)
+
+    def _row_changed(self, row: int) -> None:
+        if self.walkthrough is None or not 0 <= row < len(self.walkthrough.steps):
+            self._update_nav()
+            return
+        step = self.walkthrough.steps[row]
+        self.step_view.set_step(self.walkthrough, step)
+        self.pooling_view.setVisible(step.name == "pooled")
+        if step.name == "pooled":
+            self._show_pooling()
+        self._update_nav()
+        self.step_shown.emit(step.name)
+
+    def _pooling_request(self):
+        text, other, as_pair = self._last_request[:3]
+        return self.state.inspect_backend, text, "" if as_pair else other
+
+    def _show_pooling(self) -> None:
+        """The CLS / mean / max comparison under the pooled step, computed once per sentence."""
+        request = self._pooling_request()
+        if self.pooling_result is not None and self.pooling_result[0] == request:
+            self.pooling_view.set_result(self.walkthrough, self.pooling_result[1], request[2])
+            return
+        self.pooling_view.label.setText("<i>comparing CLS, mean and max pooling …</i>")
+        if request[0] is None:
+            return                                     # the model is loading: shown again after it
+        self.state.run_latest(POOLING_JOB_KEY, pooling_fn, *request, label="Pooling comparison",
+                              wants_progress=False, show_progress=False,
+                              on_result=lambda r, q=request: self._on_pooling(q, r),
+                              on_error=lambda m: self.pooling_view.label.setText(
+                                  f"<span style='color:#c0392b'>{_html(m)}</span>"))
+
+    def _on_pooling(self, request, result) -> None:
+        self.pooling_result = (request, result)
+        if self.state.has_waiting(POOLING_JOB_KEY):
+            return                                     # a newer comparison runs next
+        if self.current_step_name() == "pooled":
+            if request == self._pooling_request():
+                self.pooling_view.set_result(self.walkthrough, result, request[2])
+                self.pooling_shown.emit(result)
+            else:
+                QtCore.QTimer.singleShot(0, self._show_pooling)   # the sentence changed meanwhile
+
+    def _update_nav(self) -> None:
+        row, n = self.step_list.currentRow(), self.step_list.count()
+        self.prev_button.setEnabled(row > 0)
+        self.next_button.setEnabled(0 <= row < n - 1)
+        self.position_label.setText(f"Step {row + 1} of {n}" if n and row >= 0 else "")
+
+    def set_view(self, index: int) -> None:
+        """0: the steps; 1: the positions view (computed on first show)."""
+        self.stack.setCurrentIndex(index)
+        self.view_group.button(index).setChecked(True)
+        if index == 1:
+            text = self.text_edit.text().strip() or EXAMPLE
+            self.positions_view.show_for(text, self.layer_spin.value() - 1)
+
+    # ---- export ------------------------------------------------------------------------------------
+    def export_notebook(self, path=None):
+        """Write the notebook for the sentence shown, in a worker. Returns the Job (or None)."""
+        if self.walkthrough is None:
+            return None
+        if path is None:
+            path, _ = QtWidgets.QFileDialog.getSaveFileName(
+                self, "Export the walkthrough as a notebook", str(self.last_dir / "walkthrough.ipynb"),
+                "Jupyter notebook (*.ipynb)")
+            if not path:
+                return None
+        path = Path(path)
+        self.last_dir = path.parent
+        return self.state.run(EXPORT_JOB_KEY, notebook_fn, self.walkthrough, self.walkthrough_backend, path,
+                              label="Exporting the notebook", wants_progress=False, show_progress=True,
+                              on_result=lambda _out, p=path: self._exported(p),
+                              on_error=lambda message, p=path: self.state.error.emit(
+                                  f"Could not write {p}: {message}"))
+
+    def _exported(self, path: Path) -> None:
+        self.state.status.emit(f"Saved {path}")
+        self.exported.emit(path)
+
+    # ---- helpers -----------------------------------------------------------------------------------
+    def _model_text(self, backend) -> str:
+        name = Path(str(getattr(backend, "model_name", "?"))).name or str(getattr(backend, "model_name", "?"))
+        return (f"<b>{_html(name)}</b> · {getattr(backend, 'n_layers', '?')} layers × "
+                f"{getattr(backend, 'n_heads', '?')} heads")
+
+    def _set_info(self, html: str) -> None:
+        self.info_label.setText(html)
+
+
+def _html(text) -> str:
+    import html
+    return html.escape(str(text), quote=False)

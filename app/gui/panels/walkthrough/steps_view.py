@@ -1,0 +1,306 @@
+"""One step of the encoder walkthrough, drawn: what it does, its formula and shapes, its
+matrices as labelled heatmaps, a badge that says the numbers are the model's, and - for the
+attention steps - the weighted sum of V built up for the query row that was clicked.
+
+    view = StepView()
+    view.set_step(walkthrough, step)           # a core.walkthrough Step of that Walkthrough
+    view.row_clicked.connect(...)              # a query row of scores / masked scores / weights
+    view.build_up.rows                         # the terms weights[i, j] * v[j] and their sum
+
+Everything here is drawing: the numbers come from ``core.walkthrough`` (computed in a worker).
+"""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+from PySide6 import QtCore, QtWidgets
+from PySide6.QtCore import Qt
+
+from core.walkthrough import TOLERANCE as MATCH_LIMIT
+
+from app.gui.widgets.heatmap import HeatmapWidget
+
+# a step whose max |difference| from the model is above MATCH_LIMIT shows red
+GREEN, RED, GREY = "#1e7b34", "#c0392b", "#777777"
+SIGNED_COLORMAP = "CET-D1"        # blue - white - red: 0 is white, the sign is the hue
+
+
+def format_diff(diff: float) -> str:
+    """3.2e-07 -> "3e-7": one significant digit, as the badge writes it."""
+    if diff == 0:
+        return "0"
+    mantissa, exponent = f"{diff:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def badge_text(diff: float | None) -> str:
+    """The badge beside each step: equal to the model's own intermediate, or not (or unchecked)."""
+    if diff is None:
+        return "not compared with the model"
+    sign = "=" if diff <= MATCH_LIMIT else "≠"
+    return f"{sign} model (max |Δ| {format_diff(diff)})"
+
+
+def badge_color(diff: float | None) -> str:
+    return GREY if diff is None else GREEN if diff <= MATCH_LIMIT else RED
+
+
+def as_matrix(values) -> np.ndarray:
+    """Any step's values as rows x columns: a vector is one row, higher ranks keep their first axis."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim == 0:
+        return v.reshape(1, 1)
+    if v.ndim == 1:
+        return v.reshape(1, -1)
+    return v.reshape(v.shape[0], -1)
+
+
+def color_levels(m: np.ndarray, signed: bool) -> tuple[float, float]:
+    """Colour scale over the finite values (masked scores hold -inf or -1e30 for masked keys).
+    Signed matrices of many numbers are scaled to their 99.5th |percentile|: a few outlier
+    dimensions (common in trained encoders) would otherwise wash every other cell out to white."""
+    finite = m[np.isfinite(m) & (np.abs(m) < 1e29)]
+    if not finite.size:
+        return 0.0, 1.0
+    if signed:
+        magnitudes = np.abs(finite)
+        top = float(np.percentile(magnitudes, 99.5) if finite.size > 200 else magnitudes.max()) or 1.0
+        return -top, top
+    return min(0.0, float(finite.min())), float(finite.max())
+
+
+def weighted_sum_terms(weights_row: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The terms of head_output[i] = Σ_j weights[i, j] · v[j]: row j is weights[i, j] · v[j]."""
+    return np.asarray(weights_row, np.float64)[:, None] * np.asarray(v, np.float64)
+
+
+class MatrixHeatmap(HeatmapWidget):
+    """A HeatmapWidget for any matrix of a step: tokens (or positions) on the rows, dimensions or
+    tokens on the columns, a diverging colour map for signed values, the number on hover."""
+
+    def __init__(self, parent=None, row_title="token", col_title="dimension", value_name="value"):
+        super().__init__(parent, row_title=row_title, col_title=col_title)
+        self.value_name = value_name
+        for axis in (self.left_axis, self.top_axis):
+            axis.enableAutoSIPrefix(False)        # labels, not quantities: never "token (x0.001)"
+        self.colorbar.getAxis("right").setLabel(value_name, color=self.fg.name())
+
+    def set_titles(self, row_title: str, col_title: str, value_name: str = "value") -> None:
+        self.left_axis.setLabel(row_title, color=self.fg.name())
+        self.top_axis.setLabel(col_title, color=self.fg.name())
+        self.colorbar.getAxis("right").setLabel(value_name, color=self.fg.name())
+        self.value_name = value_name
+
+    def show_matrix(self, values, row_labels, col_labels=None, title: str = "", signed=None) -> None:
+        m = as_matrix(values)
+        rows = list(row_labels) if row_labels is not None and len(row_labels) == m.shape[0] \
+            else [str(i) for i in range(m.shape[0])]
+        cols = list(col_labels) if col_labels is not None and len(col_labels) == m.shape[1] \
+            else [str(j) for j in range(m.shape[1])]
+        signed = bool((m[np.isfinite(m)] < 0).any()) if signed is None else signed
+        lo, hi = color_levels(m, signed)
+        shown = np.where(np.isfinite(m) & (m > -1e29), m, lo)     # masked cells drawn at the bottom
+        self.set_colormap(SIGNED_COLORMAP if signed else "Blues")
+        # a vector is one row: let the view fit it (the base class never zooms below 3 x 3 cells)
+        self.plot.vb.setLimits(minXRange=min(3, m.shape[1]), minYRange=min(3, m.shape[0]))
+        self.set_matrix(shown, rows, cols, title=title, levels=(lo, hi))
+        self.raw = m
+
+    def tooltip_text(self, i: int, j: int) -> str:
+        v = float(getattr(self, "raw", self.matrix)[i, j])
+        return (f"{self.left_axis.labelText or 'row'} <b>{html.escape(self.row_labels[i])}</b> (row {i})<br>"
+                f"{self.top_axis.labelText or 'column'} <b>{html.escape(self.col_labels[j])}</b> "
+                f"(column {j})<br>{html.escape(self.value_name)} <b>{v:.6g}</b>")
+
+
+class Badge(QtWidgets.QLabel):
+    """A small rounded label: green when the step equals the model's own intermediate."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("walkthrough_badge")
+        self.set_diff(None)
+
+    def set_diff(self, diff: float | None, fp32_diff: float | None = None, fp32_rel: float | None = None) -> None:
+        color = badge_color(diff)
+        self.setText(badge_text(diff))
+        self.setStyleSheet(f"QLabel {{ color: white; background: {color}; border-radius: 8px; "
+                           f"padding: 2px 8px; font-weight: bold; }}")
+        tip = ("The largest |difference| between this matrix, computed step by step in NumPy, and the same "
+               "intermediate captured from the torch encoder's forward pass on the same input (same weights, "
+               "float64)" if diff is not None else "The core did not compare this step with the model")
+        if fp32_diff is not None:
+            tip += (f".\nAgainst the fp32 forward pass the app embeds with: max |Δ| {fp32_diff:.1e}"
+                    + (f" ({fp32_rel:.1e} of the largest value: fp32 rounding)" if fp32_rel is not None else ""))
+        self.setToolTip(tip)
+
+
+class BuildUpView(QtWidgets.QWidget):
+    """head_output[i] = Σ_j weights[i, j] · v[j], written out for one query token i."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        lay = QtWidgets.QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        self.label = QtWidgets.QLabel("Click a query row to build its weighted sum of V.")
+        self.label.setObjectName("walkthrough_buildup_label")
+        self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.TextFormat.RichText)
+        self.heatmap = MatrixHeatmap(self, row_title="weights[i, j] · v[j] (weight · token)", col_title="head dimension")
+        self.heatmap.setMinimumHeight(160)
+        lay.addWidget(self.label)
+        lay.addWidget(self.heatmap, 1)
+        self.query = -1
+        self.rows = np.zeros((0, 0))        # the terms, then their sum as the last row
+        self.total = np.zeros(0)
+
+    def show_query(self, i: int, tokens: list[str], weights: np.ndarray, v: np.ndarray,
+                   head_output: np.ndarray | None) -> None:
+        terms = weighted_sum_terms(weights[i], v)
+        self.query = i
+        self.total = terms.sum(axis=0)
+        self.rows = np.vstack([terms, self.total[None, :]])
+        labels = [f"{weights[i, j]:.3f}·{tok}" for j, tok in enumerate(tokens)] + ["Σ = head_output"]
+        self.heatmap.show_matrix(self.rows, labels, title=f"Weighted sum of V for query {tokens[i]!r} (row {i})",
+                                 signed=True)
+        top = np.argsort(-weights[i])[:3]
+        parts = ", ".join(f"{html.escape(tokens[j])} {weights[i, j]:.2f}" for j in top)
+        check = ""
+        if head_output is not None:
+            diff = float(np.abs(self.total - np.asarray(head_output)[i]).max())
+            check = (f" The sum equals row {i} of <b>head_output</b> "
+                     f"(max |Δ| {format_diff(diff)}).")
+        self.label.setText(f"<b>{html.escape(tokens[i])}</b> takes most from {parts}. Each row below is one "
+                           f"value vector v[j] scaled by its weight; the last row is their sum.{check}")
+
+
+class StepView(QtWidgets.QWidget):
+    """Title, badge, description, formula, shapes, the step's heatmap(s) and the attention build-up."""
+
+    row_clicked = QtCore.Signal(int)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.walkthrough = None
+        self.step = None
+        lay = QtWidgets.QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        head = QtWidgets.QHBoxLayout()
+        self.title = QtWidgets.QLabel("")
+        self.title.setObjectName("walkthrough_step_title")
+        self.title.setStyleSheet("font-size: 15px; font-weight: bold;")
+        self.badge = Badge(self)
+        head.addWidget(self.title, 1)
+        head.addWidget(self.badge)
+        lay.addLayout(head)
+        self.description = QtWidgets.QLabel("")
+        self.description.setObjectName("walkthrough_description")
+        self.description.setWordWrap(True)
+        self.formula = QtWidgets.QLabel("")
+        self.formula.setObjectName("walkthrough_formula")
+        self.formula.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.formula.setStyleSheet("font-family: monospace; font-size: 13px; padding: 4px; "
+                                   "background: palette(alternate-base);")
+        self.formula.setWordWrap(True)
+        self.shape = QtWidgets.QLabel("")
+        self.shape.setObjectName("walkthrough_shape")
+        self.shape.setStyleSheet("color: palette(mid);")
+        self.extra = QtWidgets.QLabel("")
+        self.extra.setObjectName("walkthrough_extra")
+        self.extra.setWordWrap(True)
+        self.extra.setTextFormat(Qt.TextFormat.RichText)
+        for w in (self.description, self.formula, self.shape, self.extra):
+            lay.addWidget(w)
+        self.split = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
+        self.heatmap = MatrixHeatmap(self)
+        self.heatmap.setMinimumHeight(220)
+        self.heatmap.cell_clicked.connect(lambda i, _j: self._row_clicked(i))
+        self.side = QtWidgets.QTableWidget(self)          # per-token extras (a LayerNorm's mean, var)
+        self.side.setObjectName("walkthrough_extras")
+        self.side.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.side.verticalHeader().setVisible(False)
+        self.side.setMinimumWidth(230)
+        self.side.setMaximumWidth(300)
+        self.build_up = BuildUpView(self)
+        self.split.addWidget(self.heatmap)
+        self.split.addWidget(self.side)
+        self.split.addWidget(self.build_up)
+        self.split.setStretchFactor(0, 3)
+        self.split.setStretchFactor(1, 0)
+        self.split.setStretchFactor(2, 2)
+        lay.addWidget(self.split, 100)
+        lay.addStretch(1)             # takes the room a one-row heatmap (a vector) leaves
+        self.side.hide()
+        self.build_up.hide()
+
+    # ---- showing a step ---------------------------------------------------------------------
+    def set_step(self, walkthrough, step) -> None:
+        self.walkthrough, self.step = walkthrough, step
+        index = [s.name for s in walkthrough.steps].index(step.name)
+        self.title.setText(f"{index + 1}. {step.title}")
+        self.badge.set_diff(step.max_abs_diff, getattr(step, "fp32_max_abs_diff", None),
+                            getattr(step, "fp32_rel_diff", None))
+        self.description.setText(step.description)
+        self.formula.setText(step.formula)
+        self.shape.setText(step.shape_text)
+        attention = step.col_labels is not None          # token x token: scores, masked scores, weights
+        self.heatmap.set_titles("query token" if attention else "token",
+                                "key token" if attention else "dimension",
+                                "weight" if step.name == "weights" else "value")
+        self.heatmap.show_matrix(step.values, step.row_labels, step.col_labels, title=step.title,
+                                 signed=None if step.name != "weights" else False)
+        vector = self.heatmap.matrix.shape[0] == 1
+        if vector:
+            self.heatmap.set_titles("", "dimension")
+        self.heatmap.setMaximumHeight(190 if vector else 16777215)
+        self.heatmap.setMinimumHeight(150 if vector else 220)
+        self._show_extra(step)
+        self.build_up.setVisible(attention and self._has("weights", "v"))
+        if self.build_up.isVisible():
+            self.build_up.label.setText("Click a query row to build its weighted sum of V.")
+            self._row_clicked(self.build_up.query if 0 <= self.build_up.query < len(walkthrough.tokens) else 0)
+
+    def _has(self, *names) -> bool:
+        have = {s.name for s in self.walkthrough.steps}
+        return all(n in have for n in names)
+
+    def _show_extra(self, step) -> None:
+        """Per-token extras (a LayerNorm's mean and variance) as a narrow heatmap; scalars as text."""
+        rows = len(step.row_labels)
+        columns = {k: np.asarray(v, np.float64).reshape(-1) for k, v in (step.extra or {}).items()
+                   if np.ndim(v) >= 1 and np.size(v) == rows}
+        scalars = {k: v for k, v in (step.extra or {}).items() if np.ndim(v) == 0 and _is_number(v)}
+        self.extra.setText(" · ".join(f"{html.escape(k)} = {float(v):.6g}" for k, v in scalars.items()))
+        self.extra.setVisible(bool(scalars))
+        if columns:
+            self.side.clear()
+            self.side.setColumnCount(1 + len(columns))
+            self.side.setRowCount(rows)
+            self.side.setHorizontalHeaderLabels(["token", *columns])
+            for i, token in enumerate(step.row_labels):
+                self.side.setItem(i, 0, QtWidgets.QTableWidgetItem(str(token)))
+                for c, values in enumerate(columns.values(), start=1):
+                    item = QtWidgets.QTableWidgetItem(f"{values[i]:.4g}")
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                    self.side.setItem(i, c, item)
+            self.side.resizeColumnsToContents()
+        self.side.setVisible(bool(columns))
+
+    def _row_clicked(self, i: int) -> None:
+        if self.step is None or self.step.col_labels is None or not self._has("weights", "v"):
+            return
+        w = self.walkthrough
+        head_output = w.step("head_output").values if self._has("head_output") else None
+        self.build_up.show_query(i, list(w.tokens), np.asarray(w.step("weights").values),
+                                 np.asarray(w.step("v").values), head_output)
+        self.heatmap.left_axis.set_highlight(i)       # the query being built up, in red
+        self.row_clicked.emit(i)
+
+
+def _is_number(v) -> bool:
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True

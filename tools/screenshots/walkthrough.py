@@ -1,0 +1,68 @@
+"""Screenshots of the "Step by step" tab (for docs/walkthrough.md, the README, `make screenshots`).
+
+    QT_QPA_PLATFORM=offscreen .venv/bin/python -m tools.screenshots.walkthrough docs/screenshots
+
+Calls the core directly (a screenshot script may block) and hands the results to the panel
+exactly as its workers would.
+"""
+from __future__ import annotations
+
+import sys
+
+from tools.screenshots.inspector import SENTENCE, _app, grab, panel_shots_setup
+
+SECOND = "The dog stayed on the pavement since it was exhausted."
+
+
+def populate_steps(panel, backend, text: str = SENTENCE, layer: int = 3, head: int = 2) -> None:
+    """Explain ``text`` at (layer, head), 0-based, as the worker would."""
+    from core import walkthrough as W
+    panel.state.jobs.wait(30000)
+    _app().processEvents()
+    panel.text_edit.setText(text)
+    panel.other_edit.setText(SECOND)
+    panel._last_request = (text, SECOND, False, layer, head, panel.pooling_combo.currentText())
+    panel.set_result(W.explain(backend, text, layer=layer, head=head, pooling=panel.pooling_combo.currentText()),
+                     backend)
+    _app().processEvents()
+
+
+def show_step(panel, name: str) -> None:
+    panel.set_view(0)
+    panel.show_step(name)
+    if name == "weights":
+        tokens = panel.walkthrough.tokens
+        panel.step_view._row_clicked(tokens.index("it") if "it" in tokens else 1)
+    if name == "pooled":
+        panel.state.jobs.wait(60000)         # the comparison job
+    for _ in range(5):
+        _app().processEvents()
+
+
+def show_positions(panel) -> None:
+    panel.set_view(1)
+    panel.state.jobs.wait(120000)
+    for _ in range(5):
+        _app().processEvents()
+
+
+def main(argv=None) -> int:
+    app, args, (w, h), minilm, state = panel_shots_setup(__doc__, argv)
+    from app.gui.panels.walkthrough.panel import WalkthroughPanel
+
+    panel = WalkthroughPanel(state, auto_explain=False)
+    panel.resize(w, h)
+    panel.show()
+    populate_steps(panel, minilm)
+    for name in ("embeddings_layernorm", "weights", "ffn_activation", "pooled"):
+        show_step(panel, name)
+        grab(panel, args.out / f"walkthrough_{name}.png")
+    show_positions(panel)
+    grab(panel, args.out / "walkthrough_positions.png")
+    state.shutdown(5000)
+    app.processEvents()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
