@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 import faiss  # noqa: E402
 
 from bench.vectors import clustered  # noqa: E402  (shared with bench/milvus_search.py)
-from index.faiss_index import FaissIndex, resolve_kind  # noqa: E402
+from index.faiss.faiss_index import FaissIndex, resolve_kind  # noqa: E402
 
 FAISS_DEFAULT_BLAS_THRESHOLD = 128000   # faiss-cpu 1.15's own default, restored for baselines
 
@@ -186,7 +186,7 @@ def ivf_sweep(fi, q, gt, args):
 def bench_factory(spec, x, q, gt, args, log):
     """A FAISS index_factory candidate the store does not use, for comparison: trained on the
     same 32k sample as ivf, compressed codes re-ranked by IndexRefineFlat, a probe sweep."""
-    from index.faiss_index import IVF_TRAIN_SAMPLE
+    from index.faiss.faiss_index import IVF_TRAIN_SAMPLE
     n, d = x.shape
     r0 = rss_mib()
     t0 = time.perf_counter()
@@ -229,7 +229,7 @@ def bench_factory(spec, x, q, gt, args, log):
 def bench_store(x, q, args, log):
     """The store end to end: SQLite inserts + FAISS add, snapshot, reopen, search via the store."""
     from core.fingerprint import Fingerprint
-    from index.store import VectorStore
+    from index.faiss.store import VectorStore
     n, d = x.shape
     folder = Path(tempfile.mkdtemp(prefix="es-bench-", dir=args.tmp))
     fp = Fingerprint("bench", "0" * 64, "mean", d, True)
@@ -264,9 +264,9 @@ def bench_ingest(args, log):
     CLI's default) and 64 (the app's): rate against one plain embed() call of the same texts
     (the peer, same process), and the share of the time spent outside the model."""
     from app.gui.corpus_service import CHUNK as APP_CHUNK
-    from core.backend import get_backend
+    from core.backends.base import get_backend
     from index.base import ADD_BATCH
-    from index.store import VectorStore
+    from index.faiss.store import VectorStore
     texts = []
     for name in args.ingest_files:
         for line in (ROOT / name).read_text(encoding="utf-8").splitlines():

@@ -1,4 +1,4 @@
-"""The store interface. `index.store.VectorStore` (FAISS + SQLite) and
+"""The store interface. `index.faiss.store.VectorStore` (FAISS + SQLite) and
 `index.milvus.MilvusStore` implement it; the CLI, the app and migrate use only this."""
 from __future__ import annotations
 
@@ -236,7 +236,7 @@ class Store(ABC):
         updated in place as batches commit; with keep_ids its ids list gets every input's id.
         Call save() (or close()) afterwards.
         """
-        from core.backend import EmbedStats
+        from core.backends.base import EmbedStats
         self._need_writer()
         fp = backend.fingerprint(pooling=pooling or self.pooling)
         fpmod.check(self._fp, fp, f"texts embedded with {backend.model_name}",

@@ -25,7 +25,7 @@ from index import fingerprint as fpmod
 from index.base import AddResult, Store
 from index.errors import StoreNotFound
 from index.locations import open_store, parse_location, store_exists
-from index.sentences import DB_NAME
+from index.faiss.sentences import DB_NAME
 
 
 @dataclass

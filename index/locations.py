@@ -1,6 +1,6 @@
 """Where a store lives, and opening the right implementation for it.
 
-    /some/folder                      our FAISS + SQLite store (index.store.VectorStore); a folder
+    /some/folder                      our FAISS + SQLite store (index.faiss.store.VectorStore); a folder
                                       created as a Milvus Lite store is recognised and opened so
     milvus-lite:/some/folder          embedded Milvus Lite, data in /some/folder/milvus.db
     http(s)://HOST:PORT[/DB][?collection=NAME]
@@ -37,7 +37,7 @@ def store_exists(location) -> bool:
     """Whether a store is already there (a server is asked only when opening)."""
     loc = parse_location(location)
     if loc.kind == "faiss":
-        from index.sentences import DB_NAME
+        from index.faiss.sentences import DB_NAME
         return (loc.path / DB_NAME).exists()
     if loc.kind == "lite":
         return (loc.path / LITE_MANIFEST).exists()
@@ -59,7 +59,7 @@ def open_store(location=None, *, create: bool = False, fingerprint=None, readonl
     if writable is None:
         writable = not readonly
     if loc.kind == "faiss":
-        from index.store import VectorStore
+        from index.faiss.store import VectorStore
         return VectorStore.open(loc.path, writable=writable, create=create,
                                 fingerprint=fingerprint, index=index, index_params=index_params,
                                 **kw)

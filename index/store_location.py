@@ -81,7 +81,7 @@ def parse_location(location) -> Location:
         if env:
             location = env
         else:
-            from index.store import default_store_dir
+            from index.faiss.store import default_store_dir
             return Location("faiss", path=default_store_dir(), text=str(default_store_dir()))
     if isinstance(location, Location):
         return location

@@ -52,7 +52,7 @@ def cli_outcome(problems, name, *argv):
 def search_outcome(problems, folder, dim, queries):
     """Search every query's vector; every hit's text must give the hit's score when embedded,
     and a stored query text must come first at 1.0."""
-    from index.store import VectorStore
+    from index.faiss.store import VectorStore
     try:
         store = VectorStore.open(folder)
     except EncoderscopeError:
@@ -82,7 +82,7 @@ def search_outcome(problems, folder, dim, queries):
 
 def verified_state(problems, folder, dim) -> str:
     """After a successful repair: every row's vector is its text's, self-search finds it."""
-    from index.store import VectorStore
+    from index.faiss.store import VectorStore
     try:
         with VectorStore.open(folder) as store:
             recs = {r["id"]: r["text"] for r in store.iter()}

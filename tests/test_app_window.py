@@ -204,7 +204,7 @@ def test_cancel_long_ingest_keeps_committed(qtbot, make_window, tiny_store_templ
 
 
 def test_close_during_job_cancels_cleanly(qtbot, make_window, tiny_store_template):
-    from index.store import VectorStore
+    from index.faiss.store import VectorStore
     w = make_window(tiny_store_template)
     folder = w.service.folder
     before = w.state.store.count()

@@ -3,7 +3,7 @@ through the real `encoderscope` script, cuts the `command` out of its text and r
 
 The messages that suggest commands (grep "encoderscope " in core/ index/ app/): the model and
 pooling mismatch of search/ingest (app/cli/store.py, index/base.py), the store's repair and "no
-store" hints (index/store.py), the encoding hint (core/readers.py), fill-mask's "train one"
+store" hints (index/faiss/store.py), the encoding hint (core/readers.py), fill-mask's "train one"
 (core/fillmask.py).
 """
 import os

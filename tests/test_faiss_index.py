@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from core.errors import Cancelled
-from index.faiss_index import (
+from index.faiss.faiss_index import (
     IVF_FP16_SCORE_ERROR,
     IVF_K_FACTOR,
     IVF_SQ8_MAX_DIM,
@@ -18,9 +18,9 @@ from index.faiss_index import (
     nlist_for,
     resolve_kind,
 )
-from index.manifest import read_manifest
-from index.snapshot import _same_vectors
-from index.store import VectorStore
+from index.faiss.manifest import read_manifest
+from index.faiss.snapshot import _same_vectors
+from index.faiss.store import VectorStore
 from tests.test_store import brute_force, make
 from tests.test_store_support import Fingerprint, clustered
 
@@ -216,7 +216,7 @@ def test_an_older_8bit_ivf_file_of_wide_vectors_still_opens_and_searches(wide, t
 
 
 def test_build_reports_progress_and_cancels_between_chunks(data, monkeypatch):
-    import index.faiss_index as fx
+    import index.faiss.faiss_index as fx
     monkeypatch.setattr(fx, "BUILD_CHUNK", 1000)
     x = data[0][:2500]
     seen = []

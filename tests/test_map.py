@@ -12,7 +12,7 @@ import pytest
 from index.corpus_map import build_map, map_vectors, read_map_csv, write_map_csv
 from index.map_clusters import distinctive_words, kmeans, words_of
 from index.map_projection import fit_pca
-from index.store import VectorStore
+from index.faiss.store import VectorStore
 from tests.test_store_support import Fingerprint, clustered
 
 D = 32

@@ -17,7 +17,7 @@ from app.gui.panels.map.plot import inside_polygon, nearest_row
 from app.gui.state import AppState
 from index.base import Hit
 from index.corpus_map import build_map, read_map_csv
-from index.store import VectorStore
+from index.faiss.store import VectorStore
 from tests.app_fixtures import *  # data_dir, minilm, tiny_store_template, make_window, wait_idle
 from tests.test_store_support import FakeBackend, clustered
 

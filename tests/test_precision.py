@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from core import backend as backend_mod
+from core.backends import base as backend_mod
+
 from core import device as device_mod
-from core.backend import get_backend
+from core.backends.base import get_backend
 from core.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]

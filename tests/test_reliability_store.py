@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from index.errors import StoreCorrupted
-from index.manifest import Manifest
-from index.store import VectorStore
+from index.faiss.manifest import Manifest
+from index.faiss.store import VectorStore
 from tests.fake_vectors import text_vector
 
 ROOT = Path(__file__).resolve().parents[1]

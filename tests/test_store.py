@@ -13,8 +13,8 @@ import pytest
 
 from index.errors import (DuplicateText, ModelMismatch, StoreCorrupted, StoreLocked,
                           StoreNotFound, UnknownId)
-from index.manifest import read_manifest
-from index.store import VectorStore, default_store_dir
+from index.faiss.manifest import read_manifest
+from index.faiss.store import VectorStore, default_store_dir
 from tests.test_store_support import FakeBackend, Fingerprint, clustered
 
 D = 32
@@ -416,7 +416,8 @@ def test_blas_threshold_and_single_query_threads(tmp_path, monkeypatch):
     the caller's thread count is restored (batches keep all threads)."""
     import faiss
 
-    from index import faiss_index
+    from index.faiss import faiss_index
+
     assert faiss.cvar.distance_compute_blas_threshold == faiss_index.BLAS_THRESHOLD <= 16
     store, x = make(tmp_path, 200)
     seen = []

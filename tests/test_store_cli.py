@@ -142,7 +142,7 @@ def test_same_commands_on_milvus_lite(tmp_path, inputs, tiny_model, capsys, monk
 
 
 def test_long_index_rebuild_is_announced(tmp_path, inputs, capsys, monkeypatch):
-    from index.store import VectorStore
+    from index.faiss.store import VectorStore
     monkeypatch.setattr(VectorStore, "pending_reindex",
                         lambda self: "building the approximate (HNSW) index: test")
     rc, out, err = cli(["ingest", inputs["csv"], "--column", "sentence", "--store",
@@ -206,7 +206,7 @@ def test_errors_are_messages_not_tracebacks(tmp_path, inputs, capsys):
     rc, out, err = cli(["info", "--store", store], capsys)
     assert rc == 2 and "manifest" in err and "damaged" in err and "Traceback" not in err
     # A second writer gets a clear message naming the process holding the store.
-    from index.store import VectorStore
+    from index.faiss.store import VectorStore
     (store / "manifest.json").unlink()
     holder = VectorStore.open(store, writable=True)
     try:
@@ -249,7 +249,7 @@ def test_ctrl_c_keeps_committed_sentences(tmp_path):
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     added = int(out.split("added ")[1].split(",")[0])
-    from index.store import VectorStore
+    from index.faiss.store import VectorStore
     with VectorStore.open(store) as s:
         assert s.count() == added >= 8
         assert s._index.ntotal == added

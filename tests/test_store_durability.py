@@ -25,7 +25,7 @@ CHILD = textwrap.dedent("""
     import sys
     sys.path.insert(0, {root!r})
     import numpy as np
-    from index.store import VectorStore   # numpy + faiss + sqlite only: starts fast
+    from index.faiss.store import VectorStore   # numpy + faiss + sqlite only: starts fast
     from tests.fake_vectors import text_vector
 
     D = 24
@@ -80,7 +80,7 @@ def run_trial(folder: Path, rng: random.Random, start: int, kind: str = "flat"):
 
 
 def check_store(folder: Path, done_all, removed_all, removing_all):
-    from index.store import VectorStore
+    from index.faiss.store import VectorStore
     for writable in (False, True):   # readers catch up in memory; the writer also saves
         store = VectorStore.open(folder, writable=writable)
         try:
@@ -148,7 +148,7 @@ def test_kill9_twenty_trials_hnsw(tmp_path):
 @pytest.mark.slow
 def test_kill9_real_cli_ingest(tmp_path):
     """`encoderscope ingest` with minilm, killed -9 mid-way: a finished ingest is intact."""
-    from index.store import VectorStore
+    from index.faiss.store import VectorStore
     lines = [l.strip() for l in (ROOT / "assets" / "sample_corpus.txt").read_text().splitlines()
              if l.strip()]
     lines = list(dict.fromkeys(lines))

@@ -30,7 +30,8 @@ EXPECTED[6] = "fixture sentence five, edited"
 
 
 def test_one_text_hash_for_both_stores():
-    from index import sentences
+    from index.faiss import sentences
+
     assert sentences.text_hash is text_hash           # the FAISS store uses the shared one
     t = "naïve \ud800 text"                             # a lone surrogate has a hash too
     assert text_hash(t) == hashlib.blake2b(t.encode("utf-8", "surrogatepass"),
@@ -108,7 +109,8 @@ def test_new_stores_are_format2(tmp_path):
 
 
 def test_one_metadata_split_for_both_stores():
-    from index import store as faiss_store
+    from index.faiss import store as faiss_store
+
     from index.records import make_record, split_meta
     meta = {"source": "a.csv", "row": "7", "added": "not a time", "lang": "de"}
     assert split_meta(meta) == ("a.csv", 7, None, {"lang": "de"})

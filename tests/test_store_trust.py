@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from index.errors import StoreCorrupted, StoreWriteFailed
-from index.manifest import CHECKSUM_KEY, read_manifest
-from index.store import VectorStore
+from index.faiss.manifest import CHECKSUM_KEY, read_manifest
+from index.faiss.store import VectorStore
 from tests.fake_vectors import text_vector
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -323,7 +323,7 @@ def test_odd_manifests_give_one_error_never_a_traceback_or_hang(tmp_path, damage
     elif damage == "huge":
         mf.write_bytes(b" " * (2 << 20))
     elif damage == "bad_types":        # a valid checksum over wrong types
-        from index.manifest import _self_checksum
+        from index.faiss.manifest import _self_checksum
         m = json.loads(mf.read_text())
         m.update(dim="16", count=-1)
         m[CHECKSUM_KEY] = _self_checksum(m)

@@ -1,1 +1,1 @@
-"""The two encoders behind core.backend.Backend: ours (scratch.py) and transformers (hf.py)."""
+"""The two encoders behind core.backends.base.Backend: ours (scratch.py) and transformers (hf.py)."""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from core import hf_checkpoint
-from core.backend import Backend
+from core.backends.base import Backend
 from core.errors import InputError, ModelUnavailable
 from core.fingerprint import weights_hash
 from core.sources import ModelSource

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from core.backend import Backend
+from core.backends.base import Backend
 from core.errors import InputError
 from core.fingerprint import weights_hash
 from core.model import pack_for_cpu_inference

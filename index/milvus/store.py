@@ -1,5 +1,5 @@
 """MilvusStore: the store interface (index.base.Store) on Milvus — embedded Milvus Lite in a local
-folder, or a Milvus Standalone/Distributed server. Same behaviour as index.store.VectorStore:
+folder, or a Milvus Standalone/Distributed server. Same behaviour as index.faiss.store.VectorStore:
 cosine search, one row per distinct text, ids never reused, the model fingerprint checked on
 every open/add/search with the same ModelMismatch message.
 

@@ -26,8 +26,8 @@ import numpy as np
 
 from index.durability import INTACT, check_regular
 from index.errors import StoreCorrupted, StoreError, StoreWriteFailed
-from index.row_checks import CHUNK, ROW_COLUMNS, RowChecks, row_checksum
-from index.row_checks import read_record as _record
+from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecks, row_checksum
+from index.faiss.row_checks import read_record as _record
 from index.text_hash import text_hash  # one text hash for both stores
 
 DB_NAME = "store.db"

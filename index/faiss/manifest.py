@@ -20,7 +20,7 @@ from pathlib import Path
 
 from index.durability import atomic_write, read_regular
 from index.errors import StoreCorrupted
-from index.faiss_index import KINDS
+from index.faiss.faiss_index import KINDS
 
 FORMAT = "encoderscope-store"
 FORMAT_VERSION = 2

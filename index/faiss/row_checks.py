@@ -1,6 +1,6 @@
 """Row checks of the sentence database: a checksum per row and what damage looks like.
 
-SentenceDB (index/sentences.py) mixes RowChecks in. A row's checksum covers its id, text,
+SentenceDB (index/faiss/sentences.py) mixes RowChecks in. A row's checksum covers its id, text,
 source, row, metadata and vector; besides it, the text hash must be the text's (duplicate
 detection relies on it) and the vector must be finite and unit length. Damaged rows are named
 by id; a repair moves them to the table `damaged` (kept, so their texts can be ingested again).

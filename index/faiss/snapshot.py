@@ -1,6 +1,6 @@
 """Loading a FAISS store's index snapshot and proving it belongs to its database.
 
-VectorStore (index/store.py) mixes this in. One recovery path: whatever is wrong with the
+VectorStore (index/faiss/store.py) mixes this in. One recovery path: whatever is wrong with the
 manifest or the snapshot (missing, damaged, foreign, older, another kind, not a regular file),
 the problem is a StoreCorrupted with remedy "repair", and repair rebuilds the index from the
 database after setting aside the rows that fail their checksum. Checks, cheapest first: the
@@ -15,8 +15,8 @@ import numpy as np
 
 from index.durability import check_regular, move_aside
 from index.errors import StoreCorrupted
-from index.faiss_index import IVF_FP16_SCORE_ERROR, MARKING_KINDS, FaissIndex
-from index.manifest import (
+from index.faiss.faiss_index import IVF_FP16_SCORE_ERROR, MARKING_KINDS, FaissIndex
+from index.faiss.manifest import (
     MANIFEST_NAME,
     Manifest,
     UnsupportedFormat,

@@ -3,7 +3,7 @@ search, a manifest tying them together. See docs/api-contract.md for the backend
 
 Folder layout:
     store.db (+ -wal, -shm)   sentences, metadata, float32 vectors, row checksums, store id,
-                              generation counter (index/sentences.py, index/row_checks.py)
+                              generation counter (index/faiss/sentences.py, index/faiss/row_checks.py)
     index-<generation>.faiss  the FAISS snapshot named by the manifest
     manifest.json             format, store id, fingerprint, dim, metric, index kind + params,
                               count, generation covered, index file name/size/sha256
@@ -13,7 +13,7 @@ Trust: the database carries a random store id, also written in the manifest, and
 row; on open the index must list exactly the database's ids and hold the database's vectors
 (a sample; all of them with verify=True), and every search hit's score is checked against the
 database's vector for that id, so a foreign, older or damaged part gives StoreCorrupted (with
-remedy "repair"), never a wrong result (index/snapshot.py). Only regular files are opened (no
+remedy "repair"), never a wrong result (index/faiss/snapshot.py). Only regular files are opened (no
 FIFO can block); OS write errors (a full disk) are one StoreWriteFailed (index/durability.py).
 
 Durability: every batch of added sentences is one SQLite transaction (WAL, synchronous=FULL).
@@ -43,16 +43,16 @@ from index.durability import (
     write_failed,
 )
 from index.errors import DuplicateText, StoreCorrupted, StoreError, StoreNotFound, UnknownId
-from index.faiss_index import AUTO_HNSW_THRESHOLD, MARKING_KINDS, REQUESTS, FaissIndex, resolve_kind
-from index.manifest import (
+from index.faiss.faiss_index import AUTO_HNSW_THRESHOLD, MARKING_KINDS, REQUESTS, FaissIndex, resolve_kind
+from index.faiss.manifest import (
     MANIFEST_NAME,
     Manifest,
     sha256_file,
     write_manifest,
 )
 from index.records import split_meta
-from index.sentences import DB_NAME, SIDE_FILES, SentenceDB
-from index.snapshot import SnapshotLoading
+from index.faiss.sentences import DB_NAME, SIDE_FILES, SentenceDB
+from index.faiss.snapshot import SnapshotLoading
 
 
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
@@ -268,7 +268,7 @@ class VectorStore(SnapshotLoading, Store):
     # changes
     # ---------------------------------------------------------------------------------------
     def _plan(self, texts, result: AddResult):
-        from index.sentences import text_hash
+        from index.faiss.sentences import text_hash
         check_texts(texts)
         hashes = [text_hash(t) for t in texts]
         stored = self._db.existing_hashes(set(hashes))

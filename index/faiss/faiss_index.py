@@ -14,7 +14,7 @@ are the SQLite sentence ids):
         IndexRefineFlat): ~1-2 ms at 1M vectors, built in a minute or two; removals are marked
         like HNSW's, updates rebuild it
 The scores a kind gives are its own (sq8 and fp16 ones approximate); the store checks every hit
-against the vector its database holds and reports that exact cosine (index/snapshot.py).
+against the vector its database holds and reports that exact cosine (index/faiss/snapshot.py).
 Long builds (ivf, hnsw) add in chunks: build() reports progress between chunks and stops
 between them when cancelled, leaving whatever index the caller held untouched.
 """
