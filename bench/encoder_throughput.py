@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-from core.backends.base import get_backend  # noqa: E402
+from core.backends import get_backend  # noqa: E402
 from core.batching import plan_batches, token_budget  # noqa: E402
 from core.pooling import l2_normalize, pool  # noqa: E402
 

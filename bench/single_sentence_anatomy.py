@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from encoder_throughput import onnx_session    # first: it puts the repository on sys.path
 
-from core.backends.base import get_backend
+from core.backends import get_backend
 from core.device import autocast
 from core.model import Linear, pack_for_cpu_inference
 from core.packed_forward import PackedEncoder

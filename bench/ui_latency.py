@@ -113,7 +113,7 @@ def make_window(app, folder):
 
 def bench_ingest(app, n, tmp):
     from app.gui.corpus_service import create_store_job
-    from core.backends.base import get_backend
+    from core.backends import get_backend
     folder = tmp / "ingest"
     backend = get_backend("minilm", "scratch")
     store, _ = create_store_job(folder, backend, "mean", sample=None, progress=lambda *a, **k: None,
@@ -138,7 +138,7 @@ def bench_ingest(app, n, tmp):
 
 
 def bench_search(app, rows, tmp):
-    from core.backends.base import get_backend
+    from core.backends import get_backend
     from PySide6.QtTest import QTest
     import csv
 

@@ -3,7 +3,7 @@ skip them (issue 14, start-up). A missing or unreadable file only means measurin
 
 * ``kernel_choice.json`` - core.model.pack_for_cpu_inference: which fp32 Linear kernel (oneDNN or
   MKL) won per weight shape (timing both costs 70-230 ms per model load).
-* ``bf16_check.json`` - core.backends.base's check_bf16: the min cosine of a model's bf16 vectors with
+* ``bf16_check.json`` - core.backends.base.Backend.check_bf16: the min cosine of a model's bf16 vectors with
   its fp32 ones (two embeddings of the check sentences, ~1 s of CPU per load).
 Keys hold what the result depends on: the CPU, torch's version and thread count, plus the shape
 or the model's folder and weights' mtime.

@@ -118,7 +118,7 @@ def _rounded(a: np.ndarray):
 def reference_backend(backend):
     """The CPU fp32 from-scratch backend holding the same weights, and a note when it differs
     from the one given (hf backends, GPUs, bf16): the steps are always the fp32 encoder's."""
-    from core.backends.base import get_backend
+    from core.backends import get_backend
     if backend.backend == "scratch" and backend.device.type == "cpu" and backend.precision == "fp32":
         return backend, ""
     ref = get_backend(backend.model_name, "scratch", device="cpu", precision="fp32")
@@ -149,7 +149,7 @@ def tokenize(backend, text: str, pair: str | None = None):
 
 
 def check_choice(cfg, layer: int, head: int, pooling: str):
-    from core.backends.base import check_pooling
+    from core.backends import check_pooling
     check_pooling(pooling)
     if not 0 <= layer < cfg.n_layers:
         raise InputError(f"layer {layer + 1} does not exist: this model has {cfg.n_layers} layers "

@@ -175,7 +175,7 @@ def format_sums(tokens, sums, digits: int = 4) -> str:
 
 def explain(backend, query: str, text: str, pooling: str = "mean") -> Why:
     """Split ``backend``'s cosine between ``query`` and ``text`` over their token pairs."""
-    from core.backends.base import check_pooling
+    from core.backends import check_pooling
     check_pooling(pooling)
     tokens_a, h, special_a = backend.token_vectors(query)
     tokens_b, g, special_b = backend.token_vectors(text)

@@ -236,7 +236,7 @@ class Store(ABC):
         updated in place as batches commit; with keep_ids its ids list gets every input's id.
         Call save() (or close()) afterwards.
         """
-        from core.backends.base import EmbedStats
+        from core.backends import EmbedStats
         self._need_writer()
         fp = backend.fingerprint(pooling=pooling or self.pooling)
         fpmod.check(self._fp, fp, f"texts embedded with {backend.model_name}",

@@ -32,7 +32,7 @@ def data_dir(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def minilm():
-    from core.backends.base import get_backend
+    from core.backends import get_backend
     return get_backend("minilm", "scratch", device="cpu")
 
 

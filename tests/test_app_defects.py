@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 
-from core.backends.base import get_backend
+from core.backends import get_backend
 from tests.app_fixtures import *
 from tests.app_fixtures import wait_idle
 

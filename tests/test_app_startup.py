@@ -84,7 +84,7 @@ def test_the_transformers_tokenizer_loads_in_the_background_after_the_panels(
     once the idle-time panel building is done it is loaded in a worker (the Attention panel's
     first inspection loads it too, but that panel may show another model), so a first Why or
     Fill-mask request does not wait for it."""
-    import core.backends.base as cb
+    import core.backends as cb
     from core.sources import resolve
     from core.tokenizer import ModelTokenizer
     ModelTokenizer(resolve("minilm").folder, 512)       # from here on the pipeline is kept
@@ -104,7 +104,7 @@ def test_the_transformers_tokenizer_loads_in_the_background_after_the_panels(
 
 
 def test_the_tokenizer_warm_up_loads_it_without_any_panel(qtbot, make_window, sample_store_template, monkeypatch):
-    import core.backends.base as cb
+    import core.backends as cb
     from core.sources import resolve
     from core.tokenizer import ModelTokenizer
     ModelTokenizer(resolve("minilm").folder, 512)

@@ -4,7 +4,7 @@ import pytest
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from core import attention as A
-from core.backends.base import Inspection, get_backend
+from core.backends import Inspection, get_backend
 
 pytest.importorskip("pytestqt")
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.backends.base import EmbedStats, get_backend
+from core.backends import EmbedStats, get_backend
 from core.catalog import list_models
 from core.fingerprint import Fingerprint
 from core.errors import InputError, ModelUnavailable, NoMLMHead

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.backends.base import get_backend
+from core.backends import get_backend
 from core.batching import plan_batches, token_budget
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.backends.base import get_backend
+from core.backends import get_backend
 from core.device import bf16_supported, describe_device, pick_device
 from core.errors import DeviceUnavailable, EncoderscopeError, InputError
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from core import model as model_mod
-from core.backends.base import get_backend
+from core.backends import get_backend
 from core.device import bf16_supported
 from core.model import pack_for_cpu_inference
 

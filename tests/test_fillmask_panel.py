@@ -2,7 +2,7 @@
 import pytest
 from PySide6 import QtCore
 
-from core.backends.base import get_backend
+from core.backends import get_backend
 
 pytest.importorskip("pytestqt")
 

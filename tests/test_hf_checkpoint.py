@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.backends.base import get_backend
+from core.backends import get_backend
 from core.hf_checkpoint import ours_to_bert
 from core.train import Trainer
 from core.weights import BERT_KEY_MAP

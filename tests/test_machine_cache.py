@@ -60,7 +60,7 @@ def test_an_unreadable_cache_means_timing_again(tmp_path, monkeypatch):
 
 
 def test_the_bf16_check_is_remembered(tmp_path, monkeypatch):
-    from core.backends.base import get_backend
+    from core.backends import get_backend
     from tests.helpers import make_tiny_distilbert
     monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path / "data"))
     backend = get_backend(model=str(make_tiny_distilbert(tmp_path / "tiny")), precision="fp32")

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from core.backends import base as backend_mod
+import core.backends as backend_mod
 
 from core import device as device_mod
-from core.backends.base import get_backend
+from core.backends import get_backend
 from core.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def test_auto_backend_checks_bf16_and_keeps_it(monkeypatch, auto_env):
     ref = get_backend("minilm", precision="fp32")
     texts = ["A small cat naps in the sun.", "Markets fell sharply on Monday after the report."]
     cos = (b.embed(texts) * ref.embed(texts)).sum(1)
-    assert cos.min() >= backend_mod.BF16_MIN_COSINE
+    assert cos.min() >= backend_mod.base.BF16_MIN_COSINE
     assert np.abs(b.embed(texts) - ref.embed(texts)).max() > 0      # really another precision
     # one model, either precision: the same fingerprint, so they share a store
     assert b.fingerprint("mean") == ref.fingerprint("mean")

@@ -172,7 +172,7 @@ def test_the_size_check_holds_with_a_kept_pipeline(folders, data_dir):
 def test_a_second_start_embeds_without_transformers(tmp_path):
     """Two fresh processes: the second embeds a query without importing transformers, to the
     same vector; asking for the transformers tokenizer afterwards still works."""
-    code = ("import sys, json; from core.backends.base import get_backend\n"
+    code = ("import sys, json; from core.backends import get_backend\n"
             "b = get_backend('minilm', precision='fp32')\n"
             "v = b.embed(['A storm is coming, said the old fisherman.'])[0]\n"
             "had = 'transformers' in sys.modules\n"

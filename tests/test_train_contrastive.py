@@ -83,7 +83,7 @@ def test_minilm_with_a_fresh_mlm_head_becomes_a_fill_mask_model(corpus_without_p
     w1 = model.distilbert.embeddings.token_type_embeddings.weight
     assert torch.allclose(w0, w1, atol=5e-3)
     try:
-        from core.backends.base import get_backend
+        from core.backends import get_backend
     except ImportError:  # pragma: no cover
         return
     b = get_backend(model=str(out), backend="scratch", device="cpu")

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from core import numpy_ref
-from core.backends.base import get_backend
+from core.backends import get_backend
 from core.backends.scratch import RandomScratchBackend
 from core.errors import InputError
 from core.walkthrough import POST_ORDER, PRE_ORDER, TOLERANCE, explain

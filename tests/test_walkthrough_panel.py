@@ -273,7 +273,7 @@ def test_layer_and_head_controls_rerun_the_walkthrough(qtbot, panel, minilm):
 
 
 def test_results_follow_the_selected_model(qtbot, panel, tiny_distilbert):
-    from core.backends.base import get_backend
+    from core.backends import get_backend
     explain(qtbot, panel, "the cat sat on the mat")
     tiny = get_backend(str(tiny_distilbert), backend="scratch")
     with qtbot.waitSignal(panel.explained, timeout=60000) as sig:
@@ -299,7 +299,7 @@ def test_attention_panel_sends_its_text(qtbot, panel):
 
 
 def test_sinusoidal_model_has_no_learned_table(qtbot, panel, tmp_path):
-    from core.backends.base import get_backend
+    from core.backends import get_backend
     from tests.helpers import make_tiny_distilbert
     sinusoidal = get_backend(str(make_tiny_distilbert(tmp_path / "sin", sinusoidal=True)), backend="scratch")
     panel.state.backend = sinusoidal
@@ -314,7 +314,7 @@ def test_sinusoidal_model_has_no_learned_table(qtbot, panel, tmp_path):
 
 
 def test_prenorm_model_pairs_and_hf_note(qtbot, panel, tmp_path, tiny_distilbert):
-    from core.backends.base import get_backend
+    from core.backends import get_backend
     from tests.helpers import make_tiny_checkpoint
     pre = get_backend(str(make_tiny_checkpoint(tmp_path / "pre")), backend="scratch")
     panel.state.backend = pre

@@ -21,7 +21,7 @@ def tiny_bert(tmp_path_factory):
 
 
 def backend_for(name, kind, request):
-    from core.backends.base import get_backend
+    from core.backends import get_backend
     folder = {"minilm": "minilm", "tiny-distilbert": request.getfixturevalue("tiny_distilbert"),
               "tiny-bert": request.getfixturevalue("tiny_bert")}[name]
     return get_backend(str(folder), kind, device="cpu")

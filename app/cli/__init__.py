@@ -54,7 +54,7 @@ def add_model_options(p: argparse.ArgumentParser, pooling: bool = True, store_de
 
 
 def backend_from_args(args):
-    from core.backends.base import get_backend
+    from core.backends import get_backend
     return get_backend(args.model, args.backend, device=args.device, precision=args.precision)
 
 
@@ -90,7 +90,7 @@ def read_file_lines(path, encoding=None) -> list[str]:
 
 
 def cmd_embed(args) -> int:
-    from core.backends.base import EmbedStats
+    from core.backends import EmbedStats
     b = backend_from_args(args)
     stats = EmbedStats()
     vecs = b.embed(read_texts(args), pooling=args.pooling, batch_size=args.batch_size, stats=stats)

@@ -101,7 +101,7 @@ def _location(args):
 
 
 def _backend(args, model):
-    from core.backends.base import get_backend
+    from core.backends import get_backend
     return get_backend(model, getattr(args, "backend", "scratch") or "scratch",
                        device=getattr(args, "device", None),
                        precision=getattr(args, "precision", None))

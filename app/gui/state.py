@@ -74,7 +74,7 @@ class ModelChoice:
 
 def load_backend_fn(choice: ModelChoice, progress=None, cancel=None):
     """Worker-side: load (or fetch from the core's cache) the Backend for ``choice``."""
-    from core.backends.base import get_backend
+    from core.backends import get_backend
 
     if progress:
         progress(0, 0, f"Loading {choice.model} …")

@@ -1,4 +1,4 @@
-"""One API over two encoders: ours (``scratch``) and Hugging Face transformers (``hf``).
+"""The Backend: one API over two encoders (ours and transformers), what get_backend returns.
 
 The app, the CLI and the store all go through ``get_backend(...)``. Each backend
 (core/backends/scratch.py, core/backends/hf.py) only knows how to run its network (``_forward`` /
@@ -11,19 +11,18 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from core import fillmask, machine_cache
 from core.batching import plan_batches, token_budget
-from core.device import autocast, describe_device, pick_device, requested_precision, resolve_precision
+from core.device import autocast, describe_device
 from core.errors import Cancelled, InputError
 from core.fingerprint import Fingerprint
-from core.names import BACKENDS, POOLINGS
+from core.names import POOLINGS
 from core.pooling import l2_normalize, pool
-from core.sources import DEFAULT_MODEL, ModelSource, resolve
+from core.sources import ModelSource
 
 log = logging.getLogger(__name__)
 # Before "auto" runs a model in bf16, its bf16 vectors of these sentences must keep this cosine
@@ -246,58 +245,3 @@ class Backend:
 def check_pooling(pooling: str):
     if pooling not in POOLINGS:
         raise InputError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
-
-
-_cache: dict = {}
-_cache_lock = threading.Lock()
-
-
-def get_backend(model: str = DEFAULT_MODEL, backend: str = "scratch", device=None,
-                precision: str | None = None, progress=None) -> Backend:
-    """The loaded model, cached: one object per (model, backend, device, precision).
-
-    precision: "auto" (default: $ENCODERSCOPE_PRECISION, else auto) runs embeddings in bf16
-    where the hardware has it natively and the model's bf16 vectors pass ``check_bf16``, else
-    fp32; "fp32" or "bf16" force one.
-    """
-    if backend not in BACKENDS:
-        raise InputError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    dev = pick_device(device if isinstance(device, str) or device is None else str(device))
-    asked = requested_precision(precision)
-    run_in = resolve_precision(dev, asked)
-    if model == "random" or model.startswith("random:"):
-        if backend != "scratch":
-            raise InputError("random weights exist only for the from-scratch encoder (--backend scratch)")
-        key = (model, backend, str(dev), asked, run_in)
-        from core.backends.scratch import RandomScratchBackend as cls
-        where = model
-    else:
-        source = resolve(model, progress=progress)
-        # The weights' mtime is part of the key: a model retrained in place is loaded afresh.
-        key = (str(source.folder.resolve()), _weights_mtime(source.folder), backend, str(dev), asked, run_in)
-        if backend == "scratch":
-            from core.backends.scratch import ScratchBackend as cls
-        else:
-            from core.backends.hf import HFBackend as cls
-        where = source
-    with _cache_lock:
-        if key not in _cache:
-            b = cls(where, dev, run_in)
-            if asked == "auto" and run_in == "bf16":
-                b.check_bf16(memo=machine_cache.machine_key(*key, len(BF16_CHECK_SENTENCES)))
-            _cache[key] = b
-        return _cache[key]
-
-
-def _weights_mtime(folder: Path) -> int:
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        if (folder / name).is_file():
-            return (folder / name).stat().st_mtime_ns
-    return 0
-
-
-def clear_cache():
-    with _cache_lock:
-        _cache.clear()
-
-

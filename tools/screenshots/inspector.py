@@ -99,7 +99,7 @@ def _settle(panel) -> None:
 
 def mlm_backend(model: str | None):
     """The best masked-LM model here: the one asked for, distilbert-base-uncased if cached."""
-    from core.backends.base import get_backend
+    from core.backends import get_backend
     candidates = [model] if model else []
     candidates += [os.environ.get("ENCODERSCOPE_MLM_MODEL", ""), "distilbert-base-uncased"]
     for name in filter(None, candidates):
@@ -131,7 +131,7 @@ def panel_shots_setup(doc: str, argv=None, extra=None):
     args = ap.parse_args(argv)
     app = _app()
     from app.gui.state import AppState
-    from core.backends.base import get_backend
+    from core.backends import get_backend
 
     args.out.mkdir(parents=True, exist_ok=True)
     minilm = get_backend("minilm", backend="scratch")

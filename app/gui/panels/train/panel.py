@@ -414,7 +414,7 @@ class TrainPanel(QtWidgets.QWidget):
             return False
         if self._resumed_into_existing:
             # The folder's weights changed under a possibly cached backend: load it afresh.
-            from core.backends.base import clear_cache
+            from core.backends import clear_cache
             clear_cache()
         # the inspected model (attention, fill-mask): the corpus and its search stay as they are
         choice = self.state.choice.with_(model=str(self.trained_folder), backend="scratch")
