@@ -1,2 +1,2 @@
-"""The desktop app and the `encoderscope` composition root (the only package that imports Qt /
-pyqtgraph, and only in the modules that draw)."""
+"""The app: the command line (app/cli/, Qt-free) and the desktop app (app/gui/, the only place
+that imports Qt and pyqtgraph); app/main.py is the `encoderscope` entry point over both."""

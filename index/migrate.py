@@ -68,7 +68,7 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
     from index.locations import describe_location, open_store, parse_location
 
     if batch < 1:
-        raise InputError("--batch-size must be at least 1")
+        raise InputError("the batch size must be at least 1")
     t0 = time.perf_counter()
     src_loc, dst_loc = parse_location(source), parse_location(destination)
     if str(src_loc) == str(dst_loc) and (src_loc.kind, src_loc.path) == (dst_loc.kind, dst_loc.path):
@@ -193,93 +193,3 @@ def _check_rows(res, src, dst, id_map, batch, backend, reembed_sample, rng) -> N
                 f"stored vector (cosine down to {worst:.3f}): destination ids "
                 f"{_ids([i for i, _ in bad])}: the source pairs these texts with vectors that "
                 "are not theirs, and only embedding them again repairs that")
-
-
-# ------------------------------------------------------------------------------------------
-# command line
-# ------------------------------------------------------------------------------------------
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "migrate", help="copy a corpus between stores (FAISS folder, milvus-lite:FOLDER, "
-                        "http(s)://HOST:PORT) without re-embedding")
-    p.add_argument("--from", dest="source", required=True, metavar="STORE",
-                   help="the store to copy: a folder, milvus-lite:FOLDER or "
-                        "http(s)://HOST:PORT[/DB][?collection=NAME]")
-    p.add_argument("--to", dest="destination", required=True, metavar="STORE",
-                   help="where to copy it (created if missing, for the source's model); a "
-                        "server token comes from $ENCODERSCOPE_MILVUS_TOKEN")
-    p.add_argument("--batch-size", type=int, default=BATCH,
-                   help=f"sentences per copied batch (default {BATCH})")
-    p.add_argument("--index", choices=("auto", "flat", "hnsw", "sq8", "ivf"), default="auto",
-                   help="index kind of a new destination (default auto: FAISS exact then HNSW "
-                        "from 200k; Milvus Lite FLAT; Milvus server HNSW)")
-    p.add_argument("--verify", action="store_true",
-                   help="also embed a sample of the copied texts again with the store's model "
-                        "and compare them with their stored vectors (every copied row is "
-                        "always compared with the source by id)")
-    p.add_argument("--verify-sample", type=int, default=REEMBED_SAMPLE, metavar="N",
-                   help=f"texts --verify embeds again (default {REEMBED_SAMPLE})")
-    p.add_argument("--backend", choices=("scratch", "hf"), default="scratch",
-                   help="how --verify runs the store's model (default scratch)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=cmd_migrate)
-
-
-def _model_of(kind: str):
-    """fingerprint dict -> the Backend that made it (for --verify), or an error saying why not."""
-    def load(fp: dict):
-        from core.backends import get_backend
-        backend = get_backend(fp.get("model"), kind)
-        fpmod.check(fp, backend.fingerprint(pooling=fp.get("pooling", "mean")),
-                    f"--verify's model ({fp.get('model')} run by --backend {kind})",
-                    where="being copied", hint="try the other --backend, or leave out --verify")
-        return backend
-    return load
-
-
-def cmd_migrate(args) -> int:
-    import json
-
-    from tqdm import tqdm
-
-    from index.locations import describe_location
-    if args.index == "ivf" and "://" not in args.destination and not args.destination.startswith(
-            "milvus-lite:"):
-        raise InputError("--index ivf is for Milvus destinations")
-    bar = tqdm(total=None, desc="copying", unit=" sentences", disable=args.quiet,
-               file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
-    last = [0]
-
-    def progress(done, total):
-        if bar.total is None:
-            bar.total = total
-            bar.refresh()
-        bar.update(done - last[0])
-        last[0] = done
-    try:
-        if args.verify and args.verify_sample < 1:
-            raise InputError("--verify-sample must be at least 1")
-        res = migrate(args.source, args.destination, batch=args.batch_size, index=args.index,
-                      progress=progress,
-                      verify_backend=_model_of(args.backend) if args.verify else None,
-                      reembed_sample=args.verify_sample)
-    except KeyboardInterrupt:
-        bar.close()
-        print("interrupted: the batches copied so far are in the destination; run the same "
-              "command again to finish (sentences already there are skipped)", file=sys.stderr)
-        return 130
-    finally:
-        bar.close()
-    if args.json:
-        json.dump(res.to_dict(), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        rate = res.copied / res.seconds if res.seconds else 0
-        print(f"copied {res.copied} sentences from {describe_location(args.source)} to "
-              f"{describe_location(args.destination)} in {res.seconds:.1f} s ({rate:.0f}/s): "
-              f"added {res.added}, already there {res.duplicates}; the destination holds "
-              f"{res.destination_count}; verified (counts, {res.rows_checked} rows compared "
-              f"with the source by id, {res.sample_checked} sample searches"
-              + (f", {res.reembedded} texts embedded again" if res.reembedded else "") + ")")
-    return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.cli import add_model_options, backend_from_args, emit_json
+from app.cli.options import add_model_options, backend_from_args, emit_json
 from core.walkthrough import TOLERANCE
 
 

@@ -31,7 +31,7 @@ def register(sub) -> None:
 
 
 def cmd_map(args) -> int:
-    from app.cli import emit_json
+    from app.cli.options import emit_json
     from core.errors import InputError
     from index.corpus_map import build_map, write_map_csv
     from index.locations import open_store, parse_location

@@ -1,6 +1,6 @@
 """Store commands for `encoderscope`: ingest, search, info, remove.
 
-app/cli.py calls `register(subparsers)`; each command sets `func=handler(args) -> exit code`.
+The parser (app/cli/__init__.py) calls `register(subparsers)`; each command sets `func=handler(args) -> exit code`.
 """
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import contextlib
 import json
 import sys
 
+from app.cli.options import add_index_option
 from core.errors import InputError
 from core.sources import DEFAULT_MODEL
 
@@ -17,7 +18,7 @@ MAX_BAD_LINES_SHOWN = 20
 def _add_model_options(p, store_default: bool = False):
     """The shared model options, with None for --model/--pooling: "the store's" (a new store gets
     minilm + mean, which the help says unless the command needs an existing store)."""
-    from app.cli import add_model_options
+    from app.cli.options import add_model_options
     add_model_options(p, store_default="existing" if store_default else "new")
     p.set_defaults(model=None, pooling=None)
 
@@ -57,10 +58,7 @@ def register(subparsers) -> None:
                                                    "of text, sentence, sentences, content, body; a "
                                                    "line that is a JSON string is the text)")
     _add_encoding_option(p)
-    p.add_argument("--index", choices=("auto", "flat", "hnsw", "sq8", "ivf"), default="auto",
-                   help="index kind of a new store: exact (flat), approximate (hnsw, ivf), "
-                        "8-bit quantised (sq8) or auto (FAISS: exact, ivf from 200k sentences; "
-                        "Milvus Lite FLAT; Milvus server HNSW; default)")
+    add_index_option(p)
     p.add_argument("--batch-size", type=int, default=256,
                    help="sentences per committed batch (default 256)")
     p.add_argument("--rebuild", action="store_true",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 
 def register(sub) -> None:
-    from app.cli import add_model_options
+    from app.cli.options import add_model_options
 
     p = sub.add_parser("why", help="why TEXT matches QUERY: the score split over token pairs (exact)")
     p.add_argument("query", metavar="QUERY", help="the query (the matrix's rows)")
@@ -39,7 +39,7 @@ def _model_and_pooling(args) -> tuple[str, str]:
 
 def cmd_why(args) -> int:
     from core.backends import get_backend
-    from app.cli import emit_json
+    from app.cli.options import emit_json
     from core.errors import InputError
     from core.why import explain, format_pairs, format_sums, to_dict
 

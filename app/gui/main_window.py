@@ -17,7 +17,7 @@ from app.gui.corpus_service import SAMPLE_STORE, CorpusService
 from app.gui.widgets.job_progress import JobProgress
 from app.gui.logs import log, log_dir, setup_logging
 from app.gui.inspect_bar import InspectBar
-from app.gui.panel_tabs import LazyPanels, panel_class, plain_holder, put_in_holder, scroll_holder
+from app.gui.panel_tabs import LazyPanels, plain_holder, put_in_holder, scroll_holder
 from app.gui.model_bar import ModelBar
 from app.gui.panels.search.panel import SearchPanel
 from app.gui.settings import as_int, open_settings, stores_dir
@@ -31,12 +31,38 @@ PRECISION_MENU = [
     ("fp32", "&fp32", "Full precision: the reference numbers"),
     ("bf16", "&bf16", "Faster on CPUs with AVX512-BF16/AMX and on GPUs; slower where emulated"),
 ]
-# the panels built when first needed (app/gui/panel_tabs.py): tab title -> "module:class"
-OPTIONAL_PANELS = {"Attention": "app.gui.panels.attention.panel:AttentionPanel",
-                   "Step by step": "app.gui.panels.walkthrough.panel:WalkthroughPanel",
-                   "Fill-mask": "app.gui.panels.fillmask.panel:FillMaskPanel",
-                   "Train": "app.gui.panels.train.panel:TrainPanel"}
-MAP_PANEL = {"Map": "app.gui.panels.map.panel:MapPanel"}
+
+
+# The panels built when first needed (app/gui/panel_tabs.py): each imports pyqtgraph, so its module is
+# imported by its factory, not at start-up. Tab title -> factory(state) -> the panel.
+def _attention_panel(state):
+    from app.gui.panels.attention.panel import AttentionPanel
+    return AttentionPanel(state)
+
+
+def _walkthrough_panel(state):
+    from app.gui.panels.walkthrough.panel import WalkthroughPanel
+    return WalkthroughPanel(state)
+
+
+def _fillmask_panel(state):
+    from app.gui.panels.fillmask.panel import FillMaskPanel
+    return FillMaskPanel(state)
+
+
+def _train_panel(state):
+    from app.gui.panels.train.panel import TrainPanel
+    return TrainPanel(state)
+
+
+def _map_panel(state):
+    from app.gui.panels.map.panel import MapPanel
+    return MapPanel(state)
+
+
+OPTIONAL_PANELS = {"Attention": _attention_panel, "Step by step": _walkthrough_panel,
+                   "Fill-mask": _fillmask_panel, "Train": _train_panel}
+MAP_PANEL = {"Map": _map_panel}
 PREBUILD_DELAY_MS = 1500   # after the corpus model loaded, build the unbuilt panels one at a time
 
 
@@ -192,7 +218,7 @@ class MainWindow(QMainWindow):
 
     def _build_panel(self, title: str):
         """Build the panel of tab ``title`` into its holder (LazyPanels calls this once)."""
-        panel = panel_class({**OPTIONAL_PANELS, **MAP_PANEL}[title])(self.state)
+        panel = {**OPTIONAL_PANELS, **MAP_PANEL}[title](self.state)
         if title in OPTIONAL_PANELS:
             panel.setObjectName(panel_object_name(title))
         put_in_holder(self._panel_tabs[title], panel)

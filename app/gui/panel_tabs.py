@@ -1,4 +1,4 @@
-"""Tabs whose panel is built the first time it is needed (issue 14, start-up).
+"""Tabs whose panel is built the first time it is needed, so the window shows before pyqtgraph loads.
 
 The Attention, Step by step, Fill-mask, Train and Map panels import pyqtgraph and build plots:
 about half of the window's start-up. Their tabs exist from the start (titles, View menu,
@@ -8,16 +8,9 @@ has loaded. Nothing here imports pyqtgraph, torch or the panels' modules.
 """
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator, Mapping
 
 from PySide6.QtWidgets import QScrollArea, QVBoxLayout, QWidget
-
-
-def panel_class(dotted: str) -> type:
-    """``"app.gui.panels.attention.panel:AttentionPanel"`` -> the class (its module imported now)."""
-    module, _, name = dotted.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def scroll_holder(object_name: str) -> QScrollArea:

@@ -14,20 +14,14 @@ block) and hand the result to the panel exactly as a worker would.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from pathlib import Path
 
 import numpy as np
+from tools.screenshots.common import grab, panel_shots_setup, qt_app
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
 FILL_TEXT = "The [MASK] was delayed because of the heavy [MASK]."
-
-
-def _app():
-    from PySide6 import QtWidgets
-    return QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
 
 
 def coreference_head(ins, query="it", key="animal") -> tuple[int, int]:
@@ -73,7 +67,7 @@ def populate_attention(panel, backend=None, text: str = SENTENCE, view: str = "h
         if "it" in toks and "animal" in toks:
             i, j = toks.index("it"), toks.index("animal")
             panel.heatmap.hover(i, j)
-    _app().processEvents()
+    qt_app().processEvents()
 
 
 def populate_fillmask(panel, backend=None, text: str = FILL_TEXT) -> None:
@@ -86,7 +80,7 @@ def populate_fillmask(panel, backend=None, text: str = FILL_TEXT) -> None:
         panel.pages.setCurrentIndex(0)
         result = backend.fill_mask(text, top_k=panel.topk_spin.value(), per_layer=True).to_dict()
         panel.set_result(result, text, backend)
-    _app().processEvents()
+    qt_app().processEvents()
 
 
 def _settle(panel) -> None:
@@ -94,7 +88,7 @@ def _settle(panel) -> None:
     on top of what the screenshot shows."""
     for _ in range(2):                   # a request that waited for it starts when it ends
         panel.state.jobs.wait(30000)
-        _app().processEvents()
+        qt_app().processEvents()
 
 
 def mlm_backend(model: str | None):
@@ -110,34 +104,6 @@ def mlm_backend(model: str | None):
         except Exception as e:  # noqa: BLE001
             print(f"skipping {name}: {e}")
     return None
-
-
-def grab(widget, path: Path) -> Path:
-    _app().processEvents()
-    widget.grab().save(str(path))
-    print(f"wrote {path}")
-    return path
-
-
-def panel_shots_setup(doc: str, argv=None, extra=None):
-    """What the panel screenshot scripts share: (app, args, (width, height), minilm, state).
-    args.out is the folder for the PNGs; ``extra(parser)`` adds a script's own options."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out", type=Path, nargs="?", default=Path("docs/screenshots"))
-    ap.add_argument("--size", default="1280x800")
-    if extra is not None:
-        extra(ap)
-    args = ap.parse_args(argv)
-    app = _app()
-    from app.gui.state import AppState
-    from core.backends import get_backend
-
-    args.out.mkdir(parents=True, exist_ok=True)
-    minilm = get_backend("minilm", backend="scratch")
-    state = AppState()
-    state.backend = minilm
-    return app, args, tuple(int(v) for v in args.size.split("x")), minilm, state
 
 
 def main(argv=None) -> int:

@@ -10,23 +10,23 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+from tools.screenshots.common import sample_window, save, spin, type_text
 
 QUERY = "the biggest planet has dozens and dozens of moons"
 
 
 def shoot_map(app, w, query: str = QUERY):
     """The Map tab with the query's star, its hits ringed and the top hit selected."""
-    from tools.screenshots.window import _save, _spin, _type
-
+    
     state, panel = w.state, w.map_panel
     w.show_panel("Search")
     if w.search_panel.query.text() != query:
-        _type(app, w.search_panel.query, query)
-    _spin(app, until=lambda: w.search_panel.last_result is not None
+        type_text(app, w.search_panel.query, query)
+    spin(app, until=lambda: w.search_panel.last_result is not None
           and w.search_panel.last_result.query == query and not state.jobs.busy, timeout=60)
     w.show_panel("Map")
-    _spin(app, until=lambda: panel.map is not None and not state.jobs.busy, timeout=300)
-    _spin(app, until=lambda: len(panel.plot.query.getData()[0]) == 1, timeout=60)
+    spin(app, until=lambda: panel.map is not None and not state.jobs.busy, timeout=300)
+    spin(app, until=lambda: len(panel.plot.query.getData()[0]) == 1, timeout=60)
     hits = w.search_panel.last_result.hits
     if hits and hits[0].id in panel.row_of:
         row = panel.row_of[hits[0].id]
@@ -40,13 +40,12 @@ def shoot_map(app, w, query: str = QUERY):
                (x + 0.05 * (hi[0] - lo[0]), y + 0.05 * (hi[1] - lo[1])),
                (x - 0.4 * (hi[0] - lo[0]), y + 0.05 * (hi[1] - lo[1]))]
         panel.plot.lasso(np.array(box))
-    _spin(app, 0.5)
-    return _save(w, "map")
+    spin(app, 0.5)
+    return save(w, "map")
 
 
 def main() -> int:
-    from tools.screenshots.window import sample_window
-
+    
     app, w = sample_window("encoderscope-shots-")
     shoot_map(app, w)
     w.close()

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from tools.screenshots.inspector import SENTENCE, _app, grab, panel_shots_setup
+from tools.screenshots.common import grab, panel_shots_setup, qt_app
+from tools.screenshots.inspector import SENTENCE
 
 SECOND = "The dog stayed on the pavement since it was exhausted."
 
@@ -18,13 +19,13 @@ def populate_steps(panel, backend, text: str = SENTENCE, layer: int = 3, head: i
     """Explain ``text`` at (layer, head), 0-based, as the worker would."""
     from core import walkthrough as W
     panel.state.jobs.wait(30000)
-    _app().processEvents()
+    qt_app().processEvents()
     panel.text_edit.setText(text)
     panel.other_edit.setText(SECOND)
     panel._last_request = (text, SECOND, False, layer, head, panel.pooling_combo.currentText())
     panel.set_result(W.explain(backend, text, layer=layer, head=head, pooling=panel.pooling_combo.currentText()),
                      backend)
-    _app().processEvents()
+    qt_app().processEvents()
 
 
 def show_step(panel, name: str) -> None:
@@ -36,14 +37,14 @@ def show_step(panel, name: str) -> None:
     if name == "pooled":
         panel.state.jobs.wait(60000)         # the comparison job
     for _ in range(5):
-        _app().processEvents()
+        qt_app().processEvents()
 
 
 def show_positions(panel) -> None:
     panel.set_view(1)
     panel.state.jobs.wait(120000)
     for _ in range(5):
-        _app().processEvents()
+        qt_app().processEvents()
 
 
 def main(argv=None) -> int:

@@ -10,7 +10,7 @@ import numpy as np
 from PySide6 import QtWidgets
 from PySide6.QtCore import Qt
 
-from app.gui.panels.walkthrough.steps_view import MatrixHeatmap
+from app.gui.widgets.matrix_heatmap import MatrixHeatmap
 
 
 class PoolingView(QtWidgets.QWidget):

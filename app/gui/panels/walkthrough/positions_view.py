@@ -16,7 +16,8 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
-from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, MatrixHeatmap, format_diff
+from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, format_diff
+from app.gui.widgets.matrix_heatmap import MatrixHeatmap
 
 JOB_KEY = "walkthrough.positions"
 N_POSITIONS = 64          # rows of the position tables shown (enough to see the stripes)

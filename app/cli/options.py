@@ -1,0 +1,83 @@
+"""What the subcommands share: the model options, loading the model they name, JSON output, and
+the texts given as arguments or in a file."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from core.errors import EncoderscopeError
+from core.names import BACKENDS, POOLINGS, PRECISION_CHOICES
+from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
+
+
+def add_model_options(p: argparse.ArgumentParser, pooling: bool = True, store_default: str | None = None):
+    """--model/--backend/--device/--precision (and --pooling): shared by every command that runs a
+    model. store_default: the command takes the model and pooling of a store ("existing": it must
+    exist; "new": a new store gets the defaults), so the help says so."""
+    if store_default is None:
+        model_default = f"default: {DEFAULT_MODEL}"
+        pooling_default = "default: mean"
+    else:
+        new = "" if store_default == "existing" else f"; a new store: {DEFAULT_MODEL}"
+        model_default = f"default: the store's{new}"
+        pooling_default = "default: the store's" + ("" if store_default == "existing" else "; a new store: mean")
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"{DEFAULT_MODEL} (packaged, offline), a hub id such as {DEFAULT_HUB_MODEL}, "
+                        f"or a model folder / trained checkpoint ({model_default})")
+    p.add_argument("--backend", choices=BACKENDS, default="scratch",
+                   help="scratch: our from-scratch encoder; hf: Hugging Face transformers (default: scratch)")
+    p.add_argument("--device", default=None,
+                   help="auto, cpu, cuda or mps (default: $ENCODERSCOPE_DEVICE or auto)")
+    p.add_argument("--precision", choices=PRECISION_CHOICES, default=None,
+                   help="embedding precision: auto = bf16 where the CPU/GPU computes it natively "
+                        "(AVX512-BF16, AMX, CUDA) and the model's bf16 vectors keep cosine >= 0.9999 "
+                        "with fp32, else fp32 (default: $ENCODERSCOPE_PRECISION or auto). Vectors of "
+                        "either precision share a store.")
+    if pooling:
+        p.add_argument("--pooling", choices=POOLINGS, default="mean",
+                       help=f"how token vectors become one sentence vector ({pooling_default})")
+
+
+def backend_from_args(args):
+    from core.backends import get_backend
+    return get_backend(args.model, args.backend, device=args.device, precision=args.precision)
+
+
+def emit_json(obj):
+    json.dump(obj, sys.stdout, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+def read_texts(args) -> list[str]:
+    texts = list(args.text or [])
+    if args.file:
+        texts += read_file_lines(args.file, args.encoding)
+    if not texts:
+        raise EncoderscopeError("no text given: pass TEXT arguments or --file FILE")
+    return texts
+
+
+def read_file_lines(path, encoding=None) -> list[str]:
+    """`embed --file`: every line with a letter or digit (core.readers' rules), whatever the
+    suffix; a line that cannot be read stops with its file, line and a way out."""
+    from core.readers import collect, other_encoding_hint, read_txt
+    got = collect(read_txt(path, encoding))
+    if got.bad:
+        first = got.bad[0]
+        hint = f"; {other_encoding_hint()}" if first.undecodable and encoding is None else ""
+        raise EncoderscopeError(f"{path}, line {first.row}: {first.reason}{hint}")
+    if not got.sentences:
+        skipped = f" ({got.no_letters} line(s) without any letter or digit)" if got.no_letters else ""
+        raise EncoderscopeError(f"{path} has no text lines{skipped}")
+    if got.no_letters:
+        print(f"note: skipped {got.no_letters} line(s) of {path} without any letter or digit", file=sys.stderr)
+    return [s.text for s in got.sentences]
+
+
+def add_index_option(p: argparse.ArgumentParser, what: str = "a new store") -> None:
+    """--index: the index kind of a store being created (ingest, migrate), with one help text."""
+    p.add_argument("--index", choices=("auto", "flat", "hnsw", "sq8", "ivf"), default="auto",
+                   help=f"index kind of {what}: exact (flat), approximate (hnsw, ivf), 8-bit "
+                        "quantised (sq8) or auto (FAISS: exact, ivf from 200k sentences; Milvus Lite "
+                        "FLAT; Milvus server HNSW; default)")
