@@ -31,7 +31,8 @@ from encoder_throughput import onnx_session    # first: it puts the repository o
 
 from core.backends import get_backend
 from core.device import autocast
-from core.model import Linear, pack_for_cpu_inference
+from core.kernels import Linear
+from core.packed_forward import pack_for_cpu_inference
 from core.packed_forward import PackedEncoder
 
 ROUNDS, REPS = 5, 100

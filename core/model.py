@@ -5,11 +5,12 @@ Module and parameter names follow Hugging Face DistilBERT (``q_lin``, ``sa_layer
 ``ffn.lin1`` ...) so a DistilBERT ``state_dict`` loads with ``strict=True`` as it is.
 
 Shapes: B = batch, T = tokens, D = model dim, H = heads, Dh = D // H, V = vocab.
+
+``Linear`` is nn.Linear with a CPU inference fast path (core/kernels.py); read it as nn.Linear.
 """
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import asdict, dataclass, fields
 from typing import Optional
 
@@ -17,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core import machine_cache
+from core.kernels import Linear
 
 
 @dataclass
@@ -96,131 +97,6 @@ def needs_mask(attention_mask: torch.Tensor | None) -> bool:
     return not bool(attention_mask.all())
 
 
-class Linear(nn.Linear):
-    """nn.Linear with an optional fast path for CPU inference.
-
-    After ``pack_for_cpu_inference`` the weight is also kept in oneDNN's blocked layout (fp32,
-    and bf16 where the CPU has it) and inference calls can run through oneDNN instead of MKL's
-    fp32 GEMM, with the GELU fused in and, under bf16 autocast, no per-call weight casts. Which
-    fp32 kernel is faster depends on the CPU and the shape (oneDNN was 1.6x faster on an AMD
-    CPU; on an Intel Xeon MKL was 25% faster for single sentences), so packing times both per
-    shape and keeps the winner (``fp32_onednn``). Numbers are the same either way. Training, autograd,
-    other devices and weights changed after packing use the plain path.
-    """
-
-    packed = None          # fp32 weight in oneDNN layout, or None
-    packed_bf16 = None     # (bf16 weight in oneDNN layout, bf16 bias), or None
-    packed_version = None  # param_versions() when packed
-    fp32_onednn = True     # fp32 inference through oneDNN (False: MKL was faster here)
-
-    def forward(self, x, gelu: str | None = None):
-        # gelu: fuse the activation into the same kernel ("none" = exact erf, "tanh").
-        if self.packed is not None and x.is_cpu and not torch.is_grad_enabled():
-            bf16 = autocast_is_bf16()
-            if bf16 or x.dtype == torch.float32:
-                kernel = self.cpu_kernel(bf16, gelu)
-                if kernel is not None:
-                    return kernel(x)
-        y = F.linear(x, self.weight, self.bias)
-        return y if gelu is None else F.gelu(y, approximate=gelu)
-
-    def param_versions(self) -> tuple:
-        """In-place changes to the weight or the bias since packing show here (the packed
-        copies would be stale)."""
-        return self.weight._version, (None if self.bias is None else self.bias._version)
-
-    def cpu_kernel(self, bf16: bool, gelu: str | None = None):
-        """The packed kernel for CPU inference, x -> y (bf16: under bf16 autocast, the result in
-        bf16), or None where the plain path must run (not packed, weight or bias changed since)."""
-        if self.packed is None or self.param_versions() != self.packed_version:
-            return None
-        attr, algo = ("gelu", gelu) if gelu else ("none", "")
-        onednn = torch.ops.mkldnn._linear_pointwise
-        if bf16:
-            if self.packed_bf16 is None:
-                return None
-            w, b = self.packed_bf16
-            return lambda x: onednn(x.to(torch.bfloat16), w, b, attr, [], algo)
-        if self.fp32_onednn:
-            w, b = self.packed, self.bias
-            return lambda x: onednn(x, w, b, attr, [], algo)
-        if gelu is None:
-            return lambda x: F.linear(x, self.weight, self.bias)
-        return lambda x: F.gelu(F.linear(x, self.weight, self.bias), approximate=gelu)
-
-
-def autocast_is_bf16() -> bool:
-    """True inside a CPU bf16 autocast region (core.device.autocast)."""
-    return torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
-
-
-# oneDNN's matmul wants the weight in its own blocked layout. A weight only converted with
-# ``to_mkldnn()`` stays plain and is reordered again on every call; ``_reorder_linear_weight``
-# does it once, for a batch of about this many rows (any hint from 16 to 512 measured the same:
-# 1.3-1.75x faster fp32 Linears at 4-512 rows, 1.1-1.7x bf16, 2 threads, AMD Zen 5).
-PACK_ROWS_HINT = 64
-
-
-def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = True) -> bool:
-    """Give every Linear of a CPU model its oneDNN weights. Returns False where oneDNN is missing.
-
-    tune: time oneDNN against MKL once per (shape, fused GELU) and use the faster for fp32; the
-    winners are remembered on disk per machine (core/machine_cache.py), so later loads skip it."""
-    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")):
-        return False
-    chosen = machine_cache.load(machine_cache.KERNEL_CHOICE) if tune else {}   # key -> oneDNN won
-    timed: dict[str, bool] = {}                 # the ones timed now, to remember
-    with torch.no_grad():
-        for att in [m for m in model.modules() if isinstance(m, MultiHeadSelfAttention)]:
-            if att.q_lin.weight.device.type != "cpu" or att.q_lin.weight.dtype != torch.float32:
-                continue
-            fused = Linear(att.q_lin.in_features, 3 * att.q_lin.out_features)
-            fused.weight.copy_(torch.cat([att.q_lin.weight, att.k_lin.weight, att.v_lin.weight]))
-            fused.bias.copy_(torch.cat([att.q_lin.bias, att.k_lin.bias, att.v_lin.bias]))
-            fused.requires_grad_(False)
-            fused.source_versions = att._qkv_versions()
-            # a plain attribute, not a submodule: the state_dict stays DistilBERT's
-            object.__setattr__(att, "fused_qkv", fused)
-        linears = list(model.named_modules()) + [
-            (f"{n}.fused_qkv", a.fused_qkv) for n, a in model.named_modules()
-            if isinstance(a, MultiHeadSelfAttention) and a.fused_qkv is not None]
-        for name, m in linears:
-            if isinstance(m, Linear) and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32:
-                w = m.weight.detach()
-                m.packed = torch.ops.mkldnn._reorder_linear_weight(w, PACK_ROWS_HINT)
-                if bf16:
-                    bias = None if m.bias is None else m.bias.detach().to(torch.bfloat16)
-                    m.packed_bf16 = (torch.ops.mkldnn._reorder_linear_weight(w.to(torch.bfloat16),
-                                                                             PACK_ROWS_HINT), bias)
-                m.packed_version = m.param_versions()
-                if tune:
-                    gelu = "none" if name.endswith("ffn.lin1") else None   # FFN fuses its GELU
-                    key = machine_cache.machine_key(f"{w.shape[0]}x{w.shape[1]}", f"gelu {gelu}",
-                                                    f"reordered for {PACK_ROWS_HINT} rows")
-                    if key not in chosen:
-                        chosen[key] = timed[key] = _onednn_is_faster(m, gelu)
-                    m.fp32_onednn = chosen[key]
-    if timed:
-        machine_cache.save(machine_cache.KERNEL_CHOICE, timed)
-    return True
-
-
-def _onednn_is_faster(m: Linear, gelu: str | None, tokens: int = 512, rounds: int = 3) -> bool:
-    """Best of `rounds` alternating timings of both fp32 kernels on a batch of `tokens` rows.
-    oneDNN must win by 3% to be chosen: a tie goes to the plain path."""
-    x = torch.randn(tokens, m.in_features)
-    best = {True: float("inf"), False: float("inf")}
-    with torch.inference_mode():
-        for _ in range(rounds + 1):            # the first round warms both up
-            for onednn in (True, False):
-                m.fp32_onednn = onednn
-                t = time.perf_counter()
-                m(x, gelu=gelu)
-                best[onednn] = min(best[onednn], time.perf_counter() - t)
-    return best[True] < 0.97 * best[False]
-
-
 class Embeddings(nn.Module):
     """token embedding + position (+ token type) -> LayerNorm -> dropout."""
 
@@ -292,7 +168,9 @@ class MultiHeadSelfAttention(nn.Module):
 
     def attend(self, q, k, v, mask, need_weights: bool = False):
         """softmax(Q K^T / sqrt(Dh) + mask) V for every head at once: the context (B, H, T, Dh),
-        and the weights (B, H, T, T) when asked for, else None."""
+        and the weights (B, H, T, T) when asked for, else None.
+
+        q, k, v: (B, H, T, Dh); mask: (B, 1, 1, T) additive (0 or the most negative float), or None."""
         if need_weights or (q.is_cpu and q.dtype == torch.bfloat16
                             and q.shape[0] * q.shape[2] > FUSED_BF16_MAX_ROWS):
             # Explicit path: the weights are part of the result, so compute them in the open.

@@ -7,7 +7,7 @@ sentence of 8-32 tokens 1.09-1.17x faster (0.4-0.6 ms of 3.4-6.5 ms); binding ea
 kernel once and running with autocast off (the bf16 kernels cast their inputs themselves, as
 autocast would) took another ~0.5 ms off bf16 at 8 tokens (same process, alternating blocks,
 AMD Zen 5, 2 threads). This path runs the same operations, in the same order, on the same
-packed weights (core.model.pack_for_cpu_inference) and gives the same numbers
+packed weights (core.packed_forward.pack_for_cpu_inference) and gives the same numbers
 (tests/test_fast_paths.py: identical to the hand-written modules, fp32 and bf16, within 1e-5
 in any case); it asks the modules for what has logic of its own (Linear.cpu_kernel: the kernel
 Linear.forward would pick; the fused Q/K/V and its checks; attention) and skips only the
@@ -19,10 +19,15 @@ hooks anywhere in the encoder, another device, weights changed since packing).
 """
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from core.model import Encoder, additive_mask, autocast_is_bf16, needs_mask
+from core import machine_cache
+from core.kernels import Linear, autocast_is_bf16
+from core.model import Encoder, MultiHeadSelfAttention, additive_mask, needs_mask
 
 
 class PackedEncoder:
@@ -118,3 +123,70 @@ class PackedEncoder:
 
 def _norm_args(ln: torch.nn.LayerNorm) -> tuple:
     return (ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+
+
+# oneDNN's matmul wants the weight in its own blocked layout. A weight only converted with
+# ``to_mkldnn()`` stays plain and is reordered again on every call; ``_reorder_linear_weight``
+# does it once, for a batch of about this many rows (any hint from 16 to 512 measured the same:
+# 1.3-1.75x faster fp32 Linears at 4-512 rows, 1.1-1.7x bf16, 2 threads, AMD Zen 5).
+PACK_ROWS_HINT = 64
+
+
+def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = True) -> bool:
+    """Give every Linear of a CPU model its oneDNN weights. Returns False where oneDNN is missing.
+
+    tune: time oneDNN against MKL once per (shape, fused GELU) and use the faster for fp32; the
+    winners are remembered on disk per machine (core/machine_cache.py), so later loads skip it."""
+    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")):
+        return False
+    chosen = machine_cache.load(machine_cache.KERNEL_CHOICE) if tune else {}   # key -> oneDNN won
+    timed: dict[str, bool] = {}                 # the ones timed now, to remember
+    with torch.no_grad():
+        for att in [m for m in model.modules() if isinstance(m, MultiHeadSelfAttention)]:
+            if att.q_lin.weight.device.type != "cpu" or att.q_lin.weight.dtype != torch.float32:
+                continue
+            fused = Linear(att.q_lin.in_features, 3 * att.q_lin.out_features)
+            fused.weight.copy_(torch.cat([att.q_lin.weight, att.k_lin.weight, att.v_lin.weight]))
+            fused.bias.copy_(torch.cat([att.q_lin.bias, att.k_lin.bias, att.v_lin.bias]))
+            fused.requires_grad_(False)
+            fused.source_versions = att._qkv_versions()
+            # a plain attribute, not a submodule: the state_dict stays DistilBERT's
+            object.__setattr__(att, "fused_qkv", fused)
+        linears = list(model.named_modules()) + [
+            (f"{n}.fused_qkv", a.fused_qkv) for n, a in model.named_modules()
+            if isinstance(a, MultiHeadSelfAttention) and a.fused_qkv is not None]
+        for name, m in linears:
+            if isinstance(m, Linear) and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32:
+                w = m.weight.detach()
+                m.packed = torch.ops.mkldnn._reorder_linear_weight(w, PACK_ROWS_HINT)
+                if bf16:
+                    bias = None if m.bias is None else m.bias.detach().to(torch.bfloat16)
+                    m.packed_bf16 = (torch.ops.mkldnn._reorder_linear_weight(w.to(torch.bfloat16),
+                                                                             PACK_ROWS_HINT), bias)
+                m.packed_version = m.param_versions()
+                if tune:
+                    gelu = "none" if name.endswith("ffn.lin1") else None   # FFN fuses its GELU
+                    key = machine_cache.machine_key(f"{w.shape[0]}x{w.shape[1]}", f"gelu {gelu}",
+                                                    f"reordered for {PACK_ROWS_HINT} rows")
+                    if key not in chosen:
+                        chosen[key] = timed[key] = _onednn_is_faster(m, gelu)
+                    m.fp32_onednn = chosen[key]
+    if timed:
+        machine_cache.save(machine_cache.KERNEL_CHOICE, timed)
+    return True
+
+
+def _onednn_is_faster(m: Linear, gelu: str | None, tokens: int = 512, rounds: int = 3) -> bool:
+    """Best of `rounds` alternating timings of both fp32 kernels on a batch of `tokens` rows.
+    oneDNN must win by 3% to be chosen: a tie goes to the plain path."""
+    x = torch.randn(tokens, m.in_features)
+    best = {True: float("inf"), False: float("inf")}
+    with torch.inference_mode():
+        for _ in range(rounds + 1):            # the first round warms both up
+            for onednn in (True, False):
+                m.fp32_onednn = onednn
+                t = time.perf_counter()
+                m(x, gelu=gelu)
+                best[onednn] = min(best[onednn], time.perf_counter() - t)
+    return best[True] < 0.97 * best[False]

@@ -108,7 +108,9 @@ def test_config_rejects_bad_values():
 
 
 def test_onednn_inference_path_equals_plain_path():
-    from core.model import EncoderForMaskedLM, Linear, pack_for_cpu_inference
+    from core.kernels import Linear
+    from core.model import EncoderForMaskedLM
+    from core.packed_forward import pack_for_cpu_inference
     model = randomised(EncoderForMaskedLM(small_config(activation="gelu_tanh")), seed=9)
     ids = torch.randint(5, 60, (2, 7))
     mask = torch.ones_like(ids)

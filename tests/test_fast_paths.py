@@ -1,4 +1,4 @@
-"""CPU fast paths (core/model.py pack_for_cpu_inference) give the hand-written path's numbers:
+"""CPU fast paths (core/packed_forward.py pack_for_cpu_inference) give the hand-written path's numbers:
 oneDNN-packed weights, the fused GELU and the fused Q/K/V projection, each within 1e-5."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 from core import model as model_mod
 from core.backends import get_backend
 from core.device import bf16_supported
-from core.model import pack_for_cpu_inference
+from core.packed_forward import pack_for_cpu_inference
 
 TEXTS = ["The cat sat on the mat.", "A quick brown fox jumps over the lazy dog near the river bank.",
          "Where is the nearest train station?", "ok"] * 8

@@ -1,4 +1,4 @@
-"""The oneDNN-or-MKL timing of core.model.pack_for_cpu_inference is remembered on disk
+"""The oneDNN-or-MKL timing of core.packed_forward.pack_for_cpu_inference is remembered on disk
 (core/machine_cache.py): the second load of a model times nothing and uses the remembered winner."""
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import pytest
 import torch
 
 import core.model as M
+import core.packed_forward as P
 from core import machine_cache
 from tests.test_encoder_parts import randomised, small_config
 
 
 def _packed_model(seed=3):
     model = randomised(M.EncoderForMaskedLM(small_config(activation="gelu_tanh")), seed=seed)
-    if not M.pack_for_cpu_inference(model):
+    if not P.pack_for_cpu_inference(model):
         pytest.skip("this torch has no oneDNN")
     return model
 
@@ -22,8 +23,8 @@ def _packed_model(seed=3):
 def test_timings_are_remembered_and_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path))
     timed = []
-    real = M._onednn_is_faster
-    monkeypatch.setattr(M, "_onednn_is_faster", lambda m, gelu: timed.append(m.weight.shape) or real(m, gelu))
+    real = P._onednn_is_faster
+    monkeypatch.setattr(P, "_onednn_is_faster", lambda m, gelu: timed.append(m.weight.shape) or real(m, gelu))
     first = _packed_model()
     assert timed, "the first load times the kernels"
     saved = json.loads((tmp_path / "cache" / machine_cache.KERNEL_CHOICE).read_text())
@@ -63,6 +64,8 @@ def test_the_bf16_check_is_remembered(tmp_path, monkeypatch):
     from core.backends import get_backend
     from tests.helpers import make_tiny_distilbert
     monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path / "data"))
+    # what is tested is the memo, not the CPU: bf16 runs (emulated, slowly) where it is not native
+    monkeypatch.setattr("core.device.bf16_supported", lambda device: True)
     backend = get_backend(model=str(make_tiny_distilbert(tmp_path / "tiny")), precision="fp32")
     embeds = []
     real_embed = backend.embed

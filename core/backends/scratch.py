@@ -9,7 +9,7 @@ import torch
 from core.backends.base import Backend
 from core.errors import InputError
 from core.fingerprint import weights_hash
-from core.model import pack_for_cpu_inference
+from core.packed_forward import pack_for_cpu_inference
 from core.packed_forward import PackedEncoder
 from core.sources import DEFAULT_MODEL, ModelSource, resolve
 from core.tokenizer import ModelTokenizer
