@@ -48,7 +48,7 @@ from core.checkpoint import (STATE_JSON, STATE_TENSORS, STATE_VERSION, atomic_fo
                          optimizer_tensors, read_trainer_state, recover)
 from core.train_config import TrainConfig
 from core.train_data import BatchSampler, collate, encode, read_corpus, split_heldout
-from core.train_eval import Evaluation, read_pairs
+from core.train_eval import Evaluator, HeldOut, read_pairs
 from core.weights import load_folder, save_checkpoint
 
 MLM_EVAL_TARGETS = 2000   # aim to score about this many masked held-out tokens per evaluation
@@ -59,7 +59,7 @@ MLM_EVAL_REPEATS = 10     # ... masking the held-out sentences at most this many
 # the trainer
 
 
-class Trainer(Evaluation):
+class Trainer:
     def __init__(self, config: TrainConfig, read_corpus: Callable[..., list[str]] = read_corpus):
         """read_corpus(source, limit=..., encoding=...) -> sentences: core's file reader by default; the app
         passes index.corpus.read_training_corpus, which reads stores too."""
@@ -328,7 +328,9 @@ class Trainer(Evaluation):
                 inputs, labels = mask_tokens(ids, special, self.tokenizer.mask_token_id or 0,
                                              self.model.config.vocab_size, c.mask_prob, gen, self.random_ids)
                 self.eval_batches.append((ids, attn, inputs, labels))
-        self.pairs = read_pairs(c.pairs) if c.pairs else []
+        self.evaluator = Evaluator(self, HeldOut(self.eval_batches, self.embed_batches, self.unigram_logp,
+                                                 self.unigram_top, read_pairs(c.pairs) if c.pairs else []),
+                                   c, self.tokenizer, self.max_length)
 
     # ---- the schedule ---------------------------------------------------------------------
     def _phase_bounds(self) -> list[tuple[str, int, int]]:
@@ -356,18 +358,18 @@ class Trainer(Evaluation):
         return self.peak_lr * max(0.0, (n - t) / max(1, n - warm))
 
     # ---- one step -------------------------------------------------------------------------
-    def _autocast(self):
+    def autocast(self):
         if self.precision == "bf16":
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
         return torch.autocast(device_type=self.device.type, enabled=False)
 
-    def _mlm_loss(self, inputs, attn, labels, reduction="mean"):
+    def mlm_loss(self, inputs, attn, labels, reduction="mean"):
         out = self.body(inputs, attn)
         sel = labels != IGNORE
         logits = self.model.head(out.last_hidden_state[sel])          # only the picked positions
         return F.cross_entropy(logits.float(), labels[sel], reduction=reduction), logits
 
-    def _embed(self, ids, attn):
+    def embed(self, ids, attn):
         h = self.body(ids, attn).last_hidden_state
         return l2_normalize(pool(h.float(), attn, "mean"))
 
@@ -375,7 +377,7 @@ class Trainer(Evaluation):
         """The same sentences twice through dropout: each one's second view is its positive,
         the other sentences of the batch are its negatives."""
         B = ids.shape[0]
-        z = self._embed(torch.cat([ids, ids]), torch.cat([attn, attn]))
+        z = self.embed(torch.cat([ids, ids]), torch.cat([attn, attn]))
         sim = z[:B] @ z[B:].T / self.config.temperature                 # (B, B) cosine / tau
         return F.cross_entropy(sim, torch.arange(B, device=sim.device))
 
@@ -389,12 +391,12 @@ class Trainer(Evaluation):
             inputs, labels = mask_tokens(ids, special, self.tokenizer.mask_token_id,
                                          self.model.config.vocab_size, c.mask_prob, self.mask_gen, self.random_ids)
             inputs, attn, labels = (t.to(self.device, non_blocking=True) for t in (inputs, attn, labels))
-            with self._autocast():
-                loss, _ = self._mlm_loss(inputs, attn, labels)
+            with self.autocast():
+                loss, _ = self.mlm_loss(inputs, attn, labels)
             tokens = n_tokens
         else:
             ids, attn = ids.to(self.device), attn.to(self.device)
-            with self._autocast():
+            with self.autocast():
                 loss = self._simcse_loss(ids, attn)
             tokens = 2 * n_tokens
         self.opt.zero_grad(set_to_none=True)
@@ -405,7 +407,7 @@ class Trainer(Evaluation):
         return loss, tokens
 
     def _evaluate(self) -> dict:
-        m = self.evaluate()
+        m = self.evaluator.evaluate()
         phase = self._phase(max(self.step - 1, 0))
         m["heldout_loss"] = m["heldout_simcse_loss"] if phase == "simcse" else m["heldout_mlm_loss"]
         m["phase"] = phase

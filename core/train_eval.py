@@ -2,24 +2,60 @@
 SimCSE alignment / uniformity / held-out loss, and paraphrase-pair cosines; and how a CLI or a
 panel words an evaluation.
 
-``Evaluation`` is a part of ``core.train.Trainer`` (it reads the trainer's model, batches and
-settings); it lives here so the training loop reads on its own.
+``Evaluator`` scores a model through the small ``EvalModel`` interface (core.train.Trainer is
+one) on a ``HeldOut`` set fixed when training starts, so the training loop reads on its own.
 """
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+
+import numpy as np
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from core.errors import InputError
 from core.masking import IGNORE
 from core.train_data import collate, encode
 
 
-class Evaluation:
-    """Held-out metrics of a Trainer (mixed into core.train.Trainer)."""
+class EvalModel(Protocol):
+    """What evaluation needs of the model being trained (core.train.Trainer provides it)."""
+
+    model: nn.Module          # the encoder (with its MLM head, if it has one)
+    device: torch.device
+    has_mlm: bool
+
+    def autocast(self): ...                                        # the training precision's context
+    def mlm_loss(self, inputs, attn, labels, reduction="mean"): ...  # (loss, logits of masked tokens)
+    def embed(self, ids, attn) -> torch.Tensor: ...               # unit sentence vectors (B, D)
+
+
+@dataclass
+class HeldOut:
+    """The held-out data, fixed once so that every evaluation scores the same things."""
+
+    eval_batches: list        # (ids, attn, inputs, labels): the same masks at every evaluation
+    embed_batches: list       # (ids, attn): each held-out sentence once
+    unigram_logp: np.ndarray  # log p(token) of the training text: the baseline to beat
+    unigram_top: int          # the most frequent training token (the unigram's only guess)
+    pairs: list               # (a, b, topic) paraphrase pairs, or []
+
+
+class Evaluator:
+    """Held-out metrics of a run: masked-LM loss and accuracy against the unigram baseline,
+    SimCSE alignment / uniformity / held-out loss, paraphrase-pair cosines."""
+
+    def __init__(self, target: EvalModel, held_out: HeldOut, config, tokenizer, max_length: int):
+        self.target = target
+        self.held_out = held_out
+        self.config = config
+        self.tokenizer = tokenizer
+        self.max_length = max_length
 
     @torch.no_grad()
     def evaluate(self) -> dict:
@@ -27,65 +63,65 @@ class Evaluation:
         m: dict = dict.fromkeys(("heldout_mlm_loss", "heldout_mlm_accuracy", "unigram_loss",
                                  "unigram_accuracy", "heldout_simcse_loss", "alignment",
                                  "uniformity", "pair_cosine", "unrelated_cosine"))
-        self.model.eval()
-        if self.has_mlm and self.eval_batches:
+        self.target.model.eval()
+        if self.target.has_mlm and self.held_out.eval_batches:
             total = correct = 0
             loss_sum = uni_loss = uni_correct = 0.0
-            for _, attn, inputs, labels in self.eval_batches:
+            for _, attn, inputs, labels in self.held_out.eval_batches:
                 sel = labels != IGNORE
                 gold = labels[sel].numpy()
-                uni_loss += float(-self.unigram_logp[gold].sum())
-                uni_correct += float((gold == self.unigram_top).sum())
-                with self._autocast():
-                    loss, logits = self._mlm_loss(inputs.to(self.device), attn.to(self.device),
-                                                  labels.to(self.device), reduction="sum")
+                uni_loss += float(-self.held_out.unigram_logp[gold].sum())
+                uni_correct += float((gold == self.held_out.unigram_top).sum())
+                with self.target.autocast():
+                    loss, logits = self.target.mlm_loss(inputs.to(self.target.device), attn.to(self.target.device),
+                                                  labels.to(self.target.device), reduction="sum")
                 loss_sum += float(loss)
                 correct += int((logits.argmax(-1).cpu() == labels[sel]).sum())
                 total += int(sel.sum())
             m.update(heldout_mlm_loss=loss_sum / max(total, 1), heldout_mlm_accuracy=correct / max(total, 1),
                      unigram_loss=uni_loss / max(total, 1), unigram_accuracy=uni_correct / max(total, 1))
-        if "simcse" in self.config.objective and self.embed_batches:
-            z = torch.cat([self._embed_eval(ids, attn) for ids, attn in self.embed_batches])
+        if "simcse" in self.config.objective and self.held_out.embed_batches:
+            z = torch.cat([self._embed_eval(ids, attn) for ids, attn in self.held_out.embed_batches])
             if len(z) > 1:
                 d2 = torch.cdist(z, z).pow(2)
                 iu = torch.triu_indices(len(z), len(z), 1)
                 m["uniformity"] = float(torch.log(torch.exp(-2 * d2[iu[0], iu[1]]).mean()))
             # Two dropout views of each held-out sentence: alignment and the held-out SimCSE loss,
             # with a fixed seed (forked, so training's random stream is untouched).
-            with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            with torch.random.fork_rng(devices=[self.target.device] if self.target.device.type == "cuda" else []):
                 torch.manual_seed(self.config.seed + 2)
-                self.model.train()
+                self.target.model.train()
                 align, sims, n = 0.0, 0.0, 0
-                for ids, attn in self.embed_batches:
-                    ids, attn = ids.to(self.device), attn.to(self.device)
-                    with self._autocast():
-                        z1, z2 = self._embed(ids, attn), self._embed(ids, attn)
+                for ids, attn in self.held_out.embed_batches:
+                    ids, attn = ids.to(self.target.device), attn.to(self.target.device)
+                    with self.target.autocast():
+                        z1, z2 = self.target.embed(ids, attn), self.target.embed(ids, attn)
                     sim = z1 @ z2.T / self.config.temperature
                     sims += float(F.cross_entropy(sim, torch.arange(len(ids), device=sim.device))) * len(ids)
                     align += float((z1 - z2).pow(2).sum(-1).sum())
                     n += len(ids)
-                self.model.eval()
+                self.target.model.eval()
             m["alignment"] = align / n
             m["heldout_simcse_loss"] = sims / n
-        if self.pairs:
+        if self.held_out.pairs:
             m.update(self.pair_scores())
         return m
 
     def _embed_eval(self, ids, attn):
-        with self._autocast():
-            return self._embed(ids.to(self.device), attn.to(self.device)).float().cpu()
+        with self.target.autocast():
+            return self.target.embed(ids.to(self.target.device), attn.to(self.target.device)).float().cpu()
 
     @torch.no_grad()
     def pair_scores(self) -> dict:
         """Mean cosine of the paraphrase pairs vs. of unrelated pairs (a with another topic's b)."""
-        was = self.model.training
-        self.model.eval()
-        a = self._embed_texts([p[0] for p in self.pairs])
-        b = self._embed_texts([p[1] for p in self.pairs])
+        was = self.target.model.training
+        self.target.model.eval()
+        a = self._embed_texts([p[0] for p in self.held_out.pairs])
+        b = self._embed_texts([p[1] for p in self.held_out.pairs])
         pos = float((a * b).sum(-1).mean())
-        others = unrelated(self.pairs)
+        others = unrelated(self.held_out.pairs)
         neg = float((a * b[others]).sum(-1).mean())
-        self.model.train(was)
+        self.target.model.train(was)
         return {"pair_cosine": pos, "unrelated_cosine": neg}
 
     def _embed_texts(self, texts: list[str]) -> torch.Tensor:

@@ -19,7 +19,6 @@ the copy (it has no API to set it).
 """
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 

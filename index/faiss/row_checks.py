@@ -1,6 +1,6 @@
 """Row checks of the sentence database: a checksum per row and what damage looks like.
 
-SentenceDB (index/faiss/sentences.py) mixes RowChecks in. A row's checksum covers its id, text,
+SentenceDB (index/faiss/sentences.py) holds a RowChecker as ``db.rows``. A row's checksum covers its id, text,
 source, row, metadata and vector; besides it, the text hash must be the text's (duplicate
 detection relies on it) and the vector must be finite and unit length. Damaged rows are named
 by id; a repair moves them to the table `damaged` (kept, so their texts can be ingested again).
@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -58,10 +60,22 @@ def read_record(row, path=None) -> dict:
     return make_record(id_, text, source, line, added, extra)
 
 
-class RowChecks:
-    """Verification of rows (needs SentenceDB's _q, path and has_checksums)."""
+class RowChecker:
+    """Verification of the rows of one sentence database, through what it is given: a query
+    function (SQL, args) -> cursor, the database's path (for messages), whether its rows carry
+    checksums, and its row count."""
 
-    def verify_rows(self, dim: int, ids=None, batch: int = 5000) -> list[DamagedRow]:
+    def __init__(self, query: Callable, path: Path, has_checksums: Callable[[], bool], count: Callable[[], int]):
+        self._q = query
+        self.path = path
+        self._has_checksums = has_checksums
+        self._count = count
+
+    @property
+    def has_checksums(self) -> bool:
+        return self._has_checksums()
+
+    def verify(self, dim: int, ids=None, batch: int = 5000) -> list[DamagedRow]:
         """Rows (all, or those in `ids`) whose checksum fails, whose vector has the wrong length,
         is not finite or not unit length, or whose metadata is unreadable."""
         bad: list[DamagedRow] = []
@@ -115,7 +129,7 @@ class RowChecks:
                 return "metadata is not readable JSON"
         return None
 
-    def rows_with_vectors(self, ids, dim: int) -> dict[int, tuple[dict, np.ndarray]]:
+    def with_vectors(self, ids, dim: int) -> dict[int, tuple[dict, np.ndarray]]:
         """id -> (record, vector) for the given ids, each row verified (checksum, vector);
         StoreCorrupted naming the damaged ids otherwise. What search returns goes through here."""
         out, bad = {}, []
@@ -151,5 +165,5 @@ class RowChecks:
     def unchecked_count(self) -> int:
         """Rows without a checksum (written before schema 2): only their vectors can be checked."""
         if not self.has_checksums:
-            return self.count()
+            return self._count()
         return int(self._q("SELECT COUNT(*) FROM sentences WHERE checksum IS NULL").fetchone()[0])

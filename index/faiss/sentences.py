@@ -20,13 +20,14 @@ import secrets
 import sqlite3
 import time
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
 from index.durability import INTACT, check_regular
 from index.errors import StoreCorrupted, StoreError, StoreWriteFailed
-from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecks, row_checksum
+from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecker, row_checksum
 from index.faiss.row_checks import read_record as _record
 from index.text_hash import text_hash  # one text hash for both stores
 
@@ -58,7 +59,7 @@ def new_store_id() -> str:
     return secrets.token_hex(16)
 
 
-class SentenceDB(RowChecks):
+class SentenceDB:
     def __init__(self, folder: Path, readonly: bool = False):
         self.path = Path(folder) / DB_NAME
         self.readonly = readonly
@@ -420,3 +421,8 @@ class SentenceDB(RowChecks):
             self.conn.close()
         except sqlite3.Error:
             pass
+
+    @cached_property
+    def rows(self) -> RowChecker:
+        """Checks of this database's rows (checksums, vectors, metadata) and setting damaged ones aside."""
+        return RowChecker(self._q, self.path, lambda: self.has_checksums, self.count)

@@ -127,12 +127,12 @@ class SnapshotLoading:
                 "rebuilds the index from the database", path=self.folder / MANIFEST_NAME,
                 remedy="repair")
         if full:
-            damaged = self._db.verify_rows(self._dim)
+            damaged = self._db.rows.verify(self._dim)
             self.check_report["rows"] = len(db_ids)
-            self.check_report["unchecked"] = self._db.unchecked_count()
+            self.check_report["unchecked"] = self._db.rows.unchecked_count()
             self.check_report["damaged"] = [d.id for d in damaged]
             if damaged:
-                raise self._db.damaged([d.id for d in damaged])
+                raise self._db.rows.damaged([d.id for d in damaged])
             chosen = db_ids
         elif len(db_ids) > sample:
             chosen = db_ids[np.linspace(0, len(db_ids) - 1, sample).astype(int)]
@@ -140,7 +140,7 @@ class SnapshotLoading:
             chosen = db_ids
         for start in range(0, len(chosen), 5000):
             part = chosen[start:start + 5000]
-            rows = self._db.rows_with_vectors(part, self._dim)
+            rows = self._db.rows.with_vectors(part, self._dim)
             ids = np.fromiter(rows, np.int64, len(rows))
             mine = np.stack([rows[int(i)][1] for i in ids]) if len(ids) else None
             if mine is None:
@@ -162,10 +162,10 @@ class SnapshotLoading:
             moved = move_aside(path)
             if moved is not None:
                 self.check_report.setdefault("moved", []).append(moved.name)
-        damaged = db.verify_rows(self._dim)
+        damaged = db.rows.verify(self._dim)
         if damaged:
             with db.transaction():
-                db.set_aside(damaged)
+                db.rows.set_aside(damaged)
                 db.bump(structural=True)
         self.check_report.update(rows=db.count() + len(damaged), damaged=[d.id for d in damaged],
                                  set_aside=[d.id for d in damaged], rebuilt=True)

@@ -486,7 +486,7 @@ class VectorStore(SnapshotLoading, Store):
                     self._rebuild_index()
                 scores, ids = self._index.search(q, k)
                 wanted = {int(i) for i in ids.ravel() if i >= 0}
-                rows = self._db.rows_with_vectors(wanted, self._dim) if wanted else {}
+                rows = self._db.rows.with_vectors(wanted, self._dim) if wanted else {}
                 try:
                     self._check_hits(q, scores, ids, rows)
                     break

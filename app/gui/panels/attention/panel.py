@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt
 
 from core import attention as A
 
-from app.gui.panels.attention.export import AttentionExport
+from app.gui.panels.attention.export import AttentionExporter, ExportSource, pair_text
 from app.gui.panels.attention.head_grid import HeadGrid
 from app.gui.widgets.heatmap import COLORMAPS, DEFAULT_COLORMAP, HeatmapWidget
 from app.gui.widgets.line_edit import long_line_edit
@@ -44,7 +44,7 @@ def inspect_fn(backend, text: str, compare_with: str = ""):
     return backend.inspect(text, pair=compare_with.strip() or None)
 
 
-class AttentionPanel(AttentionExport, QtWidgets.QWidget):
+class AttentionPanel(QtWidgets.QWidget):
     inspected = QtCore.Signal(object)        # the Inspection, after every view has been redrawn
     view_updated = QtCore.Signal()           # after each redraw (mode/layer/head/options)
     failed = QtCore.Signal(str)
@@ -63,6 +63,7 @@ class AttentionPanel(AttentionExport, QtWidgets.QWidget):
         self.last_dir = Path.home()
         self.matrix = np.zeros((0, 0))       # what the one-head view shows (after hiding)
         self.labels: list[str] = []
+        self.exporter = AttentionExporter(state, self, self._export_source, self._saved)
         self._build()
         state.inspect_backend_changed.connect(self._on_backend)
         state.inspect_requested.connect(self.request)
@@ -483,6 +484,46 @@ class AttentionPanel(AttentionExport, QtWidgets.QWidget):
             q, k, v = self.grid.top_link(layer, head)
             self.grid_hint.setText(f"<b>Layer {layer + 1}, head {head + 1}</b>: strongest link "
                                    f"{html.escape(q)} → {html.escape(k)} ({v:.2f}). Click to open it large.")
+
+
+    # ---- export (app/gui/panels/attention/export.py) ---------------------------------------
+    def export_png(self, path=None) -> Path | None:
+        return self.exporter.png(path)
+
+    def export_csv(self, path=None) -> Path | None:
+        return self.exporter.csv(path)
+
+    def export_all_csv(self, path=None):
+        """All heads as one long CSV, in a worker; ``exported``/``export_failed`` tell when done."""
+        return self.exporter.all_csv(path)
+
+    def export_npz(self, path=None):
+        return self.exporter.npz(path)
+
+    def _export_source(self) -> ExportSource | None:
+        if self.inspection is None:
+            return None
+        if self.mode == "head":
+            stem = f"attention_L{self.layer + 1}_H{self.head + 1}"
+        else:
+            stem = f"attention_L{self.layer + 1}_{self.mode}"
+        one_head = self.stack.currentIndex() == 0
+        backend = self.state.inspect_backend
+        return ExportSource(
+            attentions=self.inspection.attentions, tokens=list(self.inspection.tokens), matrix=self.matrix,
+            labels=self.labels, stem=stem, view=self.heatmap if one_head else self.grid,
+            view_stem=stem if one_head else "attention_all_heads",
+            text=pair_text(*(self._last_request or ("", ""))),
+            model=str(getattr(backend, "model_name", "") or "") if backend is not None else "")
+
+    def _saved(self, path, ok: bool, why: str = "") -> None:
+        if ok:
+            self.state.status.emit(f"Saved {path}")
+            self.exported.emit(Path(path))
+        else:
+            if why != "cancelled":           # a cancel is the user's choice, said in the status bar
+                self.state.error.emit(f"Could not save {path}{': ' + why if why else ''}")
+            self.export_failed.emit(str(path), why)
 
 
 def _rule() -> QtWidgets.QFrame:
