@@ -49,6 +49,8 @@ def register(subparsers) -> None:
                     "looks binary is refused.")
     p.add_argument("files", nargs="*", metavar="FILE",
                    help=".txt (one sentence a line), .csv or .jsonl (none: only with --rebuild)")
+    p.add_argument("--sample-corpus", action="store_true",
+                   help="also ingest the sample corpus shipped with Encoderscope (576 sentences)")
     add_store_option(p)
     _add_model_options(p)
     p.add_argument("--column", metavar="NAME", help="CSV column holding the text (default: one named "
@@ -158,9 +160,12 @@ def cmd_ingest(args) -> int:
 
     if args.batch_size < 1:
         raise InputError("--batch-size must be at least 1")
+    if args.sample_corpus:
+        from core.assets import sample_corpus
+        args.files = [*args.files, str(sample_corpus())]
     if not args.files and not args.rebuild:
-        raise InputError("give at least one FILE to ingest (or --rebuild alone to re-embed the "
-                         "store with --model/--pooling)")
+        raise InputError("give at least one FILE to ingest, or --sample-corpus (or --rebuild alone "
+                         "to re-embed the store with --model/--pooling)")
     items, rest = _read_inputs(args)
     _report_inputs(args, items, rest)
     bad, blank = rest.bad, rest.blank

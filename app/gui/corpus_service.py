@@ -12,14 +12,14 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from core.errors import Cancelled, InputError
+from core.assets import sample_corpus
+from core.errors import Cancelled, EncoderscopeError, InputError
 
 from app.gui.logs import log
 from app.gui.settings import stores_dir
 from app.gui.state import ModelChoice, freeze_long_lived
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
-SAMPLE_CORPUS = ASSETS / "sample_corpus.txt"
+SAMPLE_CORPUS: Path | None = None   # the corpus a new sample store is filled with; None: the bundled one
 SAMPLE_STORE = "sample"
 # Sentences committed per transaction. The store embeds a window of up to index.base.EMBED_WINDOW
 # sentences (those it does not hold yet) without holding its lock, then commits them this many
@@ -134,18 +134,18 @@ def import_job(store, backend, pooling, path, column=None, encoding=None, progre
     return result
 
 
-def create_store_job(location, backend, pooling, sample=SAMPLE_CORPUS, progress=None, cancel=None):
-    """Create a store for ``backend`` and fill it with ``sample`` (the bundled sample corpus;
-    None: leave it empty)."""
+def create_store_job(location, backend, pooling, sample=None, progress=None, cancel=None):
+    """Create a store for ``backend`` and fill it with the sentences of the file ``sample`` (None:
+    leave it empty)."""
     from index.corpus import create_corpus
 
     from app.gui.panels.corpus.importers import read_sentences
 
     store = create_corpus(location, backend, pooling)
     result = IngestResult()
-    if sample is not None and Path(sample).is_file():
+    if sample is not None:
         found = read_sentences(sample)
-        meta = [{"source": "sample_corpus.txt", "row": m["row"]} for m in found.metadata]
+        meta = [{"source": Path(sample).name, "row": m["row"]} for m in found.metadata]
         result = ingest_job(store, backend, pooling, found.texts, meta, progress=progress, cancel=cancel)
     else:
         store.save()
@@ -313,7 +313,12 @@ class CorpusService(QObject):
         self._create_pending = False
         pooling = self.state.pooling
 
-        sample = SAMPLE_CORPUS if self._fill_new_with_sample else None
+        sample = None
+        if self._fill_new_with_sample:
+            try:
+                sample = SAMPLE_CORPUS or sample_corpus()
+            except EncoderscopeError as e:   # an incomplete installation: say so, create it empty
+                self.state.error.emit(str(e))
 
         def created(value):
             store, result = value

@@ -21,12 +21,10 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import QObject, Signal
 
+from core.assets import paraphrase_pairs, sample_corpus
 from core.sources import DEFAULT_MODEL
 
 JOB_KEY = "train"
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
-SAMPLE_CORPUS = ASSETS / "sample_corpus.txt"
-PAIRS = ASSETS / "paraphrase_pairs.tsv"
 
 STARTS = [  # (label, init, tokenizer)
     ("Fresh encoder, word vocabulary from the corpus", "fresh", "word"),
@@ -254,8 +252,7 @@ class TrainPanel(QtWidgets.QWidget):
         if location is not None:
             name = Path(folder).name if folder is not None else str(location)
             self.corpus.addItem(f"Current store ({name})", str(location))
-        if SAMPLE_CORPUS.is_file():
-            self.corpus.addItem("Sample corpus (576 sentences)", str(SAMPLE_CORPUS))
+        self.corpus.addItem("Sample corpus (576 sentences)", str(sample_corpus()))
         if current and self.corpus.findData(current) < 0:
             self.corpus.addItem(Path(current).name, current)
         i = self.corpus.findData(current) if current else 0
@@ -328,7 +325,7 @@ class TrainPanel(QtWidgets.QWidget):
             steps=steps, batch_size=self.batch.value(), lr=lr, seed=self.seed.value(),
             device=self.device.currentData(), heldout=self.heldout.value() / 100.0,
             log_every=max(1, min(10, steps // 200)),
-            pairs=str(PAIRS) if ("simcse" in self.objective.currentData() and PAIRS.is_file()) else "")
+            pairs=str(paraphrase_pairs()) if "simcse" in self.objective.currentData() else "")
         cfg.update(self.overrides)
         return TrainConfig(**cfg)
 

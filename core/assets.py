@@ -1,0 +1,37 @@
+"""The files shipped beside the code: the sample corpus, the paraphrase pairs and the search
+examples. In the repository they are the folder assets/; an installed package holds them as
+the package ``encoderscope_assets`` (pyproject.toml maps one to the other)."""
+from __future__ import annotations
+
+import importlib.resources
+from pathlib import Path
+
+from core.errors import EncoderscopeError
+
+PACKAGE = "encoderscope_assets"
+SAMPLE_CORPUS = "sample_corpus.txt"
+PARAPHRASE_PAIRS = "paraphrase_pairs.tsv"
+
+
+def assets_dir() -> Path:
+    try:
+        return Path(str(importlib.resources.files(PACKAGE)))
+    except ModuleNotFoundError:      # a source checkout run without installing it
+        return Path(__file__).resolve().parents[1] / "assets"
+
+
+def asset(name: str) -> Path:
+    """The shipped file ``name``; an error (never a silent empty corpus) when it is missing."""
+    path = assets_dir() / name
+    if not path.is_file():
+        raise EncoderscopeError(f"the bundled file {name} is missing from {path.parent}: the "
+                                "installation is incomplete; reinstall encoderscope")
+    return path
+
+
+def sample_corpus() -> Path:
+    return asset(SAMPLE_CORPUS)
+
+
+def paraphrase_pairs() -> Path:
+    return asset(PARAPHRASE_PAIRS)
