@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
-__all__ = ["data_dir", "minilm", "sample_store_template", "tiny_store_template", "make_window",
+__all__ = ["data_dir", "sample_store_template", "tiny_store_template", "make_window",
            "wait_idle", "ASSETS", "noop_progress"]
 
 
@@ -28,12 +28,6 @@ def data_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("ENCODERSCOPE_DEVICE", "cpu")
     monkeypatch.delenv("ENCODERSCOPE_STORE", raising=False)
     return folder
-
-
-@pytest.fixture(scope="session")
-def minilm():
-    from core.backends import get_backend
-    return get_backend("minilm", "scratch", device="cpu")
 
 
 def _build(folder: Path, minilm, texts=None):

@@ -23,3 +23,17 @@ from tests.helpers import make_tiny_distilbert  # noqa: E402
 def tiny_distilbert(tmp_path_factory):
     """A tiny random DistilBertForMaskedLM + WordPiece vocab, saved as a real model folder."""
     return make_tiny_distilbert(tmp_path_factory.mktemp("tiny_distilbert"))
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The packaged all-MiniLM-L6-v2 on our encoder (CPU, fp32 as pinned above): loaded once."""
+    from core.backends import get_backend
+    return get_backend("minilm", "scratch", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def minilm_hf():
+    """The same model under transformers (--backend hf)."""
+    from core.backends import get_backend
+    return get_backend("minilm", "hf", device="cpu")

@@ -4,7 +4,6 @@ enabled with nothing selected, the search hint counted 0 sentences, the attentio
 overflowed a 1,200 px window, long status messages were cut."""
 from __future__ import annotations
 
-import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 
@@ -12,7 +11,6 @@ from core.backends import get_backend
 from tests.app_fixtures import *
 from tests.app_fixtures import wait_idle
 
-pytest.importorskip("pytestqt")
 
 
 def test_fill_mask_clears_the_previous_models_results(qtbot, tiny_distilbert):

@@ -2,12 +2,10 @@
 another model than search, switching it never touches the store, both choices are remembered."""
 from __future__ import annotations
 
-import pytest
 from PySide6.QtCore import Qt
 
 from tests.app_fixtures import *
 
-pytest.importorskip("pytestqt")
 
 
 def _fingerprint(store):

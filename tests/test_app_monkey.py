@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
 
 from tests.app_fixtures import *
 
-pytest.importorskip("pytestqt")
 
 SEED = 17
 ACTIONS = 1500                # about a minute and a half on two shared cores

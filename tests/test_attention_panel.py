@@ -6,7 +6,6 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from core import attention as A
 from core.backends import Inspection, get_backend
 
-pytest.importorskip("pytestqt")
 
 from app.gui.panels.attention.export import pair_text  # noqa: E402
 from app.gui.panels.attention.panel import AttentionPanel  # noqa: E402

@@ -13,12 +13,13 @@ SENTENCES = ["The cat sat on the mat.", "Stock markets fell sharply on Monday.",
 
 
 @pytest.fixture(scope="module")
-def minilm():
-    return get_backend("minilm", "scratch"), get_backend("minilm", "hf")
+def both(minilm, minilm_hf):
+    """minilm on our encoder and on transformers."""
+    return minilm, minilm_hf
 
 
-def test_backends_agree_on_minilm(minilm):
-    ours, hf = minilm
+def test_backends_agree_on_minilm(both):
+    ours, hf = both
     for pooling in ("mean", "cls", "max"):
         a, b = ours.embed(SENTENCES, pooling=pooling), hf.embed(SENTENCES, pooling=pooling)
         assert a.dtype == np.float32 and a.shape == (4, 384)
@@ -31,9 +32,9 @@ def test_backends_agree_on_minilm(minilm):
     np.testing.assert_allclose(ia.attentions.sum(-1), 1.0, atol=1e-5)
 
 
-def test_embeddings_match_sentence_transformers_recipe(minilm):
+def test_embeddings_match_sentence_transformers_recipe(both):
     """all-MiniLM-L6-v2 is mean pooling + L2 norm over BertModel: do it by hand with transformers."""
-    ours, hf = minilm
+    ours, hf = both
     tok = hf.tokenizer
     enc = tok(SENTENCES, padding=True, return_tensors="pt")
     with torch.no_grad():
@@ -43,33 +44,33 @@ def test_embeddings_match_sentence_transformers_recipe(minilm):
     np.testing.assert_allclose(ours.embed(SENTENCES), ref, atol=1e-5)
 
 
-def test_embeddings_are_meaningful_and_batch_independent(minilm):
-    ours, _ = minilm
+def test_embeddings_are_meaningful_and_batch_independent(both):
+    ours, _ = both
     v = ours.embed(SENTENCES, batch_size=1)
     np.testing.assert_allclose(v, ours.embed(SENTENCES, batch_size=3), atol=1e-5)
     sims = v @ v.T
     assert sims[0, 2] > 0.5 > sims[0, 1]       # paraphrase close, unrelated far
 
 
-def test_order_kept_with_length_bucketing(minilm):
-    ours, _ = minilm
+def test_order_kept_with_length_bucketing(both):
+    ours, _ = both
     texts = ["short", "a much much longer sentence about many different things and more", "mid length one"]
     together = ours.embed(texts, batch_size=2)
     one_by_one = np.stack([ours.embed([t])[0] for t in texts])
     np.testing.assert_allclose(together, one_by_one, atol=1e-5)
 
 
-def test_truncation_is_reported(minilm):
-    ours, _ = minilm
+def test_truncation_is_reported(both):
+    ours, _ = both
     stats = EmbedStats()
     v = ours.embed(["word " * 700, "short"], stats=stats)
     assert stats.truncated == 1 and stats.truncated_indices == [0] and v.shape == (2, 384)
     assert ours.inspect("word " * 700).truncated == 702 - 512
 
 
-def test_progress_and_cancel(minilm):
+def test_progress_and_cancel(both):
     import threading
-    ours, _ = minilm
+    ours, _ = both
     seen = []
     ours.embed(SENTENCES * 3, batch_size=4, progress=lambda d, t: seen.append((d, t)))
     assert seen == [(4, 12), (8, 12), (12, 12)]
@@ -81,13 +82,13 @@ def test_progress_and_cancel(minilm):
 
 
 @pytest.mark.parametrize("bad", ["", "   \n\t"])
-def test_empty_text_is_refused(minilm, bad):
+def test_empty_text_is_refused(both, bad):
     with pytest.raises(InputError, match="empty"):
-        minilm[0].embed(["fine", bad])
+        both[0].embed(["fine", bad])
 
 
-def test_fingerprint_is_backend_independent(minilm):
-    ours, hf = minilm
+def test_fingerprint_is_backend_independent(both):
+    ours, hf = both
     a, b = ours.fingerprint("mean"), hf.fingerprint("mean")
     assert a == b and a.compatible(b) and a.dim == 384
     assert not a.compatible(ours.fingerprint("cls"))
@@ -95,8 +96,8 @@ def test_fingerprint_is_backend_independent(minilm):
     assert "minilm" in a.describe()
 
 
-def test_backend_cache_returns_same_object(minilm):
-    assert get_backend("minilm", "scratch") is minilm[0]
+def test_backend_cache_returns_same_object(both):
+    assert get_backend("minilm", "scratch", device="cpu") is both[0]
 
 
 def test_tiny_distilbert_backends_agree(tiny_distilbert):
@@ -167,9 +168,9 @@ def test_unknown_target_is_refused(tiny_distilbert):
         get_backend(str(tiny_distilbert), "scratch").fill_mask("the [MASK] .", targets=["§§§"])
 
 
-def test_minilm_has_no_mlm_head(minilm):
+def test_minilm_has_no_mlm_head(both):
     with pytest.raises(NoMLMHead, match="no masked-LM head"):
-        minilm[0].fill_mask("the [MASK] sat.")
+        both[0].fill_mask("the [MASK] sat.")
 
 
 def test_missing_folder_and_wrong_files(tmp_path):
@@ -195,11 +196,11 @@ def test_hub_model_offline_gives_one_clear_message(monkeypatch):
     assert "distilbert-base-uncased" in msg and "minilm" in msg and "cache" in msg
 
 
-def test_bad_backend_and_pooling(minilm):
+def test_bad_backend_and_pooling(both):
     with pytest.raises(InputError, match="backend"):
         get_backend("minilm", "onnx")
     with pytest.raises(InputError, match="pooling"):
-        minilm[0].embed(["x"], pooling="median")
+        both[0].embed(["x"], pooling="median")
 
 
 def test_list_models(tiny_distilbert):
@@ -221,8 +222,8 @@ def test_checkpoint_roundtrip(tmp_path, tiny_distilbert):
     assert layout == "encoderscope" and cfg == b.config
 
 
-def test_inspect_sentence_pair_uses_token_types(minilm):
-    ours, hf = minilm
+def test_inspect_sentence_pair_uses_token_types(both):
+    ours, hf = both
     a, b = ours.inspect("the cat sat", pair="a dog ran"), hf.inspect("the cat sat", pair="a dog ran")
     assert a.tokens == ["[CLS]", "the", "cat", "sat", "[SEP]", "a", "dog", "ran", "[SEP]"]
     np.testing.assert_allclose(a.attentions, b.attentions, atol=1e-5)
@@ -284,9 +285,9 @@ def test_folder_without_or_with_the_wrong_tokenizer(tmp_path, tiny_distilbert, b
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, None])
-def test_bad_batch_size_is_refused(minilm, bad):
+def test_bad_batch_size_is_refused(both, bad):
     with pytest.raises(InputError, match="batch size"):
-        minilm[0].embed(["a cat"], batch_size=bad)
+        both[0].embed(["a cat"], batch_size=bad)
 
 
 def test_fill_mask_per_layer_agrees_across_backends_and_ends_at_the_output(tiny_distilbert):

@@ -14,11 +14,6 @@ TEXTS = ["The cat sat on the mat.", "A quick brown fox jumps over the lazy dog n
          "Where is the nearest train station?", "ok"] * 8
 
 
-@pytest.fixture(scope="module")
-def minilm():
-    return get_backend("minilm", precision="fp32", device="cpu")
-
-
 def _batch(b):
     ids, _ = b.encode_ids(TEXTS)
     return b._batch(ids)

@@ -4,7 +4,6 @@ from PySide6 import QtCore
 
 from core.backends import get_backend
 
-pytest.importorskip("pytestqt")
 
 from app import fillmask_panel as F  # noqa: E402
 from app.gui.state import AppState  # noqa: E402
@@ -147,11 +146,7 @@ def test_input_errors_are_shown(qtbot, panel):
     assert "vocabulary" in panel.status_label.text()
 
 
-def test_model_without_mlm_head_explains(qtbot):
-    try:
-        minilm = get_backend("minilm", backend="scratch")
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"minilm not installed: {e}")
+def test_model_without_mlm_head_explains(qtbot, minilm):
     listing = [{"name": "minilm", "mlm_head": False, "available": True},
                {"name": "distilbert-base-uncased", "mlm_head": True, "available": False,
                 "note": "not in the Hugging Face cache"},

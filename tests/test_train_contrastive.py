@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from core.sources import resolve
 from core.train import Trainer
 from core.weights import load_folder
 from tests.test_train_helpers import tiny_config, write_corpus
@@ -65,11 +66,6 @@ def test_mlm_then_simcse(tmp_path):
 
 def test_minilm_with_a_fresh_mlm_head_becomes_a_fill_mask_model(corpus_without_pairs, tmp_path):
     """--init minilm --objective mlm: minilm's body (token types kept) + a new tied head."""
-    from core.sources import resolve
-    try:
-        resolve("minilm")
-    except Exception as e:  # pragma: no cover - minilm is installed by make test
-        pytest.skip(str(e))
     out = tmp_path / "minilm-mlm"
     s = Trainer(tiny_config(corpus_without_pairs, out, init="minilm", steps=4, batch_size=8, lr=1e-4,
                             eval_every=4, eval_sentences=16, max_length=32)).run()

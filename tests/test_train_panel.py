@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pytestqt")
 
 from tests.test_train_helpers import write_corpus  # noqa: E402
 

@@ -22,11 +22,6 @@ SENTENCE = "The quick brown fox jumps over the lazy dog."
 
 
 @pytest.fixture(scope="module")
-def minilm():
-    return get_backend("minilm")
-
-
-@pytest.fixture(scope="module")
 def prenorm_folder(tmp_path_factory):
     """Pre-norm, sinusoidal positions, tanh GELU, token types: our own checkpoint layout."""
     return make_tiny_checkpoint(tmp_path_factory.mktemp("prenorm") / "model")

@@ -7,7 +7,6 @@ from PySide6 import QtCore
 
 from core import walkthrough as W
 
-pytest.importorskip("pytestqt")
 
 from app.gui.state import AppState
 from app.gui.panels.walkthrough.panel import WalkthroughPanel
