@@ -37,7 +37,6 @@ from core.errors import InputError
 TEXT_SUFFIXES = (".txt", ".text", ".md", "")       # one sentence per line
 TABLE_SUFFIXES = (".csv", ".tsv")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
-SUFFIXES = (".txt", ".csv", ".tsv", ".jsonl", ".ndjson", ".text", ".md")
 TEXT_FIELDS = ("text", "sentence", "sentences", "content", "body")
 COMMON_ENCODINGS = ("latin-1", "cp1252", "utf-16", "utf-8")   # what a user is offered to pick
 HEAD_BYTES = 8192                # the binary check and encoding sniff look at this much

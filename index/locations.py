@@ -52,7 +52,7 @@ def open_store(location=None, *, create: bool = False, fingerprint=None, readonl
     readonly=True (or writable=False) opens for searching only; create=True creates a missing
     store for `fingerprint` (needs a writable open). fingerprint: the model the caller will add
     and search with; another model raises index.errors.ModelMismatch on every implementation.
-    Other keywords go to the implementation (FAISS: repair, hnsw_threshold, check; Milvus:
+    Other keywords go to the implementation (FAISS: repair, ivf_threshold, check; Milvus:
     timeout, token).
     """
     loc = parse_location(location)

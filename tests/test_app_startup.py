@@ -91,7 +91,7 @@ def test_the_transformers_tokenizer_loads_in_the_background_after_the_panels(
     monkeypatch.setattr(cb, "_cache", {})                # a new model object, as in a new process
     monkeypatch.setattr("app.gui.main_window.PREBUILD_DELAY_MS", 600_000)   # idle time on demand below
     w = make_window(sample_store_template)
-    tokens = w.state.backend.tokens
+    tokens = w.state.backend.model_tokenizer
     assert not tokens.loaded, "the model should have loaded without the transformers tokenizer"
     built = []
     monkeypatch.setattr(w, "_warm_tokenizer", lambda real=w._warm_tokenizer: (built.append(
@@ -111,7 +111,7 @@ def test_the_tokenizer_warm_up_loads_it_without_any_panel(qtbot, make_window, sa
     monkeypatch.setattr(cb, "_cache", {})
     monkeypatch.setattr("app.gui.main_window.PREBUILD_DELAY_MS", 600_000)
     w = make_window(sample_store_template)
-    tokens = w.state.backend.tokens
+    tokens = w.state.backend.model_tokenizer
     assert not tokens.loaded
     w._warm_tokenizer()
     qtbot.waitUntil(lambda: tokens.loaded and not w.state.jobs.busy, timeout=120_000)

@@ -234,7 +234,7 @@ def test_auto_rule_flat_then_ivf_and_store_keeps_ids(tmp_path):
     assert resolve_kind("auto", 10, threshold=100) == "flat"
     assert resolve_kind("auto", 100, threshold=100) == "ivf"
     store, x = make(tmp_path, 900, d=DIM, fp=Fingerprint("fake", "f" * 64, "mean", DIM, True),
-                    hnsw_threshold=1000)
+                    ivf_threshold=1000)
     store.save()
     assert store.index_kind == "flat" and store.pending_reindex() is None
     more = clustered(600, DIM, seed=8)
@@ -256,7 +256,7 @@ def test_auto_rule_flat_then_ivf_and_store_keeps_ids(tmp_path):
 
 def test_cancelled_migration_keeps_the_previous_index(tmp_path):
     fp = Fingerprint("fake", "f" * 64, "mean", DIM, True)
-    store, x = make(tmp_path, 1500, d=DIM, fp=fp, hnsw_threshold=1000)
+    store, x = make(tmp_path, 1500, d=DIM, fp=fp, ivf_threshold=1000)
     assert store.index_kind == "flat" and store.pending_reindex()
     flat = store._index
     cancel = threading.Event()
@@ -282,7 +282,7 @@ def test_ingest_reports_the_index_build_and_a_cancel_keeps_the_exact_index(tmp_p
     from tests.test_store_support import FakeBackend
     b = FakeBackend(dim=DIM)
     store = VectorStore.open(tmp_path / "s", writable=True, create=True,
-                             fingerprint=b.fingerprint(), hnsw_threshold=300)
+                             fingerprint=b.fingerprint(), ivf_threshold=300)
     cancel = threading.Event()
     notes = []
 

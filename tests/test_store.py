@@ -121,7 +121,7 @@ def test_sq8_recall_and_size(tmp_path):
 
 
 def test_auto_switches_to_ivf_above_threshold(tmp_path):
-    store, x = make(tmp_path, 300, hnsw_threshold=500)
+    store, x = make(tmp_path, 300, ivf_threshold=500)
     store.save()
     assert read_manifest(tmp_path / "s").index_kind == "flat"
     assert store.pending_reindex() is None

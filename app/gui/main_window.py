@@ -251,7 +251,7 @@ class MainWindow(QMainWindow):
         """Embedding runs on the kept tokenizer pipeline (core/tokenizer.py), so the start skipped
         importing transformers; Why, Attention, Step by step and Fill-mask need the transformers
         tokenizer: load it now, in the background, rather than on their first request (~1 s)."""
-        tokens = getattr(self.state.backend, "tokens", None)
+        tokens = getattr(self.state.backend, "model_tokenizer", None)
         if tokens is None or tokens.loaded:
             return
         self.state.run("tokenizer", lambda progress=None, cancel=None: tokens.hf,

@@ -91,7 +91,6 @@ class Job(QObject):
         self.total = 0
         self.message = ""
         self.state = "pending"   # pending | running | done | error | cancelled
-        self.error_message = ""
         self.value: Any = None
         self.started_at = 0.0
         self._w_progress.connect(self._on_progress)
@@ -122,7 +121,7 @@ class Job(QObject):
                 self.state, self.value = "done", boxed[0]
                 self.result.emit(boxed[0])
             elif kind == "error":
-                self.state, self.error_message = "error", boxed[0]
+                self.state = "error"
                 self.error.emit(boxed[0])
             else:
                 self.state = "cancelled"

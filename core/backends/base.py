@@ -66,16 +66,16 @@ def _is_cancelled(cancel) -> bool:
 
 
 class Backend:
-    """Shared logic. Subclasses set: tokens (a core.tokenizer.ModelTokenizer), device, dim,
+    """Shared logic. Subclasses set: model_tokenizer (a core.tokenizer.ModelTokenizer), device, dim,
     n_layers, n_heads, max_length, has_mlm, and implement _forward and _mlm."""
 
     backend = "?"
-    tokens = None
+    model_tokenizer = None
 
     @property
     def tokenizer(self):
         """The model's transformers tokenizer (loaded on first use: embedding does not need it)."""
-        return self.tokens.hf
+        return self.model_tokenizer.hf
 
     def __init__(self, source: ModelSource, device: torch.device, precision: str):
         self.source = source
@@ -108,11 +108,11 @@ class Backend:
             if len(t) > MAX_TEXT_CHARS:
                 raise InputError(f"text {i + 1} is {len(t):,} characters long; the limit is "
                                  f"{MAX_TEXT_CHARS:,} (split long documents into sentences)")
-        return self.tokens.encode(texts)
+        return self.model_tokenizer.encode(texts)
 
     def _batch(self, ids: list[list[int]]):
         T = max(len(x) for x in ids)
-        pad = self.tokens.pad_token_id or 0
+        pad = self.model_tokenizer.pad_token_id or 0
         input_ids = torch.full((len(ids), T), pad, dtype=torch.long)
         mask = torch.zeros((len(ids), T), dtype=torch.long)
         for row, x in enumerate(ids):

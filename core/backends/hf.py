@@ -21,10 +21,10 @@ class HFBackend(Backend):
         else:
             cfg = self._load_folder(folder, device)
         self.has_mlm = any(a.endswith("ForMaskedLM") for a in cfg.architectures or [])
-        self.tokens = ModelTokenizer(source.folder, cfg.max_position_embeddings, getattr(cfg, "vocab_size", None))
+        self.model_tokenizer = ModelTokenizer(source.folder, cfg.max_position_embeddings, getattr(cfg, "vocab_size", None))
         self.dim = cfg.hidden_size
         self.n_layers, self.n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
-        self.max_length = self.tokens.max_length
+        self.max_length = self.model_tokenizer.max_length
         self.weights_sha256 = weights_hash(source.folder)
 
     def _load_folder(self, folder: str, device):

@@ -24,10 +24,10 @@ class ScratchBackend(Backend):
         super().__init__(source, device, precision)
         self.model, cfg, self.layout = load_folder(source.folder)
         self.model.to(device).eval()
-        self.tokens = ModelTokenizer(source.folder, cfg.max_position_embeddings, cfg.vocab_size)
+        self.model_tokenizer = ModelTokenizer(source.folder, cfg.max_position_embeddings, cfg.vocab_size)
         self.config = cfg
         self.dim, self.n_layers, self.n_heads = cfg.dim, cfg.n_layers, cfg.n_heads
-        self.max_length = self.tokens.max_length
+        self.max_length = self.model_tokenizer.max_length
         self.has_mlm = hasattr(self.model, "head")
         self.encoder = self.model.distilbert if self.has_mlm else self.model
         self.packed = self._pack(device, precision)
@@ -59,13 +59,13 @@ class RandomScratchBackend(ScratchBackend):
         from core.model import EncoderForMaskedLM
         cfg, seed = parse_random_spec(spec)
         Backend.__init__(self, ModelSource(spec, Path("."), "random"), device, precision)
-        self.tokens = ModelTokenizer(resolve(DEFAULT_MODEL).folder, cfg.max_position_embeddings)
-        cfg.vocab_size = len(self.tokens)
+        self.model_tokenizer = ModelTokenizer(resolve(DEFAULT_MODEL).folder, cfg.max_position_embeddings)
+        cfg.vocab_size = len(self.model_tokenizer)
         torch.manual_seed(seed)
         self.model = EncoderForMaskedLM(cfg).to(device).eval()
         self.config, self.layout = cfg, "random"
         self.dim, self.n_layers, self.n_heads = cfg.dim, cfg.n_layers, cfg.n_heads
-        self.max_length = self.tokens.max_length
+        self.max_length = self.model_tokenizer.max_length
         self.has_mlm, self.encoder = True, self.model.distilbert
         self.packed = self._pack(device, precision)
         h = hashlib.sha256()

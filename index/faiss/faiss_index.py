@@ -30,20 +30,17 @@ import numpy as np
 
 from core.errors import Cancelled
 
+# Each constant's measurements: docs/benchmarks/search.md, "Why the FAISS constants have their values".
 KINDS = ("flat", "hnsw", "sq8", "ivf")
 REQUESTS = KINDS + ("auto",)
-# "auto" stays exact until the store holds this many vectors, then switches to ivf (the name
-# is historical: stores record it as "hnsw_threshold"). An exact single query over 200k x 768
-# takes ~65 ms, over 200k x 384 ~30 ms: still interactive; ivf answers in ~1 ms either way.
-AUTO_HNSW_THRESHOLD = 200_000
+# "auto" is exact up to this many vectors (a query over 200k x 768 takes ~65 ms), ivf from here on.
+AUTO_IVF_THRESHOLD = 200_000
 AUTO_KIND = "ivf"
-# Kinds that mark removed ids instead of deleting them (IndexRefine and HNSW graphs can't
-# drop a vector); searches skip the marks, an update or too many marks rebuild the index.
+# Kinds that mark removed ids instead of deleting them; an update or too many marks rebuild the index.
 MARKING_KINDS = ("hnsw", "ivf")
 DEFAULT_PARAMS = {
     "flat": {},
-    # ef_search "auto": 256 below 500k vectors, 1024 from there on. Measured recall@10 on
-    # clustered 768-d vectors: 100k 0.965 at 256 (128: 0.91); 1M 0.965 at 1024 (256: 0.86-0.88).
+    # ef_search "auto": 256 below 500k vectors, 1024 from there on (recall@10 ~0.965 at both sizes).
     "hnsw": {"M": 32, "ef_construction": 80, "ef_search": "auto"},
     "sq8": {"qtype": "QT_8bit"},
     # nlist "auto": IVF_LISTS_PER_SQRT * sqrt(n) lists (see nlist_for). nprobe "auto": the
@@ -52,82 +49,44 @@ DEFAULT_PARAMS = {
     # k_factor "auto": the scan keeps k * IVF_K_FACTOR[codes] candidates for the re-rank.
     "ivf": {"nlist": "auto", "nprobe": "auto", "k_factor": "auto", "codes": "auto"},
 }
-# The codes the ivf lists hold, by name: the index_factory suffix and the IVF class it makes.
-# On the bench's clustered vectors a query scans 40-70k codes whatever nprobe (big clusters fill
-# whole lists: at 300k x 768 the largest of 2048 lists held 8.4k vectors, of 8192 lists 17.6k),
-# so the time is the cost of a code. 8-bit codes are d bytes, read at ~12 GB/s: 1M x 384
-# 1.64 ms, 1M x 768 4.37 ms (docs/benchmarks/search.md). SQ4/SQ6 were no faster (the unpacking
-# is the cost), PQ 4-bit fast-scan lost the ranking (PQ384x4fs recall@10 0.88 with 640
-# candidates re-ranked). RaBitQ's 1-bit codes (d/8 bytes + 8 of factors) in fast-scan blocks
-# scan 1M x 768 in ~0.7 ms but rank coarsely: the re-rank needs ~100 candidates a hit
-# (IVF_K_FACTOR) for recall@10 0.96 at 1M x 768; 2-bit RaBitQ needed only 16 but took 141 s
-# to build (encoding) and 2.5 ms a query, 1-bit 51-90 s.
+# The codes the ivf lists hold: the index_factory suffix and the IVF class it makes.
 IVF_CODES = {"sq8": ("SQ8", "IndexIVFScalarQuantizer"),
              "rabitq": ("RaBitQfs", "IndexIVFRaBitQFastScan")}
-# 8-bit codes up to this width (met the goal at 384-d, missed it at 768-d), RaBitQ above.
+# 8-bit codes up to this width (fast enough at 384-d, not at 768-d), 1-bit RaBitQ above.
 IVF_SQ8_MAX_DIM = 384
-# Candidates kept per hit for the re-rank, by codes. 8-bit codes rank well: 4 and 16 gave
-# the same recall on 200k x 384 (the lists are the limit). 1-bit RaBitQ at 1M x 768 (held-out
-# recall@10 / CPU ms per query, load 3.6): k_factor 64 0.930 / 1.4, 96 0.957-0.965 / 1.7-1.9,
-# 128 0.970-0.978 / 2.1-2.8. Half the time is the scan keeping k * k_factor candidates (0.72 ms
-# for 40, 1.36 ms for 1280), the rest the re-rank (then exact rows): 96 is the largest within 2 ms.
+# Candidates kept per hit for the re-rank: 8-bit codes rank well, 1-bit ones coarsely.
 IVF_K_FACTOR = {"sq8": 4, "rabitq": 96}
-# The vectors the re-rank reads: fp16 (IndexScalarQuantizer QT_fp16), half the memory of the
-# exact ones (1M x 768: 1.5 GB instead of 3 GB) and half the bytes a query's 960 random rows
-# take. Same index, same process, 300 held-out queries (AMD EPYC, load ~1): 1M x 768 recall@10
-# 0.9573 either way, single-query p50 1.52-1.55 ms against 1.63-1.70 ms with fp32 rows; 1M x 384
-# (40 candidates: no time to gain) 0.9667 against 0.9680, 0.96 against 0.94 ms. A cosine of unit
-# vectors moves by at most 2^-11 in fp16 (IVF_FP16_SCORE_ERROR): only a neighbour that close to
-# the 10th can swap places with it, and the store reports each hit's exact cosine from its
-# database.
+# The re-rank reads fp16 rows: half the memory of exact ones, the same recall; scores move <= 2^-11.
 IVF_REFINE_QTYPE = faiss.ScalarQuantizer.QT_fp16
 IVF_FP16_SCORE_ERROR = 2.0 ** -11
 # ~4 sqrt(n) lists: the classic balance between scanning the centroids and scanning the lists.
 IVF_LISTS_PER_SQRT = 4
-# How many lists a query must scan depends on the data: on clustered synthetic vectors 1/64 of
-# 2048 lists gave recall@10 0.995 at 1M x 384 but 0.84 at 200k, and 20k x 64 needed 1/16
-# (docs/benchmarks/search.md). So build() measures it: stored vectors used as queries, their
-# exact top 10 (faiss.knn) against the index's, nprobe raised from IVF_MIN_NPROBE by
-# IVF_NPROBE_STEP until recall@10 reaches IVF_TARGET_RECALL (the 0.95 goal plus a margin for
-# unseen queries; at 1M x 384 the calibration's 0.985 matched held-out queries' 0.9853).
+# build() raises nprobe until its calibration queries reach this recall@10 (the 0.95 goal + margin).
 IVF_TARGET_RECALL = 0.97
 IVF_CALIBRATION_QUERIES = 100
 IVF_MIN_NPROBE = 4
-# Steps of sqrt(2) (4, 6, 8, 11, 16, 23, 33, 47, 66, ...): a query's time grows with nprobe, so
-# stopping near the target matters (1M x 384: nprobe 32 gave 0.948, 64 gave 0.985).
+# nprobe grows in steps of sqrt(2): a query's time grows with it, so stop near the target.
 IVF_NPROBE_STEP = math.sqrt(2)
-# ... or until a step gains less than this (2 of the 1000 neighbours the calibration queries
-# have): then the codes, not the lists, limit recall (1-bit RaBitQ, k_factor 96 at 1M x 768:
-# 0.957 at nprobe 23, 0.964 at 32, 0.965 at 47), and more lists would only cost time.
+# ... or until a step gains less than this: then the codes, not the lists, limit recall.
 IVF_PLATEAU_GAIN = 0.002
-# Before any calibration (an index filled by add() rather than build()): this fraction.
+# Before any calibration (an index filled by add() rather than build()): this fraction of the lists.
 IVF_PROBE_FRACTION = 1 / 16
-# k-means on a sample: its cost grows with sample x nlist x iterations and dominates the build
-# for 1M vectors (65k points into 4096 lists: half of an 84 s build at 1M x 384); 32k points
-# (8 a list) and 10 iterations gave the same recall at 200k x 384 (0.958-0.989 at nprobe 32-64).
+# k-means on a sample of this size, for this many iterations: the same recall as more, far faster.
 IVF_TRAIN_SAMPLE = 32_768
 IVF_TRAIN_ITERATIONS = 10
-# The coarse quantiser is a small HNSW graph over the centroids, so assigning 1M vectors to
-# 4096 lists costs a graph walk each instead of 4096 dot products (the add's bottleneck).
+# The coarse quantiser is a small HNSW graph over the centroids (assigning 1M vectors is the add's cost).
 IVF_QUANTIZER_M = 32
 # Vectors added per chunk by build(): progress and cancel are checked between chunks.
 BUILD_CHUNK = 50_000
 
-# faiss-cpu 1.15 ships distance_compute_blas_threshold = 128000: below that many queries a flat
-# search scans with its own SIMD loop instead of one BLAS matrix product. Measured on 100k x 768
-# (docs/benchmarks/search.md): batches of 16 ran 13-20x faster through BLAS (172 vs 8-13 q/s),
-# batches of 256 the same either way, a single query 2.5x slower through BLAS (gemv). So
-# batches of >= BLAS_THRESHOLD queries use BLAS, single queries the SIMD loop.
+# Batches of at least this many queries scan through BLAS; single queries through FAISS's SIMD loop.
 BLAS_THRESHOLD = 4
-# Threads for a single query: one. Waking an OpenMP team costs more than it gains, badly so on
-# a busy machine: flat 5k x 768 1.3 ms on one thread vs 17 ms on two; flat 1M x 768 330 ms vs
-# 864 ms; HNSW 1M 3.3 ms vs 4.3 ms (docs/benchmarks/search.md). Batches use all threads.
+# A single query runs on one thread: waking an OpenMP team costs more than it gains.
 SINGLE_QUERY_THREADS = 1
-# Except a single query on ivf's 8-bit lists: it scans its lists on all threads (faiss
-# parallel_mode 1, the lists split between the threads): 1M x 384 1.12-1.18 ms on two threads
-# against 1.92-2.11 ms on one (same run, quiet machine). The 1-bit fast-scan lists gained
-# nothing that way (1M x 768: 2.24-2.60 ms on two against 2.02-2.06 on one), so they keep one.
+# ... except on ivf's 8-bit lists, which a single query scans on all threads.
 IVF_PARALLEL_LIST_CODES = ("sq8",)
+
+
 
 
 # The index each kind wraps, by class name (ivf: fp16 re-rank rows, or exact ones in older files).
@@ -146,7 +105,7 @@ def configure_faiss(blas_threshold: int | None = BLAS_THRESHOLD) -> None:
 configure_faiss()
 
 
-def resolve_kind(request: str, count: int, threshold: int = AUTO_HNSW_THRESHOLD) -> str:
+def resolve_kind(request: str, count: int, threshold: int = AUTO_IVF_THRESHOLD) -> str:
     if request == "auto":
         return AUTO_KIND if count >= threshold else "flat"
     if request not in KINDS:

@@ -43,7 +43,7 @@ from index.durability import (
     write_failed,
 )
 from index.errors import DuplicateText, StoreCorrupted, StoreError, StoreNotFound, UnknownId
-from index.faiss.faiss_index import AUTO_HNSW_THRESHOLD, MARKING_KINDS, REQUESTS, FaissIndex, resolve_kind
+from index.faiss.faiss_index import AUTO_IVF_THRESHOLD, MARKING_KINDS, REQUESTS, FaissIndex, resolve_kind
 from index.faiss.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -67,6 +67,8 @@ def default_store_dir() -> Path:
 
 def _index_name(generation: int) -> str:
     return f"index-{generation:010d}.faiss"
+# The stored setting "auto" switches at; stores keep the key they were first written with.
+IVF_THRESHOLD_KEY = "hnsw_threshold"
 
 
 class VectorStore(SnapshotLoading, Store):
@@ -82,7 +84,7 @@ class VectorStore(SnapshotLoading, Store):
         self._dim: int = int(db.get_meta("dim"))
         self._request: str = db.get_meta("index_request", "auto")
         self._params: dict = db.get_meta("index_params", {}) or {}
-        self._threshold: int = int(db.get_meta("hnsw_threshold", AUTO_HNSW_THRESHOLD))
+        self._threshold: int = int(db.get_meta(IVF_THRESHOLD_KEY, AUTO_IVF_THRESHOLD))
         if (self._fp is None or self._fp.get("dim") != self._dim or not 0 < self._dim < 1 << 16
                 or self._request not in REQUESTS):
             raise StoreCorrupted(f"the sentence database {db.path} is damaged: its model, "
@@ -100,13 +102,13 @@ class VectorStore(SnapshotLoading, Store):
     @classmethod
     def open(cls, folder=None, *, writable: bool = False, create: bool = False, fingerprint=None,
              index: str = "auto", index_params: dict | None = None,
-             hnsw_threshold: int = AUTO_HNSW_THRESHOLD, repair: bool = False,
+             ivf_threshold: int = AUTO_IVF_THRESHOLD, repair: bool = False,
              check: bool = True, verify: bool = False) -> "VectorStore":
         """Open (or with create=True, writable=True and a fingerprint, create) a store.
 
         fingerprint: the model the caller will add/search with; a different model raises
         ModelMismatch (rebuild() re-embeds the store for another model).
-        index: "auto" (exact, ivf from hnsw_threshold vectors on), "flat", "hnsw", "sq8" or
+        index: "auto" (exact, ivf from ivf_threshold vectors on), "flat", "hnsw", "sq8" or
         "ivf"; used when creating; an existing store keeps its own.
         repair (writable only): a damaged, missing or foreign index snapshot or manifest is
         rebuilt from the database, rows that fail their checksum are set aside (table
@@ -161,7 +163,7 @@ class VectorStore(SnapshotLoading, Store):
                                          path=db_path, remedy="restore")
                 fpd = fpmod.as_dict(fingerprint)
                 db.create({"fingerprint": fpd, "dim": int(fpd["dim"]), "index_request": index,
-                           "index_params": index_params or {}, "hnsw_threshold": int(hnsw_threshold),
+                           "index_params": index_params or {}, IVF_THRESHOLD_KEY: int(ivf_threshold),
                            "generation": 0, "structural_generation": 0, "format_version": 1})
             if writable:
                 db.stage_drop()               # an interrupted rebuild's staged vectors
@@ -568,6 +570,3 @@ def _split_meta(meta):
     source, row, _added, extra = split_meta(meta)
     return source, row, extra
 
-
-def open_store(folder=None, **kw) -> VectorStore:
-    return VectorStore.open(folder, **kw)

@@ -94,7 +94,7 @@ class MilvusStore(Store):
     def open(cls, location, *, writable: bool = False, create: bool = False, fingerprint=None,
              index: str = "auto", index_params: dict | None = None, timeout: float = 10.0,
              token: str | None = None, dedup: str | None = None, repair: bool = False,
-             check: bool = True, hnsw_threshold: int | None = None) -> MilvusStore:
+             check: bool = True, ivf_threshold: int | None = None) -> MilvusStore:
         """Open (or with create=True, writable=True and a fingerprint, create) a store.
 
         location: "milvus-lite:FOLDER", "http(s)://HOST:PORT[/DB][?collection=NAME]" or a
@@ -103,7 +103,7 @@ class MilvusStore(Store):
         call). index: "auto" (Lite: FLAT, exact; server: HNSW), "flat", "hnsw", "ivf" or "sq8"
         (IVF_SQ8); used when creating. index_params: build params merged over the defaults,
         "search" key: search params.
-        repair, check, hnsw_threshold: FAISS-store options, accepted so callers need not
+        repair, check, ivf_threshold: FAISS-store options, accepted so callers need not
         branch; Milvus keeps its own WAL/segments consistent (nothing to repair here).
         """
         loc = parse_location(location)
