@@ -8,7 +8,7 @@ products run slower per token than on smaller batches; short texts still run 64 
 """
 from __future__ import annotations
 
-# Measured on a 2-core Zen 5 (docs/benchmarks.md, session 19): capping batches at ~1,536 padded
+# Measured on a 2-core Zen 5 (docs/benchmarks.md, encoder throughput): capping batches at ~1,536 padded
 # tokens for minilm (384 wide) and ~768 for a 768-wide model was the best of 512..4096 (+6-8 %
 # in bf16, +2-3 % in fp32), and the optimum scales with 1 / width, i.e. a constant
 # activation size: tokens x width. The curve is flat within a factor of two either way.

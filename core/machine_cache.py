@@ -1,5 +1,5 @@
 """Measurements that depend on this machine, not on the session: kept on disk so later starts
-skip them (issue 14, start-up). A missing or unreadable file only means measuring again.
+skip them (start-up time). A missing or unreadable file only means measuring again.
 
 * ``kernel_choice.json`` - core.packed_forward.pack_for_cpu_inference: which fp32 Linear kernel (oneDNN or
   MKL) won per weight shape (timing both costs 70-230 ms per model load).

@@ -1,5 +1,5 @@
 """A model's tokenizer: transformers' AutoTokenizer, and the Rust pipeline inside it kept on disk
-so that a later start embeds without importing transformers (issue 14, start-up).
+so that a later start embeds without importing transformers (start-up time).
 
 Importing transformers and building the model's tokenizer class costs ~1 s of CPU, a third of a
 cold start's first search result, yet what embedding calls is only the `tokenizers` pipeline

@@ -8,7 +8,7 @@
    vector a different one in every coordinate.
 2. The meaning (`migrate --verify`): a sample of the destination's texts is embedded again with
    the store's model and compared with the stored vectors (`reembedding_mismatches`). This is
-   what catches a source whose rows already held another sentence's vector (issue 16: a Milvus
+   what catches a source whose rows already held another sentence's vector (for example a Milvus
    Lite store read back after a crash recovery), which a copy check alone would faithfully
    reproduce.
 """

@@ -79,7 +79,7 @@ class MainWindow(QMainWindow):
 
         self.model_bar = ModelBar(self.state, self)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.model_bar)
-        # the inspected model, apart from the corpus model (issue 17): its own row
+        # the inspected model, apart from the corpus model: its own row
         self.addToolBarBreak(Qt.ToolBarArea.TopToolBarArea)
         self.inspect_bar = InspectBar(self.state, self)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.inspect_bar)
@@ -101,7 +101,7 @@ class MainWindow(QMainWindow):
         for title in OPTIONAL_PANELS:
             self._panel_tabs[title] = scroll_holder(f"{panel_object_name(title)}_scroll")
             self.tabs.addTab(self._panel_tabs[title], title)
-        # ---- corpus map (issue 13): the Map tab follows the search and feeds it back ----
+        # ---- corpus map: the Map tab follows the search and feeds it back ----
         self._panel_tabs["Map"] = plain_holder("map_tab")
         self.tabs.addTab(self._panel_tabs["Map"], "Map")
         self._last_search = None       # the latest search shown, for a Map built after it
@@ -211,7 +211,7 @@ class MainWindow(QMainWindow):
         help_menu = mb.addMenu("&Help")
         self._action(help_menu, "&About Encoderscope", lambda: show_about(self, self.state), "F1")
 
-    # ---- panels built when needed (issue 14, start-up) ------------------------------------------
+    # ---- panels built when needed (start-up) ------------------------------------------------------
     @property
     def map_panel(self):
         return self._map["Map"]

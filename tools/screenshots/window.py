@@ -120,7 +120,7 @@ def main() -> int:
         spin(app, 0.5)
         save(w, "tab-" + title.lower().replace(" ", "-"))
 
-    # 9. (issue 17) inspecting another model than the corpus's: the "Inspect with" bar. A masked-LM
+    # 9. inspecting another model than the corpus's: the "Inspect with" bar. A masked-LM
     # checkpoint when there is one (ENCODERSCOPE_MLM_MODEL, as in `make screenshots`), else minilm
     # under transformers: the corpus, and search, keep their model either way.
     mlm = os.environ.get("ENCODERSCOPE_MLM_MODEL", "")
