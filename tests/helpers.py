@@ -109,3 +109,13 @@ def make_tiny_checkpoint(folder: Path, norm="pre", positions="sinusoidal", activ
             if p.requires_grad:
                 p.add_(torch.randn_like(p) * 0.1)
     return save_checkpoint(model.eval(), tok, folder)
+
+
+def run_cli(argv, capsys):
+    """`encoderscope ARGV...` in this process (no new Python, no new torch): (exit code, stdout,
+    stderr). Tests of what only a real process shows (exit on a signal, the console script
+    itself) run the script in a subprocess instead."""
+    from app.cli import main
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err

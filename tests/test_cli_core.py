@@ -1,17 +1,22 @@
-"""The CLI as a black box: the real `encoderscope` console script in a subprocess."""
+"""The CLI's core commands (embed, inspect, fill-mask, models): once through the real
+`encoderscope` console script in a subprocess, the rest in this process (same parser, same
+handlers, no new Python + torch start per test)."""
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from tests.helpers import run_cli
+
 EXE = Path(sys.executable).with_name("encoderscope")
 
 
-def run(*args, check=True):
+def run_script(*args, check=True):
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     p = subprocess.run([str(EXE), *args], capture_output=True, text=True, env=env, timeout=300)
     if check:
@@ -19,11 +24,21 @@ def run(*args, check=True):
     return p
 
 
+@pytest.fixture
+def run(capsys):
+    def call(*args, check=True):
+        rc, out, err = run_cli(args, capsys)
+        if check:
+            assert rc == 0, err
+        return SimpleNamespace(returncode=rc, stdout=out, stderr=err)
+    return call
+
+
 def test_embed_json_matches_the_api(tmp_path):
     from core.backends import get_backend
     f = tmp_path / "texts.txt"
     f.write_text("A third one from a file.\n\n   \nAnd a fourth.\n", encoding="utf-8")
-    out = json.loads(run("embed", "The cat sat.", "Dogs bark.", "--file", str(f), "--json").stdout)
+    out = json.loads(run_script("embed", "The cat sat.", "Dogs bark.", "--file", str(f), "--json").stdout)
     assert out["model"] == "minilm" and out["backend"] == "scratch" and out["dim"] == 384
     assert out["device"].startswith("cpu")
     v = np.array(out["vectors"])
@@ -33,7 +48,7 @@ def test_embed_json_matches_the_api(tmp_path):
     np.testing.assert_allclose(v, ref, atol=1e-5)
 
 
-def test_embed_hf_backend_and_pooling():
+def test_embed_hf_backend_and_pooling(run):
     a = np.array(json.loads(run("embed", "hello there", "--pooling", "cls", "--json").stdout)["vectors"])
     p = run("embed", "hello there", "--pooling", "cls", "--backend", "hf", "--json")
     b = json.loads(p.stdout)
@@ -42,7 +57,7 @@ def test_embed_hf_backend_and_pooling():
     np.testing.assert_allclose(a, np.array(b["vectors"]), atol=1e-5)
 
 
-def test_inspect_json():
+def test_inspect_json(run):
     out = json.loads(run("inspect", "The cat sat.", "--json").stdout)
     assert out["tokens"] == ["[CLS]", "the", "cat", "sat", ".", "[SEP]"]
     att = np.array(out["attentions"])
@@ -50,7 +65,7 @@ def test_inspect_json():
     np.testing.assert_allclose(att.sum(-1), 1, atol=1e-4)
 
 
-def test_fill_mask_json(tiny_distilbert):
+def test_fill_mask_json(run, tiny_distilbert):
     out = json.loads(run("fill-mask", "the [MASK] sat on the [MASK] .", "--model", str(tiny_distilbert),
                          "--top-k", "3", "--per-layer", "--json").stdout)
     assert len(out["masks"]) == 2 and len(out["masks"][0]["predictions"]) == 3
@@ -62,7 +77,7 @@ def test_fill_mask_json(tiny_distilbert):
     assert {p["token"] for p in t["masks"][0]["predictions"]} == {"cat", "dogs"}
 
 
-def test_models_json():
+def test_models_json(run):
     rows = {r["name"]: r for r in json.loads(run("models", "--json").stdout)["models"]}
     assert rows["minilm"] == {**rows["minilm"], "source": "packaged", "available": True, "dim": 384,
                               "layers": 6, "heads": 12, "mlm_head": False}
@@ -78,14 +93,14 @@ def test_models_json():
     (["fill-mask", "the [MASK] sat", "--model", "distilbert-base-uncased"], "not in the Hugging Face cache"),
     (["embed", "hi", "--batch-size", "0"], "batch size"),
 ])
-def test_errors_are_messages_not_tracebacks(args, message):
+def test_errors_are_messages_not_tracebacks(run, args, message):
     p = run(*args, check=False)
     assert p.returncode == 2
     assert p.stderr.startswith("error: ") and message in p.stderr
     assert "Traceback" not in p.stderr
 
 
-def test_fill_mask_json_shape(tiny_distilbert):
+def test_fill_mask_json_shape(run, tiny_distilbert):
     """The documented shape: masks[{position, predictions[{token, score}]}], joint{text, score}, per_layer."""
     out = json.loads(run("fill-mask", "the [MASK] sat on the mat .", "--model", str(tiny_distilbert),
                          "--backend", "hf", "--top-k", "2", "--json").stdout)
@@ -99,7 +114,7 @@ def test_fill_mask_json_shape(tiny_distilbert):
     assert out["joint"]["score"] == pytest.approx(mask["predictions"][0]["score"])
 
 
-def test_wrong_model_folders_are_messages(tmp_path, tiny_distilbert):
+def test_wrong_model_folders_are_messages(run, tmp_path, tiny_distilbert):
     import shutil
     junk = tmp_path / "junk"
     junk.mkdir()

@@ -12,16 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import make_tiny_bert, make_tiny_distilbert
+from tests.helpers import run_cli as cli
 
 EXE = Path(sys.executable).with_name("encoderscope")
 WORDS = ["the cat sat on the mat .", "a dog ran in the park ."]
-
-
-def cli(argv, capsys):
-    from app.cli import main
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def error_lines(err: str) -> list[str]:

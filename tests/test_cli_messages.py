@@ -1,35 +1,35 @@
 """Every command an error message suggests works as written: each test provokes the message
-through the real `encoderscope` script, cuts the `command` out of its text and runs it.
+through the `encoderscope` command line (in this process: the same parser and handlers as the
+console script), cuts the `command` out of its text and runs it.
 
 The messages that suggest commands (grep "encoderscope " in core/ index/ app/): the model and
 pooling mismatch of search/ingest (app/cli/store.py, index/base.py), the store's repair and "no
 store" hints (index/faiss/store.py), the encoding hint (core/readers.py), fill-mask's "train one"
 (core/fillmask.py).
 """
-import os
 import re
 import shlex
-import subprocess
-import sys
-from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from tests.helpers import make_tiny_distilbert
+from tests.helpers import make_tiny_distilbert, run_cli
 
-EXE = Path(sys.executable).with_name("encoderscope")
 SENTENCES = ["the cat sat on the mat .", "a dog ran in the park .", "the bird sang a song .",
              "we like to read books .", "it rained all day long ."]
 
 
-def run(args, cwd, check=False):
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    p = subprocess.run([str(EXE), *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd,
-                       check=False, timeout=600)
-    assert "Traceback" not in p.stderr, p.stderr
-    if check:
-        assert p.returncode == 0, p.stderr
-    return p
+@pytest.fixture
+def run(capsys, monkeypatch):
+    """run(ARGS, cwd) -> (returncode, stdout, stderr) of `encoderscope ARGS` started in cwd."""
+    def call(args, cwd, check=False):
+        monkeypatch.chdir(cwd)
+        rc, out, err = run_cli(args, capsys)
+        assert "Traceback" not in err, err
+        if check:
+            assert rc == 0, err
+        return SimpleNamespace(returncode=rc, stdout=out, stderr=err)
+    return call
 
 
 def suggested(message: str) -> list[list[str]]:
@@ -53,13 +53,13 @@ def models(tmp_path_factory):
 
 
 @pytest.fixture()
-def store(tmp_path, models):
+def store(tmp_path, models, run):
     (tmp_path / "s.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     run(["ingest", "s.txt", "--model", models[0], "--store", "store", "--quiet"], tmp_path, check=True)
     return tmp_path / "store"
 
 
-def test_search_with_another_pooling_suggests_commands_that_work(tmp_path, store, models):
+def test_search_with_another_pooling_suggests_commands_that_work(tmp_path, store, models, run):
     p = run(["search", SENTENCES[1], "--pooling", "cls", "--store", "store"], tmp_path)
     message = one_error_line(p)
     assert "--model" not in message.split("`")[0], message          # none was given: not named
@@ -74,7 +74,7 @@ def test_search_with_another_pooling_suggests_commands_that_work(tmp_path, store
     assert "cls pooling" in run(["info", "--store", "store"], tmp_path, check=True).stdout
 
 
-def test_search_with_another_model_suggests_commands_that_work(tmp_path, store, models):
+def test_search_with_another_model_suggests_commands_that_work(tmp_path, store, models, run):
     p = run(["search", SENTENCES[2], "--model", models[1], "--store", "store"], tmp_path)
     keep, rebuild = suggested(one_error_line(p))
     run(keep, tmp_path, check=True)
@@ -84,7 +84,7 @@ def test_search_with_another_model_suggests_commands_that_work(tmp_path, store, 
     assert out.strip().endswith(SENTENCES[2])
 
 
-def test_ingest_with_another_model_suggests_a_rebuild_that_works(tmp_path, store, models):
+def test_ingest_with_another_model_suggests_a_rebuild_that_works(tmp_path, store, models, run):
     (tmp_path / "more.txt").write_text("one more line here .\n", encoding="utf-8")
     p = run(["ingest", "more.txt", "--model", models[1], "--store", "store", "--quiet"], tmp_path)
     message = one_error_line(p)
@@ -94,13 +94,13 @@ def test_ingest_with_another_model_suggests_a_rebuild_that_works(tmp_path, store
     run(["ingest", "more.txt", "--model", models[1], "--store", "store", "--quiet"], tmp_path, check=True)
 
 
-def test_rebuild_alone_needs_a_store(tmp_path):
+def test_rebuild_alone_needs_a_store(tmp_path, run):
     p = run(["ingest", "--rebuild", "--store", "nothing-here"], tmp_path)
     assert "no store" in one_error_line(p)
     assert "FILE" in one_error_line(run(["ingest", "--store", "nothing-here"], tmp_path))
 
 
-def test_damaged_index_suggests_a_repair_that_works(tmp_path, store):
+def test_damaged_index_suggests_a_repair_that_works(tmp_path, store, run):
     index = next(p for p in store.iterdir() if p.name.startswith("index") or p.suffix == ".faiss")
     index.unlink()
     message = one_error_line(run(["search", "cat", "--store", "store"], tmp_path))
@@ -110,14 +110,14 @@ def test_damaged_index_suggests_a_repair_that_works(tmp_path, store):
     run(["search", SENTENCES[0], "--store", "store", "-k", "1"], tmp_path, check=True)
 
 
-def test_no_store_suggests_an_ingest_that_works(tmp_path):
+def test_no_store_suggests_an_ingest_that_works(tmp_path, run):
     (tmp_path / "a.txt").write_text("hello there\n", encoding="utf-8")
     message = one_error_line(run(["search", "x", "--store", "missing"], tmp_path))
     command = re.search(r"\((encoderscope ingest FILE [^)]+)\)", message).group(1)
     run(shlex.split(command.replace("FILE", "a.txt"))[1:], tmp_path, check=True)
 
 
-def test_not_utf8_suggests_an_encoding_that_works(tmp_path):
+def test_not_utf8_suggests_an_encoding_that_works(tmp_path, run):
     (tmp_path / "l.txt").write_bytes("café au lait\nnaïve\n".encode("latin-1"))
     for command in (["embed", "--file", "l.txt"], ["ingest", "l.txt", "--store", "s", "--quiet"]):
         message = one_error_line(run(command, tmp_path))
@@ -128,7 +128,7 @@ def test_not_utf8_suggests_an_encoding_that_works(tmp_path):
 
 
 @pytest.mark.slow
-def test_no_mlm_head_suggests_a_training_that_works(tmp_path, models):
+def test_no_mlm_head_suggests_a_training_that_works(tmp_path, models, run):
     message = one_error_line(run(["fill-mask", "the [MASK] sat .", "--model", models[0]], tmp_path))
     [train] = suggested(message)
     (tmp_path / "YOUR_TEXT.txt").write_text("\n".join(SENTENCES * 4), encoding="utf-8")

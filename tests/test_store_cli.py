@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.helpers import run_cli as cli
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "assets" / "sample_corpus.txt"
@@ -19,13 +20,6 @@ CORPUS = ROOT / "assets" / "sample_corpus.txt"
 def corpus_lines(n=None):
     lines = [l.strip() for l in CORPUS.read_text(encoding="utf-8").splitlines() if l.strip()]
     return lines[:n] if n else lines
-
-
-def cli(argv, capsys):
-    from app.cli import main
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from index.errors import StoreCorrupted, StoreWriteFailed
 from index.faiss.manifest import CHECKSUM_KEY, read_manifest
 from index.faiss.store import VectorStore
 from tests.fake_vectors import text_vector
+from tests.helpers import run_cli as cli
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "store_v1"
@@ -57,13 +58,6 @@ def assert_verified(folder):
             hit = s.search(v, k=1)[0]
             assert hit.text == recs[int(i)] and hit.score == pytest.approx(1, abs=1e-5)
     return recs
-
-
-def cli(argv, capsys):
-    from app.cli import main
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def swap_parts(src, dst):
