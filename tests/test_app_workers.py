@@ -135,7 +135,7 @@ def test_pinned_pyside_does_not_leak_singleton_references(qtbot):
 # ---- the window's model choice, corpus table, drops and re-embed (issue 5) -----------------------
 from PySide6.QtCore import Qt  # noqa: E402
 
-from tests.app_fixtures import make_window, minilm, sample_store_template, tiny_store_template  # noqa: E402,F401
+from tests.app_fixtures import make_window, sample_store_template, tiny_store_template  # noqa: E402,F401
 
 
 def _close_boxes(window):

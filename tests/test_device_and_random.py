@@ -1,9 +1,6 @@
 """Device choice, bf16 mode, and randomly initialised encoders."""
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,6 +9,7 @@ import torch
 from core.backends import get_backend
 from core.device import bf16_supported, describe_device, pick_device
 from core.errors import DeviceUnavailable, EncoderscopeError, InputError
+from tests.helpers import run_cli
 
 
 def test_device_order_and_overrides(monkeypatch):
@@ -40,14 +38,18 @@ def test_cuda_request_without_gpu_is_a_clear_error():
         assert isinstance(e.value, EncoderscopeError) and isinstance(e.value, RuntimeError)
 
 
-def _cli(*args, **env):
-    exe = Path(sys.executable).with_name("encoderscope")
-    full_env = {k: v for k, v in os.environ.items() if k != "ENCODERSCOPE_DEVICE"}
-    full_env.update(HF_HUB_OFFLINE="1", **env)
-    return subprocess.run([str(exe), *args], capture_output=True, text=True, env=full_env, timeout=300)
+@pytest.fixture
+def _cli(capsys, monkeypatch):
+    def call(*args, **env):
+        monkeypatch.delenv("ENCODERSCOPE_DEVICE", raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        rc, out, err = run_cli(args, capsys)
+        return SimpleNamespace(returncode=rc, stdout=out, stderr=err)
+    return call
 
 
-def test_cli_device_option_env_var_and_report():
+def test_cli_device_option_env_var_and_report(_cli):
     """--device beats $ENCODERSCOPE_DEVICE, the device used is in the JSON, a bad one is a message."""
     p = _cli("embed", "hi", "--device", "cpu", "--json", ENCODERSCOPE_DEVICE="tpu")
     assert p.returncode == 0, p.stderr

@@ -3,9 +3,6 @@ check, fp32 elsewhere; fp32 and bf16 vectors of one model share a store; inspect
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +14,7 @@ import core.backends as backend_mod
 from core import device as device_mod
 from core.backends import get_backend
 from core.errors import InputError
+from tests.helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
@@ -82,22 +80,20 @@ def test_auto_falls_back_to_fp32_when_bf16_vectors_drift(monkeypatch, auto_env, 
     np.testing.assert_allclose(b.embed(["the cat sat"]), ref.embed(["the cat sat"]), atol=1e-6)
 
 
-def test_cli_reports_the_precision_it_ran(auto_env):
-    env = {k: v for k, v in os.environ.items() if k != device_mod.PRECISION_ENV}
-    exe = Path(sys.executable).with_name("encoderscope")
-    p = subprocess.run([str(exe), "embed", "The cat sat.", "--json"], capture_output=True, text=True,
-                       env=env, timeout=300, cwd=ROOT)
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout)
+def test_cli_reports_the_precision_it_ran(auto_env, capsys):
+    rc, out, err = run_cli(["embed", "The cat sat.", "--json"], capsys)
+    assert rc == 0, err
+    out = json.loads(out)
     expected = "bf16" if device_mod.bf16_native(CPU) else "fp32"
     assert out["precision"] == expected and out["precision_note"]
-    p = subprocess.run([str(exe), "embed", "x", "--precision", "fp64"], capture_output=True, text=True,
-                       env=env, timeout=300, cwd=ROOT)
-    assert p.returncode == 2 and "fp64" in p.stderr and "Traceback" not in p.stderr
+    with pytest.raises(SystemExit) as e:         # argparse refuses an unknown choice
+        run_cli(["embed", "x", "--precision", "fp64"], capsys)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "fp64" in err and "Traceback" not in err
 
 
 # ---- the app: Model > Precision -------------------------------------------------------------------
-from tests.app_fixtures import data_dir, make_window, minilm, tiny_store_template  # noqa: E402,F401
+from tests.app_fixtures import data_dir, make_window, tiny_store_template  # noqa: E402,F401
 
 
 @needs_bf16
