@@ -87,7 +87,8 @@ def build_big_store(folder: Path, backend, rows: int):
     import numpy as np
     from app.gui.corpus_service import create_store_job
 
-    store, _ = create_store_job(folder, backend, "mean", progress=lambda *a, **k: None,
+    from core.assets import sample_corpus
+    store, _ = create_store_job(folder, backend, "mean", sample=sample_corpus(), progress=lambda *a, **k: None,
                                 cancel=threading.Event())            # the 576 real sentences
     ids, base = store.vectors()
     rng = np.random.default_rng(0)

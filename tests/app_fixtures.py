@@ -34,7 +34,8 @@ def _build(folder: Path, minilm, texts=None):
     from app.gui.corpus_service import create_store_job, ingest_job
 
     if texts is None:
-        store, _ = create_store_job(folder, minilm, "mean", progress=noop_progress, cancel=threading.Event())
+        store, _ = create_store_job(folder, minilm, "mean", sample=ASSETS / "sample_corpus.txt",
+                                    progress=noop_progress, cancel=threading.Event())
     else:
         store, _ = create_store_job(folder, minilm, "mean", sample=None, progress=noop_progress,
                                     cancel=threading.Event())

@@ -5,10 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from tqdm import tqdm
-
 from app.cli.options import add_index_option
-from core.backends import get_backend
 from core.errors import InputError
 from index import fingerprint as fpmod
 from index.locations import describe_location
@@ -44,6 +41,7 @@ def register(subparsers) -> None:
 def _model_of(kind: str):
     """fingerprint dict -> the Backend that made it (for --verify), or an error saying why not."""
     def load(fp: dict):
+        from core.backends import get_backend
         backend = get_backend(fp.get("model"), kind)
         fpmod.check(fp, backend.fingerprint(pooling=fp.get("pooling", "mean")),
                     f"--verify's model ({fp.get('model')} run by --backend {kind})",
@@ -53,6 +51,8 @@ def _model_of(kind: str):
 
 
 def cmd_migrate(args) -> int:
+    from tqdm import tqdm
+
     bar = tqdm(total=None, desc="copying", unit=" sentences", disable=args.quiet,
                file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
     last = [0]
