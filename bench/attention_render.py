@@ -6,10 +6,10 @@
 Timed, each the median of --repeat runs, from "new attentions arrive" to "pixels painted"
 (``QWidget.grab()`` forces a full synchronous paint of the widget):
 
-* grid (mosaic)  - app/head_grid.HeadGrid: all heads as one RGBA ImageItem mosaic
+* grid (mosaic)  - app/gui/panels/attention/head_grid.HeadGrid: all heads as one RGBA ImageItem mosaic
 * grid (naive)   - baseline: one pg.PlotWidget + ImageItem per head in a QGridLayout
                    (72 plots), updated in place; its one-off construction time is shown apart
-* one head       - app/heatmap.HeatmapWidget: 128 x 128 matrix with token labels + colour bar
+* one head       - app/gui/widgets/heatmap.HeatmapWidget: 128 x 128 matrix with token labels + colour bar
 * core maths     - core/attention: rollout through all layers, hide specials, mean
 
 Random softmax rows stand in for a model's attentions: drawing cost does not depend on

@@ -1,5 +1,6 @@
-"""The main window: model toolbar, Search / Corpus tabs, the optional Attention / Fill-mask /
-Train panels, menus, a status bar with the device in use, corpus count and job progress."""
+"""The main window: the corpus-model and "Inspect with" toolbars; the Search and Corpus tabs and
+the tabs built when first needed (Attention, Step by step, Fill-mask, Train, Map); menus; a
+status bar with the device in use, the corpus count and the running job's progress."""
 from __future__ import annotations
 
 import os
