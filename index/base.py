@@ -113,23 +113,24 @@ class Store(ABC):
     def dim(self) -> int:
         return self._dim
 
-    def _rebuild_hint(self, other) -> str:
-        import shlex
+    def _mismatch(self, other) -> dict:
+        """What fpmod.check needs to word a mismatch with `other` and offer re-embedding: the hint
+        (in words, no command line) and the rebuild as data."""
         other = fpmod.as_dict(other)
         try:
             n = f"{self.count()} "
         except StoreError:
             n = ""
         model, pooling = other.get("model"), other.get("pooling", "mean")
-        return (f"use it with {self._fp.get('model')} ({self.pooling} pooling), or re-embed all {n}"
-                f"sentences with {model} ({pooling} pooling): `encoderscope ingest --rebuild --model "
-                f"{shlex.quote(str(model))} --pooling {pooling} --store {shlex.quote(str(self.where))}`")
+        return {"hint": f"use it with {self._fp.get('model')} ({self.pooling} pooling), or re-embed all {n}"
+                        f"sentences with {model} ({pooling} pooling)",
+                "rebuild": {"model": model, "pooling": pooling, "location": str(self.where)}}
 
     def _check_vectors(self, vectors, fingerprint, what) -> np.ndarray:
         """Vectors checked against the store's model and dimension, L2-normalised."""
         if fingerprint is not None:
             fpmod.check(self._fp, fingerprint, what, where=f"at {self.where}",
-                        hint=self._rebuild_hint(fingerprint))
+                        **self._mismatch(fingerprint))
         x = np.asarray(vectors, dtype=np.float32)
         if x.ndim == 1:
             x = x[None, :]
@@ -153,7 +154,7 @@ class Store(ABC):
                 raise InputError("searching with text needs a backend to embed the query")
             fingerprint = backend.fingerprint(pooling=self.pooling)
             fpmod.check(self._fp, fingerprint, f"queries embedded with {backend.model_name}",
-                        where=f"at {self.where}", hint=self._rebuild_hint(fingerprint))
+                        where=f"at {self.where}", **self._mismatch(fingerprint))
             q = backend.embed(texts, pooling=self.pooling)
         else:
             q = np.asarray(query, dtype=np.float32)
@@ -240,7 +241,7 @@ class Store(ABC):
         self._need_writer()
         fp = backend.fingerprint(pooling=pooling or self.pooling)
         fpmod.check(self._fp, fp, f"texts embedded with {backend.model_name}",
-                    where=f"at {self.where}", hint=self._rebuild_hint(fp))
+                    where=f"at {self.where}", **self._mismatch(fp))
         pooling = fp.pooling
         result = result if result is not None else AddResult(ids=[])
         total = len(items) if hasattr(items, "__len__") else None

@@ -108,8 +108,7 @@ def map_vectors(ids, vectors, texts, method: str = "pca", clusters: int | None =
     """The map of given rows (what build_map does after reading the store)."""
     n = len(ids)
     if n == 0:
-        raise EmptyStore("the store holds no sentences: there is nothing to map (add some "
-                         "first, e.g. encoderscope ingest FILE --store STORE)")
+        raise EmptyStore("the store holds no sentences: there is nothing to map (add some first)")
     k, notes = cluster_count(n, clusters)
     seconds = {}
     t0 = time.perf_counter()

@@ -9,7 +9,12 @@ class StoreError(EncoderscopeError):
 
 
 class StoreNotFound(StoreError):
-    """No store at the given folder (and creating one was not asked for)."""
+    """No store at the given location (and creating one was not asked for). `location` is where
+    one was looked for, so a caller can offer to create it there (the CLI as an ingest command)."""
+
+    def __init__(self, message: str, location=None):
+        super().__init__(message)
+        self.location = location
 
 
 class StoreCorrupted(StoreError):
@@ -40,12 +45,16 @@ class StoreWriteFailed(StoreError):
 
 
 class ModelMismatch(StoreError):
-    """Vectors or a query come from another model than the one the store was built with."""
+    """Vectors or a query come from another model than the one the store was built with.
 
-    def __init__(self, message: str, store_model=None, other_model=None):
+    `rebuild`, when re-embedding the store is the way out, says with what, as data for the caller
+    to word: {"model", "pooling", "location"}."""
+
+    def __init__(self, message: str, store_model=None, other_model=None, rebuild: dict | None = None):
         super().__init__(message)
         self.store_model = store_model
         self.other_model = other_model
+        self.rebuild = rebuild
 
 
 class StoreLocked(StoreError):

@@ -33,8 +33,9 @@ def compatible(a: dict, b: dict) -> bool:
     return a == b or from_dict(a).compatible(from_dict(b))
 
 
-def check(store_fp: dict, other, what: str, where: str = "", hint: str = "") -> None:
-    """Raise ModelMismatch unless `other` (a Fingerprint or dict) matches the store's model."""
+def check(store_fp: dict, other, what: str, where: str = "", hint: str = "", rebuild: dict | None = None) -> None:
+    """Raise ModelMismatch unless `other` (a Fingerprint or dict) matches the store's model;
+    `rebuild` (see ModelMismatch) travels with it."""
     if other is None:
         return
     other = as_dict(other)
@@ -44,4 +45,4 @@ def check(store_fp: dict, other, what: str, where: str = "", hint: str = "") -> 
            f"was built with {describe(store_fp)}")
     if hint:
         msg += f"; {hint}"
-    raise ModelMismatch(msg, store_model=store_fp.get("model"), other_model=other.get("model"))
+    raise ModelMismatch(msg, store_model=store_fp.get("model"), other_model=other.get("model"), rebuild=rebuild)

@@ -302,8 +302,9 @@ def test_snapshot_behind_database_is_caught_up(tmp_path, kind):
 
 
 def test_opening_missing_store(tmp_path):
-    with pytest.raises(StoreNotFound, match="ingest"):
+    with pytest.raises(StoreNotFound, match="no store") as e:
         VectorStore.open(tmp_path / "nothing")
+    assert e.value.location == str(tmp_path / "nothing")
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(Exception, match="not empty"):

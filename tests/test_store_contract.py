@@ -324,21 +324,25 @@ def test_foreign_model_is_refused_the_same_way(tmp_path, opened):
         if k == "milvus" and not _milvus_available():
             continue
         store, x = make(opened, tmp_path, k, 10, name="s" + k)
-        msgs = []
+        msgs, rebuilds = [], []
         with pytest.raises(ModelMismatch) as e:
             store.add(["x"], clustered(1, D), fingerprint=OTHER)
         msgs.append(str(e.value))
+        rebuilds.append(e.value.rebuild)
         with pytest.raises(ModelMismatch) as e:
             store.search(x[0], k=1, fingerprint=OTHER)
         msgs.append(str(e.value))
+        rebuilds.append(e.value.rebuild)
         with pytest.raises(ModelMismatch, match="16 dimensions"):
             store.search(np.ones(16), k=1)
         store.close()
         with pytest.raises(ModelMismatch) as e:
             open_(opened, loc(tmp_path, k, "s" + k), readonly=True, fingerprint=OTHER)
         msgs.append(str(e.value))
-        for m in msgs:
-            assert "other-model" in m and "fake" in m and "--rebuild" in m
+        rebuilds.append(e.value.rebuild)
+        for m in msgs:   # said in words; the command line words the rebuild as a command
+            assert "other-model" in m and "fake" in m and "re-embed" in m and "encoderscope" not in m
+        assert all(r["model"] == "other-model" and r["pooling"] == "mean" for r in rebuilds)
         messages[k] = [_without_location(m, tmp_path).replace("s" + k, "S") for m in msgs]
         again = open_(opened, loc(tmp_path, k, "s" + k), readonly=True, fingerprint=FP)
         assert again.count() == 10
@@ -347,8 +351,9 @@ def test_foreign_model_is_refused_the_same_way(tmp_path, opened):
 
 
 def test_missing_store_is_not_found(tmp_path, kind, opened):
-    with pytest.raises(StoreNotFound, match="ingest"):
+    with pytest.raises(StoreNotFound, match="no store") as e:
         open_store(loc(tmp_path, kind, "nothing"), readonly=True)
+    assert e.value.location.endswith("nothing") and "encoderscope" not in str(e.value)
     with pytest.raises(StoreNotFound):
         open_store(loc(tmp_path, kind, "nothing"))
 

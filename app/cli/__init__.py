@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 
 from app.cli import explain, map, migrate, model, store, train, why
+from app.cli.remedies import worded
 from core.errors import EncoderscopeError, InputError
 
 EXIT_USAGE = 2
@@ -49,7 +50,7 @@ def main(argv=None, open_gui: Callable[[str | None], int] | None = None) -> int:
     try:
         return args.func(args) or 0
     except EncoderscopeError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {worded(e, args)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -67,7 +67,7 @@ def register(subparsers) -> None:
                    help="if the store was built with another model or pooling, re-embed all its "
                         "sentences with this one first (FILEs may then be left out)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=_cli_words(cmd_ingest))
+    p.set_defaults(func=cmd_ingest)
 
     p = subparsers.add_parser("search", help="the stored sentences nearest to a query")
     p.add_argument("query", metavar="QUERY")
@@ -75,7 +75,7 @@ def register(subparsers) -> None:
     _add_model_options(p, store_default=True)
     p.add_argument("-k", type=int, default=10, help="number of results (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_cli_words(cmd_search))
+    p.set_defaults(func=cmd_search)
 
     p = subparsers.add_parser("info", help="what a store holds")
     add_store_option(p)
@@ -87,12 +87,12 @@ def register(subparsers) -> None:
                    help="verify like --check, set rows that fail their checksum aside (kept in "
                         "the database's 'damaged' table) and rebuild a damaged, missing or "
                         "foreign index and manifest from the database")
-    p.set_defaults(func=_cli_words(cmd_info))
+    p.set_defaults(func=cmd_info)
 
     p = subparsers.add_parser("remove", help="remove sentences from a store by id")
     p.add_argument("ids", nargs="+", type=int, metavar="ID")
     add_store_option(p)
-    p.set_defaults(func=_cli_words(cmd_remove))
+    p.set_defaults(func=cmd_remove)
 
 
 def _location(args):
@@ -389,27 +389,6 @@ def _print_check(report: dict, info: dict, repaired: bool) -> None:
     if report.get("unchecked"):
         _err(f"{what}: {report['unchecked']} of them were written before row checksums: only "
              "their vectors could be checked; the next ingest, remove or repair adds checksums")
-
-
-def _cli_words(func):
-    """Word a store error's remedy as the command that applies it (the app words it as a
-    menu action): a StoreCorrupted with remedy "repair" gets `encoderscope info --repair`."""
-    import functools
-    import shlex
-
-    from index.errors import StoreCorrupted
-
-    @functools.wraps(func)
-    def run(args):
-        try:
-            return func(args)
-        except StoreCorrupted as e:
-            if e.remedy != "repair" or getattr(args, "repair", False):
-                raise
-            where = f" --store {shlex.quote(args.store)}" if args.store else ""
-            raise StoreCorrupted(f"{e}: run `encoderscope info --repair{where}`", path=e.path,
-                                 remedy=e.remedy, damaged_ids=e.damaged_ids) from None
-    return run
 
 
 def cmd_remove(args) -> int:

@@ -24,7 +24,6 @@ save) is caught up from the stored vectors, without the model.
 """
 from __future__ import annotations
 
-import shlex
 import threading
 from pathlib import Path
 
@@ -132,8 +131,7 @@ class VectorStore(SnapshotLoading, Store):
                 if (folder / MANIFEST_NAME).exists():
                     raise StoreCorrupted(f"the store at {folder} has lost its sentence database "
                                          f"({db_path} is missing)", path=db_path, remedy="restore")
-                raise StoreNotFound(f"no store at {folder}: ingest some files first "
-                                    f"(encoderscope ingest FILE --store {shlex.quote(str(folder))})")
+                raise StoreNotFound(f"no store at {folder}", location=str(folder))
             if fingerprint is None:
                 raise InputError("creating a store needs the model fingerprint")
             try:
@@ -144,7 +142,7 @@ class VectorStore(SnapshotLoading, Store):
                          and not p.name.startswith(".")]
             if strangers:
                 raise StoreError(f"{folder} is not empty and holds no store; choose an empty or "
-                                 "new folder for --store")
+                                 "new folder for the store")
         moved = []
         if repair:   # a folder or FIFO where the lock or SQLite's side files belong holds nothing
             for name in ("lock", *(DB_NAME + suffix for suffix in SIDE_FILES)):
@@ -172,7 +170,7 @@ class VectorStore(SnapshotLoading, Store):
             store = cls(folder, db, lock)
             if fingerprint is not None:
                 fpmod.check(store._fp, fingerprint, "your vectors and queries", where=f"at {folder}",
-                            hint=store._rebuild_hint(fingerprint))
+                            **store._mismatch(fingerprint))
             store._load(repair=repair, verify=verify)
             store.check_report.setdefault("moved", []).extend(m.name for m in moved if m)
             if writable and (store._saved_gen != store._indexed_gen or store._needs_migration()):

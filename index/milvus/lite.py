@@ -84,10 +84,9 @@ def prepare(loc: Location, writable: bool, create: bool, fingerprint) -> WriterL
     if not manifest.exists():
         if not create:
             if (folder / "store.db").exists():
-                raise StoreNotFound(f"{folder} holds a FAISS store, not a Milvus Lite one: "
-                                    f"open it as --store {folder}")
-            raise StoreNotFound(f"no store at {loc}: ingest some files first "
-                                f"(encoderscope ingest FILE --store {loc})")
+                raise StoreNotFound(f"{folder} holds a FAISS store, not a Milvus Lite one: open the "
+                                    f"folder itself, without milvus-lite:")
+            raise StoreNotFound(f"no store at {loc}", location=str(loc))
         if fingerprint is None:
             raise InputError("creating a store needs the model fingerprint")
         folder.mkdir(parents=True, exist_ok=True)

@@ -133,8 +133,7 @@ class MilvusStore(Store):
                 finish_interrupted_rebuild(client, call, name, name + "__rebuild")
             if not call(client.has_collection, name, what="look up the collection"):
                 if not create:
-                    raise StoreNotFound(f"no store at {loc}: ingest some files first "
-                                        f"(encoderscope ingest FILE --store {loc})")
+                    raise StoreNotFound(f"no store at {loc}", location=str(loc))
                 if fingerprint is None:
                     raise InputError("creating a store needs the model fingerprint")
                 create_collection(client, call, loc, name, fpmod.as_dict(fingerprint), index,
@@ -162,7 +161,7 @@ class MilvusStore(Store):
                 after_crash_check(store)
             if fingerprint is not None:
                 fpmod.check(store._fp, fingerprint, "your vectors and queries",
-                            where=f"at {loc}", hint=store._rebuild_hint(fingerprint))
+                            where=f"at {loc}", **store._mismatch(fingerprint))
             return store
         except BaseException:
             if client is not None:

@@ -1,0 +1,30 @@
+"""The store says what fixes an error as data; the command line words it as a command
+(app/cli/remedies.py). Each suggested command is run for real in tests/test_cli_messages.py."""
+from types import SimpleNamespace
+
+from app.cli.remedies import worded
+from index.corpus_map import EmptyStore
+from index.errors import ModelMismatch, StoreCorrupted, StoreNotFound
+
+
+def args(**kw):
+    return SimpleNamespace(**{"store": None, "repair": False, **kw})
+
+
+def test_each_remedy_becomes_the_command_that_applies_it():
+    assert worded(StoreNotFound("no store at my store", location="my store"), args()) == (
+        "no store at my store: ingest some files first (encoderscope ingest FILE --store 'my store')")
+    assert worded(StoreCorrupted("index damaged", remedy="repair"), args(store="s")) == (
+        "index damaged: run `encoderscope info --repair --store s`")
+    rebuild = {"model": "a model", "pooling": "cls", "location": "/x"}
+    assert worded(ModelMismatch("other model", rebuild=rebuild), args()) == (
+        "other model: `encoderscope ingest --rebuild --model 'a model' --pooling cls --store /x`")
+    assert worded(EmptyStore("nothing to map"), args(store="s")) == "nothing to map: encoderscope ingest FILE --store s"
+
+
+def test_no_command_where_there_is_none_to_give():
+    assert worded(StoreCorrupted("db damaged", remedy="restore"), args()) == "db damaged"
+    assert worded(StoreCorrupted("index damaged", remedy="repair"), args(repair=True)) == "index damaged"
+    assert worded(StoreNotFound("no store"), args()) == "no store"
+    said = "other model; `encoderscope search ...`"     # the command already chose its words
+    assert worded(ModelMismatch(said, rebuild={"model": "m", "pooling": "mean", "location": "x"}), args()) == said
