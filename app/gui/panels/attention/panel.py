@@ -22,6 +22,7 @@ from app.gui.panels.attention.export import AttentionExporter, ExportSource, pai
 from app.gui.panels.attention.head_grid import HeadGrid
 from app.gui.widgets.heatmap import COLORMAPS, DEFAULT_COLORMAP, HeatmapWidget
 from app.gui.widgets.line_edit import long_line_edit
+from app.gui.widgets.labels import rich_label
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "attention.inspect"
@@ -102,10 +103,7 @@ class AttentionPanel(QtWidgets.QWidget):
         form.addWidget(self.pair_edit, 1, 1, 1, 2)
         outer.addLayout(form)
 
-        self.info_label = QtWidgets.QLabel("")
-        self.info_label.setObjectName("attention_info")
-        self.info_label.setTextFormat(Qt.TextFormat.RichText)
-        self.info_label.setWordWrap(True)
+        self.info_label = rich_label("attention_info")
         outer.addWidget(self.info_label)
 
         # controls

@@ -21,6 +21,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
 from app.gui.panels.fillmask.mask_table import MaskTable
+from app.gui.widgets.labels import rich_label
 
 MASK = "[MASK]"
 EXAMPLE = "The [MASK] sat on the mat because it was [MASK]."
@@ -159,10 +160,7 @@ class FillMaskPanel(QtWidgets.QWidget):
         opts.addWidget(self.per_layer_check)
         lay.addLayout(opts)
 
-        self.status_label = QtWidgets.QLabel("")
-        self.status_label.setObjectName("fillmask_status")
-        self.status_label.setTextFormat(Qt.TextFormat.RichText)
-        self.status_label.setWordWrap(True)
+        self.status_label = rich_label("fillmask_status")
         lay.addWidget(self.status_label)
 
         self.joint_box = QtWidgets.QFrame()

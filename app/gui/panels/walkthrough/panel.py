@@ -21,6 +21,7 @@ from PySide6.QtCore import Qt
 from app.gui.panels.walkthrough.positions_view import PositionsView
 from app.gui.panels.walkthrough.pooling_view import PoolingView
 from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, StepView, badge_color
+from app.gui.widgets.labels import rich_label
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "walkthrough.explain"
@@ -134,10 +135,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         bar.addWidget(self.export_button)
         outer.addLayout(bar)
 
-        self.info_label = QtWidgets.QLabel("")
-        self.info_label.setObjectName("walkthrough_info")
-        self.info_label.setTextFormat(Qt.TextFormat.RichText)
-        self.info_label.setWordWrap(True)
+        self.info_label = rich_label("walkthrough_info")
         outer.addWidget(self.info_label)
 
         self.stack = QtWidgets.QStackedWidget()
