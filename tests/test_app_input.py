@@ -89,3 +89,18 @@ def test_attention_box_reports_the_real_token_count(qtbot, tiny_distilbert):
     info = panel.info_label.text()
     assert f"the text is {full} tokens long" in info and f"{full - backend.max_length} were cut" in info
     state.shutdown(5000)
+
+
+def test_every_sentence_box_keeps_a_long_paste_whole(qtbot, make_window, tiny_store_template):
+    """Search, Step by step (Text and Second) and Fill-mask: no silent cut at 32,767 characters."""
+    w = make_window(tiny_store_template)
+    walk, fill = w.optional_panels["Step by step"], w.optional_panels["Fill-mask"]
+    boxes = {"search": w.search_panel.query, "step text": walk.text_edit, "step second": walk.other_edit,
+             "fill-mask": fill.text_edit, "attention pair": w.optional_panels["Attention"].pair_edit}
+    QGuiApplication.clipboard().setText(LONG)
+    for name, box in boxes.items():
+        box.blockSignals(True)                 # the paste alone: no search or inspection runs
+        box.clear()
+        box.paste()
+        box.blockSignals(False)
+        assert box.text() == LONG, f"the {name} box cut the paste at {len(box.text())} characters"

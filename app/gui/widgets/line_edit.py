@@ -11,7 +11,15 @@ from PySide6.QtWidgets import QLineEdit
 UNLIMITED = 2**31 - 1     # QLineEdit's maxLength is an int
 
 
-def long_line_edit(text: str = "") -> QLineEdit:
+def long_line_edit(text: str = "", placeholder: str = "", object_name: str = "", on_enter=None) -> QLineEdit:
+    """A sentence box: no length limit, a clear button, `on_enter` called on Enter."""
     edit = QLineEdit(text)
     edit.setMaxLength(UNLIMITED)
+    edit.setClearButtonEnabled(True)
+    if placeholder:
+        edit.setPlaceholderText(placeholder)
+    if object_name:
+        edit.setObjectName(object_name)
+    if on_enter is not None:
+        edit.returnPressed.connect(on_enter)
     return edit

@@ -79,15 +79,9 @@ class AttentionPanel(QtWidgets.QWidget):
         # input
         form = QtWidgets.QGridLayout()
         form.setHorizontalSpacing(6)
-        self.text_edit = long_line_edit(EXAMPLE)
-        self.text_edit.setPlaceholderText("Type a sentence and press Enter")
-        self.text_edit.setClearButtonEnabled(True)
-        self.text_edit.returnPressed.connect(self.inspect_current)
-        self.pair_edit = long_line_edit()
-        self.pair_edit.setPlaceholderText("Optional second sentence: read as a pair, "
-                                          "[CLS] first [SEP] second [SEP]")
-        self.pair_edit.setClearButtonEnabled(True)
-        self.pair_edit.returnPressed.connect(self.inspect_current)
+        self.text_edit = long_line_edit(EXAMPLE, "Type a sentence and press Enter", on_enter=self.inspect_current)
+        self.pair_edit = long_line_edit("", "Optional second sentence: read as a pair, [CLS] first [SEP] second "
+                                        "[SEP]", on_enter=self.inspect_current)
         self.inspect_button = QtWidgets.QPushButton("Inspect")
         self.inspect_button.setDefault(True)
         self.inspect_button.setToolTip("Run the model on the text (Enter)")

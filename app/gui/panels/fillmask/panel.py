@@ -22,6 +22,7 @@ from PySide6.QtCore import Qt
 
 from app.gui.panels.fillmask.mask_table import MaskTable
 from app.gui.widgets.labels import rich_label
+from app.gui.widgets.line_edit import long_line_edit
 
 MASK = "[MASK]"
 EXAMPLE = "The [MASK] sat on the mat because it was [MASK]."
@@ -114,10 +115,8 @@ class FillMaskPanel(QtWidgets.QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(6)
         row = QtWidgets.QHBoxLayout()
-        self.text_edit = QtWidgets.QLineEdit(EXAMPLE)
-        self.text_edit.setPlaceholderText("A sentence with [MASK] where a word is missing")
-        self.text_edit.setClearButtonEnabled(True)
-        self.text_edit.returnPressed.connect(self.predict)
+        self.text_edit = long_line_edit(EXAMPLE, "A sentence with [MASK] where a word is missing",
+                                        on_enter=self.predict)
         self.text_edit.textChanged.connect(self._text_changed)
         self.mask_button = QtWidgets.QPushButton("Insert [MASK]")
         self.mask_button.setToolTip("Put [MASK] at the cursor, replacing the selection (Ctrl+M)")

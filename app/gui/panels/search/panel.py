@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu,
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QMenu,
                                QPushButton, QSpinBox, QTableView, QVBoxLayout, QWidget)
 
 from app.gui.corpus_service import search_job
 from app.gui.panels.search.results_model import ResultsModel
 from app.gui.widgets.score_delegate import ScoreBarDelegate
 from app.gui.settings import as_int
+from app.gui.widgets.line_edit import long_line_edit
 
 DEBOUNCE_MS = 10     # coalesces bursts (paste, auto-repeat); a search in flight coalesces the rest
 
@@ -27,10 +28,7 @@ class SearchPanel(QWidget):
         self._typed_at = 0.0
         self.last_result = None
 
-        self.query = QLineEdit()
-        self.query.setObjectName("query_edit")
-        self.query.setPlaceholderText("Search the corpus by meaning — just type")
-        self.query.setClearButtonEnabled(True)
+        self.query = long_line_edit(placeholder="Search the corpus by meaning — just type", object_name="query_edit")
         self.k = QSpinBox()
         self.k.setObjectName("k_spin")
         self.k.setRange(1, 1000)

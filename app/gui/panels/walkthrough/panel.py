@@ -22,6 +22,7 @@ from app.gui.panels.walkthrough.positions_view import PositionsView
 from app.gui.panels.walkthrough.pooling_view import PoolingView
 from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, StepView, badge_color
 from app.gui.widgets.labels import rich_label
+from app.gui.widgets.line_edit import long_line_edit
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "walkthrough.explain"
@@ -77,17 +78,10 @@ class WalkthroughPanel(QtWidgets.QWidget):
         outer.setContentsMargins(8, 8, 8, 8)
         outer.setSpacing(6)
         form = QtWidgets.QGridLayout()
-        self.text_edit = QtWidgets.QLineEdit(EXAMPLE)
-        self.text_edit.setObjectName("walkthrough_text")
-        self.text_edit.setPlaceholderText("Type a sentence and press Enter")
-        self.text_edit.setClearButtonEnabled(True)
-        self.text_edit.returnPressed.connect(self.explain_current)
-        self.other_edit = QtWidgets.QLineEdit()
-        self.other_edit.setObjectName("walkthrough_other")
-        self.other_edit.setPlaceholderText("Optional second sentence: compared by each pooling, "
-                                           "or read as a pair")
-        self.other_edit.setClearButtonEnabled(True)
-        self.other_edit.returnPressed.connect(self.explain_current)
+        self.text_edit = long_line_edit(EXAMPLE, "Type a sentence and press Enter", "walkthrough_text",
+                                        on_enter=self.explain_current)
+        self.other_edit = long_line_edit("", "Optional second sentence: compared by each pooling, or read "
+                                         "as a pair", "walkthrough_other", on_enter=self.explain_current)
         self.as_pair = QtWidgets.QCheckBox("Read both as one pair")
         self.as_pair.setToolTip("[CLS] first [SEP] second [SEP], token types 0 then 1 (BERT-style pairs)")
         self.explain_button = QtWidgets.QPushButton("Explain")
