@@ -240,7 +240,8 @@ def test_foreign_model_is_refused_naming_both_models(tmp_path):
     store.close()
     with pytest.raises(ModelMismatch) as e:
         VectorStore.open(tmp_path / "s", fingerprint=OTHER)
-    assert "other-model" in str(e.value) and "fake" in str(e.value) and "--rebuild" in str(e.value)
+    assert "other-model" in str(e.value) and "fake" in str(e.value) and "re-embed" in str(e.value)
+    assert e.value.rebuild == {"model": "other-model", "pooling": "mean", "location": str(tmp_path / "s")}
     # Same weights under another name are the same model.
     VectorStore.open(tmp_path / "s", fingerprint=Fingerprint("renamed", "f" * 64, "mean", D)).close()
 

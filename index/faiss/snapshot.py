@@ -1,6 +1,7 @@
 """Loading a FAISS store's index snapshot and proving it belongs to its database.
 
-VectorStore (index/faiss/store.py) mixes this in. One recovery path: whatever is wrong with the
+Functions of explicit inputs (the sentence database, the store folder, the model's fingerprint
+and width); VectorStore (index/faiss/store.py) runs them on open, on search and on repair. One recovery path: whatever is wrong with the
 manifest or the snapshot (missing, damaged, foreign, older, another kind, not a regular file),
 the problem is a StoreCorrupted with remedy "repair", and repair rebuilds the index from the
 database after setting aside the rows that fail their checksum. Checks, cheapest first: the
@@ -11,6 +12,9 @@ database's vector for that id.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
 
 from index.durability import check_regular, move_aside
@@ -19,7 +23,6 @@ from index.faiss.faiss_index import IVF_FP16_SCORE_ERROR, MARKING_KINDS, FaissIn
 from index.faiss.manifest import (
     MANIFEST_NAME,
     Manifest,
-    UnsupportedFormat,
     read_manifest,
     sha256_file,
 )
@@ -34,199 +37,160 @@ SCORE_TOLERANCE = {"flat": 1e-4, "hnsw": 1e-4, "sq8": 0.2, "ivf": 2 * IVF_FP16_S
 SQ8_MIN_COSINE = 0.9        # decoded sq8 vector vs the database's (clipped ones: ~0.94)
 
 
-class SnapshotLoading:
-    """The loading and checking half of VectorStore (needs its _db, _dim, _fp, folder, _lock,
-    _mutex, _index, _stale and _rebuild_index)."""
-
-    def _load(self, repair: bool = False, verify: bool = False) -> None:
-        """Load the snapshot named by the manifest, catch it up with the database and check it
-        against the database. One recovery path: whatever is wrong with the snapshot, repair
-        rebuilds the index from the database (setting damaged rows aside first)."""
-        self.check_report = {"rows": None, "damaged": [], "rebuilt": False, "set_aside": []}
-        try:
-            try:
-                self._load_verified(verify)
-            except _RebuildNeeded:      # nothing saved yet, or a snapshot of another model
-                self._rebuild_index()
-                self._saved_gen = -1
-                if verify:              # the rows it was built from are checked all the same
-                    self._check_against_db(self._index, full=True)
-        except StoreCorrupted as problem:
-            if not repair or problem.remedy != "repair" or isinstance(problem, UnsupportedFormat):
-                raise
-            self._repair()
-
-    def _load_verified(self, verify: bool) -> None:
-        reader = self._lock is None
-        for attempt in range(5):
-            try:
-                with self._db.read_snapshot(enabled=reader):
-                    self._load_snapshot()
-                    self._check_against_db(self._index, full=verify)
-                return
-            except FileNotFoundError:
-                # A writer replaced the snapshot between our manifest read and the index read.
-                if not reader or attempt == 4:
-                    raise StoreCorrupted(
-                        f"the index file named by {self.folder / MANIFEST_NAME} is missing; the "
-                        "sentences are safe in the database, and repairing the store rebuilds the "
-                        "index from them", path=self.folder / MANIFEST_NAME, remedy="repair") from None
-
-    def _load_snapshot(self) -> None:
-        """Set self._index from the snapshot on disk, caught up with the database; raises
-        StoreCorrupted (what is wrong) or _RebuildNeeded (nothing wrong, nothing to load)."""
-        db = self._db
-        man = read_manifest(self.folder)
-        if man is None:
-            raise _RebuildNeeded()
-        if man.store_id is not None and man.store_id != db.store_id:
-            raise StoreCorrupted(
-                f"the manifest and index snapshot in {self.folder} belong to another store "
-                f"(store id {man.store_id[:12]}, the database's is {str(db.store_id)[:12]}); the "
-                "sentences are safe in the database, and repairing the store rebuilds the index "
-                "from them", path=self.folder / MANIFEST_NAME, remedy="repair")
-        index = self._read_snapshot(man)
-        gen = db.generation
-        if man.generation > gen:
-            raise StoreCorrupted(
-                f"the index snapshot (generation {man.generation}) is newer than the sentence "
-                f"database {db.path} (generation {gen}): the database was replaced by an older "
-                "copy; repairing the store reindexes that copy", path=db.path, remedy="repair")
-        if man.fingerprint != self._fp or int(man.dim) != self._dim:
-            raise _RebuildNeeded()     # a crash after a rebuild's commit, before its save
-        if man.generation < gen:
-            # The database moved on after the snapshot (a crash between commit and save):
-            # append the rows added since, drop the rows removed since.
-            if int(self._db.get_meta("structural_generation", 0)) > man.generation:
-                raise _RebuildNeeded()
-            for ids, vecs in db.vectors(self._dim, after_id=man.max_id):
-                index.add(ids, vecs)
-            self._drop_removed(index)
-        else:
-            if index.kind in MARKING_KINDS:
-                self._drop_removed(index)      # restore the snapshot's deleted-id marks
-            if man.count != index.ntotal:
-                raise StoreCorrupted(f"the manifest {self.folder / MANIFEST_NAME} counts "
-                                     f"{man.count} vectors, its index file {index.ntotal}",
-                                     path=self.folder / MANIFEST_NAME, remedy="repair")
-        self._index = index
-        self._indexed_gen = gen
-        # A format 1 manifest (no store id): a writer replaces it on open.
-        self._saved_gen = man.generation if man.store_id is not None else -1
-
-    def _check_against_db(self, index: FaissIndex, full: bool = False,
-                          sample: int = VERIFY_SAMPLE) -> None:
-        """The index lists exactly the database's ids, and holds the database's vectors for
-        them (a sample of `sample` rows spread over the ids, or all with full=True); the rows
-        compared pass their checksum. StoreCorrupted otherwise."""
-        db_ids = self._db.all_ids()
-        if not np.array_equal(np.sort(index.ids()), db_ids):
-            raise StoreCorrupted(
-                f"the index snapshot in {self.folder} does not hold the same sentences as the "
-                f"database ({index.ntotal} vectors, {len(db_ids)} sentences); repairing the store "
-                "rebuilds the index from the database", path=self.folder / MANIFEST_NAME,
-                remedy="repair")
-        if full:
-            damaged = self._db.rows.verify(self._dim)
-            self.check_report["rows"] = len(db_ids)
-            self.check_report["unchecked"] = self._db.rows.unchecked_count()
-            self.check_report["damaged"] = [d.id for d in damaged]
-            if damaged:
-                raise self._db.rows.damaged([d.id for d in damaged])
-            chosen = db_ids
-        elif len(db_ids) > sample:
-            chosen = db_ids[np.linspace(0, len(db_ids) - 1, sample).astype(int)]
-        else:
-            chosen = db_ids
-        for start in range(0, len(chosen), 5000):
-            part = chosen[start:start + 5000]
-            rows = self._db.rows.with_vectors(part, self._dim)
-            ids = np.fromiter(rows, np.int64, len(rows))
-            mine = np.stack([rows[int(i)][1] for i in ids]) if len(ids) else None
-            if mine is None:
-                continue
-            theirs = index.reconstruct(ids)
-            wrong = ids[~_same_vectors(mine, theirs, index.held_as())]
-            if len(wrong):
-                raise StoreCorrupted(
-                    f"the index snapshot in {self.folder} holds other vectors than the database "
-                    f"for {len(wrong)} sentence(s) (id {', '.join(map(str, wrong[:10]))}): it "
-                    "belongs to another store or an older state; repairing the store rebuilds "
-                    "the index from the database", path=self.folder / MANIFEST_NAME,
-                    remedy="repair")
-
-    def _repair(self) -> None:
-        """Set aside the rows that fail their checksum, then rebuild the index from the rest."""
-        db = self._db
-        for path in [self.folder / MANIFEST_NAME, *self.folder.glob("index-*.faiss")]:
-            moved = move_aside(path)
-            if moved is not None:
-                self.check_report.setdefault("moved", []).append(moved.name)
-        damaged = db.rows.verify(self._dim)
-        if damaged:
-            with db.transaction():
-                db.rows.set_aside(damaged)
-                db.bump(structural=True)
-        self.check_report.update(rows=db.count() + len(damaged), damaged=[d.id for d in damaged],
-                                 set_aside=[d.id for d in damaged], rebuilt=True)
-        self._rebuild_index()
-        self._saved_gen = -1
-
-    def verify(self) -> dict:
-        """Check every row and every index vector against the database (what `info --check`
-        runs): check_report, or StoreCorrupted naming what is damaged."""
-        with self._mutex:
-            if self._stale:
-                self._rebuild_index()
-            self._check_against_db(self._index, full=True)
-        return dict(self.check_report)
-
-    def _drop_removed(self, index: FaissIndex) -> None:
-        gone = np.setdiff1d(index.all_ids(), self._db.all_ids(), assume_unique=False)
-        if len(gone):
-            index.remove(gone)
-
-    def _read_snapshot(self, man: Manifest) -> FaissIndex:
-        path = self.folder / man.index_file
-        hint = ("; the sentences are safe in the database, and repairing the store rebuilds the "
-                "index from them")
-        if not check_regular(path, "index file"):
-            raise FileNotFoundError(path)
-        size = path.stat().st_size
-        if size != man.index_bytes:
-            raise StoreCorrupted(f"the index file {path} is truncated or overwritten: "
-                                 f"{size} bytes, the manifest says {man.index_bytes}" + hint,
-                                 path=path, remedy="repair")
-        if sha256_file(path) != man.index_sha256:
-            raise StoreCorrupted(f"the index file {path} is damaged: its checksum does not match "
-                                 "the manifest" + hint, path=path, remedy="repair")
-        try:
-            return FaissIndex.read(path, man.index_kind, man.dim, man.index_params)
-        except (RuntimeError, ValueError, TypeError, KeyError) as e:
-            raise StoreCorrupted(f"the index file {path} is not the FAISS index its manifest "
-                                 f"describes ({str(e).splitlines()[0][:200]})" + hint,
-                                 path=path, remedy="repair") from None
-
-    def _check_hits(self, q, scores, ids, rows) -> None:
-        """Every hit's score must be the query's cosine with the vector the database holds for
-        that id (rows: verified rows): an index that disagrees is never shown as a result."""
-        tol = SCORE_TOLERANCE[self._index.kind]
-        wrong = set()
-        for qv, srow, irow in zip(q, scores, ids):
-            for s, i in zip(srow, irow):
-                if i >= 0 and int(i) in rows and abs(float(rows[int(i)][1] @ qv) - float(s)) > tol:
-                    wrong.add(int(i))
-        if wrong:
-            raise StoreCorrupted(
-                f"the index in {self.folder} disagrees with the database for sentence(s) "
-                f"{', '.join(map(str, sorted(wrong)[:10]))}; the sentences are safe in the "
-                "database, and repairing the store rebuilds the index from them",
-                path=self.folder / MANIFEST_NAME, remedy="repair")
+@dataclass
+class LoadedSnapshot:
+    index: FaissIndex      # the snapshot's index, caught up with the database
+    indexed_gen: int       # the database generation it now reflects
+    saved_gen: int         # the generation of the snapshot on disk (-1: a writer must save anew)
 
 
-class _RebuildNeeded(Exception):
+class RebuildNeeded(Exception):
     """Nothing to load (no snapshot yet, or one of another model after a rebuild): build the
     index from the database. Not damage."""
+
+
+def load_snapshot(db, folder: Path, fingerprint: dict, dim: int) -> LoadedSnapshot:
+    """The snapshot on disk, caught up with the database; raises StoreCorrupted (what is wrong)
+    or RebuildNeeded (nothing wrong, nothing to load)."""
+    man = read_manifest(folder)
+    if man is None:
+        raise RebuildNeeded()
+    if man.store_id is not None and man.store_id != db.store_id:
+        raise StoreCorrupted(
+            f"the manifest and index snapshot in {folder} belong to another store "
+            f"(store id {man.store_id[:12]}, the database's is {str(db.store_id)[:12]}); the "
+            "sentences are safe in the database, and repairing the store rebuilds the index "
+            "from them", path=folder / MANIFEST_NAME, remedy="repair")
+    index = read_index(folder, man)
+    gen = db.generation
+    if man.generation > gen:
+        raise StoreCorrupted(
+            f"the index snapshot (generation {man.generation}) is newer than the sentence "
+            f"database {db.path} (generation {gen}): the database was replaced by an older "
+            "copy; repairing the store reindexes that copy", path=db.path, remedy="repair")
+    if man.fingerprint != fingerprint or int(man.dim) != dim:
+        raise RebuildNeeded()     # a crash after a rebuild's commit, before its save
+    if man.generation < gen:
+        # The database moved on after the snapshot (a crash between commit and save):
+        # append the rows added since, drop the rows removed since.
+        if int(db.get_meta("structural_generation", 0)) > man.generation:
+            raise RebuildNeeded()
+        for ids, vecs in db.vectors(dim, after_id=man.max_id):
+            index.add(ids, vecs)
+        drop_removed(db, index)
+    else:
+        if index.kind in MARKING_KINDS:
+            drop_removed(db, index)      # restore the snapshot's deleted-id marks
+        if man.count != index.ntotal:
+            raise StoreCorrupted(f"the manifest {folder / MANIFEST_NAME} counts "
+                                 f"{man.count} vectors, its index file {index.ntotal}",
+                                 path=folder / MANIFEST_NAME, remedy="repair")
+    # A format 1 manifest (no store id): a writer replaces it on open.
+    return LoadedSnapshot(index, gen, man.generation if man.store_id is not None else -1)
+
+
+def check_against_db(db, folder: Path, index: FaissIndex, dim: int, full: bool = False,
+                     sample: int = VERIFY_SAMPLE, report: dict | None = None) -> None:
+    """The index lists exactly the database's ids, and holds the database's vectors for
+    them (a sample of `sample` rows spread over the ids, or all with full=True); the rows
+    compared pass their checksum (with full=True, what was checked goes into `report`).
+    StoreCorrupted otherwise."""
+    db_ids = db.all_ids()
+    if not np.array_equal(np.sort(index.ids()), db_ids):
+        raise StoreCorrupted(
+            f"the index snapshot in {folder} does not hold the same sentences as the "
+            f"database ({index.ntotal} vectors, {len(db_ids)} sentences); repairing the store "
+            "rebuilds the index from the database", path=folder / MANIFEST_NAME,
+            remedy="repair")
+    if full:
+        damaged = db.rows.verify(dim)
+        if report is not None:
+            report.update(rows=len(db_ids), unchecked=db.rows.unchecked_count(), damaged=[d.id for d in damaged])
+        if damaged:
+            raise db.rows.damaged([d.id for d in damaged])
+        chosen = db_ids
+    elif len(db_ids) > sample:
+        chosen = db_ids[np.linspace(0, len(db_ids) - 1, sample).astype(int)]
+    else:
+        chosen = db_ids
+    for start in range(0, len(chosen), 5000):
+        part = chosen[start:start + 5000]
+        rows = db.rows.with_vectors(part, dim)
+        ids = np.fromiter(rows, np.int64, len(rows))
+        mine = np.stack([rows[int(i)][1] for i in ids]) if len(ids) else None
+        if mine is None:
+            continue
+        theirs = index.reconstruct(ids)
+        wrong = ids[~_same_vectors(mine, theirs, index.held_as())]
+        if len(wrong):
+            raise StoreCorrupted(
+                f"the index snapshot in {folder} holds other vectors than the database "
+                f"for {len(wrong)} sentence(s) (id {', '.join(map(str, wrong[:10]))}): it "
+                "belongs to another store or an older state; repairing the store rebuilds "
+                "the index from the database", path=folder / MANIFEST_NAME,
+                remedy="repair")
+
+
+def set_damaged_aside(db, folder: Path, dim: int, report: dict) -> None:
+    """Repair's first half: move the manifest and index files aside and set aside the rows that
+    fail their checksum (the caller then rebuilds the index from the rest)."""
+    for path in [folder / MANIFEST_NAME, *folder.glob("index-*.faiss")]:
+        moved = move_aside(path)
+        if moved is not None:
+            report.setdefault("moved", []).append(moved.name)
+    damaged = db.rows.verify(dim)
+    if damaged:
+        with db.transaction():
+            db.rows.set_aside(damaged)
+            db.bump(structural=True)
+    report.update(rows=db.count() + len(damaged), damaged=[d.id for d in damaged],
+                  set_aside=[d.id for d in damaged], rebuilt=True)
+
+
+def drop_removed(db, index: FaissIndex) -> None:
+    """Mark or remove the index's ids the database no longer holds."""
+    gone = np.setdiff1d(index.all_ids(), db.all_ids(), assume_unique=False)
+    if len(gone):
+        index.remove(gone)
+
+
+def read_index(folder: Path, man: Manifest) -> FaissIndex:
+    path = folder / man.index_file
+    hint = ("; the sentences are safe in the database, and repairing the store rebuilds the "
+            "index from them")
+    if not check_regular(path, "index file"):
+        raise FileNotFoundError(path)
+    size = path.stat().st_size
+    if size != man.index_bytes:
+        raise StoreCorrupted(f"the index file {path} is truncated or overwritten: "
+                             f"{size} bytes, the manifest says {man.index_bytes}" + hint,
+                             path=path, remedy="repair")
+    if sha256_file(path) != man.index_sha256:
+        raise StoreCorrupted(f"the index file {path} is damaged: its checksum does not match "
+                             "the manifest" + hint, path=path, remedy="repair")
+    try:
+        return FaissIndex.read(path, man.index_kind, man.dim, man.index_params)
+    except (RuntimeError, ValueError, TypeError, KeyError) as e:
+        raise StoreCorrupted(f"the index file {path} is not the FAISS index its manifest "
+                             f"describes ({str(e).splitlines()[0][:200]})" + hint,
+                             path=path, remedy="repair") from None
+
+
+def check_hits(folder: Path, index: FaissIndex, q, scores, ids, rows) -> None:
+    """Every hit's score must be the query's cosine with the vector the database holds for
+    that id (rows: verified rows): an index that disagrees is never shown as a result."""
+    tol = SCORE_TOLERANCE[index.kind]
+    wrong = set()
+    for qv, srow, irow in zip(q, scores, ids):
+        for s, i in zip(srow, irow):
+            if i >= 0 and int(i) in rows and abs(float(rows[int(i)][1] @ qv) - float(s)) > tol:
+                wrong.add(int(i))
+    if wrong:
+        raise StoreCorrupted(
+            f"the index in {folder} disagrees with the database for sentence(s) "
+            f"{', '.join(map(str, sorted(wrong)[:10]))}; the sentences are safe in the "
+            "database, and repairing the store rebuilds the index from them",
+            path=folder / MANIFEST_NAME, remedy="repair")
 
 
 def _same_vectors(a: np.ndarray, b: np.ndarray, held_as: str) -> np.ndarray:

@@ -46,12 +46,19 @@ from index.faiss.faiss_index import AUTO_IVF_THRESHOLD, MARKING_KINDS, REQUESTS,
 from index.faiss.manifest import (
     MANIFEST_NAME,
     Manifest,
+    UnsupportedFormat,
     sha256_file,
     write_manifest,
 )
 from index.records import split_meta
 from index.faiss.sentences import DB_NAME, SIDE_FILES, SentenceDB
-from index.faiss.snapshot import SnapshotLoading
+from index.faiss.snapshot import (
+    RebuildNeeded,
+    check_against_db,
+    check_hits,
+    load_snapshot,
+    set_damaged_aside,
+)
 
 
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
@@ -70,7 +77,7 @@ def _index_name(generation: int) -> str:
 IVF_THRESHOLD_KEY = "hnsw_threshold"
 
 
-class VectorStore(SnapshotLoading, Store):
+class VectorStore(Store):
     """FAISS + SQLite store. Open with `VectorStore.open(folder, ...)`."""
 
     def __init__(self, folder: Path, db: SentenceDB, lock: WriterLock | None):
@@ -182,6 +189,61 @@ class VectorStore(SnapshotLoading, Store):
             if lock is not None:
                 lock.release()
             raise
+
+    # ---- loading and checking the snapshot (index/faiss/snapshot.py) -------------------------
+    def _load(self, repair: bool = False, verify: bool = False) -> None:
+        """Load the snapshot named by the manifest, catch it up with the database and check it
+        against the database. One recovery path: whatever is wrong with the snapshot, repair
+        rebuilds the index from the database (setting damaged rows aside first)."""
+        self.check_report = {"rows": None, "damaged": [], "rebuilt": False, "set_aside": []}
+        try:
+            try:
+                self._load_verified(verify)
+            except RebuildNeeded:      # nothing saved yet, or a snapshot of another model
+                self._rebuild_index()
+                self._saved_gen = -1
+                if verify:              # the rows it was built from are checked all the same
+                    check_against_db(self._db, self.folder, self._index, self._dim, full=True,
+                                 report=self.check_report)
+        except StoreCorrupted as problem:
+            if not repair or problem.remedy != "repair" or isinstance(problem, UnsupportedFormat):
+                raise
+            self._repair()
+
+    def _load_verified(self, verify: bool) -> None:
+        reader = self._lock is None
+        for attempt in range(5):
+            try:
+                with self._db.read_snapshot(enabled=reader):
+                    loaded = load_snapshot(self._db, self.folder, self._fp, self._dim)
+                    self._index, self._indexed_gen, self._saved_gen = (loaded.index, loaded.indexed_gen,
+                                                                       loaded.saved_gen)
+                    check_against_db(self._db, self.folder, self._index, self._dim, full=verify,
+                                     report=self.check_report)
+                return
+            except FileNotFoundError:
+                # A writer replaced the snapshot between our manifest read and the index read.
+                if not reader or attempt == 4:
+                    raise StoreCorrupted(
+                        f"the index file named by {self.folder / MANIFEST_NAME} is missing; the "
+                        "sentences are safe in the database, and repairing the store rebuilds the "
+                        "index from them", path=self.folder / MANIFEST_NAME, remedy="repair") from None
+
+    def _repair(self) -> None:
+        """Set aside the rows that fail their checksum, then rebuild the index from the rest."""
+        set_damaged_aside(self._db, self.folder, self._dim, self.check_report)
+        self._rebuild_index()
+        self._saved_gen = -1
+
+    def verify(self) -> dict:
+        """Check every row and every index vector against the database (what `info --check`
+        runs): check_report, or StoreCorrupted naming what is damaged."""
+        with self._mutex:
+            if self._stale:
+                self._rebuild_index()
+            check_against_db(self._db, self.folder, self._index, self._dim, full=True,
+                                 report=self.check_report)
+        return dict(self.check_report)
 
     def _rebuild_index(self, kind: str | None = None, progress=None, cancel=None) -> None:
         """Build the FAISS index from the vectors stored in the database (a cancel raises
@@ -488,7 +550,7 @@ class VectorStore(SnapshotLoading, Store):
                 wanted = {int(i) for i in ids.ravel() if i >= 0}
                 rows = self._db.rows.with_vectors(wanted, self._dim) if wanted else {}
                 try:
-                    self._check_hits(q, scores, ids, rows)
+                    check_hits(self.folder, self._index, q, scores, ids, rows)
                     break
                 except StoreCorrupted:
                     # A reader whose index predates a writer's commit (an updated text) sees
