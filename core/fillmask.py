@@ -86,7 +86,7 @@ def fill_mask(backend, text: str, top_k: int = 5, targets=None, per_layer: bool 
                 p, idx = lp[pos].topk(min(top_k, lp.shape[-1]))
                 layers.append([{"token": _token_str(tok, int(i)), "score": float(s)} for s, i in zip(p, idx)])
             result.per_layer.append({"position": pos, "layers": layers})
-    result.joint = _joint(backend, ids, positions, probs)
+    result.joint = _joint(backend, ids, positions, probs, text)
     return result
 
 
@@ -125,8 +125,10 @@ def _score_target(backend, ids, pos, word, pieces, probs) -> dict:
             "pieces": backend.tokenizer.convert_ids_to_tokens(pieces), "multi_piece": True}
 
 
-def _joint(backend, ids, positions, probs) -> dict:
-    """Fill the most confident mask, re-run, repeat: a joint completion and its probability."""
+def _joint(backend, ids, positions, probs, text: str) -> dict:
+    """Fill the most confident mask, re-run, repeat: a joint completion and its probability. Its
+    text is the user's own with each mask filled in (not the tokenizer's decoding, which would
+    lowercase an uncased model's input and respace its punctuation)."""
     tok = backend.tokenizer
     seq, open_positions, log_p = list(ids), list(positions), 0.0
     while open_positions:
@@ -137,6 +139,21 @@ def _joint(backend, ids, positions, probs) -> dict:
         open_positions.remove(best)
         if open_positions:
             probs, _ = _mlm_probs(backend, seq)
-    return {"text": tok.decode(seq, skip_special_tokens=True),
+    return {"text": fill_in(text, tok.mask_token, [_token_str(tok, seq[q]) for q in positions]),
             "tokens": [tok.convert_ids_to_tokens(seq[q]) for q in positions],
             "score": math.exp(log_p)}
+
+
+def fill_in(text: str, mask: str, words: list[str]) -> str:
+    """`text` with its first len(words) masks replaced by `words`, in order; a word piece
+    ("##ing") joins the word before it."""
+    parts = text.split(mask)
+    out = parts[0]
+    for i, rest in enumerate(parts[1:]):
+        if i < len(words):
+            word = words[i]
+            out = (out.rstrip() + word[2:]) if word.startswith("##") else out + word
+        else:
+            out += mask
+        out += rest
+    return out

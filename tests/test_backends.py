@@ -365,3 +365,15 @@ def test_a_loaded_model_holds_every_weight_of_its_checkpoint(tiny_distilbert):
         expected = saved["distilbert.embeddings.word_embeddings.weight" if name == "vocab_projector.weight" else name]
         assert torch.equal(p.detach(), expected), name
     assert model.vocab_projector.weight is model.distilbert.embeddings.word_embeddings.weight
+
+
+def test_joint_completion_keeps_the_users_text(tiny_distilbert):
+    """An uncased model reads lowercase; the completion it offers is the user's own sentence,
+    case and spacing kept, with each mask filled in."""
+    from core.fillmask import fill_in
+    b = get_backend(str(tiny_distilbert))
+    res = b.fill_mask("The Cat [MASK] on the MAT , said [MASK] .")
+    words = [b.tokenizer.decode([b.tokenizer.convert_tokens_to_ids(t)]).strip() for t in res.joint["tokens"]]
+    assert res.joint["text"] == f"The Cat {words[0]} on the MAT , said {words[1]} ."
+    assert fill_in("a [MASK] b [MASK]", "[MASK]", ["x", "##y"]) == "a x by"
+    assert fill_in("a [MASK] b [MASK]", "[MASK]", ["x"]) == "a x b [MASK]"

@@ -110,7 +110,7 @@ def test_fill_mask_json_shape(run, tiny_distilbert):
     assert [type(p["token"]) for p in mask["predictions"]] == [str, str]
     assert [type(p["score"]) for p in mask["predictions"]] == [float, float]
     assert mask["predictions"][0]["score"] >= mask["predictions"][1]["score"]
-    assert out["joint"]["text"] == f"the {mask['predictions'][0]['token']} sat on the mat."
+    assert out["joint"]["text"] == f"the {mask['predictions'][0]['token']} sat on the mat ."   # the user's text, filled
     assert out["joint"]["score"] == pytest.approx(mask["predictions"][0]["score"])
 
 

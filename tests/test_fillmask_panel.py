@@ -5,7 +5,7 @@ from PySide6 import QtCore
 from core.backends import get_backend
 
 
-from app import fillmask_panel as F  # noqa: E402
+from app.gui.panels.fillmask import panel as F  # noqa: E402
 from app.gui.state import AppState  # noqa: E402
 
 TEXT = "the [MASK] sat on the mat ."
@@ -215,3 +215,17 @@ def test_three_quick_requests_run_the_first_and_the_newest(qtbot, panel):
     qtbot.waitUntil(lambda: not panel.state.jobs.busy, timeout=15000)
     assert started == [texts[0], texts[2]]
     assert len(shown) == 1 and shown[0]["text"] == panel.result_text == texts[2]
+
+
+def test_no_tables_of_an_earlier_sentence_stay_after_no_mask_or_too_many(qtbot, panel):
+    predict(qtbot, panel, TEXT)
+    assert panel.mask_tables and panel.result is not None
+    panel.text_edit.setText("no mask here")
+    panel.predict()
+    assert not panel.mask_tables and panel.result is None and panel.layer_box.isHidden()
+    predict(qtbot, panel, TEXT)
+    panel.text_edit.setText(" ".join(["[MASK]"] * 30))
+    with qtbot.waitSignal(panel.failed, timeout=15000):
+        panel.predict()
+    assert "too many" in panel.status_label.text()
+    assert not panel.mask_tables and panel.result is None and panel.joint_box.isHidden()

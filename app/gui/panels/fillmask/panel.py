@@ -351,6 +351,7 @@ class FillMaskPanel(QtWidgets.QWidget):
             return
         text = self.text_edit.text()
         if MASK not in text:
+            self.clear_results()                 # the tables were another sentence's
             self._status("<span style='color:#b35900'>Put [MASK] where the model should guess a word: "
                          "type it, press Ctrl+M, or click a word above.</span>")
             return
@@ -368,6 +369,7 @@ class FillMaskPanel(QtWidgets.QWidget):
         self._on_result(result, text, backend)
 
     def _on_error(self, message: str) -> None:
+        self.clear_results()                     # what is shown was the previous sentence's
         backend = self.state.inspect_backend
         if backend is not None and not getattr(backend, "has_mlm", True):
             self.show_no_mlm(backend, message)
