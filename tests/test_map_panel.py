@@ -250,3 +250,15 @@ def test_map_tab_in_the_window_follows_the_search(make_window, tiny_store_templa
     assert w.tabs.currentWidget() is w.search_panel
     assert w.search_panel.query.text() == mp.map.texts[5]
     wait_idle(qtbot, w)
+
+
+def test_the_legend_names_every_cluster_past_twelve(qtbot):
+    from app.gui.panels.map.plot import LEGEND_ROWS, MapPlot
+    plot = MapPlot()
+    qtbot.addWidget(plot)
+    n = 30
+    rng = np.random.default_rng(0)
+    plot.set_points(rng.normal(size=(300, 2)), np.arange(300) % n, [f"cluster {c}" for c in range(n)])
+    names = [label.text for _, label in plot.legend.items]
+    assert names == [f"cluster {c}" for c in range(n)]
+    assert plot.legend.columnCount == -(-n // LEGEND_ROWS)

@@ -19,6 +19,7 @@ POINT_PX = 5                # symbol size of a sentence
 HOVER_PX = 8                # the pointer must be this close to a point to pick it
 LASSO_STEP_PX = 3           # a lasso vertex every few pixels of mouse travel
 TIP_WIDTH = 70              # characters per line in the hover box
+LEGEND_ROWS = 12            # clusters per legend column; more clusters add columns
 # Qualitative colours (Tableau 10); more clusters cycle through pyqtgraph's hues.
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac")
@@ -140,8 +141,8 @@ class MapPlot(pg.PlotWidget):
             item.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
             self.vb.addItem(item)
             self.cluster_items.append(item)
-            if c < 12:
-                self.legend.addItem(item, labels[c])
+            self.legend.addItem(item, labels[c])
+        self.legend.setColumnCount(max(1, -(-n // LEGEND_ROWS)))     # every cluster is named
         self.vb.autoRange(padding=0.04)
 
     def clear_points(self) -> None:
