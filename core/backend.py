@@ -40,6 +40,8 @@ BF16_CHECK_SENTENCES = [
     "The committee postponed the vote because three members were absent, which angered the "
     "residents who had waited since early morning to hear the decision on the new bridge.",
 ]
+# What a store may mix: vectors of fp32, and of bf16 where they keep this cosine with fp32's.
+PRECISION_POLICY = f"fp32, or bf16 at cosine >= {BF16_MIN_COSINE} with fp32"
 MAX_TEXT_CHARS = 1_000_000   # beyond this a "sentence" is a mistake (a whole file pasted in)
 
 
@@ -97,9 +99,12 @@ class Backend:
         raise NotImplementedError
 
     # -- shared ---------------------------------------------------------------------------
+    network_sha256 = ""   # config + tokenizer files (core.fingerprint.network_hash)
+
     def fingerprint(self, pooling: str = "mean") -> Fingerprint:
         check_pooling(pooling)
-        return Fingerprint(self.model_name, self.weights_sha256, pooling, self.dim, True)
+        return Fingerprint(self.model_name, self.weights_sha256, pooling, self.dim, True,
+                           network_sha256=self.network_sha256, precision_policy=PRECISION_POLICY)
 
     def encode_ids(self, texts: list[str]) -> tuple[list[list[int]], list[int]]:
         """Token ids with specials, cut to max_length; and the indices of texts that were cut."""
@@ -273,7 +278,7 @@ def get_backend(model: str = DEFAULT_MODEL, backend: str = "scratch", device=Non
         where = model
     else:
         source = resolve(model, progress=progress)
-        # The weights' mtime is part of the key: a model retrained in place is loaded afresh.
+        # The files' mtimes are part of the key: a model retrained or edited in place is loaded afresh.
         key = (str(source.folder.resolve()), _weights_mtime(source.folder), backend, str(dev), asked, run_in)
         if backend == "scratch":
             from .backends.scratch import ScratchBackend as cls
@@ -289,11 +294,18 @@ def get_backend(model: str = DEFAULT_MODEL, backend: str = "scratch", device=Non
         return _cache[key]
 
 
-def _weights_mtime(folder: Path) -> int:
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        if (folder / name).is_file():
-            return (folder / name).stat().st_mtime_ns
-    return 0
+def _weights_mtime(folder: Path) -> tuple:
+    """When the weights, config and tokenizer files last changed: a model edited in place is
+    a new model."""
+    from .fingerprint import NETWORK_FILES
+    stamps = []
+    for name in ("model.safetensors", "pytorch_model.bin", *NETWORK_FILES):
+        try:
+            st = (folder / name).stat()
+            stamps.append((name, st.st_mtime_ns, st.st_size))
+        except OSError:
+            pass
+    return tuple(stamps)
 
 
 def clear_cache():

@@ -46,6 +46,8 @@ DISTILBERT_DROPPED = re.compile(r"^(distilbert\.)?embeddings\.position_ids$")
 MLM_HEAD_KEYS = ("vocab_transform.", "vocab_layer_norm.", "vocab_projector.")
 # Checkpoints converted from the original TensorFlow BERT (bert-base-uncased among them) name
 # LayerNorm parameters gamma/beta; transformers renames them on load, and so do we.
+# A stored sinusoid may differ from ours by float rounding; a learned table differs by far more.
+SINUSOID_TOLERANCE = 1e-3
 LEGACY_LAYER_NORM = re.compile(r"(LayerNorm|layer_norm)\.(gamma|beta)$")
 
 
@@ -218,7 +220,10 @@ def build_model(cfg: EncoderConfig, state: dict[str, torch.Tensor] | None, mlm_h
         # Fixed encodings: our table is the closed form whatever the checkpoint stored.
         key = ("distilbert." if mlm_head else "") + "embeddings.position_embeddings.weight"
         if key in state:
-            state = dict(state, **{key: model.state_dict()[key]})
+            closed = model.state_dict()[key]
+            _check_sinusoidal_table(state[key], closed, where)
+            state = dict(state, **{key: closed})
+    _check_shapes(model.state_dict(), state, where)
     result = model.load_state_dict(state, strict=False)
     if result.missing_keys or result.unexpected_keys:
         parts = []
@@ -230,6 +235,30 @@ def build_model(cfg: EncoderConfig, state: dict[str, torch.Tensor] | None, mlm_h
     if mlm_head:
         model.tie_weights()
     return model
+
+
+def _check_shapes(expected: dict, state: dict, where: str) -> None:
+    """Tensors whose shape the config contradicts (a width, FFN size, vocabulary or position
+    table changed in config.json): one error naming them, not torch's report."""
+    wrong = [f"{k} is {tuple(v.shape)}, the config makes it {tuple(expected[k].shape)}"
+             for k, v in state.items() if k in expected and tuple(v.shape) != tuple(expected[k].shape)]
+    if wrong:
+        more = f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else ""
+        raise WeightsError(f"the config of {where} does not fit its weights: "
+                           + "; ".join(wrong[:3]) + more + ": the config was changed or belongs "
+                           "to other weights")
+
+
+def _check_sinusoidal_table(stored: torch.Tensor, closed: torch.Tensor, where: str) -> None:
+    """A config that says sinusoidal over weights that learned their positions: refused, since
+    replacing the learned table would give other vectors without a word."""
+    if stored.shape != closed.shape:
+        raise WeightsError(f"the weights {where} hold a position table of shape "
+                           f"{tuple(stored.shape)}, but the config asks for {tuple(closed.shape)}")
+    if float((stored.float() - closed.float()).abs().max()) > SINUSOID_TOLERANCE:
+        raise WeightsError(f"the config in {where} says sinusoidal positions, but the weights "
+                           "hold learned ones: the config does not belong to these weights "
+                           "(set sinusoidal_pos_embds back to false)")
 
 
 def load_folder(folder: Path):

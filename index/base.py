@@ -121,6 +121,12 @@ class Store(ABC):
         except StoreError:
             n = ""
         model, pooling = other.get("model"), other.get("pooling", "mean")
+        if fpmod.only_network_differs(self._fp, other):
+            return (f"the config or tokenizer files of {model} changed since the store was built "
+                    f"(the weights did not): put them back, or re-embed all {n}sentences with the "
+                    f"model as it is now: `encoderscope ingest --rebuild --model "
+                    f"{shlex.quote(str(model))} --pooling {pooling} --store "
+                    f"{shlex.quote(str(self.where))}`")
         return (f"use it with {self._fp.get('model')} ({self.pooling} pooling), or re-embed all {n}"
                 f"sentences with {model} ({pooling} pooling): `encoderscope ingest --rebuild --model "
                 f"{shlex.quote(str(model))} --pooling {pooling} --store {shlex.quote(str(self.where))}`")

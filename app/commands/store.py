@@ -344,10 +344,13 @@ def cmd_info(args) -> int:
         if args.repair or args.check:
             report = store.check_report
         info = store.info()
+        meaning = _check_meaning(args, store) if args.check else None
     finally:
         store.close()
     if report is not None:
         _print_check(report, info, repaired=args.repair)
+    if meaning is not None:
+        _err(meaning)
     if args.json:
         keys = ("count", "model", "dim", "index", "bytes")
         json.dump({k: info[k] for k in keys}, sys.stdout, ensure_ascii=False)
@@ -364,6 +367,30 @@ def cmd_info(args) -> int:
             print(f"structure {info['index_structure']}")
         print(f"on disk   {_human(info['bytes'])}")
     return 0
+
+
+def _check_meaning(args, store) -> str | None:
+    """A line on the store's model (its fingerprint, then a re-embedded sample); raises
+    ModelMismatch when the model at hand is not the network that wrote the vectors."""
+    from core.errors import ModelUnavailable
+    from index import fingerprint as fpmod
+    from index.errors import ModelMismatch
+    from index.meaning_check import check_meaning, describe_failure
+    if store.count() == 0:
+        return None
+    try:
+        backend = _backend(args, store.model_name)
+    except ModelUnavailable as e:
+        return f"check: the texts were not embedded again: the store's model cannot be loaded ({e})"
+    fp = backend.fingerprint(pooling=store.pooling)
+    fpmod.check(store.fingerprint_dict, fp, "vectors of the model now at hand",
+                where=f"at {store.where}", hint=store._rebuild_hint(fp))
+    result = check_meaning(store, backend)
+    if not result.ok:
+        raise ModelMismatch(f"{describe_failure(result)}; {store._rebuild_hint(fp)}",
+                            store_model=store.model_name, other_model=store.model_name)
+    return (f"check: ok: {result.checked} sampled sentences embedded again with "
+            f"{store.model_name} give their stored vectors")
 
 
 def _print_check(report: dict, info: dict, repaired: bool) -> None:

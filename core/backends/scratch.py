@@ -8,7 +8,7 @@ import torch
 
 from ..backend import Backend
 from ..errors import InputError
-from ..fingerprint import weights_hash
+from ..fingerprint import network_hash, weights_hash
 from ..model import pack_for_cpu_inference
 from ..packed_forward import PackedEncoder
 from ..sources import DEFAULT_MODEL, ModelSource, resolve
@@ -32,6 +32,7 @@ class ScratchBackend(Backend):
         self.encoder = self.model.distilbert if self.has_mlm else self.model
         self.packed = self._pack(device, precision)
         self.weights_sha256 = weights_hash(source.folder)
+        self.network_sha256 = network_hash(source.folder)
 
     packed = None      # a PackedEncoder: CPU inference in few Python steps (core/packed_forward.py)
 
@@ -73,6 +74,7 @@ class RandomScratchBackend(ScratchBackend):
             h.update(k.encode())
             h.update(v.detach().cpu().numpy().tobytes())
         self.weights_sha256 = h.hexdigest()
+        self.network_sha256 = hashlib.sha256(spec.encode()).hexdigest()
 
 
 RANDOM_KEYS = {"dim": int, "layers": "n_layers", "heads": "n_heads", "ffn": "hidden_dim",
