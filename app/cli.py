@@ -218,12 +218,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_arguments(args) -> None:
+    """Arguments are text: bytes that are not UTF-8 (Python keeps them as lone surrogates)
+    are refused here, before a tokenizer or a database meets them."""
+    for name, value in vars(args).items():
+        for text in (value if isinstance(value, list) else [value]):
+            if isinstance(text, str) and not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as e:
+                    bad = os.fsencode(text[e.start:e.end])
+                    raise EncoderscopeError(
+                        f"the {name.replace('_', ' ')} argument is not valid UTF-8 text (byte "
+                        f"{bad[0]:#04x} at character {e.start + 1}); pass it in UTF-8") from None
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
+        check_arguments(args)
         return args.func(args) or 0
     except EncoderscopeError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -48,6 +48,7 @@ GUESS_ROWS = 200                 # CSV rows guess_columns looks at
 _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
          (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 _ESCAPED = re.compile("[\udc80-\udcff]")    # bytes that did not decode (surrogateescape)
+_SURROGATE = re.compile("[\ud800-\udfff]")  # half a UTF-16 pair: JSON "\\ud800" decodes to it
 _TEXT_CONTROLS = set("\t\n\r\f\v")
 _LETTER_OR_DIGIT = re.compile(r"[^\W_]")    # \w without the underscore (a regex: fast per line)
 
@@ -142,7 +143,19 @@ def _choose_encoding(head: bytes, encoding: str | None) -> str:
     bom_encoding = next((enc for bom, enc in _BOMS if head.startswith(bom)), None)
     if bom_encoding and (name is None or name.startswith(bom_encoding.removesuffix("-sig"))):
         return bom_encoding
+    if name in ("utf-16", "utf-32"):
+        return _byte_order(head, name)
     return name or "utf-8"
+
+
+def _byte_order(head: bytes, name: str) -> str:
+    """UTF-16/32 without a byte-order mark: the order its zero bytes show (text in Latin
+    script has a zero in the high byte of most characters); little-endian when they don't."""
+    width = 2 if name == "utf-16" else 4
+    units = [head[i:i + width] for i in range(0, len(head) - width + 1, width)]
+    low_zero = sum(u[0] == 0 and u[-1] != 0 for u in units)
+    high_zero = sum(u[-1] == 0 and u[0] != 0 for u in units)
+    return f"{name}-be" if low_zero > high_zero else f"{name}-le"
 
 
 def looks_binary(head: bytes, encoding: str) -> str | None:
@@ -176,6 +189,12 @@ def _open_checked(path, encoding: str | None) -> tuple[Path, str]:
     return path, enc
 
 
+def _surrogate_reason(text: str) -> str:
+    m = _SURROGATE.search(text)
+    return (f"holds a lone surrogate \\u{ord(m.group()):04x} (character {m.start() + 1} of its text), "
+            "which is not a character")
+
+
 def _escaped_reason(text: str, encoding: str) -> str:
     m = _ESCAPED.search(text)
     label = "UTF-8" if encoding.startswith("utf-8") else encoding
@@ -189,8 +208,9 @@ def _lines(stream, source: str, encoding: str):
     try:
         for n, line in enumerate(stream, 1):
             yield n, line
-    except UnicodeDecodeError as e:
-        raise InputError(f"{source}, line {n + 1}: cannot be read as {encoding} ({e.reason}); "
+    except UnicodeError as e:
+        reason = getattr(e, "reason", str(e))
+        raise InputError(f"{source}, line {n + 1}: cannot be read as {encoding} ({reason}); "
                          f"choose another encoding (one of {', '.join(COMMON_ENCODINGS)})") from None
 
 
@@ -356,6 +376,8 @@ def _jsonl(path: Path, field: str | None, enc: str):
             value = _json_text(obj, field)
             if isinstance(value, BadLine):
                 yield BadLine(src, n, value.reason)
+            elif _SURROGATE.search(value):
+                yield BadLine(src, n, _surrogate_reason(value))
             else:
                 yield _record(value, src, n, enc, clean=_join_lines)
 

@@ -80,7 +80,7 @@ def test_ingest_search_info_remove(tmp_path, inputs, capsys):
     rc, out, err = cli(["search", query, "--store", store, "-k", "3", "--json"], capsys)
     assert query not in [r["text"] for r in json.loads(out)["results"]]
     rc, out, err = cli(["remove", "999999", "--store", store], capsys)
-    assert rc == 1 and "no sentence with id 999999" in err
+    assert rc == 2 and err.startswith("error: no sentence with id 999999")
 
     # Ingesting the same files again adds nothing; the removed sentence comes back.
     rc, out, err = cli(["ingest", inputs["txt"], "--store", store, "--quiet"], capsys)

@@ -438,14 +438,18 @@ def _cli_words(func):
 
 def cmd_remove(args) -> int:
     from index.locations import open_store
+    # ids are 64-bit signed in every store: a larger number names no sentence
+    possible = [i for i in args.ids if 0 <= i < 1 << 63]
     with open_store(_location(args), writable=True) as store:
-        gone = store.remove(args.ids)
+        gone = store.remove(possible)
         left = store.count()
     missing = [i for i in dict.fromkeys(args.ids) if i not in set(gone)]
     print(f"removed {len(gone)} sentence{'s' if len(gone) != 1 else ''}; the store holds {left}")
     if missing:
-        _err(f"no sentence with id {', '.join(map(str, missing))}")
-        return 1
+        _err(f"error: no sentence with id {', '.join(map(str, missing))} in {_location(args).describe()} "
+             "(the others were removed)" if gone else
+             f"error: no sentence with id {', '.join(map(str, missing))} in {_location(args).describe()}")
+        return 2
     return 0
 
 
