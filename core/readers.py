@@ -7,7 +7,8 @@ through here, with one set of rules:
   UTF-8, where a line that is not valid UTF-8 becomes a ``BadLine`` (``undecodable``) naming the
   byte and column, and the rest of the file is still read;
 - a file that looks binary (NUL bytes or mostly control characters in its first 8 KiB) is
-  refused with ``BinaryFile`` before anything is read from it;
+  refused with ``BinaryFile`` before anything is read from it; a NUL byte further on refuses
+  it too, when the reader meets it (one rule: text holds no NUL);
 - lines end at LF, CRLF or CR (CSV: quoted fields may hold line breaks; they become spaces);
 - text is trimmed; a blank line is a ``Blank``; a line without any letter or digit (``---``,
   control-character debris) is a ``NoLetters``, counted by callers and never a sentence;
@@ -207,11 +208,19 @@ def _lines(stream, source: str, encoding: str):
     n = 0
     try:
         for n, line in enumerate(stream, 1):
+            if "\x00" in line:
+                raise _nul_in(source, n)
             yield n, line
     except UnicodeError as e:
         reason = getattr(e, "reason", str(e))
         raise InputError(f"{source}, line {n + 1}: cannot be read as {encoding} ({reason}); "
                          f"choose another encoding (one of {', '.join(COMMON_ENCODINGS)})") from None
+
+
+def _nul_in(source: str, row: int) -> BinaryFile:
+    """A NUL byte past the head refuses the file as one in the head does."""
+    return BinaryFile(f"{Path(source).name} looks like a binary file, not text (line {row} "
+                      "holds a NUL byte): refused")
 
 
 def _record(text: str, source: str, row: int, encoding: str, clean=str.strip):
@@ -237,6 +246,9 @@ def _join_lines(text: str) -> str:
 def read_text(text: str, source: str = "clipboard"):
     """Pasted text: one sentence per line, the same rules as a .txt file."""
     for n, line in enumerate(io.StringIO(text, newline=None), 1):
+        if "\x00" in line:      # not a file to refuse: only this line is not text
+            yield BadLine(source, n, "holds a NUL byte")
+            continue
         yield _record(line, source, n, "utf-8")
 
 
@@ -345,6 +357,8 @@ def _csv_rows(reader, src: str, enc: str):
         except UnicodeDecodeError as e:
             raise InputError(f"{src}, line {start}: cannot be read as {enc} ({e.reason})") from None
         line = reader.line_num
+        if isinstance(row, list) and any("\x00" in c for c in row):
+            raise _nul_in(src, start)
         yield start, row
 
 

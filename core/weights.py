@@ -272,7 +272,12 @@ def load_folder(folder: Path):
         state, has_head = nest_mlm(read_state_dict(folder))
         return build_model(cfg, state, has_head, str(folder)).eval(), cfg, "encoderscope"
     cfg, layout = config_from_hf(read_json(folder / "config.json"))
-    raw = legacy_names(read_state_dict(folder))
+    state, has_head = _ours(legacy_names(read_state_dict(folder)), layout)
+    return build_model(cfg, state, has_head, str(folder)).eval(), cfg, layout
+
+
+def _ours(raw: dict, layout: str) -> tuple[dict, bool]:
+    """A transformers folder's tensors (or anything keyed like them) under our names."""
     if layout == "bert":
         raw = bert_to_ours(raw)
     else:
@@ -280,8 +285,34 @@ def load_folder(folder: Path):
         if not any(k.startswith(MLM_HEAD_KEYS) for k in raw):
             # A DistilBertModel saved from inside a ForMaskedLM wrapper keeps the prefix.
             raw = {k.removeprefix("distilbert."): v for k, v in raw.items()}
-    state, has_head = nest_mlm(raw)
-    return build_model(cfg, state, has_head, str(folder)).eval(), cfg, layout
+    return nest_mlm(raw)
+
+
+class _Shape:
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+
+def check_fits(folder: Path) -> None:
+    """WeightsError unless the safetensors weights have the shapes the config makes, read
+    from the file's header and a model built on the meta device (no tensor is loaded)."""
+    st = folder / "model.safetensors"
+    if not st.is_file():
+        return
+    try:
+        with safe_open(str(st), framework="pt") as f:
+            shapes = {k: _Shape(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception as e:
+        raise WeightsError(f"cannot read the weights in {folder}: {e}") from None
+    if (folder / CHECKPOINT_MARKER).is_file():
+        cfg = EncoderConfig.from_dict(read_json(folder / CHECKPOINT_MARKER)["config"])
+        state, has_head = nest_mlm(shapes)
+    else:
+        cfg, layout = config_from_hf(read_json(folder / "config.json"))
+        state, has_head = _ours(legacy_names(shapes), layout)
+    with torch.device("meta"):
+        expected = (EncoderForMaskedLM if has_head else Encoder)(cfg, init=False).state_dict()
+    _check_shapes(expected, state, str(folder))
 
 
 def save_checkpoint(model, tokenizer, folder: Path, extra: dict | None = None) -> Path:

@@ -134,8 +134,8 @@ class VectorStore(SnapshotLoading, Store):
                                     f"(encoderscope ingest FILE --store {shlex.quote(str(folder))})")
             if fingerprint is None:
                 raise InputError("creating a store needs the model fingerprint")
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
+            try:   # a symlink to a folder not made yet (a dangling link) gets its folder
+                folder.resolve().mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise write_failed(folder, e, f"the store folder {folder}") from None
             strangers = [p.name for p in folder.iterdir() if p.name not in ("lock",)

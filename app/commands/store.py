@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import sys
 
 from core.errors import InputError
@@ -317,6 +318,9 @@ def cmd_search(args) -> int:
             fp = backend.fingerprint(pooling=args.pooling or store.pooling)
             fpmod.check(store.fingerprint_dict, fp, "queries", where=f"in {loc.describe()}",
                         hint=_mismatch_hint(args, store, loc, model, args.pooling or store.pooling, "search"))
+        if store.count() == 0:
+            raise InputError(f"{loc.describe()} holds no sentences yet: nothing to search; add "
+                             f"some with `encoderscope ingest FILE --store {shlex.quote(str(loc))}`")
         hits = store.search(args.query, k=args.k, backend=backend)
     finally:
         store.close()
@@ -351,13 +355,19 @@ def cmd_info(args) -> int:
         _print_check(report, info, repaired=args.repair)
     if meaning is not None:
         _err(meaning)
+    from index.migrate import incomplete_note
+    incomplete = incomplete_note(loc)
+    if incomplete:
+        _err(f"warning: {incomplete}")
     if args.json:
         keys = ("count", "model", "dim", "index", "bytes")
-        json.dump({k: info[k] for k in keys}, sys.stdout, ensure_ascii=False)
+        json.dump({**{k: info[k] for k in keys}, "complete": not incomplete}, sys.stdout,
+                  ensure_ascii=False)
         sys.stdout.write("\n")
     else:
         fp = info["fingerprint"]
-        print(f"store     {info['path']}")
+        print(f"store     {info['path']}" + ("  (INCOMPLETE: an unverified migrate copy)"
+                                                 if incomplete else ""))
         print(f"sentences {info['count']}")
         print(f"model     {info['model']} ({info['pooling']} pooling, weights "
               f"{str(fp.get('weights_sha256', ''))[:12]})")
@@ -408,8 +418,10 @@ def _print_check(report: dict, info: dict, repaired: bool) -> None:
         _err(f"repair: rebuilt the index and manifest from the {info['count']} sentences in the "
              "database")
     what = "repair" if repaired else "check"
-    _err(f"{what}: ok: {rows if rows is not None else info['count']} sentences verified "
-         "(checksums, unit vectors), the index holds exactly the database's vectors")
+    verified = info["count"] if rows is None else rows - len(aside)
+    kept = f" (the {len(aside)} set aside not counted)" if aside else ""
+    _err(f"{what}: ok: {verified} sentences verified{kept} (checksums, unit vectors), the index "
+         "holds exactly the database's vectors")
     if report.get("unchecked"):
         _err(f"{what}: {report['unchecked']} of them were written before row checksums: only "
              "their vectors could be checked; the next ingest, remove or repair adds checksums")

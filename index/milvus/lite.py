@@ -94,7 +94,7 @@ def prepare(loc: Location, writable: bool, create: bool, fingerprint) -> WriterL
                                 f"(encoderscope ingest FILE --store {loc})")
         if fingerprint is None:
             raise InputError("creating a store needs the model fingerprint")
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.resolve().mkdir(parents=True, exist_ok=True)     # a dangling link: its target
         strangers = [p.name for p in folder.iterdir()
                      if p.name not in ("lock", loc.lite_db.name) and not p.name.startswith(".")]
         if strangers:
