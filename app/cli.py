@@ -12,9 +12,11 @@ import importlib
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 
-from core.errors import EncoderscopeError
+from core.errors import EncoderscopeError, Terminated
 from core.names import BACKENDS, POOLINGS, PRECISION_CHOICES
 from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 
@@ -236,7 +238,21 @@ def check_arguments(args) -> None:
                         f"{bad[0]:#04x} at character {e.start + 1}); pass it in UTF-8") from None
 
 
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None) -> int:
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -247,6 +263,9 @@ def main(argv=None) -> int:
     except EncoderscopeError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except Terminated:
+        print("terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
+import signal
 import sys
 
 from core.errors import InputError
@@ -198,16 +199,19 @@ def cmd_ingest(args) -> int:
         backend = _backend(args, model)
         store = corpus.create_corpus(loc, backend, pooling, index=args.index)
 
+    from core.errors import Terminated
     result = AddResult(ids=[])
     interrupted = reindexed = False
+    signal_name = "Ctrl-C"
     before = store.count()
     bar = _progress_bar(len(items), args.quiet)
     try:
         try:
             store.add_stream(items, backend, pooling=pooling, batch_size=args.batch_size,
                              progress=lambda done, total: bar.update(done - bar.n), result=result)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             interrupted = True
+            signal_name = "SIGTERM" if isinstance(e, Terminated) else signal_name
         finally:
             bar.close()
         try:
@@ -224,8 +228,9 @@ def cmd_ingest(args) -> int:
                 with _index_progress(args.quiet) as progress:
                     store.reindex(args.index, **({} if loc.is_milvus else {"progress": progress}))
                 reindexed = True
-        except KeyboardInterrupt:   # a second Ctrl-C: the database still holds every commit
+        except KeyboardInterrupt as e:   # a second signal: the database holds every commit
             interrupted = True
+            signal_name = "SIGTERM" if isinstance(e, Terminated) else signal_name
         total = store.count()
         if interrupted:
             # Ctrl-C can land between a batch's commit and its tally: the database says what
@@ -243,8 +248,9 @@ def cmd_ingest(args) -> int:
           f"{loc.describe()} holds {total} sentences"
           + (f" (index: {args.index})" if reindexed else ""))
     if interrupted:
-        _err("interrupted: the sentences committed before Ctrl-C are kept")
-        return 130
+        _err(f"interrupted by {signal_name}: the {total} sentences committed before it are kept; "
+             "run the same ingest again to add the rest (what is stored is not added twice)")
+        return 130 if signal_name == "Ctrl-C" else 128 + signal.SIGTERM
     return 0
 
 
