@@ -114,18 +114,44 @@ def _err(msg):
 
 
 # ------------------------------------------------------------------------------------------
+class _Inputs:
+    """The (text, metadata) items of every FILE, read again as they are embedded: memory stays
+    bounded by the ingest's window, not by the corpus. `len()` is the number of sentences found
+    by the first pass (scan_inputs), which a file changed in between may make wrong for the
+    progress bar only."""
+
+    def __init__(self, args, count: int):
+        self.args, self.count = args, count
+
+    def __len__(self):
+        return self.count
+
+    def __iter__(self):
+        from core.readers import Sentence, read_file
+        a = self.args
+        for f in a.files:
+            for rec in read_file(f, column=a.column, field=a.field, encoding=a.encoding):
+                if isinstance(rec, Sentence):
+                    yield rec.text, rec.metadata
+
+
 def _read_inputs(args):
-    """(items, Collected of everything else) from every FILE; a binary or missing file stops
-    the ingest before anything is embedded."""
-    from core.readers import Collected, collect, read_file
-    items, rest = [], Collected([], [])
+    """(items, Collected of everything but the sentences) from every FILE: a first pass counts
+    and checks, so a binary, missing or unreadable file stops the ingest before anything is
+    embedded; the items are read again as they are embedded."""
+    from core.readers import BadLine, Blank, Collected, NoLetters, read_file
+    count, rest = 0, Collected([], [])
     for f in args.files:
-        got = collect(read_file(f, column=args.column, field=args.field, encoding=args.encoding))
-        items += [(s.text, s.metadata) for s in got.sentences]
-        rest.bad += got.bad
-        rest.blank += got.blank
-        rest.no_letters += got.no_letters
-    return items, rest
+        for rec in read_file(f, column=args.column, field=args.field, encoding=args.encoding):
+            if isinstance(rec, BadLine):
+                rest.bad.append(rec)
+            elif isinstance(rec, NoLetters):
+                rest.no_letters += 1
+            elif isinstance(rec, Blank):
+                rest.blank += 1
+            else:
+                count += 1
+    return _Inputs(args, count), rest
 
 
 def _report_inputs(args, items, rest) -> None:
@@ -134,7 +160,7 @@ def _report_inputs(args, items, rest) -> None:
     from core.readers import other_encoding_hint
     bad, undecodable = rest.bad, rest.undecodable
     hint = f"; {other_encoding_hint()}" if undecodable and args.encoding is None else ""
-    if not items and args.files:
+    if not len(items) and args.files:
         names = ", ".join(args.files)
         if undecodable:
             first = undecodable[0]
