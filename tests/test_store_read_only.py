@@ -9,6 +9,7 @@ without attributes).
 import contextlib
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -115,3 +116,28 @@ def test_a_store_not_closed_cleanly_on_read_only_media_says_so(tmp_path, model, 
         code, out, err = cli(capsys, "search", TEXTS[0], "--store", root / "s")
         assert code == 2 and "read-only media and was not closed cleanly" in err
         assert "damaged" not in err
+
+
+def test_milvus_lite_on_a_full_disk_is_one_error_line_without_its_tracebacks(tmp_path, model,
+                                                                            capsys):
+    """A 3 MiB tmpfs filled by a Lite ingest: Milvus Lite's own logged tracebacks (one per
+    failed flush) stay out of the output; the store's worded line is all."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if not _run("mount", "-t", "tmpfs", "-o", "size=3M", "tmpfs", str(disk)):
+        pytest.skip("mounting a tmpfs is not allowed here")
+    try:
+        (tmp_path / "big.txt").write_text(
+            "".join(f"the cat number {i} sat on the mat near tree {i * 7}\n" for i in range(20000)),
+            encoding="utf-8")
+        # a process of its own: the CLI's logging goes to its stderr, as a user sees it
+        p = subprocess.run([sys.executable, "-m", "app.cli", "ingest", str(tmp_path / "big.txt"),
+                            "--model", str(model), "--store", f"milvus-lite:{disk / 's'}",
+                            "--quiet"], capture_output=True, text=True, timeout=600,
+                           cwd=Path(__file__).resolve().parents[1])
+        code, err = p.returncode, p.stderr
+        assert code == 2 and "No space left on device" in err, err
+        assert [x for x in err.splitlines() if x.strip()] == \
+            [x for x in err.splitlines() if x.startswith("error: ")], err
+    finally:
+        _run("umount", str(disk))
