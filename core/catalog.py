@@ -22,7 +22,7 @@ def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
     """Known models: packaged, the default hub model, trained checkpoints in the user-data
     folder, and any folders given."""
     from core.sources import CHECKPOINT_MARKER, check_folder, read_json
-    from core.weights import UnsafeWeights, check_weights, config_from_hf
+    from core.weights import UnsafeWeights, check_fits, check_weights, config_from_hf
     from core.model import EncoderConfig
 
     rows = []
@@ -41,6 +41,7 @@ def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
                 row.update(dim=cfg.dim, layers=cfg.n_layers, heads=cfg.n_heads, mlm_head=mlm,
                            folder=str(folder))
                 check_weights(folder)      # "available" only if its weights can be read safely
+                check_fits(folder)         # ... and have the shapes its config makes
             except Exception as e:
                 row.update(available=False, error=str(e))
                 if isinstance(e, UnsafeWeights):

@@ -26,3 +26,7 @@ class Cancelled(EncoderscopeError):
 
 class NoMLMHead(EncoderscopeError):
     """Fill-mask was asked of a model that has no masked-LM head."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: a command stops as Ctrl-C stops it (keeping what it committed, saying so)."""

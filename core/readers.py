@@ -7,7 +7,8 @@ through here, with one set of rules:
   UTF-8, where a line that is not valid UTF-8 becomes a ``BadLine`` (``undecodable``) naming the
   byte and column, and the rest of the file is still read;
 - a file that looks binary (NUL bytes or mostly control characters in its first 8 KiB) is
-  refused with ``BinaryFile`` before anything is read from it;
+  refused with ``BinaryFile`` before anything is read from it; a NUL byte further on refuses
+  it too, when the reader meets it (one rule: text holds no NUL);
 - lines end at LF, CRLF or CR (CSV: quoted fields may hold line breaks; they become spaces);
 - text is trimmed; a blank line is a ``Blank``; a line without any letter or digit (``---``,
   control-character debris) is a ``NoLetters``, counted by callers and never a sentence;
@@ -47,6 +48,7 @@ GUESS_ROWS = 200                 # CSV rows guess_columns looks at
 _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
          (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 _ESCAPED = re.compile("[\udc80-\udcff]")    # bytes that did not decode (surrogateescape)
+_SURROGATE = re.compile("[\ud800-\udfff]")  # half a UTF-16 pair: JSON "\\ud800" decodes to it
 _TEXT_CONTROLS = set("\t\n\r\f\v")
 _LETTER_OR_DIGIT = re.compile(r"[^\W_]")    # \w without the underscore (a regex: fast per line)
 
@@ -141,7 +143,19 @@ def _choose_encoding(head: bytes, encoding: str | None) -> str:
     bom_encoding = next((enc for bom, enc in _BOMS if head.startswith(bom)), None)
     if bom_encoding and (name is None or name.startswith(bom_encoding.removesuffix("-sig"))):
         return bom_encoding
+    if name in ("utf-16", "utf-32"):
+        return _byte_order(head, name)
     return name or "utf-8"
+
+
+def _byte_order(head: bytes, name: str) -> str:
+    """UTF-16/32 without a byte-order mark: the order its zero bytes show (text in Latin
+    script has a zero in the high byte of most characters); little-endian when they don't."""
+    width = 2 if name == "utf-16" else 4
+    units = [head[i:i + width] for i in range(0, len(head) - width + 1, width)]
+    low_zero = sum(u[0] == 0 and u[-1] != 0 for u in units)
+    high_zero = sum(u[-1] == 0 and u[0] != 0 for u in units)
+    return f"{name}-be" if low_zero > high_zero else f"{name}-le"
 
 
 def looks_binary(head: bytes, encoding: str) -> str | None:
@@ -175,6 +189,12 @@ def _open_checked(path, encoding: str | None) -> tuple[Path, str]:
     return path, enc
 
 
+def _surrogate_reason(text: str) -> str:
+    m = _SURROGATE.search(text)
+    return (f"holds a lone surrogate \\u{ord(m.group()):04x} (character {m.start() + 1} of its text), "
+            "which is not a character")
+
+
 def _escaped_reason(text: str, encoding: str) -> str:
     m = _ESCAPED.search(text)
     label = "UTF-8" if encoding.startswith("utf-8") else encoding
@@ -187,10 +207,19 @@ def _lines(stream, source: str, encoding: str):
     n = 0
     try:
         for n, line in enumerate(stream, 1):
+            if "\x00" in line:
+                raise _nul_in(source, n)
             yield n, line
-    except UnicodeDecodeError as e:
-        raise InputError(f"{source}, line {n + 1}: cannot be read as {encoding} ({e.reason}); "
+    except UnicodeError as e:
+        reason = getattr(e, "reason", str(e))
+        raise InputError(f"{source}, line {n + 1}: cannot be read as {encoding} ({reason}); "
                          f"choose another encoding (one of {', '.join(COMMON_ENCODINGS)})") from None
+
+
+def _nul_in(source: str, row: int) -> BinaryFile:
+    """A NUL byte past the head refuses the file as one in the head does."""
+    return BinaryFile(f"{Path(source).name} looks like a binary file, not text (line {row} "
+                      "holds a NUL byte): refused")
 
 
 def _record(text: str, source: str, row: int, encoding: str, clean=str.strip):
@@ -216,6 +245,9 @@ def _join_lines(text: str) -> str:
 def read_text(text: str, source: str = "clipboard"):
     """Pasted text: one sentence per line, the same rules as a .txt file."""
     for n, line in enumerate(io.StringIO(text, newline=None), 1):
+        if "\x00" in line:      # not a file to refuse: only this line is not text
+            yield BadLine(source, n, "holds a NUL byte")
+            continue
         yield _record(line, source, n, "utf-8")
 
 
@@ -324,6 +356,8 @@ def _csv_rows(reader, src: str, enc: str):
         except UnicodeDecodeError as e:
             raise InputError(f"{src}, line {start}: cannot be read as {enc} ({e.reason})") from None
         line = reader.line_num
+        if isinstance(row, list) and any("\x00" in c for c in row):
+            raise _nul_in(src, start)
         yield start, row
 
 
@@ -355,6 +389,8 @@ def _jsonl(path: Path, field: str | None, enc: str):
             value = _json_text(obj, field)
             if isinstance(value, BadLine):
                 yield BadLine(src, n, value.reason)
+            elif _SURROGATE.search(value):
+                yield BadLine(src, n, _surrogate_reason(value))
             else:
                 yield _record(value, src, n, enc, clean=_join_lines)
 

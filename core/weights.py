@@ -46,6 +46,8 @@ DISTILBERT_DROPPED = re.compile(r"^(distilbert\.)?embeddings\.position_ids$")
 MLM_HEAD_KEYS = ("vocab_transform.", "vocab_layer_norm.", "vocab_projector.")
 # Checkpoints converted from the original TensorFlow BERT (bert-base-uncased among them) name
 # LayerNorm parameters gamma/beta; transformers renames them on load, and so do we.
+# A stored sinusoid may differ from ours by float rounding; a learned table differs by far more.
+SINUSOID_TOLERANCE = 1e-3
 LEGACY_LAYER_NORM = re.compile(r"(LayerNorm|layer_norm)\.(gamma|beta)$")
 
 
@@ -218,7 +220,10 @@ def build_model(cfg: EncoderConfig, state: dict[str, torch.Tensor] | None, mlm_h
         # Fixed encodings: our table is the closed form whatever the checkpoint stored.
         key = ("distilbert." if mlm_head else "") + "embeddings.position_embeddings.weight"
         if key in state:
-            state = dict(state, **{key: model.state_dict()[key]})
+            closed = model.state_dict()[key]
+            _check_sinusoidal_table(state[key], closed, where)
+            state = dict(state, **{key: closed})
+    _check_shapes(model.state_dict(), state, where)
     result = model.load_state_dict(state, strict=False)
     if result.missing_keys or result.unexpected_keys:
         parts = []
@@ -232,6 +237,30 @@ def build_model(cfg: EncoderConfig, state: dict[str, torch.Tensor] | None, mlm_h
     return model
 
 
+def _check_shapes(expected: dict, state: dict, where: str) -> None:
+    """Tensors whose shape the config contradicts (a width, FFN size, vocabulary or position
+    table changed in config.json): one error naming them, not torch's report."""
+    wrong = [f"{k} is {tuple(v.shape)}, the config makes it {tuple(expected[k].shape)}"
+             for k, v in state.items() if k in expected and tuple(v.shape) != tuple(expected[k].shape)]
+    if wrong:
+        more = f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else ""
+        raise WeightsError(f"the config of {where} does not fit its weights: "
+                           + "; ".join(wrong[:3]) + more + ": the config was changed or belongs "
+                           "to other weights")
+
+
+def _check_sinusoidal_table(stored: torch.Tensor, closed: torch.Tensor, where: str) -> None:
+    """A config that says sinusoidal over weights that learned their positions: refused, since
+    replacing the learned table would give other vectors without a word."""
+    if stored.shape != closed.shape:
+        raise WeightsError(f"the weights {where} hold a position table of shape "
+                           f"{tuple(stored.shape)}, but the config asks for {tuple(closed.shape)}")
+    if float((stored.float() - closed.float()).abs().max()) > SINUSOID_TOLERANCE:
+        raise WeightsError(f"the config in {where} says sinusoidal positions, but the weights "
+                           "hold learned ones: the config does not belong to these weights "
+                           "(set sinusoidal_pos_embds back to false)")
+
+
 def load_folder(folder: Path):
     """A model folder (HF DistilBERT/BERT or our checkpoint) -> (model in eval mode, config, layout)."""
     marker = folder / CHECKPOINT_MARKER
@@ -243,7 +272,12 @@ def load_folder(folder: Path):
         state, has_head = nest_mlm(read_state_dict(folder))
         return build_model(cfg, state, has_head, str(folder)).eval(), cfg, "encoderscope"
     cfg, layout = config_from_hf(read_json(folder / "config.json"))
-    raw = legacy_names(read_state_dict(folder))
+    state, has_head = _ours(legacy_names(read_state_dict(folder)), layout)
+    return build_model(cfg, state, has_head, str(folder)).eval(), cfg, layout
+
+
+def _ours(raw: dict, layout: str) -> tuple[dict, bool]:
+    """A transformers folder's tensors (or anything keyed like them) under our names."""
     if layout == "bert":
         raw = bert_to_ours(raw)
     else:
@@ -251,8 +285,34 @@ def load_folder(folder: Path):
         if not any(k.startswith(MLM_HEAD_KEYS) for k in raw):
             # A DistilBertModel saved from inside a ForMaskedLM wrapper keeps the prefix.
             raw = {k.removeprefix("distilbert."): v for k, v in raw.items()}
-    state, has_head = nest_mlm(raw)
-    return build_model(cfg, state, has_head, str(folder)).eval(), cfg, layout
+    return nest_mlm(raw)
+
+
+class _Shape:
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+
+def check_fits(folder: Path) -> None:
+    """WeightsError unless the safetensors weights have the shapes the config makes, read
+    from the file's header and a model built on the meta device (no tensor is loaded)."""
+    st = folder / "model.safetensors"
+    if not st.is_file():
+        return
+    try:
+        with safe_open(str(st), framework="pt") as f:
+            shapes = {k: _Shape(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception as e:
+        raise WeightsError(f"cannot read the weights in {folder}: {e}") from None
+    if (folder / CHECKPOINT_MARKER).is_file():
+        cfg = EncoderConfig.from_dict(read_json(folder / CHECKPOINT_MARKER)["config"])
+        state, has_head = nest_mlm(shapes)
+    else:
+        cfg, layout = config_from_hf(read_json(folder / "config.json"))
+        state, has_head = _ours(legacy_names(shapes), layout)
+    with torch.device("meta"):
+        expected = (EncoderForMaskedLM if has_head else Encoder)(cfg, init=False).state_dict()
+    _check_shapes(expected, state, str(folder))
 
 
 def save_checkpoint(model, tokenizer, folder: Path, extra: dict | None = None) -> Path:

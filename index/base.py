@@ -122,9 +122,13 @@ class Store(ABC):
         except StoreError:
             n = ""
         model, pooling = other.get("model"), other.get("pooling", "mean")
-        return {"hint": f"use it with {self._fp.get('model')} ({self.pooling} pooling), or re-embed all {n}"
-                        f"sentences with {model} ({pooling} pooling)",
-                "rebuild": {"model": model, "pooling": pooling, "location": str(self.where)}}
+        if fpmod.only_network_differs(self._fp, other):
+            hint = (f"the config or tokenizer files of {model} changed since the store was built (the "
+                    f"weights did not): put them back, or re-embed all {n}sentences with the model as it is now")
+        else:
+            hint = (f"use it with {self._fp.get('model')} ({self.pooling} pooling), or re-embed all {n}"
+                    f"sentences with {model} ({pooling} pooling)")
+        return {"hint": hint, "rebuild": {"model": model, "pooling": pooling, "location": str(self.where)}}
 
     def _check_vectors(self, vectors, fingerprint, what) -> np.ndarray:
         """Vectors checked against the store's model and dimension, L2-normalised."""

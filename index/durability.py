@@ -108,6 +108,26 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
+def describe_holder(pid: int | None) -> str:
+    """Which program holds a store, and what to do about it: an app keeps its corpus open
+    until it closes, a command until it ends."""
+    if not pid:
+        return "another process: try again when it has finished"
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        words = [os.path.basename(a.decode(errors="replace")) for a in argv if a]
+    except OSError:
+        return f"process {pid}: try again when it has finished"
+    if "gui" in words or any(w in ("main.py", "app.gui.main") for w in words):
+        return (f"the Encoderscope app (process {pid}), which keeps its corpus open: close "
+                "the corpus or the app and try again")
+    command = next((w for w in words if w in ("ingest", "remove", "migrate", "info", "train")),
+                   None)
+    if command:
+        return (f"`encoderscope {command}` (process {pid}): try again when it has finished")
+    return f"process {pid} ({' '.join(words[:3])[:80]}): try again when it has finished"
+
+
 class WriterLock:
     """An exclusive, non-blocking OS lock (flock) on `<store>/lock`; the file names the holder.
 
@@ -143,11 +163,9 @@ class WriterLock:
             holder = _read_pid(fd)
             os.close(fd)
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                who = f"process {holder}" if holder else "another process"
-                raise StoreLocked(
-                    f"the store {self.path.parent} is being written by {who}; "
-                    "wait for it to finish (only one writer at a time) and try again",
-                    pid=holder) from None
+                raise StoreLocked(f"the store {self.path.parent} is open for writing in "
+                                  f"{describe_holder(holder)}; only one program writes a store "
+                                  "at a time", pid=holder) from None
             raise StoreError(f"cannot lock the store {self.path.parent}: {e.strerror}") from None
         except BaseException:
             os.close(fd)

@@ -1,7 +1,7 @@
 """Model fingerprints as the store keeps them (plain dicts on disk) and the mismatch check.
 
-Comparison follows core.fingerprint.Fingerprint.compatible (same weights, pooling, dim,
-normalisation; the name is only for people).
+Comparison follows core.fingerprint.Fingerprint.compatible (same weights, config and tokenizer
+files, pooling, dim, normalisation, precision policy; the name is only for people).
 """
 from __future__ import annotations
 
@@ -31,6 +31,13 @@ def describe(d: dict) -> str:
 
 def compatible(a: dict, b: dict) -> bool:
     return a == b or from_dict(a).compatible(from_dict(b))
+
+
+def only_network_differs(a: dict, b: dict) -> bool:
+    """The same weights, pooling and width, but other config or tokenizer files."""
+    fa, fb = from_dict(a), from_dict(b)
+    return (fa.weights_sha256, fa.pooling, fa.dim) == (fb.weights_sha256, fb.pooling, fb.dim) \
+        and not fa.compatible(fb)
 
 
 def check(store_fp: dict, other, what: str, where: str = "", hint: str = "", rebuild: dict | None = None) -> None:

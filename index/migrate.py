@@ -19,14 +19,17 @@ the copy (it has no API to set it).
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from core.errors import InputError
 
 from index import fingerprint as fpmod
+from index.durability import atomic_write
 from index.errors import StoreError
 
 BATCH = 2000
@@ -82,6 +85,7 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
         # open_store already checked fp against an existing destination; say it plainly too
         fpmod.check(dst.fingerprint_dict, fp, f"the vectors of {describe_location(src_loc)}",
                     where=f"at {dst_loc}")
+        mark_incomplete(dst_loc, src_loc)
         res = MigrateResult(str(src_loc), str(dst_loc))
         res.source_count = total = src.count()
         before = dst.count()
@@ -109,6 +113,7 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
         _verify(res, before, dst, samples[:sample] if len(samples) <= sample else
                 [samples[i] for i in rng.choice(len(samples), sample, replace=False)],
                 src, id_map, batch, verify_backend, reembed_sample, rng)
+        _marker(dst_loc).unlink(missing_ok=True)
         res.seconds = time.perf_counter() - t0
         return res
     finally:
@@ -117,6 +122,32 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
                 dst.close()
         finally:
             src.close()
+
+
+INCOMPLETE = "incomplete-migrate"   # in a destination folder until its copy is verified
+
+
+def _marker(loc) -> Path:
+    return loc.path / INCOMPLETE if loc.path is not None else Path(os.devnull)
+
+
+def mark_incomplete(dst_loc, src_loc) -> None:
+    """A destination folder is marked until migrate has verified it: a migrate killed or
+    failed half-way leaves a store that looks whole otherwise."""
+    if dst_loc.path is not None:
+        atomic_write(_marker(dst_loc), f"{src_loc}\n".encode())
+
+
+def incomplete_source(loc) -> str | None:
+    """The source of an unverified migrate into the store at `loc` (the copy was interrupted
+    or failed before it was verified), or None when the store is not such a copy."""
+    marker = _marker(loc)
+    if loc.path is None or not marker.is_file():
+        return None
+    try:
+        return marker.read_text("utf-8").strip() or "another store"
+    except (OSError, UnicodeDecodeError):
+        return "another store"
 
 
 def _verify(res: MigrateResult, before: int, dst, samples, src=None, id_map=None,

@@ -384,3 +384,37 @@ def test_drop_waiting_forgets_the_waiting_call(qtbot):
     gate.set()
     qtbot.waitUntil(lambda: not state.jobs.busy, timeout=10_000)
     assert ran == [1] and got == [1]
+
+
+def test_opening_a_store_a_cli_ingest_writes_logs_its_message_not_a_traceback(
+        qtbot, data_dir, tmp_path):  # noqa: F811
+    """The app's open job meets the CLI's writer lock: the message names the holder, and the
+    log holds that line, not a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    from app.gui.corpus_service import open_store_job
+    from app.gui.logs import log_file, setup_logging
+    from core.fingerprint import Fingerprint
+    from index.locations import open_store
+    setup_logging()
+    open_store(tmp_path / "s", writable=True, create=True,
+               fingerprint=Fingerprint("fake", "f" * 64, "mean", 8, True)).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from index.durability import WriterLock; "
+         "WriterLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
+         str(tmp_path / "s"), "ingest"], stdout=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        runner = JobRunner()
+        job = runner.start("open", open_store_job, tmp_path / "s", label="Opening the corpus")
+        with qtbot.waitSignal(job.error, timeout=20000) as blocker:
+            pass
+        qtbot.waitUntil(lambda: not runner.busy)
+        assert f"process {holder.pid}" in blocker.args[0]
+        assert "Traceback" not in log_file().read_text(encoding="utf-8")
+    finally:
+        holder.kill()
+        holder.wait()

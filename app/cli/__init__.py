@@ -11,12 +11,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 
 from app.cli import explain, map, migrate, model, store, train, why
 from app.cli.remedies import worded
-from core.errors import EncoderscopeError, InputError
+from core.errors import EncoderscopeError, InputError, Terminated
 
 EXIT_USAGE = 2
 COMMANDS = (model, store, migrate, train, explain, why, map)   # in the order `--help` lists them
@@ -42,16 +44,50 @@ def _gui(args, open_gui) -> int:
     return open_gui(args.store) or 0
 
 
+def check_arguments(args) -> None:
+    """Arguments are text: bytes that are not UTF-8 (Python keeps them as lone surrogates)
+    are refused here, before a tokenizer or a database meets them."""
+    for name, value in vars(args).items():
+        for text in (value if isinstance(value, list) else [value]):
+            if isinstance(text, str) and not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as e:
+                    bad = os.fsencode(text[e.start:e.end])
+                    raise EncoderscopeError(
+                        f"the {name.replace('_', ' ')} argument is not valid UTF-8 text (byte "
+                        f"{bad[0]:#04x} at character {e.start + 1}); pass it in UTF-8") from None
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None, open_gui: Callable[[str | None], int] | None = None) -> int:
+    """Run one command; SIGTERM ends it as Ctrl-C does (each command keeps or saves its work)."""
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv, open_gui)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(argv, open_gui)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv, open_gui) -> int:
     parser = build_parser(open_gui)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
+        check_arguments(args)
         return args.func(args) or 0
     except EncoderscopeError as e:
         print(f"error: {worded(e, args)}", file=sys.stderr)
         return EXIT_USAGE
+    except Terminated:
+        print("terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -109,8 +109,11 @@ def cmd_models(args) -> int:
         return 0
     for r in rows:
         state = "available" if r["available"] else (
-            f"refused: {r['refused']}" if r.get("refused") else "not available offline")
+            f"refused: {r['refused']}" if r.get("refused") else
+            "unusable" if r.get("error") and r["source"] != "hub" else "not available offline")
         dims = f"{r.get('dim', '?')}-d, {r.get('layers', '?')} layers, {r.get('heads', '?')} heads"
         mlm = "MLM head" if r.get("mlm_head") else "no MLM head"
         print(f"{r['name']:<28} {r['source']:<9} {state:<22} {dims}, {mlm}")
+        if state == "unusable":
+            print(f"    {r['error']}")
     return 0

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
+import signal
 import sys
 
 from app.cli.options import add_index_option
@@ -112,18 +114,44 @@ def _err(msg):
 
 
 # ------------------------------------------------------------------------------------------
+class _Inputs:
+    """The (text, metadata) items of every FILE, read again as they are embedded: memory stays
+    bounded by the ingest's window, not by the corpus. `len()` is the number of sentences found
+    by the first pass (scan_inputs), which a file changed in between may make wrong for the
+    progress bar only."""
+
+    def __init__(self, args, count: int):
+        self.args, self.count = args, count
+
+    def __len__(self):
+        return self.count
+
+    def __iter__(self):
+        from core.readers import Sentence, read_file
+        a = self.args
+        for f in a.files:
+            for rec in read_file(f, column=a.column, field=a.field, encoding=a.encoding):
+                if isinstance(rec, Sentence):
+                    yield rec.text, rec.metadata
+
+
 def _read_inputs(args):
-    """(items, Collected of everything else) from every FILE; a binary or missing file stops
-    the ingest before anything is embedded."""
-    from core.readers import Collected, collect, read_file
-    items, rest = [], Collected([], [])
+    """(items, Collected of everything but the sentences) from every FILE: a first pass counts
+    and checks, so a binary, missing or unreadable file stops the ingest before anything is
+    embedded; the items are read again as they are embedded."""
+    from core.readers import BadLine, Blank, Collected, NoLetters, read_file
+    count, rest = 0, Collected([], [])
     for f in args.files:
-        got = collect(read_file(f, column=args.column, field=args.field, encoding=args.encoding))
-        items += [(s.text, s.metadata) for s in got.sentences]
-        rest.bad += got.bad
-        rest.blank += got.blank
-        rest.no_letters += got.no_letters
-    return items, rest
+        for rec in read_file(f, column=args.column, field=args.field, encoding=args.encoding):
+            if isinstance(rec, BadLine):
+                rest.bad.append(rec)
+            elif isinstance(rec, NoLetters):
+                rest.no_letters += 1
+            elif isinstance(rec, Blank):
+                rest.blank += 1
+            else:
+                count += 1
+    return _Inputs(args, count), rest
 
 
 def _report_inputs(args, items, rest) -> None:
@@ -132,7 +160,7 @@ def _report_inputs(args, items, rest) -> None:
     from core.readers import other_encoding_hint
     bad, undecodable = rest.bad, rest.undecodable
     hint = f"; {other_encoding_hint()}" if undecodable and args.encoding is None else ""
-    if not items and args.files:
+    if not len(items) and args.files:
         names = ", ".join(args.files)
         if undecodable:
             first = undecodable[0]
@@ -200,16 +228,19 @@ def cmd_ingest(args) -> int:
         backend = _backend(args, model)
         store = corpus.create_corpus(loc, backend, pooling, index=args.index)
 
+    from core.errors import Terminated
     result = AddResult(ids=[])
     interrupted = reindexed = False
+    signal_name = "Ctrl-C"
     before = store.count()
     bar = _progress_bar(len(items), args.quiet)
     try:
         try:
             store.add_stream(items, backend, pooling=pooling, batch_size=args.batch_size,
                              progress=lambda done, total: bar.update(done - bar.n), result=result)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             interrupted = True
+            signal_name = "SIGTERM" if isinstance(e, Terminated) else signal_name
         finally:
             bar.close()
         try:
@@ -226,8 +257,9 @@ def cmd_ingest(args) -> int:
                 with _index_progress(args.quiet) as progress:
                     store.reindex(args.index, **({} if loc.is_milvus else {"progress": progress}))
                 reindexed = True
-        except KeyboardInterrupt:   # a second Ctrl-C: the database still holds every commit
+        except KeyboardInterrupt as e:   # a second signal: the database holds every commit
             interrupted = True
+            signal_name = "SIGTERM" if isinstance(e, Terminated) else signal_name
         total = store.count()
         if interrupted:
             # Ctrl-C can land between a batch's commit and its tally: the database says what
@@ -245,8 +277,9 @@ def cmd_ingest(args) -> int:
           f"{loc.describe()} holds {total} sentences"
           + (f" (index: {args.index})" if reindexed else ""))
     if interrupted:
-        _err("interrupted: the sentences committed before Ctrl-C are kept")
-        return 130
+        _err(f"interrupted by {signal_name}: the {total} sentences committed before it are kept; "
+             "run the same ingest again to add the rest (what is stored is not added twice)")
+        return 130 if signal_name == "Ctrl-C" else 128 + signal.SIGTERM
     return 0
 
 
@@ -320,6 +353,9 @@ def cmd_search(args) -> int:
             fp = backend.fingerprint(pooling=args.pooling or store.pooling)
             fpmod.check(store.fingerprint_dict, fp, "queries", where=f"in {loc.describe()}",
                         hint=_mismatch_hint(args, store, loc, model, args.pooling or store.pooling, "search"))
+        if store.count() == 0:
+            raise InputError(f"{loc.describe()} holds no sentences yet: nothing to search; add "
+                             f"some with `encoderscope ingest FILE --store {shlex.quote(str(loc))}`")
         hits = store.search(args.query, k=args.k, backend=backend)
     finally:
         store.close()
@@ -347,17 +383,29 @@ def cmd_info(args) -> int:
         if args.repair or args.check:
             report = store.check_report
         info = store.info()
+        meaning = _check_meaning(args, store) if args.check else None
     finally:
         store.close()
     if report is not None:
         _print_check(report, info, repaired=args.repair)
+    if meaning is not None:
+        _err(meaning)
+    from index.migrate import incomplete_source
+    source = incomplete_source(loc)
+    incomplete = source is not None
+    if incomplete:
+        _err(f"warning: {loc.describe()} is an incomplete copy: migrating {source} into it was "
+             "interrupted or failed before the copy was verified; run the same "
+             f"`encoderscope migrate --from {shlex.quote(source)} --to {shlex.quote(str(loc))}` again")
     if args.json:
         keys = ("count", "model", "dim", "index", "bytes")
-        json.dump({k: info[k] for k in keys}, sys.stdout, ensure_ascii=False)
+        json.dump({**{k: info[k] for k in keys}, "complete": not incomplete}, sys.stdout,
+                  ensure_ascii=False)
         sys.stdout.write("\n")
     else:
         fp = info["fingerprint"]
-        print(f"store     {info['path']}")
+        print(f"store     {info['path']}" + ("  (INCOMPLETE: an unverified migrate copy)"
+                                                 if incomplete else ""))
         print(f"sentences {info['count']}")
         print(f"model     {info['model']} ({info['pooling']} pooling, weights "
               f"{str(fp.get('weights_sha256', ''))[:12]})")
@@ -367,6 +415,30 @@ def cmd_info(args) -> int:
             print(f"structure {info['index_structure']}")
         print(f"on disk   {_human(info['bytes'])}")
     return 0
+
+
+def _check_meaning(args, store) -> str | None:
+    """A line on the store's model (its fingerprint, then a re-embedded sample); raises
+    ModelMismatch when the model at hand is not the network that wrote the vectors."""
+    from core.errors import ModelUnavailable
+    from index import fingerprint as fpmod
+    from index.errors import ModelMismatch
+    from index.meaning_check import check_meaning, describe_failure
+    if store.count() == 0:
+        return None
+    try:
+        backend = _backend(args, store.model_name)
+    except ModelUnavailable as e:
+        return f"check: the texts were not embedded again: the store's model cannot be loaded ({e})"
+    fp = backend.fingerprint(pooling=store.pooling)
+    fpmod.check(store.fingerprint_dict, fp, "vectors of the model now at hand",
+                where=f"at {store.where}", hint=store._rebuild_hint(fp))
+    result = check_meaning(store, backend)
+    if not result.ok:
+        raise ModelMismatch(f"{describe_failure(result)}; {store._rebuild_hint(fp)}",
+                            store_model=store.model_name, other_model=store.model_name)
+    return (f"check: ok: {result.checked} sampled sentences embedded again with "
+            f"{store.model_name} give their stored vectors")
 
 
 def _print_check(report: dict, info: dict, repaired: bool) -> None:
@@ -384,8 +456,10 @@ def _print_check(report: dict, info: dict, repaired: bool) -> None:
         _err(f"repair: rebuilt the index and manifest from the {info['count']} sentences in the "
              "database")
     what = "repair" if repaired else "check"
-    _err(f"{what}: ok: {rows if rows is not None else info['count']} sentences verified "
-         "(checksums, unit vectors), the index holds exactly the database's vectors")
+    verified = info["count"] if rows is None else rows - len(aside)
+    kept = f" (the {len(aside)} set aside not counted)" if aside else ""
+    _err(f"{what}: ok: {verified} sentences verified{kept} (checksums, unit vectors), the index "
+         "holds exactly the database's vectors")
     if report.get("unchecked"):
         _err(f"{what}: {report['unchecked']} of them were written before row checksums: only "
              "their vectors could be checked; the next ingest, remove or repair adds checksums")
@@ -393,14 +467,18 @@ def _print_check(report: dict, info: dict, repaired: bool) -> None:
 
 def cmd_remove(args) -> int:
     from index.locations import open_store
+    # ids are 64-bit signed in every store: a larger number names no sentence
+    possible = [i for i in args.ids if 0 <= i < 1 << 63]
     with open_store(_location(args), writable=True) as store:
-        gone = store.remove(args.ids)
+        gone = store.remove(possible)
         left = store.count()
     missing = [i for i in dict.fromkeys(args.ids) if i not in set(gone)]
     print(f"removed {len(gone)} sentence{'s' if len(gone) != 1 else ''}; the store holds {left}")
     if missing:
-        _err(f"no sentence with id {', '.join(map(str, missing))}")
-        return 1
+        _err(f"error: no sentence with id {', '.join(map(str, missing))} in {_location(args).describe()} "
+             "(the others were removed)" if gone else
+             f"error: no sentence with id {', '.join(map(str, missing))} in {_location(args).describe()}")
+        return 2
     return 0
 
 

@@ -138,21 +138,25 @@ def cmd_train(args) -> int:
         elif kind == "checkpoint":
             _note(bar, f"checkpoint at step {ev['step']}: {ev['path']}")
 
-    previous = None
+    previous = {}
     if threading.current_thread() is threading.main_thread():
-        def on_sigint(signum, frame):
+        def on_stop(signum, frame):
+            # SIGTERM (kill, a shutdown, a job scheduler) saves as Ctrl-C does
             if cancel.is_set():
                 raise KeyboardInterrupt
             cancel.set()
-            _note(bar, "stopping after this step (Ctrl-C again to abort without saving) ...")
-        previous = signal.signal(signal.SIGINT, on_sigint)
+            what = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+            _note(bar, f"{what}: stopping after this step and saving a checkpoint (Ctrl-C "
+                       "again to abort without saving) ...")
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, on_stop)
     try:
         summary = Trainer(cfg, read_corpus=read_training_corpus).run(progress=progress, cancel=cancel)
     finally:
         if bar is not None:
             bar.close()
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     print(json.dumps(summary), flush=True)
     return EXIT_INTERRUPTED if summary["cancelled"] else 0
 

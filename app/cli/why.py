@@ -10,6 +10,8 @@ and docs/why.md. No Qt here.
 """
 from __future__ import annotations
 
+import sys
+
 
 def register(sub) -> None:
     from app.cli.options import add_model_options
@@ -48,6 +50,11 @@ def cmd_why(args) -> int:
     model, pooling = _model_and_pooling(args)
     backend = get_backend(model, args.backend, device=args.device, precision=args.precision)
     why = explain(backend, args.query, args.text, pooling)
+    _, cut = backend.encode_ids([args.query, args.text])
+    for i in cut:
+        print(f"note: the {('query', 'text')[i]} is longer than the {backend.max_length} tokens "
+              f"{backend.model_name} reads: only its first {backend.max_length} tokens count "
+              "(the rest was cut)", file=sys.stderr)
     if args.json:
         emit_json({"model": backend.model_name, "backend": backend.backend,
                    **to_dict(why, hide_special=args.hide_special, top=args.top)})

@@ -49,6 +49,12 @@ def readable_error(exc: BaseException, key: str = "") -> str:
     return f"{what}unexpected {type(exc).__name__}: {first} (details in {log_file()})"
 
 
+def _is_for_people(exc: BaseException) -> bool:
+    """An error meant for people (EncoderscopeError): its message says it all."""
+    from core.errors import EncoderscopeError
+    return isinstance(exc, EncoderscopeError)
+
+
 def _is_cancelled(exc: BaseException) -> bool:
     try:
         from core.errors import Cancelled
@@ -152,8 +158,11 @@ class Job(QObject):
                 log.info("job %s cancelled", self.key)
             else:
                 message = readable_error(exc, self.label)
-                log.error("job %s (%s) failed: %s\n%s", self.key, self.label, message,
-                          "".join(traceback.format_exception(exc)))
+                if _is_for_people(exc):     # expected (a locked store, bad input): its message
+                    log.warning("job %s (%s): %s", self.key, self.label, message)
+                else:
+                    log.error("job %s (%s) failed: %s\n%s", self.key, self.label, message,
+                              "".join(traceback.format_exception(exc)))
                 outcome = ("error", (message,))
         else:
             log.info("job %s done in %.2fs", self.key, time.perf_counter() - self.started_at)

@@ -45,7 +45,7 @@ def get_backend(model: str = DEFAULT_MODEL, backend: str = "scratch", device=Non
         where = model
     else:
         source = resolve(model, progress=progress)
-        # The weights' mtime is part of the key: a model retrained in place is loaded afresh.
+        # The files' mtimes are part of the key: a model retrained or edited in place is loaded afresh.
         key = (str(source.folder.resolve()), _weights_mtime(source.folder), backend, str(dev), asked, run_in)
         if backend == "scratch":
             from core.backends.scratch import ScratchBackend as cls
@@ -61,11 +61,18 @@ def get_backend(model: str = DEFAULT_MODEL, backend: str = "scratch", device=Non
         return _cache[key]
 
 
-def _weights_mtime(folder: Path) -> int:
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        if (folder / name).is_file():
-            return (folder / name).stat().st_mtime_ns
-    return 0
+def _weights_mtime(folder: Path) -> tuple:
+    """When the weights, config and tokenizer files last changed: a model edited in place is
+    a new model."""
+    from core.fingerprint import NETWORK_FILES
+    stamps = []
+    for name in ("model.safetensors", "pytorch_model.bin", *NETWORK_FILES):
+        try:
+            st = (folder / name).stat()
+            stamps.append((name, st.st_mtime_ns, st.st_size))
+        except OSError:
+            pass
+    return tuple(stamps)
 
 
 def clear_cache():

@@ -39,6 +39,8 @@ BF16_CHECK_SENTENCES = [
     "The committee postponed the vote because three members were absent, which angered the "
     "residents who had waited since early morning to hear the decision on the new bridge.",
 ]
+# What a store may mix: vectors of fp32, and of bf16 where they keep this cosine with fp32's.
+PRECISION_POLICY = f"fp32, or bf16 at cosine >= {BF16_MIN_COSINE} with fp32"
 MAX_TEXT_CHARS = 1_000_000   # beyond this a "sentence" is a mistake (a whole file pasted in)
 
 
@@ -96,9 +98,12 @@ class Backend:
         raise NotImplementedError
 
     # -- shared ---------------------------------------------------------------------------
+    network_sha256 = ""   # config + tokenizer files (core.fingerprint.network_hash)
+
     def fingerprint(self, pooling: str = "mean") -> Fingerprint:
         check_pooling(pooling)
-        return Fingerprint(self.model_name, self.weights_sha256, pooling, self.dim, True)
+        return Fingerprint(self.model_name, self.weights_sha256, pooling, self.dim, True,
+                           network_sha256=self.network_sha256, precision_policy=PRECISION_POLICY)
 
     def encode_ids(self, texts: list[str]) -> tuple[list[list[int]], list[int]]:
         """Token ids with specials, cut to max_length; and the indices of texts that were cut."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 from core import hf_checkpoint
 from core.backends.base import Backend
 from core.errors import InputError, ModelUnavailable
-from core.fingerprint import weights_hash
+from core.fingerprint import network_hash, weights_hash
 from core.sources import ModelSource
 from core.tokenizer import ModelTokenizer
 class HFBackend(Backend):
@@ -26,6 +26,7 @@ class HFBackend(Backend):
         self.n_layers, self.n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
         self.max_length = self.model_tokenizer.max_length
         self.weights_sha256 = weights_hash(source.folder)
+        self.network_sha256 = network_hash(source.folder)
 
     def _load_folder(self, folder: str, device):
         """A transformers model folder -> its config; sets ``self.model``."""
@@ -45,7 +46,10 @@ class HFBackend(Backend):
             self.model = cls.from_pretrained(folder, attn_implementation="eager",
                                              trust_remote_code=False).to(device).eval()
         except Exception as e:
-            raise ModelUnavailable(f"transformers cannot load the model in {folder}: {e}") from None
+            why = str(e)
+            if "ignore_mismatched_sizes" in why:   # its details went to a log we do not show
+                why = "the sizes in its config.json do not fit its weights"
+            raise ModelUnavailable(f"transformers cannot load the model in {folder}: {why}") from None
         finally:
             if bars:
                 hf_logging.enable_progress_bar()

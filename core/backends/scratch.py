@@ -8,9 +8,8 @@ import torch
 
 from core.backends.base import Backend
 from core.errors import InputError
-from core.fingerprint import weights_hash
-from core.packed_forward import pack_for_cpu_inference
-from core.packed_forward import PackedEncoder
+from core.fingerprint import network_hash, weights_hash
+from core.packed_forward import PackedEncoder, pack_for_cpu_inference
 from core.sources import DEFAULT_MODEL, ModelSource, resolve
 from core.tokenizer import ModelTokenizer
 
@@ -32,6 +31,7 @@ class ScratchBackend(Backend):
         self.encoder = self.model.distilbert if self.has_mlm else self.model
         self.packed = self._pack(device, precision)
         self.weights_sha256 = weights_hash(source.folder)
+        self.network_sha256 = network_hash(source.folder)
 
     packed = None      # a PackedEncoder: CPU inference in few Python steps (core/packed_forward.py)
 
@@ -73,6 +73,7 @@ class RandomScratchBackend(ScratchBackend):
             h.update(k.encode())
             h.update(v.detach().cpu().numpy().tobytes())
         self.weights_sha256 = h.hexdigest()
+        self.network_sha256 = hashlib.sha256(spec.encode()).hexdigest()
 
 
 RANDOM_KEYS = {"dim": int, "layers": "n_layers", "heads": "n_heads", "ffn": "hidden_dim",

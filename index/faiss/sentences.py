@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import secrets
 import sqlite3
 import time
@@ -59,6 +60,13 @@ def new_store_id() -> str:
     return secrets.token_hex(16)
 
 
+def on_read_only_media(path: Path) -> bool:
+    """Neither the file nor its folder can be written (a read-only mount, chattr +i, no
+    permission): nobody can be writing it either."""
+    return not (os.access(path.parent, os.W_OK)
+                and (not path.exists() or os.access(path, os.W_OK)))
+
+
 class SentenceDB:
     def __init__(self, folder: Path, readonly: bool = False):
         self.path = Path(folder) / DB_NAME
@@ -76,9 +84,20 @@ class SentenceDB:
                                  path=wal) from None
         for suffix in SIDE_FILES[1:]:  # -shm and -journal hold nothing SQLite cannot rebuild
             check_regular(self.path.with_name(DB_NAME + suffix), "sentence database file")
+        immutable = on_read_only_media(self.path)
+        if immutable and wal.is_file() and wal.stat().st_size > 0:
+            raise StoreError(f"the store at {self.path.parent} is on read-only media and was not "
+                             f"closed cleanly: its last commits are still in {wal.name}, which "
+                             "only a writer can fold in; copy the store folder to writable "
+                             "storage and open it there")
         try:
-            self.conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30,
-                                        check_same_thread=False)
+            # Read-only media (a shared corpus, a read-only mount, chattr +i): SQLite cannot
+            # make the WAL's shared-memory file, so the cleanly closed database is opened as
+            # the immutable file it is.
+            target = f"{self.path.resolve().as_uri()}?immutable=1" if immutable else str(self.path)
+            self.conn = sqlite3.connect(target, isolation_level=None, timeout=30,
+                                        check_same_thread=False, uri=immutable)
+            self.immutable = immutable
             self.conn.execute("PRAGMA busy_timeout=30000")
             # synchronous=FULL: a commit is on disk before it returns (WAL is set at create).
             self.conn.execute("PRAGMA synchronous=FULL")

@@ -141,8 +141,8 @@ class VectorStore(Store):
                 raise StoreNotFound(f"no store at {folder}", location=str(folder))
             if fingerprint is None:
                 raise InputError("creating a store needs the model fingerprint")
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
+            try:   # a symlink to a folder not made yet (a dangling link) gets its folder
+                folder.resolve().mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise write_failed(folder, e, f"the store folder {folder}") from None
             strangers = [p.name for p in folder.iterdir() if p.name not in ("lock",)
@@ -251,12 +251,18 @@ class VectorStore(Store):
         db = self._db
         n = db.count()
         kind = kind or resolve_kind(self._request, n, self._threshold)
-        ids_parts, vec_parts = [], []
-        for ids, vecs in db.vectors(self._dim):
-            ids_parts.append(ids)
-            vec_parts.append(vecs)
-        ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int64)
-        vecs = np.concatenate(vec_parts) if vec_parts else np.zeros((0, self._dim), np.float32)
+        # Filled in place: chunks joined at the end would hold every vector twice.
+        ids = np.empty(n, np.int64)
+        vecs = np.empty((n, self._dim), np.float32)
+        filled = 0
+        for part_ids, part_vecs in db.vectors(self._dim):
+            end = filled + len(part_ids)
+            if end > n:     # rows committed since count() (another connection): make room
+                ids = np.resize(ids, end)
+                vecs = np.resize(vecs, (end, self._dim))
+            ids[filled:end], vecs[filled:end] = part_ids, part_vecs
+            filled = end
+        ids, vecs = ids[:filled], vecs[:filled]
         self._index = FaissIndex.build(kind, self._dim, self._params_for(kind), ids, vecs,
                                        progress=progress, cancel=cancel)
         self._indexed_gen = db.generation

@@ -28,6 +28,9 @@ def import_pymilvus():
     # (AllocTimestamp, which pymilvus asks after create_index) is logged there at ERROR with a
     # traceback, and the CLI would print it. The client gets an error status, worded by Caller.
     logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
+    # Milvus Lite logs its own failures (a full disk: a traceback per flush) that the store
+    # raises as one worded StoreError; only its warnings about recovery are worth showing.
+    logging.getLogger("milvus_lite.adapter.grpc.servicer").setLevel(logging.CRITICAL)
     return pymilvus
 
 

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 _USERS: dict[str, int] = {}     # Lite data dir -> MilvusStore objects using it in this process
 _MUTEX = threading.Lock()
+_COPIES: set = set()            # Lite data dirs that are reading copies of read-only folders
 
 
 def lock_holder(folder: Path) -> int | None:
@@ -64,7 +65,10 @@ def is_locked(data_dir: Path) -> bool:
     path = data_dir / "LOCK"
     if not path.exists():
         return False
-    fd = os.open(str(path), os.O_RDWR)
+    try:
+        fd = os.open(str(path), os.O_RDONLY)    # flock needs no write access (read-only media)
+    except OSError:
+        return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -89,7 +93,7 @@ def prepare(loc: Location, writable: bool, create: bool, fingerprint) -> WriterL
             raise StoreNotFound(f"no store at {loc}", location=str(loc))
         if fingerprint is None:
             raise InputError("creating a store needs the model fingerprint")
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.resolve().mkdir(parents=True, exist_ok=True)     # a dangling link: its target
         strangers = [p.name for p in folder.iterdir()
                      if p.name not in ("lock", loc.lite_db.name) and not p.name.startswith(".")]
         if strangers:
@@ -130,11 +134,36 @@ def prepare(loc: Location, writable: bool, create: bool, fingerprint) -> WriterL
     return lock
 
 
-def connect(loc: Location, pymilvus):
-    """A client on the folder's embedded Milvus Lite (started in this process if needed)."""
+def on_read_only_media(loc: Location) -> bool:
+    """The folder cannot be written (a read-only mount, chattr +i): Milvus Lite, which writes
+    its LOCK and WAL even to read, cannot run on it."""
+    return loc.path.is_dir() and not os.access(loc.path, os.W_OK)
+
+
+def reading_copy(loc: Location) -> Path:
+    """A private copy of a read-only folder's Milvus Lite data, for Milvus Lite to run on
+    (removed again by release)."""
+    import shutil
+    import tempfile
+    where = Path(tempfile.mkdtemp(prefix="encoderscope-lite-readonly-"))
+    try:
+        shutil.copytree(loc.lite_db, where / loc.lite_db.name,
+                        ignore=shutil.ignore_patterns("LOCK"))
+    except OSError as e:
+        shutil.rmtree(where, ignore_errors=True)
+        raise StoreError(f"the Milvus Lite store {loc.path} is on read-only media, and "
+                         f"copying it to read it failed ({e.strerror or e}): copy it to "
+                         "writable storage and open it there") from None
+    _COPIES.add(str(where / loc.lite_db.name))
+    return where / loc.lite_db.name
+
+
+def connect(loc: Location, pymilvus, data_dir: Path | None = None):
+    """A client on the folder's embedded Milvus Lite (started in this process if needed);
+    data_dir: where its data is, when not in the folder (a reading copy)."""
     t0 = time.perf_counter()
     try:
-        client = pymilvus.MilvusClient(str(loc.lite_db))
+        client = pymilvus.MilvusClient(str(data_dir or loc.lite_db))
     except pymilvus.MilvusException as e:
         if is_locked(loc.lite_db):
             raise StoreLocked(f"the Milvus Lite store {loc.path} is open in another "
@@ -175,3 +204,7 @@ def release(key: str, registered: bool) -> None:
             server_manager_instance.release_server(key)
         except Exception:   # noqa: BLE001,S110  (best effort: the process may be exiting)
             pass
+        if key in _COPIES:
+            import shutil
+            _COPIES.discard(key)
+            shutil.rmtree(Path(key).parent, ignore_errors=True)

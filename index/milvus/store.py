@@ -123,8 +123,10 @@ class MilvusStore(Store):
         try:
             if loc.kind == "lite":
                 lock = lite.prepare(loc, writable, create, fingerprint)
-                lite_key = str(loc.lite_db)
-                client = lite.connect(loc, pymilvus)
+                data = lite.reading_copy(loc) if not writable and lite.on_read_only_media(loc) \
+                    else None
+                lite_key = str(data or loc.lite_db)
+                client = lite.connect(loc, pymilvus, data)
             else:
                 client = connect_server(loc, pymilvus, token, timeout)
             call = Caller(loc, timeout if loc.kind == "server" else None)
