@@ -113,7 +113,7 @@ class Store(ABC):
     def dim(self) -> int:
         return self._dim
 
-    def _mismatch(self, other) -> dict:
+    def mismatch_remedy(self, other) -> dict:
         """What fpmod.check needs to word a mismatch with `other` and offer re-embedding: the hint
         (in words, no command line) and the rebuild as data."""
         other = fpmod.as_dict(other)
@@ -134,7 +134,7 @@ class Store(ABC):
         """Vectors checked against the store's model and dimension, L2-normalised."""
         if fingerprint is not None:
             fpmod.check(self._fp, fingerprint, what, where=f"at {self.where}",
-                        **self._mismatch(fingerprint))
+                        **self.mismatch_remedy(fingerprint))
         x = np.asarray(vectors, dtype=np.float32)
         if x.ndim == 1:
             x = x[None, :]
@@ -158,7 +158,7 @@ class Store(ABC):
                 raise InputError("searching with text needs a backend to embed the query")
             fingerprint = backend.fingerprint(pooling=self.pooling)
             fpmod.check(self._fp, fingerprint, f"queries embedded with {backend.model_name}",
-                        where=f"at {self.where}", **self._mismatch(fingerprint))
+                        where=f"at {self.where}", **self.mismatch_remedy(fingerprint))
             q = backend.embed(texts, pooling=self.pooling)
         else:
             q = np.asarray(query, dtype=np.float32)
@@ -245,7 +245,7 @@ class Store(ABC):
         self._need_writer()
         fp = backend.fingerprint(pooling=pooling or self.pooling)
         fpmod.check(self._fp, fp, f"texts embedded with {backend.model_name}",
-                    where=f"at {self.where}", **self._mismatch(fp))
+                    where=f"at {self.where}", **self.mismatch_remedy(fp))
         pooling = fp.pooling
         result = result if result is not None else AddResult(ids=[])
         total = len(items) if hasattr(items, "__len__") else None

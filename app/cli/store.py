@@ -431,12 +431,13 @@ def _check_meaning(args, store) -> str | None:
     except ModelUnavailable as e:
         return f"check: the texts were not embedded again: the store's model cannot be loaded ({e})"
     fp = backend.fingerprint(pooling=store.pooling)
+    remedy = store.mismatch_remedy(fp)
     fpmod.check(store.fingerprint_dict, fp, "vectors of the model now at hand",
-                where=f"at {store.where}", hint=store._rebuild_hint(fp))
+                where=f"at {store.where}", **remedy)
     result = check_meaning(store, backend)
     if not result.ok:
-        raise ModelMismatch(f"{describe_failure(result)}; {store._rebuild_hint(fp)}",
-                            store_model=store.model_name, other_model=store.model_name)
+        raise ModelMismatch(f"{describe_failure(result)}; {remedy['hint']}", store_model=store.model_name,
+                            other_model=store.model_name, rebuild=remedy["rebuild"])
     return (f"check: ok: {result.checked} sampled sentences embedded again with "
             f"{store.model_name} give their stored vectors")
 

@@ -177,7 +177,7 @@ class VectorStore(Store):
             store = cls(folder, db, lock)
             if fingerprint is not None:
                 fpmod.check(store._fp, fingerprint, "your vectors and queries", where=f"at {folder}",
-                            **store._mismatch(fingerprint))
+                            **store.mismatch_remedy(fingerprint))
             store._load(repair=repair, verify=verify)
             store.check_report.setdefault("moved", []).extend(m.name for m in moved if m)
             if writable and (store._saved_gen != store._indexed_gen or store._needs_migration()):

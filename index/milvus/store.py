@@ -163,7 +163,7 @@ class MilvusStore(Store):
                 after_crash_check(store)
             if fingerprint is not None:
                 fpmod.check(store._fp, fingerprint, "your vectors and queries",
-                            where=f"at {loc}", **store._mismatch(fingerprint))
+                            where=f"at {loc}", **store.mismatch_remedy(fingerprint))
             return store
         except BaseException:
             if client is not None:
