@@ -23,3 +23,21 @@ from tests.helpers import make_tiny_distilbert  # noqa: E402
 def tiny_distilbert(tmp_path_factory):
     """A tiny random DistilBertForMaskedLM + WordPiece vocab, saved as a real model folder."""
     return make_tiny_distilbert(tmp_path_factory.mktemp("tiny_distilbert"))
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory):
+    """A real Milvus standalone server (PyPI's `milvus` package) on 127.0.0.1, started once per
+    test session; skipped, with the reason, only where that package cannot run."""
+    from tests.milvus_server import LocalMilvus, why_cannot_run
+    reason = why_cannot_run()
+    if reason:
+        pytest.skip(f"no Milvus server for the tests: {reason}")
+    server = LocalMilvus(tmp_path_factory.mktemp("milvus-server"))
+    try:
+        server.start()
+    except Exception as e:   # noqa: BLE001  (a start failure is a test failure, worded)
+        server.kill()
+        pytest.fail(f"the Milvus server from PyPI's `milvus` package did not start: {e}")
+    yield server
+    server.stop()

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import os
 
-from ..errors import StoreError, StoreUnavailable
-from ..store_location import TOKEN_ENV, Location
+from ..errors import StoreError, StoreNotFound, StoreUnavailable
+from ..store_location import DEFAULT_COLLECTION, TOKEN_ENV, Location
+from .schema import MIN_SERVER, server_version
 
 INSTALL_HINT = "pip install 'encoderscope[milvus]'"
 # Words in a server's error that mean the credentials were refused.
@@ -44,13 +45,35 @@ def plain_rows(result) -> list[dict]:
 
 
 def connect_server(loc: Location, pymilvus, token, timeout):
-    """A client for a Milvus server; the token defaults to $ENCODERSCOPE_MILVUS_TOKEN."""
+    """(client, (major, minor) server version) for a Milvus server this version supports; the
+    token defaults to $ENCODERSCOPE_MILVUS_TOKEN."""
     token = token if token is not None else os.environ.get(TOKEN_ENV, "")
     try:
-        return pymilvus.MilvusClient(uri=loc.uri, token=token, db_name=loc.db_name,
-                                     timeout=timeout)
+        client = pymilvus.MilvusClient(uri=loc.uri, token=token, db_name=loc.db_name,
+                                       timeout=timeout)
     except Exception as e:   # noqa: BLE001  (MilvusException, grpc errors, socket errors)
         raise unavailable(loc, e, "connect", bool(token)) from None
+    try:
+        text = Caller(loc, timeout)(client.get_server_version, what="read the server's version")
+        version = server_version(text)
+        if version < MIN_SERVER:
+            raise StoreError(f"the Milvus server {loc.uri} runs version {text}; Encoderscope "
+                             f"needs Milvus {'.'.join(map(str, MIN_SERVER))} or newer")
+        # The database is checked by the first call that names it.
+        Caller(loc, timeout)(client.list_collections, what="list the collections")
+    except BaseException:
+        close_quietly(client)
+        raise
+    return client, version
+
+
+def _missing_database(loc: Location) -> StoreNotFound:
+    default = loc.uri + (f"?collection={loc.collection}" if loc.collection != DEFAULT_COLLECTION
+                         else "")
+    return StoreNotFound(
+        f"the Milvus server {loc.uri} has no database {loc.db_name!r}: ask its administrator "
+        f"to create it, or use the default database (encoderscope ingest FILE --store "
+        f"{default})")
 
 
 def unavailable(loc: Location, e: Exception, what: str, has_token: bool = True) -> StoreError:
@@ -59,6 +82,8 @@ def unavailable(loc: Location, e: Exception, what: str, has_token: bool = True) 
     msg = str(getattr(e, "message", "") or e)
     low = msg.lower()
     where = loc.describe()
+    if "database not found" in low and loc.db_name:
+        return _missing_database(loc)
     if any(w in low for w in _AUTH_WORDS):
         tok = (f"check the token in ${TOKEN_ENV}" if has_token else
                f"set ${TOKEN_ENV} to the server's token (user:password or an API key)")
