@@ -40,4 +40,21 @@ def milvus_server(tmp_path_factory):
         server.kill()
         pytest.fail(f"the Milvus server from PyPI's `milvus` package did not start: {e}")
     yield server
-    server.stop()
+    server.kill()     # a throw-away server: its graceful stop takes seconds
+
+
+# The store contract on the real server: these run by default, the rest with -m slow (each
+# server test creates collections, ~4 s apiece on the test server).
+SERVER_CONTRACT_DEFAULT = {
+    "test_exact_search_equals_numpy_cosine_ranking", "test_metadata_round_trip",
+    "test_duplicates_stored_once", "test_remove_count_iterate_get", "test_update_text",
+    "test_missing_store_is_not_found", "test_reopen_same_results_ids_continue",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("kind") == "server" and item.originalname not in SERVER_CONTRACT_DEFAULT:
+            item.add_marker(pytest.mark.slow)

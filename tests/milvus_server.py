@@ -111,6 +111,9 @@ class LocalMilvus:
         cfg.set("etcd.endpoints", f"127.0.0.1:{etcd_port}")
         cfg.set("minio.address", "127.0.0.1")
         cfg.set("common.session.ttl", 10)   # a restart waits for the old sessions to expire
+        # Load and flush poll once a second by default: tests create many small collections.
+        cfg.set("queryCoord.checkInterval", 200)
+        cfg.set("queryCoord.distPullInterval", 100)
         server = MilvusServer(cfg, wait_for_started=False)
         server.webservice_port = ports[-1]
         self.port = ports[keys.index("proxy_port")]
@@ -171,7 +174,7 @@ class LocalMilvus:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=20)
+                self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.kill()
         self._close_logs()

@@ -157,6 +157,7 @@ def cmd_ingest(args) -> int:
     from index import corpus
     from index import fingerprint as fpmod
     from index.base import AddResult
+    from index.errors import StoreUnavailable
 
     if args.batch_size < 1:
         raise InputError("--batch-size must be at least 1")
@@ -207,6 +208,8 @@ def cmd_ingest(args) -> int:
                              progress=lambda done, total: bar.update(done - bar.n), result=result)
         except KeyboardInterrupt:
             interrupted = True
+        except StoreUnavailable as e:
+            raise _kept(e, result) from None
         finally:
             bar.close()
         try:
@@ -247,6 +250,16 @@ def cmd_ingest(args) -> int:
     return 0
 
 
+def _kept(e, result):
+    """The server went away mid-ingest: say what this run stored (it stays) and how to go on."""
+    from index.errors import StoreUnavailable
+    msg = str(e).replace(" Nothing was changed locally.", "")
+    return StoreUnavailable(
+        f"{msg} The {result.added} new sentences this run stored before that are kept; run "
+        "the same command again once the server is back to add the rest (stored texts are "
+        "skipped as duplicates).")
+
+
 def _mismatch_hint(args, store, loc, model, pooling, command: str) -> str:
     """What to do when --model/--pooling differ from the store's: two commands that work as
     written (tests/test_cli_messages.py runs them)."""
@@ -279,6 +292,9 @@ def _rebuild(store, backend, pooling, quiet):
         store.rebuild(backend, pooling, progress=progress)
     finally:
         bar.close()
+    fp = store.fingerprint_dict
+    _err(f"rebuild: re-embedded {store.count()} sentences with {fp.get('model')} "
+         f"({fp.get('pooling')} pooling); the store now uses it")
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ def import_pymilvus():
         raise StoreError("Milvus stores need the optional Milvus packages: "
                          f"{INSTALL_HINT} (pymilvus and milvus-lite)") from None
     # pymilvus logs every failed call at ERROR with a traceback; we raise worded errors instead.
-    logging.getLogger("pymilvus.decorators").setLevel(logging.CRITICAL)
+    logging.getLogger("pymilvus").setLevel(logging.CRITICAL)   # connection recovery too
     logging.getLogger("milvus_lite.server_manager").setLevel(logging.CRITICAL)
     # Milvus Lite serves gRPC from a thread of this process; a call it does not implement
     # (AllocTimestamp, which pymilvus asks after create_index) is logged there at ERROR with a

@@ -66,13 +66,17 @@ def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
         call(c.drop_collection, store._name, what="switch collections")
         call(c.rename_collection, staging, store._name, what="switch collections")
         # From here the store is on the new model: what is left is tidying up.
-        drop_marker(c, call, store._name)
-        call(c.load_collection, store._name, what="load the collection")
         store._fp = fp
         store._dim = int(fp["dim"])
         store._format, store._hash = FORMAT_VERSION, new_hash
         store._hash_ids = None          # hashes of the new scheme, read again when needed
         store._dirty = False
+        drop_marker(c, call, store._name)
+        try:
+            call(c.load_collection, store._name, what="load the collection")
+        except StoreError as e:
+            raise type(e)(f"the store was re-embedded with {fp.get('model')} and switched to "
+                          f"it; only loading it for searches failed ({e})") from None
 
 def drop_marker(c, call, name: str) -> None:
     """Remove the rebuild_complete marker (servers before 2.4 cannot drop a property: it stays,

@@ -179,7 +179,8 @@ class MilvusStore(Store):
                 lite.register(lite_key)
                 registered = True
             try:
-                call(client.load_collection, name, what="load the collection")
+                if not _loaded(client, call, name):
+                    call(client.load_collection, name, what="load the collection")
             except StoreError:
                 if loc.kind != "lite" or not remove_damaged_index_files(store):
                     raise
@@ -370,7 +371,8 @@ class MilvusStore(Store):
         return self._add_vectors(texts, vectors, metadata, fingerprint, ids)
 
     def _end_stream(self) -> None:
-        self._flush()
+        if self.loc.kind == "lite":    # a server's WAL keeps every acknowledged row already
+            self._flush()
 
     def can_keep_ids(self) -> bool:
         return self._next_id <= 1      # never handed out an id (a cleared store has)
@@ -424,7 +426,8 @@ class MilvusStore(Store):
                        what="remove every sentence")
             self._dirty = self._unseen_delete = True
             self._hash_ids = {} if self._dedup == "map" else None
-            self._flush()
+            if self.loc.kind == "lite":
+                self._flush()
 
     def rebuild(self, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
                 embed_batch_size: int = 32, progress=None, cancel=None) -> None:
@@ -453,7 +456,7 @@ class MilvusStore(Store):
         if self._closed:
             return
         try:
-            if self._writable:
+            if self._writable and self.loc.kind == "lite":
                 try:
                     self._flush()
                 except StoreError:
@@ -625,6 +628,16 @@ class MilvusStore(Store):
 
     def __repr__(self):
         return f"MilvusStore({self.location!r}, {self.engine}, {self.index_kind})"
+
+
+def _loaded(client, call, name: str) -> bool:
+    """Whether the collection is loaded already (another client did; loading again waits)."""
+    try:
+        state = call(client.get_load_state, name, what="read the load state")
+    except StoreError:
+        return False
+    st = (state or {}).get("state")
+    return getattr(st, "name", str(st)) == "Loaded"
 
 
 def _chunks(it, n):
