@@ -82,11 +82,14 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--check", action="store_true",
                    help="verify every sentence (checksum, unit-length vector) and every index "
-                        "vector against the database; names damaged rows by id (FAISS stores)")
+                        "vector against the database; names damaged rows by id (FAISS stores). "
+                        "Milvus: every row read back against the server's count (ids hiding "
+                        "another row), texts stored twice, and a sample of vectors re-embedded")
     p.add_argument("--repair", action="store_true",
                    help="verify like --check, set rows that fail their checksum aside (kept in "
                         "the database's 'damaged' table) and rebuild a damaged, missing or "
-                        "foreign index and manifest from the database")
+                        "foreign index and manifest from the database. Milvus: drop hidden rows "
+                        "and second copies of a text")
     p.set_defaults(func=_cli_words(cmd_info))
 
     p = subparsers.add_parser("remove", help="remove sentences from a store by id")
@@ -350,8 +353,7 @@ def cmd_info(args) -> int:
     loc = _location(args)
     report = None
     if (args.repair or args.check) and loc.is_milvus:
-        raise InputError(f"--{'repair' if args.repair else 'check'} is for FAISS store folders "
-                         "(Milvus keeps its own segments consistent)")
+        return _check_milvus(args, loc)
     if args.repair:
         store = open_store(loc, writable=True, repair=True, verify=True)
     else:
@@ -379,6 +381,46 @@ def cmd_info(args) -> int:
         if info.get("index_structure"):               # FAISS folders: what the file holds
             print(f"structure {info['index_structure']}")
         print(f"on disk   {_human(info['bytes'])}")
+    return 0
+
+
+def _check_milvus(args, loc) -> int:
+    """info --check / --repair on a Milvus store: every row read back (index/milvus/check.py)
+    and a sample of vectors re-embedded with the store's model."""
+    from index.errors import StoreCorrupted
+    from index.locations import open_store
+    store = open_store(loc, writable=bool(args.repair), **({} if args.repair else
+                                                            {"readonly": True}))
+    try:
+        backend = _backend(args, getattr(args, "model", None) or store.model_name)
+        report = store.check(backend, repair=bool(args.repair))
+        count = store.count()
+    finally:
+        store.close()
+    what = "repair" if args.repair else "check"
+    hidden, twice = report["hidden_ids"], report["duplicates"]
+    extra = sum(len(ids) - 1 for ids in twice.values())
+    problems = []
+    if hidden:
+        problems.append(f"{len(hidden)} id{'s' if len(hidden) != 1 else ''} hide another "
+                        f"sentence behind them ({', '.join(map(str, hidden[:10]))}"
+                        f"{' ...' if len(hidden) > 10 else ''})")
+    if extra:
+        problems.append(f"{extra} sentence{'s are' if extra != 1 else ' is'} stored twice")
+    if report["wrong_hash"]:
+        problems.append(f"{len(report['wrong_hash'])} rows' hash is not their text's")
+    if report["vectors_off"]:
+        problems.append(f"{len(report['vectors_off'])} of {report['sampled']} sampled vectors "
+                        f"are not their text's embedding (ids {report['vectors_off'][:10]})")
+    if problems and not args.repair:
+        raise StoreCorrupted(f"{loc.describe()}: " + "; ".join(problems), remedy="repair")
+    if args.repair and report.get("repaired"):
+        done = report["repaired"]
+        _err(f"repair: dropped {done['hidden_dropped']} hidden rows (ingest their files again "
+             f"to add those sentences back) and {done['duplicates_removed']} duplicate texts")
+    _err(f"{what}: ok: {report['readable']} sentences read back of {report['rows']} rows the "
+         f"server counts, {len(twice)} texts stored twice, {report['sampled']} vectors "
+         f"re-embedded and compared; the store holds {count}")
     return 0
 
 

@@ -80,6 +80,9 @@ def unavailable(loc: Location, e: Exception, what: str, has_token: bool = True) 
     """The StoreError for a failed call: refused credentials, a timeout, no connection, or
     anything else the server said."""
     msg = str(getattr(e, "message", "") or e)
+    refused = _refused_credentials(e)
+    if refused:       # pymilvus words this as "Fail connecting ... server unavailable"
+        msg = refused
     low = msg.lower()
     where = loc.describe()
     if "database not found" in low and loc.db_name:
@@ -99,6 +102,23 @@ def unavailable(loc: Location, e: Exception, what: str, has_token: bool = True) 
                                 "address (host, port, http/https) right? Nothing was changed "
                                 "locally.")
     return StoreError(f"{where} could not {what}: {msg}")
+
+
+def _refused_credentials(e: BaseException) -> str | None:
+    """The server's words when it (or a cause of e) refused the credentials, else None."""
+    seen = 0
+    while e is not None and seen < 5:
+        code = getattr(e, "code", None)
+        if callable(code):
+            try:
+                if getattr(code(), "name", "") in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+                    details = getattr(e, "details", None)
+                    return str(details() if callable(details) else e)
+            except Exception:  # noqa: BLE001,S110  (not a gRPC error after all)
+                pass
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return None
 
 
 class Caller:

@@ -626,6 +626,14 @@ class MilvusStore(Store):
                 "collection": self._name, "generation": None,
                 "index_state": idx.get("state"), "indexed_rows": idx.get("indexed_rows")}
 
+    def check(self, backend=None, repair: bool = False) -> dict:
+        """Every row read back against the server's count, duplicate texts, hashes and a
+        sample of vectors re-embedded with `backend`; repair fixes what it can (check.py)."""
+        from . import check
+        if repair:
+            self._need_writer()
+        return check.check(self, backend, repair=repair)
+
     def __repr__(self):
         return f"MilvusStore({self.location!r}, {self.engine}, {self.index_kind})"
 
