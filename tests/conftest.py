@@ -47,8 +47,7 @@ def milvus_server(tmp_path_factory):
 # server test creates collections, ~4 s apiece on the test server).
 SERVER_CONTRACT_DEFAULT = {
     "test_exact_search_equals_numpy_cosine_ranking", "test_metadata_round_trip",
-    "test_duplicates_stored_once", "test_remove_count_iterate_get", "test_update_text",
-    "test_missing_store_is_not_found", "test_reopen_same_results_ids_continue",
+    "test_remove_count_iterate_get", "test_update_text", "test_reopen_same_results_ids_continue",
 }
 
 

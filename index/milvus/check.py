@@ -22,7 +22,7 @@ MIN_COSINE = 0.99
 def _count(store, expr: str) -> int:
     rows = store._call(store._client.query, store._name, filter=expr,
                        output_fields=["count(*)"], what="count sentences",
-                       **_strong(store))
+                       **store._read_kw())
     return int(rows[0]["count(*)"]) if rows else 0
 
 
@@ -47,6 +47,7 @@ def check(store, backend=None, repair: bool = False) -> dict:
     """The report: rows (server count), readable, hidden ids, duplicate texts (hash -> ids),
     wrong hashes, vectors sampled / off, and what repair did."""
     with store._mutex, store._commit_guard():
+        store._unseen_delete = True         # the first read waits for every writer's rows
         total = _count(store, "")
         rows = list(store._scan(["hash", "text"]))
         readable = {int(r["id"]) for r in rows}
