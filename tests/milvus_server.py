@@ -185,3 +185,16 @@ class LocalMilvus:
                 fd.close()
             self._server.proc_fds.clear()
             self._server.server_proc = None
+
+
+if __name__ == "__main__":      # a local server to try the team setup: see docs/scale-out.md
+    import sys
+    args = [a for a in sys.argv[1:] if a != "--auth"]
+    server = LocalMilvus(args[0] if args else "milvus-local", auth="--auth" in sys.argv)
+    server.start()
+    print(f"Milvus {server.version} at {server.uri} (data in {server.folder}"
+          f"{', token ' + ROOT_TOKEN if server.auth else ''}); Ctrl-C stops it", flush=True)
+    try:
+        server.proc.wait()
+    except KeyboardInterrupt:
+        server.stop()
