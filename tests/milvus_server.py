@@ -192,6 +192,7 @@ if __name__ == "__main__":      # a local server to try the team setup: see docs
     args = [a for a in sys.argv[1:] if a != "--auth"]
     server = LocalMilvus(args[0] if args else "milvus-local", auth="--auth" in sys.argv)
     server.start()
+    signal.signal(signal.SIGTERM, lambda *_: (server.stop(), sys.exit(0)))
     print(f"Milvus {server.version} at {server.uri} (data in {server.folder}"
           f"{', token ' + ROOT_TOKEN if server.auth else ''}); Ctrl-C stops it", flush=True)
     try:
