@@ -124,3 +124,48 @@ def test_authentication_on_and_off(tmp_path):
         _sound(f"{server.uri}?collection=auth", _texts(0, 200, "a"), token="")
     finally:
         server.kill()
+
+
+def _cli(*args):
+    return subprocess.Popen([sys.executable, "-m", "app.cli", *map(str, args)],
+                            env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_cli_when_the_server_dies_mid_ingest_then_rebuild(server, tmp_path):
+    """One `error:` line saying what was kept, the re-run adds the rest, `--rebuild` says what
+    it did, `info --check` is clean (the packaged minilm model, as a user runs it)."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"Sentence number {i} about topic {i % 37}.\n" for i in range(1200)))
+    loc = f"{server.uri}?collection=cli"
+    p = _cli("ingest", corpus, "--store", loc, "--quiet")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        try:
+            with open_store(loc, readonly=True) as s:
+                if s.count() >= 256:
+                    break
+        except Exception:   # noqa: BLE001  (not created yet)
+            pass
+    server.kill()
+    _out, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and "Traceback" not in err
+    line = err.strip()
+    assert line.count("\n") == 0 and line.startswith("error: cannot reach the Milvus server")
+    assert "new sentences this run stored before that are kept; run the same command again" \
+        in line
+    server.start()
+    loc = f"{server.uri}?collection=cli"
+    again = _cli("ingest", corpus, "--store", loc, "--quiet")
+    out, err = again.communicate(timeout=600)
+    assert again.returncode == 0, err
+    assert "holds 1200 sentences" in out
+    rebuilt = _cli("ingest", "--rebuild", "--pooling", "cls", "--store", loc, "--quiet")
+    out, err = rebuilt.communicate(timeout=600)
+    assert rebuilt.returncode == 0, err
+    assert "rebuild: re-embedded 1200 sentences with minilm (cls pooling); the store now uses it" \
+        in err
+    check = _cli("info", "--check", "--store", loc)
+    _out, err = check.communicate(timeout=600)
+    assert check.returncode == 0 and "check: ok: 1200 sentences read back of 1200 rows" in err

@@ -296,8 +296,10 @@ class MilvusStore(Store):
             part = hashes[i:i + chunk]
             expr = f"hash in {json.dumps(part)}"
             if hint is not None:     # one Strong read: the stored texts and ids above the hint
-                expr = f"({expr}) or id >= {hint}"
-            rows = self._server_query(expr, ["id", "hash"], strong=locked) \
+                expr = f"({expr}) or id >= {hint}" if part else f"id >= {hint}"
+            # Under the lock the first read waits for every writer's rows (Strong); later ones
+            # are served past that point already.
+            rows = self._server_query(expr, ["id", "hash"], strong=locked and i == 0) \
                 if self.loc.kind == "server" else plain_rows(self._call(
                     self._client.query, self._name, filter=expr,
                     output_fields=["id", "hash"], what="look for duplicates"))
