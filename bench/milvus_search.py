@@ -1,7 +1,13 @@
-"""Milvus Lite next to the FAISS store: ingest rate, flush, reopen, single-query latency, recall.
+"""Milvus Lite and a Milvus server next to the FAISS store: ingest rate, flush, reopen,
+single-query latency, recall.
 
     .venv/bin/python bench/milvus_search.py                 # 100k x 384, 100 Lite queries
     .venv/bin/python bench/milvus_search.py --n 20000 --queries 50 --json out.json
+    .venv/bin/python bench/milvus_search.py --uri http://127.0.0.1:19530 --n 20000 --no-lite
+
+With --uri the server store is measured too (a collection of its own, dropped afterwards), and
+beside it the same searches as bare pymilvus calls on the same collection (same limit, fields
+and search params, the collection's default consistency): the store's overhead as a ratio.
 
 Both stores are driven through the same Store API (index.locations.open_store) with the same
 precomputed clustered unit vectors (no model in the loop): rows are added in batches of
@@ -42,12 +48,12 @@ def _fingerprint(d):
     return Fingerprint("bench-vectors", "b" * 64, "mean", d, True)
 
 
-def _bench_store(label, location, x, q, batch, fp, log):
+def _bench_store(label, location, x, q, batch, fp, log, **open_kw):
     from index.locations import open_store
     n = len(x)
     row = {"store": label, "n": n, "dim": x.shape[1]}
     t0 = time.perf_counter()
-    s = open_store(location, create=True, fingerprint=fp)
+    s = open_store(location, create=True, fingerprint=fp, **open_kw)
     row["create_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     for i in range(0, n, batch):
@@ -115,8 +121,63 @@ def _unflushed(d, n, workdir, log, queries=5):
             "ratio": before / after if after else float("nan")}
 
 
+def _bare_server_search(uri: str, collection: str, q, log) -> dict:
+    """The same single searches as plain pymilvus calls on the store's collection."""
+    from pymilvus import MilvusClient
+
+    from index.milvus.schema import FIELDS
+    from index.store_location import TOKEN_ENV
+    c = MilvusClient(uri=uri, token=os.environ.get(TOKEN_ENV, ""))
+    desc = c.describe_collection(collection)
+    spec = json.loads(desc["properties"]["encoderscope.index"])
+    params = {"metric_type": "COSINE", "params": dict(spec.get("search", {}))}
+    if "ef" in params["params"]:
+        params["params"]["ef"] = max(int(params["params"]["ef"]), 10)
+    c.search(collection, data=[q[0]], limit=10, output_fields=FIELDS, search_params=params,
+             anns_field="vector")
+    lat = []
+    for v in q:
+        t = time.perf_counter()
+        c.search(collection, data=[v], limit=10, output_fields=FIELDS, search_params=params,
+                 anns_field="vector")
+        lat.append(time.perf_counter() - t)
+    version = c.get_server_version()
+    c.close()
+    row = {"p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99),
+           "consistency": desc.get("consistency_level_name"), "server_version": version}
+    log(f"  bare pymilvus search on the same collection ({row['consistency']}): p50 "
+        f"{row['p50_ms']:.1f} ms, p99 {row['p99_ms']:.1f} ms")
+    return row
+
+
+def _bench_server(uri, x, q, batch, fp, log, faiss_ids) -> dict:
+    import uuid
+
+    from pymilvus import MilvusClient
+
+    from index.store_location import TOKEN_ENV
+    name = "bench_" + uuid.uuid4().hex[:8]
+    try:
+        row, ids = _bench_store("milvus server HNSW (MilvusStore)", f"{uri}?collection={name}",
+                                x, q, batch, fp, log)
+        row["recall_at_10"] = float(np.mean([len(set(a) & set(b)) / 10
+                                             for a, b in zip(ids, faiss_ids)]))
+        bare = _bare_server_search(uri, name, q, log)
+        row["server_version"] = bare["server_version"]
+        row["bare_p50_ms"], row["bare_p99_ms"] = bare["p50_ms"], bare["p99_ms"]
+        row["bare_consistency"] = bare["consistency"]
+        row["p50_vs_bare"] = row["p50_ms"] / bare["p50_ms"]
+        log(f"  server store p50 / bare pymilvus p50: {row['p50_vs_bare']:.2f}x")
+        return row
+    finally:
+        c = MilvusClient(uri=uri, token=os.environ.get(TOKEN_ENV, ""))
+        c.drop_collection(name)
+        c.close()
+
+
 def run(n: int = 100_000, d: int = 384, queries: int = 100, faiss_queries: int = 500,
-        batch: int = 1000, unflushed_rows: int = 20_000, workdir=None, log=print) -> dict:
+        batch: int = 1000, unflushed_rows: int = 20_000, workdir=None, log=print,
+        uri: str | None = None, lite: bool = True) -> dict:
     """Measure both stores on the same vectors; returns {"rows": [...], "unflushed": {...},
     "machine": ...}. Safe to call from bench/search.py."""
     own = workdir is None
@@ -128,14 +189,19 @@ def run(n: int = 100_000, d: int = 384, queries: int = 100, faiss_queries: int =
         log(f"{n:,} x {d} clustered unit vectors, batches of {batch}")
         faiss_row, faiss_ids = _bench_store("faiss exact (VectorStore)", workdir / "faiss",
                                             x, q[:faiss_queries], batch, fp, log)
-        lite_row, lite_ids = _bench_store("milvus-lite FLAT (MilvusStore)",
-                                          f"milvus-lite:{workdir / 'lite'}", x, q[:queries],
-                                          batch, fp, log)
-        rec = [len(set(a) & set(b)) / 10 for a, b in zip(lite_ids, faiss_ids)]
-        lite_row["recall_at_10"] = float(np.mean(rec))
         faiss_row["recall_at_10"] = 1.0
-        out = {"rows": [faiss_row, lite_row]}
-        if unflushed_rows:
+        out = {"rows": [faiss_row]}
+        if lite:
+            lite_row, lite_ids = _bench_store("milvus-lite FLAT (MilvusStore)",
+                                              f"milvus-lite:{workdir / 'lite'}", x, q[:queries],
+                                              batch, fp, log)
+            rec = [len(set(a) & set(b)) / 10 for a, b in zip(lite_ids, faiss_ids)]
+            lite_row["recall_at_10"] = float(np.mean(rec))
+            out["rows"].append(lite_row)
+        if uri:
+            out["rows"].append(_bench_server(uri, x, q[:queries], batch, fp, log,
+                                             faiss_ids[:queries]))
+        if lite and unflushed_rows:
             out["unflushed"] = _unflushed(d, min(unflushed_rows, n), workdir, log)
         out["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "platform": platform.platform()}
@@ -161,6 +227,14 @@ def markdown(result: dict) -> str:
                      f"{r['ingest_per_s']:,.0f} | {r['save_s']:.1f} s | {r['reopen_s']:.2f} s | "
                      f"{r['p50_ms']:.1f} ms | {r['p99_ms']:.1f} ms | {r['recall_at_10']:.3f} | "
                      f"{r['bytes'] / 2**20:.0f} MiB |")
+    for r in result["rows"]:
+        if "bare_p50_ms" in r:
+            lines.append("")
+            lines.append(f"Milvus server {r['server_version']}: the store's single search p50 "
+                         f"{r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms; bare pymilvus on the "
+                         f"same collection ({r['bare_consistency']}) p50 {r['bare_p50_ms']:.1f} "
+                         f"ms, p99 {r['bare_p99_ms']:.1f} ms: {r['p50_vs_bare']:.2f}× the bare "
+                         "call.")
     u = result.get("unflushed")
     if u:
         lines.append("")
@@ -178,11 +252,14 @@ def main(argv=None) -> int:
     ap.add_argument("--faiss-queries", type=int, default=500)
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--unflushed-rows", type=int, default=20_000)
+    ap.add_argument("--uri", help="a Milvus server (http://HOST:PORT) to measure too; token "
+                                  "from $ENCODERSCOPE_MILVUS_TOKEN")
+    ap.add_argument("--no-lite", action="store_true", help="leave Milvus Lite out")
     ap.add_argument("--json", help="write the raw numbers here")
     args = ap.parse_args(argv)
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     res = run(args.n, args.dim, args.queries, args.faiss_queries, args.batch,
-              args.unflushed_rows, log=log)
+              args.unflushed_rows, log=log, uri=args.uri, lite=not args.no_lite)
     print(markdown(res))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))

@@ -2,6 +2,7 @@
 `index.milvus.MilvusStore` implement it; the CLI, the app and migrate use only this."""
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -201,6 +202,11 @@ class Store(ABC):
         """Do the long rebuild pending_reindex() announces now, with progress(done, total) and
         a cancel Event (stores that build in chunks); by default there is none."""
 
+    def _commit_guard(self):
+        """Held around a commit's duplicate check and write (a server store: its writer lock,
+        so that writers sharing it cannot both add a text or hand out one id)."""
+        return contextlib.nullcontext()
+
     def _end_stream(self) -> None:
         """After add_stream's last batch (Milvus: flush)."""
 
@@ -212,7 +218,7 @@ class Store(ABC):
             raise InputError(f"{len(texts)} texts but {len(x)} vectors")
         metadata = list(metadata) if metadata is not None else [None] * len(texts)
         result = AddResult(ids=[None] * len(texts))
-        with self._mutex:
+        with self._mutex, self._commit_guard():
             plan, dup_of, context = self._plan(texts, result)
             if plan:
                 self._store_planned(plan, texts, metadata, x[plan], result, context, ids)
@@ -274,7 +280,7 @@ class Store(ABC):
             texts = [t for t, _ in chunk]
             metas = [m for _, m in chunk]
             part = AddResult(ids=[None] * len(texts))
-            with self._mutex:
+            with self._mutex, self._commit_guard():
                 plan, dup_of, context = self._plan(texts, part)
                 # A text the window did not embed (the store changed since it looked): now.
                 missing = [texts[i] for i in plan if texts[i] not in vectors]

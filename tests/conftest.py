@@ -37,3 +37,37 @@ def minilm_hf():
     """The same model under transformers (--backend hf)."""
     from core.backends import get_backend
     return get_backend("minilm", "hf", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory):
+    """A real Milvus standalone server (PyPI's `milvus` package) on 127.0.0.1, started once per
+    test session; skipped, with the reason, only where that package cannot run."""
+    from tests.milvus_server import LocalMilvus, why_cannot_run
+    reason = why_cannot_run()
+    if reason:
+        pytest.skip(f"no Milvus server for the tests: {reason}")
+    server = LocalMilvus(tmp_path_factory.mktemp("milvus-server"))
+    try:
+        server.start()
+    except Exception as e:   # noqa: BLE001  (a start failure is a test failure, worded)
+        server.kill()
+        pytest.fail(f"the Milvus server from PyPI's `milvus` package did not start: {e}")
+    yield server
+    server.kill()     # a throw-away server: its graceful stop takes seconds
+
+
+# The store contract on the real server: these run by default, the rest with -m slow (each
+# server test creates collections, ~4 s apiece on the test server).
+SERVER_CONTRACT_DEFAULT = {
+    "test_exact_search_equals_numpy_cosine_ranking", "test_metadata_round_trip",
+    "test_remove_count_iterate_get", "test_update_text", "test_reopen_same_results_ids_continue",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("kind") == "server" and item.originalname not in SERVER_CONTRACT_DEFAULT:
+            item.add_marker(pytest.mark.slow)

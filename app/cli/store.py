@@ -84,11 +84,14 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--check", action="store_true",
                    help="verify every sentence (checksum, unit-length vector) and every index "
-                        "vector against the database; names damaged rows by id (FAISS stores)")
+                        "vector against the database; names damaged rows by id (FAISS stores). "
+                        "Milvus: every row read back against the server's count (ids hiding "
+                        "another row), texts stored twice, and a sample of vectors re-embedded")
     p.add_argument("--repair", action="store_true",
                    help="verify like --check, set rows that fail their checksum aside (kept in "
                         "the database's 'damaged' table) and rebuild a damaged, missing or "
-                        "foreign index and manifest from the database")
+                        "foreign index and manifest from the database. Milvus: drop hidden rows "
+                        "and second copies of a text")
     p.set_defaults(func=cmd_info)
 
     p = subparsers.add_parser("remove", help="remove sentences from a store by id")
@@ -185,6 +188,7 @@ def cmd_ingest(args) -> int:
     from index import corpus
     from index import fingerprint as fpmod
     from index.base import AddResult
+    from index.errors import StoreUnavailable
 
     if args.batch_size < 1:
         raise InputError("--batch-size must be at least 1")
@@ -241,6 +245,8 @@ def cmd_ingest(args) -> int:
         except KeyboardInterrupt as e:
             interrupted = True
             signal_name = "SIGTERM" if isinstance(e, Terminated) else signal_name
+        except StoreUnavailable as e:
+            raise _kept(e, result) from None
         finally:
             bar.close()
         try:
@@ -283,6 +289,16 @@ def cmd_ingest(args) -> int:
     return 0
 
 
+def _kept(e, result):
+    """The server went away mid-ingest: say what this run stored (it stays) and how to go on."""
+    from index.errors import StoreUnavailable
+    msg = str(e).replace(" Nothing was changed locally.", "")
+    return StoreUnavailable(
+        f"{msg} The {result.added} new sentences this run stored before that are kept; run "
+        "the same command again once the server is back to add the rest (stored texts are "
+        "skipped as duplicates).")
+
+
 def _mismatch_hint(args, store, loc, model, pooling, command: str) -> str:
     """What to do when --model/--pooling differ from the store's: two commands that work as
     written (tests/test_cli_messages.py runs them)."""
@@ -315,6 +331,9 @@ def _rebuild(store, backend, pooling, quiet):
         store.rebuild(backend, pooling, progress=progress)
     finally:
         bar.close()
+    fp = store.fingerprint_dict
+    _err(f"rebuild: re-embedded {store.count()} sentences with {fp.get('model')} "
+         f"({fp.get('pooling')} pooling); the store now uses it")
 
 
 @contextlib.contextmanager
@@ -373,8 +392,7 @@ def cmd_info(args) -> int:
     loc = _location(args)
     report = None
     if (args.repair or args.check) and loc.is_milvus:
-        raise InputError(f"--{'repair' if args.repair else 'check'} is for FAISS store folders "
-                         "(Milvus keeps its own segments consistent)")
+        return _check_milvus(args, loc)
     if args.repair:
         store = open_store(loc, writable=True, repair=True, verify=True)
     else:
@@ -440,6 +458,46 @@ def _check_meaning(args, store) -> str | None:
                             other_model=store.model_name, rebuild=remedy["rebuild"])
     return (f"check: ok: {result.checked} sampled sentences embedded again with "
             f"{store.model_name} give their stored vectors")
+
+
+def _check_milvus(args, loc) -> int:
+    """info --check / --repair on a Milvus store: every row read back (index/milvus/check.py)
+    and a sample of vectors re-embedded with the store's model."""
+    from index.errors import StoreCorrupted
+    from index.locations import open_store
+    store = open_store(loc, writable=bool(args.repair), **({} if args.repair else
+                                                            {"readonly": True}))
+    try:
+        backend = _backend(args, getattr(args, "model", None) or store.model_name)
+        report = store.check(backend, repair=bool(args.repair))
+        count = store.count()
+    finally:
+        store.close()
+    what = "repair" if args.repair else "check"
+    hidden, twice = report["hidden_ids"], report["duplicates"]
+    extra = sum(len(ids) - 1 for ids in twice.values())
+    problems = []
+    if hidden:
+        problems.append(f"{len(hidden)} id{'s' if len(hidden) != 1 else ''} hide another "
+                        f"sentence behind them ({', '.join(map(str, hidden[:10]))}"
+                        f"{' ...' if len(hidden) > 10 else ''})")
+    if extra:
+        problems.append(f"{extra} sentence{'s are' if extra != 1 else ' is'} stored twice")
+    if report["wrong_hash"]:
+        problems.append(f"{len(report['wrong_hash'])} rows' hash is not their text's")
+    if report["vectors_off"]:
+        problems.append(f"{len(report['vectors_off'])} of {report['sampled']} sampled vectors "
+                        f"are not their text's embedding (ids {report['vectors_off'][:10]})")
+    if problems and not args.repair:
+        raise StoreCorrupted(f"{loc.describe()}: " + "; ".join(problems), remedy="repair")
+    if args.repair and report.get("repaired"):
+        done = report["repaired"]
+        _err(f"repair: dropped {done['hidden_dropped']} hidden rows (ingest their files again "
+             f"to add those sentences back) and {done['duplicates_removed']} duplicate texts")
+    _err(f"{what}: ok: {report['readable']} sentences read back of {report['rows']} rows the "
+         f"server counts, {len(twice)} texts stored twice, {report['sampled']} vectors "
+         f"re-embedded and compared; the store holds {count}")
+    return 0
 
 
 def _print_check(report: dict, info: dict, repaired: bool) -> None:

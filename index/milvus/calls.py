@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import os
 
-from index.errors import StoreError, StoreUnavailable
-from index.store_location import TOKEN_ENV, Location
+from index.errors import StoreError, StoreNotFound, StoreUnavailable
+from index.milvus.schema import MIN_SERVER, server_version
+from index.store_location import DEFAULT_COLLECTION, TOKEN_ENV, Location
 
 INSTALL_HINT = "pip install 'encoderscope[milvus]'"
 # Words in a server's error that mean the credentials were refused.
@@ -22,7 +23,7 @@ def import_pymilvus():
         raise StoreError("Milvus stores need the optional Milvus packages: "
                          f"{INSTALL_HINT} (pymilvus and milvus-lite)") from None
     # pymilvus logs every failed call at ERROR with a traceback; we raise worded errors instead.
-    logging.getLogger("pymilvus.decorators").setLevel(logging.CRITICAL)
+    logging.getLogger("pymilvus").setLevel(logging.CRITICAL)   # connection recovery too
     logging.getLogger("milvus_lite.server_manager").setLevel(logging.CRITICAL)
     # Milvus Lite serves gRPC from a thread of this process; a call it does not implement
     # (AllocTimestamp, which pymilvus asks after create_index) is logged there at ERROR with a
@@ -47,21 +48,47 @@ def plain_rows(result) -> list[dict]:
 
 
 def connect_server(loc: Location, pymilvus, token, timeout):
-    """A client for a Milvus server; the token defaults to $ENCODERSCOPE_MILVUS_TOKEN."""
+    """(client, (major, minor) server version) for a Milvus server this version supports; the
+    token defaults to $ENCODERSCOPE_MILVUS_TOKEN."""
     token = token if token is not None else os.environ.get(TOKEN_ENV, "")
     try:
-        return pymilvus.MilvusClient(uri=loc.uri, token=token, db_name=loc.db_name,
-                                     timeout=timeout)
+        client = pymilvus.MilvusClient(uri=loc.uri, token=token, db_name=loc.db_name,
+                                       timeout=timeout)
     except Exception as e:   # noqa: BLE001  (MilvusException, grpc errors, socket errors)
         raise unavailable(loc, e, "connect", bool(token)) from None
+    try:
+        text = Caller(loc, timeout)(client.get_server_version, what="read the server's version")
+        version = server_version(text)
+        if version < MIN_SERVER:
+            raise StoreError(f"the Milvus server {loc.uri} runs version {text}; Encoderscope "
+                             f"needs Milvus {'.'.join(map(str, MIN_SERVER))} or newer")
+        # The database is checked by the first call that names it.
+        Caller(loc, timeout)(client.list_collections, what="list the collections")
+    except BaseException:
+        close_quietly(client)
+        raise
+    return client, version
+
+
+def _missing_database(loc: Location) -> StoreNotFound:
+    default = loc.uri + (f"?collection={loc.collection}" if loc.collection != DEFAULT_COLLECTION
+                         else "")
+    return StoreNotFound(
+        f"the Milvus server {loc.uri} has no database {loc.db_name!r}: ask its administrator "
+        f"to create it, or use the default database", location=default)
 
 
 def unavailable(loc: Location, e: Exception, what: str, has_token: bool = True) -> StoreError:
     """The StoreError for a failed call: refused credentials, a timeout, no connection, or
     anything else the server said."""
     msg = str(getattr(e, "message", "") or e)
+    refused = _refused_credentials(e)
+    if refused:       # pymilvus words this as "Fail connecting ... server unavailable"
+        msg = refused
     low = msg.lower()
     where = loc.describe()
+    if "database not found" in low and loc.db_name:
+        return _missing_database(loc)
     if any(w in low for w in _AUTH_WORDS):
         tok = (f"check the token in ${TOKEN_ENV}" if has_token else
                f"set ${TOKEN_ENV} to the server's token (user:password or an API key)")
@@ -77,6 +104,23 @@ def unavailable(loc: Location, e: Exception, what: str, has_token: bool = True) 
                                 "address (host, port, http/https) right? Nothing was changed "
                                 "locally.")
     return StoreError(f"{where} could not {what}: {msg}")
+
+
+def _refused_credentials(e: BaseException) -> str | None:
+    """The server's words when it (or a cause of e) refused the credentials, else None."""
+    seen = 0
+    while e is not None and seen < 5:
+        code = getattr(e, "code", None)
+        if callable(code):
+            try:
+                if getattr(code(), "name", "") in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+                    details = getattr(e, "details", None)
+                    return str(details() if callable(details) else e)
+            except Exception:  # noqa: BLE001,S110  (not a gRPC error after all)
+                pass
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return None
 
 
 class Caller:

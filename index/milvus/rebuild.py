@@ -34,7 +34,7 @@ def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
         create_collection(c, call, store.loc, staging, fp, store._index.get("request", "auto"),
                           {**store._index.get("build", {}),
                            "search": store._index.get("search", {})},
-                          next_id=store._next_id)
+                          next_id=store._next_id, version=store._version)
         new_hash = hash_for_format(FORMAT_VERSION)
         done = 0
         try:
@@ -46,10 +46,8 @@ def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
                 rows = []
                 for r, v in zip(recs, vecs):
                     src, line, added, extra = split_meta(r["metadata"])
-                    rows.append({"id": r["id"], "vector": v, "text": r["text"],
-                                 "hash": new_hash(r["text"]), "source": src, "row": line,
-                                 "added": added if added is not None else time.time(),
-                                 "meta": extra})
+                    rows.append(store._row(r["id"], v, r["text"], new_hash(r["text"]), src, line,
+                                           added if added is not None else time.time(), extra))
                 call(c.insert, staging, data=rows, what="insert re-embedded sentences")
                 done += len(rows)
                 if progress:
@@ -67,14 +65,28 @@ def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
         call(c.release_collection, store._name, what="switch collections")
         call(c.drop_collection, store._name, what="switch collections")
         call(c.rename_collection, staging, store._name, what="switch collections")
-        call(c.drop_collection_properties, store._name, [PROP + "rebuild_complete"],
-             what="finish the rebuild")
-        call(c.load_collection, store._name, what="load the collection")
+        # From here the store is on the new model: what is left is tidying up.
         store._fp = fp
         store._dim = int(fp["dim"])
         store._format, store._hash = FORMAT_VERSION, new_hash
         store._hash_ids = None          # hashes of the new scheme, read again when needed
         store._dirty = False
+        drop_marker(c, call, store._name)
+        try:
+            call(c.load_collection, store._name, what="load the collection")
+        except StoreError as e:
+            raise type(e)(f"the store was re-embedded with {fp.get('model')} and switched to "
+                          f"it; only loading it for searches failed ({e})") from None
+
+def drop_marker(c, call, name: str) -> None:
+    """Remove the rebuild_complete marker (servers before 2.4 cannot drop a property: it stays,
+    harmless, since it only counts on a staging collection)."""
+    try:
+        call(c.drop_collection_properties, name, [PROP + "rebuild_complete"],
+             what="finish the rebuild")
+    except StoreError:
+        pass
+
 
 def reindex(store, kind: str | None = None) -> None:
     """Rebuild the vector index (optionally of another kind), no model needed."""

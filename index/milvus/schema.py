@@ -11,14 +11,20 @@ Collection schema (one collection per store):
     added   DOUBLE (unix time)          meta JSON, nullable (user metadata keys)
 Collection properties: encoderscope.format, .format_version, .fingerprint (JSON), .model, .dim,
 .pooling, .index (JSON: kind + build/search params), .next_id (ids are reserved here before
-each insert, so a crash leaves a gap, never a reused id).
+each insert; on a server only a hint: see ids.py), .placeholders ("1": the server has no
+nullable fields, so a missing source is stored as "", row as -1 and meta as {}).
+
+Servers: Milvus 2.3 or newer. 2.3 indexes a VARCHAR with Trie (INVERTED came in 2.4);
+nullable fields came in 2.5. A collection is complete once both indexes exist: creating
+builds them in separate calls, and a collection left without them is removed by the next
+writable open (it holds no rows: rows are only written after creating succeeded).
 """
 from __future__ import annotations
 
 import json
 
 from index import fingerprint as fpmod
-from index.errors import StoreCorrupted
+from index.errors import StoreCorrupted, StoreError
 from index.store_location import Location
 
 FORMAT = "encoderscope-milvus"
@@ -28,6 +34,8 @@ MAX_TEXT_BYTES = 65_535
 MAX_SOURCE_BYTES = 4_096
 FIELDS = ["text", "source", "row", "added", "meta"]     # what a record is read from
 KINDS = ("auto", "flat", "hnsw", "ivf", "sq8")
+MIN_SERVER = (2, 3)
+NO_ROW = -1                  # `row` on a server without nullable fields
 # What each request becomes. Milvus Lite: exact FLAT (its HNSW does not make queries faster:
 # every query still walks each row in Python to apply deletes). Servers: HNSW for "auto".
 SERVER_INDEX = {
@@ -58,13 +66,34 @@ def index_spec(lite: bool, request: str, params: dict) -> dict:
             "build": {**build, **params}, "search": {**sp, **search}}
 
 
+def server_version(text: str) -> tuple[int, int]:
+    """(major, minor) of a server's version string ("v2.3.5-lite", "2.5.4")."""
+    import re
+    m = re.search(r"(\d+)\.(\d+)", text or "")
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def has_nullable(version: tuple[int, int] | None) -> bool:
+    """Whether the server keeps nullable fields (Milvus Lite: version None, it does)."""
+    return version is None or version >= (2, 5)
+
+
+def required_indexes(loc: Location) -> set:
+    return {"vector", "hash"} if loc.kind == "server" else {"vector"}
+
+
 def create_collection(client, call, loc: Location, name: str, fpd: dict, request: str,
                       params: dict, next_id: int = 1, format_version: int = FORMAT_VERSION,
-                      extra_props: dict | None = None) -> None:
-    """Create the collection `name` for vectors of the model fingerprint `fpd`."""
+                      extra_props: dict | None = None,
+                      version: tuple[int, int] | None = None) -> None:
+    """Create the collection `name` for vectors of the model fingerprint `fpd`, with its
+    indexes; a failure on the way drops what was made (version: the server's (major,
+    minor), None on Lite)."""
     from pymilvus import DataType, MilvusClient
     dim = int(fpd["dim"])
     spec = index_spec(loc.kind == "lite", request, params)
+    nullable = has_nullable(version)
+    optional = {"nullable": True} if nullable else {}
     schema = MilvusClient.create_schema(
         auto_id=False, enable_dynamic_field=False,
         description=f"Encoderscope sentences embedded with {fpmod.describe(fpd)}")
@@ -72,24 +101,42 @@ def create_collection(client, call, loc: Location, name: str, fpd: dict, request
     schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
     schema.add_field("text", DataType.VARCHAR, max_length=MAX_TEXT_BYTES)
     schema.add_field("hash", DataType.VARCHAR, max_length=64)
-    schema.add_field("source", DataType.VARCHAR, max_length=MAX_SOURCE_BYTES, nullable=True)
-    schema.add_field("row", DataType.INT64, nullable=True)
+    schema.add_field("source", DataType.VARCHAR, max_length=MAX_SOURCE_BYTES, **optional)
+    schema.add_field("row", DataType.INT64, **optional)
     schema.add_field("added", DataType.DOUBLE)
-    schema.add_field("meta", DataType.JSON, nullable=True)
+    schema.add_field("meta", DataType.JSON, **optional)
     ip = client.prepare_index_params()
     ip.add_index("vector", index_type=spec["index_type"], metric_type="COSINE",
                  params=spec["build"])
-    if loc.kind == "server":   # a real inverted index on a server; Lite scans anyway
-        ip.add_index("hash", index_type="INVERTED")
+    if loc.kind == "server":   # a real scalar index on a server; Lite scans anyway
+        ip.add_index("hash", index_type="INVERTED" if version >= (2, 4) else "Trie")
     props = {PROP + "format": FORMAT, PROP + "format_version": str(int(format_version)),
              PROP + "fingerprint": json.dumps(fpd, sort_keys=True),
              PROP + "model": str(fpd.get("model")), PROP + "dim": str(dim),
              PROP + "pooling": str(fpd.get("pooling", "mean")),
              PROP + "index": json.dumps(spec, sort_keys=True),
              PROP + "next_id": str(int(next_id))}
+    if not nullable:
+        props[PROP + "placeholders"] = "1"
     props.update(extra_props or {})
-    call(client.create_collection, name, schema=schema, index_params=ip,
-         consistency_level="Strong", properties=props, what="create the collection")
+    # Session: a search sees this process's own writes without waiting for the server's clock
+    # tick (Strong waits ~200 ms per call); writers read others' rows under the writer lock.
+    call(client.create_collection, name, schema=schema, consistency_level="Session",
+         properties=props, what="create the collection")
+    try:
+        call(client.create_index, name, ip, what="create the collection's indexes")
+    except BaseException:
+        try:
+            call(client.drop_collection, name, what="remove the half-made collection")
+        except Exception:   # noqa: BLE001,S110  (the next writable open removes it)
+            pass
+        raise
+
+
+def is_half_made(client, call, loc: Location, name: str) -> bool:
+    """A collection whose creating stopped before its indexes were built (it holds no rows)."""
+    have = set(call(client.list_indexes, name, what="read the collection's indexes") or [])
+    return not required_indexes(loc) <= have
 
 
 def check_collection(loc: Location, name: str, desc: dict) -> tuple[dict, int, int]:
@@ -122,7 +169,10 @@ def finish_interrupted_rebuild(client, call, name: str, staging: str) -> None:
     complete = props.get(PROP + "rebuild_complete") == "1"
     if not call(client.has_collection, name, what="look up the collection") and complete:
         call(client.rename_collection, staging, name, what="finish the rebuild")
-        call(client.drop_collection_properties, name, [PROP + "rebuild_complete"],
-             what="finish the rebuild")
+        try:
+            call(client.drop_collection_properties, name, [PROP + "rebuild_complete"],
+                 what="finish the rebuild")
+        except StoreError:
+            pass     # servers before 2.4 cannot drop a property; it only counts on a staging one
     else:
         call(client.drop_collection, staging, what="drop an unfinished rebuild")

@@ -11,6 +11,7 @@ reading results back: calls.py.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -29,32 +30,41 @@ from index.store_location import Location, parse_location
 from index.text_hash import hash_for_format
 from index.milvus import lite, rebuild
 from index.milvus.calls import Caller, close_quietly, connect_server, import_pymilvus, plain_rows
+from index.milvus.ids import ServerWriterLock, verified_next_id
 from index.milvus.repair import after_crash_check, remove_damaged_index_files
 from index.milvus.schema import (
     FIELDS,
     KINDS,
     MAX_SOURCE_BYTES,
     MAX_TEXT_BYTES,
+    NO_ROW,
     PROP,
     check_collection,
     create_collection,
     cut,
     finish_interrupted_rebuild,
+    is_half_made,
 )
 
 INSERT_CHUNK = 1000          # rows per insert call (keeps gRPC messages ~2 MB at 384-d)
+HASH_CHUNK = 1024            # hashes per duplicate query on a server (each read waits its tick)
 SCAN_WINDOW = 10_000         # ids per query while iterating (Milvus caps a query at 16384)
 MAX_TOPK = 16_384            # Milvus's limit on k
 QUERY_CHUNK = 500            # hashes / ids per `in [...]` filter
 
 
-def _record(ent: dict) -> dict:
-    """A row read from Milvus -> {"id", "text", "metadata"}."""
+def _record(ent: dict, placeholders: bool = False) -> dict:
+    """A row read from Milvus -> {"id", "text", "metadata"} (placeholders: "", -1 and {} stand
+    for a missing source, row and meta on servers without nullable fields)."""
     extra = ent.get("meta")
     if isinstance(extra, str):
         extra = json.loads(extra) if extra else None
-    return make_record(ent["id"], ent["text"], ent.get("source"), ent.get("row"),
-                       ent.get("added"), extra)
+    source, row = ent.get("source"), ent.get("row")
+    if placeholders:
+        source = source or None
+        row = None if row == NO_ROW else row
+        extra = extra or None
+    return make_record(ent["id"], ent["text"], source, row, ent.get("added"), extra)
 
 
 class MilvusStore(Store):
@@ -86,6 +96,11 @@ class MilvusStore(Store):
         # The text hash this collection stores (format 1: SHA-256 hex; 2: BLAKE2b-128 hex).
         self._format = int(props.get(PROP + "format_version", 1))
         self._hash = hash_for_format(self._format)
+        self._placeholders = props.get(PROP + "placeholders") == "1"
+        self._version = None              # the server's (major, minor); None on Lite
+        self._server_lock = None          # held while a server commit runs (ids.py)
+        self._free_id = None              # the verified next id, while the lock is held
+        self._unseen_delete = False       # a delete the next read must wait for (_read_kw)
 
     # ---------------------------------------------------------------------------------------
     # opening
@@ -127,19 +142,28 @@ class MilvusStore(Store):
                     else None
                 lite_key = str(data or loc.lite_db)
                 client = lite.connect(loc, pymilvus, data)
-            else:
-                client = connect_server(loc, pymilvus, token, timeout)
+            version = None
+            if loc.kind == "server":
+                client, version = connect_server(loc, pymilvus, token, timeout)
             call = Caller(loc, timeout if loc.kind == "server" else None)
             name = loc.collection
             if writable:
                 finish_interrupted_rebuild(client, call, name, name + "__rebuild")
-            if not call(client.has_collection, name, what="look up the collection"):
+            exists = call(client.has_collection, name, what="look up the collection")
+            if exists and is_half_made(client, call, loc, name):
+                if not writable:
+                    raise StoreNotFound(
+                        f"the store at {loc} was left half-made by an interrupted first "
+                        f"ingest (it holds no sentences)", location=str(loc))
+                call(client.drop_collection, name, what="remove a half-made collection")
+                exists = False
+            if not exists:
                 if not create:
                     raise StoreNotFound(f"no store at {loc}", location=str(loc))
                 if fingerprint is None:
                     raise InputError("creating a store needs the model fingerprint")
                 create_collection(client, call, loc, name, fpmod.as_dict(fingerprint), index,
-                                  index_params or {})
+                                  index_params or {}, version=version)
                 if loc.kind == "lite":
                     lite.write_manifest(loc)
             desc = call(client.describe_collection, name, what="read the collection")
@@ -150,11 +174,13 @@ class MilvusStore(Store):
                         timeout if loc.kind == "server" else None, dedup)
             store._call = call
             store._lite_key = lite_key
+            store._version = version
             if lite_key:
                 lite.register(lite_key)
                 registered = True
             try:
-                call(client.load_collection, name, what="load the collection")
+                if not _loaded(client, call, name):
+                    call(client.load_collection, name, what="load the collection")
             except StoreError:
                 if loc.kind != "lite" or not remove_damaged_index_files(store):
                     raise
@@ -207,14 +233,45 @@ class MilvusStore(Store):
     # ---------------------------------------------------------------------------------------
     def _reserve(self, n: int, at_least: int = 0) -> int:
         """First of n fresh ids. The counter in the collection properties moves first, so a
-        crash between this and the insert leaves a gap, never a reused id."""
-        if self.loc.kind == "server":   # another writer may have moved it
-            props = self._call(self._client.describe_collection, self._name,
-                               what="read the collection").get("properties") or {}
-            self._next_id = max(self._next_id, int(props.get(PROP + "next_id", 1)))
+        crash between this and the insert leaves a gap, never a reused id. On a server the
+        first id was verified against the stored rows under the writer lock (ids.py)."""
         first = max(self._next_id, at_least)
+        if self._free_id is not None:
+            first = max(first, self._free_id)
         self._set_next_id(first + n)
+        if self._free_id is not None:
+            self._free_id = first + n
         return first
+
+    @contextlib.contextmanager
+    def _commit_guard(self):
+        """On a server: the writer lock around a commit's duplicate check and insert, and
+        the first free id read back under it. Lite: one writer process already (its lock)."""
+        if self.loc.kind != "server" or self._server_lock is not None:
+            yield
+            return
+        lock = ServerWriterLock(self._client, self._call, self._name, self.loc.describe())
+        lock.acquire()
+        self._server_lock = lock
+        try:
+            yield
+        finally:
+            self._server_lock = None
+            self._free_id = None
+            lock.release()
+
+    def _server_query(self, filter: str, fields, *, strong: bool = False, limit=None):
+        kw = {"limit": limit} if limit is not None else {}
+        return plain_rows(self._call(
+            self._client.query, self._name, filter=filter, output_fields=fields,
+            consistency_level="Strong" if strong else "Session", what="read sentences", **kw))
+
+    def _hint(self) -> int:
+        """The next_id property (another writer may have moved it; a restart may have rolled
+        it back: only a hint) and what this process handed out."""
+        props = self._call(self._client.describe_collection, self._name,
+                           what="read the collection").get("properties") or {}
+        return max(self._next_id, int(props.get(PROP + "next_id", 1)))
 
     def _set_next_id(self, value: int) -> None:
         self._call(self._client.alter_collection_properties, self._name,
@@ -232,13 +289,28 @@ class MilvusStore(Store):
             m = self._load_hash_map()
             return {h: m[h] for h in hashes if h in m}
         found = {}
-        for i in range(0, len(hashes), QUERY_CHUNK):
-            part = hashes[i:i + QUERY_CHUNK]
-            rows = plain_rows(self._call(self._client.query, self._name,
-                                         filter=f"hash in {json.dumps(part)}",
-                                         output_fields=["id", "hash"], what="look for duplicates"))
+        locked = self._server_lock is not None
+        hint = self._hint() if locked and self._free_id is None else None
+        chunk = HASH_CHUNK if self.loc.kind == "server" else QUERY_CHUNK
+        for i in range(0, max(len(hashes), 1 if hint else 0), chunk):
+            part = hashes[i:i + chunk]
+            expr = f"hash in {json.dumps(part)}"
+            if hint is not None:     # one Strong read: the stored texts and ids above the hint
+                expr = f"({expr}) or id >= {hint}" if part else f"id >= {hint}"
+            # Under the lock the first read waits for every writer's rows (Strong); later ones
+            # are served past that point already.
+            rows = self._server_query(expr, ["id", "hash"], strong=locked and i == 0) \
+                if self.loc.kind == "server" else plain_rows(self._call(
+                    self._client.query, self._name, filter=expr,
+                    output_fields=["id", "hash"], what="look for duplicates"))
+            if hint is not None:
+                self._free_id = verified_next_id(
+                    self, hint, [int(r["id"]) for r in rows if int(r["id"]) >= hint])
+                hint = None
+            wanted = set(part)
             for r in rows:
-                found[r["hash"]] = int(r["id"])
+                if r["hash"] in wanted:
+                    found.setdefault(r["hash"], int(r["id"]))
         return found
 
     def id_of(self, text: str) -> int | None:
@@ -263,15 +335,13 @@ class MilvusStore(Store):
         else:
             new_ids = [int(ids[i]) for i in plan]
             top = max(new_ids) + 1
-            if top > self._next_id:
+            if top > max(self._next_id, self._free_id or 0):
                 self._set_next_id(top)
         rows = []
         for j, (i, id_) in enumerate(zip(plan, new_ids)):
             source, line, added, extra = split_meta(metas[i])
-            rows.append({"id": id_, "vector": vecs[j], "text": texts[i], "hash": hashes[i],
-                         "source": cut(source, MAX_SOURCE_BYTES) if source is not None else None,
-                         "row": line, "added": added if added is not None else now,
-                         "meta": extra})
+            rows.append(self._row(id_, vecs[j], texts[i], hashes[i], source, line,
+                                  added if added is not None else now, extra))
         for s in range(0, len(rows), INSERT_CHUNK):
             self._call(self._client.insert, self._name, data=rows[s:s + INSERT_CHUNK],
                        what="insert sentences")
@@ -283,6 +353,16 @@ class MilvusStore(Store):
             result.ids[i] = id_
         result.added += len(plan)
 
+    def _row(self, id_, vector, text, hash_, source, line, added, extra) -> dict:
+        """One row to write (placeholders for missing values where fields cannot be null)."""
+        source = cut(source, MAX_SOURCE_BYTES) if source is not None else None
+        if self._placeholders:
+            source = source or ""
+            line = NO_ROW if line is None else line
+            extra = extra or {}
+        return {"id": int(id_), "vector": vector, "text": text, "hash": hash_,
+                "source": source, "row": line, "added": added, "meta": extra}
+
     # ---------------------------------------------------------------------------------------
     # changes
     # ---------------------------------------------------------------------------------------
@@ -293,7 +373,8 @@ class MilvusStore(Store):
         return self._add_vectors(texts, vectors, metadata, fingerprint, ids)
 
     def _end_stream(self) -> None:
-        self._flush()
+        if self.loc.kind == "lite":    # a server's WAL keeps every acknowledged row already
+            self._flush()
 
     def can_keep_ids(self) -> bool:
         return self._next_id <= 1      # never handed out an id (a cleared store has)
@@ -308,7 +389,7 @@ class MilvusStore(Store):
             for s in range(0, len(gone), QUERY_CHUNK):
                 self._call(self._client.delete, self._name, ids=gone[s:s + QUERY_CHUNK],
                            what="remove sentences")
-                self._dirty = True
+                self._dirty = self._unseen_delete = True
             if self._hash_ids is not None:
                 for i in gone:
                     self._hash_ids.pop(present[i]["hash"], None)
@@ -321,7 +402,7 @@ class MilvusStore(Store):
         id = int(id)
         if not isinstance(text, str) or not text.strip():
             raise InputError("empty texts cannot be stored")
-        with self._mutex:
+        with self._mutex, self._commit_guard():
             old = self._records([id], ["hash", "source", "row", "meta"]).get(id)
             if old is None:
                 raise UnknownId(f"no sentence with id {id} in the store at {self.location}")
@@ -334,7 +415,7 @@ class MilvusStore(Store):
                 "id": id, "vector": x, "text": text, "hash": h, "source": old.get("source"),
                 "row": old.get("row"), "added": time.time(), "meta": old.get("meta")}],
                 what="update a sentence")
-            self._dirty = True
+            self._dirty = self._unseen_delete = True
             if self._hash_ids is not None:
                 self._hash_ids.pop(old["hash"], None)
                 self._hash_ids[h] = id
@@ -345,9 +426,10 @@ class MilvusStore(Store):
         with self._mutex:
             self._call(self._client.delete, self._name, filter="id >= 0",
                        what="remove every sentence")
-            self._dirty = True
+            self._dirty = self._unseen_delete = True
             self._hash_ids = {} if self._dedup == "map" else None
-            self._flush()
+            if self.loc.kind == "lite":
+                self._flush()
 
     def rebuild(self, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
                 embed_batch_size: int = 32, progress=None, cancel=None) -> None:
@@ -376,7 +458,7 @@ class MilvusStore(Store):
         if self._closed:
             return
         try:
-            if self._writable:
+            if self._writable and self.loc.kind == "lite":
                 try:
                     self._flush()
                 except StoreError:
@@ -410,14 +492,14 @@ class MilvusStore(Store):
                 params["params"]["ef"] = max(int(params["params"]["ef"]), limit)
             res = self._call(self._client.search, self._name, data=list(q), limit=limit,
                              output_fields=FIELDS, search_params=params, anns_field="vector",
-                             what="search")
+                             what="search", **self._read_kw())
         out = []
         for row in res:
             hits = []
             for r in row:
                 ent = dict(r.get("entity") or {})
                 ent["id"] = r["id"]
-                rec = _record(ent)
+                rec = _record(ent, self._placeholders)
                 hits.append(Hit(float(r["distance"]), rec["id"], rec["text"], rec["metadata"]))
             hits.sort(key=lambda h: (-h.score, h.id))
             out.append(hits)
@@ -429,7 +511,8 @@ class MilvusStore(Store):
             if self.loc.kind == "lite":
                 self._flush()
             rows = self._call(self._client.query, self._name, filter="",
-                              output_fields=["count(*)"], what="count sentences")
+                              output_fields=["count(*)"], what="count sentences",
+                              **self._read_kw())
         return int(rows[0]["count(*)"]) if rows else 0
 
     def _scan(self, fields, window: int = SCAN_WINDOW, dedupe: bool = True):
@@ -446,23 +529,36 @@ class MilvusStore(Store):
             rows = plain_rows(self._call(self._client.query, self._name,
                                          filter=f"id >= {lo} and id < {hi}",
                                          output_fields=fields, limit=window,
-                                         what="read sentences"))
+                                         what="read sentences", **self._read_kw()))
             rows.sort(key=lambda r: int(r["id"]))
             if dedupe:     # an id twice only after an interrupted Lite write (see above)
                 rows = [r for k, r in enumerate(rows) if k == 0 or rows[k - 1]["id"] != r["id"]]
             yield from rows
             lo = hi
             if lo >= top and self.loc.kind == "server":
-                top = max(top, self._server_next_id())
+                top = self._server_top(top)
 
-    def _server_next_id(self) -> int:
-        props = self._call(self._client.describe_collection, self._name,
-                           what="read the collection").get("properties") or {}
-        return int(props.get(PROP + "next_id", 1))
+    def _server_top(self, top: int) -> int:
+        """One past the highest id to read: the hint, or past rows stored above it (another
+        writer's, or the hint rolled back by a restart)."""
+        top = max(top, self._hint())
+        above = self._server_query(f"id >= {top}", ["id"], limit=16_384)
+        return max([top] + [int(r["id"]) + 1 for r in above])
+
+    def _read_kw(self) -> dict:
+        """Session consistency on a server: this process's own writes are seen without
+        waiting for the server's clock tick (Strong waits ~200 ms on every call). Servers
+        before 2.4 return no timestamp for a delete, so the first read after one is Strong."""
+        if self.loc.kind != "server":
+            return {}
+        if self._unseen_delete:
+            self._unseen_delete = False
+            return {"consistency_level": "Strong"}
+        return {"consistency_level": "Session"}
 
     def iter(self):
         """Every sentence as {"id", "text", "metadata"}, in id order."""
-        return (_record(r) for r in self._scan(FIELDS))
+        return (_record(r, self._placeholders) for r in self._scan(FIELDS))
 
     def iter_batches(self, batch: int = 2000, vectors: bool = True):
         """(ids int64, vectors float32 (n, dim) or None, records) in id order, `batch` ids'
@@ -472,7 +568,7 @@ class MilvusStore(Store):
             ids = np.fromiter((int(r["id"]) for r in rows), np.int64, len(rows))
             vecs = (np.asarray([r["vector"] for r in rows], dtype=np.float32).reshape(-1, self._dim)
                     if vectors else None)
-            yield ids, vecs, [_record(r) for r in rows]
+            yield ids, vecs, [_record(r, self._placeholders) for r in rows]
 
     def vectors(self):
         """(ids, vectors) of the whole store, as stored (like VectorStore.vectors)."""
@@ -487,14 +583,15 @@ class MilvusStore(Store):
         for s in range(0, len(ids), QUERY_CHUNK):
             part = ids[s:s + QUERY_CHUNK]
             rows = plain_rows(self._call(self._client.get, self._name, ids=part,
-                                         output_fields=["id"] + fields, what="read sentences"))
+                                         output_fields=["id"] + fields, what="read sentences",
+                                         **self._read_kw()))
             for r in rows:
                 out[int(r["id"])] = dict(r)
         return out
 
     def get(self, ids) -> dict:
         self._need_open()
-        return {i: _record(r) for i, r in self._records(ids, FIELDS).items()}
+        return {i: _record(r, self._placeholders) for i, r in self._records(ids, FIELDS).items()}
 
     def bytes_on_disk(self) -> int:
         if self.loc.kind != "lite":
@@ -531,8 +628,26 @@ class MilvusStore(Store):
                 "collection": self._name, "generation": None,
                 "index_state": idx.get("state"), "indexed_rows": idx.get("indexed_rows")}
 
+    def check(self, backend=None, repair: bool = False) -> dict:
+        """Every row read back against the server's count, duplicate texts, hashes and a
+        sample of vectors re-embedded with `backend`; repair fixes what it can (check.py)."""
+        from index.milvus import check
+        if repair:
+            self._need_writer()
+        return check.check(self, backend, repair=repair)
+
     def __repr__(self):
         return f"MilvusStore({self.location!r}, {self.engine}, {self.index_kind})"
+
+
+def _loaded(client, call, name: str) -> bool:
+    """Whether the collection is loaded already (another client did; loading again waits)."""
+    try:
+        state = call(client.get_load_state, name, what="read the load state")
+    except StoreError:
+        return False
+    st = (state or {}).get("state")
+    return getattr(st, "name", str(st)) == "Loaded"
 
 
 def _chunks(it, n):

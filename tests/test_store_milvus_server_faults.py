@@ -1,0 +1,171 @@
+"""Faults on a real Milvus server, each on a server of its own (-m slow, minutes each): the
+server killed (-9) in the middle of an ingest and restarted, two writer processes at once on
+one collection, and a server with authentication on. Every row is checked afterwards: count =
+readable ids = distinct texts = the texts written, every vector its text's, `check` clean."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from index.errors import StoreUnavailable
+from index.locations import open_store
+from tests.milvus_server import ROOT_TOKEN, LocalMilvus, why_cannot_run
+from tests.test_store_milvus_server import assert_every_row_sound
+from tests.test_store_support import FakeBackend
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(why_cannot_run() is not None, reason=str(why_cannot_run()))]
+D = 16
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WRITER = """
+import sys
+from index.locations import open_store
+from tests.test_store_support import FakeBackend
+uri, first, n, tag = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+b = FakeBackend(dim=%d)
+texts = [f"shared {i}" for i in range(first, first + n)] + [f"{tag} {i}" for i in range(n)]
+with open_store(uri, create=True, fingerprint=b.fingerprint(), index="flat") as s:
+    s.add_stream([(t, None) for t in texts], b, batch_size=64, window=128)
+""" % D
+
+
+def _writer(loc, first, n, tag, env=None):
+    return subprocess.Popen([sys.executable, "-c", WRITER, loc, str(first), str(n), tag],
+                            env={**os.environ, "PYTHONPATH": ROOT, **(env or {})}, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _texts(first, n, tag):
+    return [f"shared {i}" for i in range(first, first + n)] + [f"{tag} {i}" for i in range(n)]
+
+
+def _sound(loc, texts, **kw):
+    b = FakeBackend(dim=D)
+    with open_store(loc, readonly=True, **kw) as s:
+        assert_every_row_sound(s, b, texts)
+        report = s.check(b)
+    assert report["hidden_ids"] == [] and report["duplicates"] == {}
+    assert report["rows"] == report["readable"] == len(set(texts))
+
+
+@pytest.fixture
+def server(tmp_path):
+    s = LocalMilvus(tmp_path / "milvus").start()
+    yield s
+    s.kill()
+
+
+def test_server_killed_mid_ingest_and_restarted(server):
+    loc = f"{server.uri}?collection=killed"
+    w = _writer(loc, 0, 1500, "a")
+    probe = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:        # kill once some batches are in, not all
+        time.sleep(0.3)
+        try:
+            probe = probe or open_store(loc, readonly=True)
+            if 300 <= probe.count():
+                break
+        except Exception:   # noqa: BLE001  (not created yet)
+            probe = None
+    server.kill()
+    w.communicate(timeout=120)
+    assert w.returncode != 0                   # the writer saw its server go
+    server.start()                             # same data, new ports
+    loc = f"{server.uri}?collection=killed"
+    with open_store(loc, readonly=True) as s:
+        before = s.count()
+    assert before >= 300
+    w = _writer(loc, 0, 1500, "a")             # the same ingest again: adds the rest
+    out, err = w.communicate(timeout=600)
+    assert w.returncode == 0, err
+    # Then new texts after another restart: never an id in use (the counter may roll back).
+    server.kill()
+    server.start()
+    loc = f"{server.uri}?collection=killed"
+    w = _writer(loc, 5000, 100, "b")
+    assert w.communicate(timeout=600) and w.returncode == 0
+    _sound(loc, _texts(0, 1500, "a") + _texts(5000, 100, "b"))
+
+
+def test_two_writer_processes_on_one_collection(server):
+    loc = f"{server.uri}?collection=two"
+    open_store(loc, create=True, fingerprint=FakeBackend(dim=D).fingerprint(),
+               index="flat").close()
+    ws = [_writer(loc, 0, 800, "a"), _writer(loc, 0, 800, "b")]   # same shared texts
+    for w in ws:
+        _out, err = w.communicate(timeout=600)
+        assert w.returncode == 0, err
+    _sound(loc, _texts(0, 800, "a") + _texts(0, 800, "b"))
+
+
+def test_authentication_on_and_off(tmp_path):
+    server = LocalMilvus(tmp_path / "milvus", auth=True).start()
+    try:
+        loc = f"{server.uri}?collection=auth"
+        with pytest.raises(StoreUnavailable, match=r"refused the credentials .* set "
+                                                   r"\$ENCODERSCOPE_MILVUS_TOKEN"):
+            open_store(loc, readonly=True, token="")
+        with pytest.raises(StoreUnavailable, match="check the token") as e:
+            open_store(loc, readonly=True, token="root:not-the-password")
+        assert "not-the-password" not in str(e.value)
+        w = _writer(loc, 0, 200, "a", env={"ENCODERSCOPE_MILVUS_TOKEN": ROOT_TOKEN})
+        _out, err = w.communicate(timeout=600)
+        assert w.returncode == 0, err
+        _sound(loc, _texts(0, 200, "a"), token=ROOT_TOKEN)
+        # Off again: the same data, no token needed.
+        server.kill()
+        server.auth = False
+        server.start()
+        _sound(f"{server.uri}?collection=auth", _texts(0, 200, "a"), token="")
+    finally:
+        server.kill()
+
+
+def _cli(*args):
+    return subprocess.Popen([sys.executable, "-m", "app.cli", *map(str, args)],
+                            env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_cli_when_the_server_dies_mid_ingest_then_rebuild(server, tmp_path):
+    """One `error:` line saying what was kept, the re-run adds the rest, `--rebuild` says what
+    it did, `info --check` is clean (the packaged minilm model, as a user runs it)."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"Sentence number {i} about topic {i % 37}.\n" for i in range(1200)))
+    loc = f"{server.uri}?collection=cli"
+    p = _cli("ingest", corpus, "--store", loc, "--quiet")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        try:
+            with open_store(loc, readonly=True) as s:
+                if s.count() >= 256:
+                    break
+        except Exception:   # noqa: BLE001  (not created yet)
+            pass
+    server.kill()
+    _out, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and "Traceback" not in err
+    line = err.strip()
+    assert line.count("\n") == 0 and line.startswith("error: cannot reach the Milvus server")
+    assert "new sentences this run stored before that are kept; run the same command again" \
+        in line
+    server.start()
+    loc = f"{server.uri}?collection=cli"
+    again = _cli("ingest", corpus, "--store", loc, "--quiet")
+    out, err = again.communicate(timeout=600)
+    assert again.returncode == 0, err
+    assert "holds 1200 sentences" in out
+    rebuilt = _cli("ingest", "--rebuild", "--pooling", "cls", "--store", loc, "--quiet")
+    out, err = rebuilt.communicate(timeout=600)
+    assert rebuilt.returncode == 0, err
+    assert "rebuild: re-embedded 1200 sentences with minilm (cls pooling); the store now uses it" \
+        in err
+    check = _cli("info", "--check", "--store", loc)
+    _out, err = check.communicate(timeout=600)
+    assert check.returncode == 0 and "check: ok: 1200 sentences read back of 1200 rows" in err
