@@ -35,7 +35,7 @@ run: setup
 	$(BIN)/encoderscope gui
 
 test: setup
-	$(BIN)/ruff check app core index tests bench
+	$(BIN)/ruff check app core index tests bench tools
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-slow: setup

@@ -131,6 +131,11 @@ def test_same_commands_on_milvus_lite(tmp_path, inputs, tiny_model, capsys, monk
     rc, out, err = cli(["info", "--store", tmp_path / "f2"], capsys)
     assert rc == 0 and "structure ivf (IndexIDMap2 over IndexRefine over IVF" in out
     assert "re-ranked with fp16 vectors" in out
+    # migrate and ingest take the same --index kinds: ivf on a FAISS folder too
+    rc, out, err = cli(["migrate", "--from", store, "--to", tmp_path / "faiss-ivf", "--index", "ivf",
+                        "--quiet", "--json"], capsys)
+    assert rc == 0 and json.loads(out)["verified"], err
+    assert json.loads(cli(["info", "--store", tmp_path / "faiss-ivf", "--json"], capsys)[1])["index"] == "ivf"
     rc, out, err = cli(["info", "--store", store, "--repair"], capsys)     # Milvus stores repair too
     assert rc == 0 and "repair: ok" in err, err
 
