@@ -36,7 +36,6 @@ from core.backends import get_backend  # noqa: E402
 from core.batching import plan_batches, token_budget  # noqa: E402
 from core.pooling import l2_normalize, pool  # noqa: E402
 
-
 ROUNDS = 3   # alternating rounds per row (ours, transformers, ours, ...), best of each kept
 
 
@@ -260,8 +259,8 @@ def bench_latency(lengths=(8, 16, 32, 64, 128), reps: int = 30):
         with torch.inference_mode(), autocast(b.device, b.precision):
             b._forward(ids, torch.ones_like(ids), None)
 
-    print(f"single-sentence forward latency (median of {reps}, best of {ROUNDS} blocks, ms): tokens | ours fp32 | ours auto "
-          f"({auto.precision}) | onnxruntime fp32 | fp32 / ort | auto / ort")
+    print(f"single-sentence forward latency (median of {reps}, best of {ROUNDS} blocks, ms): tokens | ours fp32 | "
+          f"ours auto ({auto.precision}) | onnxruntime fp32 | fp32 / ort | auto / ort")
     for T in lengths:
         ids = torch.randint(1000, 20000, (1, T))
         feed = {"input_ids": ids.numpy(), "attention_mask": np.ones((1, T), np.int64)}

@@ -28,12 +28,14 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import numpy as np
+import numpy as np  # noqa: E402 - after the Qt platform is chosen
 
 DIM = 384
 CLUSTERS = 8
 FRAMES = 12
-WORDS = ["planet", "moon", "orbit", "coffee", "morning", "cup", "train", "station", "delay", "guitar", "song", "stage", "river", "bridge", "city", "market", "bread", "cheese", "museum", "painting", "garden", "flower", "storm", "rain"]
+WORDS = ["planet", "moon", "orbit", "coffee", "morning", "cup", "train", "station", "delay", "guitar", "song",
+         "stage", "river", "bridge", "city", "market", "bread", "cheese", "museum", "painting", "garden", "flower",
+         "storm", "rain"]
 
 
 def timed(fn, *args, repeat=1):
@@ -166,7 +168,8 @@ def main(argv=None) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     load0 = os.getloadavg()[0]
     rows = [run_size(app, n, args.umap, args.draw_only) for n in args.sizes]
-    ms = lambda s: f"{s * 1000:,.1f}"
+    def ms(s):
+        return f"{s * 1000:,.1f}"
     print(f"\nCorpus map, synthetic clustered {DIM}-d unit vectors, {CLUSTERS} clusters; "
           f"{os.cpu_count()} CPUs, load average {load0:.1f} at the start, "
           f"{os.getloadavg()[0]:.1f} at the end\n")

@@ -336,7 +336,7 @@ def report(r) -> str:
              f"(checked equal to numpy on {r['gt_checked']} queries: {r['gt_agree']:.4f} agreement).\n")
     b = r["baseline"]
     L.append("| method | build s | memory MiB | recall@10 | single p50 ms | single p95 ms | "
-             "batched qps (b=%d) | vs numpy single | vs numpy batched | load (1 min) |" % r["main_batch"])
+             f"batched qps (b={r['main_batch']}) | vs numpy single | vs numpy batched | load (1 min) |")
     L.append("|---|---|---|---|---|---|---|---|---|---|")
     L.append(f"| numpy brute force (baseline) | - | {b['memory_mib']:.0f} | 1.0000 | "
              f"{b['single']['p50_ms']:.2f} | {b['single']['p95_ms']:.2f} | {b['batched']['qps']:.0f} | 1.00x | 1.00x | "
@@ -345,7 +345,8 @@ def report(r) -> str:
         best_single = min(res["single"].values(), key=lambda s: s["p50_ms"])
         bq = max([v["qps"] for k, v in res["batched"].items() if k.startswith(f"b{r['main_batch']}_")],
                  default=float("nan"))
-        L.append(f"| {res.get('label', res['kind'])} {res['params'] or ''} | {res['build_s']:.1f} | {res['memory_mib']:.0f} | "
+        L.append(f"| {res.get('label', res['kind'])} {res['params'] or ''} | {res['build_s']:.1f} | "
+                 f"{res['memory_mib']:.0f} | "
                  f"{res['recall@10']:.4f} | {best_single['p50_ms']:.2f} | {best_single['p95_ms']:.2f} | "
                  f"{bq:.0f} | {b['single']['p50_ms'] / best_single['p50_ms']:.2f}x | "
                  f"{bq / b['batched']['qps']:.2f}x | {res['load_avg'][0]:.1f} |")

@@ -27,13 +27,12 @@ import time
 
 import torch
 import torch.nn.functional as F
-from encoder_throughput import onnx_session    # first: it puts the repository on sys.path
+from encoder_throughput import onnx_session  # first: it puts the repository on sys.path
 
 from core.backends import get_backend
 from core.device import autocast
 from core.kernels import Linear
-from core.packed_forward import pack_for_cpu_inference
-from core.packed_forward import PackedEncoder
+from core.packed_forward import PackedEncoder, pack_for_cpu_inference
 
 ROUNDS, REPS = 5, 100
 
@@ -141,7 +140,8 @@ def anatomy(T: int, precision: str, session):
         if not bf16:
             rows["GEMMs alone (MKL F.linear)"] = gemm_chain(stub, bf16, T, plain=True)
         n_gemms = 4 * len(stub.layers)
-        rows[f"set-up per GEMM x {n_gemms}"] = best_ms(_packed_kernel(32, 32, bf16, torch.randn(1, 8, 32, dtype=dtype)), reps=2000) * n_gemms
+        tiny = _packed_kernel(32, 32, bf16, torch.randn(1, 8, 32, dtype=dtype))
+        rows[f"set-up per GEMM x {n_gemms}"] = best_ms(tiny, reps=2000) * n_gemms
     if session is not None:
         feed = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
         rows["onnxruntime forward (fp32)"] = best_ms(lambda: session.run(None, feed))

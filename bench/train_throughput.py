@@ -137,6 +137,7 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     device = pick_device(None if args.device == "auto" else args.device)
     from transformers import AutoTokenizer
+
     from core.sources import resolve
     tok = AutoTokenizer.from_pretrained(str(resolve("minilm").folder))
     steps = args.steps or (100 if device.type == "cuda" else (8 if args.quick else 12))
@@ -161,8 +162,9 @@ def main(argv=None) -> int:
                          "torch_layer_tokens_per_s": round(ref), "ratio": round(ours / ref, 2)})
             print(f"  {name} {precision}: ours {ours:,.0f} tok/s, nn.TransformerEncoderLayer {ref:,.0f} tok/s",
                   file=sys.stderr, flush=True)
+    mean_tokens = np.mean([int(a.sum()) / len(a) for _, a, _ in data])
     where = f"{describe_device(device)}, torch {torch.__version__}, batch {args.batch_size}, {args.norm}-norm, " \
-            f"sample corpus (WordPiece, mean {np.mean([int(a.sum()) / len(a) for _, a, _ in data]):.1f} tokens/sentence)"
+            f"sample corpus (WordPiece, mean {mean_tokens:.1f} tokens/sentence)"
     if args.json:
         print(json.dumps({"where": where, "rows": rows}))
     else:

@@ -85,8 +85,8 @@ def sentences(n, seed=0):
 
 def build_big_store(folder: Path, backend, rows: int):
     import numpy as np
-    from app.gui.corpus_service import create_store_job
 
+    from app.gui.corpus_service import create_store_job
     from core.assets import sample_corpus
     store, _ = create_store_job(folder, backend, "mean", sample=sample_corpus(), progress=lambda *a, **k: None,
                                 cancel=threading.Event())            # the 576 real sentences
@@ -139,9 +139,11 @@ def bench_ingest(app, n, tmp):
 
 
 def bench_search(app, rows, tmp):
-    from core.backends import get_backend
-    from PySide6.QtTest import QTest
     import csv
+
+    from PySide6.QtTest import QTest
+
+    from core.backends import get_backend
 
     folder = tmp / "big"
     t0 = time.perf_counter()
@@ -195,8 +197,8 @@ def bench_search(app, rows, tmp):
 
 
 def report(ingest, search, out: Path | None, cold=None):
-    import torch
     import PySide6
+    import torch
     cpu = platform.processor() or platform.machine()
     lines = [
         "# UI latency (bench/ui_latency.py)",

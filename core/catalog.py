@@ -21,9 +21,9 @@ def trained_models() -> list[Path]:
 def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
     """Known models: packaged, the default hub model, trained checkpoints in the user-data
     folder, and any folders given."""
+    from core.model import EncoderConfig
     from core.sources import CHECKPOINT_MARKER, check_folder, read_json
     from core.weights import UnsafeWeights, check_fits, check_weights, config_from_hf
-    from core.model import EncoderConfig
 
     rows = []
 
@@ -78,6 +78,7 @@ def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
 def resolve_cached(repo_id: str) -> Path:
     """The hub model's cached folder, without touching the network."""
     from huggingface_hub import snapshot_download
+
     from core.sources import HUB_FILES
     try:
         return Path(snapshot_download(repo_id, allow_patterns=HUB_FILES, local_files_only=True))

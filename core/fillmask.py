@@ -8,7 +8,6 @@ import math
 import re
 from dataclasses import dataclass, field
 
-
 from core.errors import InputError, NoMLMHead
 
 MASK = "[MASK]"

@@ -32,13 +32,13 @@ class Fingerprint:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Fingerprint":
+    def from_dict(cls, d: dict) -> Fingerprint:
         return cls(model=d["model"], weights_sha256=d["weights_sha256"], pooling=d["pooling"],
                    dim=int(d["dim"]), normalized=bool(d.get("normalized", True)),
                    network_sha256=str(d.get("network_sha256") or ""),
                    precision_policy=str(d.get("precision_policy") or ""))
 
-    def compatible(self, other: "Fingerprint") -> bool:
+    def compatible(self, other: Fingerprint) -> bool:
         # The name is for people; the same weights under another name are the same model.
         if (self.weights_sha256, self.pooling, self.dim, self.normalized) != \
                 (other.weights_sha256, other.pooling, other.dim, other.normalized):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -53,7 +52,7 @@ class EncoderConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "EncoderConfig":
+    def from_dict(cls, d: dict) -> EncoderConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -61,8 +60,8 @@ class EncoderConfig:
 @dataclass
 class EncoderOutput:
     last_hidden_state: torch.Tensor                 # (B, T, D)
-    hidden_states: Optional[tuple] = None           # n_layers + 1 tensors (B, T, D): embeddings, then each block
-    attentions: Optional[tuple] = None              # n_layers tensors (B, H, T, T)
+    hidden_states: tuple | None = None           # n_layers + 1 tensors (B, T, D): embeddings, then each block
+    attentions: tuple | None = None              # n_layers tensors (B, H, T, T)
 
 
 def sinusoidal_table(n_positions: int, dim: int) -> torch.Tensor:

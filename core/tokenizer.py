@@ -99,7 +99,7 @@ class Settings:
     split_special_tokens: bool      # "[MASK]" typed in a text: one special token (False) or pieces
 
     @classmethod
-    def of(cls, tok) -> "Settings":
+    def of(cls, tok) -> Settings:
         tmax = getattr(tok, "model_max_length", None)
         return cls(len(tok), tok.pad_token_id, int(tmax) if tmax and tmax < 1e12 else None,
                    tok.truncation_side, bool(getattr(tok, "split_special_tokens", False)))

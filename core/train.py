@@ -30,22 +30,30 @@ import copy
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
+from core.checkpoint import (
+    STATE_JSON,
+    STATE_TENSORS,
+    STATE_VERSION,
+    atomic_folder,
+    optimizer_state,
+    optimizer_tensors,
+    read_trainer_state,
+    recover,
+)
 from core.device import bf16_native, bf16_supported, describe_device, pick_device
 from core.errors import EncoderscopeError, InputError, ModelUnavailable
 from core.masking import IGNORE, mask_tokens, special_mask
 from core.model import Encoder, EncoderConfig, EncoderForMaskedLM
 from core.pooling import l2_normalize, pool
 from core.sources import CHECKPOINT_MARKER, DEFAULT_MODEL
-from core.checkpoint import (STATE_JSON, STATE_TENSORS, STATE_VERSION, atomic_folder, optimizer_state,
-                         optimizer_tensors, read_trainer_state, recover)
 from core.train_config import TrainConfig
 from core.train_data import BatchSampler, collate, encode, read_corpus, split_heldout
 from core.train_eval import Evaluator, HeldOut, read_pairs
@@ -207,7 +215,7 @@ class Trainer:
         self.model.to(self.device)
 
         decay, no_decay = [], []
-        for name, p in self.model.named_parameters():
+        for _name, p in self.model.named_parameters():
             if p.requires_grad:
                 (decay if p.ndim >= 2 else no_decay).append(p)
         # auto: fresh weights 5e-4; imported weights 5e-5, or 2e-4 when a new MLM head was added
@@ -341,7 +349,7 @@ class Trainer:
         return [(c.objective, 0, c.steps)]
 
     def _phase(self, step: int) -> str:
-        for name, a, b in self._phase_bounds():
+        for name, _a, b in self._phase_bounds():
             if step < b:
                 return name
         return self._phase_bounds()[-1][0]

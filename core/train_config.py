@@ -32,7 +32,7 @@ class TrainConfig:
     max_length: int = 64           # longest training sequence in tokens, [CLS]/[SEP] included
     steps: int = 1000              # optimizer steps in all (a resumed run goes on to this many)
     batch_size: int = 32           # sentences per step
-    lr: float = 0.0                # peak learning rate; 0 = auto (5e-4 fresh, 5e-5 imported, 2e-4 imported + new MLM head)
+    lr: float = 0.0                # peak learning rate; 0 = auto (5e-4 fresh, 5e-5 imported, 2e-4 + new MLM head)
     warmup: float = 0.06           # linear warm-up: a fraction of each phase's steps (>= 1: a step count)
     weight_decay: float = 0.01     # AdamW decoupled weight decay (not on biases / LayerNorms)
     grad_clip: float = 1.0         # clip the global gradient norm to this (0 = off)
@@ -101,12 +101,12 @@ class TrainConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TrainConfig":
+    def from_dict(cls, d: dict) -> TrainConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
     @classmethod
-    def from_checkpoint(cls, folder: str | Path, **changes) -> "TrainConfig":
+    def from_checkpoint(cls, folder: str | Path, **changes) -> TrainConfig:
         """The configuration a checkpoint was trained with, plus ``changes``, set to resume it.
         ``out`` defaults to the checkpoint folder itself."""
         from core.checkpoint import read_trainer_state

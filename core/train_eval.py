@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
-
 import torch
 import torch.nn.functional as F
 from torch import nn

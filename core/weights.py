@@ -15,8 +15,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from core.model import Encoder, EncoderConfig, EncoderForMaskedLM
 from core.errors import ModelUnavailable
+from core.model import Encoder, EncoderConfig, EncoderForMaskedLM
 from core.sources import CHECKPOINT_MARKER, read_json
 
 CHECKPOINT_FORMAT = "encoderscope-checkpoint"

@@ -11,7 +11,7 @@ know it is word-level.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from core.errors import InputError
 

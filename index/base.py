@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.errors import Cancelled, InputError
-
 from index import fingerprint as fpmod
 from index.errors import ModelMismatch, StoreError
 
@@ -37,7 +36,7 @@ def check_texts(texts) -> None:
             raise InputError("empty texts cannot be stored")
 
 
-def plan_unique(hashes, existing: dict, result: "AddResult"):
+def plan_unique(hashes, existing: dict, result: AddResult):
     """Which texts to insert: (plan, dup_of). A text already stored (its hash in `existing`,
     hash -> id) gets that id in result.ids; a repeat within this call is mapped in dup_of to
     its first occurrence. Both count as duplicates."""
@@ -198,7 +197,7 @@ class Store(ABC):
         """What the next save() will rebuild (a long job), in words, or None."""
         return None
 
-    def prepare_index(self, progress=None, cancel=None) -> None:
+    def prepare_index(self, progress=None, cancel=None) -> None:  # noqa: B027 - a hook; most stores need none
         """Do the long rebuild pending_reindex() announces now, with progress(done, total) and
         a cancel Event (stores that build in chunks); by default there is none."""
 
@@ -207,7 +206,7 @@ class Store(ABC):
         so that writers sharing it cannot both add a text or hand out one id)."""
         return contextlib.nullcontext()
 
-    def _end_stream(self) -> None:
+    def _end_stream(self) -> None:  # noqa: B027 - a hook; most stores need none
         """After add_stream's last batch (Milvus: flush)."""
 
     def _add_vectors(self, texts, vectors, metadata=None, fingerprint=None, ids=None) -> AddResult:

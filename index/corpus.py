@@ -20,12 +20,11 @@ from dataclasses import dataclass
 
 from core.errors import Cancelled
 from core.train_data import dedupe_sentences, read_corpus
-
 from index import fingerprint as fpmod
 from index.base import AddResult, Store
 from index.errors import StoreNotFound
-from index.locations import open_store, parse_location, store_exists
 from index.faiss.sentences import DB_NAME
+from index.locations import open_store, parse_location, store_exists
 
 
 @dataclass

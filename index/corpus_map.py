@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.errors import Cancelled, InputError
-
 from index.map_clusters import distinctive_words, kmeans
 from index.map_projection import fit_projection
 

@@ -11,7 +11,6 @@ import stat
 from pathlib import Path
 
 from core.atomic import atomic_write, atomic_write_with, fsync_dir, remove_stale_temps  # noqa: F401
-
 from index.errors import StoreCorrupted, StoreError, StoreLocked, StoreWriteFailed
 
 INTACT = "the last saved snapshot and every sentence committed before are intact"

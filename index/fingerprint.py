@@ -6,7 +6,6 @@ files, pooling, dim, normalisation, precision policy; the name is only for peopl
 from __future__ import annotations
 
 from core.fingerprint import Fingerprint
-
 from index.errors import ModelMismatch
 
 

@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import InputError
-
 from index import fingerprint as fpmod
 from index.durability import atomic_write
 from index.errors import StoreError

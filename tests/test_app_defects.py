@@ -12,10 +12,8 @@ from tests.app_fixtures import *
 from tests.app_fixtures import wait_idle
 
 
-
 def test_fill_mask_clears_the_previous_models_results(qtbot, tiny_distilbert):
     from app.gui.panels.fillmask import panel as F
-
     from app.gui.state import AppState
 
     state = AppState()
@@ -57,8 +55,8 @@ def _shows_all(plot, points):
 def test_loss_plot_refits_at_each_start_and_has_a_fit_button(qtbot, tmp_path, monkeypatch):
     from tests.test_train_helpers import write_corpus
     monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path / "data"))
-    from app.gui.state import AppState
     from app.gui.panels.train.panel import TrainPanel
+    from app.gui.state import AppState
 
     state = AppState()
     panel = TrainPanel(state)

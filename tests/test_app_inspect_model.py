@@ -7,7 +7,6 @@ from PySide6.QtCore import Qt
 from tests.app_fixtures import *
 
 
-
 def _fingerprint(store):
     return dict(store.fingerprint_dict)
 

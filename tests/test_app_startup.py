@@ -20,7 +20,8 @@ app = QApplication([])
 w = MainWindow()
 w.show()
 app.processEvents()
-heavy = ("torch", "transformers", "pyqtgraph", "app.gui.panels.attention.panel", "app.gui.panels.train.panel", "app.gui.panels.map.panel")
+heavy = ("torch", "transformers", "pyqtgraph", "app.gui.panels.attention.panel", "app.gui.panels.train.panel",
+         "app.gui.panels.map.panel")
 before = {m: m in sys.modules for m in heavy}
 tabs = [w.tabs.tabText(i) for i in range(w.tabs.count())]
 attention = type(w.optional_panels["Attention"]).__name__

@@ -4,10 +4,8 @@ from __future__ import annotations
 import threading
 import time
 
-
 from app.gui.workers import JobRunner
 from core.errors import Cancelled, InputError
-
 from tests.app_fixtures import data_dir  # noqa: F401
 
 

@@ -3,13 +3,11 @@ import numpy as np
 import pytest
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from core import attention as A
-from core.backends import Inspection, get_backend
-
-
 from app.gui.panels.attention.export import pair_text  # noqa: E402
 from app.gui.panels.attention.panel import AttentionPanel  # noqa: E402
 from app.gui.state import AppState  # noqa: E402
+from core import attention as A
+from core.backends import Inspection, get_backend
 
 TEXT = "the quick brown fox sat on the mat"
 

@@ -5,8 +5,8 @@ import torch
 
 from core.backends import EmbedStats, get_backend
 from core.catalog import list_models
-from core.fingerprint import Fingerprint
 from core.errors import InputError, ModelUnavailable, NoMLMHead
+from core.fingerprint import Fingerprint
 
 SENTENCES = ["The cat sat on the mat.", "Stock markets fell sharply on Monday.",
              "A kitten was sitting on the rug.", "hi"]
@@ -243,6 +243,7 @@ def test_trained_models_in_the_data_folder_are_listed(tmp_path, monkeypatch, tin
 
 def test_model_retrained_in_place_is_reloaded(tmp_path, tiny_distilbert):
     import os
+
     from core.weights import save_checkpoint
     b = get_backend(str(tiny_distilbert))
     out = save_checkpoint(b.model, b.tokenizer, tmp_path / "ckpt")

@@ -6,8 +6,14 @@ weights at every position of every layer and head; MLM logits at real-token posi
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import (AutoModel, AutoModelForMaskedLM, AutoTokenizer, BertForMaskedLM, DistilBertConfig,
-                          DistilBertForMaskedLM)
+from transformers import (
+    AutoModel,
+    AutoModelForMaskedLM,
+    AutoTokenizer,
+    BertForMaskedLM,
+    DistilBertConfig,
+    DistilBertForMaskedLM,
+)
 
 from core.model import EncoderConfig, EncoderForMaskedLM
 from core.sources import resolve

@@ -208,7 +208,8 @@ def test_an_older_8bit_ivf_file_of_wide_vectors_still_opens_and_searches(wide, t
         FaissIndex.read(tmp_path / "pq.faiss", "ivf", WIDE, {})
     # So is a re-rank over rows that are neither exact nor fp16.
     sq8_rows = faiss.IndexScalarQuantizer(WIDE, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
-    odd = faiss.IndexIDMap2(faiss.IndexRefine(faiss.index_factory(WIDE, "IVF16,SQ8", faiss.METRIC_INNER_PRODUCT), sq8_rows))
+    ivf = faiss.index_factory(WIDE, "IVF16,SQ8", faiss.METRIC_INNER_PRODUCT)
+    odd = faiss.IndexIDMap2(faiss.IndexRefine(ivf, sq8_rows))
     odd.train(x[:2000])
     faiss.write_index(odd, str(tmp_path / "odd.faiss"))
     with pytest.raises(ValueError, match="re-ranks with IndexScalarQuantizer"):

@@ -2,11 +2,9 @@
 import pytest
 from PySide6 import QtCore
 
-from core.backends import get_backend
-
-
 from app.gui.panels.fillmask import panel as F  # noqa: E402
 from app.gui.state import AppState  # noqa: E402
+from core.backends import get_backend
 
 TEXT = "the [MASK] sat on the mat ."
 

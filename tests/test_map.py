@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from index.corpus_map import build_map, map_vectors, read_map_csv, write_map_csv
+from index.faiss.store import VectorStore
 from index.map_clusters import distinctive_words, kmeans, words_of
 from index.map_projection import fit_pca
-from index.faiss.store import VectorStore
 from tests.test_store_support import Fingerprint, clustered
 
 D = 32

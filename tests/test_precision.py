@@ -10,7 +10,6 @@ import pytest
 import torch
 
 import core.backends as backend_mod
-
 from core import device as device_mod
 from core.backends import get_backend
 from core.errors import InputError

@@ -11,8 +11,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.errors import InputError
-from core.readers import (BadLine, BinaryFile, Blank, NoLetters, Sentence, collect, list_fields,
-                          read_file, read_text, read_txt)
+from core.readers import (
+    BadLine,
+    BinaryFile,
+    Blank,
+    NoLetters,
+    Sentence,
+    collect,
+    list_fields,
+    read_file,
+    read_text,
+    read_txt,
+)
 
 
 def texts(records):

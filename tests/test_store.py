@@ -11,8 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.errors import (DuplicateText, ModelMismatch, StoreCorrupted, StoreLocked,
-                          StoreNotFound, UnknownId)
+from index.errors import DuplicateText, ModelMismatch, StoreCorrupted, StoreLocked, StoreNotFound, UnknownId
 from index.faiss.manifest import read_manifest
 from index.faiss.store import VectorStore, default_store_dir
 from tests.test_store_support import FakeBackend, Fingerprint, clustered
@@ -348,7 +347,9 @@ def test_corruption_gives_specific_error_and_leaves_files(tmp_path, damage, matc
     db = folder / "store.db"
     mf = folder / "manifest.json"
     if damage == "flip_index":
-        b = bytearray(idx.read_bytes()); b[len(b) // 2] ^= 0xFF; idx.write_bytes(bytes(b))
+        b = bytearray(idx.read_bytes())
+        b[len(b) // 2] ^= 0xFF
+        idx.write_bytes(bytes(b))
     elif damage == "truncate_index":
         idx.write_bytes(idx.read_bytes()[:-100])
     elif damage == "delete_index":
@@ -364,12 +365,17 @@ def test_corruption_gives_specific_error_and_leaves_files(tmp_path, damage, matc
     elif damage == "edited_manifest":   # still valid JSON, one value changed
         mf.write_text(mf.read_text().replace('"generation": ', '"generation": 9'))
     elif damage == "garbage_db":
-        b = bytearray(db.read_bytes()); b[:100] = os.urandom(100); db.write_bytes(bytes(b))
+        b = bytearray(db.read_bytes())
+        b[:100] = os.urandom(100)
+        db.write_bytes(bytes(b))
     elif damage == "truncate_db":
         db.write_bytes(db.read_bytes()[: len(db.read_bytes()) // 3])
     elif damage == "foreign_db":
         db.unlink()
-        c = sqlite3.connect(db); c.execute("CREATE TABLE songs(x)"); c.commit(); c.close()
+        c = sqlite3.connect(db)
+        c.execute("CREATE TABLE songs(x)")
+        c.commit()
+        c.close()
     before = snapshot_files(folder)
     for writable in (False, True):
         with pytest.raises(StoreCorrupted, match=match) as e:

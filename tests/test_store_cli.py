@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from tests.helpers import run_cli as cli
 
 ROOT = Path(__file__).resolve().parents[1]

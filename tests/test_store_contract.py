@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pytest
 
-from index.errors import (DuplicateText, ModelMismatch, StoreError, StoreNotFound, UnknownId)
+from index.errors import DuplicateText, ModelMismatch, StoreError, StoreNotFound, UnknownId
 from index.locations import open_store
 from tests.test_store_support import FakeBackend, Fingerprint, clustered, text_vector
 

@@ -110,7 +110,6 @@ def test_new_stores_are_format2(tmp_path):
 
 def test_one_metadata_split_for_both_stores():
     from index.faiss import store as faiss_store
-
     from index.records import make_record, split_meta
     meta = {"source": "a.csv", "row": "7", "added": "not a time", "lang": "de"}
     assert split_meta(meta) == ("a.csv", 7, None, {"lang": "de"})

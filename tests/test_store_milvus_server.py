@@ -4,7 +4,6 @@ and the messages a person sees. The contract itself: test_store_contract.py ("se
 kill -9, concurrent writer processes and auth: test_store_milvus_server_faults.py (-m slow)."""
 from __future__ import annotations
 
-
 import os
 import shlex
 import subprocess

@@ -26,11 +26,11 @@ import sys
 from index.locations import open_store
 from tests.test_store_support import FakeBackend
 uri, first, n, tag = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-b = FakeBackend(dim=%d)
+b = FakeBackend(dim={D})
 texts = [f"shared {i}" for i in range(first, first + n)] + [f"{tag} {i}" for i in range(n)]
 with open_store(uri, create=True, fingerprint=b.fingerprint(), index="flat") as s:
     s.add_stream([(t, None) for t in texts], b, batch_size=64, window=128)
-""" % D
+""".replace("{D}", str(D))
 
 
 def _writer(loc, first, n, tag, env=None):

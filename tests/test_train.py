@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from core.checkpoint import STATE_JSON, STATE_TENSORS, atomic_folder, recover
 from core.errors import InputError
 from core.masking import IGNORE, mask_tokens, special_mask
-from core.checkpoint import STATE_JSON, STATE_TENSORS, atomic_folder, recover
 from core.train import Trainer
 from core.train_config import TrainConfig
 from core.train_data import BatchSampler, read_corpus, split_heldout, split_text

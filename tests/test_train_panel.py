@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-
 from tests.test_train_helpers import write_corpus  # noqa: E402
 
 TINY = dict(threads=1, precision="fp32", max_length=24, eval_every=20, eval_sentences=50, dropout=0.0,
@@ -16,8 +15,8 @@ TINY = dict(threads=1, precision="fp32", max_length=24, eval_every=20, eval_sent
 def panel(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("ENCODERSCOPE_DEVICE", "cpu")
-    from app.gui.state import AppState
     from app.gui.panels.train.panel import TrainPanel
+    from app.gui.state import AppState
 
     state = AppState()
     p = TrainPanel(state)

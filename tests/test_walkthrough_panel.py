@@ -5,12 +5,10 @@ import numpy as np
 import pytest
 from PySide6 import QtCore
 
-from core import walkthrough as W
-
-
-from app.gui.state import AppState
 from app.gui.panels.walkthrough.panel import WalkthroughPanel
 from app.gui.panels.walkthrough.steps_view import GREEN, RED
+from app.gui.state import AppState
+from core import walkthrough as W
 from tests.app_fixtures import *
 
 # 40 tokens with minilm's tokenizer: [CLS] + 38 word pieces + [SEP]

@@ -85,7 +85,8 @@ def test_mean_and_max_match_brute_force_on_random_vectors():
         h, g = rng.normal(size=(n, d)), rng.normal(size=(m, d))
         np.testing.assert_allclose(W.mean_pair_contributions(h, g), brute_force_mean(h, g), atol=1e-12)
         np.testing.assert_allclose(W.max_pair_contributions(h, g), brute_force_max(h, g), atol=1e-12)
-        cos = lambda a, b: a @ b / np.linalg.norm(a) / np.linalg.norm(b)
+        def cos(a, b):
+            return a @ b / np.linalg.norm(a) / np.linalg.norm(b)
         assert W.mean_pair_contributions(h, g).sum() == pytest.approx(cos(h.mean(0), g.mean(0)), abs=1e-12)
         assert W.max_pair_contributions(h, g).sum() == pytest.approx(cos(h.max(0), g.max(0)), abs=1e-12)
         cls = W.cls_pair_contributions(h, g)

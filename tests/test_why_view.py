@@ -114,8 +114,8 @@ def test_export_and_a_pooling_change_redoes_the_numbers(qtbot, make_window, tiny
 
 def test_three_quick_requests_run_the_first_and_the_newest(qtbot, minilm):
     """While one runs only the newest request waits; the first's result is not shown."""
-    from app.gui.state import AppState
     from app.gui.panels.why.view import WhyDialog
+    from app.gui.state import AppState
     state = AppState()
     state.backend = minilm
     dialog = WhyDialog(state)

@@ -56,7 +56,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="fresh only: word-level vocabulary built from the corpus, or minilm's "
                         f"WordPiece (default {d.tokenizer})")
     g.add_argument("--vocab-size", type=int, help=f"word tokenizer: most words kept (default {d.vocab_size})")
-    g.add_argument("--min-frequency", type=int, help=f"word tokenizer: rarer words become [UNK] (default {d.min_frequency})")
+    g.add_argument("--min-frequency", type=int,
+                   help=f"word tokenizer: rarer words become [UNK] (default {d.min_frequency})")
     g = p.add_argument_group("architecture (fresh only)")
     g.add_argument("--layers", type=int, help=f"encoder blocks (default {d.layers})")
     g.add_argument("--dim", type=int, help=f"model width (default {d.dim})")
@@ -69,8 +70,10 @@ def register(subparsers) -> argparse.ArgumentParser:
     g = p.add_argument_group("optimisation")
     g.add_argument("--steps", type=int, help=f"optimizer steps in all (default {d.steps})")
     g.add_argument("--batch-size", type=int, help=f"sentences per step (default {d.batch_size})")
-    g.add_argument("--lr", type=float, help="peak learning rate (default: 5e-4 fresh, 5e-5 imported, 2e-4 imported + a new MLM head)")
-    g.add_argument("--warmup", type=float, help=f"warm-up: share of steps, or a step count if >= 1 (default {d.warmup})")
+    g.add_argument("--lr", type=float,
+                   help="peak learning rate (default: 5e-4 fresh, 5e-5 imported, 2e-4 imported + a new MLM head)")
+    g.add_argument("--warmup", type=float,
+                   help=f"warm-up: share of steps, or a step count if >= 1 (default {d.warmup})")
     g.add_argument("--weight-decay", type=float, help=f"(default {d.weight_decay})")
     g.add_argument("--grad-clip", type=float, help=f"max gradient norm, 0 = off (default {d.grad_clip})")
     g.add_argument("--mask-prob", type=float, help=f"MLM: share of tokens picked (default {d.mask_prob})")

@@ -40,8 +40,8 @@ def _model_and_pooling(args) -> tuple[str, str]:
 
 
 def cmd_why(args) -> int:
-    from core.backends import get_backend
     from app.cli.options import emit_json
+    from core.backends import get_backend
     from core.errors import InputError
     from core.why import explain, format_pairs, format_sums, to_dict
 

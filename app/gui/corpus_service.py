@@ -12,12 +12,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from core.assets import sample_corpus
-from core.errors import Cancelled, EncoderscopeError, InputError
-
 from app.gui.logs import log
 from app.gui.settings import stores_dir
 from app.gui.state import ModelChoice, freeze_long_lived
+from core.assets import sample_corpus
+from core.errors import Cancelled, EncoderscopeError, InputError
 
 SAMPLE_CORPUS: Path | None = None   # the corpus a new sample store is filled with; None: the bundled one
 SAMPLE_STORE = "sample"
@@ -137,9 +136,8 @@ def import_job(store, backend, pooling, path, column=None, encoding=None, progre
 def create_store_job(location, backend, pooling, sample=None, progress=None, cancel=None):
     """Create a store for ``backend`` and fill it with the sentences of the file ``sample`` (None:
     leave it empty)."""
-    from index.corpus import create_corpus
-
     from app.gui.panels.corpus.importers import read_sentences
+    from index.corpus import create_corpus
 
     store = create_corpus(location, backend, pooling)
     result = IngestResult()

@@ -7,23 +7,21 @@ import os
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
-from PySide6.QtWidgets import (QFileDialog, QInputDialog, QLabel, QLineEdit, QMainWindow, QMessageBox,
-                               QTabWidget)
-
-from index.locations import LOCATION_ENV
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QLabel, QLineEdit, QMainWindow, QMessageBox, QTabWidget
 
 from app.gui.about import show_about
-from app.gui.panels.corpus.panel import CorpusPanel
 from app.gui.corpus_service import SAMPLE_STORE, CorpusService
-from app.gui.widgets.job_progress import JobProgress
-from app.gui.logs import log, log_dir, setup_logging
 from app.gui.inspect_bar import InspectBar
-from app.gui.panel_tabs import LazyPanels, plain_holder, put_in_holder, scroll_holder
+from app.gui.logs import log, log_dir, setup_logging
 from app.gui.model_bar import ModelBar
+from app.gui.panel_tabs import LazyPanels, plain_holder, put_in_holder, scroll_holder
+from app.gui.panels.corpus.panel import CorpusPanel
 from app.gui.panels.search.panel import SearchPanel
 from app.gui.settings import as_int, open_settings, stores_dir
 from app.gui.state import AppState, ModelChoice
+from app.gui.widgets.job_progress import JobProgress
 from app.gui.widgets.status_message import StatusMessage
+from index.locations import LOCATION_ENV
 
 TITLE = "Encoderscope"
 PRECISION_MENU = [

@@ -6,12 +6,11 @@ from __future__ import annotations
 import sys
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QToolBar, QToolButton, QWidget, QSizePolicy
-
-from core.names import BACKENDS, POOLINGS
-from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
+from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QSizePolicy, QToolBar, QToolButton, QWidget
 
 from app.gui.state import BACKEND_LABELS, ModelChoice
+from core.names import BACKENDS, POOLINGS
+from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 
 WEIGHTS = [DEFAULT_MODEL, DEFAULT_HUB_MODEL]
 POOLING_LABELS = {"mean": "Mean", "cls": "CLS", "max": "Max"}

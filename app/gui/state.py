@@ -39,15 +39,14 @@ Signals:
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
 
-from core.sources import DEFAULT_MODEL
-
 from app.gui.logs import log
 from app.gui.workers import Job, JobRunner
+from core.sources import DEFAULT_MODEL
 
 # What the model bar shows for each of core.names.BACKENDS.
 BACKEND_LABELS = {"scratch": "From-scratch encoder", "hf": "DistilBERT (transformers)"}
@@ -68,7 +67,7 @@ class ModelChoice:
     def describe(self) -> str:
         return f"{self.model} · {BACKEND_LABELS.get(self.backend, self.backend)} · {self.pooling} pooling"
 
-    def with_(self, **changes) -> "ModelChoice":
+    def with_(self, **changes) -> ModelChoice:
         return replace(self, **changes)
 
 

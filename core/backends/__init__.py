@@ -10,8 +10,7 @@ import threading
 from pathlib import Path
 
 from core import machine_cache
-from core.backends.base import (BF16_CHECK_SENTENCES, MAX_TEXT_CHARS, Backend, EmbedStats, Inspection,
-                                check_pooling)
+from core.backends.base import BF16_CHECK_SENTENCES, MAX_TEXT_CHARS, Backend, EmbedStats, Inspection, check_pooling
 from core.device import pick_device, requested_precision, resolve_precision
 from core.errors import InputError
 from core.names import BACKENDS

@@ -7,6 +7,8 @@ from core.errors import InputError, ModelUnavailable
 from core.fingerprint import network_hash, weights_hash
 from core.sources import ModelSource
 from core.tokenizer import ModelTokenizer
+
+
 class HFBackend(Backend):
     """Hugging Face transformers: the reference, and the app's "DistilBERT" choice."""
     backend = "hf"
@@ -21,7 +23,8 @@ class HFBackend(Backend):
         else:
             cfg = self._load_folder(folder, device)
         self.has_mlm = any(a.endswith("ForMaskedLM") for a in cfg.architectures or [])
-        self.model_tokenizer = ModelTokenizer(source.folder, cfg.max_position_embeddings, getattr(cfg, "vocab_size", None))
+        self.model_tokenizer = ModelTokenizer(source.folder, cfg.max_position_embeddings,
+                                              getattr(cfg, "vocab_size", None))
         self.dim = cfg.hidden_size
         self.n_layers, self.n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
         self.max_length = self.model_tokenizer.max_length

@@ -21,9 +21,8 @@ between them when cancelled, leaving whatever index the caller held untouched.
 from __future__ import annotations
 
 import errno
-import os
-
 import math
+import os
 
 import faiss
 import numpy as np
@@ -292,7 +291,7 @@ class FaissIndex:
         return len(present)
 
     @classmethod
-    def build(cls, kind, dim, params, ids, vectors, progress=None, cancel=None) -> "FaissIndex":
+    def build(cls, kind, dim, params, ids, vectors, progress=None, cancel=None) -> FaissIndex:
         """A new index over (ids, vectors). progress(done, total) after each chunk; cancel (an
         Event) is checked before each chunk and raises core.errors.Cancelled."""
         params = {k: v for k, v in (params or {}).items()
@@ -399,7 +398,7 @@ class FaissIndex:
             raise OSError(code, os.strerror(code), os.fspath(path)) from None
 
     @classmethod
-    def read(cls, path, kind, dim, params) -> "FaissIndex":
+    def read(cls, path, kind, dim, params) -> FaissIndex:
         """Read an index file; ValueError when it is not the IndexIDMap2 over `kind` of
         dimension `dim` that the manifest describes."""
         index = faiss.read_index(os.fspath(path))

@@ -1,14 +1,14 @@
 """Loading a FAISS store's index snapshot and proving it belongs to its database.
 
 Functions of explicit inputs (the sentence database, the store folder, the model's fingerprint
-and width); VectorStore (index/faiss/store.py) runs them on open, on search and on repair. One recovery path: whatever is wrong with the
-manifest or the snapshot (missing, damaged, foreign, older, another kind, not a regular file),
-the problem is a StoreCorrupted with remedy "repair", and repair rebuilds the index from the
-database after setting aside the rows that fail their checksum. Checks, cheapest first: the
-manifest's store id is the database's; the index file's size and sha256 are the manifest's;
-the index lists exactly the database's ids and holds the database's vectors (a sample on every
-open, all with verify=True); every search hit's score is the query's cosine with the
-database's vector for that id.
+and width); VectorStore (index/faiss/store.py) runs them on open, on search and on repair. One
+recovery path: whatever is wrong with the manifest or the snapshot (missing, damaged, foreign,
+older, another kind, not a regular file), the problem is a StoreCorrupted with remedy "repair",
+and repair rebuilds the index from the database after setting aside the rows that fail their
+checksum. Checks, cheapest first: the manifest's store id is the database's; the index file's
+size and sha256 are the manifest's; the index lists exactly the database's ids and holds the
+database's vectors (a sample on every open, all with verify=True); every search hit's score is
+the query's cosine with the database's vector for that id.
 """
 from __future__ import annotations
 

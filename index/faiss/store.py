@@ -30,7 +30,6 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import Cancelled, InputError
-
 from index import fingerprint as fpmod
 from index.base import EMBED_WINDOW, AddResult, Hit, Store, check_texts, normalize, plan_unique
 from index.durability import (
@@ -50,7 +49,6 @@ from index.faiss.manifest import (
     sha256_file,
     write_manifest,
 )
-from index.records import split_meta
 from index.faiss.sentences import DB_NAME, SIDE_FILES, SentenceDB
 from index.faiss.snapshot import (
     RebuildNeeded,
@@ -59,7 +57,7 @@ from index.faiss.snapshot import (
     load_snapshot,
     set_damaged_aside,
 )
-
+from index.records import split_meta
 
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
 IVF_REBUILD_GROWTH = 2      # re-partition an ivf index once the store doubles past its build
@@ -109,7 +107,7 @@ class VectorStore(Store):
     def open(cls, folder=None, *, writable: bool = False, create: bool = False, fingerprint=None,
              index: str = "auto", index_params: dict | None = None,
              ivf_threshold: int = AUTO_IVF_THRESHOLD, repair: bool = False,
-             check: bool = True, verify: bool = False) -> "VectorStore":
+             check: bool = True, verify: bool = False) -> VectorStore:
         """Open (or with create=True, writable=True and a fingerprint, create) a store.
 
         fingerprint: the model the caller will add/search with; a different model raises

@@ -20,12 +20,11 @@ import time
 from pathlib import Path
 
 from core.errors import InputError
-
 from index.durability import WriterLock, atomic_write
 from index.errors import StoreCorrupted, StoreError, StoreLocked, StoreNotFound
-from index.store_location import LITE_MANIFEST, Location
 from index.milvus.calls import INSTALL_HINT
 from index.milvus.schema import FORMAT, FORMAT_VERSION
+from index.store_location import LITE_MANIFEST, Location
 
 RELEASE_WAIT = 5.0      # s to wait for a dead or closed writer's Milvus Lite lock to clear
 UNCLEAN = "unclean"     # in a Lite folder while a writer has it open (removed on close)

@@ -8,9 +8,9 @@ import time
 from index import fingerprint as fpmod
 from index.base import EMBED_WINDOW, normalize
 from index.errors import StoreError
+from index.milvus.schema import FORMAT_VERSION, PROP, create_collection, index_spec
 from index.records import split_meta
 from index.text_hash import hash_for_format
-from index.milvus.schema import FORMAT_VERSION, PROP, create_collection, index_spec
 
 
 def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
@@ -38,7 +38,7 @@ def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
         new_hash = hash_for_format(FORMAT_VERSION)
         done = 0
         try:
-            for ids, _vecs, recs in store.iter_batches(batch_size, vectors=False):
+            for _ids, _vecs, recs in store.iter_batches(batch_size, vectors=False):
                 texts = [r["text"] for r in recs]
                 vecs = normalize(backend.embed(
                     texts, pooling=fp["pooling"], batch_size=embed_batch_size, cancel=cancel,

@@ -20,14 +20,10 @@ import time
 import numpy as np
 
 from core.errors import InputError
-
 from index import fingerprint as fpmod
 from index.base import EMBED_WINDOW, AddResult, Hit, Store, check_texts, plan_unique
 from index.durability import WriterLock
 from index.errors import DuplicateText, StoreError, StoreNotFound, UnknownId
-from index.records import make_record, split_meta
-from index.store_location import Location, parse_location
-from index.text_hash import hash_for_format
 from index.milvus import lite, rebuild
 from index.milvus.calls import Caller, close_quietly, connect_server, import_pymilvus, plain_rows
 from index.milvus.ids import ServerWriterLock, verified_next_id
@@ -45,6 +41,9 @@ from index.milvus.schema import (
     finish_interrupted_rebuild,
     is_half_made,
 )
+from index.records import make_record, split_meta
+from index.store_location import Location, parse_location
+from index.text_hash import hash_for_format
 
 INSERT_CHUNK = 1000          # rows per insert call (keeps gRPC messages ~2 MB at 384-d)
 HASH_CHUNK = 1024            # hashes per duplicate query on a server (each read waits its tick)

@@ -18,6 +18,7 @@ import os
 import sys
 
 import numpy as np
+
 from tools.screenshots.common import grab, panel_shots_setup, qt_app
 
 SENTENCE = "The animal didn't cross the street because it was too tired."

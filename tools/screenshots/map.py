@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+
 from tools.screenshots.common import sample_window, save, spin, type_text
 
 QUERY = "the biggest planet has dozens and dozens of moons"
@@ -17,7 +18,7 @@ QUERY = "the biggest planet has dozens and dozens of moons"
 
 def shoot_map(app, w, query: str = QUERY):
     """The Map tab with the query's star, its hits ringed and the top hit selected."""
-    
+
     state, panel = w.state, w.map_panel
     w.show_panel("Search")
     if w.search_panel.query.text() != query:
@@ -45,7 +46,7 @@ def shoot_map(app, w, query: str = QUERY):
 
 
 def main() -> int:
-    
+
     app, w = sample_window("encoderscope-shots-")
     shoot_map(app, w)
     w.close()

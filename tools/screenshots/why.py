@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+
 from tools.screenshots.common import sample_window, save, spin, type_text
 
 QUERY = "the biggest planet has dozens and dozens of moons"
@@ -16,7 +17,7 @@ QUERY = "the biggest planet has dozens and dozens of moons"
 
 def shoot_why(app, w, name: str = "why") -> Path | None:
     """Open the Why view on the hit about Jupiter (else the top hit) and save it."""
-    
+
     hits = w.search_panel.results.hits
     if not hits:
         print("no search results: skipped the Why view shot", file=sys.stderr)
@@ -36,7 +37,7 @@ def shoot_why(app, w, name: str = "why") -> Path | None:
 
 
 def main() -> int:
-    
+
     app, w = sample_window("encoderscope-why-shot-")
     w.show_panel("Search")
     type_text(app, w.search_panel.query, QUERY)

@@ -12,7 +12,9 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+
 from tools.screenshots.common import SIZE, save, spin, type_text
+
 
 def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -16,13 +16,12 @@ import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
-from core import attention as A
-
 from app.gui.panels.attention.export import AttentionExporter, ExportSource, pair_text
 from app.gui.panels.attention.head_grid import HeadGrid
 from app.gui.widgets.heatmap import COLORMAPS, DEFAULT_COLORMAP, HeatmapWidget
-from app.gui.widgets.line_edit import long_line_edit
 from app.gui.widgets.labels import rich_label
+from app.gui.widgets.line_edit import long_line_edit
+from core import attention as A
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "attention.inspect"

@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import InputError
-from core.readers import (COMMON_ENCODINGS, JSONL_SUFFIXES, TABLE_SUFFIXES, Sentence, collect,
-                          list_fields, read_file)
+from core.readers import COMMON_ENCODINGS, JSONL_SUFFIXES, TABLE_SUFFIXES, Sentence, collect, list_fields, read_file
 
 __all__ = ["COMMON_ENCODINGS", "FileSentences", "NotInEncoding", "list_fields", "needs_field", "preview",
            "read_sentences"]

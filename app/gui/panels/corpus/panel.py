@@ -5,16 +5,27 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QInputDialog, QLabel,
-                               QLineEdit, QMessageBox, QPushButton, QTableView, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QMessageBox,
+    QPushButton,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
 
-from core.errors import EncoderscopeError
-
-from app.gui.panels.corpus.column_dialog import ColumnDialog
-from app.gui.panels.corpus.table_model import CorpusModel
 from app.gui.corpus_service import CorpusService
+from app.gui.panels.corpus.column_dialog import ColumnDialog
 from app.gui.panels.corpus.importers import COMMON_ENCODINGS, needs_field
+from app.gui.panels.corpus.table_model import CorpusModel
 from app.gui.widgets.line_edit import long_line_edit
+from core.errors import EncoderscopeError
 
 FILE_FILTER = "Sentences (*.txt *.csv *.jsonl);;Text (*.txt);;CSV (*.csv);;JSON lines (*.jsonl)"
 
@@ -218,7 +229,8 @@ class CorpusPanel(QWidget):
 
     def ask_reembed(self, store_model: str, new_model: str, count: int):
         box = QMessageBox(QMessageBox.Icon.Question, "Re-embed the corpus?",
-                          f"<p>The corpus ({count:,} sentences) was embedded with<br>&nbsp;&nbsp;<b>{store_model}</b></p>"
+                          f"<p>The corpus ({count:,} sentences) was embedded with<br>"
+                          f"&nbsp;&nbsp;<b>{store_model}</b></p>"
                           f"<p>You chose<br>&nbsp;&nbsp;<b>{new_model}</b></p>"
                           "<p>Vectors from two models cannot be mixed. Re-embed every sentence with the new "
                           "choice (it runs in the background and can be cancelled), or keep the model the "

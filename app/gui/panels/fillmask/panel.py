@@ -324,7 +324,8 @@ class FillMaskPanel(QtWidgets.QWidget):
         for i, (s, e, w) in enumerate(words(text)):
             parts.append(html.escape(text[pos:s]))
             if w == MASK:
-                parts.append(f"<span style='background:#fdd0a2;color:#7f2704'><b>&nbsp;[MASK {n_mask + 1}]&nbsp;</b></span>")
+                parts.append(f"<span style='background:#fdd0a2;color:#7f2704'><b>&nbsp;[MASK {n_mask + 1}]"
+                             "&nbsp;</b></span>")
                 n_mask += 1
             else:
                 parts.append(f"<a href='w:{i}' style='text-decoration:none'>{html.escape(w)}</a>")
@@ -379,7 +380,8 @@ class FillMaskPanel(QtWidgets.QWidget):
 
     def set_result(self, result: dict, text: str | None = None, backend=None) -> None:
         """Show a fill-mask result dict (also used by tests and screenshots)."""
-        self._on_result(result, text if text is not None else self.text_edit.text(), backend or self.state.inspect_backend)
+        self._on_result(result, text if text is not None else self.text_edit.text(),
+                        backend or self.state.inspect_backend)
 
     def _on_result(self, result: dict, text: str, backend) -> None:
         self.clear_results()
@@ -453,7 +455,8 @@ class FillMaskPanel(QtWidgets.QWidget):
         t.setHorizontalHeaderLabels([f"#{i + 1}" for i in range(k)])
         t.setVerticalHeaderLabels(layer_names(len(layers), self._n_layers))
         top = max((float(p["score"]) for row in layers for p in row), default=1.0) or 1.0
-        final = {p["token"] for p in (self.result["masks"][idx]["predictions"] if idx < len(self.result["masks"]) else [])[:1]}
+        masks = self.result["masks"]
+        final = {p["token"] for p in (masks[idx]["predictions"] if idx < len(masks) else [])[:1]}
         for r, row in enumerate(layers):
             for c, p in enumerate(row):
                 item = QtWidgets.QTableWidgetItem(f"{p['token']}  {100 * p['score']:.1f}%")

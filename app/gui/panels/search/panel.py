@@ -6,14 +6,24 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QMenu,
-                               QPushButton, QSpinBox, QTableView, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMenu,
+    QPushButton,
+    QSpinBox,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.gui.corpus_service import search_job
 from app.gui.panels.search.results_model import ResultsModel
-from app.gui.widgets.score_delegate import ScoreBarDelegate
 from app.gui.settings import as_int
 from app.gui.widgets.line_edit import long_line_edit
+from app.gui.widgets.score_delegate import ScoreBarDelegate
 
 DEBOUNCE_MS = 10     # coalesces bursts (paste, auto-repeat); a search in flight coalesces the rest
 

@@ -171,7 +171,7 @@ class TrainPanel(QtWidgets.QWidget):
         self.lr.setPlaceholderText("auto (5e-4 fresh, 2e-4 minilm + new head, 5e-5 imported)")
         self.seed = QtWidgets.QSpinBox(minimum=0, maximum=2**31 - 1, value=0)
         self.device = QtWidgets.QComboBox()
-        from app.gui.model_bar import offered_devices   # no torch import on the UI thread
+        from app.gui.model_bar import offered_devices  # no torch import on the UI thread
         for d in offered_devices():
             self.device.addItem({"auto": "Auto (GPU when present)", "cpu": "CPU"}.get(d, d.upper()), d)
         form.addRow("Steps", self.steps)
@@ -198,7 +198,8 @@ class TrainPanel(QtWidgets.QWidget):
         self.cancel_button.clicked.connect(self.cancel)
         self.resume_button.clicked.connect(self.resume)
         self.use_button.clicked.connect(self.use_model)
-        self.resume_button.setToolTip("Continue a saved run (the output folder, or one you choose) to the step count above")
+        self.resume_button.setToolTip("Continue a saved run (the output folder, or one you choose) to the step "
+                                      "count above")
         self.use_button.setToolTip("Inspect with the trained model (Attention, Fill-mask); the corpus and "
                                    "search keep their model")
         for b in (self.start_button, self.cancel_button, self.resume_button, self.use_button):

@@ -18,8 +18,8 @@ from pathlib import Path
 from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
-from app.gui.panels.walkthrough.positions_view import PositionsView
 from app.gui.panels.walkthrough.pooling_view import PoolingView
+from app.gui.panels.walkthrough.positions_view import PositionsView
 from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, StepView, badge_color
 from app.gui.widgets.labels import rich_label
 from app.gui.widgets.line_edit import long_line_edit

@@ -17,9 +17,8 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
-from core.walkthrough import TOLERANCE as MATCH_LIMIT
-
 from app.gui.widgets.matrix_heatmap import MatrixHeatmap
+from core.walkthrough import TOLERANCE as MATCH_LIMIT
 
 # a step whose max |difference| from the model is above MATCH_LIMIT shows red
 GREEN, RED, GREY = "#1e7b34", "#c0392b", "#777777"
@@ -83,7 +82,8 @@ class BuildUpView(QtWidgets.QWidget):
         self.label.setObjectName("walkthrough_buildup_label")
         self.label.setWordWrap(True)
         self.label.setTextFormat(Qt.TextFormat.RichText)
-        self.heatmap = MatrixHeatmap(self, row_title="weights[i, j] · v[j] (weight · token)", col_title="head dimension")
+        self.heatmap = MatrixHeatmap(self, row_title="weights[i, j] · v[j] (weight · token)",
+                                     col_title="head dimension")
         self.heatmap.setMinimumHeight(160)
         lay.addWidget(self.label)
         lay.addWidget(self.heatmap, 1)

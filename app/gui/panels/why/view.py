@@ -19,11 +19,10 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
-from core.attention import write_matrix_csv
-from core.why import explain_job, format_pairs
-
 from app.gui.widgets.heatmap import HeatmapWidget
 from app.gui.widgets.save_dialog import ask_save_path
+from core.attention import write_matrix_csv
+from core.why import explain_job, format_pairs
 
 DIVERGING = "CET-D1"               # blue - white - red, white at the middle of the levels
 POSITIVE, NEGATIVE = "#c0392b", "#2166ac"
@@ -69,7 +68,7 @@ class ContributionHeatmap(HeatmapWidget):
         self.ci.layout.setColumnStretchFactor(1, 1)
         self.ci.layout.setRowStretchFactor(0, 5)
         self.ci.layout.setRowStretchFactor(1, 1)
-        for plot, title in ((self.row_plot, "per query token"), (self.col_plot, "per hit token")):
+        for plot, _title in ((self.row_plot, "per query token"), (self.col_plot, "per hit token")):
             plot.setMenuEnabled(False)
             plot.hideButtons()
             plot.setMouseEnabled(x=False, y=False)
