@@ -69,7 +69,7 @@ def _bench_store(label, location, x, q, batch, fp, log, **open_kw):
     log(f"  {label}: ingest {row['ingest_per_s']:,.0f}/s (add {add_s:.1f} s + save "
         f"{row['save_s']:.1f} s)")
     t0 = time.perf_counter()
-    s = open_store(location, readonly=True)
+    s = open_store(location, writable=False)
     s.search(q[0], k=10)
     row["reopen_s"] = time.perf_counter() - t0
     lat, ids = [], []

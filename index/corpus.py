@@ -50,7 +50,7 @@ def open_corpus(location, *, writable: bool = False, repair: bool = False) -> St
     try:
         if writable:
             return open_store(location, writable=True, repair=repair)
-        return open_store(location, readonly=True)
+        return open_store(location, writable=False)
     except StoreNotFound:
         return None
 
@@ -142,7 +142,7 @@ def read_training_corpus(source, limit: int | None = None, encoding: str | None 
     loc = parse_location(text)
     if not loc.is_milvus and loc.path.name == DB_NAME:
         loc = parse_location(loc.path.parent)
-    store = open_store(loc, readonly=True)
+    store = open_store(loc, writable=False)
     try:
         _, texts = read_rows(store)
     finally:

@@ -44,20 +44,17 @@ def store_exists(location) -> bool:
     return True
 
 
-def open_store(location=None, *, create: bool = False, fingerprint=None, readonly: bool = False,
-               writable: bool | None = None, index: str = "auto", index_params: dict | None = None,
-               **kw):
+def open_store(location=None, *, writable: bool = True, create: bool = False, fingerprint=None,
+               index: str = "auto", index_params: dict | None = None, **kw):
     """Open the store at `location` (see the module docstring) -> index.base.Store.
 
-    readonly=True (or writable=False) opens for searching only; create=True creates a missing
+    writable=False opens for searching only; create=True creates a missing
     store for `fingerprint` (needs a writable open). fingerprint: the model the caller will add
     and search with; another model raises index.errors.ModelMismatch on every implementation.
     Other keywords go to the implementation (FAISS: repair, ivf_threshold, check; Milvus:
     timeout, token).
     """
     loc = parse_location(location)
-    if writable is None:
-        writable = not readonly
     if loc.kind == "faiss":
         from index.faiss.store import VectorStore
         return VectorStore.open(loc.path, writable=writable, create=create,

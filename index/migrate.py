@@ -74,7 +74,7 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
     src_loc, dst_loc = parse_location(source), parse_location(destination)
     if str(src_loc) == str(dst_loc) and (src_loc.kind, src_loc.path) == (dst_loc.kind, dst_loc.path):
         raise InputError("the source and the destination are the same store")
-    src = open_store(src_loc, readonly=True)
+    src = open_store(src_loc, writable=False)
     dst = None
     try:
         fp = src.fingerprint_dict

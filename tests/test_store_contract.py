@@ -319,7 +319,7 @@ def test_rebuild_reembeds_with_another_model(tmp_path, kind, opened):
         store.search("text 7", k=1, backend=b1)
     assert [r["id"] for r in store.iter()][:4] == [1, 2, 3, 5]
     store.close()
-    again = open_(opened, loc(tmp_path, kind), readonly=True)
+    again = open_(opened, loc(tmp_path, kind), writable=False)
     assert again.fingerprint_dict["model"] == "second" and again.count() == 29
 
 
@@ -348,14 +348,14 @@ def test_foreign_model_is_refused_the_same_way(tmp_path, opened):
             store.search(np.ones(16), k=1)
         store.close()
         with pytest.raises(ModelMismatch) as e:
-            open_(opened, loc(tmp_path, k, "s" + k), readonly=True, fingerprint=OTHER)
+            open_(opened, loc(tmp_path, k, "s" + k), writable=False, fingerprint=OTHER)
         msgs.append(str(e.value))
         rebuilds.append(e.value.rebuild)
         for m in msgs:   # said in words; the command line words the rebuild as a command
             assert "other-model" in m and "fake" in m and "re-embed" in m and "encoderscope" not in m
         assert all(r["model"] == "other-model" and r["pooling"] == "mean" for r in rebuilds)
         messages[k] = [_without_location(m, tmp_path).replace("s" + k, "S") for m in msgs]
-        again = open_(opened, loc(tmp_path, k, "s" + k), readonly=True, fingerprint=FP)
+        again = open_(opened, loc(tmp_path, k, "s" + k), writable=False, fingerprint=FP)
         assert again.count() == 10
     if len(messages) == 2:
         assert messages["faiss"] == messages["milvus"]
@@ -363,7 +363,7 @@ def test_foreign_model_is_refused_the_same_way(tmp_path, opened):
 
 def test_missing_store_is_not_found(tmp_path, kind, opened):
     with pytest.raises(StoreNotFound, match="no store") as e:
-        open_store(loc(tmp_path, kind, "nothing"), readonly=True)
+        open_store(loc(tmp_path, kind, "nothing"), writable=False)
     assert e.value.location.endswith("nothing") and "encoderscope" not in str(e.value)
     with pytest.raises(StoreNotFound):
         open_store(loc(tmp_path, kind, "nothing"))
@@ -376,7 +376,7 @@ def test_reopen_same_results_ids_continue(tmp_path, kind, opened):
     q = clustered(420, D)[400:]
     before = [[(h.id, h.text) for h in row] for row in store.search(q, k=5)]
     store.close()
-    ro = open_(opened, loc(tmp_path, kind), readonly=True)
+    ro = open_(opened, loc(tmp_path, kind), writable=False)
     assert ro.count() == 399
     assert [[(h.id, h.text) for h in row] for row in ro.search(q, k=5)] == before
     with pytest.raises(StoreError, match="read-only"):
@@ -407,7 +407,7 @@ def test_migrate_round_trip_faiss_milvus_faiss(tmp_path, opened):
     assert r1.verified and r1.added == 1199 and r1.destination_count == 1199
     r2 = migrate(f"milvus-lite:{tmp_path / 'm'}", tmp_path / "f2", batch=500)
     assert r2.verified and r2.added == 1199
-    stores = [open_(opened, p, readonly=True) for p in
+    stores = [open_(opened, p, writable=False) for p in
               (tmp_path / "f", f"milvus-lite:{tmp_path / 'm'}", tmp_path / "f2")]
     res = [s.search(q, k=10) for s in stores]
     for a, b, c in zip(*res):
@@ -442,7 +442,7 @@ def test_migrate_into_emptied_milvus_store_never_reuses_ids(tmp_path, opened):
     dst.close()
     r = migrate(tmp_path / "f", f"milvus-lite:{tmp_path / 'm'}")
     assert r.verified and r.added == 30
-    again = open_(opened, f"milvus-lite:{tmp_path / 'm'}", readonly=True)
+    again = open_(opened, f"milvus-lite:{tmp_path / 'm'}", writable=False)
     ids = [row["id"] for row in again.iter()]
     assert len(ids) == 30 and min(ids) > 50
 

@@ -106,7 +106,7 @@ def test_unreachable_server_fails_fast_and_clearly(monkeypatch, tmp_path):
     monkeypatch.setenv(TOKEN_ENV, "root:sup3rsecret")
     t0 = time.perf_counter()
     with pytest.raises(StoreUnavailable) as e:
-        open_store("http://127.0.0.1:1", readonly=True, timeout=3)
+        open_store("http://127.0.0.1:1", writable=False, timeout=3)
     assert time.perf_counter() - t0 < 10
     msg = str(e.value)
     assert "cannot reach the Milvus server http://127.0.0.1:1" in msg
@@ -138,7 +138,7 @@ def test_lite_folder_layout_and_plain_folder_opens_it(tmp_path):
     s.close()
     names = {p.name for p in (tmp_path / "c").iterdir()}
     assert {"milvus.db", LITE_MANIFEST, "lock"} <= names
-    again = open_store(tmp_path / "c", readonly=True)      # no prefix: recognised
+    again = open_store(tmp_path / "c", writable=False)      # no prefix: recognised
     try:
         assert type(again).__name__ == "MilvusStore" and again.count() == 2
         info = again.info()
@@ -175,7 +175,7 @@ HOLDER = textwrap.dedent("""
     from index.locations import open_store
     from tests.test_store_support import Fingerprint
     s = open_store(sys.argv[1], create=True, fingerprint=Fingerprint("fake", "f" * 64, "mean", 24, True),
-                   readonly=sys.argv[2] == "ro")
+                   writable=sys.argv[2] != "ro")
     print("OPEN", flush=True)
     sys.stdin.readline()
     s.close()
@@ -197,7 +197,7 @@ def test_second_process_on_a_lite_folder_gets_a_clear_message(tmp_path):
             open_store(location)                       # a second writer
         assert f"process {proc.pid}" in str(e.value) and "only one program writes" in str(e.value)
         with pytest.raises(StoreLocked) as e:
-            open_store(location, readonly=True)        # Lite: one process, readers included
+            open_store(location, writable=False)        # Lite: one process, readers included
         assert f"process {proc.pid}" in str(e.value) and "Milvus server" in str(e.value)
     finally:
         proc.communicate("\n", timeout=60)
@@ -208,7 +208,7 @@ def test_second_process_on_a_lite_folder_gets_a_clear_message(tmp_path):
     try:
         with pytest.raises(StoreLocked):
             open_store(location)
-        r = open_store(location, readonly=True)
+        r = open_store(location, writable=False)
         assert r.count() == 0
         r.close()
         w.add(["still works"], clustered(1, D))
@@ -271,7 +271,7 @@ def test_lite_index_file_cut_by_a_crash_is_rebuilt(tmp_path, caplog):
     s = open_store(loc, create=True, fingerprint=FP)
     s.add([f"sentence {i}" for i in range(40)], vectors)
     s.close()
-    open_store(loc, readonly=True).close()                  # a load writes the index file
+    open_store(loc, writable=False).close()                  # a load writes the index file
     (idx,) = [p for p in (tmp_path / "c" / "milvus.db").glob(INDEX_SIDECARS) if p.suffix == ".idx"]
     whole = idx.read_bytes()
     assert not incomplete(idx)
@@ -279,9 +279,9 @@ def test_lite_index_file_cut_by_a_crash_is_rebuilt(tmp_path, caplog):
         idx.write_bytes(whole[:cut])
         assert incomplete(idx), cut
     idx.write_bytes(whole[: len(whole) // 2])               # what a kill -9 mid-write leaves
-    for readonly in (True, False):                          # a reader repairs too when no one writes
+    for writable in (False, True):                          # a reader repairs too when no one writes
         with caplog.at_level("WARNING"):
-            again = open_store(loc, readonly=readonly)
+            again = open_store(loc, writable=writable)
         try:
             assert again.count() == 40
             hits = again.search(vectors[7], k=1)
@@ -300,9 +300,9 @@ def test_lite_index_file_of_unknown_content_is_left_alone(tmp_path):
     s = open_store(loc, create=True, fingerprint=FP)
     s.add(["a", "b"], clustered(2, D))
     s.close()
-    open_store(loc, readonly=True).close()
+    open_store(loc, writable=False).close()
     (idx,) = [p for p in (tmp_path / "c" / "milvus.db").glob(INDEX_SIDECARS) if p.suffix == ".idx"]
     idx.write_bytes(b"not an index, not ours to delete")
     with pytest.raises(StoreError, match="could not load the collection"):
-        open_store(loc, readonly=True)
+        open_store(loc, writable=False)
     assert idx.read_bytes() == b"not an index, not ours to delete"

@@ -52,7 +52,7 @@ def old_store(tmp_path):
 def test_format1_store_opens_and_reads_the_same_rows(old_store):
     from index.locations import open_store
     b = FakeBackend(dim=8)
-    with open_store(old_store, readonly=True) as s:
+    with open_store(old_store, writable=False) as s:
         assert s.info()["count"] == len(EXPECTED)
         rows = {r["id"]: r for r in s.iter()}
         assert {i: r["text"] for i, r in rows.items()} == EXPECTED

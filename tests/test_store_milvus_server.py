@@ -68,7 +68,7 @@ def test_an_older_server_is_refused_with_its_version(milvus_server, monkeypatch)
                         lambda self, **kw: "v2.2.16")
     with pytest.raises(StoreError, match=r"runs version v2\.2\.16; Encoderscope needs Milvus "
                                          r"2\.3 or newer"):
-        open_store(f"{milvus_server.uri}?collection={_name()}", readonly=True)
+        open_store(f"{milvus_server.uri}?collection={_name()}", writable=False)
 
 
 def test_a_failed_create_leaves_nothing_and_a_half_made_one_is_removed(milvus_server,
@@ -93,7 +93,7 @@ def test_a_failed_create_leaves_nothing_and_a_half_made_one_is_removed(milvus_se
             open_store(loc, create=True, fingerprint=b.fingerprint())
     assert _client(milvus_server).has_collection(name)
     with pytest.raises(StoreNotFound, match=r"half-made") as e:     # the CLI words the ingest
-        open_store(loc, readonly=True)
+        open_store(loc, writable=False)
     assert e.value.location == str(loc)
     with open_store(loc, create=True, fingerprint=b.fingerprint(), index="flat") as s:
         assert s.add_texts(["one", "two"], b).ids == [1, 2]
@@ -138,7 +138,7 @@ def test_two_writers_in_threads_store_every_text_once(milvus_server):
     for t in threads:
         t.join()
     assert not errors
-    with open_store(loc, readonly=True) as s:
+    with open_store(loc, writable=False) as s:
         assert_every_row_sound(s, b, texts + own["a"] + own["b"])
         report = s.check(b)
     assert report["hidden_ids"] == [] and report["duplicates"] == {}

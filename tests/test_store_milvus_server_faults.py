@@ -45,7 +45,7 @@ def _texts(first, n, tag):
 
 def _sound(loc, texts, **kw):
     b = FakeBackend(dim=D)
-    with open_store(loc, readonly=True, **kw) as s:
+    with open_store(loc, writable=False, **kw) as s:
         assert_every_row_sound(s, b, texts)
         report = s.check(b)
     assert report["hidden_ids"] == [] and report["duplicates"] == {}
@@ -67,7 +67,7 @@ def test_server_killed_mid_ingest_and_restarted(server):
     while time.monotonic() < deadline:        # kill once some batches are in, not all
         time.sleep(0.3)
         try:
-            probe = probe or open_store(loc, readonly=True)
+            probe = probe or open_store(loc, writable=False)
             if 300 <= probe.count():
                 break
         except Exception:   # noqa: BLE001  (not created yet)
@@ -77,7 +77,7 @@ def test_server_killed_mid_ingest_and_restarted(server):
     assert w.returncode != 0                   # the writer saw its server go
     server.start()                             # same data, new ports
     loc = f"{server.uri}?collection=killed"
-    with open_store(loc, readonly=True) as s:
+    with open_store(loc, writable=False) as s:
         before = s.count()
     assert before >= 300
     w = _writer(loc, 0, 1500, "a")             # the same ingest again: adds the rest
@@ -109,9 +109,9 @@ def test_authentication_on_and_off(tmp_path):
         loc = f"{server.uri}?collection=auth"
         with pytest.raises(StoreUnavailable, match=r"refused the credentials .* set "
                                                    r"\$ENCODERSCOPE_MILVUS_TOKEN"):
-            open_store(loc, readonly=True, token="")
+            open_store(loc, writable=False, token="")
         with pytest.raises(StoreUnavailable, match="check the token") as e:
-            open_store(loc, readonly=True, token="root:not-the-password")
+            open_store(loc, writable=False, token="root:not-the-password")
         assert "not-the-password" not in str(e.value)
         w = _writer(loc, 0, 200, "a", env={"ENCODERSCOPE_MILVUS_TOKEN": ROOT_TOKEN})
         _out, err = w.communicate(timeout=600)
@@ -143,7 +143,7 @@ def test_cli_when_the_server_dies_mid_ingest_then_rebuild(server, tmp_path):
     while time.monotonic() < deadline:
         time.sleep(0.5)
         try:
-            with open_store(loc, readonly=True) as s:
+            with open_store(loc, writable=False) as s:
                 if s.count() >= 256:
                     break
         except Exception:   # noqa: BLE001  (not created yet)

@@ -36,7 +36,7 @@ def cmd_map(args) -> int:
     from index.corpus_map import build_map, write_map_csv
     from index.locations import open_store, parse_location
 
-    with open_store(parse_location(args.store), readonly=True) as store:
+    with open_store(parse_location(args.store), writable=False) as store:
         m = build_map(store, method=args.method, clusters=args.clusters, seed=args.seed)
     for note in m.notes:
         print(f"note: {note}", file=sys.stderr)

@@ -364,7 +364,7 @@ def cmd_search(args) -> int:
     if args.k < 1:
         raise InputError("-k must be at least 1")
     loc = _location(args)
-    store = open_store(loc, readonly=True)
+    store = open_store(loc, writable=False)
     try:
         model = args.model or store.model_name
         backend = _backend(args, model)
@@ -396,7 +396,7 @@ def cmd_info(args) -> int:
     if args.repair:
         store = open_store(loc, writable=True, repair=True, verify=True)
     else:
-        store = open_store(loc, readonly=True, **({"verify": True} if args.check else {}))
+        store = open_store(loc, writable=False, **({"verify": True} if args.check else {}))
     try:
         if args.repair or args.check:
             report = store.check_report
@@ -465,8 +465,7 @@ def _check_milvus(args, loc) -> int:
     and a sample of vectors re-embedded with the store's model."""
     from index.errors import StoreCorrupted
     from index.locations import open_store
-    store = open_store(loc, writable=bool(args.repair), **({} if args.repair else
-                                                            {"readonly": True}))
+    store = open_store(loc, writable=bool(args.repair))
     try:
         backend = _backend(args, getattr(args, "model", None) or store.model_name)
         report = store.check(backend, repair=bool(args.repair))

@@ -35,7 +35,7 @@ def _model_and_pooling(args) -> tuple[str, str]:
     if args.store is None:
         return args.model or "minilm", args.pooling or "mean"
     from index.locations import open_store, parse_location
-    with open_store(parse_location(args.store), readonly=True) as store:
+    with open_store(parse_location(args.store), writable=False) as store:
         return args.model or store.model_name, args.pooling or store.pooling
 
 
