@@ -71,3 +71,19 @@ def pytest_collection_modifyitems(config, items):
         params = getattr(getattr(item, "callspec", None), "params", {})
         if params.get("kind") == "server" and item.originalname not in SERVER_CONTRACT_DEFAULT:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def run(capsys):
+    """run("embed", "text", ...) -> (returncode, stdout, stderr) of `encoderscope ...` run in
+    this process (the same parser and handlers as the console script, no new Python + torch)."""
+    from types import SimpleNamespace
+
+    from tests.helpers import run_cli
+
+    def call(*args, check=True):
+        rc, out, err = run_cli(args, capsys)
+        if check:
+            assert rc == 0, err
+        return SimpleNamespace(returncode=rc, stdout=out, stderr=err)
+    return call

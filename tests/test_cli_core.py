@@ -6,12 +6,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
-from tests.helpers import run_cli
 
 EXE = Path(sys.executable).with_name("encoderscope")
 
@@ -22,16 +19,6 @@ def run_script(*args, check=True):
     if check:
         assert p.returncode == 0, p.stderr
     return p
-
-
-@pytest.fixture
-def run(capsys):
-    def call(*args, check=True):
-        rc, out, err = run_cli(args, capsys)
-        if check:
-            assert rc == 0, err
-        return SimpleNamespace(returncode=rc, stdout=out, stderr=err)
-    return call
 
 
 def test_embed_json_matches_the_api(tmp_path):

@@ -14,7 +14,6 @@ from core.backends import get_backend
 from core.hf_checkpoint import ours_to_bert
 from core.train import Trainer
 from core.weights import BERT_KEY_MAP
-from tests.test_cli_core import run
 from tests.test_train_helpers import tiny_config, write_corpus
 
 TEXT = "every morning the [MASK] eats fish and then it [MASK] ."
@@ -40,14 +39,14 @@ def pre_norm(corpus, tmp_path_factory):
     return train(corpus, tmp_path_factory.mktemp("pre") / "ck", norm="pre")
 
 
-def fill_mask_json(model, backend):
+def fill_mask_json(model, backend, run):
     p = run("fill-mask", TEXT, "--model", str(model), "--backend", backend, "--top-k", "5", "--json")
     return json.loads(p.stdout)
 
 
-def test_cli_fill_mask_same_top_k_under_both_encoders(post_norm):
+def test_cli_fill_mask_same_top_k_under_both_encoders(post_norm, run):
     assert not (post_norm / "config.json").exists()      # a checkpoint: our config only
-    hf, scratch = fill_mask_json(post_norm, "hf"), fill_mask_json(post_norm, "scratch")
+    hf, scratch = fill_mask_json(post_norm, "hf", run), fill_mask_json(post_norm, "scratch", run)
     assert len(hf["masks"]) == len(scratch["masks"]) == 2
     for a, b in zip(hf["masks"], scratch["masks"]):
         assert [p["token"] for p in a["predictions"]] == [p["token"] for p in b["predictions"]]
@@ -63,11 +62,11 @@ def test_transformers_model_is_distilbert_with_equal_attentions(post_norm):
     np.testing.assert_allclose(a.attentions, b.attentions, atol=1e-5)
 
 
-def test_pre_norm_checkpoint_is_sent_to_the_scratch_encoder(pre_norm):
+def test_pre_norm_checkpoint_is_sent_to_the_scratch_encoder(pre_norm, run):
     p = run("fill-mask", TEXT, "--model", str(pre_norm), "--backend", "hf", check=False)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.startswith("error:") and "pre-norm" in p.stderr and "--backend scratch" in p.stderr
-    assert fill_mask_json(pre_norm, "scratch")["masks"]               # the suggested command works
+    assert fill_mask_json(pre_norm, "scratch", run)["masks"]             # the suggested command works
 
 
 def test_bert_names_round_trip_through_the_loaders_key_map():

@@ -13,7 +13,6 @@ import pytest
 
 from core.walkthrough import POST_ORDER, PRE_ORDER
 from tests.helpers import make_tiny_checkpoint
-from tests.test_cli_core import run
 
 # Runs a notebook's code cells top to bottom with the forbidden packages made unimportable.
 RUNNER = """
@@ -37,7 +36,7 @@ def code_of(path) -> str:
     return "\n".join(c.source for c in nb.cells if c.cell_type == "code")
 
 
-def test_explain_json_shape():
+def test_explain_json_shape(run):
     p = run("explain", "The cat sat on the mat.", "--layer", "2", "--head", "3", "--json")
     d = json.loads(p.stdout)
     assert {"model", "tokens", "ids", "layer", "head", "steps"} <= set(d)
@@ -58,7 +57,7 @@ def test_explain_json_shape():
     np.testing.assert_allclose(by_name["normalized"]["values"], vec, atol=1e-6)
 
 
-def test_explain_text_summary_and_truncation_note(tiny_distilbert):
+def test_explain_text_summary_and_truncation_note(tiny_distilbert, run):
     p = run("explain", "the cat sat on the mat " * 40, "--model", str(tiny_distilbert), "--pooling", "max")
     out = p.stdout
     for name in POST_ORDER:
@@ -69,7 +68,7 @@ def test_explain_text_summary_and_truncation_note(tiny_distilbert):
     assert "every step equals the model's" in out
 
 
-def test_explain_pair_and_prenorm(tmp_path):
+def test_explain_pair_and_prenorm(tmp_path, run):
     folder = make_tiny_checkpoint(tmp_path / "pre")
     d = json.loads(run("explain", "the dog ran", "--pair", "a cat sat", "--model", str(folder),
                        "--layer", "3", "--head", "4", "--json").stdout)
@@ -82,14 +81,14 @@ def test_explain_pair_and_prenorm(tmp_path):
     (["--layer", "0"], "error: layer 0 does not exist"),
     (["--head", "13"], "error: head 13 does not exist: this model has 12 heads per layer (choose 1 to 12)"),
 ])
-def test_out_of_range_is_one_error_line(args, message):
+def test_out_of_range_is_one_error_line(args, message, run):
     p = run("explain", "A cat.", *args, check=False)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(message)
 
 
-def test_notebook_for_a_random_model_is_an_error(tmp_path):
+def test_notebook_for_a_random_model_is_an_error(tmp_path, run):
     p = run("explain", "A cat.", "--model", "random:dim=32,layers=2,heads=4,ffn=64",
             "--notebook", str(tmp_path / "x.ipynb"), check=False)
     assert p.returncode == 2 and p.stderr.startswith("error: the notebook needs a model folder")
@@ -97,7 +96,7 @@ def test_notebook_for_a_random_model_is_an_error(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["minilm", "distilbert", "prenorm"])
-def test_notebook_runs_and_checks_itself(kind, tmp_path, tiny_distilbert):
+def test_notebook_runs_and_checks_itself(kind, tmp_path, tiny_distilbert, run):
     model = {"minilm": "minilm", "distilbert": str(tiny_distilbert),
              "prenorm": str(make_tiny_checkpoint(tmp_path / "pre"))}[kind]
     out = tmp_path / "walk.ipynb"
@@ -116,7 +115,7 @@ def test_notebook_runs_and_checks_itself(kind, tmp_path, tiny_distilbert):
     assert f"all {steps} steps equal the numbers Encoderscope computed" in result.stdout
 
 
-def test_notebook_asserts_can_fail(tmp_path, tiny_distilbert):
+def test_notebook_asserts_can_fail(tmp_path, tiny_distilbert, run):
     """A wrong stored value makes the notebook stop at that step."""
     out = tmp_path / "walk.ipynb"
     run("explain", "the cat sat", "--model", str(tiny_distilbert), "--notebook", str(out))
@@ -136,7 +135,7 @@ def test_notebook_asserts_can_fail(tmp_path, tiny_distilbert):
     assert "ffn_output: shape" in result.stdout and "all " not in result.stdout.splitlines()[-1]
 
 
-def test_notebook_without_tokenizer_json_uses_the_stored_ids(tmp_path, tiny_distilbert):
+def test_notebook_without_tokenizer_json_uses_the_stored_ids(tmp_path, tiny_distilbert, run):
     import shutil
     folder = tmp_path / "model"
     shutil.copytree(tiny_distilbert, folder)
@@ -147,7 +146,7 @@ def test_notebook_without_tokenizer_json_uses_the_stored_ids(tmp_path, tiny_dist
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-def test_notebook_reads_legacy_bert_names(tmp_path):
+def test_notebook_reads_legacy_bert_names(tmp_path, run):
     """LayerNorm.gamma/beta (TF-converted BERTs) are renamed in the notebook as core/weights.py does."""
     from tests.helpers import make_tiny_bert
     folder = make_tiny_bert(tmp_path / "bert", legacy_layer_norm_names=True)
@@ -159,7 +158,7 @@ def test_notebook_reads_legacy_bert_names(tmp_path):
     assert "all 24 steps equal" in result.stdout
 
 
-def test_notebook_needs_safetensors(tmp_path):
+def test_notebook_needs_safetensors(tmp_path, run):
     from tests.helpers import make_tiny_bert
     folder = make_tiny_bert(tmp_path / "bert", weights_file="pytorch_model.bin")
     p = run("explain", "the cat sat", "--model", str(folder), "--notebook", str(tmp_path / "x.ipynb"),
@@ -167,6 +166,6 @@ def test_notebook_needs_safetensors(tmp_path):
     assert p.returncode == 2 and "has no model.safetensors" in p.stderr and "Traceback" not in p.stderr
 
 
-def test_notebook_name_must_end_in_ipynb(tmp_path):
+def test_notebook_name_must_end_in_ipynb(tmp_path, run):
     p = run("explain", "A cat.", "--notebook", str(tmp_path / "walk.txt"), check=False)
     assert p.returncode == 2 and p.stderr.startswith("error: the notebook file should end in .ipynb")
