@@ -163,8 +163,8 @@ class WriterLock:
             os.close(fd)
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise StoreLocked(f"the store {self.path.parent} is open for writing in "
-                                  f"{describe_holder(holder)}; only one program writes a store "
-                                  "at a time", pid=holder) from None
+                                  f"{describe_holder(holder)} (only one writer at a time)",
+                                  pid=holder) from None
             raise StoreError(f"cannot lock the store {self.path.parent}: {e.strerror}") from None
         except BaseException:
             os.close(fd)

@@ -438,7 +438,7 @@ def cmd_info(args) -> int:
 def _check_meaning(args, store) -> str | None:
     """A line on the store's model (its fingerprint, then a re-embedded sample); raises
     ModelMismatch when the model at hand is not the network that wrote the vectors."""
-    from core.errors import ModelUnavailable
+    from core.errors import EncoderscopeError
     from index import fingerprint as fpmod
     from index.errors import ModelMismatch
     from index.meaning_check import check_meaning, describe_failure
@@ -446,7 +446,7 @@ def _check_meaning(args, store) -> str | None:
         return None
     try:
         backend = _backend(args, store.model_name)
-    except ModelUnavailable as e:
+    except EncoderscopeError as e:
         return f"check: the texts were not embedded again: the store's model cannot be loaded ({e})"
     fp = backend.fingerprint(pooling=store.pooling)
     remedy = store.mismatch_remedy(fp)
