@@ -11,7 +11,6 @@ reading results back: calls.py.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
@@ -26,7 +25,7 @@ from index.durability import WriterLock
 from index.errors import DuplicateText, StoreError, StoreNotFound, UnknownId
 from index.milvus import lite, rebuild
 from index.milvus.calls import Caller, close_quietly, connect_server, import_pymilvus, plain_rows
-from index.milvus.ids import ServerWriterLock, verified_next_id
+from index.milvus.ids import QUERY_CHUNK, ServerCommits
 from index.milvus.repair import after_crash_check, remove_damaged_index_files
 from index.milvus.schema import (
     FIELDS,
@@ -46,10 +45,8 @@ from index.store_location import Location, parse_location
 from index.text_hash import hash_for_format
 
 INSERT_CHUNK = 1000          # rows per insert call (keeps gRPC messages ~2 MB at 384-d)
-HASH_CHUNK = 1024            # hashes per duplicate query on a server (each read waits its tick)
 SCAN_WINDOW = 10_000         # ids per query while iterating (Milvus caps a query at 16384)
 MAX_TOPK = 16_384            # Milvus's limit on k
-QUERY_CHUNK = 500            # hashes / ids per `in [...]` filter
 
 
 def _record(ent: dict, placeholders: bool = False) -> dict:
@@ -66,7 +63,7 @@ def _record(ent: dict, placeholders: bool = False) -> dict:
     return make_record(ent["id"], ent["text"], source, row, ent.get("added"), extra)
 
 
-class MilvusStore(Store):
+class MilvusStore(ServerCommits, Store):
     """Open with `MilvusStore.open(location, ...)` or index.locations.open_store."""
 
     def __init__(self, loc: Location, client, collection: str, props: dict, dim: int,
@@ -242,75 +239,10 @@ class MilvusStore(Store):
             self._free_id = first + n
         return first
 
-    @contextlib.contextmanager
-    def _commit_guard(self):
-        """On a server: the writer lock around a commit's duplicate check and insert, and
-        the first free id read back under it. Lite: one writer process already (its lock)."""
-        if self.loc.kind != "server" or self._server_lock is not None:
-            yield
-            return
-        lock = ServerWriterLock(self._client, self._call, self._name, self.loc.describe())
-        lock.acquire()
-        self._server_lock = lock
-        try:
-            yield
-        finally:
-            self._server_lock = None
-            self._free_id = None
-            lock.release()
-
-    def _server_query(self, filter: str, fields, *, strong: bool = False, limit=None):
-        kw = {"limit": limit} if limit is not None else {}
-        return plain_rows(self._call(
-            self._client.query, self._name, filter=filter, output_fields=fields,
-            consistency_level="Strong" if strong else "Session", what="read sentences", **kw))
-
-    def _hint(self) -> int:
-        """The next_id property (another writer may have moved it; a restart may have rolled
-        it back: only a hint) and what this process handed out."""
-        props = self._call(self._client.describe_collection, self._name,
-                           what="read the collection").get("properties") or {}
-        return max(self._next_id, int(props.get(PROP + "next_id", 1)))
-
-    def _set_next_id(self, value: int) -> None:
-        self._call(self._client.alter_collection_properties, self._name,
-                   properties={PROP + "next_id": str(int(value))}, what="reserve ids")
-        self._next_id = int(value)
-
     def _load_hash_map(self) -> dict:
         if self._hash_ids is None:
             self._hash_ids = {r["hash"]: int(r["id"]) for r in self._scan(["hash"])}
         return self._hash_ids
-
-    def _existing(self, hashes) -> dict[str, int]:
-        hashes = list(dict.fromkeys(hashes))
-        if self._dedup == "map":
-            m = self._load_hash_map()
-            return {h: m[h] for h in hashes if h in m}
-        found = {}
-        locked = self._server_lock is not None
-        hint = self._hint() if locked and self._free_id is None else None
-        chunk = HASH_CHUNK if self.loc.kind == "server" else QUERY_CHUNK
-        for i in range(0, max(len(hashes), 1 if hint else 0), chunk):
-            part = hashes[i:i + chunk]
-            expr = f"hash in {json.dumps(part)}"
-            if hint is not None:     # one Strong read: the stored texts and ids above the hint
-                expr = f"({expr}) or id >= {hint}" if part else f"id >= {hint}"
-            # Under the lock the first read waits for every writer's rows (Strong); later ones
-            # are served past that point already.
-            rows = self._server_query(expr, ["id", "hash"], strong=locked and i == 0) \
-                if self.loc.kind == "server" else plain_rows(self._call(
-                    self._client.query, self._name, filter=expr,
-                    output_fields=["id", "hash"], what="look for duplicates"))
-            if hint is not None:
-                self._free_id = verified_next_id(
-                    self, hint, [int(r["id"]) for r in rows if int(r["id"]) >= hint])
-                hint = None
-            wanted = set(part)
-            for r in rows:
-                if r["hash"] in wanted:
-                    found.setdefault(r["hash"], int(r["id"]))
-        return found
 
     def id_of(self, text: str) -> int | None:
         return self._existing([self._hash(text)]).get(self._hash(text))
@@ -536,24 +468,6 @@ class MilvusStore(Store):
             lo = hi
             if lo >= top and self.loc.kind == "server":
                 top = self._server_top(top)
-
-    def _server_top(self, top: int) -> int:
-        """One past the highest id to read: the hint, or past rows stored above it (another
-        writer's, or the hint rolled back by a restart)."""
-        top = max(top, self._hint())
-        above = self._server_query(f"id >= {top}", ["id"], limit=16_384)
-        return max([top] + [int(r["id"]) + 1 for r in above])
-
-    def _read_kw(self) -> dict:
-        """Session consistency on a server: this process's own writes are seen without
-        waiting for the server's clock tick (Strong waits ~200 ms on every call). Servers
-        before 2.4 return no timestamp for a delete, so the first read after one is Strong."""
-        if self.loc.kind != "server":
-            return {}
-        if self._unseen_delete:
-            self._unseen_delete = False
-            return {"consistency_level": "Strong"}
-        return {"consistency_level": "Session"}
 
     def iter(self):
         """Every sentence as {"id", "text", "metadata"}, in id order."""
