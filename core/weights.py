@@ -16,7 +16,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from core.errors import ModelUnavailable
-from core.model import Encoder, EncoderConfig, EncoderForMaskedLM
+from core.model import Encoder, EncoderConfig, EncoderForMaskedLM, sinusoidal_table
 from core.sources import CHECKPOINT_MARKER, read_json
 
 CHECKPOINT_FORMAT = "encoderscope-checkpoint"
@@ -313,6 +313,12 @@ def check_fits(folder: Path) -> None:
     with torch.device("meta"):
         expected = (EncoderForMaskedLM if has_head else Encoder)(cfg, init=False).state_dict()
     _check_shapes(expected, state, str(folder))
+    if cfg.positions == "sinusoidal":      # a learned table relabelled sinusoidal: refused on load too
+        key = next((k for k in shapes if k.endswith("position_embeddings.weight")), None)
+        if key is not None:
+            with safe_open(str(st), framework="pt") as f:
+                stored = f.get_tensor(key)
+            _check_sinusoidal_table(stored, sinusoidal_table(cfg.max_position_embeddings, cfg.dim), str(folder))
 
 
 def save_checkpoint(model, tokenizer, folder: Path, extra: dict | None = None) -> Path:

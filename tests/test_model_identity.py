@@ -154,9 +154,14 @@ def test_learned_positions_relabelled_sinusoidal_are_refused(tmp_path, capsys):
     for argv in (["embed", "the cat"], ["fill-mask", "the [MASK] sat"]):
         code, _, err = cli(capsys, *argv, "--model", learned)
         assert "sinusoidal" in one_error(code, err)
+    code, out, _ = cli(capsys, "models", "--folder", learned, "--json")   # and listed as unusable
+    (row,) = [r for r in json.loads(out)["models"] if r["name"] == str(learned)]
+    assert code == 0 and not row["available"] and "sinusoidal" in row["error"]
     real = make_tiny_distilbert(tmp_path / "sin", sinusoidal=True)   # a true sinusoid loads
     code, out, _ = cli(capsys, "embed", "the cat", "--model", real, "--json")
     assert code == 0 and np.isclose(np.linalg.norm(json.loads(out)["vectors"][0]), 1, atol=1e-5)
+    code, out, _ = cli(capsys, "models", "--folder", real, "--json")
+    assert [r for r in json.loads(out)["models"] if r["name"] == str(real)][0]["available"]
 
 
 def test_a_model_edited_in_place_is_loaded_again(tmp_path, model):
