@@ -450,7 +450,7 @@ def test_blas_threshold_and_single_query_threads(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- one writer at a time
 def test_second_writer_is_refused_readers_are_not(tmp_path):
     store, x = make(tmp_path, 10)
-    with pytest.raises(StoreLocked, match=rf"process {os.getpid()}.*only one program writes"):
+    with pytest.raises(StoreLocked, match=rf"process {os.getpid()}.*one writer"):
         VectorStore.open(tmp_path / "s", writable=True)
     reader = VectorStore.open(tmp_path / "s")
     assert reader.count() == 10
