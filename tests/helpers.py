@@ -119,3 +119,30 @@ def run_cli(argv, capsys):
     rc = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
+
+
+def cli_clean(capsys, *argv):
+    """run_cli, asserting that nothing printed a traceback: (exit code, stdout, stderr)."""
+    code, out, err = run_cli(argv, capsys)
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def one_error(code, err) -> str:
+    """The one `error:` line of a failed command (exit code 2)."""
+    lines = [x for x in err.splitlines() if x.startswith("error: ")]
+    assert code == 2 and len(lines) == 1, err
+    return lines[0]
+
+
+def hold_writer_lock(folder, program: str):
+    """Another process holding the store's writer lock, named `program` on its command line
+    (the lock message names the holder); wait for it with `.stdout.readline()` == "held"."""
+    import os
+    import subprocess
+    import sys
+    return subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from index.durability import WriterLock; "
+         "WriterLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
+         str(folder), program], stdout=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=os.getcwd()))

@@ -7,6 +7,7 @@ import time
 from app.gui.workers import JobRunner
 from core.errors import Cancelled, InputError
 from tests.app_fixtures import data_dir  # noqa: F401
+from tests.helpers import hold_writer_lock
 
 
 def test_result_progress_and_thread(qtbot):
@@ -388,9 +389,6 @@ def test_opening_a_store_a_cli_ingest_writes_logs_its_message_not_a_traceback(
         qtbot, data_dir, tmp_path):  # noqa: F811
     """The app's open job meets the CLI's writer lock: the message names the holder, and the
     log holds that line, not a traceback."""
-    import os
-    import subprocess
-    import sys
 
     from app.gui.corpus_service import open_store_job
     from app.gui.logs import log_file, setup_logging
@@ -399,11 +397,7 @@ def test_opening_a_store_a_cli_ingest_writes_logs_its_message_not_a_traceback(
     setup_logging()
     open_store(tmp_path / "s", writable=True, create=True,
                fingerprint=Fingerprint("fake", "f" * 64, "mean", 8, True)).close()
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from index.durability import WriterLock; "
-         "WriterLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
-         str(tmp_path / "s"), "ingest"], stdout=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    holder = hold_writer_lock(tmp_path / "s", "ingest")
     try:
         assert holder.stdout.readline().strip() == "held"
         runner = JobRunner()

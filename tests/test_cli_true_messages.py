@@ -1,32 +1,16 @@
 """Every message says what happened and every command it suggests works: dangling-symlink
 stores, `models --folder` on broken folders, an empty store's search, `why` on a cut text,
 repair's count, an interrupted migrate, who holds the lock, and one rule for NUL bytes."""
-import os
 import re
 import shlex
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
-from app.cli import main
-from tests.helpers import make_tiny_bert
+from tests.helpers import cli_clean as cli
+from tests.helpers import hold_writer_lock, make_tiny_bert, one_error
 
 TEXTS = ["the cat sat on the mat", "the dog ran in the park", "a bird flew over the river"]
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
-
-
-def one_error(code, err) -> str:
-    lines = [x for x in err.splitlines() if x.startswith("error: ")]
-    assert code == 2 and len(lines) == 1, err
-    return lines[0]
 
 
 def suggested(text: str) -> list[str]:
@@ -139,11 +123,7 @@ def test_an_interrupted_migrate_leaves_its_destination_marked_until_a_rerun_veri
 
 def test_the_lock_message_names_the_app_that_holds_the_store(tmp_path, model, lines, capsys):
     cli(capsys, "ingest", lines, "--model", model, "--store", tmp_path / "s", "--quiet")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from index.durability import WriterLock; "
-         "WriterLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
-         str(tmp_path / "s"), "gui"], stdout=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    holder = hold_writer_lock(tmp_path / "s", "gui")
     try:
         assert holder.stdout.readline().strip() == "held"
         code, _, err = cli(capsys, "remove", "1", "--store", tmp_path / "s")

@@ -12,24 +12,11 @@ import shutil
 import numpy as np
 import pytest
 
-from app.cli import main
-from tests.helpers import make_tiny_bert, make_tiny_distilbert
+from tests.helpers import cli_clean as cli
+from tests.helpers import make_tiny_bert, make_tiny_distilbert, one_error
 
 TEXTS = ["THE CAT SAT ON THE MAT", "A DOG RAN IN THE PARK", "THE BIRD FLEW OVER THE RIVER",
          "WE READ A BOOK IN THE GARDEN", "THE KING AND THE QUEEN ATE FOOD"]
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
-
-
-def one_error(code, err) -> str:
-    lines = [x for x in err.splitlines() if x.startswith("error: ")]
-    assert code == 2 and len(lines) == 1, err
-    return lines[0]
 
 
 @pytest.fixture()

@@ -15,17 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from tests.helpers import cli_clean as cli
 from tests.helpers import make_tiny_bert
 
 TEXTS = ["the cat sat on the mat", "the dog ran in the park", "a bird flew over the river"]
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 def _run(*cmd) -> bool:
