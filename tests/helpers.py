@@ -146,3 +146,34 @@ def hold_writer_lock(folder, program: str):
          "WriterLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
          str(folder), program], stdout=subprocess.PIPE, text=True,
         env=dict(os.environ, PYTHONPATH=os.getcwd()))
+
+
+def stored_rows(db) -> int:
+    """Rows of a FAISS store's sentence database, read without disturbing its writer (0 while
+    it does not exist yet)."""
+    import sqlite3
+    try:
+        c = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            return c.execute("SELECT COUNT(*) FROM sentences").fetchone()[0]
+        finally:
+            c.close()
+    except sqlite3.Error:
+        return 0
+
+
+def signal_ingest(cmd, store, signum, rows: int = 8, root=None):
+    """Start the ingest `cmd`, send it `signum` once its store holds `rows` sentences, and
+    return (exit code, stdout, stderr)."""
+    import os
+    import subprocess
+    import time
+    root = root or Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(root)), cwd=root)
+    deadline = time.time() + 120
+    while time.time() < deadline and stored_rows(Path(store) / "store.db") < rows and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err

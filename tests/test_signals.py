@@ -5,24 +5,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from tests.helpers import signal_ingest, stored_rows
 from tests.test_train_cli import TINY
 from tests.test_train_helpers import write_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _count(db: Path) -> int:
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as c:
-            return c.execute("SELECT COUNT(*) FROM sentences").fetchone()[0]
-    except sqlite3.Error:
-        return 0
 
 
 def test_sigterm_ends_ingest_saying_what_was_kept(tmp_path):
@@ -36,16 +30,10 @@ def test_sigterm_ends_ingest_saying_what_was_kept(tmp_path):
     cmd = [sys.executable, "-m", "app.cli", "ingest", str(src), "--store", str(store), "--model",
            str(model), "--batch-size", "4", "--quiet"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, cwd=ROOT)
-    deadline = time.time() + 120
-    while time.time() < deadline and _count(store / "store.db") < 8 and proc.poll() is None:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 128 + signal.SIGTERM, err
+    code, out, err = signal_ingest(cmd, store, signal.SIGTERM)
+    assert code == 128 + signal.SIGTERM, err
     assert "Traceback" not in err
-    kept = _count(store / "store.db")
+    kept = stored_rows(store / "store.db")
     assert kept >= 8 and f"interrupted by SIGTERM: the {kept} sentences committed" in err
     assert f"holds {kept} sentences" in out
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)

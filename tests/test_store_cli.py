@@ -4,15 +4,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import run_cli as cli
+from tests.helpers import signal_ingest
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "assets" / "sample_corpus.txt"
@@ -218,15 +217,6 @@ def test_errors_are_messages_not_tracebacks(tmp_path, inputs, capsys):
         holder.close()
 
 
-def _count(db: Path) -> int:
-    try:
-        c = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-        try:
-            return c.execute("SELECT COUNT(*) FROM sentences").fetchone()[0]
-        finally:
-            c.close()
-    except sqlite3.Error:
-        return 0
 
 
 def test_ctrl_c_keeps_committed_sentences(tmp_path):
@@ -239,14 +229,8 @@ def test_ctrl_c_keeps_committed_sentences(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cmd = [sys.executable, "-m", "app.cli", "ingest", str(src), "--store", str(store),
            "--batch-size", "4", "--quiet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, cwd=ROOT)
-    deadline = time.time() + 120
-    while time.time() < deadline and _count(store / "store.db") < 8 and proc.poll() is None:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    code, out, err = signal_ingest(cmd, store, signal.SIGINT)
+    assert code == 130, err
     assert "interrupted" in err and "Traceback" not in err
     added = int(out.split("added ")[1].split(",")[0])
     from index.faiss.store import VectorStore
