@@ -131,3 +131,21 @@ def test_three_quick_requests_run_the_first_and_the_newest(qtbot, minilm):
     assert len(shown) == 1 and dialog.why is shown[0] and dialog._text == texts[2]
     assert shown[0].tokens_b[1:-1] == minilm.tokenizer.tokenize(texts[2])
     state.shutdown(5000)
+
+
+def test_a_long_hit_does_not_swamp_the_dialog(qtbot, minilm):
+    """A pasted page as the hit: the header shows its start and how much more, the whole text
+    stays in the tooltip, and the heatmap keeps its room."""
+    from app.gui.panels.why.view import HEADER_CHARS, WhyDialog
+    from app.gui.state import AppState
+    state = AppState()
+    state.backend = minilm
+    dialog = WhyDialog(state)
+    qtbot.addWidget(dialog)
+    hit = "a very long hit text " * 400
+    dialog._set_header("short query", hit, "computing …")
+    shown = dialog.header.text()
+    assert len(shown) < HEADER_CHARS + 300 and f"+{len(hit) - HEADER_CHARS:,} characters" in shown
+    assert hit in dialog.header.toolTip()
+    dialog._set_header("short query", "a short hit", "done")
+    assert "a short hit" in dialog.header.text() and dialog.header.toolTip() == ""

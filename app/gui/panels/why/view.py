@@ -52,6 +52,16 @@ def bar_brushes(values) -> list:
     return [pg.mkBrush(POSITIVE if v >= 0 else NEGATIVE) for v in values]
 
 
+
+HEADER_CHARS = 300     # a query or hit longer than this is shortened in the header
+
+
+def shortened(text: str, limit: int = HEADER_CHARS) -> str:
+    """`text`, or its first `limit` characters and how many more there are."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit].rstrip()} … (+{len(text) - limit:,} characters)"
+
 class ContributionHeatmap(HeatmapWidget):
     """The contribution matrix with per-token sums: row sums beside it, column sums below."""
 
@@ -266,10 +276,14 @@ class WhyDialog(QtWidgets.QDialog):
             b.setEnabled(True)
 
     def _set_header(self, query, text, line, error=False, rich=False) -> None:
+        """Query, hit and status; a long query or hit is shortened here (the whole of each in
+        the tooltip), so that a pasted page cannot push the heatmap out of the dialog."""
         line = line if rich else html.escape(line)
         colour = " style='color:#b00020'" if error else ""
-        self.header.setText(f"<b>Query:</b> {html.escape(query)}<br><b>Hit:</b> {html.escape(text)}"
-                            f"<br><span{colour}>{line}</span>")
+        self.header.setText(f"<b>Query:</b> {html.escape(shortened(query))}<br><b>Hit:</b> "
+                            f"{html.escape(shortened(text))}<br><span{colour}>{line}</span>")
+        long = len(query) > HEADER_CHARS or len(text) > HEADER_CHARS
+        self.header.setToolTip(f"Query: {query}\n\nHit: {text}" if long else "")
 
     def _hovered(self, i: int, j: int, v: float) -> None:
         if i < 0 or self.view is None:
