@@ -327,3 +327,29 @@ def test_prenorm_model_pairs_and_hf_note(qtbot, panel, tmp_path, tiny_distilbert
         panel.state.backend = hf
         panel.state.backend_changed.emit(hf)
     assert sig.args[0].note and sig.args[0].note in panel.info_label.text()
+
+
+def test_a_model_changed_while_the_tab_is_hidden_leaves_no_old_number(qtbot, panel, tiny_distilbert):
+    """The weighted-sum panel and the step shown are recomputed for the new model even though
+    the tab is not on screen; each is compared with a fresh computation from the new run."""
+    from core.backends import get_backend
+    explain(qtbot, panel, "the cat sat on the mat .")
+    panel.show_step("weights")
+    panel.step_view._row_clicked(2)
+    old_total = panel.step_view.build_up.total.copy()
+    panel.hide()
+    tiny = get_backend(str(tiny_distilbert))
+    with qtbot.waitSignal(panel.explained, timeout=60000):
+        panel.state.backend = tiny
+        panel.state.backend_changed.emit(tiny)
+    w = panel.walkthrough
+    assert panel.walkthrough_backend is tiny and panel.current_step_name() == "weights"
+    weights, v = np.asarray(w.step("weights").values), np.asarray(w.step("v").values)
+    q = panel.step_view.build_up.query
+    np.testing.assert_allclose(panel.step_view.build_up.total, weights[q] @ v, atol=1e-12)
+    assert panel.step_view.build_up.total.shape != old_total.shape or \
+        not np.allclose(panel.step_view.build_up.total, old_total)
+    label = panel.step_view.build_up.label.text()
+    assert f"row {q} of <b>head_output</b>" in label
+    assert float(re.search(r"max \|Δ\| ([-+.e0-9]+)\)", label).group(1)) <= 1e-12   # against the new run
+    np.testing.assert_allclose(panel.step_view.heatmap.raw, weights)

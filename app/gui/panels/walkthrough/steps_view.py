@@ -192,8 +192,9 @@ class StepView(QtWidgets.QWidget):
         self.heatmap.setMaximumHeight(190 if vector else 16777215)
         self.heatmap.setMinimumHeight(150 if vector else 220)
         self._show_extra(step)
-        self.build_up.setVisible(attention and self._has("weights", "v"))
-        if self.build_up.isVisible():
+        builds_up = attention and self._has("weights", "v")
+        self.build_up.setVisible(builds_up)
+        if builds_up:       # not isVisible(): a hidden tab must not keep the last model's sum
             self.build_up.label.setText("Click a query row to build its weighted sum of V.")
             self._row_clicked(self.build_up.query if 0 <= self.build_up.query < len(walkthrough.tokens) else 0)
 
