@@ -353,3 +353,21 @@ def test_a_model_changed_while_the_tab_is_hidden_leaves_no_old_number(qtbot, pan
     assert f"row {q} of <b>head_output</b>" in label
     assert float(re.search(r"max \|Δ\| ([-+.e0-9]+)\)", label).group(1)) <= 1e-12   # against the new run
     np.testing.assert_allclose(panel.step_view.heatmap.raw, weights)
+
+
+def test_the_positions_view_shown_again_after_a_hidden_model_change_is_the_new_models(
+        qtbot, panel, minilm, tiny_distilbert):
+    from core.backends import get_backend
+    view = panel.positions_view
+    with qtbot.waitSignal(view.shown, timeout=120000):
+        panel.set_view(1)
+    assert view.learned_table.raw.shape[1] == minilm.dim
+    panel.hide()
+    tiny = get_backend(str(tiny_distilbert))
+    panel.state.backend = tiny
+    panel.state.backend_changed.emit(tiny)
+    with qtbot.waitSignal(view.shown, timeout=120000):
+        panel.show()
+    learned = tiny.encoder.embeddings.position_embeddings.weight.detach().double().numpy()
+    P = view.learned_table.raw.shape[0]
+    np.testing.assert_allclose(view.learned_table.raw, learned[:P], atol=1e-7)    # the new model's table

@@ -89,6 +89,13 @@ class PositionsView(QtWidgets.QWidget):
         elif self._requested is not None and self.isVisible():
             self.show_for(*self._requested)
 
+    def showEvent(self, event) -> None:
+        """Back on screen after the model changed while hidden: its tables again, for that model."""
+        super().showEvent(event)
+        shown_model = self._shown_for[0] if self._shown_for else None
+        if self._requested is not None and shown_model is not self.state.inspect_backend:
+            QtCore.QTimer.singleShot(0, lambda: self.show_for(*self._requested))
+
     def show_for(self, text: str, layer: int) -> None:
         """Compute (in a worker) and show the tables and the demo for ``text`` at ``layer``."""
         self._requested = (text, layer)
