@@ -3,7 +3,7 @@ server may restart at any moment.
 
 No counter is trusted alone: a writer commits under the collection's writer lock and, holding
 it, reads back (Strong consistency) which of its texts are stored and the highest stored id at
-or above the next_id hint, so a hint rolled back by a server restart (Milvus issue #30144: an
+or above the next_id hint, so a hint rolled back by a server restart (a known Milvus bug, milvus-io/milvus#30144: an
 acknowledged property change lost) can never hand out an id in use. The hint itself keeps the
 ids of removed rows from coming back.
 
