@@ -16,12 +16,13 @@ import sys
 import threading
 from collections.abc import Callable
 
-from app.cli import explain, map, migrate, model, store, train, why
+from app.cli import explain, migrate, model, store, train, why
+from app.cli import map as map_command   # not `map`: the builtin stays itself here
 from app.cli.remedies import worded
 from core.errors import EncoderscopeError, InputError, Terminated
 
 EXIT_USAGE = 2
-COMMANDS = (model, store, migrate, train, explain, why, map)   # in the order `--help` lists them
+COMMANDS = (model, store, migrate, train, explain, why, map_command)   # in the order `--help` lists them
 
 
 def build_parser(open_gui: Callable[[str | None], int] | None = None) -> argparse.ArgumentParser:
