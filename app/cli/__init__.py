@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 
 from app.cli import explain, migrate, model, store, train, why
-from app.cli import map as map_command   # not `map`: the builtin stays itself here
+from app.cli import map as map_command  # not `map`: the builtin stays itself here
 from app.cli.remedies import worded
 from core.errors import EncoderscopeError, InputError, Terminated
 
