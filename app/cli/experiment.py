@@ -30,7 +30,7 @@ def register(sub) -> None:
         "experiment", help="run one of the lab's experiments (runs that differ in one setting) and compare them",
         description="Run a queue of training runs that differ in one setting only, then compare them. "
                     "Experiments: " + "; ".join(f"{n}: {EXPERIMENTS[n].title}" for n in names) + ".")
-    p.add_argument("name", choices=names, metavar="NAME", help=", ".join(names))
+    p.add_argument("name", metavar="NAME", help=", ".join(names))
     p.add_argument("--corpus", required=True, metavar="FILE_OR_STORE", help="training text, shared by every run")
     p.add_argument("--out", required=True, metavar="DIR", help="each run is written to DIR/<its label>")
     for name, kind in SHARED_OPTIONS.items():
