@@ -50,8 +50,8 @@ def _fillmask_panel(state):
 
 
 def _train_panel(state):
-    from app.gui.panels.train.panel import TrainPanel
-    return TrainPanel(state)
+    from app.gui.panels.train.lab import TrainLab  # the Train tab: Run, Runs, Experiments pages
+    return TrainLab(state)
 
 
 def _map_panel(state):
