@@ -70,6 +70,8 @@ def test_the_lab_has_its_pages_and_forwards_the_train_panel(lab, tmp_path):
     lab.set_corpus(corpus)
     assert lab.run_panel.corpus.currentData() == str(corpus) and lab.config().corpus == str(corpus)
     assert lab.running is False
+    lab.overrides = {"steps": 7}
+    assert lab.run_panel.config().steps == 7 and lab.experiments_view.base_config().steps == 7
 
 
 def test_selecting_two_runs_overlays_their_curves_and_tables(qtbot, lab, runs_root, tmp_path):

@@ -105,3 +105,14 @@ class TrainLab(QtWidgets.QWidget):
 
     def config(self):
         return self.run_panel.config()
+
+    @property
+    def overrides(self) -> dict:
+        """Extra TrainConfig fields for the runs started here (tests, power users): the Run page's
+        and, under each experiment's own settings, every experiment run's."""
+        return self.run_panel.overrides
+
+    @overrides.setter
+    def overrides(self, values: dict) -> None:
+        self.run_panel.overrides = dict(values)
+        self.experiments_view.overrides = dict(values)
