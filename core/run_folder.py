@@ -12,23 +12,10 @@ from pathlib import Path
 
 STATE_JSON = "trainer_state.json"   # as core/checkpoint.py names it (importing that loads torch)
 METRICS_FILE = "metrics.jsonl"
-SNAPSHOTS_DIR = "snapshots"
 
 
 def metrics_path(folder: str | Path) -> Path:
     return Path(folder).expanduser() / METRICS_FILE
-
-
-def state_path(folder: str | Path) -> Path:
-    return Path(folder).expanduser() / STATE_JSON
-
-
-def is_run_folder(folder: str | Path) -> bool:
-    """A folder a training run wrote: it holds trainer_state.json."""
-    try:
-        return state_path(folder).is_file()
-    except OSError:
-        return False
 
 
 def read_metrics(folder: str | Path) -> list[dict]:
@@ -62,7 +49,9 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 
 def _events_from_history(folder: str | Path) -> list[dict]:
-    path = state_path(folder)
+    path = Path(folder).expanduser() / STATE_JSON
+    if not path.is_file():
+        return []
     state = json.loads(path.read_text(encoding="utf-8"))
     total = int(state.get("config", {}).get("steps", 0) or 0)
     history = state.get("history") or {}

@@ -16,8 +16,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from core.errors import InputError
-from core.run_folder import SNAPSHOTS_DIR, is_run_folder, read_metrics, state_path
+from core.run_folder import read_metrics
 from core.train_config import TrainConfig
+
+STATE_JSON = "trainer_state.json"   # what makes a folder a run (core/checkpoint.py; importing it loads torch)
+SNAPSHOTS = "snapshots"             # a run's probe snapshots: never a run inside a run
 
 # Settings never reported as a difference, with why: they name where a run is, not how it learns.
 IGNORED_SETTINGS = {
@@ -52,7 +55,7 @@ def read_run(folder: str | Path) -> Run:
         raise InputError(f"{folder} is a file, not a run folder" if folder.exists() else f"{folder}: no such folder")
     if not is_run_folder(folder):
         raise InputError(f"{folder} is not a training run (it has no trainer_state.json)")
-    path = state_path(folder)
+    path = folder / STATE_JSON
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
         events = read_metrics(folder)
@@ -64,6 +67,14 @@ def read_run(folder: str | Path) -> Run:
     return Run(path=folder, config=config, step=int(state.get("step", 0)),
                objective=str(config.get("objective", "")), modified=path.stat().st_mtime,
                final=final_metrics(events))
+
+
+def is_run_folder(folder: str | Path) -> bool:
+    """A folder a training run wrote: it holds trainer_state.json."""
+    try:
+        return (Path(folder) / STATE_JSON).is_file()
+    except OSError:
+        return False
 
 
 def find_run_folders(directory: str | Path) -> list[Path]:
@@ -78,7 +89,7 @@ def find_run_folders(directory: str | Path) -> list[Path]:
             found.append(Path(here))
             dirs[:] = []
             continue
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != SNAPSHOTS_DIR)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != SNAPSHOTS)
     return found
 
 
@@ -137,22 +148,32 @@ def compare_runs(folders: list[str | Path]) -> dict:
 
 def curves(events: list[dict]) -> dict[str, list[tuple[int, float]]]:
     """Every number a run reported over steps, as named series of (step, value): ``step.loss``,
-    ``eval.heldout_mlm_loss``, ``probe.anisotropy``, ``grads.<field>`` (a dict of numbers, such
-    as per-group norms, becomes ``grads.<field>.<key>``)."""
+    ``eval.heldout_mlm_loss``, ``probe.anisotropy``, ``grads.total_grad_norm``; a list of numbers
+    per parameter group (an event's ``groups``) becomes one series per group, e.g.
+    ``grads.grad_norm.layer 1 attention``, and a dict of numbers one series per key."""
     series: dict[str, list[tuple[int, float]]] = {}
+
+    def add(name: str, step: int, value) -> None:
+        if _is_number(value):
+            series.setdefault(name, []).append((step, float(value)))
+
     for ev in events:
         kind = ev.get("kind")
         if kind not in CURVE_KINDS or not _is_number(ev.get("step")):
             continue
+        step = int(ev["step"])
+        groups = ev.get("groups") if isinstance(ev.get("groups"), list) else None
         for key, value in ev.items():
             if key in NOT_CURVES:
                 continue
-            if _is_number(value):
-                series.setdefault(f"{kind}.{key}", []).append((int(ev["step"]), float(value)))
-            elif isinstance(value, dict):
+            if isinstance(value, dict):
                 for sub, v in value.items():
-                    if _is_number(v):
-                        series.setdefault(f"{kind}.{key}.{sub}", []).append((int(ev["step"]), float(v)))
+                    add(f"{kind}.{key}.{sub}", step, v)
+            elif isinstance(value, list) and groups is not None and len(value) == len(groups) and key != "groups":
+                for group, v in zip(groups, value):
+                    add(f"{kind}.{key}.{group}", step, v)
+            else:
+                add(f"{kind}.{key}", step, value)
     return series
 
 

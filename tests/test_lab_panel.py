@@ -30,7 +30,9 @@ def runs_root(tmp_path_factory):
         Trainer(cfg).run()
     events = [{"kind": "step", "step": s, "total": 20, "phase": "mlm", "loss": 7.0 - s / 10, "lr": 1e-3}
               for s in (5, 10, 15, 20)]
-    events += [{"kind": "grads", "step": s, "total": 20, "total_norm": 2.0 / s} for s in (5, 10, 15, 20)]
+    events += [{"kind": "grads", "step": s, "total": 20, "groups": ["embeddings", "layer 1 FFN"],
+                "grad_norm": [1.0 / s, 1.0 / s], "update_ratio": [1e-3, 1e-3], "total_grad_norm": 2.0 / s}
+               for s in (5, 10, 15, 20)]
     events += [{"kind": "probe", "step": 20, "total": 20, "anisotropy": 0.5}]
     (root / "runs" / "post" / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     return root
@@ -88,7 +90,9 @@ def test_selecting_two_runs_overlays_their_curves_and_tables(qtbot, lab, runs_ro
     loss = view.curves.loss_plot.drawn
     assert loss["pre"] == [(h["step"], h["loss"]) for h in state["history"]["train"]]
     assert loss["post"] == [(5, 6.5), (10, 6.0), (15, 5.5), (20, 5.0)]
+    assert view.curves.grad_plot.series_name == "grads.total_grad_norm"
     assert view.curves.grad_plot.drawn == {"post": [(5, 0.4), (10, 0.2), (15, 2 / 15), (20, 0.1)]}
+    assert view.curves.grad_plot.picker.findText("grads.grad_norm.layer 1 FFN") >= 0
     assert view.curves.anisotropy_plot.drawn == {"post": [(20, 0.5)]}
     assert set(view.curves.eval_plot.drawn) == {"pre"}        # post's metrics.jsonl has no eval lines
     assert view.curves.eval_plot.series_name == "eval.heldout_loss"

@@ -65,7 +65,10 @@ def test_final_metrics_are_the_last_lines_of_metrics_jsonl(tmp_path, two_runs):
     shutil.copytree(two_runs[0], folder)
     lines = [
         {"kind": "step", "step": 5, "total": 10, "phase": "mlm", "loss": 7.5, "lr": 1e-4},
-        {"kind": "grads", "step": 5, "total": 10, "norms": {"embeddings": 0.5, "layer0.attention": 0.25}},
+        {"kind": "grads", "step": 5, "total": 10, "groups": ["embeddings", "layer 1 attention"],
+         "grad_norm": [0.5, 0.25], "update_ratio": [1e-3, 2e-3], "total_grad_norm": 0.75},
+        {"kind": "probe", "step": 5, "total": 10, "entropy": [[1.0, 2.0]], "probe_cosine": [[1.0]],
+         "snapshot": "snapshots/step-0000005.safetensors"},
         {"kind": "probe", "step": 5, "total": 10, "anisotropy": 0.9},
         {"kind": "eval", "step": 5, "total": 10, "heldout_mlm_loss": 7.0, "pair_cosine": None},
         {"kind": "step", "step": 10, "total": 10, "phase": "mlm", "loss": 6.25, "lr": 2e-4},
@@ -80,7 +83,10 @@ def test_final_metrics_are_the_last_lines_of_metrics_jsonl(tmp_path, two_runs):
                                       "anisotropy": 0.75}
     series = curves(lines)
     assert series["step.loss"] == [(5, 7.5), (10, 6.25)]
-    assert series["grads.norms.layer0.attention"] == [(5, 0.25)]
+    assert series["grads.grad_norm.layer 1 attention"] == [(5, 0.25)]
+    assert series["grads.update_ratio.embeddings"] == [(5, 1e-3)]
+    assert series["grads.total_grad_norm"] == [(5, 0.75)]
+    assert not any("entropy" in name or "cosine" in name or "groups" in name for name in series)
     assert series["probe.anisotropy"] == [(5, 0.9), (10, 0.75)]
     assert "eval.pair_cosine" not in series
 

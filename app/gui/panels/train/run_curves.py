@@ -12,7 +12,7 @@ COLORS = ["#2171b5", "#e6550d", "#31a354", "#756bb1", "#d62728", "#8c564b", "#e3
 # (title, y label, series prefix, preferred series): the prefix offers a choice of series
 PLOTS = [
     ("Training loss", "loss", "step.loss", "step.loss"),
-    ("Gradient norm", "norm", "grads.", "grads.total"),
+    ("Gradient norm", "norm", "grads.", "grads.total_grad_norm"),
     ("Anisotropy (mean cosine of random pairs)", "cosine", "probe.anisotropy", "probe.anisotropy"),
     ("Evaluation", "value", "eval.", "eval.heldout_loss"),
 ]
