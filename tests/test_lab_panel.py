@@ -18,8 +18,8 @@ TINY = dict(threads=1, precision="fp32", max_length=24, eval_every=10, eval_sent
 
 @pytest.fixture(scope="module")
 def runs_root(tmp_path_factory):
-    """Two tiny runs that differ in norm; the second has a metrics.jsonl with gradient norms and
-    anisotropy (what a watched run writes)."""
+    """Two tiny runs that differ in norm: "pre" as a run from before runs were watched (no
+    metrics.jsonl), "post" with a metrics.jsonl of known gradient norms and anisotropy."""
     from core.train import Trainer
 
     root = tmp_path_factory.mktemp("lab")
@@ -34,6 +34,7 @@ def runs_root(tmp_path_factory):
                 "grad_norm": [1.0 / s, 1.0 / s], "update_ratio": [1e-3, 1e-3], "total_grad_norm": 2.0 / s}
                for s in (5, 10, 15, 20)]
     events += [{"kind": "probe", "step": 20, "total": 20, "anisotropy": 0.5}]
+    (root / "runs" / "pre" / "metrics.jsonl").unlink(missing_ok=True)
     (root / "runs" / "post" / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     return root
 

@@ -44,10 +44,11 @@ def test_compare_lists_exactly_the_settings_changed(run, two_runs):
     assert "norm" in text and "post" in text and "pre" in text and "0.001" in text
 
 
-def test_final_metrics_of_a_run_without_metrics_file_come_from_its_history(two_runs):
+def test_final_metrics_of_a_run_without_metrics_file_come_from_its_history(two_runs, tmp_path):
     from core.runs import read_run
 
-    a, _ = two_runs
+    a = shutil.copytree(two_runs[0], tmp_path / "older")
+    (a / "metrics.jsonl").unlink(missing_ok=True)                 # a run trained before runs were watched
     history = _state(a)["history"]
     final = read_run(a).final
     assert final["loss"] == history["train"][-1]["loss"]
@@ -89,6 +90,23 @@ def test_final_metrics_are_the_last_lines_of_metrics_jsonl(tmp_path, two_runs):
     assert not any("entropy" in name or "cosine" in name or "groups" in name for name in series)
     assert series["probe.anisotropy"] == [(5, 0.9), (10, 0.75)]
     assert "eval.pair_cosine" not in series
+
+
+def test_final_metrics_of_a_watched_run_are_its_metrics_file_read_plainly(two_runs):
+    from core.runs import read_run
+
+    a, _ = two_runs
+    path = a / "metrics.jsonl"
+    if not path.is_file():
+        pytest.skip("this build's trainer writes no metrics.jsonl")
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    expect = {"loss": [e for e in events if e["kind"] == "step"][-1]["loss"]}
+    last_eval = [e for e in events if e["kind"] == "eval"][-1]
+    expect.update({k: v for k, v in last_eval.items() if isinstance(v, float)})
+    probes = [e for e in events if e["kind"] == "probe" and e.get("anisotropy") is not None]
+    if probes:
+        expect["anisotropy"] = probes[-1]["anisotropy"]
+    assert read_run(a).final == expect
 
 
 def test_list_is_newest_first_and_skips_what_is_not_a_run(run, two_runs, tmp_path):
