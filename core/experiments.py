@@ -63,8 +63,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         ("norm", "warmup"),
         _grid("norm", ("pre", "post"), "warmup", (0.06, 0.0),
               lambda n, w: f"{n}-norm, {'warm-up' if w else 'no warm-up'}"),
-        "Training stability: compare the loss curves and gradient norms early on — post-norm "
-        "without warm-up starts rougher and ends higher; pre-norm barely needs the warm-up.",
+        "Training stability: compare the first steps' loss and gradient norms — post-norm (the "
+        "original BERT) is the one said to need warm-up, more so the deeper the model.",
         grid=True),
     Experiment(
         "positions", "Learned vs sinusoidal positions", ("positions",),

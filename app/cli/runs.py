@@ -62,8 +62,12 @@ def cmd_compare(args) -> int:
 
 def print_comparison(comparison: dict, labels: list[str] | None = None) -> None:
     """The comparison as two tables: the settings that differ, then the final metrics."""
+    from pathlib import Path
+
     runs = comparison["runs"]
-    names = labels or [r.get("label") or r["path"] for r in runs]
+    names = labels or [r.get("label") or Path(r["path"]).name for r in runs]
+    if len(set(names)) < len(names):          # folders of the same name: show the paths
+        names = [r["path"] for r in runs]
     differs = comparison["differs"]
     if differs:
         print("settings that differ:")
