@@ -145,6 +145,21 @@ def test_cli_runs_the_positions_experiment_and_compares_it(run, corpus, tmp_path
     assert again["differs"] == ["positions"]
 
 
+def test_cli_reruns_into_a_used_folder_only_with_overwrite(run, corpus, tmp_path):
+    args = ["experiment", "positions", "--corpus", corpus, "--out", tmp_path / "pos", *TINY_FLAGS]
+    args[args.index("30")] = "10"
+    run(*args)
+    got = run(*args, check=False)
+    assert "already holds a run: choose another --out, or add --overwrite" in one_error(got.returncode, got.stderr)
+    assert "run 1/2" not in got.stderr                         # refused before any training
+    got = run(*args, "--overwrite")
+    assert "settings that differ:" in got.stdout and "sinusoidal positions" in got.stdout
+    assert got.stdout.strip().splitlines()[-1].startswith("look at: Word order")
+    got = run("experiment", "positions", "--corpus", tmp_path / "missing.txt", "--out", tmp_path / "x",
+              *TINY_FLAGS, check=False)
+    assert "missing.txt" in one_error(got.returncode, got.stderr)
+
+
 def test_cli_refuses_to_set_what_the_experiment_varies(run, corpus, tmp_path):
     got = run("experiment", "width", "--corpus", corpus, "--out", tmp_path / "w", *TINY_FLAGS, check=False)
     assert "leave out --dim" in one_error(got.returncode, got.stderr)

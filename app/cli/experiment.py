@@ -53,6 +53,23 @@ def base_config(args, exp):
     return TrainConfig(corpus=args.corpus, out=args.out, overwrite=args.overwrite, **given)
 
 
+def refuse_used_folders(exp, base) -> None:
+    """Before the first run: a run folder that already holds something is an error (without
+    --overwrite), rather than a failure minutes later, after the runs before it."""
+    from pathlib import Path
+
+    from core.errors import InputError
+    from core.experiments import experiment_configs
+
+    if base.overwrite:
+        return
+    for _, cfg in experiment_configs(exp, base):
+        out = Path(cfg.out).expanduser()
+        if out.is_dir() and any(out.iterdir()):
+            raise InputError(f"{out} already holds a run: choose another --out, or add --overwrite to replace "
+                             "the experiment's runs")
+
+
 def cmd_experiment(args) -> int:
     from app.cli.options import emit_json
     from app.cli.runs import print_comparison
@@ -62,6 +79,7 @@ def cmd_experiment(args) -> int:
 
     exp = get_experiment(args.name)
     base = base_config(args, exp)
+    refuse_used_folders(exp, base)
     cancel = threading.Event()
 
     def progress(ev):
