@@ -153,7 +153,12 @@ class RunsView(QtWidgets.QWidget):
         """List the runs under the folder (in a worker); then select ``select`` (run paths)."""
         self._wanted = [str(Path(p)) for p in (select or [])]
         folder = Path(self.folder.text().strip()).expanduser()
-        if not folder.is_dir():
+        try:
+            found = folder.is_dir()
+        except OSError as e:          # a name the file system refuses (too long, ...)
+            self.message.setText(f"cannot use {str(folder)[:120]!r} as a folder: {e.strerror}")
+            return
+        if not found:
             self.message.setText(f"{folder}: no such folder (a training run's --out folder, or one above it)")
             return
         self.message.setText(f"Looking for runs in {folder} …")
