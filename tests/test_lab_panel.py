@@ -174,6 +174,27 @@ def test_an_experiment_can_be_cancelled(qtbot, lab, tmp_path):
     assert not view.start() and "not empty" in view.stats.text()
 
 
+def test_the_shared_settings_reach_every_run_and_the_varied_one_is_the_experiments(lab):
+    from core.assets import paraphrase_pairs
+    from core.experiments import experiment_configs
+
+    view = lab.experiments_view
+    view.select("width")
+    fields = view.model_fields
+    assert not fields["dim"].isEnabled() and fields["layers"].isEnabled()
+    fields["layers"].setValue(6)
+    fields["ffn"].setValue(256)
+    view.lr.setText("3e-3")
+    base = view.base_config()
+    assert (base.layers, base.ffn, base.lr) == (6, 256, 3e-3)
+    runs = experiment_configs(view.experiment, base, str(paraphrase_pairs()))
+    assert [c.dim for _, c in runs] == [32, 64, 128] and {(c.layers, c.ffn, c.lr) for _, c in runs} == {(6, 256, 3e-3)}
+    view.select("layers")
+    assert fields["dim"].isEnabled() and not fields["layers"].isEnabled()
+    view.lr.setText("fast")
+    assert not view.start() and "learning rate 'fast'" in view.stats.text()
+
+
 def test_whitening_links_to_the_evaluate_page(qtbot, lab):
     from PySide6 import QtWidgets
 

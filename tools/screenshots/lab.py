@@ -16,8 +16,8 @@ from pathlib import Path
 
 from tools.screenshots.common import OUT, SIZE, qt_app, save, spin
 
-TINY = dict(layers=2, dim=32, heads=2, ffn=64, batch_size=16, max_length=24, threads=1, device="cpu",
-            log_every=5, eval_every=20)
+TINY_MODEL = dict(layers=2, dim=32, heads=2, ffn=64, batch_size=16, max_length=24)   # set in the page's fields
+RUNNING = dict(threads=1, log_every=5, eval_every=20)
 
 
 def _lab(tmp: Path):
@@ -38,7 +38,10 @@ def _run_queue(app, lab, name: str, out: Path, steps: int, until_share: float | 
     view.select(name)
     view.steps.setValue(steps)
     view.out.setText(str(out))
-    view.overrides = dict(TINY)
+    for key, value in TINY_MODEL.items():
+        view.model_fields[key].setValue(value)
+    view.device.setCurrentIndex(view.device.findData("cpu"))
+    view.overrides = dict(RUNNING)
     if not view.start():
         raise SystemExit(f"could not start the {name} experiment: {view.stats.text()}")
     if until_share is None:

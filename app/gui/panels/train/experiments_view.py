@@ -100,6 +100,7 @@ class ExperimentsView(QtWidgets.QWidget):
         for d in offered_devices():
             self.device.addItem({"auto": "Auto (GPU when present)", "cpu": "CPU"}.get(d, d.upper()), d)
         form.addRow("Steps per run", self.steps)
+        form.addRow(self._model_fields())
         form.addRow("Seed", self.seed)
         form.addRow("Device", self.device)
         self.out = QtWidgets.QLineEdit("")
@@ -126,6 +127,36 @@ class ExperimentsView(QtWidgets.QWidget):
         right.addWidget(self.stats)
         right.addStretch(1)
         self.list.setCurrentRow(0)
+
+    def _model_fields(self) -> QtWidgets.QWidget:
+        """The model and optimisation settings every run shares (TrainConfig's defaults); the
+        one an experiment varies is disabled, its values coming from the experiment."""
+        from core.train_config import TrainConfig
+
+        d = TrainConfig()
+        self.model_fields = {
+            "layers": QtWidgets.QSpinBox(minimum=1, maximum=24, value=d.layers),
+            "dim": QtWidgets.QSpinBox(minimum=8, maximum=2048, value=d.dim, singleStep=32),
+            "heads": QtWidgets.QSpinBox(minimum=1, maximum=32, value=d.heads),
+            "ffn": QtWidgets.QSpinBox(minimum=8, maximum=8192, value=d.ffn, singleStep=128),
+            "batch_size": QtWidgets.QSpinBox(minimum=2, maximum=4096, value=d.batch_size),
+            "max_length": QtWidgets.QSpinBox(minimum=3, maximum=512, value=d.max_length),
+        }
+        self.lr = QtWidgets.QLineEdit()
+        self.lr.setPlaceholderText("auto")
+        self.lr.setToolTip("Peak learning rate, e.g. 3e-3; empty: auto (5e-4 for a fresh model)")
+        grid = QtWidgets.QGridLayout()
+        grid.setContentsMargins(0, 0, 0, 0)
+        names = {"layers": "Layers", "dim": "Dim", "heads": "Heads", "ffn": "FFN", "batch_size": "Batch",
+                 "max_length": "Max length"}
+        for i, (key, w) in enumerate(self.model_fields.items()):
+            grid.addWidget(QtWidgets.QLabel(names[key]), i // 3, 2 * (i % 3))
+            grid.addWidget(w, i // 3, 2 * (i % 3) + 1)
+        grid.addWidget(QtWidgets.QLabel("Learning rate"), 2, 0)
+        grid.addWidget(self.lr, 2, 1, 1, 5)
+        box = QtWidgets.QWidget()
+        box.setLayout(grid)
+        return box
 
     @staticmethod
     def _sample() -> str:
@@ -183,6 +214,10 @@ class ExperimentsView(QtWidgets.QWidget):
         self.page_button.setToolTip("" if not link or exp.page in pages else
                                     f"The {exp.page} page is not part of this build")
         self.shared_box.setEnabled(not busy and not link)
+        varied = set(exp.varies) if exp is not None else set()
+        for key, w in getattr(self, "model_fields", {}).items():
+            w.setEnabled(key not in varied)
+            w.setToolTip("Set by the experiment: it is what its runs differ in" if key in varied else "")
         self.start_button.setEnabled(not busy and exp is not None and not link)
         self.cancel_button.setEnabled(busy)
         self.list.setEnabled(not busy)
@@ -195,7 +230,13 @@ class ExperimentsView(QtWidgets.QWidget):
         out = self.out.text().strip()
         out = str(Path(out).expanduser()) if out else str(default_experiment_folder(exp.name))
         steps = self.steps.value()
-        cfg = dict(corpus=self.corpus.text().strip(), out=out, steps=steps, seed=self.seed.value(),
+        text = self.lr.text().strip()
+        try:
+            lr = float(text) if text else 0.0
+        except ValueError:
+            raise ValueError(f"learning rate {text!r} is not a number (e.g. 3e-3), or leave it empty") from None
+        model = {k: w.value() for k, w in self.model_fields.items() if k not in exp.varies}
+        cfg = dict(corpus=self.corpus.text().strip(), out=out, steps=steps, seed=self.seed.value(), lr=lr, **model,
                    device=self.device.currentData(), log_every=max(1, min(10, steps // 100)))
         cfg.update(self.overrides)
         return TrainConfig(**cfg)
