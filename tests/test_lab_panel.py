@@ -120,6 +120,28 @@ def test_selecting_two_runs_overlays_their_curves_and_tables(qtbot, lab, runs_ro
     assert table == {str(runs_root / "runs" / n): n for n in ("pre", "post")}
 
 
+def test_the_save_buttons_write_where_the_dialog_says(qtbot, lab, runs_root, tmp_path, monkeypatch):
+    from PySide6 import QtWidgets
+    from PySide6.QtGui import QImage
+
+    view = _list(qtbot, lab, runs_root)
+    assert not view.png_button.isEnabled()                 # nothing compared yet
+    with qtbot.waitSignal(view.compared, timeout=15_000):
+        view.select_runs([str(r.path) for r in view.runs])
+    for button, name in ((view.png_button, "plots.png"), (view.curves_button, "curves.csv"),
+                         (view.table_button, "table.csv")):
+        monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName",
+                            staticmethod(lambda *a, name=name, **k: (str(tmp_path / name), "")))
+        button.click()
+    assert not QImage(str(tmp_path / "plots.png")).isNull()
+    assert open(tmp_path / "curves.csv").readline().strip() == "run,series,step,value"
+    assert open(tmp_path / "table.csv").readline().strip().startswith("run,norm,")
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName",
+                        staticmethod(lambda *a, **k: (str(tmp_path / "no" / "such" / "t.csv"), "")))
+    view.table_button.click()                               # a folder that is not there: a message
+    assert view.message.text().startswith("error: cannot write")
+
+
 def test_an_unreadable_run_is_skipped_and_named(qtbot, lab, runs_root, tmp_path):
     root = tmp_path / "mixed"
     shutil.copytree(runs_root / "runs" / "pre", root / "good")
