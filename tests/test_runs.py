@@ -127,6 +127,16 @@ def test_list_is_newest_first_and_skips_what_is_not_a_run(run, two_runs, tmp_pat
     assert human.index(str(b)) < human.index(str(a))
 
 
+def test_list_defaults_to_the_models_folder(run, tmp_path, monkeypatch, two_runs):
+    monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path / "fresh"))
+    assert json.loads(run("runs", "list", "--json").stdout)["runs"] == []
+    assert run("runs", "list").stdout.startswith("no training runs under")
+    from core.paths import models_dir
+    shutil.copytree(two_runs[0], models_dir() / "mine")
+    assert [r["path"] for r in json.loads(run("runs", "list", "--json").stdout)["runs"]] == [
+        str(models_dir() / "mine")]
+
+
 @pytest.mark.parametrize("args, words", [
     (("compare", "{a}", "{missing}"), "no such folder"),
     (("compare", "{a}", "{corpus}"), "a file, not a run folder"),
