@@ -7,7 +7,8 @@
 A tqdm bar on stderr while it runs; evaluations as lines above the bar; the last line on stdout
 is a JSON summary. With --json, every event the trainer emits (core/train.py, EVENT KINDS: status,
 start, step, grads, eval, probe, checkpoint, done) is one JSON line on stdout instead, and no bar;
-the last line is the "done" event, which is the summary. The same events are in OUT/metrics.jsonl. Ctrl-C stops at the next step and saves a checkpoint first (exit code 130);
+the last line is the "done" event, which is the summary. The same events are in OUT/metrics.jsonl.
+Ctrl-C stops at the next step and saves a checkpoint first (exit code 130);
 a second Ctrl-C aborts at once.
 """
 from __future__ import annotations
