@@ -3,6 +3,7 @@
     python bench/train_throughput.py                 # small + minilm-size, fp32 and bf16, this machine
     python bench/train_throughput.py --quick         # small model only, fewer steps
     python bench/train_throughput.py --device cuda   # on a GPU (bf16 autocast)
+    python bench/train_throughput.py --watch-only    # only: the cost of watching a run (core/train_watch.py)
 
 Both models get the same batches (real sentences of the sample corpus, minilm's WordPiece
 tokenizer, BERT masking) and run the same step: forward, MLM head on the masked positions,
@@ -10,6 +11,11 @@ cross-entropy, backward, gradient clipping, AdamW. The reference model has the s
 token + learned position embeddings, LayerNorm, nn.TransformerEncoder (norm_first for pre-norm,
 GELU, batch_first, padding mask) and the same tied MLM head. tokens/s counts non-padding tokens.
 Prints a markdown table (paste it into docs/benchmarks/training.md) and, with --json, JSON.
+
+--watch / --watch-only: the real Trainer at its default settings (2x128, batch 32, log every 10
+steps, probes auto) on the sample corpus, watched and not, alternated in rounds (best of each):
+seconds per step from the first logged step to the last event before the final checkpoint,
+and their ratio (watching must stay within 1.10). No held-out part, so both time training only.
 """
 from __future__ import annotations
 
@@ -122,6 +128,36 @@ def time_steps(built, data, device, precision: str, warmup: int) -> float:
     return tokens / (time.perf_counter() - start)
 
 
+def watch_overhead(device, steps: int, rounds: int, threads: int, out_root: Path) -> dict:
+    """Seconds per training step of the Trainer with and without watching, and their ratio."""
+    from core.train import Trainer
+    from core.train_config import TrainConfig
+    from core.train_watch import probe_every
+
+    def seconds_per_step(watch: bool, k: int) -> float:
+        times = []
+
+        def progress(ev):
+            times.append((time.perf_counter(), ev))
+        cfg = TrainConfig(corpus=str(ROOT / "assets" / "sample_corpus.txt"), out=str(out_root / f"{watch}-{k}"),
+                          steps=steps, heldout=0.0, device=str(device), threads=threads, watch=watch)
+        Trainer(cfg).run(progress=progress)
+        first = next(i for i, (_, e) in enumerate(times) if e["kind"] == "step")
+        last = max(i for i, (_, e) in enumerate(times) if e["kind"] == "checkpoint") - 1
+        return (times[last][0] - times[first][0]) / (times[last][1]["step"] - times[first][1]["step"])
+
+    best = {True: float("inf"), False: float("inf")}
+    for k in range(rounds):
+        for watch in (False, True):
+            best[watch] = min(best[watch], seconds_per_step(watch, k))
+            print(f"  round {k + 1}, watch={watch}: {1000 * best[watch]:.1f} ms/step (best so far)",
+                  file=sys.stderr, flush=True)
+    cfg = TrainConfig(steps=steps)
+    return {"steps": steps, "probe_every": probe_every(cfg), "log_every": cfg.log_every,
+            "plain_ms_per_step": round(1000 * best[False], 2), "watched_ms_per_step": round(1000 * best[True], 2),
+            "ratio": round(best[True] / best[False], 3)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", help="cpu | cuda | auto")
@@ -132,10 +168,28 @@ def main(argv=None) -> int:
     ap.add_argument("--norm", choices=("pre", "post"), default="pre")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds; the best of each is kept")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--watch", action="store_true", help="also measure the cost of watching a run")
+    ap.add_argument("--watch-only", action="store_true", help="only measure the cost of watching a run")
+    ap.add_argument("--watch-steps", type=int, default=0, help="steps per watched/unwatched run "
+                                                                "(default: 200 CPU, 1000 GPU)")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = pick_device(None if args.device == "auto" else args.device)
+    watch = None
+    if args.watch or args.watch_only:
+        import tempfile
+        with tempfile.TemporaryDirectory(prefix="watch-bench-") as tmp:
+            watch = watch_overhead(device, args.watch_steps or (1000 if device.type == "cuda" else 200),
+                                   args.rounds, args.threads, Path(tmp))
+        where = f"{describe_device(device)}, torch {torch.__version__}, Trainer defaults, sample corpus"
+        line = (f"watching: {watch['watched_ms_per_step']} ms/step vs {watch['plain_ms_per_step']} ms/step "
+                f"unwatched = {watch['ratio']:.3f} ({watch['steps']} steps, grads every {watch['log_every']}, "
+                f"probes every {watch['probe_every']}; {where})")
+        if args.watch_only:
+            print(json.dumps({"where": where, "watch": watch}) if args.json else line)
+            return 0
+        print(line, file=sys.stderr)
     from transformers import AutoTokenizer
 
     from core.sources import resolve
@@ -166,7 +220,7 @@ def main(argv=None) -> int:
     where = f"{describe_device(device)}, torch {torch.__version__}, batch {args.batch_size}, {args.norm}-norm, " \
             f"sample corpus (WordPiece, mean {mean_tokens:.1f} tokens/sentence)"
     if args.json:
-        print(json.dumps({"where": where, "rows": rows}))
+        print(json.dumps({"where": where, "rows": rows, **({"watch": watch} if watch else {})}))
     else:
         print(f"\n{where}\n")
         print("| model | precision | ours (tokens/s) | nn.TransformerEncoderLayer (tokens/s) | ours / torch |")

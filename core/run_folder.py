@@ -93,12 +93,25 @@ def _history_events(folder) -> list[dict]:
 
 class MetricsLog:
     """Appends events to a run folder's metrics.jsonl, one flushed line each. The file is
-    opened per line: a checkpoint swaps the folder, and the next line goes to the new one."""
+    opened per line: a checkpoint swaps the folder, and the next line goes to the new one.
 
-    def __init__(self, folder):
+    A new run's events are held back until its "start" event (set-up succeeded): a run that
+    fails on its options or its corpus leaves no folder behind, nor clears an old one's files."""
+
+    def __init__(self, folder, fresh: bool = False):
         self.folder = Path(folder).expanduser()
+        self.pending: list | None = [] if fresh else None
 
     def append(self, event: dict) -> None:
+        if self.pending is not None:
+            self.pending.append(event)
+            if event.get("kind") != "start":
+                return
+            clear(self.folder)
+            held, self.pending = self.pending, None
+            for e in held:
+                self.append(e)
+            return
         self.folder.mkdir(parents=True, exist_ok=True)
         line = json.dumps(event, allow_nan=True, default=_jsonable) + "\n"
         with open(self.folder / METRICS, "a", encoding="utf-8") as f:
@@ -118,24 +131,25 @@ def start_run(out, resume=None, step: int = 0) -> MetricsLog:
     checkpoint and are trained again now), copied over when it resumes into another folder."""
     out = Path(out).expanduser()
     source = Path(resume).expanduser() if resume else None
-    same = source is not None and out.exists() and source.resolve() == out.resolve()
+    if source is None:
+        return MetricsLog(out, fresh=True)
+    same = out.exists() and source.resolve() == out.resolve()
     if not same:
         clear(out)
-    if source is not None:
-        events = [e for e in read_metrics(source) if e.get("step", 0) <= step]
-        keep = [snapshot_name(s) for s in snapshot_steps(source) if s <= step]
-        if same:
-            for s in snapshot_steps(out):
-                if s > step:
-                    (out / snapshot_name(s)).unlink()
-        else:
-            (out / SNAPSHOTS).mkdir(parents=True, exist_ok=True)
-            for name in keep:
-                shutil.copy2(source / name, out / name)
-        out.mkdir(parents=True, exist_ok=True)
-        tmp = out / (METRICS + ".tmp")
-        tmp.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
-        os.replace(tmp, out / METRICS)
+    events = [e for e in read_metrics(source) if e.get("step", 0) <= step]
+    keep = [snapshot_name(s) for s in snapshot_steps(source) if s <= step]
+    if same:
+        for s in snapshot_steps(out):
+            if s > step:
+                (out / snapshot_name(s)).unlink()
+    else:
+        (out / SNAPSHOTS).mkdir(parents=True, exist_ok=True)
+        for name in keep:
+            shutil.copy2(source / name, out / name)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / (METRICS + ".tmp")
+    tmp.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    os.replace(tmp, out / METRICS)
     return MetricsLog(out)
 
 

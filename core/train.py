@@ -208,7 +208,7 @@ class Trainer:
             if not (out / CHECKPOINT_MARKER).is_file() and not run_folder.only_watch_files(out):
                 raise InputError(f"output folder {out} is not empty and holds no Encoderscope checkpoint: "
                                  "choose a new or empty folder")
-            if not same and not c.overwrite:
+            if not same and not c.overwrite and (out / CHECKPOINT_MARKER).is_file():
                 raise InputError(f"output folder {out} already holds a checkpoint: choose another folder, "
                                  "resume it (--resume), or allow overwriting it")
 

@@ -53,7 +53,7 @@ class TrainConfig:
     max_sentences: int = 0         # read at most this many corpus sentences (0 = all)
     overwrite: bool = False        # allow replacing a checkpoint already in `out` (other than the one resumed)
     watch: bool = True             # gradient flow every log step and probes every probe_every steps
-    probe_every: int = 0           # probe the model every N steps; 0 = auto (about 40 probes, at least 20 steps apart)
+    probe_every: int = 0           # probe the model every N steps; 0 = auto (about 30 probes, at least 25 steps apart)
     probe_sentence: str = ""       # its attention is kept for every layer x head ("" = the first held-out sentence)
     probe_set: tuple = ()          # sentences whose cosine matrix is kept at each probe (empty = shipped pairs)
 

@@ -29,10 +29,10 @@ from core.attention import entropy
 from core.errors import InputError
 from core.train_data import collate, encode
 
-ANISOTROPY_SAMPLE = 128       # training sentences in the fixed anisotropy sample (all their pairs)
+ANISOTROPY_SAMPLE = 64        # training sentences in the fixed anisotropy sample (all 2016 of their pairs)
 PROBE_SET_TOPICS = 3          # default probe set: one paraphrase pair from each of this many topics ...
 PROBE_SET_UNRELATED = 2       # ... and one sentence from each of this many other topics
-AUTO_PROBES = 40              # probe_every = 0: about this many probes per run (at least every 20 steps)
+AUTO_PROBES = 30              # probe_every = 0: about this many probes per run (at least every 25 steps)
 EMBED_BATCH = 64
 
 _LAYER = re.compile(r"(?:^|\.)layer\.(\d+)\.(attention|sa_layer_norm|ffn|output_layer_norm)\.")
@@ -55,7 +55,7 @@ def parameter_group(name: str) -> str:
 
 def probe_every(config) -> int:
     """The probe interval a config asks for (0 = auto: about AUTO_PROBES probes per run)."""
-    return config.probe_every or max(20, config.steps // AUTO_PROBES)
+    return config.probe_every or max(25, config.steps // AUTO_PROBES)
 
 
 # ---- gradient flow --------------------------------------------------------------------------
@@ -93,7 +93,7 @@ class GradFlow:
         norms = torch.stack(torch._foreach_norm([self.params[i].grad.detach().float() for i in have]))
         self._grad_sq = self._group_sums(norms.pow(2), self.index[have].to(dev))
         self._have = have
-        self._before = [self.params[i].detach().clone() for i in have]
+        self._before = torch._foreach_mul([self.params[i].detach() for i in have], 1.0)   # copies, fused
 
     @torch.no_grad()
     def after_step(self) -> None:

@@ -101,7 +101,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--no-watch", dest="watch", action="store_false", default=None,
                    help="no gradient-flow or probe events (watching costs under 10%% of a step)")
     g.add_argument("--probe-every", type=int,
-                   help="probe the model every N steps (default 0 = auto: about 40 probes per run)")
+                   help="probe the model every N steps (default 0 = auto: about 30 probes per run, "
+                        "at least 25 steps apart)")
     g.add_argument("--probe-sentence", metavar="TEXT",
                    help="sentence whose attention (every layer x head) is kept at each probe "
                         "(default: the first held-out sentence)")

@@ -5,7 +5,9 @@ starting point (fresh with a word-level or minilm's WordPiece vocabulary, minilm
 MLM head, or any model folder), the objective, the architecture (fresh runs) and the main
 hyper-parameters, each with a default that trains something useful in minutes on a CPU.
 Right: a live pyqtgraph curve of the training loss and the held-out loss, with the learning
-rate, tokens/s, ETA, the device and precision, and the latest evaluation in words.
+rate, tokens/s, ETA, the device and precision, and the latest evaluation in words; beside it the
+watch views (watch_views.py): gradient flow, heads forming, embeddings taking shape. "Open run…"
+shows a finished or past run folder the same way (its metrics.jsonl and snapshots).
 
 Start / Cancel / Resume run ``core.train.Trainer`` through ``state.run`` (the worker pool); the
 trainer's events reach this panel through a queued Qt signal, so the UI stays responsive. Cancel
@@ -21,6 +23,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import QObject, Signal
 
+from app.gui.panels.train.watch_views import WatchViews
 from core.assets import paraphrase_pairs, sample_corpus
 from core.sources import DEFAULT_MODEL
 
@@ -64,6 +67,21 @@ def train_job(config, sink, progress=None, cancel=None):
             elif ev["kind"] == "status":
                 progress(0, 0, ev["message"])
     return Trainer(config, read_corpus=read_training_corpus).run(progress=on_event, cancel=cancel)
+
+
+def read_run_job(folder, progress=None, cancel=None):
+    """Worker side of "Open run…": the run folder's events (metrics.jsonl, or an older run's history)."""
+    from core.errors import InputError
+    from core.run_folder import read_metrics
+    events = read_metrics(folder)
+    if not events:
+        raise InputError(f"{folder} holds no training run (no metrics.jsonl or trainer_state.json)")
+    return folder, events
+
+
+def probe_set_text() -> str:
+    from core.train_watch import default_probe_set
+    return "\n".join(default_probe_set())
 
 
 class _Bridge(QObject):
@@ -188,6 +206,7 @@ class TrainPanel(QtWidgets.QWidget):
         row.addWidget(out_browse)
         form.addRow("Output", row)
         left.addWidget(box)
+        left.addWidget(self._watch_box())
 
         buttons = QtWidgets.QHBoxLayout()
         self.start_button = QtWidgets.QPushButton("Start")
@@ -202,13 +221,20 @@ class TrainPanel(QtWidgets.QWidget):
                                       "count above")
         self.use_button.setToolTip("Inspect with the trained model (Attention, Fill-mask); the corpus and "
                                    "search keep their model")
-        for b in (self.start_button, self.cancel_button, self.resume_button, self.use_button):
+        self.open_button = QtWidgets.QPushButton("Open run…")
+        self.open_button.setToolTip("Show a finished or past run folder: its curves, gradients and snapshots")
+        self.open_button.clicked.connect(lambda: self.open_run())
+        for b in (self.start_button, self.cancel_button, self.resume_button, self.use_button, self.open_button):
             buttons.addWidget(b)
         left.addLayout(buttons)
         left.addStretch(1)
 
-        right = QtWidgets.QVBoxLayout()
-        outer.addLayout(right, 1)
+        self.views = WatchViews()
+        outer.addWidget(self.views, 1)
+        loss_page = QtWidgets.QWidget()
+        self.views.insertTab(0, loss_page, "Loss")
+        self.views.setCurrentIndex(0)
+        right = QtWidgets.QVBoxLayout(loss_page)
         self.plot = pg.PlotWidget()
         self.plot.setBackground("w")
         self.plot.showGrid(x=True, y=True, alpha=0.3)
@@ -240,6 +266,26 @@ class TrainPanel(QtWidgets.QWidget):
         self.eval_label.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         right.addWidget(self.stats)
         right.addWidget(self.eval_label)
+
+    def _watch_box(self) -> QtWidgets.QGroupBox:
+        box = QtWidgets.QGroupBox("Watch")
+        form = QtWidgets.QFormLayout(box)
+        self.watch_on = QtWidgets.QCheckBox("Gradient flow and probes (under 10% of the time)")
+        self.watch_on.setChecked(True)
+        self.probe_sentence = QtWidgets.QLineEdit()
+        self.probe_sentence.setPlaceholderText("the first held-out sentence")
+        self.probe_sentence.setToolTip("Its attention (every layer × head) is kept at each probe")
+        self.probe_every = QtWidgets.QSpinBox(minimum=0, maximum=1_000_000, value=0, singleStep=10)
+        self.probe_every.setSpecialValueText("auto (~30 probes)")
+        self.probe_set = QtWidgets.QPlainTextEdit(probe_set_text())
+        self.probe_set.setToolTip("One sentence per line: their cosine matrix is kept at each probe "
+                                  "(paraphrase pairs next to each other show them drawing together)")
+        self.probe_set.setFixedHeight(90)
+        form.addRow(self.watch_on)
+        form.addRow("Probe sentence", self.probe_sentence)
+        form.addRow("Probe every", self.probe_every)
+        form.addRow("Probe set", self.probe_set)
+        return box
 
     # ---- choices -----------------------------------------------------------------------------
     def _refresh_corpora(self):
@@ -299,7 +345,8 @@ class TrainPanel(QtWidgets.QWidget):
         busy = self.running
         self.arch_box.setEnabled(init == "fresh" and not busy)
         for w in (self.corpus, self.corpus_browse, self.heldout, self.start_from, self.init_browse,
-                  self.objective, self.steps, self.batch, self.lr, self.seed, self.device, self.out):
+                  self.objective, self.steps, self.batch, self.lr, self.seed, self.device, self.out,
+                  self.watch_on, self.probe_sentence, self.probe_every, self.probe_set, self.open_button):
             w.setEnabled(not busy)
         self.start_button.setEnabled(not busy)
         self.resume_button.setEnabled(not busy)
@@ -326,9 +373,22 @@ class TrainPanel(QtWidgets.QWidget):
             steps=steps, batch_size=self.batch.value(), lr=lr, seed=self.seed.value(),
             device=self.device.currentData(), heldout=self.heldout.value() / 100.0,
             log_every=max(1, min(10, steps // 200)),
-            pairs=str(paraphrase_pairs()) if "simcse" in self.objective.currentData() else "")
+            pairs=str(paraphrase_pairs()) if "simcse" in self.objective.currentData() else "",
+            **self._watch_settings())
         cfg.update(self.overrides)
         return TrainConfig(**cfg)
+
+    def _watch_settings(self) -> dict:
+        from core.train_watch import check_probe_set
+        text = self.probe_set.toPlainText()
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        default = [line for line in probe_set_text().splitlines()]
+        try:
+            probe_set = () if lines == default else tuple(check_probe_set(lines))
+        except Exception as e:  # noqa: BLE001 - InputError, worded for the form
+            raise ValueError(str(e)) from None
+        return dict(watch=self.watch_on.isChecked(), probe_sentence=self.probe_sentence.text().strip(),
+                    probe_every=self.probe_every.value(), probe_set=probe_set)
 
     # ---- actions -----------------------------------------------------------------------------
     def start(self) -> bool:
@@ -383,8 +443,31 @@ class TrainPanel(QtWidgets.QWidget):
         """Undo the user's zoom/pan: the axes fit the whole curve and follow it again."""
         self.plot.getPlotItem().enableAutoRange()
 
+    def open_run(self, folder=None) -> bool:
+        """Show a finished or past run folder (read in a worker)."""
+        if not folder:
+            folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a training run folder")
+        if not folder:
+            return False
+        return self.state.run("train-open", read_run_job, Path(folder), label=f"Opening {Path(folder).name}",
+                              on_result=lambda r: self.show_run(*r), on_error=self._fail) is not None
+
+    def show_run(self, folder, events: list[dict]) -> None:
+        """A run's loss curves and watch views, from its events."""
+        self.train_points = [(e["step"], e["loss"]) for e in events if e["kind"] == "step"]
+        self.eval_points = [(e["step"], e["heldout_loss"]) for e in events
+                            if e["kind"] == "eval" and e.get("heldout_loss") is not None]
+        self._redraw()
+        self.fit_plot()
+        self.views.show_run(folder, events)
+        self.trained_folder = Path(folder)
+        last = self.train_points[-1] if self.train_points else None
+        self.stats.setText(f"Run {folder}" + (f": step {last[0]:,}, loss {last[1]:.3f}" if last else ""))
+        self._update_enabled()
+
     def _launch(self, cfg, label) -> bool:
         self.train_points, self.eval_points = [], []
+        self.views.clear()
         self._redraw()
         self.fit_plot()            # a zoom kept from the last run would hide the new curve
         self.summary = None
@@ -424,6 +507,7 @@ class TrainPanel(QtWidgets.QWidget):
     # ---- events from the trainer (UI thread) --------------------------------------------------
     def _on_event(self, ev: dict):
         kind = ev["kind"]
+        self.views.add_event(ev)
         if kind == "status":
             self.stats.setText(ev["message"])
         elif kind == "start":
