@@ -382,7 +382,7 @@ class TrainPanel(QtWidgets.QWidget):
         from core.train_watch import check_probe_set
         text = self.probe_set.toPlainText()
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        default = [line for line in probe_set_text().splitlines()]
+        default = probe_set_text().splitlines()
         try:
             probe_set = () if lines == default else tuple(check_probe_set(lines))
         except Exception as e:  # noqa: BLE001 - InputError, worded for the form

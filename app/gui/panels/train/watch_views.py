@@ -61,7 +61,7 @@ class RunRecord:
         """Record one event; True when it changes what is drawn."""
         kind = ev.get("kind")
         if kind == "start" and ev.get("out"):
-            self.folder = Path(ev["out"])
+            self.folder = Path(ev["out"]).expanduser()
         elif kind == "grads":
             self.grads.append(ev)
             for g in ev["groups"]:
@@ -238,7 +238,7 @@ class WatchViews(QtWidgets.QTabWidget):
     def add_event(self, ev: dict) -> None:
         """Record a trainer event; the plots follow at the next timer tick (coalesced)."""
         if ev.get("kind") == "start" and ev.get("step", 0) > 0 and ev.get("out"):
-            self._load_past(Path(ev["out"]))        # a resumed run: its steps so far, from its folder
+            self._load_past(Path(ev["out"]).expanduser())        # a resumed run: its steps so far, from its folder
         if self.record.add(ev):
             self._schedule()
 
