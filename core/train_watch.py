@@ -77,6 +77,7 @@ class GradFlow:
         self._before = None
         self._grad_sq = None
         self.last: dict | None = None      # the latest measurement, as tensors on the device
+        self.seconds = 0.0                 # host time spent measuring (the cost of watching)
 
     def _group_sums(self, squares: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return torch.zeros(len(self.groups), device=squares.device, dtype=squares.dtype).index_add_(0, index, squares)
@@ -85,6 +86,7 @@ class GradFlow:
     def before_step(self) -> None:
         """After backward, before clipping and the optimizer step: gradient norms, and the
         weights kept to measure the update against."""
+        started = time.perf_counter()
         have = [i for i, p in enumerate(self.params) if p.grad is not None]
         if not have:
             self._grad_sq = None
@@ -94,11 +96,13 @@ class GradFlow:
         self._grad_sq = self._group_sums(norms.pow(2), self.index[have].to(dev))
         self._have = have
         self._before = torch._foreach_mul([self.params[i].detach() for i in have], 1.0)   # copies, fused
+        self.seconds += time.perf_counter() - started
 
     @torch.no_grad()
     def after_step(self) -> None:
         if self._grad_sq is None:
             return
+        started = time.perf_counter()
         after = [self.params[i].detach() for i in self._have]
         delta = torch._foreach_sub(after, self._before)
         idx = self.index[self._have].to(self._grad_sq.device)
@@ -107,14 +111,17 @@ class GradFlow:
         present = self._group_sums(torch.ones(len(self._have), device=idx.device), idx)
         self.last = {"grad_sq": self._grad_sq, "delta_sq": d_sq, "weight_sq": w_sq, "present": present}
         self._before = None
+        self.seconds += time.perf_counter() - started
 
     def report(self) -> dict | None:
         """The latest step's fields of a "grads" event (one host transfer), or None."""
         if self.last is None:
             return None
+        started = time.perf_counter()
         g, d, w, present = torch.stack([self.last[k] for k in ("grad_sq", "delta_sq", "weight_sq",
                                                                  "present")]).double().cpu().numpy()
         self.last = None
+        self.seconds += time.perf_counter() - started
         keep = present > 0                 # groups without a gradient this step (the MLM head in SimCSE)
         ratio = np.sqrt(d) / np.maximum(np.sqrt(w), 1e-30)
         return {"groups": [n for n, k in zip(self.groups, keep) if k],
