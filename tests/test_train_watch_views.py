@@ -168,3 +168,18 @@ def test_panel_rejects_a_probe_set_of_one_sentence(panel):
     with pytest.raises(ValueError, match="at least two sentences"):
         panel.config()
     assert not panel.start() and "at least two sentences" in panel.stats.text()
+
+
+def test_panel_resume_shows_the_run_so_far(panel, run_dir, qtbot, tmp_path):
+    import shutil
+    folder, events = run_dir
+    copy = tmp_path / "resumed"
+    shutil.copytree(folder, copy)
+    panel.steps.setValue(40)
+    panel.overrides = dict(threads=1)
+    assert panel.resume(copy)
+    qtbot.waitUntil(lambda: panel.summary is not None and not panel.running, timeout=120_000)
+    panel.views.flush()
+    assert panel.views.heads_slider.steps == [0, 10, 20, 30, 40]          # the past run's probes, then the new
+    assert [e["step"] for e in panel.views.record.grads] == [5, 10, 15, 20, 25, 30, 35, 40]
+    check_drawn(panel.views, run_folder.read_metrics(copy))
