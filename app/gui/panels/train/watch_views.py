@@ -43,6 +43,7 @@ def _plot(left: str, log_y: bool = False) -> pg.PlotWidget:
     w.setLabel("bottom", "step")
     w.setLabel("left", left)
     w.setLogMode(y=log_y)
+    w.getAxis("left").enableAutoSIPrefix(False)          # an accuracy of 0.2, never "200 (x0.001)"
     w.addLegend(offset=(-10, 10))
     return w
 
@@ -320,7 +321,7 @@ class WatchViews(QtWidgets.QTabWidget):
         for layer in range(L):
             for head in range(H):
                 if (layer, head) not in self.entropy_curves:
-                    color = pg.intColor(layer, hues=max(L, 2), values=1, maxValue=255 - 30 * (head % 4))
+                    color = pg.intColor(layer * H + head, hues=max(L * H, 2))
                     self.entropy_curves[layer, head] = self.entropy_plot.plot(
                         [], [], pen=pg.mkPen(color, width=1.5), name=f"layer {layer + 1} head {head + 1}")
                 self.entropy_curves[layer, head].setData(steps, ent[:, layer, head])
@@ -344,10 +345,16 @@ class WatchViews(QtWidgets.QTabWidget):
         cos = np.asarray(probe.get("probe_cosine") or np.zeros((0, 0)))
         if cos.size:
             labels = [_short(t) for t in texts]
-            self.cosine.show_matrix(cos, labels, labels, title=f"probe set cosines at step {step:,}", signed=True)
+            title = f"probe set cosines at step {step:,}"
+            self.cosine.show_matrix(cos, labels, labels, title=title, signed=False)
+            # An anisotropic model puts every cosine near 1: the colours span the pairs' own
+            # range (lowest pair to 1) so that paraphrases still stand out; hover gives the numbers.
+            off = cos[~np.eye(len(cos), dtype=bool)]
+            if off.size and off.min() < 1.0:
+                self.cosine.set_matrix(cos, labels, labels, title=title, levels=(float(off.min()), 1.0))
         tokens = probe.get("tokens") or []
-        self.sentence_label.setText(f"Probe sentence: {probe.get('probe_sentence', '')} "
-                                    f"({len(tokens)} tokens) — attention of every layer × head at step {step:,}")
+        self.sentence_label.setText(f"Probe sentence ({len(tokens)} tokens): {' '.join(tokens)} — attention "
+                                    f"of every layer × head at step {step:,}")
         att = self.snapshot_attentions(probe)
         if att is not None:
             self.head_grid.set_attentions(att, tokens)
