@@ -68,9 +68,10 @@ def parse_metrics(text: str) -> list[dict]:
         try:
             ev = json.loads(line)
         except json.JSONDecodeError:
-            if i >= len(lines) - 2 and not text.endswith("\n"):   # the torn last line
+            if i == len(lines) - 1:          # the torn last line (each line is written with its newline)
                 break
-            raise ValueError(f"{METRICS} line {i + 1} is not JSON: {line[:80]!r}") from None
+            from core.errors import InputError
+            raise InputError(f"{METRICS} line {i + 1} is not JSON: {line[:80]!r}") from None
         if isinstance(ev, dict) and "kind" in ev:
             events.append(ev)
     return events

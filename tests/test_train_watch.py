@@ -241,3 +241,10 @@ def test_train_probe_set_errors(corpus, tmp_path, run):
     one.write_text("only one sentence\n", encoding="utf-8")
     res = run("train", "--corpus", str(corpus), "--out", str(tmp_path / "e"), "--probe-set", str(one), check=False)
     assert res.returncode == 2 and "at least two sentences" in res.stderr
+
+
+def test_a_broken_line_inside_metrics_is_an_input_error(tmp_path):
+    from core.errors import InputError
+    (tmp_path / run_folder.METRICS).write_text('{"kind": "step", "step": 1}\nnot json\n{"kind": "step", "step": 2}\n')
+    with pytest.raises(InputError, match="line 2 is not JSON"):
+        run_folder.read_metrics(tmp_path)
