@@ -248,3 +248,34 @@ def test_a_broken_line_inside_metrics_is_an_input_error(tmp_path):
     (tmp_path / run_folder.METRICS).write_text('{"kind": "step", "step": 1}\nnot json\n{"kind": "step", "step": 2}\n')
     with pytest.raises(InputError, match="line 2 is not JSON"):
         run_folder.read_metrics(tmp_path)
+
+
+def test_a_run_that_died_before_its_first_checkpoint_leaves_a_reusable_folder(corpus, tmp_path):
+    out = tmp_path / "early"
+
+    def crash(ev):
+        if ev["kind"] == "step":
+            raise RuntimeError("killed")
+    with pytest.raises(RuntimeError):
+        Trainer(small(corpus, out, steps=10)).run(progress=crash)
+    assert sorted(p.name for p in out.iterdir()) == ["metrics.jsonl", "snapshots"]
+    Trainer(small(corpus, out, steps=10)).run()                   # neither "not empty" nor "holds a checkpoint"
+    metrics = run_folder.read_metrics(out)
+    assert [e["kind"] for e in metrics].count("start") == 1       # the dead run's lines are gone
+    assert run_folder.snapshot_steps(out) == [0, 10]
+
+
+def test_bad_options_leave_no_folder_behind(corpus, tmp_path):
+    from core.errors import InputError
+    with pytest.raises(InputError):
+        Trainer(small(corpus, tmp_path / "never", probe_set=("only one",))).run()
+    assert not (tmp_path / "never").exists()
+
+
+def test_train_no_watch(corpus, tmp_path, run):
+    res = run("train", "--corpus", str(corpus), "--out", str(tmp_path / "nw"), "--steps", "8", "--layers", "1",
+              "--dim", "16", "--heads", "2", "--ffn", "32", "--batch-size", "8", "--log-every", "4",
+              "--threads", "1", "--device", "cpu", "--no-watch", "--json")
+    kinds = {json.loads(line)["kind"] for line in res.stdout.splitlines()}
+    assert "step" in kinds and not kinds & {"grads", "probe"}
+    assert not (tmp_path / "nw" / "snapshots").exists()
