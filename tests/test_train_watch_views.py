@@ -140,12 +140,12 @@ def test_panel_opens_a_run_folder_in_a_worker(panel, run_dir, qtbot, tmp_path):
 def test_panel_watches_a_live_run(panel, qtbot, tmp_path):
     panel.set_corpus(write_corpus(tmp_path / "gen.txt", n=400))
     for w, v in ((panel.layers, 2), (panel.dim, 32), (panel.heads, 2), (panel.ffn, 64), (panel.batch, 16),
-                 (panel.steps, 24), (panel.probe_every, 8)):
+                 (panel.steps, 24), (panel.watch_box.probe_every, 8)):
         w.setValue(v)
     panel.device.setCurrentIndex(panel.device.findData("cpu"))
     panel.out.setText(str(tmp_path / "live"))
-    panel.probe_sentence.setText("the cat meows in the garden .")
-    panel.probe_set.setPlainText("the cat meows.\nthe dog barks.\nanna lives in paris.")
+    panel.watch_box.probe_sentence.setText("the cat meows in the garden .")
+    panel.watch_box.probe_set.setPlainText("the cat meows.\nthe dog barks.\nanna lives in paris.")
     panel.overrides = dict(threads=1, precision="fp32", max_length=24, eval_every=8, eval_sentences=40,
                            dropout=0.0, lr=3e-3, log_every=4)
     cfg = panel.config()
@@ -164,7 +164,7 @@ def test_panel_watches_a_live_run(panel, qtbot, tmp_path):
 
 
 def test_panel_rejects_a_probe_set_of_one_sentence(panel):
-    panel.probe_set.setPlainText("just one")
+    panel.watch_box.probe_set.setPlainText("just one")
     with pytest.raises(ValueError, match="at least two sentences"):
         panel.config()
     assert not panel.start() and "at least two sentences" in panel.stats.text()

@@ -23,6 +23,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import QObject, Signal
 
+from app.gui.panels.train.watch_settings import WatchSettings, read_run_job
 from app.gui.panels.train.watch_views import WatchViews
 from core.assets import paraphrase_pairs, sample_corpus
 from core.sources import DEFAULT_MODEL
@@ -67,21 +68,6 @@ def train_job(config, sink, progress=None, cancel=None):
             elif ev["kind"] == "status":
                 progress(0, 0, ev["message"])
     return Trainer(config, read_corpus=read_training_corpus).run(progress=on_event, cancel=cancel)
-
-
-def read_run_job(folder, progress=None, cancel=None):
-    """Worker side of "Open run…": the run folder's events (metrics.jsonl, or an older run's history)."""
-    from core.errors import InputError
-    from core.run_folder import read_metrics
-    events = read_metrics(folder)
-    if not events:
-        raise InputError(f"{folder} holds no training run (no metrics.jsonl or trainer_state.json)")
-    return folder, events
-
-
-def probe_set_text() -> str:
-    from core.train_watch import default_probe_set
-    return "\n".join(default_probe_set())
 
 
 class _Bridge(QObject):
@@ -206,7 +192,8 @@ class TrainPanel(QtWidgets.QWidget):
         row.addWidget(out_browse)
         form.addRow("Output", row)
         left.addWidget(box)
-        left.addWidget(self._watch_box())
+        self.watch_box = WatchSettings()
+        left.addWidget(self.watch_box)
 
         buttons = QtWidgets.QHBoxLayout()
         self.start_button = QtWidgets.QPushButton("Start")
@@ -267,26 +254,6 @@ class TrainPanel(QtWidgets.QWidget):
         right.addWidget(self.stats)
         right.addWidget(self.eval_label)
 
-    def _watch_box(self) -> QtWidgets.QGroupBox:
-        box = QtWidgets.QGroupBox("Watch")
-        form = QtWidgets.QFormLayout(box)
-        self.watch_on = QtWidgets.QCheckBox("Gradient flow and probes (under 10% of the time)")
-        self.watch_on.setChecked(True)
-        self.probe_sentence = QtWidgets.QLineEdit()
-        self.probe_sentence.setPlaceholderText("the first held-out sentence")
-        self.probe_sentence.setToolTip("Its attention (every layer × head) is kept at each probe")
-        self.probe_every = QtWidgets.QSpinBox(minimum=0, maximum=1_000_000, value=0, singleStep=10)
-        self.probe_every.setSpecialValueText("auto (~30 probes)")
-        self.probe_set = QtWidgets.QPlainTextEdit(probe_set_text())
-        self.probe_set.setToolTip("One sentence per line: their cosine matrix is kept at each probe "
-                                  "(paraphrase pairs next to each other show them drawing together)")
-        self.probe_set.setFixedHeight(90)
-        form.addRow(self.watch_on)
-        form.addRow("Probe sentence", self.probe_sentence)
-        form.addRow("Probe every", self.probe_every)
-        form.addRow("Probe set", self.probe_set)
-        return box
-
     # ---- choices -----------------------------------------------------------------------------
     def _refresh_corpora(self):
         current = self.corpus.currentData()
@@ -346,7 +313,7 @@ class TrainPanel(QtWidgets.QWidget):
         self.arch_box.setEnabled(init == "fresh" and not busy)
         for w in (self.corpus, self.corpus_browse, self.heldout, self.start_from, self.init_browse,
                   self.objective, self.steps, self.batch, self.lr, self.seed, self.device, self.out,
-                  self.watch_on, self.probe_sentence, self.probe_every, self.probe_set, self.open_button):
+                  self.watch_box, self.open_button):
             w.setEnabled(not busy)
         self.start_button.setEnabled(not busy)
         self.resume_button.setEnabled(not busy)
@@ -374,21 +341,9 @@ class TrainPanel(QtWidgets.QWidget):
             device=self.device.currentData(), heldout=self.heldout.value() / 100.0,
             log_every=max(1, min(10, steps // 200)),
             pairs=str(paraphrase_pairs()) if "simcse" in self.objective.currentData() else "",
-            **self._watch_settings())
+            **self.watch_box.settings())
         cfg.update(self.overrides)
         return TrainConfig(**cfg)
-
-    def _watch_settings(self) -> dict:
-        from core.train_watch import check_probe_set
-        text = self.probe_set.toPlainText()
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        default = probe_set_text().splitlines()
-        try:
-            probe_set = () if lines == default else tuple(check_probe_set(lines))
-        except Exception as e:  # noqa: BLE001 - InputError, worded for the form
-            raise ValueError(str(e)) from None
-        return dict(watch=self.watch_on.isChecked(), probe_sentence=self.probe_sentence.text().strip(),
-                    probe_every=self.probe_every.value(), probe_set=probe_set)
 
     # ---- actions -----------------------------------------------------------------------------
     def start(self) -> bool:
