@@ -3,6 +3,7 @@
     python bench/train_throughput.py                 # small + minilm-size, fp32 and bf16, this machine
     python bench/train_throughput.py --quick         # small model only, fewer steps
     python bench/train_throughput.py --device cuda   # on a GPU (bf16 autocast)
+    python bench/train_throughput.py --watch-only    # only: the cost of watching a run (core/train_watch.py)
 
 Both models get the same batches (real sentences of the sample corpus, minilm's WordPiece
 tokenizer, BERT masking) and run the same step: forward, MLM head on the masked positions,
@@ -10,6 +11,15 @@ cross-entropy, backward, gradient clipping, AdamW. The reference model has the s
 token + learned position embeddings, LayerNorm, nn.TransformerEncoder (norm_first for pre-norm,
 GELU, batch_first, padding mask) and the same tied MLM head. tokens/s counts non-padding tokens.
 Prints a markdown table (paste it into docs/benchmarks/training.md) and, with --json, JSON.
+
+--watch / --watch-only: the real Trainer at its default settings (2x128, batch 32, log every 10
+steps, probes auto) on the sample corpus, watched and not, alternated in rounds (best of each):
+seconds per step from the first logged step to the last event before the final checkpoint,
+and their ratio (watching must stay within 1.10), in wall-clock and in process CPU time (less
+disturbed by other work on a shared machine); and, inside each watched run, the share of its
+loop spent in the watching code (robust to the machine's drift between runs; on a GPU it also
+counts the wait for queued work at the one host transfer per log step). No held-out part, so
+both time training only.
 """
 from __future__ import annotations
 
@@ -122,6 +132,48 @@ def time_steps(built, data, device, precision: str, warmup: int) -> float:
     return tokens / (time.perf_counter() - start)
 
 
+def watch_overhead(device, steps: int, rounds: int, threads: int, out_root: Path) -> dict:
+    """Seconds per training step of the Trainer with and without watching, and their ratio."""
+    from core.train import Trainer
+    from core.train_config import TrainConfig
+    from core.train_watch import probe_every
+
+    shares = []
+
+    def per_step(watch: bool, k: int) -> tuple[float, float]:
+        """(wall seconds, process CPU seconds) per step of one run."""
+        times = []
+
+        def progress(ev):
+            times.append((time.perf_counter(), time.process_time(), ev))
+        cfg = TrainConfig(corpus=str(ROOT / "assets" / "sample_corpus.txt"), out=str(out_root / f"{watch}-{k}"),
+                          steps=steps, heldout=0.0, device=str(device), threads=threads, watch=watch)
+        trainer = Trainer(cfg)
+        trainer.run(progress=progress)
+        first = next(i for i, t in enumerate(times) if t[2]["kind"] == "step")
+        last = max(i for i, t in enumerate(times) if t[2]["kind"] == "checkpoint") - 1
+        if watch:
+            # the same run's own accounting: time inside the watching code / the training loop
+            start = next(t[0] for t in times if t[2]["kind"] == "start")
+            shares.append((trainer.grad_flow.seconds + trainer.probe.seconds) / (times[last][0] - start))
+        n = times[last][2]["step"] - times[first][2]["step"]
+        return (times[last][0] - times[first][0]) / n, (times[last][1] - times[first][1]) / n
+
+    best = {(w, clock): float("inf") for w in (True, False) for clock in (0, 1)}
+    for k in range(rounds):
+        for watch in (False, True):
+            for clock, v in enumerate(per_step(watch, k)):
+                best[watch, clock] = min(best[watch, clock], v)
+            print(f"  round {k + 1}, watch={watch}: {1000 * best[watch, 0]:.1f} ms/step wall, "
+                  f"{1000 * best[watch, 1]:.1f} ms/step CPU time (best so far)", file=sys.stderr, flush=True)
+    cfg = TrainConfig(steps=steps)
+    return {"steps": steps, "probe_every": probe_every(cfg), "log_every": cfg.log_every,
+            "plain_ms_per_step": round(1000 * best[False, 0], 2), "watched_ms_per_step": round(1000 * best[True, 0], 2),
+            "ratio": round(best[True, 0] / best[False, 0], 3),
+            "cpu_time_ratio": round(best[True, 1] / best[False, 1], 3),
+            "watch_share_in_run": round(min(shares), 4)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", help="cpu | cuda | auto")
@@ -132,10 +184,30 @@ def main(argv=None) -> int:
     ap.add_argument("--norm", choices=("pre", "post"), default="pre")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds; the best of each is kept")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--watch", action="store_true", help="also measure the cost of watching a run")
+    ap.add_argument("--watch-only", action="store_true", help="only measure the cost of watching a run")
+    ap.add_argument("--watch-steps", type=int, default=0, help="steps per watched/unwatched run "
+                                                                "(default: 200 CPU, 1000 GPU)")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = pick_device(None if args.device == "auto" else args.device)
+    watch = None
+    if args.watch or args.watch_only:
+        import tempfile
+        with tempfile.TemporaryDirectory(prefix="watch-bench-") as tmp:
+            watch = watch_overhead(device, args.watch_steps or (1000 if device.type == "cuda" else 200),
+                                   args.rounds, args.threads, Path(tmp))
+        where = f"{describe_device(device)}, torch {torch.__version__}, Trainer defaults, sample corpus"
+        line = (f"watching: {watch['watched_ms_per_step']} ms/step vs {watch['plain_ms_per_step']} ms/step "
+                f"unwatched = {watch['ratio']:.3f} (process CPU time: {watch['cpu_time_ratio']:.3f}); "
+                f"inside the watched run, watching took "
+                f"{100 * watch['watch_share_in_run']:.1f}% of the loop ({watch['steps']} steps, "
+                f"grads every {watch['log_every']}, probes every {watch['probe_every']}; {where})")
+        if args.watch_only:
+            print(json.dumps({"where": where, "watch": watch}) if args.json else line)
+            return 0
+        print(line, file=sys.stderr)
     from transformers import AutoTokenizer
 
     from core.sources import resolve
@@ -166,7 +238,7 @@ def main(argv=None) -> int:
     where = f"{describe_device(device)}, torch {torch.__version__}, batch {args.batch_size}, {args.norm}-norm, " \
             f"sample corpus (WordPiece, mean {mean_tokens:.1f} tokens/sentence)"
     if args.json:
-        print(json.dumps({"where": where, "rows": rows}))
+        print(json.dumps({"where": where, "rows": rows, **({"watch": watch} if watch else {})}))
     else:
         print(f"\n{where}\n")
         print("| model | precision | ours (tokens/s) | nn.TransformerEncoderLayer (tokens/s) | ours / torch |")

@@ -21,8 +21,20 @@ EVENT KINDS (every event has "kind", "step", "total"):
     eval        {"phase", "heldout_loss", "heldout_mlm_loss", "heldout_mlm_accuracy",
                  "unigram_loss", "unigram_accuracy", "heldout_simcse_loss", "alignment",
                  "uniformity", "pair_cosine", "unrelated_cosine"}   (absent metrics are None)
+    grads       {"groups", "grad_norm", "update_ratio", "total_grad_norm"}   every log step when watching:
+                per parameter group ("embeddings", "layer 1 attention", "layer 1 FFN", ..., "final norm",
+                "MLM head"; groups without a gradient that step are left out) the gradient norm after
+                backward, before clipping, and the optimizer update's ||w_after - w_before|| / ||w_before||
+    probe       {"snapshot", "probe_sentence", "tokens", "entropy", "probe_texts", "probe_cosine",
+                 "anisotropy"}   at step 0, every probe_every steps and at the end when watching:
+                the probe sentence's tokens and each head's attention entropy (layers x heads, nats,
+                mean over its query rows), the probe set's pairwise cosine matrix, the anisotropy
+                (mean cosine of all pairs of a fixed sample of training sentences), and the snapshot
+                file (relative to the output folder) holding the attentions (core/run_folder.py)
     checkpoint  {"path"}
     done        the summary (also returned), with "cancelled": bool
+
+Every event is also appended to ``metrics.jsonl`` in the output folder (core/run_folder.py).
 """
 from __future__ import annotations
 
@@ -38,6 +50,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
+from core import run_folder
 from core.checkpoint import (
     STATE_JSON,
     STATE_TENSORS,
@@ -57,6 +70,7 @@ from core.sources import CHECKPOINT_MARKER, DEFAULT_MODEL
 from core.train_config import TrainConfig
 from core.train_data import BatchSampler, collate, encode, read_corpus, split_heldout
 from core.train_eval import Evaluator, HeldOut, read_pairs
+from core.train_watch import GradFlow, Probe, probe_every
 from core.weights import load_folder, save_checkpoint
 
 MLM_EVAL_TARGETS = 2000   # aim to score about this many masked held-out tokens per evaluation
@@ -81,6 +95,9 @@ class Trainer:
         self.history: dict = {"train": [], "eval": []}
         self.added_head = False     # a fresh MLM head was put on imported weights
         self._progress: Callable = lambda ev: None
+        self.metrics = None         # run_folder.MetricsLog: every event, also on disk
+        self.grad_flow = None       # GradFlow and Probe while watching
+        self.probe = None
 
     # ---- public ---------------------------------------------------------------------------
     def run(self, progress: Callable[[dict], None] | None = None, cancel=None) -> dict:
@@ -106,6 +123,8 @@ class Trainer:
                    history=copy.deepcopy(self.history), out=str(c.out))
         if self.step == 0 and self.eval_ids:
             self._evaluate()
+        if self.step == 0 and self.probe:
+            self._probe()
         if self.step >= total:
             self._emit("status", message=f"the checkpoint is already at step {self.step} of {total}")
 
@@ -123,12 +142,12 @@ class Trainer:
             lr = self._lr(self.step)
             for g in self.opt.param_groups:
                 g["lr"] = lr
-            loss, tokens = self._train_step(phase)
+            loss, tokens = self._train_step(phase, watch=self._log_due(self.step + 1, phase))
             self.step += 1
             win_loss += loss.detach().float()
             win_n += 1
             win_tokens += tokens
-            if self.step % c.log_every == 0 or self.step == total or self._phase(self.step) != phase:
+            if self._log_due(self.step, phase):
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
                 now = time.perf_counter()
@@ -141,12 +160,17 @@ class Trainer:
                           elapsed_s=now - started, eta_s=per_step * (total - self.step))
                 self.history["train"].append({"step": self.step, "phase": phase, "loss": mean, "lr": lr})
                 self._emit("step", **ev)
+                if self.grad_flow and (grads := self.grad_flow.report()):
+                    self._emit("grads", **grads)
                 win_loss.zero_()
                 win_n = win_tokens = 0
                 win_start = now
             if self.eval_ids and (self.step % self.eval_every == 0 or self.step == total):
                 self._evaluate()
                 self.model.train()
+                win_start = time.perf_counter()
+            if self.probe and (self.step % self.probe_every == 0 or self.step == total):
+                self._probe()
                 win_start = time.perf_counter()
             if c.checkpoint_every and self.step % c.checkpoint_every == 0 and self.step < total:
                 self._checkpoint()
@@ -181,19 +205,19 @@ class Trainer:
             raise InputError(f"output {out} is a file, not a folder")
         if out.is_dir() and any(out.iterdir()):
             same = resume is not None and out.resolve() == resume.resolve()
-            if not (out / CHECKPOINT_MARKER).is_file():
+            if not (out / CHECKPOINT_MARKER).is_file() and not run_folder.only_watch_files(out):
                 raise InputError(f"output folder {out} is not empty and holds no Encoderscope checkpoint: "
                                  "choose a new or empty folder")
-            if not same and not c.overwrite:
+            if not same and not c.overwrite and (out / CHECKPOINT_MARKER).is_file():
                 raise InputError(f"output folder {out} already holds a checkpoint: choose another folder, "
                                  "resume it (--resume), or allow overwriting it")
 
+        saved = read_trainer_state(resume) if resume is not None else None
+        self.metrics = run_folder.start_run(out, resume, saved["step"] if saved else 0)
         self._emit("status", message=f"reading {c.corpus}")
         sentences = self.read_corpus(c.corpus, limit=c.max_sentences or None, encoding=c.corpus_encoding or None)
         train, held = split_heldout(sentences, c.heldout, c.seed)
-        saved = None
         if resume is not None:
-            saved = read_trainer_state(resume)
             self._emit("status", message=f"loading checkpoint {resume}")
             self._load_model(resume)
             from transformers import AutoTokenizer
@@ -232,6 +256,10 @@ class Trainer:
         if saved is not None:
             self._restore(resume, saved)
         self._prepare_eval()
+        if c.watch:
+            self.grad_flow = GradFlow(self.model.named_parameters())
+            self.probe = Probe(self, out)
+            self.probe_every = probe_every(c)
 
     def _build_model(self, train: list[str]) -> None:
         c = self.config
@@ -389,7 +417,11 @@ class Trainer:
         sim = z[:B] @ z[B:].T / self.config.temperature                 # (B, B) cosine / tau
         return F.cross_entropy(sim, torch.arange(B, device=sim.device))
 
-    def _train_step(self, phase: str):
+    def _log_due(self, step: int, phase: str) -> bool:
+        """A step event (and, watching, a grads event) after ``step``."""
+        return step % self.config.log_every == 0 or step == self.config.steps or self._phase(step) != phase
+
+    def _train_step(self, phase: str, watch: bool = False):
         c = self.config
         idx = self.sampler.next()
         ids, attn = collate([self.train_ids[i] for i in idx], self.tokenizer.pad_token_id)
@@ -409,9 +441,14 @@ class Trainer:
             tokens = 2 * n_tokens
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
+        watch = watch and self.grad_flow is not None
+        if watch:
+            self.grad_flow.before_step()
         if c.grad_clip:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip)
         self.opt.step()
+        if watch:
+            self.grad_flow.after_step()
         return loss, tokens
 
     def _evaluate(self) -> dict:
@@ -422,6 +459,9 @@ class Trainer:
         self.history["eval"].append({"step": self.step, **m})
         self._emit("eval", **m)
         return m
+
+    def _probe(self) -> None:
+        self._emit("probe", **self.probe.run(self.step))
 
     # ---- checkpoints ----------------------------------------------------------------------
     def _checkpoint(self) -> Path:
@@ -447,6 +487,7 @@ class Trainer:
                      "peak_lr": self.peak_lr, "sampler": self.sampler.state(),
                      "param_groups": groups, "history": self.history, "precision": self.precision}
             (folder / STATE_JSON).write_text(json.dumps(state), encoding="utf-8")
+            run_folder.carry_over(c.out, folder)
 
         out = atomic_folder(Path(c.out).expanduser(), write)
         self._emit("checkpoint", path=str(out))
@@ -477,7 +518,10 @@ class Trainer:
 
     # ---- reporting ------------------------------------------------------------------------
     def _emit(self, kind: str, **data) -> None:
-        self._progress({"kind": kind, "step": self.step, "total": self.config.steps, **data})
+        event = {"kind": kind, "step": self.step, "total": self.config.steps, **data}
+        if self.metrics is not None:
+            self.metrics.append(event)
+        self._progress(event)
 
     def _summary(self, cancelled: bool, seconds: float, trained: int) -> dict:
         ev = self.history["eval"]

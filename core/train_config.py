@@ -52,6 +52,10 @@ class TrainConfig:
     pairs: str = ""                # optional .tsv/.csv with columns a, b (, topic): paraphrase pairs to evaluate
     max_sentences: int = 0         # read at most this many corpus sentences (0 = all)
     overwrite: bool = False        # allow replacing a checkpoint already in `out` (other than the one resumed)
+    watch: bool = True             # gradient flow every log step and probes every probe_every steps
+    probe_every: int = 0           # probe the model every N steps; 0 = auto (about 30 probes, at least 25 steps apart)
+    probe_sentence: str = ""       # its attention is kept for every layer x head ("" = the first held-out sentence)
+    probe_set: tuple = ()          # sentences whose cosine matrix is kept at each probe (empty = shipped pairs)
 
     def validate(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -80,7 +84,7 @@ class TrainConfig:
         if self.log_every < 1:
             raise InputError(f"log_every must be at least 1, not {self.log_every}")
         for name in ("lr", "warmup", "weight_decay", "grad_clip", "eval_every", "eval_sentences",
-                     "checkpoint_every", "threads", "max_sentences"):
+                     "checkpoint_every", "threads", "max_sentences", "probe_every"):
             if getattr(self, name) < 0:
                 raise InputError(f"{name} must not be negative, not {getattr(self, name)}")
         if self.objective == "mlm+simcse" and not 0 < self.mlm_fraction < 1:

@@ -247,7 +247,7 @@ def test_resume_continues_the_same_curve_and_cancel_leaves_a_checkpoint(corpus, 
     seen = []
 
     def cancel():                                     # stop after step 120, like a Cancel click
-        return bool(seen) and seen[-1]["kind"] == "step" and seen[-1]["step"] >= 120
+        return any(e["kind"] == "step" and e["step"] >= 120 for e in seen)
     first = Trainer(tiny_config(corpus, out)).run(progress=seen.append, cancel=cancel)
     assert first["cancelled"] and first["steps"] == 120
     state = json.loads((out / STATE_JSON).read_text())

@@ -5,7 +5,10 @@
     encoderscope train --resume runs/tiny --steps 1000          # go on to step 1000
 
 A tqdm bar on stderr while it runs; evaluations as lines above the bar; the last line on stdout
-is a JSON summary. Ctrl-C stops at the next step and saves a checkpoint first (exit code 130);
+is a JSON summary. With --json, every event the trainer emits (core/train.py, EVENT KINDS: status,
+start, step, grads, eval, probe, checkpoint, done) is one JSON line on stdout instead, and no bar;
+the last line is the "done" event, which is the summary. The same events are in OUT/metrics.jsonl.
+Ctrl-C stops at the next step and saves a checkpoint first (exit code 130);
 a second Ctrl-C aborts at once.
 """
 from __future__ import annotations
@@ -90,6 +93,22 @@ def register(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--checkpoint-every", type=int, help="save every N steps (default: at the end only)")
     g.add_argument("--log-every", type=int, help=f"(default {d.log_every})")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--json", action="store_true",
+                   help="every event as one JSON line on stdout (kinds: status, start, step, grads, eval, "
+                        "probe, checkpoint, done; fields in core/train.py's EVENT KINDS), no progress bar; "
+                        "the last line is the done event (the summary)")
+    g = p.add_argument_group("watching the run (OUT/metrics.jsonl and OUT/snapshots/)")
+    g.add_argument("--no-watch", dest="watch", action="store_false", default=None,
+                   help="no gradient-flow or probe events (watching costs under 10%% of a step)")
+    g.add_argument("--probe-every", type=int,
+                   help="probe the model every N steps (default 0 = auto: about 30 probes per run, "
+                        "at least 25 steps apart)")
+    g.add_argument("--probe-sentence", metavar="TEXT",
+                   help="sentence whose attention (every layer x head) is kept at each probe "
+                        "(default: the first held-out sentence)")
+    g.add_argument("--probe-set", metavar="FILE",
+                   help="sentences whose pairwise cosines are kept at each probe: one per line (.txt) or "
+                        "a pairs file (.tsv/.csv, columns a, b) (default: a few of the shipped paraphrase pairs)")
     p.set_defaults(func=cmd_train)
     return p
 
@@ -101,6 +120,9 @@ def config_from_args(args):
 
     names = {f.name for f in fields(TrainConfig)} - {"resume"}
     given = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    if getattr(args, "probe_set", None):
+        from core.train_watch import read_probe_set
+        given["probe_set"] = tuple(read_probe_set(args.probe_set))
     if args.resume:
         return TrainConfig.from_checkpoint(args.resume, **given)
     missing = [f"--{n}" for n in ("corpus", "out") if not given.get(n)]
@@ -117,11 +139,15 @@ def cmd_train(args) -> int:
     cfg = config_from_args(args)
     cancel = threading.Event()
     bar = None
-    show = not args.no_progress
+    as_json = getattr(args, "json", False)
+    show = not args.no_progress and not as_json
 
     def progress(ev):
         nonlocal bar
         kind = ev["kind"]
+        if as_json:
+            print(json.dumps(ev), flush=True)
+            return
         if kind == "status":
             _note(bar, ev["message"])
         elif kind == "start":
@@ -160,7 +186,8 @@ def cmd_train(args) -> int:
             bar.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    print(json.dumps(summary), flush=True)
+    if not as_json:               # with --json the "done" event was the last line
+        print(json.dumps(summary), flush=True)
     return EXIT_INTERRUPTED if summary["cancelled"] else 0
 
 

@@ -5,7 +5,9 @@ starting point (fresh with a word-level or minilm's WordPiece vocabulary, minilm
 MLM head, or any model folder), the objective, the architecture (fresh runs) and the main
 hyper-parameters, each with a default that trains something useful in minutes on a CPU.
 Right: a live pyqtgraph curve of the training loss and the held-out loss, with the learning
-rate, tokens/s, ETA, the device and precision, and the latest evaluation in words.
+rate, tokens/s, ETA, the device and precision, and the latest evaluation in words; beside it the
+watch views (watch_views.py): gradient flow, heads forming, embeddings taking shape. "Open run…"
+shows a finished or past run folder the same way (its metrics.jsonl and snapshots).
 
 Start / Cancel / Resume run ``core.train.Trainer`` through ``state.run`` (the worker pool); the
 trainer's events reach this panel through a queued Qt signal, so the UI stays responsive. Cancel
@@ -21,6 +23,8 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import QObject, Signal
 
+from app.gui.panels.train.watch_settings import WatchSettings, read_run_job
+from app.gui.panels.train.watch_views import WatchViews
 from core.assets import paraphrase_pairs, sample_corpus
 from core.sources import DEFAULT_MODEL
 
@@ -188,6 +192,8 @@ class TrainPanel(QtWidgets.QWidget):
         row.addWidget(out_browse)
         form.addRow("Output", row)
         left.addWidget(box)
+        self.watch_box = WatchSettings()
+        left.addWidget(self.watch_box)
 
         buttons = QtWidgets.QHBoxLayout()
         self.start_button = QtWidgets.QPushButton("Start")
@@ -202,13 +208,20 @@ class TrainPanel(QtWidgets.QWidget):
                                       "count above")
         self.use_button.setToolTip("Inspect with the trained model (Attention, Fill-mask); the corpus and "
                                    "search keep their model")
-        for b in (self.start_button, self.cancel_button, self.resume_button, self.use_button):
+        self.open_button = QtWidgets.QPushButton("Open run…")
+        self.open_button.setToolTip("Show a finished or past run folder: its curves, gradients and snapshots")
+        self.open_button.clicked.connect(lambda: self.open_run())
+        for b in (self.start_button, self.cancel_button, self.resume_button, self.use_button, self.open_button):
             buttons.addWidget(b)
         left.addLayout(buttons)
         left.addStretch(1)
 
-        right = QtWidgets.QVBoxLayout()
-        outer.addLayout(right, 1)
+        self.views = WatchViews()
+        outer.addWidget(self.views, 1)
+        loss_page = QtWidgets.QWidget()
+        self.views.insertTab(0, loss_page, "Loss")
+        self.views.setCurrentIndex(0)
+        right = QtWidgets.QVBoxLayout(loss_page)
         self.plot = pg.PlotWidget()
         self.plot.setBackground("w")
         self.plot.showGrid(x=True, y=True, alpha=0.3)
@@ -299,7 +312,8 @@ class TrainPanel(QtWidgets.QWidget):
         busy = self.running
         self.arch_box.setEnabled(init == "fresh" and not busy)
         for w in (self.corpus, self.corpus_browse, self.heldout, self.start_from, self.init_browse,
-                  self.objective, self.steps, self.batch, self.lr, self.seed, self.device, self.out):
+                  self.objective, self.steps, self.batch, self.lr, self.seed, self.device, self.out,
+                  self.watch_box, self.open_button):
             w.setEnabled(not busy)
         self.start_button.setEnabled(not busy)
         self.resume_button.setEnabled(not busy)
@@ -326,7 +340,8 @@ class TrainPanel(QtWidgets.QWidget):
             steps=steps, batch_size=self.batch.value(), lr=lr, seed=self.seed.value(),
             device=self.device.currentData(), heldout=self.heldout.value() / 100.0,
             log_every=max(1, min(10, steps // 200)),
-            pairs=str(paraphrase_pairs()) if "simcse" in self.objective.currentData() else "")
+            pairs=str(paraphrase_pairs()) if "simcse" in self.objective.currentData() else "",
+            **self.watch_box.settings())
         cfg.update(self.overrides)
         return TrainConfig(**cfg)
 
@@ -383,8 +398,31 @@ class TrainPanel(QtWidgets.QWidget):
         """Undo the user's zoom/pan: the axes fit the whole curve and follow it again."""
         self.plot.getPlotItem().enableAutoRange()
 
+    def open_run(self, folder=None) -> bool:
+        """Show a finished or past run folder (read in a worker)."""
+        if not folder:
+            folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a training run folder")
+        if not folder:
+            return False
+        return self.state.run("train-open", read_run_job, Path(folder), label=f"Opening {Path(folder).name}",
+                              on_result=lambda r: self.show_run(*r), on_error=self._fail) is not None
+
+    def show_run(self, folder, events: list[dict]) -> None:
+        """A run's loss curves and watch views, from its events."""
+        self.train_points = [(e["step"], e["loss"]) for e in events if e["kind"] == "step"]
+        self.eval_points = [(e["step"], e["heldout_loss"]) for e in events
+                            if e["kind"] == "eval" and e.get("heldout_loss") is not None]
+        self._redraw()
+        self.fit_plot()
+        self.views.show_run(folder, events)
+        self.trained_folder = Path(folder)
+        last = self.train_points[-1] if self.train_points else None
+        self.stats.setText(f"Run {folder}" + (f": step {last[0]:,}, loss {last[1]:.3f}" if last else ""))
+        self._update_enabled()
+
     def _launch(self, cfg, label) -> bool:
         self.train_points, self.eval_points = [], []
+        self.views.clear()
         self._redraw()
         self.fit_plot()            # a zoom kept from the last run would hide the new curve
         self.summary = None
@@ -424,6 +462,7 @@ class TrainPanel(QtWidgets.QWidget):
     # ---- events from the trainer (UI thread) --------------------------------------------------
     def _on_event(self, ev: dict):
         kind = ev["kind"]
+        self.views.add_event(ev)
         if kind == "status":
             self.stats.setText(ev["message"])
         elif kind == "start":
