@@ -1,5 +1,6 @@
 """The files shipped beside the code: the sample corpus, the paraphrase pairs, the search
-examples and the evaluation set (scored pairs, queries). In the repository they are the folder assets/; an installed package holds them as
+examples and the evaluation set (scored pairs, queries). In the repository they are the folder
+assets/; an installed package holds them as
 the package ``encoderscope_assets`` (pyproject.toml maps one to the other)."""
 from __future__ import annotations
 

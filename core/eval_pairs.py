@@ -56,7 +56,7 @@ class PairScores:
     def to_dict(self) -> dict:
         return {"n": self.n, "spearman": self.spearman, "pearson": self.pearson,
                 "anisotropy": self.anisotropy.value, "anisotropy_pairs": self.anisotropy.pairs,
-                "anisotropy_seed": self.anisotropy.seed}
+                "anisotropy_seed": self.anisotropy.seed, "sentences": self.anisotropy.vectors}
 
 
 @dataclass

@@ -77,6 +77,7 @@ class Anisotropy:
     value: float      # the mean cosine
     pairs: int        # how many pairs it averages
     seed: int         # the random pairs' seed
+    vectors: int      # how many vectors they were drawn from
 
 
 def random_pairs(n: int, sample: int = ANISOTROPY_PAIRS, seed: int = ANISOTROPY_SEED):
@@ -98,7 +99,7 @@ def anisotropy(vectors, sample: int = ANISOTROPY_PAIRS, seed: int = ANISOTROPY_S
     """The mean cosine of random pairs of ``vectors`` (rows)."""
     v = unit_rows(vectors)
     i, j = random_pairs(len(v), sample, seed)
-    return Anisotropy(float(np.mean(np.sum(v[i] * v[j], axis=1))), len(i), seed)
+    return Anisotropy(float(np.mean(np.sum(v[i] * v[j], axis=1))), len(i), seed, len(v))
 
 
 def retrieval_scores(ranks_found, k: int) -> dict:

@@ -69,15 +69,15 @@ class Whitening:
 
 
 def fit_whitening(vectors, dims: int | None = None) -> Whitening:
-    """The whitening of ``vectors`` (n, D), keeping the first ``dims`` directions (all D by
-    default). An InputError when the corpus is too small for that many directions."""
+    """The whitening of ``vectors`` (n, D), keeping the first ``dims`` directions (by default
+    every direction the vectors vary in: D, or fewer when the corpus spans fewer). An
+    InputError when ``dims`` asks for more directions than the corpus spans."""
     x = np.asarray(vectors, np.float64)
     if x.ndim != 2 or len(x) < 2:
         raise InputError("whitening needs at least two sentence vectors")
     n, d = x.shape
-    k = d if dims is None else int(dims)
-    if not 1 <= k <= d:
-        raise InputError(f"the whitening dimensions must be between 1 and {d} (the model's width), not {k}")
+    if dims is not None and not 1 <= int(dims) <= d:
+        raise InputError(f"the whitening dimensions must be between 1 and {d} (the model's width), not {dims}")
     if not np.all(np.isfinite(x)):
         raise InputError("whitening was given vectors with NaN or infinite values")
     mean = x.mean(axis=0)
@@ -85,11 +85,12 @@ def fit_whitening(vectors, dims: int | None = None) -> Whitening:
     cov = centred.T @ centred / n
     u, s, _ = np.linalg.svd(cov)
     usable = int(np.sum(s > MIN_VARIANCE_SHARE * max(s[0], np.finfo(float).tiny)))
-    if k > usable:
+    k = usable if dims is None else int(dims)
+    if usable == 0 or k > usable:
         raise InputError(
-            f"whitening {k} dimensions needs {k} directions of variance, but these {n} sentences "
-            f"span only {usable} (at most one fewer than the sentences): use more sentences "
-            f"(more than {k}), or keep fewer dimensions (whitening dims <= {usable})")
+            f"whitening {k or d} dimensions needs as many directions of variance, but these {n} "
+            f"sentence vectors span only {usable} (never more than one fewer than the sentences): "
+            f"fit it on more sentences, or keep fewer dimensions (at most {usable})")
     return Whitening(mean, u[:, :k] / np.sqrt(s[:k]))
 
 

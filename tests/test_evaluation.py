@@ -87,11 +87,12 @@ def test_whitened_vectors_have_identity_covariance_and_lower_anisotropy(tmp_path
         load_whitening(path)
 
 
-def test_whitening_more_dimensions_than_the_corpus_spans_is_refused():
+def test_whitening_keeps_the_directions_the_corpus_spans_and_refuses_more():
     x = np.random.default_rng(0).normal(size=(10, 32))
     with pytest.raises(InputError, match="span only 9"):
-        fit_whitening(x)
+        fit_whitening(x, dims=10)
     assert fit_whitening(x, dims=9).dims == 9
+    assert fit_whitening(x).dims == 9          # by default: every direction there is
 
 
 # ---- the files ----------------------------------------------------------------------------------
