@@ -192,6 +192,9 @@ def evaluate_pairs(backend, pairs: ScoredPairs, pooling: str = "mean", *, whiten
     progress(done, total) counts sentences embedded; a set ``cancel`` raises Cancelled."""
     texts = pairs.sentences()
     corpus = list(whiten_corpus or [])
+    if corpus and whiten_dims is not None and not 1 <= whiten_dims <= backend.dim:
+        raise InputError(f"the whitening dimensions must be between 1 and {backend.dim} (the "
+                         f"model's width), not {whiten_dims}")
     total = len(texts) + len(corpus)
     vecs = _embed(backend, texts, pooling, progress, cancel, 0, total)
     row = {t: i for i, t in enumerate(texts)}
