@@ -131,3 +131,23 @@ def test_an_empty_store_suggests_an_ingest_that_works(capsys, tmp_path):
     assert run_cli([*shlex.split(command), "--quiet"], capsys)[0] == 0
     rc, out, err = run_cli(["eval", "--queries", "--store", tmp_path / "s", "--json"], capsys)
     assert rc == 0 and json.loads(out)["recall_at_k"] > 0.8
+
+
+@pytest.mark.parametrize("which", ["hf", "run"])
+def test_anisotropy_of_any_model_equals_every_pairs_mean_cosine(capsys, tmp_path, which):
+    """minilm under transformers, and a trained-run folder (our checkpoint layout): a small file
+    has fewer pairs than the sample size, so every pair is averaged and the number is exact."""
+    from core.backends import get_backend
+    from tests.helpers import make_tiny_checkpoint
+    pairs = [("A cat sleeps.", "A cat naps.", 5), ("Rain is coming.", "Stocks fell.", 0),
+             ("He baked bread.", "He baked a cake.", 3), ("The bus is late.", "The bus is delayed.", 4)]
+    f = tmp_path / "p.tsv"
+    f.write_text("a\tb\tscore\n" + "".join(f"{a}\t{b}\t{s}\n" for a, b, s in pairs), encoding="utf-8")
+    model, backend = ("minilm", "hf") if which == "hf" else (str(make_tiny_checkpoint(tmp_path / "run")), "scratch")
+    rc, out, err = run_cli(["eval", "--pairs", f, "--model", model, "--backend", backend, "--json"], capsys)
+    assert rc == 0, err
+    got = json.loads(out)
+    texts = list(dict.fromkeys([p[0] for p in pairs] + [p[1] for p in pairs]))
+    v = unit(get_backend(model, backend, device="cpu").embed(texts))
+    assert got["anisotropy_pairs"] == 28
+    assert got["anisotropy"] == pytest.approx((v @ v.T)[np.triu_indices(8, 1)].mean(), abs=1e-6)
