@@ -41,7 +41,7 @@ def register(subparsers) -> None:
     p.add_argument("--encoding", metavar="NAME", default=None,
                    help="the file's text encoding when it is not UTF-8")
     add_model_options(p)
-    p.set_defaults(model=None)
+    p.set_defaults(model=None, pooling=None)     # --pairs: minilm, mean; --queries: the store's
     p.add_argument("--whiten", action="store_true",
                    help="--pairs: also score the vectors after BERT-whitening (Su et al., 2021) "
                         "fitted on --whiten-corpus")
@@ -80,11 +80,12 @@ def _pairs(args) -> int:
     corpus = _whiten_corpus(args) if args.whiten else None
     model = args.model or DEFAULT_MODEL
     backend = _backend(args, model)
-    report = evaluate_pairs(backend, pairs, args.pooling, whiten_corpus=corpus, whiten_dims=args.whiten_dims)
+    pooling = args.pooling or "mean"
+    report = evaluate_pairs(backend, pairs, pooling, whiten_corpus=corpus, whiten_dims=args.whiten_dims)
     if args.json:
-        emit_json(_pairs_json(report, path, model, args.pooling))
+        emit_json(_pairs_json(report, path, model, pooling))
     else:
-        _print_pairs(report, path, model, args.pooling)
+        _print_pairs(report, path, model, pooling)
     return 0
 
 
@@ -141,7 +142,7 @@ def _queries(args) -> int:
     store = open_store(loc, writable=False)
     try:
         model = args.model or store.model_name
-        if args.pooling != "mean" and args.pooling != store.pooling:
+        if args.pooling is not None and args.pooling != store.pooling:
             raise InputError(f"{loc.describe()} holds {store.pooling}-pooled vectors; its queries "
                              "are pooled the same way (leave out --pooling)")
         if store.count() == 0:
