@@ -140,8 +140,13 @@ class EvaluateView(QWidget):
         box.addWidget(intro)
         box.addLayout(form)
         box.addLayout(buttons)
+        self.table.horizontalHeader().setStretchLastSection(False)
+        self.table.setFixedHeight(self.table.verticalHeader().defaultSectionSize() * len(ROWS)
+                                  + self.table.horizontalHeader().sizeHint().height()
+                                  + 2 * self.table.frameWidth() + 2)
         box.addWidget(self.table)
         box.addWidget(self.message)
+        box.addStretch(1)
 
     def _connect(self):
         self.model_source.currentIndexChanged.connect(self._sync_model_source)
@@ -161,6 +166,7 @@ class EvaluateView(QWidget):
             w.setEnabled(own)
 
     def _sync_pooling(self):
+        self.model_source.setItemText(0, f"The corpus model ({self.state.choice.model})")
         if self.model_source.currentData() == CORPUS_MODEL:
             i = self.pooling.findData(self.state.pooling)
             if i >= 0:
