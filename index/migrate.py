@@ -79,7 +79,7 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
     try:
         fp = src.fingerprint_dict
         if callable(verify_backend) and not hasattr(verify_backend, "embed"):
-            verify_backend = verify_backend(fp)     # load the model before copying
+            verify_backend = verify_backend(src.model_fingerprint_dict)   # load the model before copying
         # A whitened source's transform goes with its vectors (a FAISS destination keeps it).
         whitened = {} if src.whitening is None else {"whitening": src.whitening}
         dst = open_store(dst_loc, create=True, fingerprint=src.model_fingerprint_dict if whitened else fp,

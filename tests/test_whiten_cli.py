@@ -96,3 +96,14 @@ def test_a_swapped_whitening_file_is_one_error_and_putting_it_back_works(whitene
         assert "is not the transform the vectors were made with" in one_error(code, err)
     path.write_bytes(good)
     assert run_cli(["search", "planet", "--store", whitened], capsys)[0] == 0
+
+
+def test_migrate_verify_copies_the_transform_and_reembeds_through_it(whitened, capsys, tmp_path):
+    rc, out, err = run_cli(["migrate", "--from", whitened, "--to", tmp_path / "copy", "--verify", "--quiet"], capsys)
+    assert rc == 0, err
+    from core.whitening import load_whitening
+    assert load_whitening(tmp_path / "copy" / "whitening.safetensors").digest() == \
+        load_whitening(whitened / "whitening.safetensors").digest()
+    rc, a, _ = run_cli(["search", "planet", "--store", whitened, "--json"], capsys)
+    rc, b, _ = run_cli(["search", "planet", "--store", tmp_path / "copy", "--json"], capsys)
+    assert json.loads(a) == json.loads(b)
