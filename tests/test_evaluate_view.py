@@ -138,6 +138,10 @@ def test_the_model_bar_evaluates_the_corpus_model(qtbot, state, pairs_file, mini
     assert view.value("spearman") == pytest.approx(scipy_stats.spearmanr(cos, [p[2] for p in PAIRS]).statistic,
                                                    abs=1e-4)
     qtbot.waitUntil(lambda: view.job is None, timeout=10_000)
+    from app.gui.panels.train.evaluate_view import EvaluateView
+    lab_page = EvaluateView(state)               # the lab's page while the dialog's job runs
+    qtbot.addWidget(lab_page)
     assert bar.open_evaluate() is dialog          # one dialog, reused
+    assert view.job is not None and not lab_page.start() and "already running" in lab_page.message.text()
     qtbot.waitUntil(lambda: view.job is None, timeout=60_000)
     dialog.close()

@@ -212,7 +212,8 @@ class EvaluateView(QWidget):
                              self.corpus.text().strip(), label=f"Evaluating {model}",
                              on_result=self._done, on_error=self._error, on_progress=self._progress,
                              on_cancelled=self._cancelled, on_finished=self._finished)
-        if job is None:
+        if job is None:     # the other Evaluate page (lab or model bar) is running one
+            self.message.setText("An evaluation is already running; wait for it or cancel it first")
             return False
         self.job = job
         self.run_button.setEnabled(False)
