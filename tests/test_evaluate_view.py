@@ -93,10 +93,13 @@ def test_corpus_model_scores_before_and_after_whitening_equal_independent_comput
 
 def test_a_run_folder_is_evaluated_with_its_own_model(qtbot, view, pairs_file, tmp_path):
     from core.backends import get_backend
+    from core.paths import models_dir
     from tests.helpers import make_tiny_checkpoint
-    folder = make_tiny_checkpoint(tmp_path / "run")
+    folder = make_tiny_checkpoint(models_dir() / "run")       # a run trained in the app: offered
     view.model_source.setCurrentIndex(view.model_source.findData("folder"))
-    view.folder.setText(str(folder))
+    view.folder._before_popup()
+    view.folder.setCurrentIndex(view.folder.findText(str(folder)))
+    assert view.folder.currentText() == str(folder)
     view.pairs.setText(str(pairs_file))
     run_and_wait(qtbot, view)
     tiny = get_backend(str(folder), "scratch", device="cpu")

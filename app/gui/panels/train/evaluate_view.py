@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui.model_bar import WeightsCombo, add_trained_checkpoints
 from app.gui.state import BACKEND_LABELS
 from core.names import BACKENDS, POOLINGS
 
@@ -72,8 +73,14 @@ class EvaluateView(QWidget):
         self.model_source = QComboBox()
         self.model_source.addItem("The corpus model", CORPUS_MODEL)
         self.model_source.addItem("A model or run folder", FOLDER_MODEL)
-        self.folder = QLineEdit()
-        self.folder.setPlaceholderText("a trained run folder, a model folder or a hub id")
+        # the runs trained in the app are offered; any folder or model name can be typed
+        self.folder = WeightsCombo(lambda: add_trained_checkpoints(self.folder))
+        self.folder.setEditable(True)
+        self.folder.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.folder.lineEdit().setPlaceholderText("a trained run folder, a model folder or a hub id")
+        self.folder.setMinimumContentsLength(28)
+        add_trained_checkpoints(self.folder)
+        self.folder.setCurrentText("")
         self.browse_folder = QToolButton()
         self.browse_folder.setText("Folder…")
         self.backend = QComboBox()
@@ -116,7 +123,7 @@ class EvaluateView(QWidget):
         form = QFormLayout()
         model_row = QHBoxLayout()
         for w in (self.model_source, self.folder, self.browse_folder, self.backend):
-            model_row.addWidget(w)
+            model_row.addWidget(w, 1 if w is self.folder else 0)
         form.addRow("Model", model_row)
         pairs_row = QHBoxLayout()
         pairs_row.addWidget(self.pairs)
@@ -179,7 +186,7 @@ class EvaluateView(QWidget):
     def _pick_folder(self):
         folder = QFileDialog.getExistingDirectory(self, "Choose a run folder or model folder")
         if folder:
-            self.folder.setText(folder)
+            self.folder.setCurrentText(folder)
 
     def _pick_file(self, edit: QLineEdit, title: str, filters: str):
         path, _ = QFileDialog.getOpenFileName(self, title, "", filters)
@@ -198,7 +205,7 @@ class EvaluateView(QWidget):
         if self.model_source.currentData() == CORPUS_MODEL:
             c = self.state.choice
             return c.model, c.backend, None if c.device in ("", "auto") else c.device
-        return self.folder.text().strip(), self.backend.currentData(), None
+        return self.folder.currentText().strip(), self.backend.currentData(), None
 
     def start(self) -> bool:
         """Start an evaluation; False (with the reason shown) when it cannot start."""
