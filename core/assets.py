@@ -1,5 +1,6 @@
-"""The files shipped beside the code: the sample corpus, the paraphrase pairs and the search
-examples. In the repository they are the folder assets/; an installed package holds them as
+"""The files shipped beside the code: the sample corpus, the paraphrase pairs, the search
+examples and the evaluation set (scored pairs, queries). In the repository they are the folder
+assets/; an installed package holds them as
 the package ``encoderscope_assets`` (pyproject.toml maps one to the other)."""
 from __future__ import annotations
 
@@ -11,13 +12,20 @@ from core.errors import EncoderscopeError
 PACKAGE = "encoderscope_assets"
 SAMPLE_CORPUS = "sample_corpus.txt"
 PARAPHRASE_PAIRS = "paraphrase_pairs.tsv"
+EVAL_PAIRS = "eval_pairs.tsv"        # sentence pairs scored 0-5 for similarity (`eval --pairs`)
+EVAL_QUERIES = "eval_queries.tsv"    # queries and their relevant sample-corpus sentence (`eval --queries`)
 
 
 def assets_dir() -> Path:
+    # A source checkout reads its own assets/ first: an editable install of another checkout
+    # (a second worktree) would otherwise hand it that checkout's files.
+    local = Path(__file__).resolve().parents[1] / "assets"
+    if (local / "__init__.py").is_file() and (local / SAMPLE_CORPUS).is_file():
+        return local
     try:
         return Path(str(importlib.resources.files(PACKAGE)))
     except ModuleNotFoundError:      # a source checkout run without installing it
-        return Path(__file__).resolve().parents[1] / "assets"
+        return local
 
 
 def asset(name: str) -> Path:
@@ -35,3 +43,11 @@ def sample_corpus() -> Path:
 
 def paraphrase_pairs() -> Path:
     return asset(PARAPHRASE_PAIRS)
+
+
+def eval_pairs() -> Path:
+    return asset(EVAL_PAIRS)
+
+
+def eval_queries() -> Path:
+    return asset(EVAL_QUERIES)

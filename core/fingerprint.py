@@ -27,21 +27,29 @@ class Fingerprint:
     # `info --check` re-embeds a sample of its texts instead.
     network_sha256: str = ""
     precision_policy: str = ""
+    # The sha256 of a whitening transform (core/whitening.py) applied after pooling: then dim is
+    # the whitened width. Empty for the model's own vectors (and left out of the dict then).
+    whitening: str = ""
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if not self.whitening:
+            del d["whitening"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> Fingerprint:
         return cls(model=d["model"], weights_sha256=d["weights_sha256"], pooling=d["pooling"],
                    dim=int(d["dim"]), normalized=bool(d.get("normalized", True)),
                    network_sha256=str(d.get("network_sha256") or ""),
-                   precision_policy=str(d.get("precision_policy") or ""))
+                   precision_policy=str(d.get("precision_policy") or ""),
+                   whitening=str(d.get("whitening") or ""))
 
     def compatible(self, other: Fingerprint) -> bool:
         # The name is for people; the same weights under another name are the same model.
-        if (self.weights_sha256, self.pooling, self.dim, self.normalized) != \
-                (other.weights_sha256, other.pooling, other.dim, other.normalized):
+        # Whitened vectors and the model's own are never comparable: both or neither, the same.
+        if (self.weights_sha256, self.pooling, self.dim, self.normalized, self.whitening) != \
+                (other.weights_sha256, other.pooling, other.dim, other.normalized, other.whitening):
             return False
         return all(a == b or not a or not b for a, b in (
             (self.network_sha256, other.network_sha256),
@@ -49,7 +57,8 @@ class Fingerprint:
 
     def describe(self) -> str:
         network = f", config+tokenizer {self.network_sha256[:12]}" if self.network_sha256 else ""
-        return (f"{self.model} ({self.pooling} pooling, {self.dim}-d, weights "
+        whitened = f", whitened {self.whitening[:12]}" if self.whitening else ""
+        return (f"{self.model} ({self.pooling} pooling, {self.dim}-d{whitened}, weights "
                 f"{self.weights_sha256[:12]}{network})")
 
 

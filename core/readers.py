@@ -366,6 +366,32 @@ def _chain(first, rest):
     yield from rest
 
 
+def read_table(path, encoding: str | None = None):
+    """(column names, rows) of a .csv/.tsv file read by the same rules as read_csv: rows are
+    (line number, list of fields or a BadLine) after the header, read as they are iterated.
+    For files whose rows hold several values (evaluation pairs and queries)."""
+    path, enc = _open_checked(path, encoding)
+    src = str(path)
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_CHARS * 4))
+    f = open(path, encoding=enc, errors="surrogateescape", newline="")
+    first = f.readline()
+    f.seek(0)
+    reader = csv.reader(f, delimiter=_delimiter(path, first))
+    try:
+        header = next(reader)
+    except StopIteration:
+        f.close()
+        raise InputError(f"{src} is empty") from None
+    except (csv.Error, UnicodeDecodeError) as e:
+        f.close()
+        raise InputError(f"{src}: not a readable CSV file ({e})") from None
+
+    def rows():
+        with f:
+            yield from _csv_rows(reader, src, enc)
+    return [h.strip() for h in header], rows()
+
+
 def read_jsonl(path, field: str | None = None, encoding: str | None = None):
     path, enc = _open_checked(path, encoding)
     return _jsonl(path, field, enc)

@@ -86,6 +86,7 @@ class Store(ABC):
 
     _fp: dict
     _dim: int
+    _whitening = None     # core.whitening.Whitening of a whitened store (index/whitening.py), else None
 
     # ---- identity ------------------------------------------------------------------------
     @property
@@ -100,6 +101,40 @@ class Store(ABC):
     @property
     def fingerprint(self):
         return fpmod.from_dict(self._fp)
+
+    @property
+    def whitening(self):
+        """The store's whitening transform (core.whitening.Whitening), or None."""
+        return self._whitening
+
+    @property
+    def model_fingerprint_dict(self) -> dict:
+        """The fingerprint of the model's own vectors that this store takes: its own, or for a
+        whitened store the one its transform expects."""
+        if self._whitening is None:
+            return dict(self._fp)
+        from index.whitening import model_fingerprint
+        return model_fingerprint(self._fp, self._whitening)
+
+    def _check_model(self, fingerprint, what: str) -> bool:
+        """Raise ModelMismatch unless `fingerprint` is the store's (vectors as stored) or, for a
+        whitened store, its model's (vectors to whiten first); True for the latter."""
+        other = fpmod.as_dict(fingerprint)
+        raw = self._whitening is not None and not other.get("whitening")
+        fpmod.check(self.model_fingerprint_dict if raw else self._fp, other, what,
+                    where=f"at {self.where}", **self.mismatch_remedy(other))
+        return raw
+
+    def _to_store_space(self, unit_vectors) -> np.ndarray:
+        """The model's unit vectors as this store keeps them (whitened, if it is)."""
+        return unit_vectors if self._whitening is None else self._whitening.apply(unit_vectors)
+
+    def model_for_checks(self, backend):
+        """`backend` as the store sees it: embed() gives vectors comparable with the stored ones."""
+        if self._whitening is None:
+            return backend
+        from index.whitening import WhitenedModel
+        return WhitenedModel(backend, self._whitening)
 
     @property
     def model_name(self) -> str:
@@ -122,7 +157,11 @@ class Store(ABC):
         except StoreError:
             n = ""
         model, pooling = other.get("model"), other.get("pooling", "mean")
-        if fpmod.only_network_differs(self._fp, other):
+        if self._whitening is not None:     # its transform belongs to its model: no re-embedding
+            return {"hint": f"use it with {self._fp.get('model')} ({self.pooling} pooling); a whitened "
+                            f"store keeps the model its whitening was fitted for, so for {model} "
+                            f"({pooling} pooling) ingest the texts into a new store", "rebuild": None}
+        if fpmod.only_network_differs(self.model_fingerprint_dict, other):
             hint = (f"the config or tokenizer files of {model} changed since the store was built (the "
                     f"weights did not): put them back, or re-embed all {n}sentences with the model as it is now")
         else:
@@ -131,13 +170,14 @@ class Store(ABC):
         return {"hint": hint, "rebuild": {"model": model, "pooling": pooling, "location": str(self.where)}}
 
     def _check_vectors(self, vectors, fingerprint, what) -> np.ndarray:
-        """Vectors checked against the store's model and dimension, L2-normalised."""
-        if fingerprint is not None:
-            fpmod.check(self._fp, fingerprint, what, where=f"at {self.where}",
-                        **self.mismatch_remedy(fingerprint))
+        """Vectors checked against the store's model and dimension, L2-normalised; the model's
+        own vectors (its fingerprint given) whitened first when the store is whitened."""
+        raw = fingerprint is not None and self._check_model(fingerprint, what)
         x = np.asarray(vectors, dtype=np.float32)
         if x.ndim == 1:
             x = x[None, :]
+        if raw and x.ndim == 2 and x.shape[1] == self._whitening.input_dim and np.all(np.isfinite(x)):
+            x = self._whitening.apply(normalize(x))
         if x.ndim != 2 or x.shape[1] != self._dim:
             raise ModelMismatch(
                 f"{what} have {x.shape[-1]} dimensions, but the store at {self.where} holds "
@@ -157,8 +197,7 @@ class Store(ABC):
             if backend is None:
                 raise InputError("searching with text needs a backend to embed the query")
             fingerprint = backend.fingerprint(pooling=self.pooling)
-            fpmod.check(self._fp, fingerprint, f"queries embedded with {backend.model_name}",
-                        where=f"at {self.where}", **self.mismatch_remedy(fingerprint))
+            self._check_model(fingerprint, f"queries embedded with {backend.model_name}")
             q = backend.embed(texts, pooling=self.pooling)
         else:
             q = np.asarray(query, dtype=np.float32)
@@ -249,7 +288,7 @@ class Store(ABC):
         from core.backends import EmbedStats
         self._need_writer()
         fp = backend.fingerprint(pooling=pooling or self.pooling)
-        fpmod.check(self._fp, fp, f"texts embedded with {backend.model_name}",
+        fpmod.check(self.model_fingerprint_dict, fp, f"texts embedded with {backend.model_name}",
                     where=f"at {self.where}", **self.mismatch_remedy(fp))
         pooling = fp.pooling
         result = result if result is not None else AddResult(ids=[])
@@ -272,7 +311,7 @@ class Store(ABC):
             stats = EmbedStats()
             vecs = backend.embed(new, pooling=pooling, batch_size=embed_batch_size, cancel=cancel,
                                  stats=stats, progress=embedded) if new else []
-            return (dict(zip(new, normalize(vecs) if new else [])),
+            return (dict(zip(new, self._to_store_space(normalize(vecs)) if new else [])),
                     {new[i] for i in stats.truncated_indices})
 
         def commit(chunk, vectors: dict, cut: set):
@@ -285,9 +324,9 @@ class Store(ABC):
                 missing = [texts[i] for i in plan if texts[i] not in vectors]
                 if missing:
                     stats = EmbedStats()
-                    vectors.update(zip(missing, normalize(backend.embed(
+                    vectors.update(zip(missing, self._to_store_space(normalize(backend.embed(
                         missing, pooling=pooling, batch_size=embed_batch_size, cancel=cancel,
-                        stats=stats))))
+                        stats=stats)))))
                     cut.update(missing[i] for i in stats.truncated_indices)
                 if plan:
                     self._store_planned(plan, texts, metas,

@@ -24,7 +24,7 @@ from index import fingerprint as fpmod
 from index.base import AddResult, Store
 from index.errors import StoreNotFound
 from index.faiss.sentences import DB_NAME
-from index.locations import open_store, parse_location, store_exists
+from index.locations import open_store, parse_location, refuse_whitening, store_exists
 
 
 @dataclass
@@ -61,10 +61,47 @@ def create_corpus(location, backend, pooling: str, index: str = "auto") -> Store
                       index=index)
 
 
+def create_whitened_corpus(location, backend, pooling: str, items, *, dims: int | None = None,
+                           index: str = "auto", batch_size: int = 32, progress=None,
+                           cancel=None) -> tuple[Store, AddResult]:
+    """A new corpus at `location` holding `items` ((text, metadata) pairs or texts) whitened with
+    BERT-whitening fitted on their own vectors (core/whitening.py; `dims` directions, all by
+    default), and what was added. progress(done, total) counts texts embedded. The texts are
+    embedded once, before the store exists: a cancel leaves no store behind."""
+    from core.errors import InputError
+    from core.whitening import fit_whitening
+    from index.base import normalize
+    refuse_whitening(location)
+    items = [(it, None) if isinstance(it, str) else tuple(it) for it in items]
+    texts = list(dict.fromkeys(t.strip() for t, _ in items if t.strip()))
+    if len(texts) < 2:
+        raise InputError("whitening is fitted on the texts being ingested: give at least two "
+                         "(more than the whitened dimensions)")
+    if dims is not None and not 1 <= dims <= backend.dim:
+        raise InputError(f"the whitening dimensions must be between 1 and {backend.dim} (the "
+                         f"model's width), not {dims}")
+    vectors = normalize(backend.embed(texts, pooling=pooling, batch_size=batch_size, cancel=cancel,
+                                      progress=progress))
+    whitening = fit_whitening(vectors, dims)
+    fp = backend.fingerprint(pooling)
+    store = open_store(location, writable=True, create=True, fingerprint=fp, index=index,
+                       whitening=whitening)
+    try:
+        row = {t: i for i, t in enumerate(texts)}
+        kept = [(t.strip(), m) for t, m in items if t.strip()]
+        result = store.add([t for t, _ in kept], vectors[[row[t] for t, _ in kept]],
+                           [m for _, m in kept], fingerprint=fp)
+        store.save()
+    except BaseException:
+        store.close()
+        raise
+    return store, result
+
+
 def mismatch(store: Store, backend, pooling: str | None = None) -> Mismatch | None:
     """None when `backend` (pooling: the store's unless given) makes vectors this corpus can hold."""
     chosen = fpmod.as_dict(backend.fingerprint(pooling or store.pooling))
-    if fpmod.compatible(store.fingerprint_dict, chosen):
+    if fpmod.compatible(store.model_fingerprint_dict, chosen):
         return None
     return Mismatch(store.fingerprint_dict, chosen)
 

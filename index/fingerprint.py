@@ -35,8 +35,8 @@ def compatible(a: dict, b: dict) -> bool:
 def only_network_differs(a: dict, b: dict) -> bool:
     """The same weights, pooling and width, but other config or tokenizer files."""
     fa, fb = from_dict(a), from_dict(b)
-    return (fa.weights_sha256, fa.pooling, fa.dim) == (fb.weights_sha256, fb.pooling, fb.dim) \
-        and not fa.compatible(fb)
+    return (fa.weights_sha256, fa.pooling, fa.dim, fa.whitening) == \
+        (fb.weights_sha256, fb.pooling, fb.dim, fb.whitening) and not fa.compatible(fb)
 
 
 def check(store_fp: dict, other, what: str, where: str = "", hint: str = "", rebuild: dict | None = None) -> None:

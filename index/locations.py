@@ -14,6 +14,7 @@ migrate) uses only that. Nothing here imports pymilvus or faiss until a store is
 """
 from __future__ import annotations
 
+from core.errors import InputError
 from index.store_location import (  # noqa: F401
     DEFAULT_COLLECTION,
     DEFAULT_PORT,
@@ -44,6 +45,16 @@ def store_exists(location) -> bool:
     return True
 
 
+def refuse_whitening(location) -> None:
+    """InputError for a whitened store anywhere but a FAISS folder (the one engine that keeps
+    the transform beside its index)."""
+    loc = parse_location(location)
+    if loc.kind != "faiss":
+        raise InputError(f"{loc.describe()} cannot be whitened: a whitening transform is kept "
+                         "beside a FAISS store's index, and Milvus stores have no place for it yet; "
+                         "use a FAISS store folder for whitened vectors")
+
+
 def open_store(location=None, *, writable: bool = True, create: bool = False, fingerprint=None,
                index: str = "auto", index_params: dict | None = None, **kw):
     """Open the store at `location` (see the module docstring) -> index.base.Store.
@@ -51,6 +62,7 @@ def open_store(location=None, *, writable: bool = True, create: bool = False, fi
     writable=False opens for searching only; create=True creates a missing
     store for `fingerprint` (needs a writable open). fingerprint: the model the caller will add
     and search with; another model raises index.errors.ModelMismatch on every implementation.
+    whitening= (FAISS only; create): a core.whitening.Whitening the new store applies.
     Other keywords go to the implementation (FAISS: repair, ivf_threshold, check; Milvus:
     timeout, token).
     """
@@ -60,6 +72,9 @@ def open_store(location=None, *, writable: bool = True, create: bool = False, fi
         return VectorStore.open(loc.path, writable=writable, create=create,
                                 fingerprint=fingerprint, index=index, index_params=index_params,
                                 **kw)
+    from index.whitening import is_whitened
+    if kw.pop("whitening", None) is not None or is_whitened(fingerprint):
+        refuse_whitening(loc)
     from index.milvus import MilvusStore
     return MilvusStore.open(loc, writable=writable, create=create, fingerprint=fingerprint,
                             index=index, index_params=index_params, **kw)

@@ -42,7 +42,7 @@ def sample_rows(store, n: int = SAMPLE, batch: int = 2000) -> list:
 def check_meaning(store, backend, n: int = SAMPLE) -> MeaningCheck:
     """Embed a sample of the store's texts with `backend` (pooled the store's way) again."""
     rows = sample_rows(store, n)
-    return MeaningCheck(len(rows), reembedding_mismatches(rows, backend, store.pooling))
+    return MeaningCheck(len(rows), reembedding_mismatches(rows, store.model_for_checks(backend), store.pooling))
 
 
 def describe_failure(result: MeaningCheck) -> str:

@@ -79,8 +79,11 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
     try:
         fp = src.fingerprint_dict
         if callable(verify_backend) and not hasattr(verify_backend, "embed"):
-            verify_backend = verify_backend(fp)     # load the model before copying
-        dst = open_store(dst_loc, create=True, fingerprint=fp, index=index)
+            verify_backend = verify_backend(src.model_fingerprint_dict)   # load the model before copying
+        # A whitened source's transform goes with its vectors (a FAISS destination keeps it).
+        whitened = {} if src.whitening is None else {"whitening": src.whitening}
+        dst = open_store(dst_loc, create=True, fingerprint=src.model_fingerprint_dict if whitened else fp,
+                         index=index, **whitened)
         # open_store already checked fp against an existing destination; say it plainly too
         fpmod.check(dst.fingerprint_dict, fp, f"the vectors of {describe_location(src_loc)}",
                     where=f"at {dst_loc}")
@@ -212,7 +215,7 @@ def _check_rows(res, src, dst, id_map, batch, backend, reembed_sample, rng) -> N
         res.problems.append(f"destination ids {_ids(cmp.wrong_vector)} hold another vector than "
                             "the source row copied to them")
     if backend is not None:
-        bad = reembedding_mismatches(cmp.sample, backend, dst.pooling)
+        bad = reembedding_mismatches(cmp.sample, dst.model_for_checks(backend), dst.pooling)
         res.reembedded = len(cmp.sample)
         if bad:
             res.wrong_ids += [i for i, _ in bad]

@@ -51,6 +51,7 @@ def test_the_wheel_ships_the_sample_corpus_and_no_dev_tooling(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "encoderscope_assets/sample_corpus.txt" in names
     assert "encoderscope_assets/paraphrase_pairs.tsv" in names
+    assert {"encoderscope_assets/eval_pairs.tsv", "encoderscope_assets/eval_queries.tsv"} <= set(names)
     assert not [n for n in names if n.startswith(("tools/", "tests/", "bench/")) or "screenshots" in n]
 
 

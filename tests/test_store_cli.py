@@ -65,7 +65,8 @@ def test_ingest_search_info_remove(tmp_path, inputs, capsys):
 
     rc, out, err = cli(["info", "--store", store, "--json"], capsys)
     info = json.loads(out)
-    assert set(info) == {"count", "model", "dim", "index", "bytes", "complete"} and info["complete"]
+    assert set(info) == {"count", "model", "dim", "index", "bytes", "whitening", "complete"} and info["complete"]
+    assert info["whitening"] is None
     assert info["count"] == 120 and info["model"] == "minilm" and info["dim"] == 384
     assert info["index"] == "flat" and info["bytes"] > 120 * 384 * 4
 

@@ -15,6 +15,7 @@ import re
 import numpy as np
 import pytest
 
+from core.errors import InputError
 from index.errors import DuplicateText, ModelMismatch, StoreError, StoreNotFound, UnknownId
 from index.locations import open_store
 from tests.test_store_support import FakeBackend, Fingerprint, clustered, text_vector
@@ -463,3 +464,107 @@ def test_migrate_command_line(tmp_path, opened, capsys):
     assert rc == 2 and "same store" in capsys.readouterr().err
     rc = main(["--from", str(tmp_path / "nope"), "--to", str(tmp_path / "x"), "--quiet"])
     assert rc == 2 and "no store at" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- whitening
+def reference_whitening(x, k):
+    """mu and W from an eigen-decomposition of the covariance (the store fits by SVD)."""
+    mu = x.mean(0)
+    vals, vecs = np.linalg.eigh(np.cov(np.asarray(x, np.float64), rowvar=False, bias=True))
+    top = np.argsort(vals)[::-1][:k]
+    return mu, vecs[:, top] / np.sqrt(vals[top])
+
+
+def cone(n, seed=3):
+    x = clustered(n, D, seed=seed) + 0.4
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def make_whitened(opened, tmp_path, kind, n=600, k=12, name="w"):
+    """A store whitened to k dims, fitted on n clustered vectors in a narrow cone (anisotropic, as
+    a model's often are) and holding them."""
+    from core.whitening import fit_whitening
+    x = cone(n)
+    w = fit_whitening(x, k)
+    s = open_(opened, loc(tmp_path, kind, name), create=True, fingerprint=FP, whitening=w,
+              **({"index": "flat"} if kind == "server" else {}))
+    s.add([f"sentence {i}" for i in range(n)], x, fingerprint=FP)
+    return s, x, w
+
+
+def test_a_whitened_store_searches_whitened_vectors_and_whitens_queries(tmp_path, kind, opened):
+    if kind != "faiss":       # the transform is kept beside a FAISS index; Milvus says so
+        with pytest.raises(InputError, match="cannot be whitened"):
+            make_whitened(opened, tmp_path, kind)
+        return
+    from core.evaluation import anisotropy
+    store, x, w = make_whitened(opened, tmp_path, kind)
+    mu, ref = reference_whitening(x, 12)
+    white = (x - mu) @ ref
+    # the corpus's whitened vectors have identity covariance, and lower anisotropy once stored
+    assert np.abs(np.cov(w.whiten(x), rowvar=False, bias=True) - np.eye(12)).max() <= 1e-3
+    _, stored = store.vectors()
+    assert store.dim == 12 and stored.shape == (600, 12)
+    assert anisotropy(x).value > 0.5 and abs(anisotropy(stored).value) < 0.05
+    # queries: the model's own vectors (its fingerprint) and texts are whitened the same way
+    q = cone(620)[600:]
+    order, scores = brute_force(white, (q - mu) @ ref, 10)
+    for hits, o, sc in zip(store.search(q, k=10, fingerprint=FP), order, scores):
+        np.testing.assert_allclose([h.score for h in hits], sc, atol=1e-4)
+        ok = untied(sc, 1e-4)
+        assert [h.id - 1 for h, k in zip(hits, ok) if k] == [i for i, k in zip(o, ok) if k]
+    backend = FakeBackend(dim=D)
+    added = store.add_texts(["a text about whitening"], backend)
+    hit = store.search("a text about whitening", k=1, backend=backend)[0]
+    assert hit.id == added.ids[0] and hit.score == pytest.approx(1.0, abs=1e-5)
+    # the model's vectors without its fingerprint are not the store's: refused, never stored raw
+    with pytest.raises(ModelMismatch, match="32 dimensions"):
+        store.add(["raw"], x[:1])
+    with pytest.raises(ModelMismatch):
+        store.search(q, k=3, fingerprint=OTHER)
+    assert store.fingerprint_dict["whitening"] == w.digest() and store.info()["whitening"]["dims"] == 12
+    first = [h.id for h in store.search(q[0], k=5, fingerprint=FP)]
+    store.close()
+    again = open_(opened, loc(tmp_path, kind, "w"), writable=False)     # verified on open
+    assert [h.id for h in again.search(q[0], k=5, fingerprint=FP)] == first
+
+
+@pytest.mark.parametrize("damage", ["flip a byte", "swap in another transform", "delete"])
+def test_a_damaged_or_swapped_whitening_file_is_detected_on_open(tmp_path, opened, damage):
+    from core.whitening import fit_whitening, save_whitening
+    from index.errors import StoreCorrupted
+    store, x, _ = make_whitened(opened, tmp_path, "faiss")
+    store.close()
+    path = tmp_path / "w" / "whitening.safetensors"
+    good = path.read_bytes()
+    if damage == "flip a byte":
+        raw = bytearray(good)
+        raw[-40] ^= 0x01
+        path.write_bytes(bytes(raw))
+    elif damage == "swap in another transform":
+        save_whitening(path, fit_whitening(x[:300], 12))
+    else:
+        path.unlink()
+    for writable in (False, True):
+        with pytest.raises(StoreCorrupted, match="whitening file .* (is not the transform|is missing|damaged)") as e:
+            open_(opened, str(tmp_path / "w"), writable=writable)
+        assert e.value.remedy == "restore" and "put the store's own whitening.safetensors back" in str(e.value)
+    path.write_bytes(good)             # the remedy: the store's own file back
+    assert open_(opened, str(tmp_path / "w"), writable=False).count() == 600
+
+
+def test_a_whitened_store_migrates_with_its_transform_to_faiss_only(tmp_path, opened):
+    from index.migrate import migrate
+    store, x, w = make_whitened(opened, tmp_path, "faiss")
+    q = cone(605)[600:]
+    before = [[h.id for h in row] for row in store.search(q, k=5, fingerprint=FP)]
+    store.close()
+    migrate(tmp_path / "w", tmp_path / "w2")
+    copy = open_(opened, str(tmp_path / "w2"), writable=False)
+    assert copy.whitening.digest() == w.digest()
+    assert [[h.id for h in row] for row in copy.search(q, k=5, fingerprint=FP)] == before
+    if _milvus_available():
+        with pytest.raises(InputError, match="cannot be whitened"):
+            migrate(tmp_path / "w", f"milvus-lite:{tmp_path / 'm'}")
+    with pytest.raises(InputError, match="whitened with a transform fitted"):
+        open_(opened, str(tmp_path / "w2"), writable=True).rebuild(FakeBackend("other-model", D, "0" * 64))

@@ -65,6 +65,13 @@ def register(subparsers) -> None:
     add_index_option(p)
     p.add_argument("--batch-size", type=int, default=256,
                    help="sentences per committed batch (default 256)")
+    p.add_argument("--whiten", action="store_true",
+                   help="a new store keeps its vectors BERT-whitened (Su et al., 2021): mean and "
+                        "whitening matrix fitted on the vectors of the FILEs' sentences, kept with "
+                        "the store (whitening.safetensors, named in its fingerprint) and applied "
+                        "to every later text and query (FAISS stores)")
+    p.add_argument("--whiten-dims", type=int, metavar="K", default=None,
+                   help="with --whiten: keep the first K whitened dimensions (default: all)")
     p.add_argument("--rebuild", action="store_true",
                    help="if the store was built with another model or pooling, re-embed all its "
                         "sentences with this one first (FILEs may then be left out)")
@@ -198,10 +205,14 @@ def cmd_ingest(args) -> int:
     if not args.files and not args.rebuild:
         raise InputError("give at least one FILE to ingest, or --sample-corpus (or --rebuild alone "
                          "to re-embed the store with --model/--pooling)")
+    if args.whiten_dims is not None and not args.whiten:
+        raise InputError("--whiten-dims goes with --whiten")
     items, rest = _read_inputs(args)
     _report_inputs(args, items, rest)
     bad, blank = rest.bad, rest.blank
     loc = _location(args)
+    if args.whiten:
+        return _ingest_whitened(args, items, rest, loc)
 
     store = corpus.open_corpus(loc, writable=True)
     if store is not None:
@@ -219,7 +230,7 @@ def cmd_ingest(args) -> int:
                                         f"with {model}? [y/N] "):
                     _rebuild(store, backend, pooling, args.quiet)
                 else:
-                    fpmod.check(store.fingerprint_dict, fp, "the texts to add", where=f"in {loc.describe()}",
+                    fpmod.check(store.model_fingerprint_dict, fp, "the texts to add", where=f"in {loc.describe()}",
                                 hint=_mismatch_hint(args, store, loc, model, pooling, "ingest"))
         except BaseException:
             store.close()
@@ -289,6 +300,38 @@ def cmd_ingest(args) -> int:
     return 0
 
 
+def _ingest_whitened(args, items, rest, loc) -> int:
+    """ingest --whiten: a new store whose vectors are whitened with a transform fitted on the
+    FILEs' own sentences (all embedded first, then stored)."""
+    from index import corpus
+    from index.locations import store_exists
+    if args.rebuild:
+        raise InputError("--whiten creates a new store; --rebuild re-embeds an existing one: use one of them")
+    if store_exists(loc):
+        raise InputError(f"{loc.describe()} already exists: a whitening is fitted on the sentences "
+                         "of a new store; choose a new --store for the whitened one")
+    model = args.model or DEFAULT_MODEL
+    pooling = args.pooling or "mean"
+    backend = _backend(args, model)
+    bar = _progress_bar(len(items), args.quiet)
+    try:
+        store, result = corpus.create_whitened_corpus(
+            loc, backend, pooling, list(items), dims=args.whiten_dims, index=args.index,
+            progress=lambda done, _total: bar.update(done - bar.n))
+    finally:
+        bar.close()
+    try:
+        total = store.count()
+        w = store.whitening
+    finally:
+        store.close()
+    skipped = rest.blank + len(rest.bad) + rest.no_letters
+    print(f"added {result.added}, duplicates {result.duplicates}, skipped {skipped}; "
+          f"{loc.describe()} holds {total} sentences, whitened to {w.dims} of {w.input_dim} "
+          f"dimensions (fitted on them)")
+    return 0
+
+
 def _kept(e, result):
     """The server went away mid-ingest: say what this run stored (it stays) and how to go on."""
     from index.errors import StoreUnavailable
@@ -306,6 +349,10 @@ def _mismatch_hint(args, store, loc, model, pooling, command: str) -> str:
     given = " and ".join(f for f, v in (("--model", args.model), ("--pooling", args.pooling)) if v)
     keep = (f"`encoderscope search {shlex.quote(args.query)} --store {shlex.quote(str(loc))}`"
             if command == "search" else f"the same ingest command without {given}")
+    if store.whitening is not None:    # re-embedding cannot keep a transform fitted for its model
+        return (f"use the store's own {store.model_name} ({store.pooling} pooling) with {keep}; a "
+                f"whitened store keeps the model its whitening was fitted for, so for {model} "
+                f"({pooling} pooling) ingest the texts into a new store (with --whiten to whiten them)")
     rebuild = (f"`encoderscope ingest --rebuild --model {shlex.quote(str(model))} --pooling {pooling} "
                f"--store {shlex.quote(str(loc))}`")
     return (f"use the store's own {store.model_name} ({store.pooling} pooling) with {keep}, or re-embed "
@@ -370,7 +417,7 @@ def cmd_search(args) -> int:
         backend = _backend(args, model)
         if args.pooling and args.pooling != store.pooling or args.model:
             fp = backend.fingerprint(pooling=args.pooling or store.pooling)
-            fpmod.check(store.fingerprint_dict, fp, "queries", where=f"in {loc.describe()}",
+            fpmod.check(store.model_fingerprint_dict, fp, "queries", where=f"in {loc.describe()}",
                         hint=_mismatch_hint(args, store, loc, model, args.pooling or store.pooling, "search"))
         if store.count() == 0:
             raise InputError(f"{loc.describe()} holds no sentences yet: nothing to search; add "
@@ -417,8 +464,8 @@ def cmd_info(args) -> int:
              f"`encoderscope migrate --from {shlex.quote(source)} --to {shlex.quote(str(loc))}` again")
     if args.json:
         keys = ("count", "model", "dim", "index", "bytes")
-        json.dump({**{k: info[k] for k in keys}, "complete": not incomplete}, sys.stdout,
-                  ensure_ascii=False)
+        json.dump({**{k: info[k] for k in keys}, "whitening": info.get("whitening"),
+                   "complete": not incomplete}, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
         fp = info["fingerprint"]
@@ -428,6 +475,10 @@ def cmd_info(args) -> int:
         print(f"model     {info['model']} ({info['pooling']} pooling, weights "
               f"{str(fp.get('weights_sha256', ''))[:12]})")
         print(f"dim       {info['dim']}")
+        white = info.get("whitening")
+        if white:
+            print(f"whitening {white['dims']} of {white['input_dim']} dimensions (BERT-whitening, "
+                  f"transform {white['sha256'][:12]} in {white.get('file', 'the store')})")
         print(f"index     {info['index']} {info['index_params'] or ''}".rstrip())
         if info.get("index_structure"):               # FAISS folders: what the file holds
             print(f"structure {info['index_structure']}")
@@ -450,7 +501,7 @@ def _check_meaning(args, store) -> str | None:
         return f"check: the texts were not embedded again: the store's model cannot be loaded ({e})"
     fp = backend.fingerprint(pooling=store.pooling)
     remedy = store.mismatch_remedy(fp)
-    fpmod.check(store.fingerprint_dict, fp, "vectors of the model now at hand",
+    fpmod.check(store.model_fingerprint_dict, fp, "vectors of the model now at hand",
                 where=f"at {store.where}", **remedy)
     result = check_meaning(store, backend)
     if not result.ok:

@@ -346,7 +346,8 @@ class CorpusService(QObject):
         if store is None or backend is None:
             return None
         from index import fingerprint as fpmod
-        return fpmod.compatible(store.fingerprint_dict, backend.fingerprint(self.state.pooling).to_dict())
+        # a whitened store takes its model's own vectors (it whitens them itself)
+        return fpmod.compatible(store.model_fingerprint_dict, backend.fingerprint(self.state.pooling).to_dict())
 
     def check_model(self) -> None:
         """If the store was embedded with another model/pooling, offer to re-embed it."""

@@ -120,6 +120,15 @@ class ModelBar(QToolBar):
             self.addWidget(w)
             if w is self.weights:
                 self.addWidget(self.browse)
+        self.evaluate = QToolButton()
+        self.evaluate.setObjectName("evaluate_button")
+        self.evaluate.setText("Evaluate…")
+        self.evaluate.setToolTip("Score this model on sentence pairs (Spearman, Pearson, anisotropy; "
+                                 "before and after whitening): the shipped set or a file of yours")
+        self.evaluate.clicked.connect(self.open_evaluate)
+        self.evaluate_dialog = None     # built the first time it is asked for
+        self.addWidget(QLabel(" "))
+        self.addWidget(self.evaluate)
         spacer = QWidget()
         spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         self.addWidget(spacer)
@@ -154,6 +163,20 @@ class ModelBar(QToolBar):
         if folder:
             self.set_weights(folder)
             self._apply()
+
+    def open_evaluate(self, pairs_file: str = ""):
+        """The Evaluate page as a dialog, on the corpus model, started at once (the shipped pairs
+        unless a file was chosen there before or is given)."""
+        from app.gui.panels.train.evaluate_view import EvaluateDialog
+        if self.evaluate_dialog is None:
+            self.evaluate_dialog = EvaluateDialog(self.state, self.window())
+        view = self.evaluate_dialog.view
+        view.use_corpus_model(pairs_file)
+        self.evaluate_dialog.show()
+        self.evaluate_dialog.raise_()
+        if view.job is None:
+            view.start()
+        return self.evaluate_dialog
 
     def refresh_weights(self) -> None:
         """Add checkpoints trained since the list was made (the typed text is kept)."""

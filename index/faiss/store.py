@@ -8,6 +8,8 @@ Folder layout:
     manifest.json             format, store id, fingerprint, dim, metric, index kind + params,
                               count, generation covered, index file name/size/sha256
     lock                      flock'ed by the one writer; holds its pid
+    whitening.safetensors     a whitened store's transform (index/whitening.py), named by the
+                              sha256 in its fingerprint and checked against it on every open
 
 Trust: the database carries a random store id, also written in the manifest, and a checksum per
 row; on open the index must list exactly the database's ids and hold the database's vectors
@@ -58,6 +60,9 @@ from index.faiss.snapshot import (
     set_damaged_aside,
 )
 from index.records import split_meta
+from index.whitening import WHITENING_FILE, describe_whitening, is_whitened, store_fingerprint
+from index.whitening import load as load_whitening
+from index.whitening import write as write_whitening
 
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
 IVF_REBUILD_GROWTH = 2      # re-partition an ivf index once the store doubles past its build
@@ -94,6 +99,8 @@ class VectorStore(Store):
             raise StoreCorrupted(f"the sentence database {db.path} is damaged: its model, "
                                  "dimension or index settings are inconsistent; restore it from "
                                  "a backup", path=db.path, remedy="restore")
+        if is_whitened(self._fp):
+            self._whitening = load_whitening(self.folder, self._fp, self._dim)
         self._indexed_gen = -1     # database generation the in-memory index reflects
         self._saved_gen = -1       # generation of the snapshot on disk
         self._stale = False        # HNSW/ivf after an update: rebuild before use
@@ -107,7 +114,7 @@ class VectorStore(Store):
     def open(cls, folder=None, *, writable: bool = False, create: bool = False, fingerprint=None,
              index: str = "auto", index_params: dict | None = None,
              ivf_threshold: int = AUTO_IVF_THRESHOLD, repair: bool = False,
-             check: bool = True, verify: bool = False) -> VectorStore:
+             check: bool = True, verify: bool = False, whitening=None) -> VectorStore:
         """Open (or with create=True, writable=True and a fingerprint, create) a store.
 
         fingerprint: the model the caller will add/search with; a different model raises
@@ -119,6 +126,8 @@ class VectorStore(Store):
         `damaged`); a manifest of another format version is never overwritten.
         verify: check every row (checksum, unit vector) and every index vector against the
         database, not only a sample; the findings are in `check_report`.
+        whitening (create only): a core.whitening.Whitening whose whitened vectors the new store
+        keeps; `fingerprint` is then the model's, and the store's becomes the whitened one.
         """
         folder = Path(folder) if folder is not None else default_store_dir()
         folder = folder.expanduser()
@@ -139,11 +148,12 @@ class VectorStore(Store):
                 raise StoreNotFound(f"no store at {folder}", location=str(folder))
             if fingerprint is None:
                 raise InputError("creating a store needs the model fingerprint")
+            fingerprint = _creation_fingerprint(fingerprint, whitening)
             try:   # a symlink to a folder not made yet (a dangling link) gets its folder
                 folder.resolve().mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise write_failed(folder, e, f"the store folder {folder}") from None
-            strangers = [p.name for p in folder.iterdir() if p.name not in ("lock",)
+            strangers = [p.name for p in folder.iterdir() if p.name not in ("lock", WHITENING_FILE)
                          and not p.name.startswith(".")]
             if strangers:
                 raise StoreError(f"{folder} is not empty and holds no store; choose an empty or "
@@ -164,6 +174,8 @@ class VectorStore(Store):
                 if not (create and writable):
                     raise StoreCorrupted(f"{db_path} is not an Encoderscope store database",
                                          path=db_path, remedy="restore")
+                if whitening is not None:    # first: the database must never name a missing file
+                    write_whitening(folder, whitening)
                 fpd = fpmod.as_dict(fingerprint)
                 db.create({"fingerprint": fpd, "dim": int(fpd["dim"]), "index_request": index,
                            "index_params": index_params or {}, IVF_THRESHOLD_KEY: int(ivf_threshold),
@@ -173,9 +185,11 @@ class VectorStore(Store):
                 if db.needs_upgrade():        # a store written before row checksums
                     db.upgrade()
             store = cls(folder, db, lock)
+            if whitening is not None and store._fp.get("whitening") != whitening.digest():
+                raise InputError(f"{folder} already holds a store: a whitening is fitted when a "
+                                 "store is created; choose a new folder for the whitened store")
             if fingerprint is not None:
-                fpmod.check(store._fp, fingerprint, "your vectors and queries", where=f"at {folder}",
-                            **store.mismatch_remedy(fingerprint))
+                store._check_model(fingerprint, "your vectors and queries")
             store._load(repair=repair, verify=verify)
             store.check_report.setdefault("moved", []).extend(m.name for m in moved if m)
             if writable and (store._saved_gen != store._indexed_gen or store._needs_migration()):
@@ -422,6 +436,11 @@ class VectorStore(Store):
         The new vectors are staged in the database; the switch is one transaction, so an
         interruption leaves the store on its old model, intact."""
         self._need_writer()
+        if self._whitening is not None:
+            raise InputError(
+                f"the store at {self.folder} is whitened with a transform fitted on its model's "
+                "vectors, which another model's vectors cannot use: ingest its texts into a new "
+                "store instead (with --whiten to whiten them again)")
         fp = fpmod.as_dict(backend.fingerprint(pooling=pooling or self.pooling))
         db = self._db
         total = db.count()
@@ -616,7 +635,8 @@ class VectorStore(Store):
                 "bytes": self.bytes_on_disk(),
                 "metric": "cosine", "pooling": self.pooling,
                 "fingerprint": dict(self._fp), "index_params": dict(self._index.params),
-                "path": str(self.folder), "generation": self._db.generation}
+                "path": str(self.folder), "generation": self._db.generation,
+                "whitening": describe_whitening(self._whitening, self._fp, self.folder)}
 
     def __repr__(self):
         return f"VectorStore({str(self.folder)!r}, {self.count()} sentences, {self._index.kind})"
@@ -634,3 +654,13 @@ def _split_meta(meta):
     source, row, _added, extra = split_meta(meta)
     return source, row, extra
 
+
+
+def _creation_fingerprint(fingerprint, whitening) -> dict:
+    """The fingerprint a new store records: the model's, or with a whitening the whitened one."""
+    if whitening is None:
+        if is_whitened(fingerprint):
+            raise InputError("a whitened store is created with its whitening transform: pass "
+                             "whitening= with the fingerprint of the model's own vectors")
+        return fingerprint
+    return store_fingerprint(fingerprint, whitening)

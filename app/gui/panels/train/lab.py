@@ -1,5 +1,6 @@
 """The Train tab as a lab: pages to train a run and watch it (Run), keep and compare runs (Runs),
-and run the teaching notebook's exercises as experiments (Experiments).
+run the teaching notebook's exercises as experiments (Experiments), and evaluate any model on a
+scored pairs file, with and without whitening (Evaluate).
 
 The window builds this for its Train tab; what other code calls on the Train panel (set_corpus,
 set_init_folder, running, start, cancel, ...) is forwarded to the Run page's TrainPanel.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from PySide6 import QtWidgets
 from PySide6.QtCore import Signal
 
+from app.gui.panels.train.evaluate_view import EvaluateView
 from app.gui.panels.train.experiments_view import ExperimentsView
 from app.gui.panels.train.panel import TrainPanel
 from app.gui.panels.train.runs_view import RunsView
@@ -32,7 +34,8 @@ class TrainLab(QtWidgets.QWidget):
         self.add_page("Run", self.run_panel)
         self.add_page("Runs", self.runs_view)
         self.add_page("Experiments", self.experiments_view)
-        # ---- the Evaluate page (evaluate_view.py) is added here: self.add_page("Evaluate", ...) ----
+        self.evaluate_view = EvaluateView(state)
+        self.add_page("Evaluate", self.evaluate_view)
 
         self.run_panel.run_finished.connect(self.run_finished)
         self.run_panel.run_finished.connect(lambda *_: self._refresh_runs_if_shown())

@@ -1,0 +1,32 @@
+"""A whitened corpus (index/whitening.py) in the desktop app: it opens without an offer to
+re-embed (the corpus model is its model), and search shows the hits the store itself gives
+for the whitened query, as `encoderscope search` does."""
+from __future__ import annotations
+
+from tests.app_fixtures import *  # noqa: F401,F403
+from tests.app_fixtures import ASSETS, wait_idle
+
+
+def test_a_whitened_corpus_opens_as_the_corpus_models_and_searches_whitened(qtbot, make_window, tiny_store_template,
+                                                                          minilm, tmp_path):
+    from index.corpus import create_whitened_corpus
+    lines = (ASSETS / "sample_corpus.txt").read_text(encoding="utf-8").splitlines()[:60]
+    query = "the biggest planet"
+    store, _ = create_whitened_corpus(tmp_path / "w", minilm, "mean", lines, dims=16)
+    expected = [h.text for h in store.search(query, k=5, backend=minilm)]
+    plain = minilm.embed([query] + lines) @ minilm.embed([query])[0]
+    assert expected != [lines[i] for i in (-plain[1:]).argsort()[:5]]     # whitening changed the ranking
+    store.close()
+    w = make_window(tiny_store_template)
+    w.service.open(tmp_path / "w", sample_if_new=False)
+    qtbot.waitUntil(lambda: w.state.store is not None and w.state.store.count() == 60, timeout=30_000)
+    wait_idle(qtbot, w)
+    assert w.service.compatible() and w.state.store.whitening.dims == 16
+    box = getattr(w.corpus_panel, "_reembed_box", None)
+    assert box is None or not box.isVisible()
+    panel = w.search_panel
+    panel.k.setValue(5)
+    with qtbot.waitSignal(panel.results_shown, timeout=20_000, check_params_cb=lambda r: r.query == query):
+        panel.query.setFocus()
+        qtbot.keyClicks(panel.query, query)
+    assert [h.text for h in panel.results.hits] == expected
