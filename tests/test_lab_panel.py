@@ -67,7 +67,7 @@ def _list(qtbot, lab, folder):
 def test_the_lab_has_its_pages_and_forwards_the_train_panel(lab, tmp_path):
     from app.gui.panels.train.panel import TrainPanel
 
-    assert lab.page_titles() == ["Run", "Runs", "Experiments"]
+    assert lab.page_titles() == ["Run", "Runs", "Experiments", "Evaluate"]
     assert isinstance(lab.page("Run"), TrainPanel) and lab.run_panel is lab.page("Run")
     corpus = write_corpus(tmp_path / "mine.txt", n=20)
     lab.set_corpus(corpus)
