@@ -91,6 +91,7 @@ class Walkthrough:
     max_length: int = 0             # the model's maximum tokens (specials included)
     text: str = ""                  # the sentence walked through
     pair: str | None = None         # the second sentence of a pair, if any
+    config: object = None           # the EncoderConfig the steps ran with (the architecture map draws it)
 
     def step(self, name: str) -> Step:
         for s in self.steps:
@@ -281,7 +282,7 @@ def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: i
     return Walkthrough(model=backend.model_name, tokens=list(tokens), ids=ids, token_type_ids=types,
                        layer=layer, head=head, pooling=pooling, norm=cfg.norm, truncated=cut,
                        steps=steps, note=note, max_length=ref.max_length, text=text,
-                       pair=pair if pair and pair.strip() else None)
+                       pair=pair if pair and pair.strip() else None, config=cfg)
 
 
 def _ln_input(name: str, v: dict, cfg) -> np.ndarray:
