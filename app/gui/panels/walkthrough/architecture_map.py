@@ -17,6 +17,8 @@ import html
 from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
+from app.gui.widgets.heatmap import TOOLTIP_STAYS_MS
+
 COL_W, BOX_W, BOX_H, ROW_H = 104, 96, 24, 40     # pixels: grid column, box, grid row
 FRAME_TOP, FRAME_BOTTOM = 22, 66                 # room for the layer frame's title and its repeat line
 SKIP_X = 3 * COL_W + 8                           # where residual skips run down, right of the boxes
@@ -206,6 +208,21 @@ class ArchitectureMap(QtWidgets.QGraphicsView):
         if step in self.items:
             self.items[step].set_current(True)
             self.ensureVisible(self.items[step], 10, 40)
+
+    def viewportEvent(self, event):
+        """A block's tooltip stays while the mouse rests on it (Qt hides it after ~10 s)."""
+        if event.type() == QtCore.QEvent.Type.ToolTip:
+            item = self.itemAt(event.pos())
+            while item is not None and not item.toolTip():
+                item = item.parentItem()
+            if item is None:
+                QtWidgets.QToolTip.hideText()
+            else:
+                rect = self.mapFromScene(item.sceneBoundingRect()).boundingRect()
+                QtWidgets.QToolTip.showText(event.globalPos(), item.toolTip(), self.viewport(), rect,
+                                            TOOLTIP_STAYS_MS)
+            return True
+        return super().viewportEvent(event)
 
     def resizeEvent(self, event):
         super().resizeEvent(event)

@@ -186,6 +186,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.stack.addWidget(steps_page)
         self.positions_view = PositionsView(self.state, self)
         self.stack.addWidget(self.positions_view)
+        # its size hint (a tall step) must not make the tab's own scroll area scroll Previous/Next away
+        self.stack.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Ignored)
         outer.addWidget(self.stack, 1)
         self._update_nav()
 

@@ -24,6 +24,8 @@ from app.gui.panels.walkthrough.wide_summary import WideSummaryTable
 from app.gui.widgets.matrix_heatmap import MatrixHeatmap
 from core.walkthrough import TOLERANCE as MATCH_LIMIT
 
+NUMBERS_MAX_ROWS = 64      # with "Numbers" on, matrices up to this many rows grow tall enough to print in
+NUMBER_ROW_PX = 26         # a row's height then (cells need MIN_CELL_PX_FOR_VALUES to be written in)
 # a step whose max |difference| from the model is above MATCH_LIMIT shows red
 GREEN, RED, GREY = "#1e7b34", "#c0392b", "#777777"
 
@@ -136,7 +138,7 @@ class StepView(QtWidgets.QWidget):
         self.numbers.setObjectName("walkthrough_numbers")
         self.numbers.setToolTip("Print each value in its cell. Cells too narrow for a number stay colour only: "
                                 "Ctrl + mouse wheel zooms in, or click a cell to read it in the panel on the right")
-        self.numbers.toggled.connect(lambda on: self.heatmap.set_show_values(on))
+        self.numbers.toggled.connect(self._numbers_toggled)
         head.addWidget(self.title, 1)
         head.addWidget(self.numbers)
         head.addWidget(self.badge)
@@ -209,7 +211,7 @@ class StepView(QtWidgets.QWidget):
         if vector:
             self.heatmap.set_titles("", "dimension")
         self.heatmap.setMaximumHeight(190 if vector else 16777215)
-        self.heatmap.setMinimumHeight(150 if vector else 220)
+        self._size_for_numbers()
         self.heatmap.set_show_values(self.numbers.isChecked())
         self._show_extra(step)
         self.weights_strip.set_step(walkthrough, step)
@@ -221,6 +223,19 @@ class StepView(QtWidgets.QWidget):
         if builds_up:       # not isVisible(): a hidden tab must not keep the last model's sum
             self.build_up.label.setText("Click a query row to build its weighted sum of V.")
             self._row_clicked(self.build_up.query if 0 <= self.build_up.query < len(walkthrough.tokens) else 0)
+
+    def _numbers_toggled(self, on: bool) -> None:
+        self._size_for_numbers()
+        self.heatmap.set_show_values(on)
+
+    def _size_for_numbers(self) -> None:
+        """With Numbers on, a small matrix gets rows tall enough to print in (the page scrolls)."""
+        rows = self.heatmap.matrix.shape[0]
+        vector = rows == 1
+        low = 150 if vector else 220
+        if self.numbers.isChecked() and 1 < rows <= NUMBERS_MAX_ROWS:
+            low = max(low, rows * NUMBER_ROW_PX + 150)       # + the column labels and the title
+        self.heatmap.setMinimumHeight(low)
 
     def _repin(self, walkthrough, step) -> None:
         """The pinned cell follows to the new numbers when the same step is shown again (another

@@ -100,8 +100,8 @@ class ValuePanel(QtWidgets.QFrame):
         self.cell = (step.name, i, j)
         where = f"[{j}]" if values.ndim == 1 else f"[{i}, {j}]"
         lines = [f"<b>{html.escape(step.name)}{where} = {v:.6g}</b>",
-                 f"row: {html.escape(row_name(walkthrough, step, i))}",
-                 f"column: {html.escape(column_name(walkthrough, step, j))}"]
+                 f"row: {html.escape(row_name(walkthrough, step, i), quote=False)}",
+                 f"column: {html.escape(column_name(walkthrough, step, j), quote=False)}"]
         lines += self._explain(walkthrough, step, i, j, v)
         self.label.setText("<br>".join(lines))
         if step.name in SCORE_STEPS and _has(walkthrough, "q") and _has(walkthrough, "k"):
