@@ -280,6 +280,7 @@ class StepView(QtWidgets.QWidget):
         if self.step is None:
             return
         self.value_panel.show_cell(self.walkthrough, self.step, i, j)
+        self.heatmap.hover(i, j)                      # the pinned cell framed until the mouse moves on
         self._row_clicked(i)
 
     def _row_clicked(self, i: int) -> None:

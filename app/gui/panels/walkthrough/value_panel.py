@@ -74,6 +74,7 @@ class ValuePanel(QtWidgets.QFrame):
         self.table.setObjectName("walkthrough_score_terms")
         self.table.setHorizontalHeaderLabels(["d", "q[i,d]", "k[j,d]", "q·k term"])
         self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 4)
         self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Stretch)
         self.total = QtWidgets.QLabel()

@@ -23,6 +23,7 @@ class WideSummaryTable(QtWidgets.QTableWidget):
         self.setObjectName("walkthrough_wide_summary")
         self.setHorizontalHeaderLabels(["token", "‖x‖", "mean |x|", f"top {TOP} dimensions by |value|"])
         self.verticalHeader().setVisible(False)
+        self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 4)
         self.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.horizontalHeader().setStretchLastSection(True)
         self.setMinimumHeight(140)
