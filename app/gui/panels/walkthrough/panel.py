@@ -360,9 +360,11 @@ class WalkthroughPanel(QtWidgets.QWidget):
         return [s.name for s in self.walkthrough.steps] if self.walkthrough is not None else []
 
     def show_step(self, name: str) -> None:
-        self.step_list.setCurrentRow(self.step_names().index(name))
-        if self.step_list.currentRow() == self.step_names().index(name):
-            self._row_changed(self.step_list.currentRow())
+        row = self.step_names().index(name)
+        if self.step_list.currentRow() == row:
+            self._row_changed(row)                     # drawn again (e.g. for a new walk)
+        else:
+            self.step_list.setCurrentRow(row)          # draws it through currentRowChanged
 
     def next_step(self) -> None:
         if self.step_list.currentRow() < self.step_list.count() - 1:

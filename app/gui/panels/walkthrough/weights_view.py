@@ -20,16 +20,56 @@ from app.gui.widgets.matrix_heatmap import MatrixHeatmap
 STRIP_HEIGHT = 170
 
 
+class WeightBox(QtWidgets.QWidget):
+    """A title over a small heatmap (no colour bar: the value is on hover)."""
+
+    clicked = QtCore.Signal()
+
+    def __init__(self, key: str, parent=None):
+        super().__init__(parent)
+        lay = QtWidgets.QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(1)
+        self.title = QtWidgets.QLabel()
+        self.title.setTextFormat(Qt.TextFormat.RichText)
+        self.title.setObjectName(f"weights_title_{key}")
+        self.title.linkActivated.connect(lambda _href: self.clicked.emit())
+        self.heatmap = MatrixHeatmap(self, row_title="", col_title="")
+        self.heatmap.setMinimumHeight(60)
+        self.heatmap.ci.removeItem(self.heatmap.colorbar)
+        self.heatmap.colorbar.hide()
+        self.heatmap.plot.hideAxis("top")
+        if key not in ("input", "output"):
+            self.heatmap.plot.hideAxis("left")      # a weight's rows are dimensions, not tokens
+        lay.addWidget(self.title)
+        lay.addWidget(self.heatmap, 1)
+
+    def set(self, values, row_labels, title: str, link: bool = False, tip: str = "") -> None:
+        self.title.setText(f"<a href='#'>{html.escape(title)}</a>" if link else html.escape(title))
+        self.title.setToolTip(f"{title}: click to go to that step" if link else (tip or title))
+        self.heatmap.show_matrix(values, row_labels, title="")
+
+
 class WeightsStrip(QtWidgets.QFrame):
-    """A row of small heatmaps: the input step, each weight tensor, the output."""
+    """A row of small heatmaps: the input step, the two weight tensors, the output. Built once
+    and refilled, since every step with weights has exactly two (W and b, or γ and β)."""
 
     input_clicked = QtCore.Signal(str)       # the input step's name
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setObjectName("walkthrough_weights_strip")
-        self.row = QtWidgets.QHBoxLayout(self)
-        self.row.setContentsMargins(0, 0, 0, 0)
+        row = QtWidgets.QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        self.input_box, self.first, self.second, self.output_box = (
+            WeightBox(k, self) for k in ("input", "weight", "bias", "output"))
+        self.input_box.clicked.connect(lambda: self.input_step and self.input_clicked.emit(self.input_step))
+        self.input_note = QtWidgets.QLabel("input: the output of the last layer\n(not a step of this layer)")
+        self.input_note.setWordWrap(True)
+        self.ops = [_arrow(t) for t in ("·", "+", "→")]
+        for widget, stretch in ((self.input_box, 3), (self.input_note, 2), (self.ops[0], 0), (self.first, 3),
+                                (self.ops[1], 0), (self.second, 1), (self.ops[2], 0), (self.output_box, 3)):
+            row.addWidget(widget, stretch)
         self.heatmaps: dict[str, MatrixHeatmap] = {}
         self.input_step: str | None = None
         self.setFixedHeight(STRIP_HEIGHT)
@@ -37,71 +77,37 @@ class WeightsStrip(QtWidgets.QFrame):
 
     def set_step(self, walkthrough, step) -> None:
         weights = list(getattr(step, "weights", []) or [])
-        self._clear()
-        if not weights:
+        self.heatmaps = {}
+        if len(weights) != 2:
+            self.input_step = None
             self.hide()
             return
         self.input_step = getattr(step, "input_step", None)
         names = [s.name for s in walkthrough.steps]
-        if self.input_step in names:
+        has_input = self.input_step in names
+        self.input_box.setVisible(has_input)
+        self.input_note.setVisible(not has_input)
+        if has_input:
             source = walkthrough.step(self.input_step)
-            title = f"input: step {names.index(self.input_step) + 1}, {source.title}"
-            self._add("input", source.values, source.row_labels, title, link=self.input_step)
-        else:
-            self._add_note("input: the output of the last layer\n(its last step is not shown for this layer)")
-        self._arrow("·" if weights[0].values.ndim == 2 else "⊙")
-        for k, w in enumerate(weights):
+            self.input_box.set(source.values, source.row_labels,
+                               f"input: step {names.index(self.input_step) + 1}, {source.title}", link=True)
+            self.heatmaps["input"] = self.input_box.heatmap
+        matrix = np.ndim(weights[0].values) == 2
+        self.ops[0].setText("·" if matrix else "⊙")
+        layout = self.layout()
+        layout.setStretchFactor(self.first, 3 if matrix else 1)
+        for box, w in ((self.first, weights[0]), (self.second, weights[1])):
             values = np.asarray(w.values)
             rows = [str(i) for i in range(values.shape[0])] if values.ndim == 2 else [w.symbol]
-            self._add(w.symbol, values, rows, f"{w.symbol}  {' × '.join(map(str, values.shape))}",
-                      tip=f"{w.key}" + (f"\n{w.note}" if w.note else ""))
-            if k < len(weights) - 1:
-                self._arrow("+")
-        self._arrow("→")
-        self._add("output", step.values, step.row_labels, f"output: {step.title}")
+            box.set(values, rows, f"{w.symbol}  {' × '.join(map(str, values.shape))}",
+                    tip=w.key + (f"\n{w.note}" if w.note else ""))
+            self.heatmaps[w.symbol] = box.heatmap
+        self.output_box.set(step.values, step.row_labels, f"output: {step.title}")
+        self.heatmaps["output"] = self.output_box.heatmap
         self.show()
 
-    def _clear(self) -> None:
-        while self.row.count():
-            item = self.row.takeAt(0)
-            widget = item.widget()
-            if widget is not None:              # off screen now: deleteLater alone would leave it drawn
-                widget.hide()
-                widget.deleteLater()
-        self.heatmaps = {}
 
-    def _add(self, key, values, row_labels, title, link=None, tip="") -> None:
-        box = QtWidgets.QWidget()
-        lay = QtWidgets.QVBoxLayout(box)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.setSpacing(1)
-        label = QtWidgets.QLabel(f"<a href='#'>{html.escape(title)}</a>" if link else html.escape(title))
-        label.setTextFormat(Qt.TextFormat.RichText)
-        label.setObjectName(f"weights_title_{key}")
-        label.setToolTip(tip or title)
-        if link:
-            label.linkActivated.connect(lambda _href, s=link: self.input_clicked.emit(s))
-            label.setToolTip(f"{title}: click to go to that step")
-        hm = MatrixHeatmap(box, row_title="", col_title="")
-        hm.setMinimumHeight(60)
-        hm.show_matrix(values, row_labels, title="")
-        hm.ci.removeItem(hm.colorbar)          # small multiples: the value is on hover, not on a bar
-        hm.colorbar.hide()
-        hm.plot.hideAxis("top")
-        if key not in ("input", "output"):
-            hm.plot.hideAxis("left")            # a weight's rows are dimensions, not tokens
-        lay.addWidget(label)
-        lay.addWidget(hm, 1)
-        stretch = 1 if np.ndim(values) == 1 else 3
-        self.row.addWidget(box, stretch)
-        self.heatmaps[key] = hm
-
-    def _add_note(self, text: str) -> None:
-        note = QtWidgets.QLabel(text)
-        note.setWordWrap(True)
-        self.row.addWidget(note, 2)
-
-    def _arrow(self, text: str) -> None:
-        arrow = QtWidgets.QLabel(text)
-        arrow.setStyleSheet("font-size: 18px; font-weight: bold;")
-        self.row.addWidget(arrow, 0)
+def _arrow(text: str) -> QtWidgets.QLabel:
+    arrow = QtWidgets.QLabel(text)
+    arrow.setStyleSheet("font-size: 18px; font-weight: bold;")
+    return arrow
