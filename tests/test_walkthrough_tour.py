@@ -307,3 +307,27 @@ def test_walkthrough_steps_and_map_agree_with_the_core(minilm):
     w = W.explain(minilm, TEXT, layer=5, head=11)
     arch = architecture(w.config, len(w.tokens), w.layer, w.head)
     assert arch.steps == [s.name for s in w.steps] and arch.layer == 5 and arch.n_layers == 6
+
+
+def test_a_model_changed_while_hidden_redraws_the_map_weights_and_pinned_cell(qtbot, panel, tiny_distilbert):
+    """Nothing of the old model stays: the map is the new model's (no segment, 2 layers), the
+    weights are its tensors, the pinned score is recomputed from its Q and K."""
+    from core.backends import get_backend
+    explain(qtbot, panel, "the cat sat on the mat .")
+    panel.show_step("scores")
+    click_cell(qtbot, panel.step_view.heatmap, 2, 3)
+    panel.hide()
+    tiny = get_backend(str(tiny_distilbert))
+    with qtbot.waitSignal(panel.explained, timeout=60000):
+        panel.state.backend = tiny
+        panel.state.backend_changed.emit(tiny)
+    w = panel.walkthrough
+    assert "token_type_embeddings" not in panel.arch_map.items and len(panel.arch_map.layer_links) == 2
+    assert list(panel.arch_map.items) == [s.name for s in w.steps]
+    q, k = (np.asarray(w.step(n).values) for n in ("q", "k"))
+    vp = panel.step_view.value_panel
+    assert vp.cell == ("scores", 2, 3)
+    assert vp.terms.score == pytest.approx(float(q[2] @ k[3]) / math.sqrt(q.shape[1]), abs=1e-9)
+    panel.show_step("ffn_hidden")
+    lin1 = tiny.encoder.state_dict()[f"transformer.layer.{w.layer}.ffn.lin1.weight"]
+    np.testing.assert_array_equal(panel.step_view.weights_strip.heatmaps["W₁"].raw, lin1.T.double().numpy())

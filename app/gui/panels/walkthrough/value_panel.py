@@ -122,8 +122,8 @@ class ValuePanel(QtWidgets.QFrame):
             return [f"= exp(s′ − max) / Σ exp(s′ − max) = exp({row[j] - top:.4g}) / {denominator:.6g}",
                     f"row {i} sums to {float(np.asarray(step.values)[i].sum()):.6f}"]
         if step.name == "masked_scores":
-            return ["= the score, as token j is a real token (no −∞)" if np.isfinite(v) and v > -1e29
-                    else "= −∞: token j is padding, so it gets no attention"]
+            return ["= the score: the mask lets query i see key j (adds 0)" if np.isfinite(v) and v > -1e29
+                    else "= −∞: the mask hides key j from query i, so it gets no attention"]
         return []
 
     def _show_terms(self, walkthrough, step, i, j, v) -> None:
@@ -137,7 +137,7 @@ class ValuePanel(QtWidgets.QFrame):
                 self.table.setItem(r, c, item)
         shown = float(walkthrough.step("scores").values[i, j])
         self.total.setText(f"Σ<sub>d</sub> q[{i},d]·k[{j},d] = {t.dot:.6g}; ÷ √{len(t.dims)} = "
-                           f"<b>{t.score:.6g}</b> = the score shown ({shown:.6g}). Largest |terms| first: "
+                           f"<b>{t.score:.6g}</b> = scores[{i}, {j}] ({shown:.6g}). Largest |terms| first: "
                            f"the dimensions where query and key agree (+) or disagree (−) most.")
         self.table.show()
         self.total.show()
