@@ -278,7 +278,8 @@ def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: i
             max_abs_diff=float(np.abs(values - model[name]).max()),
             fp32_max_abs_diff=float(np.abs(values - as_run[name]).max()),
             scale=float(np.abs(values).max()), extra=extra,
-            weights=step_weights(p, name, layer, head, cfg.n_heads), input_step=step_input(name, cfg.norm)))
+            weights=step_weights(p, name, layer, head, cfg.n_heads),
+            input_step=step_input(name, cfg.norm, last_layer=layer == cfg.n_layers - 1)))
     return Walkthrough(model=backend.model_name, tokens=list(tokens), ids=ids, token_type_ids=types,
                        layer=layer, head=head, pooling=pooling, norm=cfg.norm, truncated=cut,
                        steps=steps, note=note, max_length=ref.max_length, text=text,

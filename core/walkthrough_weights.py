@@ -33,15 +33,16 @@ class Weight:
     note: str = ""        # how it was taken from the tensor, e.g. "columns 64 … 95 of the transposed weight"
 
 
-def step_input(step: str, norm: str) -> str | None:
-    """The walkthrough step whose output this step reads (None: token ids or another layer)."""
+def step_input(step: str, norm: str, last_layer: bool = False) -> str | None:
+    """The walkthrough step whose output this step reads (None: token ids, or a layer that is
+    not shown). ``last_layer``: the walk shows the last layer, whose output the final LN reads."""
     pre = norm == "pre"
     table = {"q": "layernorm_1" if pre else "layer_input", "attention_output": "heads_concat",
              "ffn_hidden": "layernorm_2" if pre else "layernorm_1", "ffn_output": "ffn_activation",
              "embeddings_layernorm": "embeddings_sum",
              "layernorm_1": "layer_input" if pre else "residual_1",
              "layernorm_2": "residual_1" if pre else "residual_2",
-             "final_layernorm": None}        # the last layer's output, not a step unless it is shown
+             "final_layernorm": "residual_2" if last_layer else None}
     table["k"] = table["v"] = table["q"]
     return table.get(step)
 

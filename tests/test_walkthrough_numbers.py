@@ -75,3 +75,16 @@ def test_wide_summary_norms_and_top_dimensions(walk):
         assert s.top_dims[r].tolist() == brute
         assert s.top_values[r].tolist() == [h[r, c] for c in brute]
     assert s.describe(0).startswith(f"‖x‖ {s.norms[0]:.4g}")
+
+
+def test_final_layernorm_reads_the_last_layers_output(tmp_path):
+    from core.backends import get_backend
+    backend = get_backend("random:norm=pre,layers=2,dim=32,heads=4,ffn=64", "scratch", device="cpu")
+    last = explain(backend, "a cat", layer=1)
+    step = last.step("final_layernorm")
+    assert step.input_step == "residual_2"
+    x = last.step("residual_2").values
+    g, b = (w.values for w in step.weights)
+    normed = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + backend.config.layer_norm_eps)
+    np.testing.assert_allclose(normed * g + b, step.values, atol=1e-9)
+    assert explain(backend, "a cat", layer=0).step("final_layernorm").input_step is None

@@ -64,7 +64,7 @@ class WeightsStrip(QtWidgets.QFrame):
         self.input_box, self.first, self.second, self.output_box = (
             WeightBox(k, self) for k in ("input", "weight", "bias", "output"))
         self.input_box.clicked.connect(lambda: self.input_step and self.input_clicked.emit(self.input_step))
-        self.input_note = QtWidgets.QLabel("input: the output of the last layer\n(not a step of this layer)")
+        self.input_note = QtWidgets.QLabel("input: the output of the last layer\n(shown when the last layer is)")
         self.input_note.setWordWrap(True)
         self.ops = [_arrow(t) for t in ("·", "+", "→")]
         for widget, stretch in ((self.input_box, 3), (self.input_note, 2), (self.ops[0], 0), (self.first, 3),
@@ -99,7 +99,8 @@ class WeightsStrip(QtWidgets.QFrame):
         for box, w in ((self.first, weights[0]), (self.second, weights[1])):
             values = np.asarray(w.values)
             rows = [str(i) for i in range(values.shape[0])] if values.ndim == 2 else [w.symbol]
-            box.set(values, rows, f"{w.symbol}  {' × '.join(map(str, values.shape))}",
+            box.set(values, rows, f"{w.symbol}  {' × '.join(map(str, values.shape))}  "
+                                  f"[{values.min():.3g} … {values.max():.3g}]",
                     tip=w.key + (f"\n{w.note}" if w.note else ""))
             self.heatmaps[w.symbol] = box.heatmap
         self.output_box.set(step.values, step.row_labels, f"output: {step.title}")
