@@ -132,8 +132,12 @@ class ArchitectureMap(QtWidgets.QGraphicsView):
             scene.addItem(item)
             self.items[b.step] = item
         self._frame(first, last)
+        labelled = set()
         for e in arch.edges:
-            self._edge(e)
+            # one label per fan-out (X -> Q, K, V) or fan-in (lookups -> sum) of the same shape
+            keys = {("from", e.source, e.shape), ("to", e.target, e.shape)}
+            self._edge(e, label=e.kind == "residual" or not keys & labelled)
+            labelled |= keys if e.kind != "residual" else set()
         scene.setSceneRect(scene.itemsBoundingRect().adjusted(-4, -4, 4, 4))
         self._fit()
         if self.current in self.items:
@@ -161,14 +165,21 @@ class ArchitectureMap(QtWidgets.QGraphicsView):
         jump.setFont(_font(7.5))
         jump.setPos(rect.left() + 4, below)
         x = jump.pos().x() + jump.boundingRect().width() + 6
+        for item in (self.repeat_item, jump):     # over the arrow that leaves the frame
+            item.setZValue(4)
+        backing = self.scene().addRect(QtCore.QRectF(rect.left() + 2, bottom + 2, rect.width() - 4,
+                                                     below + 14 - bottom), QtGui.QPen(Qt.PenStyle.NoPen),
+                                       self.palette().base())
+        backing.setZValue(3.5)
         for layer in range(self.arch.n_layers):
             link = LayerLink(layer, layer == self.arch.layer, self.layer_clicked.emit)
             self.scene().addItem(link)
             link.setPos(x, below - 1)
+            link.setZValue(4)
             x += link.boundingRect().width() + 8
             self.layer_links.append(link)
 
-    def _edge(self, e) -> None:
+    def _edge(self, e, label: bool = True) -> None:
         src, dst = self.items[e.source], self.items[e.target]
         s, t = src.sceneBoundingRect(), dst.sceneBoundingRect()
         pen = QtGui.QPen(QtGui.QColor("#1f5fa8" if e.kind == "residual" else "#555555"), 1.2)
@@ -179,7 +190,7 @@ class ArchitectureMap(QtWidgets.QGraphicsView):
             path.lineTo(SKIP_X, a.y())
             path.lineTo(SKIP_X, b.y())
             path.lineTo(b)
-            end, direction, label_at = b, QtCore.QPointF(-1, 0), QtCore.QPointF(SKIP_X + 3, (a.y() + b.y()) / 2)
+            end, direction, label_at = b, QtCore.QPointF(-1, 0), QtCore.QPointF(SKIP_X + 12, (a.y() + b.y()) / 2 - 18)
         else:
             a, b = QtCore.QPointF(s.center().x(), s.bottom()), QtCore.QPointF(t.center().x(), t.top())
             path.moveTo(a)
@@ -192,11 +203,15 @@ class ArchitectureMap(QtWidgets.QGraphicsView):
         head = QtGui.QPolygonF([end, end - direction * 6 + QtCore.QPointF(-direction.y(), direction.x()) * 3,
                                 end - direction * 6 - QtCore.QPointF(-direction.y(), direction.x()) * 3])
         self.scene().addPolygon(head, pen, QtGui.QBrush(pen.color()))
+        if not label:
+            return
         label = self.scene().addSimpleText(e.shape)
         label.setFont(_font(6.5))
         label.setBrush(QtGui.QColor("#6b6b6b"))
         label.setPos(label_at)
         label.setZValue(3)
+        if e.kind == "residual":
+            label.setRotation(90)             # written down the skip lane, beside its line
         label.setData(0, (e.source, e.target))
         self.edge_labels.append(label)
 
