@@ -2,6 +2,7 @@
 panel, Numbers, wide summaries, the page's fit, wheel and tooltips) on minilm, the real model.
 References: the torch encoder's own modules and state_dict, and NumPy recomputations."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -120,6 +121,12 @@ def test_input_weights_output_are_the_models_tensors(qtbot, panel, minilm):
                                   sd["transformer.layer.1.attention.q_lin.bias"][64:96].double().numpy())
     np.testing.assert_array_equal(strip.heatmaps["input"].raw, w.step("layer_input").values)
     np.testing.assert_array_equal(strip.heatmaps["output"].raw, w.step("q").values)
+    click_cell(qtbot, strip.heatmaps["W_Q"], 100, 5)            # a weight's cell is read in the value panel
+    label = panel.step_view.value_panel.label.text()
+    r, c = map(int, re.search(r"W_Q\[(\d+), (\d+)\]", label).groups())   # 384 rows: a pixel is ~3 rows
+    assert abs(r - 100) <= 4 and c == 5
+    w_q = float(sd["transformer.layer.1.attention.q_lin.weight"][64 + c, r])
+    assert f"W_Q[{r}, {c}] = {w_q:.6g}" in label and "transformer.layer.1.attention.q_lin.weight" in label
     title = strip.findChild(QtWidgets.QLabel, "weights_title_input")
     index = [s.name for s in w.steps].index("layer_input") + 1
     assert f"step {index}, {w.step('layer_input').title}" in title.text()

@@ -143,6 +143,11 @@ class ArchitectureMap(QtWidgets.QGraphicsView):
         if self.current in self.items:
             self.set_current(self.current)
 
+    def clear(self) -> None:
+        self.arch = None
+        self.scene().clear()
+        self.items, self.layer_links, self.edge_labels, self.repeat_item = {}, [], [], None
+
     def _y(self, row: int) -> float:
         first, last = self.arch.layer_rows
         return row * ROW_H + (FRAME_TOP if row >= first else 0) + (FRAME_BOTTOM if row > last else 0)

@@ -322,6 +322,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
     def _draw_map(self, w) -> None:
         from core.architecture import architecture
         if w.config is None:
+            self.arch_map.clear()                      # never the last walk's model
             return
         self.arch_map.set_architecture(architecture(w.config, len(w.tokens), w.layer, w.head),
                                        {s.name: f"{i + 1}. {s.title}" for i, s in enumerate(w.steps)})

@@ -163,6 +163,7 @@ class StepView(QtWidgets.QWidget):
             lay.addWidget(w)
         self.weights_strip = WeightsStrip(self)           # input -> weights -> output, for steps with weights
         self.weights_strip.input_clicked.connect(self.step_requested)
+        self.weights_strip.weight_clicked.connect(lambda w, i, j: self.value_panel.show_weight(w, i, j))
         lay.addWidget(self.weights_strip)
         self.split = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
         self.heatmap = MatrixHeatmap(self)

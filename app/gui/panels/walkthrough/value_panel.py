@@ -112,6 +112,25 @@ class ValuePanel(QtWidgets.QFrame):
             self.table.hide()
             self.total.hide()
 
+    def show_weight(self, weight, i: int, j: int) -> None:
+        """A cell of a weight tensor (the strip above the step): its value and what indexes it."""
+        values = np.asarray(weight.values)
+        one_d = values.ndim == 1
+        v = float(values[j] if one_d else values[i, j])
+        self.cell, self.terms = None, None
+        where = f"[{j}]" if one_d else f"[{i}, {j}]"
+        lines = [f"<b>{html.escape(weight.symbol)}{where} = {v:.6g}</b>"]
+        if not one_d:
+            lines += [f"row: input dimension {i} of {values.shape[0]}",
+                      f"column: output dimension {j} of {values.shape[1]}"]
+        else:
+            lines += [f"dimension {j} of {values.shape[0]}"]
+        note = f" ({html.escape(weight.note)})" if weight.note else ""
+        lines += [f"model tensor: {html.escape(weight.key)}{note}"]
+        self.label.setText("<br>".join(lines))
+        self.table.hide()
+        self.total.hide()
+
     def _explain(self, walkthrough, step, i, j, v) -> list[str]:
         """A line or two that say how this one number was made, where it is short to say."""
         if step.name == "weights" and _has(walkthrough, "masked_scores"):

@@ -55,10 +55,12 @@ class WeightsStrip(QtWidgets.QFrame):
     and refilled, since every step with weights has exactly two (W and b, or γ and β)."""
 
     input_clicked = QtCore.Signal(str)       # the input step's name
+    weight_clicked = QtCore.Signal(object, int, int)   # a core.walkthrough_weights.Weight, row, column
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setObjectName("walkthrough_weights_strip")
+        self.weights: list = []              # the two Weight objects shown
         row = QtWidgets.QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
         self.input_box, self.first, self.second, self.output_box = (
@@ -66,6 +68,9 @@ class WeightsStrip(QtWidgets.QFrame):
         self.input_box.clicked.connect(lambda: self.input_step and self.input_clicked.emit(self.input_step))
         self.input_note = QtWidgets.QLabel("input: the output of the last layer\n(shown when the last layer is)")
         self.input_note.setWordWrap(True)
+        for k, box in enumerate((self.first, self.second)):
+            box.heatmap.cell_clicked.connect(
+                lambda i, j, k=k: self.weight_clicked.emit(self.weights[k], i, j) if self.weights else None)
         self.ops = [_arrow(t) for t in ("·", "+", "→")]
         for widget, stretch in ((self.input_box, 3), (self.input_note, 2), (self.ops[0], 0), (self.first, 3),
                                 (self.ops[1], 0), (self.second, 1), (self.ops[2], 0), (self.output_box, 3)):
@@ -78,6 +83,7 @@ class WeightsStrip(QtWidgets.QFrame):
     def set_step(self, walkthrough, step) -> None:
         weights = list(getattr(step, "weights", []) or [])
         self.heatmaps = {}
+        self.weights = weights if len(weights) == 2 else []
         if len(weights) != 2:
             self.input_step = None
             self.hide()
