@@ -57,6 +57,8 @@ class Step:
     extra: dict = field(default_factory=dict)   # e.g. {"mean": (T,), "var": (T,)} for LayerNorms
     fp32_max_abs_diff: float | None = None      # largest |NumPy − the fp32 forward pass embed runs|
     scale: float = 0.0                          # largest |value|: fp32 rounds at ~1e-7 of it
+    weights: list = field(default_factory=list, repr=False)   # core.walkthrough_weights.Weight it multiplies by
+    input_step: str | None = None               # the step whose output this one reads (weights steps)
 
     @property
     def fp32_rel_diff(self) -> float | None:
@@ -89,6 +91,7 @@ class Walkthrough:
     max_length: int = 0             # the model's maximum tokens (specials included)
     text: str = ""                  # the sentence walked through
     pair: str | None = None         # the second sentence of a pair, if any
+    config: object = None           # the EncoderConfig the steps ran with (the architecture map draws it)
 
     def step(self, name: str) -> Step:
         for s in self.steps:
@@ -240,6 +243,7 @@ def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: i
     """Walk one text (or a sentence pair) through the encoder; layer and head are 0-based."""
     from core.walkthrough_capture import capture, float64_copy
     from core.walkthrough_text import describe
+    from core.walkthrough_weights import step_input, step_weights
     ref, note = reference_backend(backend)
     cfg = ref.config
     check_choice(cfg, layer, head, pooling)
@@ -273,11 +277,13 @@ def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: i
             col_labels=list(tokens) if name in TOKEN_BY_TOKEN else None,
             max_abs_diff=float(np.abs(values - model[name]).max()),
             fp32_max_abs_diff=float(np.abs(values - as_run[name]).max()),
-            scale=float(np.abs(values).max()), extra=extra))
+            scale=float(np.abs(values).max()), extra=extra,
+            weights=step_weights(p, name, layer, head, cfg.n_heads),
+            input_step=step_input(name, cfg.norm, last_layer=layer == cfg.n_layers - 1)))
     return Walkthrough(model=backend.model_name, tokens=list(tokens), ids=ids, token_type_ids=types,
                        layer=layer, head=head, pooling=pooling, norm=cfg.norm, truncated=cut,
                        steps=steps, note=note, max_length=ref.max_length, text=text,
-                       pair=pair if pair and pair.strip() else None)
+                       pair=pair if pair and pair.strip() else None, config=cfg)
 
 
 def _ln_input(name: str, v: dict, cfg) -> np.ndarray:

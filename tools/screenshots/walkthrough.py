@@ -33,9 +33,24 @@ def show_step(panel, name: str) -> None:
     panel.show_step(name)
     if name == "weights":
         tokens = panel.walkthrough.tokens
-        panel.step_view._row_clicked(tokens.index("it") if "it" in tokens else 1)
+        it = tokens.index("it") if "it" in tokens else 1
+        panel.step_view._cell_clicked(it, int(panel.walkthrough.step("weights").values[it].argmax()))
+        qt_app().processEvents()
+        panel.page.ensureWidgetVisible(panel.step_view.build_up.label, 0, 0)
     if name == "pooled":
         panel.state.jobs.wait(60000)         # the comparison job
+    for _ in range(5):
+        qt_app().processEvents()
+
+
+def pin_score(panel, query: str = "it", key: str = "animal") -> None:
+    """The scores step with one cell pinned in the value panel: its q·k terms."""
+    panel.set_view(0)
+    panel.show_step("scores")
+    tokens = panel.walkthrough.tokens
+    i = tokens.index(query) if query in tokens else 1
+    j = tokens.index(key) if key in tokens else 2
+    panel.step_view._cell_clicked(i, j)
     for _ in range(5):
         qt_app().processEvents()
 
@@ -58,6 +73,10 @@ def main(argv=None) -> int:
     for name in ("embeddings_layernorm", "weights", "ffn_activation", "pooled"):
         show_step(panel, name)
         grab(panel, args.out / f"walkthrough_{name}.png")
+    show_step(panel, "q")                        # the map beside input → W_Q, b_Q → Q
+    grab(panel, args.out / "walkthrough_map.png")
+    pin_score(panel)
+    grab(panel, args.out / "walkthrough_value_panel.png")
     show_positions(panel)
     grab(panel, args.out / "walkthrough_positions.png")
     state.shutdown(5000)

@@ -28,6 +28,7 @@ COLORMAPS = {"Blues": "blues", "Viridis": "viridis", "Inferno": "inferno", "Magm
 BLUES = ["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"]
 DEFAULT_COLORMAP = "Blues"
 MIN_CELL_PX_FOR_VALUES = 22   # numbers are written in cells at least this many pixels wide (zoom in)
+TOOLTIP_STAYS_MS = 600_000    # a cell's tooltip stays while the mouse rests on it (Qt's default: ~10 s)
 
 
 def colormap(name: str) -> pg.ColorMap:
@@ -120,6 +121,7 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.matrix = np.zeros((0, 0), dtype=np.float32)
         self.row_labels: list[str] = []
         self.col_labels: list[str] = []
+        self.positions: list[int] = []      # each row's token index in the whole sentence (hidden tokens skipped)
         self.show_values = False
         self._hover = (-1, -1)
 
@@ -181,12 +183,16 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.scene().sigMouseClicked.connect(self._mouse_clicked)
 
     # ---- data -----------------------------------------------------------------------------
-    def set_matrix(self, matrix, row_labels, col_labels=None, title: str = "", levels=None) -> None:
+    def set_matrix(self, matrix, row_labels, col_labels=None, title: str = "", levels=None,
+                   positions=None) -> None:
+        """``positions``: each row's (and column's) index in the whole sentence when some tokens
+        are hidden, so that a token keeps its number whether [CLS]/[SEP] are shown or not."""
         m = np.asarray(matrix, dtype=np.float32)
         col_labels = list(row_labels if col_labels is None else col_labels)
         if m.ndim != 2 or m.shape != (len(row_labels), len(col_labels)):
             raise ValueError(f"matrix {m.shape} does not match {len(row_labels)} x {len(col_labels)} labels")
         self.matrix = m
+        self.positions = [int(p) for p in positions] if positions is not None else list(range(m.shape[0]))
         self.placeholder.setText("")
         self.row_labels = [str(t) for t in row_labels]
         self.col_labels = [str(t) for t in col_labels]
@@ -254,8 +260,8 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
 
     def tooltip_text(self, i: int, j: int) -> str:
         v = float(self.matrix[i, j])
-        return (f"query <b>{html.escape(self.row_labels[i])}</b> (row {i})<br>"
-                f"key <b>{html.escape(self.col_labels[j])}</b> (column {j})<br>"
+        return (f"query <b>{html.escape(self.row_labels[i])}</b> (token {self.positions[i]})<br>"
+                f"key <b>{html.escape(self.col_labels[j])}</b> (token {self.positions[j]})<br>"
                 f"weight <b>{v:.4f}</b>")
 
     def _mouse_moved(self, evt) -> None:
@@ -264,7 +270,8 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self._set_hover(i, j)
         if i >= 0:
             gp = self.mapToGlobal(self.mapFromScene(pos))
-            QtWidgets.QToolTip.showText(gp + QtCore.QPoint(14, 10), self.tooltip_text(i, j), self)
+            QtWidgets.QToolTip.showText(gp + QtCore.QPoint(14, 10), self.tooltip_text(i, j), self,
+                                        QtCore.QRect(), TOOLTIP_STAYS_MS)
         else:
             QtWidgets.QToolTip.hideText()
 

@@ -440,7 +440,7 @@ class AttentionPanel(QtWidgets.QWidget):
         self.labels = [tokens[i] for i in keep]
         self.matrix = A.hide(self.current_matrix_full(), keep, renormalise=renorm)
         note = " (rows renormalised)" if renorm else ""
-        self.heatmap.set_matrix(self.matrix, self.labels, title=self.title() + note)
+        self.heatmap.set_matrix(self.matrix, self.labels, title=self.title() + note, positions=keep)
         self.hover_label.setText("Hover a cell to read its weight.")
         self.heatmap.set_show_values(self.show_values.isChecked())
         grid_att = A.hide(self.inspection.attentions, keep, renormalise=renorm)
@@ -464,7 +464,8 @@ class AttentionPanel(QtWidgets.QWidget):
         names = A.distinct_labels(self.labels)
         self.hover_label.setText(
             f"<b>{html.escape(names[i])}</b> → <b>{html.escape(names[j])}</b>: <b>{v:.4f}</b><br>"
-            f"<span style='color:gray'>row {i} sums to {row.sum():.3f}; its largest weight goes to "
+            f"<span style='color:gray'>the row of token {self.heatmap.positions[i]} sums to {row.sum():.3f}; "
+            f"its largest weight goes to "
             f"{html.escape(names[int(row.argmax())])}</span>")
 
     def _cell_clicked(self, i: int, j: int) -> None:

@@ -18,11 +18,13 @@ from pathlib import Path
 from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
+from app.gui.panels.walkthrough.architecture_map import ArchitectureMap
 from app.gui.panels.walkthrough.pooling_view import PoolingView
 from app.gui.panels.walkthrough.positions_view import PositionsView
 from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, StepView, badge_color
 from app.gui.widgets.labels import rich_label
 from app.gui.widgets.line_edit import long_line_edit
+from app.gui.widgets.page_wheel import PageWheel
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "walkthrough.explain"
@@ -137,15 +139,36 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.step_list = QtWidgets.QListWidget()
         self.step_list.setObjectName("walkthrough_steps")
         self.step_list.currentRowChanged.connect(self._row_changed)
-        steps_page.addWidget(self.step_list)
+        self.arch_map = ArchitectureMap(self)            # the model as blocks; the current step in red
+        self.arch_map.step_clicked.connect(self.show_step)
+        self.arch_map.layer_clicked.connect(self.jump_to_layer)
+        self.left_tabs = QtWidgets.QTabWidget()
+        self.left_tabs.addTab(self.arch_map, "Map")
+        self.left_tabs.addTab(self.step_list, "List")
+        self.left_tabs.setTabToolTip(0, "The model's blocks: click one to see its step; the numbers under the "
+                                        "layer jump to the same step in another layer")
+        steps_page.addWidget(self.left_tabs)
         right = QtWidgets.QWidget()
         rl = QtWidgets.QVBoxLayout(right)
         rl.setContentsMargins(6, 0, 0, 0)
+        self.page = QtWidgets.QScrollArea()             # the step scrolls; Previous / Next stay below it
+        self.page.setObjectName("walkthrough_page")
+        self.page.setWidgetResizable(True)
+        self.page.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        self.page.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        content = QtWidgets.QWidget()
+        cl = QtWidgets.QVBoxLayout(content)
+        cl.setContentsMargins(0, 0, 4, 0)
         self.step_view = StepView(self)
+        self.step_view.step_requested.connect(self.show_step)
         self.pooling_view = PoolingView(self)        # under the "pooled" step only
         self.pooling_view.hide()
-        rl.addWidget(self.step_view, 3)
-        rl.addWidget(self.pooling_view, 2)
+        cl.addWidget(self.step_view, 3)
+        cl.addWidget(self.pooling_view, 2)
+        self.page.setWidget(content)
+        self.page_wheel = PageWheel(self.page)        # plain wheel scrolls the page, Ctrl + wheel zooms a plot
+        self.page_wheel.watch_all(content)
+        rl.addWidget(self.page, 1)
         nav = QtWidgets.QHBoxLayout()
         self.prev_button = QtWidgets.QPushButton("◀ Previous")
         self.next_button = QtWidgets.QPushButton("Next ▶")
@@ -159,10 +182,12 @@ class WalkthroughPanel(QtWidgets.QWidget):
         rl.addLayout(nav)
         steps_page.addWidget(right)
         steps_page.setStretchFactor(1, 1)
-        steps_page.setSizes([220, 900])
+        steps_page.setSizes([300, 900])
         self.stack.addWidget(steps_page)
         self.positions_view = PositionsView(self.state, self)
         self.stack.addWidget(self.positions_view)
+        # its size hint (a tall step) must not make the tab's own scroll area scroll Previous/Next away
+        self.stack.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Ignored)
         outer.addWidget(self.stack, 1)
         self._update_nav()
 
@@ -290,8 +315,22 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self._set_info(self._summary(walkthrough, backend))
         self.export_button.setEnabled(True)
         names = [s.name for s in walkthrough.steps]
+        self._draw_map(walkthrough)
         self.show_step(current if current in names else names[0])
         self.explained.emit(walkthrough)
+
+    def _draw_map(self, w) -> None:
+        from core.architecture import architecture
+        if w.config is None:
+            self.arch_map.clear()                      # never the last walk's model
+            return
+        self.arch_map.set_architecture(architecture(w.config, len(w.tokens), w.layer, w.head),
+                                       {s.name: f"{i + 1}. {s.title}" for i, s in enumerate(w.steps)})
+
+    def jump_to_layer(self, layer: int) -> None:
+        """The same step in another layer (0-based): the walk is recomputed for it."""
+        if self.layer_spin.value() != layer + 1:
+            self.layer_spin.setValue(layer + 1)          # the debounce re-explains; the step is kept
 
     def _summary(self, w, backend) -> str:
         T = len(w.tokens)
@@ -322,9 +361,11 @@ class WalkthroughPanel(QtWidgets.QWidget):
         return [s.name for s in self.walkthrough.steps] if self.walkthrough is not None else []
 
     def show_step(self, name: str) -> None:
-        self.step_list.setCurrentRow(self.step_names().index(name))
-        if self.step_list.currentRow() == self.step_names().index(name):
-            self._row_changed(self.step_list.currentRow())
+        row = self.step_names().index(name)
+        if self.step_list.currentRow() == row:
+            self._row_changed(row)                     # drawn again (e.g. for a new walk)
+        else:
+            self.step_list.setCurrentRow(row)          # draws it through currentRowChanged
 
     def next_step(self) -> None:
         if self.step_list.currentRow() < self.step_list.count() - 1:
@@ -340,6 +381,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
             return
         step = self.walkthrough.steps[row]
         self.step_view.set_step(self.walkthrough, step)
+        self.arch_map.set_current(step.name)
+        self.page_wheel.watch_all(self.page.widget())    # the weights strip makes new plots
         self.pooling_view.setVisible(step.name == "pooled")
         if step.name == "pooled":
             self._show_pooling()

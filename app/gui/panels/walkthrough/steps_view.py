@@ -4,7 +4,8 @@ attention steps - the weighted sum of V built up for the query row that was clic
 
     view = StepView()
     view.set_step(walkthrough, step)           # a core.walkthrough Step of that Walkthrough
-    view.row_clicked.connect(...)              # a query row of scores / masked scores / weights
+    view.row_clicked.connect(...)              # a query row of the weights (softmax) step
+    view.value_panel                           # the clicked cell, pinned (value_panel.py)
     view.build_up.rows                         # the terms weights[i, j] * v[j] and their sum
 
 Everything here is drawing: the numbers come from ``core.walkthrough`` (computed in a worker).
@@ -17,9 +18,14 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
+from app.gui.panels.walkthrough.value_panel import ValuePanel
+from app.gui.panels.walkthrough.weights_view import WeightsStrip
+from app.gui.panels.walkthrough.wide_summary import WideSummaryTable
 from app.gui.widgets.matrix_heatmap import MatrixHeatmap
 from core.walkthrough import TOLERANCE as MATCH_LIMIT
 
+NUMBERS_MAX_ROWS = 64      # with "Numbers" on, matrices up to this many rows grow tall enough to print in
+NUMBER_ROW_PX = 26         # a row's height then (cells need MIN_CELL_PX_FOR_VALUES to be written in)
 # a step whose max |difference| from the model is above MATCH_LIMIT shows red
 GREEN, RED, GREY = "#1e7b34", "#c0392b", "#777777"
 
@@ -115,6 +121,7 @@ class StepView(QtWidgets.QWidget):
     """Title, badge, description, formula, shapes, the step's heatmap(s) and the attention build-up."""
 
     row_clicked = QtCore.Signal(int)
+    step_requested = QtCore.Signal(str)        # another step's name (the input named beside the weights)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -127,7 +134,13 @@ class StepView(QtWidgets.QWidget):
         self.title.setObjectName("walkthrough_step_title")
         self.title.setStyleSheet("font-size: 15px; font-weight: bold;")
         self.badge = Badge(self)
+        self.numbers = QtWidgets.QCheckBox("Numbers")
+        self.numbers.setObjectName("walkthrough_numbers")
+        self.numbers.setToolTip("Print each value in its cell. Cells too narrow for a number stay colour only: "
+                                "Ctrl + mouse wheel zooms in, or click a cell to read it in the panel on the right")
+        self.numbers.toggled.connect(self._numbers_toggled)
         head.addWidget(self.title, 1)
+        head.addWidget(self.numbers)
         head.addWidget(self.badge)
         lay.addLayout(head)
         self.description = QtWidgets.QLabel("")
@@ -148,10 +161,14 @@ class StepView(QtWidgets.QWidget):
         self.extra.setTextFormat(Qt.TextFormat.RichText)
         for w in (self.description, self.formula, self.shape, self.extra):
             lay.addWidget(w)
+        self.weights_strip = WeightsStrip(self)           # input -> weights -> output, for steps with weights
+        self.weights_strip.input_clicked.connect(self.step_requested)
+        self.weights_strip.weight_clicked.connect(lambda w, i, j: self.value_panel.show_weight(w, i, j))
+        lay.addWidget(self.weights_strip)
         self.split = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
         self.heatmap = MatrixHeatmap(self)
         self.heatmap.setMinimumHeight(220)
-        self.heatmap.cell_clicked.connect(lambda i, _j: self._row_clicked(i))
+        self.heatmap.cell_clicked.connect(self._cell_clicked)
         self.side = QtWidgets.QTableWidget(self)          # per-token extras (a LayerNorm's mean, var)
         self.side.setObjectName("walkthrough_extras")
         self.side.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -159,13 +176,18 @@ class StepView(QtWidgets.QWidget):
         self.side.setMinimumWidth(230)
         self.side.setMaximumWidth(300)
         self.build_up = BuildUpView(self)
+        self.build_up.setMinimumHeight(220)
+        self.value_panel = ValuePanel(self)               # the clicked cell, pinned
         self.split.addWidget(self.heatmap)
         self.split.addWidget(self.side)
-        self.split.addWidget(self.build_up)
+        self.split.addWidget(self.value_panel)
         self.split.setStretchFactor(0, 3)
         self.split.setStretchFactor(1, 0)
-        self.split.setStretchFactor(2, 2)
+        self.split.setStretchFactor(2, 1)
         lay.addWidget(self.split, 100)
+        self.wide_summary = WideSummaryTable(self)        # wide matrices in words
+        lay.addWidget(self.wide_summary, 40)
+        lay.addWidget(self.build_up, 60)
         lay.addStretch(1)             # takes the room a one-row heatmap (a vector) leaves
         self.side.hide()
         self.build_up.hide()
@@ -190,13 +212,44 @@ class StepView(QtWidgets.QWidget):
         if vector:
             self.heatmap.set_titles("", "dimension")
         self.heatmap.setMaximumHeight(190 if vector else 16777215)
-        self.heatmap.setMinimumHeight(150 if vector else 220)
+        self._size_for_numbers()
+        self.heatmap.set_show_values(self.numbers.isChecked())
         self._show_extra(step)
-        builds_up = attention and self._has("weights", "v")
+        self.weights_strip.set_step(walkthrough, step)
+        self.wide_summary.set_step(step)
+        self._repin(walkthrough, step)
+        # the weights exist from the softmax step on: earlier steps must not show them
+        builds_up = step.name == "weights" and self._has("weights", "v")
         self.build_up.setVisible(builds_up)
         if builds_up:       # not isVisible(): a hidden tab must not keep the last model's sum
             self.build_up.label.setText("Click a query row to build its weighted sum of V.")
             self._row_clicked(self.build_up.query if 0 <= self.build_up.query < len(walkthrough.tokens) else 0)
+
+    def _numbers_toggled(self, on: bool) -> None:
+        self._size_for_numbers()
+        self.heatmap.set_show_values(on)
+
+    def _size_for_numbers(self) -> None:
+        """With Numbers on, a small matrix gets rows tall enough to print in (the page scrolls)."""
+        rows = self.heatmap.matrix.shape[0]
+        vector = rows == 1
+        low = 150 if vector else 220
+        if self.numbers.isChecked() and 1 < rows <= NUMBERS_MAX_ROWS:
+            low = max(low, rows * NUMBER_ROW_PX + 150)       # + the column labels and the title
+        self.heatmap.setMinimumHeight(low)
+
+    def _repin(self, walkthrough, step) -> None:
+        """The pinned cell follows to the new numbers when the same step is shown again (another
+        layer, head or model) and the cell still exists; otherwise the panel is cleared."""
+        cell = self.value_panel.cell
+        shape = np.shape(step.values)
+        if cell is not None and cell[0] == step.name:
+            _name, i, j = cell
+            inside = j < shape[-1] and (len(shape) == 1 or i < shape[0])
+            if inside:
+                self.value_panel.show_cell(walkthrough, step, i, j)
+                return
+        self.value_panel.clear()
 
     def _has(self, *names) -> bool:
         have = {s.name for s in self.walkthrough.steps}
@@ -224,8 +277,15 @@ class StepView(QtWidgets.QWidget):
             self.side.resizeColumnsToContents()
         self.side.setVisible(bool(columns))
 
+    def _cell_clicked(self, i: int, j: int) -> None:
+        if self.step is None:
+            return
+        self.value_panel.show_cell(self.walkthrough, self.step, i, j)
+        self.heatmap.hover(i, j)                      # the pinned cell framed until the mouse moves on
+        self._row_clicked(i)
+
     def _row_clicked(self, i: int) -> None:
-        if self.step is None or self.step.col_labels is None or not self._has("weights", "v"):
+        if self.step is None or self.step.name != "weights" or not self._has("weights", "v"):
             return
         w = self.walkthrough
         head_output = w.step("head_output").values if self._has("head_output") else None
