@@ -299,9 +299,12 @@ class Encoder(nn.Module):
 
     def set_pooling(self, method: str) -> None:
         """Make ``method`` the pooling this model is trained for; attention pooling gets its
-        query vector (at zero: mean pooling) unless the model has one already."""
+        query vector (at zero: mean pooling) unless the model has one already, any other
+        pooling drops it."""
         self.config.pooling = method
-        if method == "attention" and self.attention_pooling is None:
+        if method != "attention":
+            self.attention_pooling = None        # the checkpoint's keys follow its config
+        elif self.attention_pooling is None:
             self.attention_pooling = AttentionPooling(self.config).to(self.embeddings.word_embeddings.weight.device)
 
     @property

@@ -259,6 +259,7 @@ def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: i
     from core.walkthrough_text import describe
     ref, note = reference_backend(backend)
     cfg = ref.config
+    pooling = ref.choose_pooling(pooling)
     check_choice(cfg, layer, head, pooling)
     ids, types, cut = tokenize(ref, text, pair)
     tokens = ref.tokenizer.convert_ids_to_tokens(ids)

@@ -13,7 +13,7 @@ from core.names import BACKENDS, POOLINGS
 from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 
 WEIGHTS = [DEFAULT_MODEL, DEFAULT_HUB_MODEL]
-POOLING_LABELS = {"mean": "Mean", "cls": "CLS", "max": "Max"}
+POOLING_LABELS = {"mean": "Mean", "cls": "CLS", "max": "Max", "attention": "Attention (learned query)"}
 DEVICE_LABELS = {"auto": "Auto", "cpu": "CPU", "cuda": "CUDA", "mps": "MPS"}
 
 
