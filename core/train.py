@@ -64,6 +64,7 @@ from core.weights import load_folder, save_checkpoint
 
 MLM_EVAL_TARGETS = 2000   # aim to score about this many masked held-out tokens per evaluation
 MLM_EVAL_REPEATS = 10     # ... masking the held-out sentences at most this many times over
+HELDOUT_LOSS = {"simcse": "heldout_simcse_loss", "clm": "heldout_clm_loss"}   # phase -> its held-out loss (else MLM's)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -441,7 +442,7 @@ class Trainer:
     def _evaluate(self) -> dict:
         m = self.evaluator.evaluate()
         phase = self._phase(max(self.step - 1, 0))
-        m["heldout_loss"] = m[{"simcse": "heldout_simcse_loss", "clm": "heldout_clm_loss"}.get(phase, "heldout_mlm_loss")]
+        m["heldout_loss"] = m[HELDOUT_LOSS.get(phase, "heldout_mlm_loss")]
         m["phase"] = phase
         self.history["eval"].append({"step": self.step, **m})
         self._emit("eval", **m)

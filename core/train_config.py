@@ -24,7 +24,7 @@ class TrainConfig:
     corpus: str = ""               # training text: a .txt/.csv/.tsv/.jsonl file or a store folder
     corpus_encoding: str = ""      # the corpus file's text encoding if not UTF-8 ("" = UTF-8 or its byte-order mark)
     out: str = ""                  # output folder; it becomes a model folder (--model OUT)
-    objective: str = "mlm"         # "mlm" | "simcse" | "mlm+simcse" (MLM first, then contrastive) | "clm" (next token; causal)
+    objective: str = "mlm"         # "mlm" | "simcse" | "mlm+simcse" (MLM, then contrastive) | "clm" (next token)
     init: str = "fresh"            # "fresh" (random weights) | "minilm" | a model folder to keep training
     tokenizer: str = "word"        # fresh only: "word" (vocabulary built from the corpus) | "wordpiece" (minilm's)
     vocab_size: int = 8000         # word tokenizer: largest vocabulary, the 5 specials included
@@ -60,7 +60,7 @@ class TrainConfig:
     max_sentences: int = 0         # read at most this many corpus sentences (0 = all)
     overwrite: bool = False        # allow replacing a checkpoint already in `out` (other than the one resumed)
     attention: str = "bidirectional"   # "bidirectional" | "causal" (a token sees itself and earlier ones; clm needs it)
-    pooling: str = "mean"          # sentence vector of SimCSE and the model's default: "cls" | "mean" | "max" | "attention"
+    pooling: str = "mean"          # SimCSE's sentence vector, the model's default: "cls" | "mean" | "max" | "attention"
 
     def validate(self) -> None:
         if self.objective not in OBJECTIVES:

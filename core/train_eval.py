@@ -79,8 +79,9 @@ class Evaluator:
                 correct += int((logits.argmax(-1).cpu() == labels[sel]).sum())
                 total += int(sel.sum())
             kind = "clm" if self.config.objective == "clm" else "mlm"    # which targets the labels hold
-            m.update({f"heldout_{kind}_loss": loss_sum / max(total, 1), f"heldout_{kind}_accuracy": correct / max(total, 1),
-                      "unigram_loss": uni_loss / max(total, 1), "unigram_accuracy": uni_correct / max(total, 1)})
+            n = max(total, 1)
+            m.update({f"heldout_{kind}_loss": loss_sum / n, f"heldout_{kind}_accuracy": correct / n,
+                      "unigram_loss": uni_loss / n, "unigram_accuracy": uni_correct / n})
         if "simcse" in self.config.objective and self.held_out.embed_batches:
             z = torch.cat([self._embed_eval(ids, attn) for ids, attn in self.held_out.embed_batches])
             if len(z) > 1:
