@@ -124,8 +124,9 @@ def max_abs_diff(ours: np.ndarray, model: np.ndarray) -> float:
     masked on one side and not on the other is an infinite difference."""
     ours, model = np.asarray(ours, np.float64), np.asarray(model, np.float64)
     both_masked = np.isinf(ours) & (ours == model)
-    diff = np.where(both_masked, 0.0, np.abs(ours - model))
-    return float(np.nan_to_num(diff, nan=np.inf).max())
+    with np.errstate(invalid="ignore"):               # -inf - -inf: the cells both_masked sets to 0
+        diff = np.where(both_masked, 0.0, np.abs(ours - model))
+    return float(np.nan_to_num(diff, nan=np.inf, posinf=np.inf).max())
 
 
 # ------------------------------------------------------------------------------ the model
