@@ -127,8 +127,8 @@ class ModelBar(QToolBar):
         self._sync(state.choice)
         state.choice_changed.connect(self._sync)
         self.encoder.activated.connect(self._apply)
-        self.weights.activated.connect(self._apply)
-        self.weights.lineEdit().returnPressed.connect(self._apply)
+        self.weights.activated.connect(self._weights_chosen)
+        self.weights.lineEdit().returnPressed.connect(self._weights_chosen)
         self.pooling.activated.connect(self._apply)
         self.device.activated.connect(self._apply)
 
@@ -149,11 +149,22 @@ class ModelBar(QToolBar):
         if choice != self.state.choice:
             self.state.set_choice(choice)
 
+    def _weights_chosen(self, *_):
+        """Another model: it embeds with the pooling it was trained for (a checkpoint's own);
+        other models keep the chosen pooling, but attention pooling only where a query was learned."""
+        from core.catalog import trained_pooling
+        model = self.weights.currentText().strip()
+        if model != self.state.choice.model:
+            pooling = trained_pooling(model) or ("mean" if self.pooling.currentData() == "attention" else None)
+            if pooling is not None and self.pooling.findData(pooling) >= 0:
+                self.pooling.setCurrentIndex(self.pooling.findData(pooling))
+        self._apply()
+
     def _browse(self):
         folder = QFileDialog.getExistingDirectory(self, "Choose a model folder or trained checkpoint")
         if folder:
             self.set_weights(folder)
-            self._apply()
+            self._weights_chosen()
 
     def refresh_weights(self) -> None:
         """Add checkpoints trained since the list was made (the typed text is kept)."""
