@@ -257,3 +257,14 @@ def test_hf_backend_refuses_a_causal_distilbert_layout_checkpoint(tmp_path, run)
     assert "--backend scratch" in r.stderr
     # the command it suggests works
     run("embed", "a cat", "--model", str(tmp_path), "--backend", "scratch")
+
+
+def test_why_splits_an_attention_pooled_cosine_exactly():
+    from core.why import embed_score, pair_contributions
+    rng = np.random.default_rng(0)
+    h, g, q = rng.normal(size=(4, 8)), rng.normal(size=(6, 8)), rng.normal(size=8)
+    c = pair_contributions(h, g, "attention", q)
+    assert c.shape == (4, 6)
+    assert c.sum() == pytest.approx(embed_score(h, g, "attention", q), abs=1e-6)
+    # a different query gives other weights, so another split and another score
+    assert not np.allclose(c, pair_contributions(h, g, "attention", -q))
