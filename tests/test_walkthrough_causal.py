@@ -89,3 +89,25 @@ def test_app_step_view_draws_the_causal_triangle(qtbot, causal):
     assert view.extra.isVisibleTo(view) and "Causal mask" in view.extra.text()
     view.set_step(walk, walk.step("scores"))                 # no note where nothing is masked
     assert "Causal mask" not in view.extra.text()
+
+
+def test_notebook_of_a_causal_attention_pooled_model_checks_itself(tmp_path, run):
+    """The exported notebook (NumPy only) recomputes the causal mask and the attention pooling
+    and asserts every step equals Encoderscope's."""
+    from transformers import AutoTokenizer
+
+    from core.model import EncoderForMaskedLM
+    from core.sources import DEFAULT_MODEL, resolve
+    from core.weights import save_checkpoint
+    from tests.test_encoder_parts import randomised, small_config
+    from tests.test_walkthrough_cli import run_notebook
+    tok = AutoTokenizer.from_pretrained(str(resolve(DEFAULT_MODEL).folder))
+    model = randomised(EncoderForMaskedLM(small_config(vocab_size=len(tok), attention="causal",
+                                                       pooling="attention")), seed=7)
+    save_checkpoint(model, tok, tmp_path / "m")
+    out = tmp_path / "walk.ipynb"
+    run("explain", "the cat sat on the mat", "--model", str(tmp_path / "m"), "--layer", "2",
+        "--notebook", str(out))
+    result = run_notebook(out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"all {len(W.POST_ORDER) - 1} steps equal the numbers Encoderscope computed" in result.stdout
