@@ -137,10 +137,10 @@ def test_clm_heldout_loss_is_an_independent_next_token_loss(clm_run):
         for s in seqs:
             logits, _ = model(torch.tensor([list(s)]))
             logp = torch.log_softmax(logits[0].double(), -1)
-            for t in range(len(s) - 1):
-                if s[t + 1] not in specials:
-                    total -= float(logp[t, s[t + 1]])
-                    n += 1
+            targets = [(t, s[t + 1]) for t in range(len(s) - 1) if s[t + 1] not in specials]
+            rows, cols = zip(*targets)
+            total -= float(logp[list(rows), list(cols)].sum())
+            n += len(targets)
     last = [e for e in events if e["kind"] == "eval"][-1]
     assert total / n == pytest.approx(last["heldout_clm_loss"], rel=1e-4)
 
@@ -221,15 +221,17 @@ def test_pooling_attention_without_a_query_is_one_clear_error():
         b.fingerprint("attention")
 
 
-def test_hf_backend_runs_a_causal_attention_pooled_bert_layout_checkpoint(tmp_path):
-    """Token types map our checkpoint to BERT, whose decoder mask is causal: the transformers
-    backend gives our encoder's vectors and attentions, with the query kept beside it."""
+@pytest.mark.parametrize("attention, types", [("causal", 2), ("bidirectional", 0)])
+def test_hf_backend_runs_a_causal_attention_pooled_bert_layout_checkpoint(tmp_path, attention, types):
+    """Token types map our checkpoint to BERT, whose decoder mask is causal; without them it is
+    DistilBERT (bidirectional only): the transformers backend gives our encoder's vectors and
+    attentions, with the query kept beside the transformers model."""
     from transformers import AutoTokenizer
 
     from core.backends import clear_cache, get_backend
     from core.sources import DEFAULT_MODEL, resolve
     tok = AutoTokenizer.from_pretrained(str(resolve(DEFAULT_MODEL).folder))
-    cfg = small_config(attention="causal", norm="post", type_vocab_size=2, vocab_size=len(tok),
+    cfg = small_config(attention=attention, norm="post", type_vocab_size=types, vocab_size=len(tok),
                        pooling="attention")
     model = randomised(EncoderForMaskedLM(cfg), seed=4)
     save_checkpoint(model, tok, tmp_path)
@@ -241,7 +243,7 @@ def test_hf_backend_runs_a_causal_attention_pooled_bert_layout_checkpoint(tmp_pa
     np.testing.assert_allclose(theirs.embed(texts), ours.embed(texts), atol=1e-5)
     a, b = ours.inspect(texts[0]), theirs.inspect(texts[0])
     np.testing.assert_allclose(a.attentions, b.attentions, atol=1e-5)
-    assert np.all(np.triu(b.attentions[0, 0], 1) == 0)
+    assert np.all(np.triu(b.attentions[0, 0], 1) == 0) == (attention == "causal")
 
 
 def test_hf_backend_refuses_a_causal_distilbert_layout_checkpoint(tmp_path, run):
@@ -268,3 +270,24 @@ def test_why_splits_an_attention_pooled_cosine_exactly():
     assert c.sum() == pytest.approx(embed_score(h, g, "attention", q), abs=1e-6)
     # a different query gives other weights, so another split and another score
     assert not np.allclose(c, pair_contributions(h, g, "attention", -q))
+
+
+@pytest.mark.slow            # ~35 s: minilm's weights and optimizer state are written to disk
+def test_clm_from_minilm_round_trips_on_both_backends(corpus, tmp_path):
+    """minilm has token types, so its clm run maps to transformers' BERT with the decoder's
+    causal mask: the same vectors and next-token logits from both backends."""
+    from core.backends import clear_cache, get_backend
+    out = tmp_path / "clm-minilm"
+    Trainer(tiny_config(corpus, out, objective="clm", attention="causal", init="minilm", tokenizer="wordpiece",
+                        steps=4, eval_every=4, batch_size=8, max_length=16, eval_sentences=16,
+                        lr=1e-4)).run()
+    clear_cache()
+    ours = get_backend(str(out), "scratch", device="cpu", precision="fp32")
+    theirs = get_backend(str(out), "hf", device="cpu", precision="fp32")
+    texts = ["the cat eats fish and then it meows.", "anna lives in paris"]
+    np.testing.assert_allclose(theirs.embed(texts), ours.embed(texts), atol=1e-5)
+    ids = ours.encode_ids(texts[:1])[0][0]
+    a, _ = ours.mlm_logits(ids)
+    b, _ = theirs.mlm_logits(ids)
+    np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-4)
+    assert np.all(np.triu(theirs.inspect(texts[0]).attentions[-1, 0], 1) == 0)
