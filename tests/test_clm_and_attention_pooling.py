@@ -291,3 +291,19 @@ def test_clm_from_minilm_round_trips_on_both_backends(corpus, tmp_path):
     b, _ = theirs.mlm_logits(ids)
     np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-4)
     assert np.all(np.triu(theirs.inspect(texts[0]).attentions[-1, 0], 1) == 0)
+
+
+def test_an_attention_pooled_run_resumes_with_its_query(pooled_run, tmp_path):
+    """The query is one more parameter of the optimizer: resuming restores its moments too."""
+    import shutil
+
+    from core.train_config import TrainConfig
+    _, _, out, _ = pooled_run
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    before = load_folder(copy)[0].pooling_query.detach().clone()
+    trainer = Trainer(TrainConfig.from_checkpoint(copy, steps=34))
+    summary = trainer.run()
+    assert summary["steps"] == 34 and summary["steps_this_run"] == 4
+    after = load_folder(copy)[0].pooling_query.detach()
+    assert not torch.equal(before, after)
