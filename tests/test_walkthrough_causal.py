@@ -111,3 +111,27 @@ def test_notebook_of_a_causal_attention_pooled_model_checks_itself(tmp_path, run
     result = run_notebook(out)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"all {len(W.POST_ORDER) - 1} steps equal the numbers Encoderscope computed" in result.stdout
+
+
+def test_step_by_step_tab_on_a_causal_model(qtbot, causal):
+    """The tab itself: the masked-scores step of a causal model drawn with its note and a green
+    badge; attention pooling asked of a model without a query is the one clear message."""
+    from app.gui.panels.walkthrough.panel import WalkthroughPanel
+    from app.gui.state import AppState
+    state = AppState()
+    panel = WalkthroughPanel(state, auto_explain=False)
+    qtbot.addWidget(panel)
+    panel.show()
+    state.backend = causal
+    state.backend_changed.emit(causal)
+    with qtbot.waitSignal(panel.explained, timeout=60000) as sig:
+        panel.explain_text("the cat sat on the mat")
+    walk = sig.args[0]
+    panel.show_step("masked_scores")
+    view = panel.step_view
+    assert "Causal mask" in view.extra.text() and "causal" in view.title.text().lower()
+    assert np.isneginf(view.heatmap.raw[0, 1]) and view.badge.text().startswith("=")
+    assert walk.step("masked_scores").max_abs_diff <= TOLERANCE
+    panel.pooling_combo.setCurrentText("attention")
+    qtbot.waitUntil(lambda: "no learned query vector" in panel.info_label.text(), timeout=60000)
+    state.shutdown(10000)
