@@ -53,7 +53,7 @@ def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
                     cfg, _ = config_from_hf(raw)
                     mlm = any(a.endswith("ForMaskedLM") for a in raw.get("architectures") or [])
                 row.update(dim=cfg.dim, layers=cfg.n_layers, heads=cfg.n_heads, mlm_head=mlm,
-                           folder=str(folder))
+                           attention=cfg.attention, pooling=cfg.pooling, folder=str(folder))
                 check_weights(folder)      # "available" only if its weights can be read safely
                 check_fits(folder)         # ... and have the shapes its config makes
             except Exception as e:

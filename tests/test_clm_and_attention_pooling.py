@@ -307,3 +307,13 @@ def test_an_attention_pooled_run_resumes_with_its_query(pooled_run, tmp_path):
     assert summary["steps"] == 34 and summary["steps_this_run"] == 4
     after = load_folder(copy)[0].pooling_query.detach()
     assert not torch.equal(before, after)
+
+
+def test_the_model_list_says_how_a_checkpoint_attends_and_pools(pooled_run, clm_run):
+    from core.catalog import list_models, trained_pooling
+    rows = {r["name"]: r for r in list_models([pooled_run[2], clm_run[2]], include_trained=False)}
+    assert rows[str(pooled_run[2])]["pooling"] == "attention" and rows[str(pooled_run[2])]["available"]
+    assert rows[str(clm_run[2])]["attention"] == "causal" and rows[str(clm_run[2])]["pooling"] == "mean"
+    assert rows["minilm"]["attention"] == "bidirectional"
+    assert trained_pooling(str(pooled_run[2])) == "attention"
+    assert trained_pooling("minilm") is None and trained_pooling("/nowhere") is None
