@@ -57,8 +57,11 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="the sentence vector SimCSE trains and the model embeds with by default; "
                         "attention: a learned query vector weighs the tokens (SimCSE objectives) "
                         f"(default {d.pooling})")
+    g.add_argument("--attention", choices=ATTENTIONS,
+                   help="which tokens each token attends to: all of them, or (causal) itself and the "
+                        f"ones before it (default {d.attention}; causal for --objective clm)")
     g.add_argument("--init", metavar="fresh|minilm|FOLDER",
-                   help="random weights, the packaged minilm (a fresh MLM head is added for MLM), "
+                   help="random weights, the packaged minilm (a fresh LM head is added for MLM and clm), "
                         f"or a model folder (default {d.init})")
     g.add_argument("--tokenizer", choices=("word", "wordpiece"),
                    help="fresh only: word-level vocabulary built from the corpus, or minilm's "
@@ -73,9 +76,6 @@ def register(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--ffn", type=int, help=f"feed-forward inner width (default {d.ffn})")
     g.add_argument("--positions", choices=("learned", "sinusoidal"), help=f"(default {d.positions})")
     g.add_argument("--norm", choices=("pre", "post"), help=f"LayerNorm placement (default {d.norm})")
-    g.add_argument("--attention", choices=ATTENTIONS,
-                   help="which tokens each token attends to: all of them, or (causal) itself and the "
-                        f"ones before it (default {d.attention}; causal for --objective clm)")
     g.add_argument("--dropout", type=float, help=f"(default {d.dropout})")
     g.add_argument("--max-length", type=int, help=f"tokens per training sentence (default {d.max_length})")
     g = p.add_argument_group("optimisation")
