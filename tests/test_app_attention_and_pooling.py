@@ -65,3 +65,19 @@ def test_choosing_an_attention_pooled_checkpoint_selects_its_pooling(qtbot, tmp_
     bar.weights.activated.emit(bar.weights.currentIndex())
     assert state.choice.pooling == "max"
     state.shutdown(10_000)
+
+
+def test_attention_pooling_is_offered_only_for_a_model_with_a_query(qtbot):
+    from types import SimpleNamespace
+
+    from app.gui.model_bar import ModelBar
+    from app.gui.state import AppState
+    state = AppState()
+    bar = ModelBar(state)
+    qtbot.addWidget(bar)
+    item = bar.pooling.model().item(bar.pooling.findData("attention"))
+    state.backend_changed.emit(SimpleNamespace(pooling_query=None))
+    assert not item.isEnabled() and "no learned query" in item.toolTip()
+    state.backend_changed.emit(SimpleNamespace(pooling_query=object()))
+    assert item.isEnabled()
+    state.shutdown(10_000)

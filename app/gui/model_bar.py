@@ -106,6 +106,7 @@ class ModelBar(QToolBar):
         self.device.setObjectName("device_combo")
         self._add_devices()
         state.backend_changed.connect(self._add_devices)    # torch is imported by then
+        state.backend_changed.connect(self._offer_attention_pooling)
         self.device.setToolTip("Where the model runs; the device in use is shown in the status bar")
 
         title = QLabel("<b>Corpus model</b>")
@@ -131,6 +132,16 @@ class ModelBar(QToolBar):
         self.weights.lineEdit().returnPressed.connect(self._weights_chosen)
         self.pooling.activated.connect(self._apply)
         self.device.activated.connect(self._apply)
+
+    def _offer_attention_pooling(self, backend) -> None:
+        """Attention pooling can be picked only for a model with a learned query vector."""
+        if backend is None:
+            return
+        item = self.pooling.model().item(self.pooling.findData("attention"))
+        learned = getattr(backend, "pooling_query", None) is not None
+        item.setEnabled(learned)
+        item.setToolTip("" if learned else "This model has no learned query vector: train one with "
+                                           "attention pooling (Train tab, contrastive objective)")
 
     def _add_devices(self, *_):
         """Offer every device torch sees (no torch import here: see offered_devices)."""
