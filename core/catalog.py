@@ -18,6 +18,20 @@ def trained_models() -> list[Path]:
     return sorted(p for p in models_dir().iterdir() if (p / CHECKPOINT_MARKER).is_file())
 
 
+def trained_pooling(name: str) -> str | None:
+    """The pooling the checkpoint folder ``name`` was trained for (its encoderscope.json config),
+    read without loading the model; None for anything that is not a readable checkpoint."""
+    from core.sources import CHECKPOINT_MARKER, read_json
+    marker = Path(name).expanduser() / CHECKPOINT_MARKER
+    try:
+        if not marker.is_file():
+            return None
+        pooling = read_json(marker).get("config", {}).get("pooling")
+    except (OSError, ValueError, AttributeError, ModelUnavailable):
+        return None
+    return pooling if isinstance(pooling, str) else None
+
+
 def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
     """Known models: packaged, the default hub model, trained checkpoints in the user-data
     folder, and any folders given."""
@@ -39,7 +53,7 @@ def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
                     cfg, _ = config_from_hf(raw)
                     mlm = any(a.endswith("ForMaskedLM") for a in raw.get("architectures") or [])
                 row.update(dim=cfg.dim, layers=cfg.n_layers, heads=cfg.n_heads, mlm_head=mlm,
-                           folder=str(folder))
+                           attention=cfg.attention, pooling=cfg.pooling, folder=str(folder))
                 check_weights(folder)      # "available" only if its weights can be read safely
                 check_fits(folder)         # ... and have the shapes its config makes
             except Exception as e:

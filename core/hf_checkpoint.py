@@ -9,6 +9,10 @@ BERT folders into our encoder (core/weights.py), run backwards:
 - token types (a run started from minilm) -> ``BertForMaskedLM`` / ``BertModel`` (BERT names)
 - pre-norm blocks (x + f(LN(x))), the Train panel's default, exist in neither: such a checkpoint
   is refused with a message that sends it to the from-scratch encoder, which reads it.
+- a causal attention mask: BERT has it (``is_decoder=True``), DistilBERT has not, so a causal
+  checkpoint runs only in the BERT layout (token types, e.g. a run started from minilm).
+- attention pooling's query vector has no place in either: it is kept beside the model
+  (``pooling_query``) and the Backend pools with it.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from pathlib import Path
 from core.errors import ModelUnavailable
 from core.model import EncoderConfig
 from core.sources import CHECKPOINT_MARKER, read_json
-from core.weights import CHECKPOINT_FORMAT, MLM_HEAD_KEYS, read_state_dict
+from core.weights import ATTENTION_POOLING_KEYS, CHECKPOINT_FORMAT, MLM_HEAD_KEYS, read_state_dict
 
 HF_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh"}
 
@@ -60,6 +64,12 @@ def transformers_layout(cfg: EncoderConfig) -> str:
         why = "token types together with sinusoidal positions"
     elif not cfg.type_vocab_size and cfg.layer_norm_eps != 1e-12:
         why = f"LayerNorm epsilon {cfg.layer_norm_eps:g} without token types"
+    if not why and cfg.attention == "causal" and not cfg.type_vocab_size:
+        raise ModelUnavailable(
+            "this checkpoint uses a causal attention mask, which transformers' DistilBERT does not "
+            "have (BERT has one, as a decoder, but only checkpoints with token types map to it): run "
+            "it with the from-scratch encoder (--backend scratch; in the app: Encoder → "
+            "From-scratch encoder)")
     if why:
         raise ModelUnavailable(
             f"this checkpoint uses {why}, which transformers' DistilBERT and BERT do not have: "
@@ -81,7 +91,9 @@ def hf_config(cfg: EncoderConfig, layout: str, mlm_head: bool):
                                 hidden_dim=cfg.hidden_dim, activation=HF_ACTIVATION[cfg.activation],
                                 sinusoidal_pos_embds=cfg.positions == "sinusoidal",
                                 dropout=cfg.dropout, attention_dropout=cfg.attention_dropout, **common)
-    return BertConfig(hidden_size=cfg.dim, num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
+    # is_decoder: BERT's causal self-attention mask (no cross-attention is added without add_cross_attention)
+    return BertConfig(is_decoder=cfg.attention == "causal",
+                      hidden_size=cfg.dim, num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
                       intermediate_size=cfg.hidden_dim, hidden_act=HF_ACTIVATION[cfg.activation],
                       type_vocab_size=cfg.type_vocab_size, layer_norm_eps=cfg.layer_norm_eps,
                       hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.attention_dropout,
@@ -101,8 +113,9 @@ def ours_to_bert(key: str) -> str:
 
 
 def checkpoint_weights(folder: Path, layout: str, mlm_head: bool) -> dict:
-    """The checkpoint's tensors under the names the transformers model of ``layout`` uses."""
-    state = read_state_dict(Path(folder))
+    """The checkpoint's tensors under the names the transformers model of ``layout`` uses
+    (attention pooling's query left out: see pooling_query)."""
+    state = {k: v for k, v in read_state_dict(Path(folder)).items() if k not in ATTENTION_POOLING_KEYS}
     if layout == "distilbert":
         if mlm_head:     # our body keys sit under distilbert. already; the head keys are DistilBERT's
             return {k if k.startswith((*MLM_HEAD_KEYS, "distilbert.")) else f"distilbert.{k}": v
@@ -110,6 +123,17 @@ def checkpoint_weights(folder: Path, layout: str, mlm_head: bool) -> dict:
         return {k.removeprefix("distilbert."): v for k, v in state.items()}
     renamed = {ours_to_bert(k): v for k, v in state.items()}
     return renamed if mlm_head else {k.removeprefix("bert."): v for k, v in renamed.items()}
+
+
+def pooling_query(folder: Path):
+    """Attention pooling's learned query (D,) in the checkpoint, or None."""
+    from safetensors import safe_open
+    path = Path(folder) / "model.safetensors"
+    if not path.is_file():
+        return None
+    with safe_open(str(path), framework="pt") as f:
+        key = next((k for k in ATTENTION_POOLING_KEYS if k in f.keys()), None)
+        return None if key is None else f.get_tensor(key)
 
 
 def load_for_transformers(folder: Path):
@@ -128,7 +152,13 @@ def load_for_transformers(folder: Path):
     config._attn_implementation = "eager"
     cls = {("distilbert", True): DistilBertForMaskedLM, ("distilbert", False): DistilBertModel,
            ("bert", True): BertForMaskedLM, ("bert", False): BertModel}[(layout, mlm_head)]
-    model = cls(config)
+    from transformers.utils import logging as hf_logging
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()       # a causal BertForMaskedLM warns that it is a decoder: meant here
+    try:
+        model = cls(config)
+    finally:
+        hf_logging.set_verbosity(level)
     result = model.load_state_dict(checkpoint_weights(folder, layout, mlm_head), strict=False)
     tied = {"vocab_projector.weight", "cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}
     missing = [k for k in result.missing_keys if k not in tied and not k.endswith("position_ids")]

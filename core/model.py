@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.kernels import Linear
+from core.names import ATTENTIONS, POOLINGS
 
 
 @dataclass
@@ -37,6 +38,8 @@ class EncoderConfig:
     layer_norm_eps: float = 1e-12      # epsilon inside every LayerNorm
     pad_token_id: int = 0              # id of [PAD]; its embedding row starts at zero
     initializer_range: float = 0.02    # std of the normal init for fresh weights
+    attention: str = "bidirectional"   # "bidirectional" (every token sees all) or "causal" (itself and earlier only)
+    pooling: str = "mean"              # the pooling the model was trained for; "attention" adds a learned query
 
     def __post_init__(self):
         if self.dim % self.n_heads:
@@ -47,6 +50,10 @@ class EncoderConfig:
             raise ValueError(f"positions must be 'learned' or 'sinusoidal', not {self.positions!r}")
         if self.norm not in ("post", "pre"):
             raise ValueError(f"norm must be 'post' or 'pre', not {self.norm!r}")
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"attention must be 'bidirectional' or 'causal', not {self.attention!r}")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {self.pooling!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -82,6 +89,27 @@ def additive_mask(attention_mask: torch.Tensor, dtype: torch.dtype) -> torch.Ten
     """
     keep = attention_mask[:, None, None, :].to(dtype)
     return (1.0 - keep) * torch.finfo(dtype).min
+
+
+def causal_additive_mask(T: int, dtype: torch.dtype, device=None) -> torch.Tensor:
+    """(1, 1, T, T): 0 where key j <= query i, the most negative float above the diagonal.
+
+    Added to the scores, it leaves each token only itself and the tokens before it to attend to."""
+    later = torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
+    return torch.zeros(T, T, dtype=dtype, device=device).masked_fill(later, torch.finfo(dtype).min)[None, None]
+
+
+def attention_bias(attention_mask: torch.Tensor | None, T: int, dtype: torch.dtype, device,
+                   causal: bool) -> torch.Tensor | None:
+    """The additive mask the attention adds to its scores: padding (B, 1, 1, T), with ``causal``
+    also the triangle (B or 1, 1, T, T); None when nothing is masked.
+
+    Combined by the minimum, not the sum: two most-negative floats would add up to -inf."""
+    pad = additive_mask(attention_mask, dtype) if needs_mask(attention_mask) else None
+    if not causal:
+        return pad
+    tri = causal_additive_mask(T, dtype, device)
+    return tri if pad is None else torch.minimum(pad, tri)
 
 
 def needs_mask(attention_mask: torch.Tensor | None) -> bool:
@@ -169,7 +197,8 @@ class MultiHeadSelfAttention(nn.Module):
         """softmax(Q K^T / sqrt(Dh) + mask) V for every head at once: the context (B, H, T, Dh),
         and the weights (B, H, T, T) when asked for, else None.
 
-        q, k, v: (B, H, T, Dh); mask: (B, 1, 1, T) additive (0 or the most negative float), or None."""
+        q, k, v: (B, H, T, Dh); mask: (B, 1, 1, T) or, causal, (B or 1, 1, T, T), additive (0 or the
+        most negative float), or None."""
         if need_weights or (q.is_cpu and q.dtype == torch.bfloat16
                             and q.shape[0] * q.shape[2] > FUSED_BF16_MAX_ROWS):
             # Explicit path: the weights are part of the result, so compute them in the open.
@@ -234,6 +263,16 @@ class TransformerBlock(nn.Module):
         return x, w
 
 
+class AttentionPooling(nn.Module):
+    """A learned query vector q (D) for attention pooling: the sentence vector is
+    Σ_t softmax_t(q · h_t / √D) h_t over its real tokens (core/pooling.py computes it).
+    q starts at zero, where every token weighs the same: mean pooling, which training moves from."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.query = nn.Parameter(torch.zeros(cfg.dim))
+
+
 class Transformer(nn.Module):
     """The stack of blocks (DistilBERT calls it ``transformer`` with a ``layer`` list)."""
 
@@ -254,13 +293,29 @@ class Encoder(nn.Module):
         self.transformer = Transformer(cfg)
         # Pre-norm stacks leave the residual stream un-normalised; one last LayerNorm fixes that.
         self.final_layer_norm = nn.LayerNorm(cfg.dim, eps=cfg.layer_norm_eps) if cfg.norm == "pre" else None
+        self.attention_pooling = AttentionPooling(cfg) if cfg.pooling == "attention" else None
         if init:
             init_weights(self, cfg)
+
+    def set_pooling(self, method: str) -> None:
+        """Make ``method`` the pooling this model is trained for; attention pooling gets its
+        query vector (at zero: mean pooling) unless the model has one already, any other
+        pooling drops it."""
+        self.config.pooling = method
+        if method != "attention":
+            self.attention_pooling = None        # the checkpoint's keys follow its config
+        elif self.attention_pooling is None:
+            self.attention_pooling = AttentionPooling(self.config).to(self.embeddings.word_embeddings.weight.device)
+
+    @property
+    def pooling_query(self) -> torch.Tensor | None:
+        """The learned query of attention pooling (D), or None for a model without one."""
+        return None if self.attention_pooling is None else self.attention_pooling.query
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None,
                 output_hidden_states: bool = False, output_attentions: bool = False) -> EncoderOutput:
         x = self.embeddings(input_ids, token_type_ids)          # (B, T, D)
-        mask = additive_mask(attention_mask, x.dtype) if needs_mask(attention_mask) else None
+        mask = attention_bias(attention_mask, x.shape[1], x.dtype, x.device, self.config.attention == "causal")
         hidden, attentions = [x], []
         for block in self.transformer.layer:
             x, w = block(x, mask, need_weights=output_attentions)

@@ -20,10 +20,11 @@ from core.weights import BERT_KEY_MAP, LEGACY_LAYER_NORM
 
 # numpy_ref's functions the notebook needs, copied in as they are (the teaching code).
 FUNCTIONS = ("sinusoidal_positions", "layer_norm_stats", "layer_norm", "gelu", "linear", "softmax",
-             "split_heads", "merge_heads", "attention_scores", "mask_scores", "self_attention",
-             "feed_forward", "block", "pool", "l2_normalize")
+             "split_heads", "merge_heads", "attention_scores", "mask_scores", "causal_mask",
+             "attention_keep", "self_attention", "feed_forward", "block", "pool",
+             "attention_pool_weights", "l2_normalize")
 CONFIG_FIELDS = ("dim", "n_layers", "n_heads", "hidden_dim", "activation", "positions", "type_vocab_size",
-                 "norm", "layer_norm_eps")
+                 "norm", "layer_norm_eps", "attention")
 
 
 def step_code(name: str, norm: str, positions: str, has_types: bool) -> str:
@@ -32,7 +33,7 @@ def step_code(name: str, norm: str, positions: str, has_types: bool) -> str:
     pre = norm == "pre"
     x_att = "layernorm_1" if pre else "layer_input"
     later_layers = ("x = {src}\nfor i in range(LAYER + 1, cfg.n_layers):   # the layers after the chosen one\n"
-                    "    x, _ = block(x, p, f'transformer.layer.{{i}}', cfg, keep)\n")
+                    "    x, _ = block(x, p, f'transformer.layer.{{i}}', cfg, seen)\n")
     code = {
         "token_embeddings": "token_embeddings = p['embeddings.word_embeddings.weight'][ids]",
         "position_embeddings": ("position_embeddings = sinusoidal_positions(T, cfg.dim)" if positions == "sinusoidal"
@@ -47,17 +48,17 @@ def step_code(name: str, norm: str, positions: str, has_types: bool) -> str:
             "                                  p['embeddings.LayerNorm.bias'], cfg.layer_norm_eps)"),
         "layer_input": ("x = embeddings_layernorm\n"
                         "for i in range(LAYER):   # the layers before the chosen one, each in one call\n"
-                        "    x, _ = block(x, p, f'transformer.layer.{i}', cfg, keep)\n"
+                        "    x, _ = block(x, p, f'transformer.layer.{i}', cfg, seen)\n"
                         "layer_input = x"),
         "q": f"Q_all = linear({x_att}, p, A + '.q_lin')   # all heads: T × D\nq = Q_all[:, COLS]",
         "k": f"K_all = linear({x_att}, p, A + '.k_lin')\nk = K_all[:, COLS]",
         "v": f"V_all = linear({x_att}, p, A + '.v_lin')\nv = V_all[:, COLS]",
         "scores": "scores = attention_scores(q, k)",
-        "masked_scores": "masked_scores = mask_scores(scores, keep)",
+        "masked_scores": "masked_scores = mask_scores(scores, seen, fill=-np.inf)",
         "weights": "weights = softmax(masked_scores)\nprint('each row sums to', weights.sum(axis=1).round(6))",
         "head_output": "head_output = weights @ v",
         "heads_concat": ("heads = [split_heads(m, cfg.n_heads) for m in (Q_all, K_all, V_all)]   # H × T × Dh\n"
-                         "all_weights = softmax(mask_scores(attention_scores(heads[0], heads[1]), keep))\n"
+                         "all_weights = softmax(mask_scores(attention_scores(heads[0], heads[1]), seen))\n"
                          "heads_concat = merge_heads(all_weights @ heads[2])"),
         "attention_output": "attention_output = linear(heads_concat, p, A + '.out_lin')",
         "residual_1": "residual_1 = layer_input + attention_output",
@@ -73,8 +74,8 @@ def step_code(name: str, norm: str, positions: str, has_types: bool) -> str:
         "final_layernorm": (later_layers.format(src="residual_2")
                             + "final_layernorm = layer_norm(x, p['final_layer_norm.weight'], "
                               "p['final_layer_norm.bias'], cfg.layer_norm_eps)"),
-        "pooled": ("pooled = pool(final_layernorm, keep, POOLING)" if pre
-                   else later_layers.format(src="layernorm_2") + "pooled = pool(x, keep, POOLING)"),
+        "pooled": ("pooled = pool(final_layernorm, keep, POOLING, QUERY)" if pre
+                   else later_layers.format(src="layernorm_2") + "pooled = pool(x, keep, POOLING, QUERY)"),
         "normalized": "normalized = l2_normalize(pooled)\nprint('length', np.linalg.norm(normalized))",
     }[name]
     return f"{code}\ncheck({name!r}, {name})"
@@ -163,8 +164,10 @@ def build_notebook(walk, backend):
         "p = {}\n"
         "for key, value in load_file(str(FOLDER / 'model.safetensors')).items():\n"
         "    name = our_name(key)\n"
-        "    if name.startswith(('embeddings.', 'transformer.', 'final_layer_norm.')) and 'position_ids' not in name:\n"
+        "    if name.startswith(('embeddings.', 'transformer.', 'final_layer_norm.', 'attention_pooling.')) \\\n"
+        "            and 'position_ids' not in name:\n"
         "        p[name] = value.astype(np.float64)\n"
+        "QUERY = p.get('attention_pooling.query')   # attention pooling's learned query, if trained\n"
         "print(len(p), 'tensors, e.g.', p['embeddings.word_embeddings.weight'].shape, 'word embeddings')"))
     cells.append(new_markdown_cell(
         "Tokenize with the model's own tokenizer (`tokenizer.json`), and check the ids are the ones "
@@ -184,6 +187,7 @@ def build_notebook(walk, backend):
         "ids, types = np.array(ids), np.array(types)\n"
         "T = len(ids)\n"
         "keep = np.ones(T, bool)   # one sentence, no padding\n"
+        "seen = attention_keep(keep, cfg.attention == 'causal')   # the keys each query sees\n"
         "print(T, 'tokens:', ' '.join(tokens))"))
     cells.append(new_markdown_cell(
         "The numbers Encoderscope computed, stored so that this notebook can check itself "
@@ -203,7 +207,8 @@ def build_notebook(walk, backend):
         "    assert value.shape == want.shape, (value.shape, want.shape)\n"
         "    np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-5)\n"
         "    checked.append(name)\n"
-        "    print(f'= Encoderscope (max |Δ| {np.abs(value - want).max():.1e})')\n\n"
+        "    masked = np.isinf(want) & (value == want)   # -inf (a masked score) on both sides\n"
+        "    print(f'= Encoderscope (max |Δ| {np.abs(np.where(masked, 0, value - want)).max():.1e})')\n\n"
         "dh = cfg.dim // cfg.n_heads\n"
         "COLS = slice(HEAD * dh, (HEAD + 1) * dh)            # head HEAD's columns\n"
         "L = f'transformer.layer.{LAYER}'\nA, F = L + '.attention', L + '.ffn'\n"

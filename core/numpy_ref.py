@@ -75,9 +75,22 @@ def attention_scores(q, k):
     return q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
 
 
-def mask_scores(scores, keep):
-    """Padding keys (keep False) get a score so low that softmax gives them weight 0."""
-    return np.where(keep, scores, -1e30)
+def mask_scores(scores, keep, fill=-1e30):
+    """Keys not kept get a score so low (``fill``; -inf to show it) that softmax gives them
+    weight 0. keep (T,): padding keys False; (T, T): row i says which keys query i may see
+    (the causal mask, and padding)."""
+    return np.where(keep, scores, fill)
+
+
+def causal_mask(T):
+    """(T, T) bool: query i may see key j when j <= i (itself and the tokens before it)."""
+    return np.tril(np.ones((T, T), bool))
+
+
+def attention_keep(keep, causal):
+    """Which keys each query sees: the padding mask (T,), and with ``causal`` also only the
+    earlier keys, (T, T)."""
+    return causal_mask(len(keep)) & keep[None, :] if causal else keep
 
 
 def embed(p, cfg, ids, prefix="", types=None):
@@ -96,7 +109,7 @@ def embed(p, cfg, ids, prefix="", types=None):
 
 
 def self_attention(x, p, name, n_heads, keep):
-    """Multi-head self-attention for one sequence.  x (T, D), keep (T,) bool -> (T, D), (H, T, T)."""
+    """Multi-head self-attention for one sequence.  x (T, D), keep (T,) or (T, T) bool -> (T, D), (H, T, T)."""
     q = split_heads(linear(x, p, name + ".q_lin"), n_heads)                        # (H, T, dh)
     k = split_heads(linear(x, p, name + ".k_lin"), n_heads)
     v = split_heads(linear(x, p, name + ".v_lin"), n_heads)
@@ -128,10 +141,11 @@ def forward(p, cfg, ids, keep=None, prefix="", types=None):
     """One sequence through the whole encoder.  -> last hidden (T, D), hidden states, attentions."""
     ids = np.asarray(ids)
     keep = np.ones(len(ids), bool) if keep is None else np.asarray(keep, bool)
+    seen = attention_keep(keep, cfg.attention == "causal")
     x = embed(p, cfg, ids, prefix, types)
     hidden, attentions = [x], []
     for i in range(cfg.n_layers):
-        x, w = block(x, p, f"{prefix}transformer.layer.{i}", cfg, keep)
+        x, w = block(x, p, f"{prefix}transformer.layer.{i}", cfg, seen)
         hidden.append(x)
         attentions.append(w)
     if cfg.norm == "pre":
@@ -140,16 +154,24 @@ def forward(p, cfg, ids, keep=None, prefix="", types=None):
     return x, hidden, attentions
 
 
-def pool(hidden, keep, method):
-    """One vector for the sentence: the first token's ("cls"), the average ("mean") or the
-    per-dimension largest ("max") over the real tokens (keep True)."""
+def pool(hidden, keep, method, query=None):
+    """One vector for the sentence: the first token's ("cls"), the average ("mean"), the
+    per-dimension largest ("max") or the query-weighted average ("attention") over the real
+    tokens (keep True)."""
     if method == "cls":
         return hidden[0]
     if method == "mean":
         return hidden[keep].mean(axis=0)
     if method == "max":
         return hidden[keep].max(axis=0)
-    raise ValueError(f"pooling must be cls, mean or max, not {method!r}")
+    if method == "attention":
+        return attention_pool_weights(hidden[keep], query) @ hidden[keep]
+    raise ValueError(f"pooling must be cls, mean, max or attention, not {method!r}")
+
+
+def attention_pool_weights(hidden, query):
+    """Attention pooling's weight of each token: softmax_t(q · h_t / √D).  (T, D), (D,) -> (T,)."""
+    return softmax(hidden @ query / math.sqrt(hidden.shape[-1]))
 
 
 def l2_normalize(v):

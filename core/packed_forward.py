@@ -27,7 +27,7 @@ from torch import nn
 
 from core import machine_cache
 from core.kernels import Linear, autocast_is_bf16
-from core.model import Encoder, MultiHeadSelfAttention, additive_mask, needs_mask
+from core.model import Encoder, MultiHeadSelfAttention, attention_bias
 
 
 class PackedEncoder:
@@ -103,7 +103,7 @@ class PackedEncoder:
         if self.token_type is not None:
             x = x + (self.token_type[0] if token_type_ids is None else F.embedding(token_type_ids, self.token_type))
         x = F.layer_norm(x, *self.embed_norm)
-        mask = additive_mask(attention_mask, x.dtype) if needs_mask(attention_mask) else None
+        mask = attention_bias(attention_mask, T, x.dtype, x.device, self.encoder.config.attention == "causal")
         D = x.shape[-1]
         H = self.n_heads
         for att, (qkv, out, ffn_in, ffn_out), (norm1, norm2) in zip(self.attentions, kernels, self.norms):

@@ -45,7 +45,7 @@ class PermutationDemo:
 
 @dataclass
 class PoolingComparison:
-    poolings: tuple                   # ("mean", "cls", "max")
+    poolings: tuple                   # ("mean", "cls", "max"), and "attention" for a model trained with it
     vectors: dict                     # pooling -> (D,) unit vector of the sentence
     other_vectors: dict               # pooling -> (D,) unit vector of the second sentence (or empty)
     cosines: dict                     # pooling -> cosine between the two sentences (or empty)
@@ -136,10 +136,12 @@ def pooling_comparison(backend, text: str, other: str | None = None) -> PoolingC
     """Each pooling's unit vector for ``text`` (and ``other``), from the selected backend."""
     texts = [text] if other is None or not other.strip() else [text, other]
     vectors, others, cosines = {}, {}, {}
-    for pooling in POOLINGS:
+    # attention pooling only where the model learned its query
+    poolings = tuple(p for p in POOLINGS if p != "attention" or backend.pooling_query is not None)
+    for pooling in poolings:
         vecs = backend.embed(texts, pooling=pooling).astype(np.float64)
         vectors[pooling] = vecs[0]
         if len(vecs) == 2:
             others[pooling] = vecs[1]
             cosines[pooling] = float(vecs[0] @ vecs[1])
-    return PoolingComparison(poolings=POOLINGS, vectors=vectors, other_vectors=others, cosines=cosines)
+    return PoolingComparison(poolings=poolings, vectors=vectors, other_vectors=others, cosines=cosines)

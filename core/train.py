@@ -1,4 +1,5 @@
-"""Train the from-scratch encoder: masked-LM, contrastive (unsupervised SimCSE), or MLM then SimCSE.
+"""Train the from-scratch encoder: masked-LM, contrastive (unsupervised SimCSE), MLM then SimCSE, or
+next-token prediction under a causal mask (clm).
 
     cfg = TrainConfig(corpus="assets/sample_corpus.txt", out="runs/tiny", steps=500)
     summary = Trainer(cfg).run(progress=print, cancel=threading.Event())
@@ -19,6 +20,7 @@ EVENT KINDS (every event has "kind", "step", "total"):
                  "heldout_sentences", "objective", "history"}   training begins (history: resumed)
     step        {"phase", "loss", "lr", "tokens_per_s", "elapsed_s", "eta_s"}   every log_every steps
     eval        {"phase", "heldout_loss", "heldout_mlm_loss", "heldout_mlm_accuracy",
+                 "heldout_clm_loss", "heldout_clm_accuracy",
                  "unigram_loss", "unigram_accuracy", "heldout_simcse_loss", "alignment",
                  "uniformity", "pair_cosine", "unrelated_cosine"}   (absent metrics are None)
     grads       {"groups", "grad_norm", "update_ratio", "total_grad_norm"}   every log step when watching:
@@ -65,9 +67,10 @@ from core.device import bf16_native, bf16_supported, describe_device, pick_devic
 from core.errors import EncoderscopeError, InputError, ModelUnavailable
 from core.masking import IGNORE, mask_tokens, special_mask
 from core.model import Encoder, EncoderConfig, EncoderForMaskedLM
+from core.next_token import next_token_labels
 from core.pooling import l2_normalize, pool
 from core.sources import CHECKPOINT_MARKER, DEFAULT_MODEL
-from core.train_config import TrainConfig
+from core.train_config import TrainConfig, uses_lm_head
 from core.train_data import BatchSampler, collate, encode, read_corpus, split_heldout
 from core.train_eval import Evaluator, HeldOut, read_pairs
 from core.train_watch import GradFlow, Probe, probe_every
@@ -75,6 +78,7 @@ from core.weights import load_folder, save_checkpoint
 
 MLM_EVAL_TARGETS = 2000   # aim to score about this many masked held-out tokens per evaluation
 MLM_EVAL_REPEATS = 10     # ... masking the held-out sentences at most this many times over
+HELDOUT_LOSS = {"simcse": "heldout_simcse_loss", "clm": "heldout_clm_loss"}   # phase -> its held-out loss (else MLM's)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,6 +230,7 @@ class Trainer:
             torch.manual_seed(c.seed)
             self._emit("status", message="building the tokenizer and the model")
             self._build_model(train)
+        self._apply_model_settings()
         self._check_head()
         tok = self.tokenizer
         self.max_length = min(c.max_length, self.model.config.max_position_embeddings)
@@ -277,8 +282,9 @@ class Trainer:
             cfg = EncoderConfig(vocab_size=len(tok), max_position_embeddings=c.max_length, dim=c.dim,
                                 n_layers=c.layers, n_heads=c.heads, hidden_dim=c.ffn, dropout=c.dropout,
                                 attention_dropout=c.dropout, positions=c.positions, norm=c.norm,
-                                type_vocab_size=0, pad_token_id=tok.pad_token_id or 0)
-            self.model = EncoderForMaskedLM(cfg) if "mlm" in c.objective else Encoder(cfg)
+                                type_vocab_size=0, pad_token_id=tok.pad_token_id or 0,
+                                attention=c.attention, pooling=c.pooling)
+            self.model = EncoderForMaskedLM(cfg) if uses_lm_head(c.objective) else Encoder(cfg)
             return
         if c.init == DEFAULT_MODEL:
             from core.sources import resolve
@@ -297,7 +303,7 @@ class Trainer:
 
     def _load_model(self, folder: Path) -> None:
         model, cfg, _ = load_folder(Path(folder))
-        self.added_head = isinstance(model, Encoder) and "mlm" in self.config.objective
+        self.added_head = isinstance(model, Encoder) and uses_lm_head(self.config.objective)
         if self.added_head:
             # A body without a masked-LM head (minilm): add a fresh head, tied to its embeddings.
             wrapped = EncoderForMaskedLM(cfg)
@@ -305,6 +311,13 @@ class Trainer:
             wrapped.tie_weights()
             model = wrapped
         self.model = model
+
+    def _apply_model_settings(self) -> None:
+        """The run's attention mask and pooling become the model's (saved with it): a model
+        started from other weights is trained, and later embeds, the way this run asks."""
+        body = self.model.distilbert if isinstance(self.model, EncoderForMaskedLM) else self.model
+        body.config.attention = self.config.attention
+        body.set_pooling(self.config.pooling)
 
     def _check_head(self) -> None:
         self.has_mlm = isinstance(self.model, EncoderForMaskedLM)
@@ -355,14 +368,19 @@ class Trainer:
         bs = max(c.batch_size, 64)
         n_tokens = sum(len(s) - 2 for s in self.eval_ids)
         repeats = int(min(MLM_EVAL_REPEATS, max(1, math.ceil(MLM_EVAL_TARGETS / max(1.0, c.mask_prob * n_tokens)))))
+        if c.objective == "clm":
+            repeats = 1                   # next-token targets are the same every time: score each once
         for r in range(repeats):
             for i in range(0, len(self.eval_ids), bs):
                 ids, attn = collate(self.eval_ids[i:i + bs], self.tokenizer.pad_token_id)
                 if r == 0:
                     self.embed_batches.append((ids, attn))
                 special = special_mask(ids, self.special_ids)
-                inputs, labels = mask_tokens(ids, special, self.tokenizer.mask_token_id or 0,
-                                             self.model.config.vocab_size, c.mask_prob, gen, self.random_ids)
+                if c.objective == "clm":
+                    inputs, labels = ids, next_token_labels(ids, attn, special)
+                else:
+                    inputs, labels = mask_tokens(ids, special, self.tokenizer.mask_token_id or 0,
+                                                 self.model.config.vocab_size, c.mask_prob, gen, self.random_ids)
                 self.eval_batches.append((ids, attn, inputs, labels))
         self.evaluator = Evaluator(self, HeldOut(self.eval_batches, self.embed_batches, self.unigram_logp,
                                                  self.unigram_top, read_pairs(c.pairs) if c.pairs else []),
@@ -407,7 +425,7 @@ class Trainer:
 
     def embed(self, ids, attn):
         h = self.body(ids, attn).last_hidden_state
-        return l2_normalize(pool(h.float(), attn, "mean"))
+        return l2_normalize(pool(h.float(), attn, self.config.pooling, query=self.body.pooling_query))
 
     def _simcse_loss(self, ids, attn):
         """The same sentences twice through dropout: each one's second view is its positive,
@@ -434,6 +452,13 @@ class Trainer:
             with self.autocast():
                 loss, _ = self.mlm_loss(inputs, attn, labels)
             tokens = n_tokens
+        elif phase == "clm":
+            # the same head and loss as MLM; the targets are the next tokens (core/next_token.py)
+            labels = next_token_labels(ids, attn, special_mask(ids, self.special_ids))
+            ids, attn, labels = (t.to(self.device, non_blocking=True) for t in (ids, attn, labels))
+            with self.autocast():
+                loss, _ = self.mlm_loss(ids, attn, labels)
+            tokens = n_tokens
         else:
             ids, attn = ids.to(self.device), attn.to(self.device)
             with self.autocast():
@@ -454,7 +479,7 @@ class Trainer:
     def _evaluate(self) -> dict:
         m = self.evaluator.evaluate()
         phase = self._phase(max(self.step - 1, 0))
-        m["heldout_loss"] = m["heldout_simcse_loss"] if phase == "simcse" else m["heldout_mlm_loss"]
+        m["heldout_loss"] = m[HELDOUT_LOSS.get(phase, "heldout_mlm_loss")]
         m["phase"] = phase
         self.history["eval"].append({"step": self.step, **m})
         self._emit("eval", **m)
@@ -534,6 +559,8 @@ class Trainer:
             "train_loss": float(np.mean(tail)) if tail else None,
             "heldout_mlm_loss": last.get("heldout_mlm_loss"),
             "heldout_mlm_accuracy": last.get("heldout_mlm_accuracy"),
+            "heldout_clm_loss": last.get("heldout_clm_loss"),
+            "heldout_clm_accuracy": last.get("heldout_clm_accuracy"),
             "unigram_loss": last.get("unigram_loss"),
             "unigram_accuracy": last.get("unigram_accuracy"),
             "initial_heldout_mlm_loss": first.get("heldout_mlm_loss"),

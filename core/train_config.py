@@ -8,8 +8,15 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from core.errors import InputError
+from core.names import ATTENTIONS, POOLINGS
 
-OBJECTIVES = ("mlm", "simcse", "mlm+simcse")
+OBJECTIVES = ("mlm", "simcse", "mlm+simcse", "clm")
+LM_HEAD_OBJECTIVES = ("mlm", "mlm+simcse", "clm")   # the objectives that train the LM head
+
+
+def uses_lm_head(objective: str) -> bool:
+    """True when the objective predicts tokens through the (masked-)LM head: mlm and clm."""
+    return objective in LM_HEAD_OBJECTIVES
 
 
 @dataclass
@@ -17,7 +24,7 @@ class TrainConfig:
     corpus: str = ""               # training text: a .txt/.csv/.tsv/.jsonl file or a store folder
     corpus_encoding: str = ""      # the corpus file's text encoding if not UTF-8 ("" = UTF-8 or its byte-order mark)
     out: str = ""                  # output folder; it becomes a model folder (--model OUT)
-    objective: str = "mlm"         # "mlm" | "simcse" | "mlm+simcse" (MLM first, then contrastive)
+    objective: str = "mlm"         # "mlm" | "simcse" | "mlm+simcse" (MLM, then contrastive) | "clm" (next token)
     init: str = "fresh"            # "fresh" (random weights) | "minilm" | a model folder to keep training
     tokenizer: str = "word"        # fresh only: "word" (vocabulary built from the corpus) | "wordpiece" (minilm's)
     vocab_size: int = 8000         # word tokenizer: largest vocabulary, the 5 specials included
@@ -56,6 +63,8 @@ class TrainConfig:
     probe_every: int = 0           # probe the model every N steps; 0 = auto (about 30 probes, at least 25 steps apart)
     probe_sentence: str = ""       # its attention is kept for every layer x head ("" = the first held-out sentence)
     probe_set: tuple = ()          # sentences whose cosine matrix is kept at each probe (empty = shipped pairs)
+    attention: str = "bidirectional"   # "bidirectional" | "causal" (a token sees itself and earlier ones; clm needs it)
+    pooling: str = "mean"          # SimCSE's sentence vector, the model's default: "cls" | "mean" | "max" | "attention"
 
     def validate(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -66,6 +75,17 @@ class TrainConfig:
             raise InputError(f"positions must be 'learned' or 'sinusoidal', not {self.positions!r}")
         if self.norm not in ("pre", "post"):
             raise InputError(f"norm must be 'pre' or 'post', not {self.norm!r}")
+        if self.attention not in ATTENTIONS:
+            raise InputError(f"attention must be {' or '.join(ATTENTIONS)}, not {self.attention!r}")
+        if self.pooling not in POOLINGS:
+            raise InputError(f"pooling must be one of {', '.join(POOLINGS)}, not {self.pooling!r}")
+        if self.objective == "clm" and self.attention != "causal":
+            raise InputError("the clm objective (next-token prediction) needs a causal attention mask: with "
+                             "bidirectional attention every token sees the token it must predict; use "
+                             "--attention causal")
+        if self.pooling == "attention" and "simcse" not in self.objective:
+            raise InputError("attention pooling learns its query vector from the contrastive objective: "
+                             "use --objective simcse or mlm+simcse with --pooling attention")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise InputError(f"precision must be auto, fp32 or bf16, not {self.precision!r}")
         for name in ("steps", "batch_size", "layers", "dim", "heads", "ffn", "max_length"):

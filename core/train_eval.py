@@ -1,6 +1,6 @@
-"""Evaluation during training: held-out masked-LM loss and accuracy against a unigram baseline,
-SimCSE alignment / uniformity / held-out loss, and paraphrase-pair cosines; and how a CLI or a
-panel words an evaluation.
+"""Evaluation during training: held-out masked-LM (or, for clm, next-token) loss and accuracy
+against a unigram baseline, SimCSE alignment / uniformity / held-out loss, and paraphrase-pair
+cosines; and how a CLI or a panel words an evaluation.
 
 ``Evaluator`` scores a model through the small ``EvalModel`` interface (core.train.Trainer is
 one) on a ``HeldOut`` set fixed when training starts, so the training loop reads on its own.
@@ -30,7 +30,7 @@ class EvalModel(Protocol):
     has_mlm: bool
 
     def autocast(self): ...                                        # the training precision's context
-    def mlm_loss(self, inputs, attn, labels, reduction="mean"): ...  # (loss, logits of masked tokens)
+    def mlm_loss(self, inputs, attn, labels, reduction="mean"): ...  # (loss, logits of labelled tokens)
     def embed(self, ids, attn) -> torch.Tensor: ...               # unit sentence vectors (B, D)
 
 
@@ -38,7 +38,7 @@ class EvalModel(Protocol):
 class HeldOut:
     """The held-out data, fixed once so that every evaluation scores the same things."""
 
-    eval_batches: list        # (ids, attn, inputs, labels): the same masks at every evaluation
+    eval_batches: list        # (ids, attn, inputs, labels): the same masks (clm: next tokens) at every evaluation
     embed_batches: list       # (ids, attn): each held-out sentence once
     unigram_logp: np.ndarray  # log p(token) of the training text: the baseline to beat
     unigram_top: int          # the most frequent training token (the unigram's only guess)
@@ -46,7 +46,7 @@ class HeldOut:
 
 
 class Evaluator:
-    """Held-out metrics of a run: masked-LM loss and accuracy against the unigram baseline,
+    """Held-out metrics of a run: masked-LM (clm: next-token) loss and accuracy against the unigram baseline,
     SimCSE alignment / uniformity / held-out loss, paraphrase-pair cosines."""
 
     def __init__(self, target: EvalModel, held_out: HeldOut, config, tokenizer, max_length: int):
@@ -59,9 +59,10 @@ class Evaluator:
     @torch.no_grad()
     def evaluate(self) -> dict:
         """Held-out metrics now (None where they do not apply)."""
-        m: dict = dict.fromkeys(("heldout_mlm_loss", "heldout_mlm_accuracy", "unigram_loss",
-                                 "unigram_accuracy", "heldout_simcse_loss", "alignment",
-                                 "uniformity", "pair_cosine", "unrelated_cosine"))
+        m: dict = dict.fromkeys(("heldout_mlm_loss", "heldout_mlm_accuracy", "heldout_clm_loss",
+                                 "heldout_clm_accuracy", "unigram_loss", "unigram_accuracy",
+                                 "heldout_simcse_loss", "alignment", "uniformity", "pair_cosine",
+                                 "unrelated_cosine"))
         self.target.model.eval()
         if self.target.has_mlm and self.held_out.eval_batches:
             total = correct = 0
@@ -77,8 +78,10 @@ class Evaluator:
                 loss_sum += float(loss)
                 correct += int((logits.argmax(-1).cpu() == labels[sel]).sum())
                 total += int(sel.sum())
-            m.update(heldout_mlm_loss=loss_sum / max(total, 1), heldout_mlm_accuracy=correct / max(total, 1),
-                     unigram_loss=uni_loss / max(total, 1), unigram_accuracy=uni_correct / max(total, 1))
+            kind = "clm" if self.config.objective == "clm" else "mlm"    # which targets the labels hold
+            n = max(total, 1)
+            m.update({f"heldout_{kind}_loss": loss_sum / n, f"heldout_{kind}_accuracy": correct / n,
+                      "unigram_loss": uni_loss / n, "unigram_accuracy": uni_correct / n})
         if "simcse" in self.config.objective and self.held_out.embed_batches:
             z = torch.cat([self._embed_eval(ids, attn) for ids, attn in self.held_out.embed_batches])
             if len(z) > 1:
@@ -171,6 +174,10 @@ def _fmt(x, spec=".3f"):
 def describe_eval(ev: dict) -> str:
     """One line for an "eval" event: what the CLI prints and the Train panel shows."""
     parts = [f"step {ev['step']}:"]
+    if ev.get("heldout_clm_loss") is not None:
+        parts.append(f"held-out next-token loss {_fmt(ev['heldout_clm_loss'])} (unigram {_fmt(ev['unigram_loss'])}), "
+                     f"accuracy {_fmt(100 * ev['heldout_clm_accuracy'], '.1f')}% "
+                     f"(unigram {_fmt(100 * ev['unigram_accuracy'], '.1f')}%)")
     if ev.get("heldout_mlm_loss") is not None:
         parts.append(f"held-out MLM loss {_fmt(ev['heldout_mlm_loss'])} (unigram {_fmt(ev['unigram_loss'])}), "
                      f"accuracy {_fmt(100 * ev['heldout_mlm_accuracy'], '.1f')}% "

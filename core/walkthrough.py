@@ -19,6 +19,8 @@ Pre-norm (x + f(LN(x))): the same embeddings steps, then layer_input, layernorm_
   layernorm_2 (input of the FFN), ffn_hidden, ffn_activation, ffn_output, residual_2
   (= residual_1 + ffn_output, the layer's output), final_layernorm (after the last layer),
   pooled, normalized.
+A causal model (``attention="causal"``) masks the scores above the diagonal: masked_scores shows
+them as -inf (the model adds the most negative float, which softmax turns into the same 0).
 """
 from __future__ import annotations
 
@@ -68,6 +70,7 @@ class Step:
         return self.fp32_max_abs_diff / max(self.scale, 1e-30)
 
     def to_dict(self) -> dict:
+        """JSON has no infinity: a masked (-inf) score is written as null."""
         return {"name": self.name, "title": self.title, "shape": list(self.values.shape),
                 "shape_text": self.shape_text, "formula": self.formula, "description": self.description,
                 "max_abs_diff": self.max_abs_diff, "fp32_max_abs_diff": self.fp32_max_abs_diff,
@@ -83,7 +86,7 @@ class Walkthrough:
     token_type_ids: list | None     # segment ids (BERT layouts), else None
     layer: int                      # chosen layer, 0-based
     head: int                       # chosen head, 0-based
-    pooling: str                    # "mean", "cls" or "max"
+    pooling: str                    # "mean", "cls", "max" or "attention"
     norm: str                       # "post" or "pre": which step order applies
     truncated: int                  # tokens cut beyond the model's maximum length
     steps: list                     # Step objects, in the order the encoder computes them
@@ -113,7 +116,20 @@ class Walkthrough:
 
 
 def _rounded(a: np.ndarray):
-    return np.round(np.asarray(a, dtype=np.float64), 7).tolist()
+    a = np.round(np.asarray(a, dtype=np.float64), 7)
+    if np.isfinite(a).all():
+        return a.tolist()
+    return np.where(np.isfinite(a), a, None).tolist()
+
+
+def max_abs_diff(ours: np.ndarray, model: np.ndarray) -> float:
+    """The largest |ours - model|, where a -inf (a masked score) equals only a -inf: a cell
+    masked on one side and not on the other is an infinite difference."""
+    ours, model = np.asarray(ours, np.float64), np.asarray(model, np.float64)
+    both_masked = np.isinf(ours) & (ours == model)
+    with np.errstate(invalid="ignore"):               # -inf - -inf: the cells both_masked sets to 0
+        diff = np.where(both_masked, 0.0, np.abs(ours - model))
+    return float(np.nan_to_num(diff, nan=np.inf, posinf=np.inf).max())
 
 
 # ------------------------------------------------------------------------------ the model
@@ -170,6 +186,7 @@ def numpy_steps(p: dict, cfg, ids, types, layer: int, head: int, pooling: str) -
     ids = np.asarray(ids)
     T, eps = len(ids), cfg.layer_norm_eps
     keep = np.ones(T, bool)                          # one sentence: no padding
+    seen = nr.attention_keep(keep, cfg.attention == "causal")    # which keys each query sees
     v = {"token_embeddings": p["embeddings.word_embeddings.weight"][ids]}
     if cfg.positions == "sinusoidal":
         v["position_embeddings"] = nr.sinusoidal_positions(T, cfg.dim)
@@ -185,20 +202,21 @@ def numpy_steps(p: dict, cfg, ids, types, layer: int, head: int, pooling: str) -
     x = v["embeddings_layernorm"]
     for i in range(cfg.n_layers):
         if i == layer:
-            v.update(_layer_steps(x, p, f"transformer.layer.{i}", cfg, head, keep))
+            v.update(_layer_steps(x, p, f"transformer.layer.{i}", cfg, head, seen))
             x = v["layernorm_2"] if cfg.norm == "post" else v["residual_2"]
         else:
-            x, _ = nr.block(x, p, f"transformer.layer.{i}", cfg, keep)
+            x, _ = nr.block(x, p, f"transformer.layer.{i}", cfg, seen)
     if cfg.norm == "pre":
         v["_final_input"] = x                        # the last layer's output (for its mean/var)
         x = v["final_layernorm"] = nr.layer_norm(x, p["final_layer_norm.weight"], p["final_layer_norm.bias"], eps)
-    v["pooled"] = nr.pool(x, keep, pooling)
+    v["pooled"] = nr.pool(x, keep, pooling, p.get("attention_pooling.query"))
     v["normalized"] = nr.l2_normalize(v["pooled"])
     return v
 
 
 def _layer_steps(x, p, name, cfg, head, keep) -> dict:
-    """One block written out step by step, keeping every intermediate."""
+    """One block written out step by step, keeping every intermediate. keep: which keys each
+    query sees, (T,) or causal (T, T)."""
     ln = {n: (p[f"{name}.{n}.weight"], p[f"{name}.{n}.bias"], cfg.layer_norm_eps)
           for n in ("sa_layer_norm", "output_layer_norm")}
     att, ffn = name + ".attention", name + ".ffn"
@@ -210,7 +228,7 @@ def _layer_steps(x, p, name, cfg, head, keep) -> dict:
     cols = slice(head * dh, (head + 1) * dh)
     v["q"], v["k"], v["v"] = q_all[:, cols], k_all[:, cols], v_all[:, cols]
     v["scores"] = nr.attention_scores(v["q"], v["k"])
-    v["masked_scores"] = nr.mask_scores(v["scores"], keep)
+    v["masked_scores"] = nr.mask_scores(v["scores"], keep, fill=-np.inf)
     v["weights"] = nr.softmax(v["masked_scores"])
     v["head_output"] = v["weights"] @ v["v"]
     # All heads at once, the same three lines on (H, T, Dh) arrays, then side by side.
@@ -246,6 +264,7 @@ def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: i
     from core.walkthrough_weights import step_input, step_weights
     ref, note = reference_backend(backend)
     cfg = ref.config
+    pooling = ref.choose_pooling(pooling)
     check_choice(cfg, layer, head, pooling)
     ids, types, cut = tokenize(ref, text, pair)
     tokens = ref.tokenizer.convert_ids_to_tokens(ids)
@@ -275,9 +294,9 @@ def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: i
             description=text_["description"], shape_text=text_["shape_text"],
             row_labels=[f"{pooling} pooled"] if one_d else list(tokens),
             col_labels=list(tokens) if name in TOKEN_BY_TOKEN else None,
-            max_abs_diff=float(np.abs(values - model[name]).max()),
-            fp32_max_abs_diff=float(np.abs(values - as_run[name]).max()),
-            scale=float(np.abs(values).max()), extra=extra,
+            max_abs_diff=max_abs_diff(values, model[name]),
+            fp32_max_abs_diff=max_abs_diff(values, as_run[name]),
+            scale=float(np.abs(values[np.isfinite(values)]).max(initial=0.0)), extra=extra,
             weights=step_weights(p, name, layer, head, cfg.n_heads),
             input_step=step_input(name, cfg.norm, last_layer=layer == cfg.n_layers - 1)))
     return Walkthrough(model=backend.model_name, tokens=list(tokens), ids=ids, token_type_ids=types,

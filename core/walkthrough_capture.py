@@ -4,8 +4,8 @@ Forward hooks on the modules of core/model.py record what the real forward pass 
 (embedding rows, LayerNorm inputs and outputs, Q/K/V projections, the attention weights the
 module returns, out_lin's input and output, the FFN's output). Three numbers never leave a
 module as a tensor of their own, so they are computed here in torch from the captured tensors,
-exactly as the module does: the scaled scores, the masked scores (the same additive mask) and
-the FFN's pre-activation (lin1 fuses its GELU). Nothing here uses the NumPy code.
+exactly as the module does: the scaled scores, the masked scores (the same additive mask, causal
+or not) and the FFN's pre-activation (lin1 fuses its GELU). Nothing here uses the NumPy code.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from core.model import Encoder, additive_mask
+from core.model import Encoder, attention_bias
 from core.pooling import l2_normalize, pool
 
 
@@ -122,10 +122,13 @@ def capture(encoder: Encoder, ids: list[int], types: list[int] | None, layer: in
         q = att.split_heads(got["q_all"])                                # (1, H, T, Dh)
         k = att.split_heads(got["k_all"])
         scores = q @ k.transpose(-2, -1) / math.sqrt(dh)
-        masked = scores + additive_mask(mask, scores.dtype)
+        bias = attention_bias(mask, len(ids), scores.dtype, scores.device, cfg.attention == "causal")
+        masked = scores if bias is None else scores + bias
+        # The most negative float the model adds is -inf to softmax (exp gives exactly 0): shown so.
+        masked = masked.masked_fill(masked <= torch.finfo(masked.dtype).min / 2, float("-inf"))
         # lin1 applies its GELU in the same call: its pre-activation is lin1's affine map.
         ffn_hidden = F.linear(got["ffn_input"], ffn.lin1.weight, ffn.lin1.bias)
-        pooled = pool(result.last_hidden_state, mask, pooling)
+        pooled = pool(result.last_hidden_state, mask, pooling, query=encoder.pooling_query)
         normalized = l2_normalize(pooled)
 
     vals = {name: _np(t[0]) for name, t in got.items()}

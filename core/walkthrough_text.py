@@ -9,7 +9,25 @@ POOLING_WORDS = {
     "mean": ("the average of all token vectors", "s = (1/T) Σₜ hₜ"),
     "cls": ("the vector of the first token, [CLS]", "s = h₀"),
     "max": ("the largest value of each dimension over the tokens", "sⱼ = maxₜ hₜⱼ"),
+    "attention": ("the average of the token vectors weighted by a learned query q",
+                  "s = Σₜ wₜ hₜ,  w = softmax(q·hₜ / √D)"),
 }
+
+
+def masked_scores_entry(cfg, T: int, h: int) -> tuple:
+    """The masked-scores step: padding only, or (causal models) the triangle above the diagonal."""
+    if cfg.attention == "causal":
+        return (f"Masked scores (causal), head {h}",
+                "S′ᵢⱼ = Sᵢⱼ if j ≤ i (and token j is real), −∞ if j > i",
+                ("This model is causal: token i may attend only to itself and the tokens before it, "
+                 "so every score above the diagonal (a later token j > i) is pushed to minus infinity "
+                 "and gets weight 0 after softmax. That is what lets it be trained to predict the next "
+                 "token without seeing it; the price is that early tokens see little of the sentence."),
+                f"{T} × {T} → {T} × {T}, {T * (T - 1) // 2} of {T * T} scores masked")
+    return (f"Masked scores, head {h}", "S′ᵢⱼ = Sᵢⱼ if token j is real, −∞ if it is padding",
+            ("Padding tokens must get no attention, so their scores are pushed to minus infinity. "
+             "A single sentence has no padding, so nothing changes here; in a batch it would."),
+            f"{T} × {T} → {T} × {T}")
 
 
 def describe(name: str, cfg, T: int, layer: int, head: int, pooling: str) -> dict:
@@ -77,11 +95,7 @@ def describe(name: str, cfg, T: int, layer: int, head: int, pooling: str) -> dic
             f"finds what it looks for in token j. Dividing by √{dh} keeps the scores from growing "
             "with the head size."),
             f"({T} × {dh}) @ ({dh} × {T}) / √{dh} → {T} × {T}"),
-        "masked_scores": (
-            f"Masked scores, head {h}", "S′ᵢⱼ = Sᵢⱼ if token j is real, −∞ if it is padding",
-            ("Padding tokens must get no attention, so their scores are pushed to minus infinity. "
-            "A single sentence has no padding, so nothing changes here; in a batch it would."),
-            f"{T} × {T} → {T} × {T}"),
+        "masked_scores": masked_scores_entry(cfg, T, h),
         "weights": (
             f"Attention weights, head {h}", "A = softmax(S′) row by row: Aᵢⱼ = exp(S′ᵢⱼ) / Σₖ exp(S′ᵢₖ)",
             ("Softmax turns each row of scores into weights that are positive and sum to 1: how "
@@ -138,7 +152,8 @@ def describe(name: str, cfg, T: int, layer: int, head: int, pooling: str) -> dic
             f"Sentence vector ({pooling} pooling)", POOLING_WORDS[pooling][1],
             f"One vector for the whole sentence: {POOLING_WORDS[pooling][0]} of the last layer.",
             {"mean": f"average of the {T} rows of {td} → {D}", "cls": f"row 0 of {td} → {D}",
-             "max": f"largest of each column of {td} → {D}"}[pooling]),
+             "max": f"largest of each column of {td} → {D}",
+             "attention": f"{T} weights from ({td}) @ q ({D}), then weights @ ({td}) → {D}"}[pooling]),
         "normalized": (
             "Unit vector", "u = s / ‖s‖",
             ("Scaled to length 1, so the dot product of two sentence vectors is their cosine "

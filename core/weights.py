@@ -44,6 +44,9 @@ BERT_KEY_MAP = [
 BERT_DROPPED = re.compile(r"^((bert\.)?pooler\.|cls\.seq_relationship\.|(bert\.)?embeddings\.position_ids$)")
 DISTILBERT_DROPPED = re.compile(r"^(distilbert\.)?embeddings\.position_ids$")
 MLM_HEAD_KEYS = ("vocab_transform.", "vocab_layer_norm.", "vocab_projector.")
+# Attention pooling's learned query (core/model.py AttentionPooling): in the body, so under
+# "distilbert." when the checkpoint has an MLM head. Neither DistilBERT nor BERT has a place for it.
+ATTENTION_POOLING_KEYS = ("attention_pooling.query", "distilbert.attention_pooling.query")
 # Checkpoints converted from the original TensorFlow BERT (bert-base-uncased among them) name
 # LayerNorm parameters gamma/beta; transformers renames them on load, and so do we.
 # A stored sinusoid may differ from ours by float rounding; a learned table differs by far more.

@@ -14,6 +14,8 @@ the score is a sum over token pairs, with no approximation:
 * **max**: ``u_d = max_i h_id`` is taken from one token per dimension ``d`` (likewise ``v_d``),
   so ``cos = Σ_d u_d v_d / (|u| |v|)``; each dimension's product is credited to the pair of
   tokens that won the max in that dimension. Still exact; ties go to the first token.
+* **attention**: ``u = Σ_i a_i h_i`` and ``v = Σ_j b_j g_j`` with the learned query's softmax
+  weights ``a``, ``b``, so ``cos = Σ_ij C_ij`` with ``C_ij = a_i b_j (h_i · g_j) / (|u| |v|)``.
 
 Hiding the special tokens ([CLS], [SEP], ...) drops their rows and columns from the view;
 what those pairs held is reported as the hidden share, never silently renormalised away.
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core import numpy_ref
 from core.attention import distinct_labels
 from core.pooling import POOLINGS, l2_normalize, pool
 
@@ -58,34 +61,47 @@ def max_pair_contributions(h: np.ndarray, g: np.ndarray) -> np.ndarray:
     return out
 
 
+def attention_pair_contributions(h: np.ndarray, g: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """(n, m): ``a_i b_j (h_i · g_j) / (|u| |v|)`` with a, b the query's softmax weights of
+    each sentence's tokens and u, v the weighted sums."""
+    h, g, q = np.asarray(h, np.float64), np.asarray(g, np.float64), np.asarray(query, np.float64)
+    a, b = (numpy_ref.attention_pool_weights(x, q) for x in (h, g))
+    u, v = a @ h, b @ g
+    return np.outer(a, b) * (h @ g.T) / (np.linalg.norm(u) * np.linalg.norm(v))
+
+
 PAIR_CONTRIBUTIONS = {"mean": mean_pair_contributions, "cls": cls_pair_contributions,
                       "max": max_pair_contributions}
 
 
-def pair_contributions(h: np.ndarray, g: np.ndarray, pooling: str = "mean") -> np.ndarray:
-    """The (n, m) matrix of token-pair contributions; it sums to cos(pool(h), pool(g))."""
+def pair_contributions(h: np.ndarray, g: np.ndarray, pooling: str = "mean", query=None) -> np.ndarray:
+    """The (n, m) matrix of token-pair contributions; it sums to cos(pool(h), pool(g)).
+    query: attention pooling's learned vector."""
+    if pooling == "attention":
+        return attention_pair_contributions(h, g, query)
     if pooling not in PAIR_CONTRIBUTIONS:
         raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
     return PAIR_CONTRIBUTIONS[pooling](h, g)
 
 
-def sentence_vector(hidden: np.ndarray, pooling: str = "mean") -> np.ndarray:
+def sentence_vector(hidden: np.ndarray, pooling: str = "mean", query=None) -> np.ndarray:
     """The L2-normalised sentence vector, pooled by the very code ``Backend.embed`` runs."""
     t = torch.from_numpy(np.ascontiguousarray(hidden, dtype=np.float32))[None]
     mask = torch.ones(t.shape[:2], dtype=torch.long)
-    return l2_normalize(pool(t, mask, pooling))[0].numpy()
+    q = None if query is None else torch.as_tensor(np.asarray(query, np.float32))
+    return l2_normalize(pool(t, mask, pooling, query=q))[0].numpy()
 
 
-def embed_score(h: np.ndarray, g: np.ndarray, pooling: str = "mean") -> float:
+def embed_score(h: np.ndarray, g: np.ndarray, pooling: str = "mean", query=None) -> float:
     """cos of the two sentence vectors, as search computes it (float32 inner product)."""
-    return float(np.dot(sentence_vector(h, pooling), sentence_vector(g, pooling)))
+    return float(np.dot(sentence_vector(h, pooling, query), sentence_vector(g, pooling, query)))
 
 
 # ---------------------------------------------------------------------------- results
 
 @dataclass
 class Why:
-    pooling: str                  # "mean" | "cls" | "max": how the sentence vectors were pooled
+    pooling: str                  # "mean" | "cls" | "max" | "attention": how the sentence vectors were pooled
     score: float                  # cosine of the two `embed` vectors: what search shows for the hit
     tokens_a: list                # the query's tokens, specials included
     tokens_b: list                # the hit's tokens, specials included
@@ -175,12 +191,12 @@ def format_sums(tokens, sums, digits: int = 4) -> str:
 
 def explain(backend, query: str, text: str, pooling: str = "mean") -> Why:
     """Split ``backend``'s cosine between ``query`` and ``text`` over their token pairs."""
-    from core.backends import check_pooling
-    check_pooling(pooling)
+    pooling = backend.choose_pooling(pooling)
+    q = None if backend.pooling_query is None else backend.pooling_query.detach().float().cpu().numpy()
     tokens_a, h, special_a = backend.token_vectors(query)
     tokens_b, g, special_b = backend.token_vectors(text)
-    return Why(pooling=pooling, score=embed_score(h, g, pooling), tokens_a=tokens_a, tokens_b=tokens_b,
-               special_a=special_a, special_b=special_b, contributions=pair_contributions(h, g, pooling))
+    return Why(pooling=pooling, score=embed_score(h, g, pooling, q), tokens_a=tokens_a, tokens_b=tokens_b,
+               special_a=special_a, special_b=special_b, contributions=pair_contributions(h, g, pooling, q))
 
 
 def explain_job(backend, pooling: str, query: str, text: str, progress=None, cancel=None) -> Why:

@@ -28,7 +28,7 @@ def cmd_explain(args) -> int:
         from core.notebook_export import check_target
         check_target(backend, args.notebook)
     walk = explain(backend, args.text, pair=args.pair, layer=args.layer - 1, head=args.head - 1,
-                   pooling=args.pooling)
+                   pooling=backend.choose_pooling(args.pooling))
     if args.notebook:
         from core.notebook_export import write_notebook
         path = write_notebook(walk, backend, args.notebook)

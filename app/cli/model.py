@@ -42,14 +42,15 @@ def cmd_embed(args) -> int:
     from core.backends import EmbedStats
     b = backend_from_args(args)
     stats = EmbedStats()
-    vecs = b.embed(read_texts(args), pooling=args.pooling, batch_size=args.batch_size, stats=stats)
+    pooling = b.choose_pooling(args.pooling)
+    vecs = b.embed(read_texts(args), pooling=pooling, batch_size=args.batch_size, stats=stats)
     if stats.truncated:
         print(f"note: {stats.truncated} text(s) were longer than {b.max_length} tokens and were truncated "
               f"(texts {', '.join(str(i + 1) for i in stats.truncated_indices[:10])})", file=sys.stderr)
     if args.json:
         emit_json({"model": b.model_name, "backend": b.backend, "device": b.device_name,
                    "precision": b.precision, "precision_note": b.precision_note, "dim": b.dim,
-                   "pooling": args.pooling, "truncated": stats.truncated,
+                   "pooling": pooling, "truncated": stats.truncated,
                    "vectors": [[round(float(x), 7) for x in v] for v in vecs]})
     else:
         print(f"# {len(vecs)} vectors, {b.dim}-d, {b.model_name} ({b.backend}) on {b.device_name}, "

@@ -17,11 +17,12 @@ def add_model_options(p: argparse.ArgumentParser, pooling: bool = True, store_de
     exist; "new": a new store gets the defaults), so the help says so."""
     if store_default is None:
         model_default = f"default: {DEFAULT_MODEL}"
-        pooling_default = "default: mean"
+        pooling_default = "default: the model's own, mean unless it was trained with another"
     else:
         new = "" if store_default == "existing" else f"; a new store: {DEFAULT_MODEL}"
         model_default = f"default: the store's{new}"
-        pooling_default = "default: the store's" + ("" if store_default == "existing" else "; a new store: mean")
+        pooling_default = "default: the store's" + ("" if store_default == "existing"
+                                                     else "; a new store: the model's own, mostly mean")
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"{DEFAULT_MODEL} (packaged, offline), a hub id such as {DEFAULT_HUB_MODEL}, "
                         f"or a model folder / trained checkpoint ({model_default})")
@@ -35,7 +36,7 @@ def add_model_options(p: argparse.ArgumentParser, pooling: bool = True, store_de
                         "with fp32, else fp32 (default: $ENCODERSCOPE_PRECISION or auto). Vectors of "
                         "either precision share a store.")
     if pooling:
-        p.add_argument("--pooling", choices=POOLINGS, default="mean",
+        p.add_argument("--pooling", choices=POOLINGS, default=None,
                        help=f"how token vectors become one sentence vector ({pooling_default})")
 
 

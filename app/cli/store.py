@@ -239,8 +239,8 @@ def cmd_ingest(args) -> int:
         if not args.files:
             raise InputError(f"there is no store at {loc} to rebuild")
         model = args.model or DEFAULT_MODEL
-        pooling = args.pooling or "mean"
         backend = _backend(args, model)
+        pooling = backend.choose_pooling(args.pooling)
         store = corpus.create_corpus(loc, backend, pooling, index=args.index)
 
     from core.errors import Terminated

@@ -3,6 +3,8 @@
     encoderscope train --corpus assets/sample_corpus.txt --out runs/tiny --steps 500
     encoderscope train --corpus notes.txt --out runs/minilm-mlm --init minilm --steps 300
     encoderscope train --resume runs/tiny --steps 1000          # go on to step 1000
+    encoderscope train --corpus notes.txt --out runs/clm --objective clm   # next token, causal mask
+    encoderscope train --corpus notes.txt --out runs/ap --objective simcse --pooling attention
 
 A tqdm bar on stderr while it runs; evaluations as lines above the bar; the last line on stdout
 is a JSON summary. With --json, every event the trainer emits (core/train.py, EVENT KINDS: status,
@@ -25,11 +27,12 @@ EXIT_INTERRUPTED = 130
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    from core.train_config import TrainConfig
+    from core.names import ATTENTIONS, POOLINGS
+    from core.train_config import OBJECTIVES, TrainConfig
 
     d = TrainConfig()
     p = subparsers.add_parser(
-        "train", help="train the from-scratch encoder (masked-LM and/or contrastive)",
+        "train", help="train the from-scratch encoder (masked-LM, next-token and/or contrastive)",
         description="Train the from-scratch encoder on a corpus. The output folder is a model "
                     "folder: use it with --model OUT in every command. Options left out take "
                     "their defaults, or with --resume the values the checkpoint was trained with.")
@@ -50,10 +53,18 @@ def register(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--overwrite", action="store_true", default=None,
                    help="replace a checkpoint already in --out")
     g = p.add_argument_group("what to train")
-    g.add_argument("--objective", choices=("mlm", "simcse", "mlm+simcse"),
-                   help=f"masked-LM, contrastive (SimCSE), or MLM then SimCSE (default {d.objective})")
+    g.add_argument("--objective", choices=OBJECTIVES,
+                   help="masked-LM, contrastive (SimCSE), MLM then SimCSE, or next-token prediction "
+                        f"(clm: needs --attention causal, its default there) (default {d.objective})")
+    g.add_argument("--pooling", choices=POOLINGS,
+                   help="the sentence vector SimCSE trains and the model embeds with by default; "
+                        "attention: a learned query vector weighs the tokens (SimCSE objectives) "
+                        f"(default {d.pooling})")
+    g.add_argument("--attention", choices=ATTENTIONS,
+                   help="which tokens each token attends to: all of them, or (causal) itself and the "
+                        f"ones before it (default {d.attention}; causal for --objective clm)")
     g.add_argument("--init", metavar="fresh|minilm|FOLDER",
-                   help="random weights, the packaged minilm (a fresh MLM head is added for MLM), "
+                   help="random weights, the packaged minilm (a fresh LM head is added for MLM and clm), "
                         f"or a model folder (default {d.init})")
     g.add_argument("--tokenizer", choices=("word", "wordpiece"),
                    help="fresh only: word-level vocabulary built from the corpus, or minilm's "
@@ -123,6 +134,8 @@ def config_from_args(args):
     if getattr(args, "probe_set", None):
         from core.train_watch import read_probe_set
         given["probe_set"] = tuple(read_probe_set(args.probe_set))
+    if given.get("objective") == "clm" and "attention" not in given:
+        given["attention"] = "causal"        # next-token prediction is only honest under the causal mask
     if args.resume:
         return TrainConfig.from_checkpoint(args.resume, **given)
     missing = [f"--{n}" for n in ("corpus", "out") if not given.get(n)]

@@ -33,7 +33,7 @@ def register(sub) -> None:
 
 def _model_and_pooling(args) -> tuple[str, str]:
     if args.store is None:
-        return args.model or "minilm", args.pooling or "mean"
+        return args.model or "minilm", args.pooling           # None: the model's own pooling
     from index.locations import open_store, parse_location
     with open_store(parse_location(args.store), writable=False) as store:
         return args.model or store.model_name, args.pooling or store.pooling
@@ -50,6 +50,7 @@ def cmd_why(args) -> int:
     model, pooling = _model_and_pooling(args)
     backend = get_backend(model, args.backend, device=args.device, precision=args.precision)
     why = explain(backend, args.query, args.text, pooling)
+    pooling = why.pooling
     _, cut = backend.encode_ids([args.query, args.text])
     for i in cut:
         print(f"note: the {('query', 'text')[i]} is longer than the {backend.max_length} tokens "

@@ -13,7 +13,7 @@ from core.names import BACKENDS, POOLINGS
 from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 
 WEIGHTS = [DEFAULT_MODEL, DEFAULT_HUB_MODEL]
-POOLING_LABELS = {"mean": "Mean", "cls": "CLS", "max": "Max"}
+POOLING_LABELS = {"mean": "Mean", "cls": "CLS", "max": "Max", "attention": "Attention (learned query)"}
 DEVICE_LABELS = {"auto": "Auto", "cpu": "CPU", "cuda": "CUDA", "mps": "MPS"}
 
 
@@ -106,6 +106,7 @@ class ModelBar(QToolBar):
         self.device.setObjectName("device_combo")
         self._add_devices()
         state.backend_changed.connect(self._add_devices)    # torch is imported by then
+        state.backend_changed.connect(self._offer_attention_pooling)
         self.device.setToolTip("Where the model runs; the device in use is shown in the status bar")
 
         title = QLabel("<b>Corpus model</b>")
@@ -136,10 +137,20 @@ class ModelBar(QToolBar):
         self._sync(state.choice)
         state.choice_changed.connect(self._sync)
         self.encoder.activated.connect(self._apply)
-        self.weights.activated.connect(self._apply)
-        self.weights.lineEdit().returnPressed.connect(self._apply)
+        self.weights.activated.connect(self._weights_chosen)
+        self.weights.lineEdit().returnPressed.connect(self._weights_chosen)
         self.pooling.activated.connect(self._apply)
         self.device.activated.connect(self._apply)
+
+    def _offer_attention_pooling(self, backend) -> None:
+        """Attention pooling can be picked only for a model with a learned query vector."""
+        if backend is None:
+            return
+        item = self.pooling.model().item(self.pooling.findData("attention"))
+        learned = getattr(backend, "pooling_query", None) is not None
+        item.setEnabled(learned)
+        item.setToolTip("" if learned else "This model has no learned query vector: train one with "
+                                           "attention pooling (Train tab, contrastive objective)")
 
     def _add_devices(self, *_):
         """Offer every device torch sees (no torch import here: see offered_devices)."""
@@ -158,11 +169,22 @@ class ModelBar(QToolBar):
         if choice != self.state.choice:
             self.state.set_choice(choice)
 
+    def _weights_chosen(self, *_):
+        """Another model: it embeds with the pooling it was trained for (a checkpoint's own);
+        other models keep the chosen pooling, but attention pooling only where a query was learned."""
+        from core.catalog import trained_pooling
+        model = self.weights.currentText().strip()
+        if model != self.state.choice.model:
+            pooling = trained_pooling(model) or ("mean" if self.pooling.currentData() == "attention" else None)
+            if pooling is not None and self.pooling.findData(pooling) >= 0:
+                self.pooling.setCurrentIndex(self.pooling.findData(pooling))
+        self._apply()
+
     def _browse(self):
         folder = QFileDialog.getExistingDirectory(self, "Choose a model folder or trained checkpoint")
         if folder:
             self.set_weights(folder)
-            self._apply()
+            self._weights_chosen()
 
     def open_evaluate(self, pairs_file: str = ""):
         """The Evaluate page as a dialog, on the corpus model, started at once (the shipped pairs

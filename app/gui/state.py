@@ -56,7 +56,7 @@ BACKEND_LABELS = {"scratch": "From-scratch encoder", "hf": "DistilBERT (transfor
 class ModelChoice:
     model: str = DEFAULT_MODEL
     backend: str = "scratch"      # "scratch" | "hf"
-    pooling: str = "mean"         # "mean" | "cls" | "max"
+    pooling: str = "mean"         # "mean" | "cls" | "max" | "attention" (a model trained with it)
     device: str = "auto"          # "auto" | "cpu" | "cuda" | "mps"
     precision: str = "auto"       # "auto" (bf16 where native, core.device) | "fp32" | "bf16"
 

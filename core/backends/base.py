@@ -99,9 +99,23 @@ class Backend:
 
     # -- shared ---------------------------------------------------------------------------
     network_sha256 = ""   # config + tokenizer files (core.fingerprint.network_hash)
+    default_pooling = "mean"   # the pooling the model was trained for: what embed uses unless told
+    pooling_query = None       # attention pooling's learned query (D,) tensor, for a model trained with one
 
-    def fingerprint(self, pooling: str = "mean") -> Fingerprint:
+    def choose_pooling(self, pooling: str | None) -> str:
+        """The pooling to use (None: the model's default), checked: attention pooling needs
+        the query vector only a model trained with it has."""
+        pooling = self.default_pooling if pooling is None else pooling
         check_pooling(pooling)
+        if pooling == "attention" and self.pooling_query is None:
+            raise InputError(
+                f"{self.model_name} has no learned query vector, so it cannot pool by attention: "
+                "train one (encoderscope train --objective simcse --pooling attention --corpus FILE "
+                "--out DIR, then --model DIR) or choose --pooling mean, cls or max")
+        return pooling
+
+    def fingerprint(self, pooling: str | None = None) -> Fingerprint:
+        pooling = self.choose_pooling(pooling)
         return Fingerprint(self.model_name, self.weights_sha256, pooling, self.dim, True,
                            network_sha256=self.network_sha256, precision_policy=PRECISION_POLICY)
 
@@ -125,12 +139,13 @@ class Backend:
             mask[row, : len(x)] = 1
         return input_ids.to(self.device), mask.to(self.device)
 
-    def embed(self, texts, pooling: str = "mean", batch_size: int = 32, progress=None, cancel=None,
+    def embed(self, texts, pooling: str | None = None, batch_size: int = 32, progress=None, cancel=None,
               stats: EmbedStats | None = None, max_tokens: int | None | str = "auto") -> np.ndarray:
-        """Unit vectors (N, dim) float32 of `texts`, in input order. Batches hold at most
-        `batch_size` texts and, with max_tokens, at most that many padded tokens ("auto": the
-        measured rule for this model and device, core.batching.token_budget; None: no cap)."""
-        check_pooling(pooling)
+        """Unit vectors (N, dim) float32 of `texts`, in input order, pooled as asked (None: the
+        model's default_pooling). Batches hold at most `batch_size` texts and, with max_tokens, at
+        most that many padded tokens ("auto": the measured rule for this model and device,
+        core.batching.token_budget; None: no cap)."""
+        pooling = self.choose_pooling(pooling)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InputError(f"batch size must be a whole number of at least 1, not {batch_size!r}")
         texts = list(texts)
@@ -151,7 +166,7 @@ class Backend:
                     raise Cancelled(f"embedding cancelled after {done} of {len(texts)} texts")
                 input_ids, mask = self._batch([ids[i] for i in rows])
                 hidden, _, _ = self._forward(input_ids, mask, None)
-                vec = l2_normalize(pool(hidden.float(), mask, pooling))
+                vec = l2_normalize(pool(hidden.float(), mask, pooling, query=self.pooling_query))
                 out[rows] = vec.cpu().numpy()
                 done += len(rows)
                 if progress is not None:

@@ -20,6 +20,9 @@ class HFBackend(Backend):
             # our checkpoint: the transformers model is built from our config (core/hf_checkpoint.py)
             self.model, cfg = hf_checkpoint.load_for_transformers(source.folder)
             self.model.to(device)
+            self.default_pooling = hf_checkpoint.read_checkpoint_config(source.folder)[0].pooling
+            query = hf_checkpoint.pooling_query(source.folder)
+            self.pooling_query = None if query is None else query.to(device)
         else:
             cfg = self._load_folder(folder, device)
         self.has_mlm = any(a.endswith("ForMaskedLM") for a in cfg.architectures or [])

@@ -30,6 +30,8 @@ class ScratchBackend(Backend):
         self.has_mlm = hasattr(self.model, "head")
         self.encoder = self.model.distilbert if self.has_mlm else self.model
         self.packed = self._pack(device, precision)
+        self.default_pooling = cfg.pooling
+        self.pooling_query = self.encoder.pooling_query
         self.weights_sha256 = weights_hash(source.folder)
         self.network_sha256 = network_hash(source.folder)
 
@@ -77,7 +79,8 @@ class RandomScratchBackend(ScratchBackend):
 
 
 RANDOM_KEYS = {"dim": int, "layers": "n_layers", "heads": "n_heads", "ffn": "hidden_dim",
-               "positions": str, "norm": str, "activation": str, "max_len": "max_position_embeddings"}
+               "positions": str, "norm": str, "activation": str, "attention": str,
+               "max_len": "max_position_embeddings"}
 
 
 def parse_random_spec(spec: str):

@@ -39,7 +39,10 @@ OBJECTIVES = [
     ("Masked-LM (predict hidden words)", "mlm"),
     ("Contrastive (SimCSE: better search embeddings)", "simcse"),
     ("Masked-LM, then contrastive", "mlm+simcse"),
+    ("Next token (causal mask)", "clm"),
 ]
+ATTENTIONS = [("Bidirectional (each token sees all)", "bidirectional"),
+              ("Causal (each token sees itself and earlier ones)", "causal")]
 
 
 def default_output_folder() -> Path:
@@ -144,6 +147,20 @@ class TrainPanel(QtWidgets.QWidget):
         for label, key in OBJECTIVES:
             self.objective.addItem(label, key)
         form.addRow("Objective", self.objective)
+        self.attention = QtWidgets.QComboBox()
+        for label, key in ATTENTIONS:
+            self.attention.addItem(label, key)
+        self.attention.setToolTip("Next-token prediction needs the causal mask: choosing it sets causal")
+        self.pooling = QtWidgets.QComboBox()
+        from app.gui.model_bar import POOLING_LABELS
+        for key, label in POOLING_LABELS.items():
+            self.pooling.addItem(label, key)
+        self.pooling.setCurrentIndex(self.pooling.findData("mean"))
+        self.pooling.setToolTip("The sentence vector contrastive training shapes, and the model's default "
+                                "pooling; attention pooling learns a query vector (contrastive objectives)")
+        self.objective.currentIndexChanged.connect(self._objective_changed)
+        form.addRow("Attention", self.attention)
+        form.addRow("Pooling", self.pooling)
         self.layers = QtWidgets.QSpinBox(minimum=1, maximum=24, value=2)
         self.dim = QtWidgets.QSpinBox(minimum=8, maximum=2048, value=128, singleStep=32)
         self.heads = QtWidgets.QSpinBox(minimum=1, maximum=32, value=4)
@@ -307,13 +324,17 @@ class TrainPanel(QtWidgets.QWidget):
     def running(self) -> bool:
         return self.job is not None
 
+    def _objective_changed(self, *_):
+        if self.objective.currentData() == "clm":     # next-token prediction is only honest under it
+            self.attention.setCurrentIndex(self.attention.findData("causal"))
+
     def _update_enabled(self, *_):
         init, _tok = self.start_from.currentData() or ("fresh", "word")
         busy = self.running
         self.arch_box.setEnabled(init == "fresh" and not busy)
         for w in (self.corpus, self.corpus_browse, self.heldout, self.start_from, self.init_browse,
-                  self.objective, self.steps, self.batch, self.lr, self.seed, self.device, self.out,
-                  self.watch_box, self.open_button):
+                  self.objective, self.attention, self.pooling, self.steps, self.batch, self.lr, self.seed,
+                  self.device, self.out, self.watch_box, self.open_button):
             w.setEnabled(not busy)
         self.start_button.setEnabled(not busy)
         self.resume_button.setEnabled(not busy)
@@ -341,6 +362,7 @@ class TrainPanel(QtWidgets.QWidget):
             device=self.device.currentData(), heldout=self.heldout.value() / 100.0,
             log_every=max(1, min(10, steps // 200)),
             pairs=str(paraphrase_pairs()) if "simcse" in self.objective.currentData() else "",
+            attention=self.attention.currentData(), pooling=self.pooling.currentData(),
             **self.watch_box.settings())
         cfg.update(self.overrides)
         return TrainConfig(**cfg)

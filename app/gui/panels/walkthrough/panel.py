@@ -30,7 +30,7 @@ EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "walkthrough.explain"
 POOLING_JOB_KEY = "walkthrough.pooling"
 EXPORT_JOB_KEY = "walkthrough.export"
-POOLINGS = ("mean", "cls", "max")
+POOLINGS = ("mean", "cls", "max", "attention")     # attention: models trained with a learned query
 
 
 def explain_fn(backend, text: str, pair: str | None, layer: int, head: int, pooling: str):

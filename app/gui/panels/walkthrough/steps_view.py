@@ -50,6 +50,20 @@ def badge_color(diff: float | None) -> str:
     return GREY if diff is None else GREEN if diff <= MATCH_LIMIT else RED
 
 
+def masked_note(step) -> str:
+    """For a score matrix with masked (−∞) cells: how many, and, when they are exactly the cells
+    above the diagonal, that this is the causal mask. "" when nothing is masked."""
+    values = np.asarray(step.values, np.float64)
+    masked = np.isneginf(values)
+    if values.ndim != 2 or not masked.any():
+        return ""
+    n, T = int(masked.sum()), values.shape[0]
+    if values.shape[0] == values.shape[1] and np.array_equal(masked, np.triu(np.ones((T, T), bool), 1)):
+        return (f"Causal mask: the {n} scores above the diagonal are −∞ (drawn at the bottom of the "
+                "scale), so each token attends only to itself and the tokens before it.")
+    return f"{n} of {values.size} scores are −∞ (masked keys): softmax gives them weight 0."
+
+
 def weighted_sum_terms(weights_row: np.ndarray, v: np.ndarray) -> np.ndarray:
     """The terms of head_output[i] = Σ_j weights[i, j] · v[j]: row j is weights[i, j] · v[j]."""
     return np.asarray(weights_row, np.float64)[:, None] * np.asarray(v, np.float64)
@@ -218,6 +232,10 @@ class StepView(QtWidgets.QWidget):
         self.weights_strip.set_step(walkthrough, step)
         self.wide_summary.set_step(step)
         self._repin(walkthrough, step)
+        note = masked_note(step)
+        if note:
+            self.extra.setText(html.escape(note))
+            self.extra.setVisible(True)
         # the weights exist from the softmax step on: earlier steps must not show them
         builds_up = step.name == "weights" and self._has("weights", "v")
         self.build_up.setVisible(builds_up)

@@ -33,6 +33,8 @@ EXPLAIN = {
            "[CLS] ↔ [CLS] pair (hiding special tokens hides everything).",
     "max": "Max pooling: each dimension's product u_d · v_d / (|u| |v|) is credited to the two "
            "tokens that won the max in that dimension; the cells add up to the score exactly.",
+    "attention": "Attention pooling: u = Σ a_i h_i with the learned query's weights a (likewise v), "
+                 "so pair (i, j) holds a_i · b_j · (h_i · g_j) / (|u| |v|); the cells add up to the score.",
 }
 
 
