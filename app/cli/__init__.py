@@ -23,7 +23,8 @@ from app.cli.remedies import worded
 from core.errors import EncoderscopeError, InputError, Terminated
 
 EXIT_USAGE = 2
-COMMANDS = (model, store, migrate, train, runs, experiment, eval_command, explain, why, map_command)  # the order of --help
+# in the order `--help` lists them
+COMMANDS = (model, store, migrate, train, runs, experiment, eval_command, explain, why, map_command)
 
 
 def build_parser(open_gui: Callable[[str | None], int] | None = None) -> argparse.ArgumentParser:
