@@ -244,8 +244,10 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self._set_ranges(backend)
         if self._last_request is None:
             self._auto_explain()
-        else:
-            self._start(self._last_request)            # same sentence, the newly chosen model
+        else:   # same sentence, the newly chosen model: layer and head kept within its ranges
+            text, other, as_pair, layer, head, pooling = self._last_request
+            self._start((text, other, as_pair, min(layer, self.layer_spin.maximum() - 1),
+                         min(head, self.head_spin.maximum() - 1), pooling))
 
     def _auto_explain(self) -> None:
         """The example, once: when a model is loaded and the tab is on screen (not for a hidden tab)."""
