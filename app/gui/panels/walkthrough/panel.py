@@ -18,6 +18,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
+from app.gui.panels.walkthrough.batch_view import BatchView
 from app.gui.panels.walkthrough.pooling_view import PoolingView
 from app.gui.panels.walkthrough.positions_view import PositionsView
 from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, StepView, badge_color
@@ -113,7 +114,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         bar.addWidget(self.pooling_combo)
         bar.addSpacing(12)
         self.view_group = QtWidgets.QButtonGroup(self)
-        for i, text in enumerate(("Steps", "Positions")):
+        for i, text in enumerate(("Steps", "Positions", "Batch of two")):
             b = QtWidgets.QToolButton(text=text)
             b.setCheckable(True)
             self.view_group.addButton(b, i)
@@ -163,6 +164,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.stack.addWidget(steps_page)
         self.positions_view = PositionsView(self.state, self)
         self.stack.addWidget(self.positions_view)
+        self.batch_view = BatchView(self.state, self)
+        self.stack.addWidget(self.batch_view)
         outer.addWidget(self.stack, 1)
         self._update_nav()
 
@@ -180,6 +183,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
 
     def explain_current(self) -> None:
         self.explain_text(self.text_edit.text(), self.other_edit.text(), as_pair=self.as_pair.isChecked())
+        if self.stack.currentIndex() == 2:
+            self.set_view(2)                           # the batch of the sentences as typed now
 
     def explain_text(self, text: str, other: str = "", as_pair: bool = False, layer: int | None = None,
                      head: int | None = None) -> None:
@@ -204,8 +209,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
     def _controls_changed(self) -> None:
         if self._last_request is not None and self.text_edit.text().strip():
             self.explain_current()
-        if self.stack.currentIndex() == 1:
-            self.set_view(1)                           # the permutation demo's layer follows too
+        if self.stack.currentIndex() in (1, 2):
+            self.set_view(self.stack.currentIndex())   # the demo's / the batch's layer follows too
 
     def _set_ranges(self, backend, layer: int | None = None, head: int | None = None) -> None:
         """Layer and head spin boxes span the model's layers and heads (1-based), without re-running."""
@@ -235,6 +240,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
 
     def _on_backend(self, backend) -> None:
         self.positions_view.backend_changed(backend)
+        self.batch_view.backend_changed(backend)
         if backend is None:
             self.state.drop_waiting(JOB_KEY)           # it would run the old model: redone below
             self._set_info("<i>Loading the model …</i>")
@@ -385,12 +391,15 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.position_label.setText(f"Step {row + 1} of {n}" if n and row >= 0 else "")
 
     def set_view(self, index: int) -> None:
-        """0: the steps; 1: the positions view (computed on first show)."""
+        """0: the steps; 1: the positions view (computed on first show); 2: the batch of two."""
         self.stack.setCurrentIndex(index)
         self.view_group.button(index).setChecked(True)
         if index == 1:
             text = self.text_edit.text().strip() or EXAMPLE
             self.positions_view.show_for(text, self.layer_spin.value() - 1)
+        if index == 2:
+            self.batch_view.show_for(self.text_edit.text(), self.other_edit.text(), self.layer_spin.value() - 1,
+                                     self.head_spin.value() - 1)
 
     # ---- export ------------------------------------------------------------------------------------
     def export_notebook(self, path=None):
