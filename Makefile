@@ -63,6 +63,8 @@ screenshots: setup
 		docs/screenshots --mlm-model $(SHOT_MLM)
 	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.walkthrough \
 		docs/screenshots
+	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.batch_mask \
+		docs/screenshots
 
 clean:
 	rm -rf $(VENV) build *.egg-info
