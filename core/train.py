@@ -57,6 +57,7 @@ from core.sources import CHECKPOINT_MARKER, DEFAULT_MODEL
 from core.train_config import TrainConfig
 from core.train_data import BatchSampler, collate, encode, read_corpus, split_heldout
 from core.train_eval import Evaluator, HeldOut, read_pairs
+from core.transformers_import import from_transformers
 from core.weights import load_folder, save_checkpoint
 
 MLM_EVAL_TARGETS = 2000   # aim to score about this many masked held-out tokens per evaluation
@@ -196,7 +197,7 @@ class Trainer:
             saved = read_trainer_state(resume)
             self._emit("status", message=f"loading checkpoint {resume}")
             self._load_model(resume)
-            from transformers import AutoTokenizer
+            AutoTokenizer = from_transformers("AutoTokenizer")
             self.tokenizer = AutoTokenizer.from_pretrained(str(resume), trust_remote_code=False)
         else:
             torch.manual_seed(c.seed)
@@ -235,7 +236,7 @@ class Trainer:
 
     def _build_model(self, train: list[str]) -> None:
         c = self.config
-        from transformers import AutoTokenizer
+        AutoTokenizer = from_transformers("AutoTokenizer")
         if c.init == "fresh":
             if c.tokenizer == "word":
                 from core.wordtok import build_word_tokenizer
