@@ -153,3 +153,53 @@ def test_fill_mask_tables(qtbot, window, other_tiny):
     table = panel.mask_tables[0]
     assert table.tokens() == [p["token"] for p in core["masks"][0]["predictions"]]
     assert table.scores() == pytest.approx([p["score"] for p in core["masks"][0]["predictions"]], rel=1e-5)
+
+
+def search_table(search):
+    """(id, score) of every row the Search table shows."""
+    return [(h.id, h.score) for h in search.results.hits]
+
+
+def test_search_results_after_the_corpus_and_the_pooling_changed_while_hidden(qtbot, window):
+    from index.corpus import search as store_search
+    w = window
+    search = w.search_panel
+    w.tabs.setCurrentWidget(search)
+    query = "rain and wind tomorrow"
+    with qtbot.waitSignal(search.results_shown, timeout=60_000):
+        search.query.setText(query)
+    wait_idle(qtbot, w)
+    before = search_table(search)
+    select_tab(w, "Corpus")
+    assert not search.isVisible()
+    # the corpus changes while Search is hidden: a sentence that is the query itself
+    w.service.add_texts(["rain and wind tomorrow, says the forecast"])
+    wait_idle(qtbot, w)
+    w.tabs.setCurrentWidget(search)
+    wait_idle(qtbot, w)
+    hits, _ = store_search(w.state.store, query, search.k.value(), w.state.backend)
+    assert search_table(search) == [(h.id, pytest.approx(h.score, abs=1e-6)) for h in hits]
+    assert search_table(search) != before
+    # another pooling while hidden: the store's vectors are no longer the model's, so no old score stays
+    select_tab(w, "Corpus")
+    w.state.set_choice(w.state.choice.with_(pooling="max"))
+    wait_idle(qtbot, w)
+    w.tabs.setCurrentWidget(search)
+    wait_idle(qtbot, w)
+    assert search_table(search) == []
+    assert "re-embed" in search.info.text().lower()
+
+
+def test_the_map_after_the_corpus_changed_while_hidden(qtbot, window):
+    w = window
+    mp = w.map_panel
+    with qtbot.waitSignal(mp.map_shown, timeout=60_000):
+        assert w.show_panel("Map")
+    n = len(mp.map)
+    w.show_panel("Search")
+    w.service.add_texts(["a sentence added while the map was hidden"])
+    wait_idle(qtbot, w)
+    with qtbot.waitSignal(mp.map_shown, timeout=60_000):
+        w.show_panel("Map")
+    assert len(mp.map) == n + 1 == w.state.store.count()
+    assert "a sentence added while the map was hidden" in list(mp.map.texts)
