@@ -95,3 +95,9 @@ def test_a_model_changed_while_hidden_is_recomputed_when_shown(qtbot, panel, tmp
     r = sig.args[0]
     fresh = explain_batch(other, SHORT, LONG, layer=r.layer, head=r.head)
     np.testing.assert_array_equal(panel.batch_view.weights.raw, fresh.weights[0])
+
+
+def test_sentences_of_one_length_say_nothing_is_padded(qtbot, panel):
+    r = show_batch(qtbot, panel, "a red bird", "a big dog")
+    assert r.n_padding == 0 and np.isfinite(panel.batch_view.scores.raw).all()
+    assert "nothing is padded" in panel.batch_view.info.text()

@@ -131,16 +131,20 @@ class BatchView(QtWidgets.QWidget):
         n = r.n_padding
         self.scores.show_matrix(r.masked_scores[p], tokens, tokens, signed=True,
                                 title=f"Masked scores of {where}, layer {r.layer + 1}, head {r.head + 1}: "
-                                      f"−∞ at the {n} padded key{'s' if n != 1 else ''}")
+                                      + (f"−∞ at the {n} padded key{'s' if n != 1 else ''}" if n else "no padding"))
         self.weights.show_matrix(r.weights[p], tokens, tokens, signed=False,
                                  title="Weights = softmax(masked scores): 0 at every padded key")
         T = len(tokens)
-        self.info.setText(
-            f"<b>A batch of two</b>: {where} has {r.lengths[p]} tokens, the other {r.lengths[1 - p]}; "
-            f"{where} is padded with {n} [PAD] token{'s' if n != 1 else ''} to {T}, and the attention "
-            "mask adds −∞ to the scores of padded keys, so softmax gives them weight exactly 0: no real "
-            "token reads the padding. (The padded rows are computed too, and thrown away.)"
-            + (f"<br><span style='color:#b35900'>{html.escape(r.note)}</span>" if r.note else ""))
+        if n == 0:
+            self.info.setText(f"<b>A batch of two</b>: both sentences have {T} tokens, so nothing is padded "
+                              "and the mask is all ones. Type sentences of different lengths to see it work.")
+        else:
+            self.info.setText(
+                f"<b>A batch of two</b>: {where} has {r.lengths[p]} tokens, the other {r.lengths[1 - p]}; "
+                f"{where} is padded with {n} [PAD] token{'s' if n != 1 else ''} to {T}, and the attention "
+                "mask adds −∞ to the scores of padded keys, so softmax gives them weight exactly 0: no real "
+                "token reads the padding. (The padded rows are computed too, and thrown away.)"
+                + (f"<br><span style='color:#b35900'>{html.escape(r.note)}</span>" if r.note else ""))
         self.proofs.setText(
             f"{proof('real tokens = each sentence run alone, unpadded', r.real_max_abs_diff)} · "
             f"{proof('weights = the model’s on this batch', r.weights_max_abs_diff)} · "
