@@ -21,6 +21,7 @@ from pathlib import Path
 from core.errors import ModelUnavailable
 from core.model import EncoderConfig
 from core.sources import CHECKPOINT_MARKER, read_json
+from core.transformers_import import from_transformers
 from core.weights import ATTENTION_POOLING_KEYS, CHECKPOINT_FORMAT, MLM_HEAD_KEYS, read_state_dict
 
 HF_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh"}
@@ -80,7 +81,7 @@ def transformers_layout(cfg: EncoderConfig) -> str:
 
 def hf_config(cfg: EncoderConfig, layout: str, mlm_head: bool):
     """The transformers config that describes the same network as ``cfg``."""
-    from transformers import BertConfig, DistilBertConfig
+    BertConfig, DistilBertConfig = from_transformers("BertConfig", "DistilBertConfig")
 
     arch = ("DistilBertForMaskedLM" if mlm_head else "DistilBertModel") if layout == "distilbert" else \
         ("BertForMaskedLM" if mlm_head else "BertModel")
@@ -139,12 +140,8 @@ def pooling_query(folder: Path):
 def load_for_transformers(folder: Path):
     """(transformers model in eval mode, its config) for the Encoderscope checkpoint in ``folder``.
     Every weight must find its place and every place its weight (the tied decoder excepted)."""
-    from transformers import (
-        BertForMaskedLM,
-        BertModel,
-        DistilBertForMaskedLM,
-        DistilBertModel,
-    )
+    BertForMaskedLM, BertModel, DistilBertForMaskedLM, DistilBertModel = from_transformers(
+        "BertForMaskedLM", "BertModel", "DistilBertForMaskedLM", "DistilBertModel")
 
     cfg, mlm_head = read_checkpoint_config(folder)
     layout = transformers_layout(cfg)

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from core.errors import ModelUnavailable
+from core.transformers_import import from_transformers, transformers_lock
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +62,11 @@ CHECK_TEXTS = (
 def load_tokenizer(folder: Path, vocab_size: int | None = None):
     """The folder's transformers tokenizer (fast, no remote code), checked against the model's
     vocabulary size; ModelUnavailable with the reason when it cannot be used."""
-    from transformers import AutoTokenizer
+    AutoTokenizer = from_transformers("AutoTokenizer")
     check_has_tokenizer(folder)
     try:
-        tok = AutoTokenizer.from_pretrained(str(folder), use_fast=True, trust_remote_code=False)
+        with transformers_lock():       # it imports the tokenizer class's module lazily
+            tok = AutoTokenizer.from_pretrained(str(folder), use_fast=True, trust_remote_code=False)
     except Exception as e:
         raise ModelUnavailable(f"cannot load the tokenizer in {folder}: {e}") from None
     if not tok.is_fast:

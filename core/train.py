@@ -74,6 +74,7 @@ from core.train_config import TrainConfig, uses_lm_head
 from core.train_data import BatchSampler, collate, encode, read_corpus, split_heldout
 from core.train_eval import Evaluator, HeldOut, read_pairs
 from core.train_watch import GradFlow, Probe, probe_every
+from core.transformers_import import from_transformers
 from core.weights import load_folder, save_checkpoint
 
 MLM_EVAL_TARGETS = 2000   # aim to score about this many masked held-out tokens per evaluation
@@ -224,7 +225,7 @@ class Trainer:
         if resume is not None:
             self._emit("status", message=f"loading checkpoint {resume}")
             self._load_model(resume)
-            from transformers import AutoTokenizer
+            AutoTokenizer = from_transformers("AutoTokenizer")
             self.tokenizer = AutoTokenizer.from_pretrained(str(resume), trust_remote_code=False)
         else:
             torch.manual_seed(c.seed)
@@ -268,7 +269,7 @@ class Trainer:
 
     def _build_model(self, train: list[str]) -> None:
         c = self.config
-        from transformers import AutoTokenizer
+        AutoTokenizer = from_transformers("AutoTokenizer")
         if c.init == "fresh":
             if c.tokenizer == "word":
                 from core.wordtok import build_word_tokenizer

@@ -99,6 +99,32 @@ def embed_score(h: np.ndarray, g: np.ndarray, pooling: str = "mean", query=None)
 
 # ---------------------------------------------------------------------------- results
 
+SAME_SCORE = 1e-5     # |Σ − search score| within which a recomputation is the stored vector's
+
+
+@dataclass
+class HitRun:
+    """One way the hit's stored vector may have been made: a precision, and alone or as a row of
+    an ingest batch padded to some length (bf16 kernels differ between these)."""
+    precision: str                # "fp32" | "bf16"
+    padded_to: int                # 0: alone; else the padded length of the batch it ran in
+
+    def describe(self) -> str:
+        return f"{self.precision}, {'in a padded batch' if self.padded_to else 'alone'}"
+
+
+# Padded lengths tried, shortest first: transformers picks its bf16 attention kernels by the
+# padded length (a text of 6 tokens padded to 7 and to 22 differs by 1e-4), ours does not.
+PADDED_LENGTHS = (1, 16, 32, 64, 128)
+
+
+def hit_runs(precision: str) -> list[HitRun]:
+    """The ways to try, most likely first: the backend's precision in an ingest batch, alone, then
+    the other precision (a store may mix fp32 and bf16 vectors: PRECISION_POLICY)."""
+    other = "fp32" if precision == "bf16" else "bf16"
+    return [HitRun(p, padded) for p in (precision, other) for padded in (*PADDED_LENGTHS, 0)]
+
+
 @dataclass
 class Why:
     pooling: str                  # "mean" | "cls" | "max" | "attention": how the sentence vectors were pooled
@@ -108,6 +134,18 @@ class Why:
     special_a: np.ndarray         # (n,) bool: the query token is a special ([CLS], [SEP], ...)
     special_b: np.ndarray         # (m,) bool: the hit token is a special
     contributions: np.ndarray     # (n, m) float64: pair (i, j)'s share of the score; sums to it
+    query_precision: str = "fp32"  # what the query ran in: the precision search embedded it in
+    hit_run: HitRun | None = None  # how the hit ran: as its stored vector was made
+
+    @property
+    def total(self) -> float:
+        """Σ of every pair's contribution (= score, up to float64 vs float32 rounding)."""
+        return float(self.contributions.sum())
+
+    def describe_precision(self) -> str:
+        """"query bf16, hit bf16 in a padded batch": the runs the numbers come from."""
+        hit = self.hit_run.describe() if self.hit_run else self.query_precision
+        return f"query {self.query_precision}, hit {hit}"
 
     def view(self, hide_special: bool = False) -> WhyView:
         """What to show: every pair, or the pairs of two non-special tokens."""
@@ -189,25 +227,48 @@ def format_sums(tokens, sums, digits: int = 4) -> str:
 
 # ---------------------------------------------------------------------------- with a model
 
-def explain(backend, query: str, text: str, pooling: str = "mean") -> Why:
-    """Split ``backend``'s cosine between ``query`` and ``text`` over their token pairs."""
+def explain(backend, query: str, text: str, pooling: str = "mean",
+            search_score: float | None = None) -> Why:
+    """Split ``backend``'s cosine between ``query`` and ``text`` over their token pairs.
+
+    The query runs as search embeds it (alone, in the backend's precision). The hit runs as its
+    stored vector was made: with ``search_score`` (the score search showed), each of ``hit_runs``
+    is tried until the contributions add up to it within SAME_SCORE (else the closest is kept);
+    without, as an ingest batch in the backend's precision makes it."""
+    from core.errors import DeviceUnavailable
     pooling = backend.choose_pooling(pooling)
     q = None if backend.pooling_query is None else backend.pooling_query.detach().float().cpu().numpy()
     tokens_a, h, special_a = backend.token_vectors(query)
-    tokens_b, g, special_b = backend.token_vectors(text)
-    return Why(pooling=pooling, score=embed_score(h, g, pooling, q), tokens_a=tokens_a, tokens_b=tokens_b,
-               special_a=special_a, special_b=special_b, contributions=pair_contributions(h, g, pooling, q))
+    best = None
+    for run in hit_runs(backend.precision):
+        try:
+            tokens_b, g, special_b = backend.token_vectors(text, run.precision, run.padded_to)
+        except DeviceUnavailable:      # no bf16 on this device: its vectors cannot come from here
+            continue
+        why = Why(pooling=pooling, score=embed_score(h, g, pooling, q), tokens_a=tokens_a, tokens_b=tokens_b,
+                  special_a=special_a, special_b=special_b, contributions=pair_contributions(h, g, pooling, q),
+                  query_precision=backend.precision, hit_run=run)
+        if search_score is None:
+            return why
+        if best is None or abs(why.total - search_score) < abs(best.total - search_score):
+            best = why
+        if abs(why.total - search_score) <= SAME_SCORE:
+            break
+    return best
 
 
-def explain_job(backend, pooling: str, query: str, text: str, progress=None, cancel=None) -> Why:
+def explain_job(backend, pooling: str, query: str, text: str, search_score: float | None = None,
+                progress=None, cancel=None) -> Why:
     """``explain`` in the shape the app's workers call (progress/cancel keywords)."""
-    return explain(backend, query, text, pooling)
+    return explain(backend, query, text, pooling, search_score)
 
 
 def to_dict(why: Why, hide_special: bool = False, top: int = 10) -> dict:
     """The CLI's JSON: score, tokens, the n × m contributions (of the tokens shown), specials."""
     view = why.view(hide_special)
-    out = {"score": why.score, "pooling": why.pooling,
+    out = {"score": why.score, "pooling": why.pooling, "query_precision": why.query_precision,
+           "hit_run": None if why.hit_run is None else {"precision": why.hit_run.precision,
+                                                        "padded_to": why.hit_run.padded_to},
            "tokens_a": view.tokens_a, "tokens_b": view.tokens_b,
            "contributions": view.matrix.tolist(),
            "special_tokens_a": [k for k, i in enumerate(view.rows) if why.special_a[i]],

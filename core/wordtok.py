@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from core.errors import InputError
+from core.transformers_import import from_transformers
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIALS = [PAD, UNK, CLS, SEP, MASK]          # ids 0..4, in this order ([PAD] = 0 as the model expects)
@@ -28,7 +29,7 @@ def build_word_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequ
     max_length: the tokenizer's model_max_length (longest sequence the model takes).
     """
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+    PreTrainedTokenizerFast = from_transformers("PreTrainedTokenizerFast")
 
     if vocab_size <= len(SPECIALS):
         raise InputError(f"vocab_size must be larger than the {len(SPECIALS)} special tokens")

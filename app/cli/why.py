@@ -3,7 +3,9 @@
     encoderscope why QUERY TEXT [--model M] [--backend B] [--pooling P] [--store S]
                      [--hide-special] [--top K] [--json]
 
-Prints the cosine score (the one `embed` vectors and `search` give), the largest token-pair
+Prints the cosine score (the one `embed` vectors and `search` give; with --store, the
+contributions are computed in the precision the stored vector was made with, and checked against
+the search score), the largest token-pair
 contributions in words and each token's total; --json prints {"score", "tokens_a", "tokens_b",
 "contributions" (n x m), "special_tokens_a", "special_tokens_b", ...}. The maths: core/why.py
 and docs/why.md. No Qt here.
@@ -39,31 +41,54 @@ def _model_and_pooling(args) -> tuple[str, str]:
         return args.model or store.model_name, args.pooling or store.pooling
 
 
+SEARCH_DEPTH = 1000   # how deep `why --store` looks for the text among the query's hits
+
+
+def _search_score(args, backend, pooling: str) -> float | None:
+    """The score `search` gives TEXT for QUERY in --store (None without a store, or when TEXT is
+    not among its first SEARCH_DEPTH hits): what the contributions must add up to."""
+    if args.store is None:
+        return None
+    from index.corpus import search
+    from index.errors import ModelMismatch
+    from index.locations import open_store, parse_location
+    with open_store(parse_location(args.store), writable=False) as store:
+        try:
+            hits, _ = search(store, args.query, min(SEARCH_DEPTH, max(1, store.count())), backend, pooling)
+        except ModelMismatch:          # --model / --pooling other than the store's: no search score
+            return None
+    return next((float(hit.score) for hit in hits if hit.text == args.text), None)
+
+
 def cmd_why(args) -> int:
     from app.cli.options import emit_json
     from core.backends import get_backend
     from core.errors import InputError
-    from core.why import explain, format_pairs, format_sums, to_dict
+    from core.why import SAME_SCORE, explain, format_pairs, format_sums, to_dict
 
     if args.top < 1:
         raise InputError("--top must be at least 1")
     model, pooling = _model_and_pooling(args)
     backend = get_backend(model, args.backend, device=args.device, precision=args.precision)
-    why = explain(backend, args.query, args.text, pooling)
-    pooling = why.pooling
+    pooling = backend.choose_pooling(pooling)
+    search_score = _search_score(args, backend, pooling)
+    why = explain(backend, args.query, args.text, pooling, search_score)
     _, cut = backend.encode_ids([args.query, args.text])
     for i in cut:
         print(f"note: the {('query', 'text')[i]} is longer than the {backend.max_length} tokens "
               f"{backend.model_name} reads: only its first {backend.max_length} tokens count "
               "(the rest was cut)", file=sys.stderr)
     if args.json:
-        emit_json({"model": backend.model_name, "backend": backend.backend,
+        emit_json({"model": backend.model_name, "backend": backend.backend, "search_score": search_score,
                    **to_dict(why, hide_special=args.hide_special, top=args.top)})
         return 0
     view = why.view(args.hide_special)
     n, m = why.contributions.shape
     print(f"score {why.score:.4f}: cosine of the two {backend.model_name} vectors ({pooling} pooling), "
-          f"the sum of {n} x {m} token-pair contributions")
+          f"the sum of {n} x {m} token-pair contributions ({why.describe_precision()})")
+    if search_score is not None:
+        same = "=" if abs(why.total - search_score) <= SAME_SCORE else "≠"
+        print(f"Σ {why.total:.6f} {same} the search score {search_score:.6f} in {args.store}")
     if view.hidden_pairs:
         print(view.describe_hidden())
     else:

@@ -51,9 +51,10 @@ def readable_error(exc: BaseException, key: str = "") -> str:
 
 
 def _is_for_people(exc: BaseException) -> bool:
-    """An error meant for people (EncoderscopeError): its message says it all."""
+    """An error meant for people (EncoderscopeError), or one the system words for them (a file
+    that cannot be read or written): its message says it all, no traceback needed."""
     from core.errors import EncoderscopeError
-    return isinstance(exc, EncoderscopeError)
+    return isinstance(exc, (EncoderscopeError, OSError, UnicodeDecodeError))
 
 
 def _is_cancelled(exc: BaseException) -> bool:

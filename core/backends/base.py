@@ -20,6 +20,7 @@ from core.batching import plan_batches, token_budget
 from core.device import autocast, describe_device
 from core.errors import Cancelled, InputError
 from core.fingerprint import Fingerprint
+from core.model import FUSED_BF16_MAX_ROWS
 from core.names import POOLINGS
 from core.pooling import l2_normalize, pool
 from core.sources import ModelSource
@@ -178,15 +179,29 @@ class Backend:
             stats.seconds += time.perf_counter() - t0
         return out
 
-    def token_vectors(self, text: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    def token_vectors(self, text: str, precision: str | None = None,
+                      padded_to: int = 0) -> tuple[list[str], np.ndarray, np.ndarray]:
         """(tokens, final-layer token vectors (T, D) float32, special-token mask (T,) bool) of one
-        text: the forward pass ``embed`` pools, for core.why to split a score over token pairs."""
+        text: the forward pass ``embed`` pools, for core.why to split a score over token pairs.
+
+        precision: what to run in (default: this backend's). padded_to: run the text as a row of
+        a store's ingest batch padded to that many tokens (0: alone). In fp32 that changes nothing
+        that shows (~1e-7); in bf16 a padded batch takes other kernels than one text alone, on both
+        backends, and its vectors differ by up to ~5e-4: a score splits exactly only when its
+        stored vector's kernels are run again."""
         ids = self.encode_ids([text])[0][0]
-        with self._lock, torch.inference_mode(), autocast(self.device, self.precision):
-            input_ids, mask = self._batch([ids])
+        rows = [ids]
+        if padded_to:
+            # a longer row pads the text's row; one-token rows make enough rows for our encoder's
+            # padded-batch attention path (core.model.FUSED_BF16_MAX_ROWS) even for a short text
+            width = min(max(padded_to, len(ids) + 1), self.max_length)
+            longer = [(ids + ids[-1:] * width)[:width]] if width > len(ids) else []
+            rows += longer + [ids[:1]] * max(1, -(-(FUSED_BF16_MAX_ROWS + 1) // width))
+        with self._lock, torch.inference_mode(), autocast(self.device, precision or self.precision):
+            input_ids, mask = self._batch(rows)
             hidden, _, _ = self._forward(input_ids, mask, None)
         special = self.tokenizer.get_special_tokens_mask(ids, already_has_special_tokens=True)
-        return (self.tokenizer.convert_ids_to_tokens(ids), hidden[0].float().cpu().numpy(),
+        return (self.tokenizer.convert_ids_to_tokens(ids), hidden[0, :len(ids)].float().cpu().numpy(),
                 np.array(special, dtype=bool))
 
     def inspect(self, text: str, pair: str | None = None) -> Inspection:

@@ -7,6 +7,7 @@ from core.errors import InputError, ModelUnavailable
 from core.fingerprint import network_hash, weights_hash
 from core.sources import ModelSource
 from core.tokenizer import ModelTokenizer
+from core.transformers_import import from_transformers
 
 
 class HFBackend(Backend):
@@ -36,7 +37,8 @@ class HFBackend(Backend):
 
     def _load_folder(self, folder: str, device):
         """A transformers model folder -> its config; sets ``self.model``."""
-        from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
+        AutoConfig, AutoModel, AutoModelForMaskedLM = from_transformers(
+            "AutoConfig", "AutoModel", "AutoModelForMaskedLM")
         try:
             cfg = AutoConfig.from_pretrained(folder, trust_remote_code=False)
         except Exception as e:

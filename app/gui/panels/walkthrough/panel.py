@@ -19,6 +19,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
 from app.gui.panels.walkthrough.architecture_map import ArchitectureMap
+from app.gui.panels.walkthrough.batch_view import BatchView
 from app.gui.panels.walkthrough.pooling_view import PoolingView
 from app.gui.panels.walkthrough.positions_view import PositionsView
 from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, StepView, badge_color
@@ -115,7 +116,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         bar.addWidget(self.pooling_combo)
         bar.addSpacing(12)
         self.view_group = QtWidgets.QButtonGroup(self)
-        for i, text in enumerate(("Steps", "Positions")):
+        for i, text in enumerate(("Steps", "Positions", "Batch of two")):
             b = QtWidgets.QToolButton(text=text)
             b.setCheckable(True)
             self.view_group.addButton(b, i)
@@ -188,6 +189,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.stack.addWidget(self.positions_view)
         # its size hint (a tall step) must not make the tab's own scroll area scroll Previous/Next away
         self.stack.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Ignored)
+        self.batch_view = BatchView(self.state, self)
+        self.stack.addWidget(self.batch_view)
         outer.addWidget(self.stack, 1)
         self._update_nav()
 
@@ -205,6 +208,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
 
     def explain_current(self) -> None:
         self.explain_text(self.text_edit.text(), self.other_edit.text(), as_pair=self.as_pair.isChecked())
+        if self.stack.currentIndex() == 2:
+            self.set_view(2)                           # the batch of the sentences as typed now
 
     def explain_text(self, text: str, other: str = "", as_pair: bool = False, layer: int | None = None,
                      head: int | None = None) -> None:
@@ -229,8 +234,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
     def _controls_changed(self) -> None:
         if self._last_request is not None and self.text_edit.text().strip():
             self.explain_current()
-        if self.stack.currentIndex() == 1:
-            self.set_view(1)                           # the permutation demo's layer follows too
+        if self.stack.currentIndex() in (1, 2):
+            self.set_view(self.stack.currentIndex())   # the demo's / the batch's layer follows too
 
     def _set_ranges(self, backend, layer: int | None = None, head: int | None = None) -> None:
         """Layer and head spin boxes span the model's layers and heads (1-based), without re-running."""
@@ -260,6 +265,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
 
     def _on_backend(self, backend) -> None:
         self.positions_view.backend_changed(backend)
+        self.batch_view.backend_changed(backend)
         if backend is None:
             self.state.drop_waiting(JOB_KEY)           # it would run the old model: redone below
             self._set_info("<i>Loading the model …</i>")
@@ -269,8 +275,10 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self._set_ranges(backend)
         if self._last_request is None:
             self._auto_explain()
-        else:
-            self._start(self._last_request)            # same sentence, the newly chosen model
+        else:   # same sentence, the newly chosen model: layer and head kept within its ranges
+            text, other, as_pair, layer, head, pooling = self._last_request
+            self._start((text, other, as_pair, min(layer, self.layer_spin.maximum() - 1),
+                         min(head, self.head_spin.maximum() - 1), pooling))
 
     def _auto_explain(self) -> None:
         """The example, once: when a model is loaded and the tab is on screen (not for a hidden tab)."""
@@ -426,12 +434,15 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.position_label.setText(f"Step {row + 1} of {n}" if n and row >= 0 else "")
 
     def set_view(self, index: int) -> None:
-        """0: the steps; 1: the positions view (computed on first show)."""
+        """0: the steps; 1: the positions view (computed on first show); 2: the batch of two."""
         self.stack.setCurrentIndex(index)
         self.view_group.button(index).setChecked(True)
         if index == 1:
             text = self.text_edit.text().strip() or EXAMPLE
             self.positions_view.show_for(text, self.layer_spin.value() - 1)
+        if index == 2:
+            self.batch_view.show_for(self.text_edit.text(), self.other_edit.text(), self.layer_spin.value() - 1,
+                                     self.head_spin.value() - 1)
 
     # ---- export ------------------------------------------------------------------------------------
     def export_notebook(self, path=None):

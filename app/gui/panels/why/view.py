@@ -22,7 +22,7 @@ from PySide6.QtCore import Qt
 from app.gui.widgets.heatmap import HeatmapWidget
 from app.gui.widgets.save_dialog import ask_save_path
 from core.attention import write_matrix_csv
-from core.why import explain_job, format_pairs
+from core.why import SAME_SCORE, explain_job, format_pairs
 
 DIVERGING = "CET-D1"               # blue - white - red, white at the middle of the levels
 POSITIVE, NEGATIVE = "#c0392b", "#2166ac"
@@ -223,7 +223,7 @@ class WhyDialog(QtWidgets.QDialog):
         seq, pooling = self._seq, state.pooling
         self._set_header(query, text, f"computing with {state.choice.model} ({pooling} pooling) …")
         # while one runs, only the newest request waits (state.run_latest)
-        state.run_latest("why", explain_job, state.backend, pooling, query, text, label="Why similar",
+        state.run_latest("why", explain_job, state.backend, pooling, query, text, search_score, label="Why similar",
                          show_progress=False,
                          on_result=lambda why: self._on_result(why, seq, query, text, search_score),
                          on_error=lambda message: self._on_error(message, seq, query, text))
@@ -259,11 +259,12 @@ class WhyDialog(QtWidgets.QDialog):
         self.heatmap.set_show_values(self.show_values.isChecked())
         seen = ""
         if self.search_score is not None:
-            same = "=" if abs(self.search_score - why.score) < 5e-5 else "≠"
+            same = "=" if abs(self.search_score - why.total) <= SAME_SCORE else "≠"
             seen = f" {same} the search score {self.search_score:.4f}"
         self._set_header(self._query, self._text,
                          f"score <b>{why.score:.4f}</b>{seen} = the sum of all {n} × {m} token-pair "
-                         f"contributions · {html.escape(self.state.choice.model)}, {why.pooling} pooling",
+                         f"contributions · {html.escape(self.state.choice.model)}, {why.pooling} pooling · "
+                         f"computed as the vectors were made: {why.describe_precision()}",
                          rich=True)
         specials = why.view(hide_special=True)
         self.hidden_label.setText(view.describe_hidden() or f"the {specials.hidden_pairs} pairs with a special "
