@@ -316,6 +316,21 @@ class MapPanel(QWidget):
                 return
             self.state.status.emit(f"Saved {path}")
 
+    # ---- remembered across restarts (app/gui/panel_state.py) ------------------------------------
+    def save_state(self) -> dict:
+        return {"clusters": self.clusters.value(), "method": self.method.currentData()}
+
+    def restore_state(self, saved: dict) -> None:
+        clusters = saved.get("clusters")
+        if isinstance(clusters, int) and self.clusters.minimum() <= clusters <= self.clusters.maximum():
+            self.clusters.setValue(clusters)
+        row = self.method.findData(saved.get("method"))
+        if row >= 0 and self.method.model().item(row).isEnabled():
+            self.method.setCurrentIndex(row)
+        if self.map is not None and (self.clusters.value(), self.method.currentData()) != (
+                len(self.map.clusters), self.map.method):
+            self.mark_stale()
+
     def _set_info(self, text: str, error: bool = False) -> None:
         self.info.setStyleSheet("color: #b00020;" if error else "")
         self.info.setText(text)
