@@ -63,6 +63,7 @@ screenshots: setup
 		docs/screenshots --mlm-model $(SHOT_MLM)
 	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.walkthrough \
 		docs/screenshots
+	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.tour
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QObject, QRect, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import (
+    QAbstractButton,
     QCheckBox,
     QFrame,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QPushButton,
     QScrollArea,
     QVBoxLayout,
@@ -230,11 +232,32 @@ class Tour(QFrame):
         if not self.isVisible():
             return
         self.adjustSize()
-        area = self.window_.rect()
-        status = self.window_.statusBar().height() if self.window_.statusBar() else 0
-        self.move(area.right() - self.width() - MARGIN, area.bottom() - status - self.height() - MARGIN)
+        self.move(self._best_place())
         self.raise_()
         self.highlight.update_place()
+
+    def _best_place(self) -> QPoint:
+        """The corner or side where the panel hides least of the ringed widget and of the tab's
+        buttons and text boxes (bottom-right when nothing is in the way)."""
+        w = self.window_
+        tabs = w.tabs.geometry()
+        top = tabs.top() + w.tabs.tabBar().height() + MARGIN
+        bottom = tabs.bottom() - self.height() - MARGIN
+        left, right = tabs.left() + MARGIN, tabs.right() - self.width() - MARGIN
+        middle = (top + bottom) // 2
+        places = [QPoint(right, bottom), QPoint(left, bottom), QPoint(right, middle), QPoint(left, middle),
+                  QPoint(right, top), QPoint(left, top)]
+        avoid = [self.highlight.geometry()] if self.highlight.isVisible() else []
+        page = w.tabs.currentWidget()
+        if page is not None:
+            avoid += [QRect(c.mapTo(w, c.rect().topLeft()), c.size())
+                      for c in page.findChildren(QAbstractButton) + page.findChildren(QLineEdit)
+                      if c.isVisible()]
+
+        def hidden(point: QPoint) -> int:
+            rect = QRect(point, self.size())
+            return sum(r.intersected(rect).width() * r.intersected(rect).height() for r in avoid)
+        return min(places, key=hidden)      # the first of equals: the order above
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:
         if event.type() in (QEvent.Type.Resize, QEvent.Type.LayoutRequest):
