@@ -30,8 +30,10 @@ def test_tour_walks_the_tabs_and_rings_each_stops_widget(qtbot, make_window, tin
             tour.highlight.update_place()
             assert tour.highlight.isVisible()
             assert tour.highlight.geometry().contains(_window_rect(w, target).intersected(w.rect()))
-            if stop.tab != "Fill-mask":      # (without an MLM head its target is the whole page)
-                assert not tour.geometry().intersects(tour.highlight.geometry()), "the panel hides the target"
+            # the panel leaves most of the ringed widget in view (a large heatmap cannot be missed whole)
+            ring = tour.highlight.geometry()
+            covered = ring.intersected(tour.geometry())
+            assert covered.width() * covered.height() <= 0.25 * ring.width() * ring.height(), stop.tab
         else:
             assert not tour.highlight.isVisible()
         # the panel sits inside the window, and the learner can still use the tab under it

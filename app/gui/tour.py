@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 DONT_SHOW_KEY = "tour/dont_show"
 RING = QColor("#ff8c00")          # the highlight's colour: visible on white and on heatmaps
 RING_WIDTH = 3
+TARGET_WEIGHT = 4                 # hiding a pixel of the ringed widget costs as much as 4 of a button
 MARGIN = 12                       # the panel's distance from the window's edges
 
 
@@ -247,16 +248,17 @@ class Tour(QFrame):
         middle = (top + bottom) // 2
         places = [QPoint(right, bottom), QPoint(left, bottom), QPoint(right, middle), QPoint(left, middle),
                   QPoint(right, top), QPoint(left, top)]
-        avoid = [self.highlight.geometry()] if self.highlight.isVisible() else []
+        # (rect, weight): hiding the ringed widget costs more than hiding a button
+        avoid = [(self.highlight.geometry(), TARGET_WEIGHT)] if self.highlight.isVisible() else []
         page = w.tabs.currentWidget()
         if page is not None:
-            avoid += [QRect(c.mapTo(w, c.rect().topLeft()), c.size())
+            avoid += [(QRect(c.mapTo(w, c.rect().topLeft()), c.size()), 1)
                       for c in page.findChildren(QAbstractButton) + page.findChildren(QLineEdit)
                       if c.isVisible()]
 
         def hidden(point: QPoint) -> int:
             rect = QRect(point, self.size())
-            return sum(r.intersected(rect).width() * r.intersected(rect).height() for r in avoid)
+            return sum(weight * r.intersected(rect).width() * r.intersected(rect).height() for r, weight in avoid)
         return min(places, key=hidden)      # the first of equals: the order above
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:
