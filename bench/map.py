@@ -191,13 +191,22 @@ def fit_method(method: str, x: np.ndarray) -> np.ndarray:
     raise ValueError(method)
 
 
+def sample_corpus_vectors() -> np.ndarray:
+    """Real sentence embeddings: the bundled sample corpus (576 sentences) by minilm, mean pooling."""
+    from core.backends import get_backend
+    texts = [t for t in (ROOT / "assets" / "sample_corpus.txt").read_text(encoding="utf-8").splitlines() if t]
+    return np.asarray(get_backend("minilm", "scratch", device="cpu").embed(texts, pooling="mean"), np.float32)
+
+
 def one_method(method: str, n: int) -> dict:
-    """Time and neighbour quality of one method at one size (run in its own process)."""
+    """Time and neighbour quality of one method at one size (run in its own process); n = 0:
+    the sample corpus's real embeddings."""
     import json
 
     from index.map_quality import neighbour_recall
     from tests.test_store_support import clustered
-    x = clustered(n, DIM, seed=0)
+    x = sample_corpus_vectors() if n == 0 else clustered(n, DIM, seed=0)
+    n = len(x)
     t0, c0 = time.perf_counter(), time.process_time()
     try:
         xy = fit_method(method, x)
@@ -223,7 +232,8 @@ def neighbours_table(sizes, methods) -> int:
                                                                   "missing": p.stderr.strip()[-200:]}
             print(row, flush=True)
             rows.append(row)
-    print(f"\n2-D maps of synthetic clustered {DIM}-d unit vectors; {os.cpu_count()} CPUs, load average "
+    print(f"\n2-D maps of synthetic clustered {DIM}-d unit vectors (0: the sample corpus by minilm); "
+          f"{os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f}; time in a fresh Python (imports and numba compilation included)\n")
     print("| method | points | time (s) | CPU (s) | kNN recall@10 | trustworthiness@10 |")
     print("|---|---:|---:|---:|---:|---:|")
@@ -242,7 +252,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--neighbours", action="store_true", help="compare 2-D methods on keeping neighbours")
     ap.add_argument("--methods", nargs="+", default=list(NEIGHBOUR_METHODS), choices=NEIGHBOUR_METHODS)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000],
+                    help="points; with --neighbours, 0 = the sample corpus embedded by minilm")
     ap.add_argument("--umap", action="store_true", help="also time UMAP (minutes at 100k)")
     ap.add_argument("--draw-only", action="store_true", help="only the drawing and hover rows")
     args = ap.parse_args(argv)
