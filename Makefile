@@ -67,8 +67,10 @@ screenshots: setup
 	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.train_watch \
 		docs/screenshots
 	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.evaluate \
+		docs/screenshots
 	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.batch_mask \
 		docs/screenshots
+	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.tour
 
 clean:
 	rm -rf $(VENV) build *.egg-info

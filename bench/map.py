@@ -14,6 +14,15 @@ time (time.process_time) is also shown: on a shared machine the wall time includ
 for a core, the CPU time is the work itself.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/map.py [--sizes 10000 100000] [--umap]
+
+`--neighbours` instead compares the 2-D methods on what the map is for, keeping neighbours: each
+method at each size in a fresh Python (so numba's compilation and the imports are counted),
+its time, kNN recall (index/map_quality.py: the share of each point's 10 nearest by cosine that
+are also its 10 nearest in 2-D, 1,000 points sampled) and, up to 10k points, scikit-learn's
+trustworthiness. Methods that are not installed are listed as such (openTSNE, PaCMAP: not
+dependencies of Encoderscope; `pip install openTSNE pacmap` to compare them).
+
+    .venv/bin/python bench/map.py --neighbours [--sizes 10000 100000] [--methods pca umap ...]
 """
 from __future__ import annotations
 
@@ -158,12 +167,98 @@ def draw_size(app, r, m, labels, rng) -> dict:
     return r
 
 
+NEIGHBOUR_METHODS = ("pca", "umap", "umap-parallel", "opentsne", "pacmap")
+TRUST_MAX = 10_000      # trustworthiness holds two n x n distance matrices: only up to this size
+
+
+def fit_method(method: str, x: np.ndarray) -> np.ndarray:
+    """(n, 2) coordinates of x by one candidate method, seeded where the method allows it."""
+    if method == "pca":
+        from index.map_projection import fit_pca
+        return fit_pca(x).project(x)
+    if method == "umap":                 # what the app runs: seeded, hence one thread
+        from index.map_projection import fit_umap
+        return fit_umap(x).reducer.embedding_
+    if method == "umap-parallel":        # no seed: every core, a different picture each run
+        import umap
+        return umap.UMAP(n_neighbors=15, metric="cosine", n_jobs=-1).fit_transform(x)
+    if method == "opentsne":
+        from openTSNE import TSNE
+        return np.asarray(TSNE(metric="cosine", n_jobs=-1, random_state=0).fit(x))
+    if method == "pacmap":
+        import pacmap
+        return pacmap.PaCMAP(n_components=2, distance="angular", random_state=0).fit_transform(x)
+    raise ValueError(method)
+
+
+def sample_corpus_vectors() -> np.ndarray:
+    """Real sentence embeddings: the bundled sample corpus (576 sentences) by minilm, mean pooling."""
+    from core.backends import get_backend
+    texts = [t for t in (ROOT / "assets" / "sample_corpus.txt").read_text(encoding="utf-8").splitlines() if t]
+    return np.asarray(get_backend("minilm", "scratch", device="cpu").embed(texts, pooling="mean"), np.float32)
+
+
+def one_method(method: str, n: int) -> dict:
+    """Time and neighbour quality of one method at one size (run in its own process); n = 0:
+    the sample corpus's real embeddings."""
+    import json
+
+    from index.map_quality import neighbour_recall
+    from tests.test_store_support import clustered
+    x = sample_corpus_vectors() if n == 0 else clustered(n, DIM, seed=0)
+    n = len(x)
+    t0, c0 = time.perf_counter(), time.process_time()
+    try:
+        xy = fit_method(method, x)
+    except ImportError as e:
+        return print(json.dumps({"method": method, "n": n, "missing": str(e)}))
+    r = {"method": method, "n": n, "seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0,
+         "recall": neighbour_recall(x, xy).recall}
+    if n <= TRUST_MAX:
+        from sklearn.manifold import trustworthiness
+        r["trust"] = float(trustworthiness(x, xy, n_neighbors=10, metric="cosine"))
+    print(json.dumps(r))
+
+
+def neighbours_table(sizes, methods) -> int:
+    import json
+    import subprocess
+    rows = []
+    for n in sizes:
+        for method in methods:
+            p = subprocess.run([sys.executable, __file__, "--one", method, str(n)], capture_output=True, text=True)
+            line = p.stdout.strip().splitlines()[-1:] or ["{}"]
+            row = json.loads(line[0]) if p.returncode == 0 else {"method": method, "n": n,
+                                                                  "missing": p.stderr.strip()[-200:]}
+            print(row, flush=True)
+            rows.append(row)
+    print(f"\n2-D maps of synthetic clustered {DIM}-d unit vectors (0: the sample corpus by minilm); "
+          f"{os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.1f}; time in a fresh Python (imports and numba compilation included)\n")
+    print("| method | points | time (s) | CPU (s) | kNN recall@10 | trustworthiness@10 |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        if "missing" in r:
+            print(f"| {r['method']} | {r['n']:,} | not installed / failed: {r['missing'][:80]} | | | |")
+        else:
+            trust = f"{r['trust']:.3f}" if "trust" in r else "n/a (n x n)"
+            print(f"| {r['method']} | {r['n']:,} | {r['seconds']:.1f} | {r['cpu']:.1f} | {r['recall']:.3f} | {trust} |")
+    return 0
+
+
 def main(argv=None) -> int:
+    if argv is None and sys.argv[1:2] == ["--one"]:
+        return one_method(sys.argv[2], int(sys.argv[3])) or 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--neighbours", action="store_true", help="compare 2-D methods on keeping neighbours")
+    ap.add_argument("--methods", nargs="+", default=list(NEIGHBOUR_METHODS), choices=NEIGHBOUR_METHODS)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000],
+                    help="points; with --neighbours, 0 = the sample corpus embedded by minilm")
     ap.add_argument("--umap", action="store_true", help="also time UMAP (minutes at 100k)")
     ap.add_argument("--draw-only", action="store_true", help="only the drawing and hover rows")
     args = ap.parse_args(argv)
+    if args.neighbours:
+        return neighbours_table(args.sizes, args.methods)
     from PySide6.QtWidgets import QApplication
     app = QApplication.instance() or QApplication(sys.argv[:1])
     load0 = os.getloadavg()[0]

@@ -1,230 +1,179 @@
 """A walkthrough as a Jupyter notebook a teacher can hand out.
 
-The notebook loads the model's weights from its folder with safetensors + NumPy, tokenizes
-the sentence with the `tokenizers` library (tokenizer.json), recomputes every step in plain
-NumPy, prints each matrix and asserts it equals the value Encoderscope computed (stored in the
-notebook). It imports neither torch nor Encoderscope: the step functions are copied in from
-core/numpy_ref.py, and the BERT-to-DistilBERT weight names from core/weights.py.
+Two files: ``walk.ipynb`` and, beside it, ``walk.npz`` (NumPy's own format, compressed) with
+the model's weights, its tokenizer (tokenizer.json's text) and the numbers Encoderscope
+computed for every step. The notebook names no absolute path and imports neither torch nor
+Encoderscope: it needs ``pip install numpy tokenizers`` (its first cell says so; matplotlib is
+optional, for a plot per step). It recomputes every step in plain NumPy (the functions are
+copied in from core/numpy_ref.py) and checks each against the stored run. Its settings cell is
+an "explore" mode: change the sentence, layer, head or pooling and run all cells again;
+everything is recomputed from the stored weights, and each step is compared with the stored run
+only when nothing it depends on was changed (the notebook says which).
 """
 from __future__ import annotations
 
-import base64
 import inspect
+import json
 from pathlib import Path
 
 import numpy as np
 
 from core import numpy_ref
 from core.errors import EncoderscopeError, InputError
-from core.weights import BERT_KEY_MAP, LEGACY_LAYER_NORM
+from core.notebook_cells import (
+    CHOOSE,
+    DONE,
+    EXERCISES,
+    IMPORTS,
+    LAST_PART_ALTERNATIVE,
+    LOAD,
+    PARTS,
+    SHOW,
+    depends,
+    step_code,
+)
 
 # numpy_ref's functions the notebook needs, copied in as they are (the teaching code).
 FUNCTIONS = ("sinusoidal_positions", "layer_norm_stats", "layer_norm", "gelu", "linear", "softmax",
-             "split_heads", "merge_heads", "attention_scores", "mask_scores", "causal_mask",
-             "attention_keep", "self_attention", "feed_forward", "block", "pool",
-             "attention_pool_weights", "l2_normalize")
+             "split_heads", "merge_heads", "attention_scores", "mask_scores", "causal_mask", "attention_keep",
+             "self_attention", "feed_forward", "block", "pool", "attention_pool_weights", "l2_normalize")
 CONFIG_FIELDS = ("dim", "n_layers", "n_heads", "hidden_dim", "activation", "positions", "type_vocab_size",
                  "norm", "layer_norm_eps", "attention")
+# the encoder and attention pooling's learned query; no MLM head
+WEIGHT_PREFIXES = ("embeddings.", "transformer.", "final_layer_norm.", "attention_pooling.")
 
 
-def step_code(name: str, norm: str, positions: str, has_types: bool) -> str:
-    """The NumPy lines that compute one step in the notebook (the same maths as
-    core.walkthrough.numpy_steps, written out for reading)."""
-    pre = norm == "pre"
-    x_att = "layernorm_1" if pre else "layer_input"
-    later_layers = ("x = {src}\nfor i in range(LAYER + 1, cfg.n_layers):   # the layers after the chosen one\n"
-                    "    x, _ = block(x, p, f'transformer.layer.{{i}}', cfg, seen)\n")
-    code = {
-        "token_embeddings": "token_embeddings = p['embeddings.word_embeddings.weight'][ids]",
-        "position_embeddings": ("position_embeddings = sinusoidal_positions(T, cfg.dim)" if positions == "sinusoidal"
-                                else "position_embeddings = p['embeddings.position_embeddings.weight'][:T]"),
-        "token_type_embeddings": "token_type_embeddings = p['embeddings.token_type_embeddings.weight'][types]",
-        "embeddings_sum": "embeddings_sum = token_embeddings + position_embeddings"
-                          + (" + token_type_embeddings" if has_types else ""),
-        "embeddings_layernorm": (
-            "mean, var = layer_norm_stats(embeddings_sum)\n"
-            "print('each token\\'s mean', mean[:, 0].round(4), '\\nand variance', var[:, 0].round(4))\n"
-            "embeddings_layernorm = layer_norm(embeddings_sum, p['embeddings.LayerNorm.weight'],\n"
-            "                                  p['embeddings.LayerNorm.bias'], cfg.layer_norm_eps)"),
-        "layer_input": ("x = embeddings_layernorm\n"
-                        "for i in range(LAYER):   # the layers before the chosen one, each in one call\n"
-                        "    x, _ = block(x, p, f'transformer.layer.{i}', cfg, seen)\n"
-                        "layer_input = x"),
-        "q": f"Q_all = linear({x_att}, p, A + '.q_lin')   # all heads: T × D\nq = Q_all[:, COLS]",
-        "k": f"K_all = linear({x_att}, p, A + '.k_lin')\nk = K_all[:, COLS]",
-        "v": f"V_all = linear({x_att}, p, A + '.v_lin')\nv = V_all[:, COLS]",
-        "scores": "scores = attention_scores(q, k)",
-        "masked_scores": "masked_scores = mask_scores(scores, seen, fill=-np.inf)",
-        "weights": "weights = softmax(masked_scores)\nprint('each row sums to', weights.sum(axis=1).round(6))",
-        "head_output": "head_output = weights @ v",
-        "heads_concat": ("heads = [split_heads(m, cfg.n_heads) for m in (Q_all, K_all, V_all)]   # H × T × Dh\n"
-                         "all_weights = softmax(mask_scores(attention_scores(heads[0], heads[1]), seen))\n"
-                         "heads_concat = merge_heads(all_weights @ heads[2])"),
-        "attention_output": "attention_output = linear(heads_concat, p, A + '.out_lin')",
-        "residual_1": "residual_1 = layer_input + attention_output",
-        "layernorm_1": ("layernorm_1 = layer_norm(layer_input, *LN1)" if pre
-                        else "layernorm_1 = layer_norm(residual_1, *LN1)"),
-        "ffn_hidden": f"ffn_hidden = linear({'layernorm_2' if pre else 'layernorm_1'}, p, F + '.lin1')",
-        "ffn_activation": "ffn_activation = gelu(ffn_hidden, approximate=cfg.activation == 'gelu_tanh')",
-        "ffn_output": "ffn_output = linear(ffn_activation, p, F + '.lin2')",
-        "residual_2": ("residual_2 = residual_1 + ffn_output" if pre
-                       else "residual_2 = layernorm_1 + ffn_output"),
-        "layernorm_2": ("layernorm_2 = layer_norm(residual_1, *LN2)" if pre
-                        else "layernorm_2 = layer_norm(residual_2, *LN2)"),
-        "final_layernorm": (later_layers.format(src="residual_2")
-                            + "final_layernorm = layer_norm(x, p['final_layer_norm.weight'], "
-                              "p['final_layer_norm.bias'], cfg.layer_norm_eps)"),
-        "pooled": ("pooled = pool(final_layernorm, keep, POOLING, QUERY)" if pre
-                   else later_layers.format(src="layernorm_2") + "pooled = pool(x, keep, POOLING, QUERY)"),
-        "normalized": "normalized = l2_normalize(pooled)\nprint('length', np.linalg.norm(normalized))",
-    }[name]
-    return f"{code}\ncheck({name!r}, {name})"
+def data_path(notebook: Path) -> Path:
+    """The data file beside the notebook: walk.ipynb -> walk.npz."""
+    return notebook.with_suffix(".npz")
 
 
-def _stored(walk) -> str:
-    """The walk's values as float32 base64 strings: what the notebook checks itself against."""
-    lines = ["EXPECTED = {   # step -> (shape, float32 values as base64), from Encoderscope"]
+def requirements(has_tokenizer: bool) -> list[str]:
+    """What `pip install` needs for the notebook to run (matplotlib is optional)."""
+    return ["numpy", "tokenizers"] if has_tokenizer else ["numpy"]
+
+
+def _tokenizer_json(backend) -> str | None:
+    """The tokenizer as tokenizer.json text (the `tokenizers` pipeline Encoderscope runs), or None."""
+    fast = getattr(backend.tokenizer, "backend_tokenizer", None)
+    try:
+        spec = json.loads(fast.to_str()) if fast is not None else None
+    except Exception:   # noqa: BLE001  (a tokenizer that cannot be written: the stored ids are used)
+        return None
+    if spec is None:
+        return None
+    # padding and truncation are whatever the last caller set; the notebook sets its own
+    spec["padding"], spec["truncation"] = None, None
+    return json.dumps(spec, ensure_ascii=False)
+
+
+def notebook_data(walk, ref) -> dict[str, np.ndarray]:
+    """What the .npz holds: w/<weight> float32, e/<step> float32 (the run to compare with), and
+    the tokenizer as UTF-8 bytes."""
+    arrays = {f"w/{k}": t.detach().cpu().numpy().astype("<f4")
+              for k, t in ref.encoder.state_dict().items()
+              if k.startswith(WEIGHT_PREFIXES) and t.is_floating_point()}
+    arrays.update({f"e/{s.name}": np.asarray(s.values, dtype="<f4") for s in walk.steps})
+    tok = _tokenizer_json(ref)
+    if tok is not None:
+        arrays["tokenizer_json"] = np.frombuffer(tok.encode("utf-8"), dtype=np.uint8)
+    return arrays
+
+
+def _parts(walk) -> list[tuple[str, str, str, list]]:
+    """(part key, title, introduction, its steps) in the order the encoder computes them."""
+    starts = {first: (title, intro) for first, title, intro in PARTS}
+    names = [s.name for s in walk.steps]
+    if "final_layernorm" not in names:
+        starts[LAST_PART_ALTERNATIVE] = starts.pop("final_layernorm")
+    out = []
     for s in walk.steps:
-        data = base64.b64encode(np.ascontiguousarray(s.values, dtype="<f4").tobytes()).decode("ascii")
-        lines.append(f"    {s.name!r}: ({tuple(s.values.shape)!r}, {data!r}),")
-    lines.append("}")
-    return "\n".join(lines)
+        if s.name in starts:
+            title, intro = starts[s.name]
+            out.append((title.split(" ·")[0], title, intro, []))
+        out[-1][3].append(s)
+    return out
 
 
-def model_folder(backend) -> Path:
-    """The folder holding the model's weights as safetensors; an error for people otherwise."""
-    from core.walkthrough import reference_backend
-    ref, _ = reference_backend(backend)
-    if ref.source.kind == "random":
-        raise InputError("the notebook needs a model folder: a random model has no weights on disk "
-                         "(use --model minilm, a model folder, or a trained checkpoint)")
-    folder = Path(ref.source.folder).resolve()
-    if not (folder / "model.safetensors").is_file():
-        raise InputError(f"the notebook reads weights with safetensors, but {folder} has no "
-                         "model.safetensors (only pytorch_model.bin?)")
-    return folder
-
-
-def build_notebook(walk, backend):
-    """-> an nbformat v4 notebook that recomputes and checks every step of ``walk``."""
+def build_notebook(walk, backend, data_name: str = "walk.npz", has_tokenizer: bool = True):
+    """-> an nbformat v4 notebook that recomputes and checks every step of ``walk`` from the
+    data file ``data_name`` (a name relative to the notebook's folder)."""
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-    folder = model_folder(backend)
     from core.walkthrough import reference_backend
     ref, _ = reference_backend(backend)
     cfg = {k: getattr(ref.config, k) for k in CONFIG_FIELDS}
     has_types = walk.token_type_ids is not None
     pair = walk.pair
+    needs = " ".join(requirements(has_tokenizer))
+    stored = {"text": walk.text, "pair": pair, "layer": walk.layer + 1, "head": walk.head + 1,
+              "pooling": walk.pooling, "ids": list(walk.ids), "types": walk.token_type_ids,
+              "tokens": list(walk.tokens)}
     cells = [new_markdown_cell(
         f"# Inside the encoder, step by step\n\n"
-        f"Model **{walk.model}**, sentence {_quote(walk.text)}"
+        f"**Needs:** `pip install {needs}` — and `pip install matplotlib` for a plot per step "
+        "(optional). No PyTorch, no Encoderscope. Keep "
+        f"`{data_name}` (the model's weights and Encoderscope's numbers) beside this notebook.")]
+    cells.append(new_markdown_cell(
+        f"Model **{_model_name(walk.model)}**, sentence {_quote(walk.text)}"
         + (f" paired with {_quote(pair)}" if pair else "") + ".\n\n"
-        f"This notebook recomputes every step of the encoder for this sentence with plain NumPy, "
-        f"from the model's own weights, and checks each result against the numbers Encoderscope "
-        f"computed (stored below). Encoderscope in turn checked each of them against its PyTorch "
-        f"encoder: the largest difference was {walk.worst_diff:.1e}.\n\n"
-        f"We open up layer {walk.layer + 1} and attention head {walk.head + 1} "
-        f"({walk.norm}-norm model, {walk.pooling} pooling); the other layers run in one call each.\n\n"
-        "Needs: Python with `numpy`, `safetensors` and `tokenizers`. No PyTorch, no Encoderscope.")]
+        "This notebook recomputes every step of the encoder with plain NumPy, from the model's own "
+        "weights, and checks each result against the numbers Encoderscope computed. Encoderscope in "
+        f"turn checked each of them against its PyTorch encoder: the largest difference was "
+        f"{walk.worst_diff:.1e}.\n\n"
+        f"We open up layer {walk.layer + 1} and attention head {walk.head + 1} ({walk.norm}-norm "
+        f"model, {walk.pooling} pooling); the other layers run in one call each.\n\n"
+        "**Explore:** change the sentence, layer, head or pooling in the next cell and run all "
+        "cells again (*Run → Run All Cells*). Everything is recomputed from the stored weights; a "
+        "step is still compared with Encoderscope's run only when nothing it depends on changed, "
+        "and the notebook says so for each one."
+        + ("" if has_tokenizer else "\n\n*This model came without a tokenizer the notebook can "
+           "use: only the stored sentence can be read (change the layer, head or pooling).*")))
     if walk.truncated:
         cells.append(new_markdown_cell(f"**Note:** the text was cut to the model's maximum of "
                                        f"{walk.max_length} tokens ({walk.truncated} tokens dropped)."))
-    cells.append(new_markdown_cell("## Setup\n\nThe step functions (from Encoderscope's `core/numpy_ref.py`, "
-                                   "copied here so the notebook stands alone):"))
-    cells.append(new_code_cell("import base64\nimport math\nimport re\nfrom pathlib import Path\n"
-                               "from types import SimpleNamespace\n\nimport numpy as np\n"
-                               "from safetensors.numpy import load_file\n\n"
-                               "np.set_printoptions(precision=4, suppress=True, linewidth=110, threshold=200, "
-                               "edgeitems=3)"))
-    cells.append(new_code_cell("\n\n".join(inspect.getsource(getattr(numpy_ref, f)).rstrip()
-                                           for f in FUNCTIONS)))
-    cells.append(new_markdown_cell(
-        "The model's settings, and where its weights are. **If you moved the model, change `FOLDER`.**"))
     cells.append(new_code_cell(
-        f"FOLDER = Path({str(folder)!r})\n"
+        "# ---- change these, then run all cells again ----\n"
+        f"TEXT = {walk.text!r}\n"
+        f"PAIR = {pair!r}   # a second sentence read as a pair ([CLS] TEXT [SEP] PAIR [SEP]), or None\n"
+        f"LAYER = {walk.layer + 1}   # 1 to {cfg['n_layers']}\n"
+        f"HEAD = {walk.head + 1}   # 1 to {cfg['n_heads']}\n"
+        f"POOLING = {walk.pooling!r}   # 'mean', 'cls', 'max' (or 'attention' for a model trained with it)\n"
+        f"DATA = {data_name!r}   # beside this notebook"))
+    cells.append(new_markdown_cell("## Setup\n\nThe step functions (from Encoderscope's "
+                                   "`core/numpy_ref.py`, copied here so the notebook stands alone):"))
+    cells.append(new_code_cell(IMPORTS))
+    cells.append(new_code_cell("\n\n".join(inspect.getsource(getattr(numpy_ref, f)).rstrip() for f in FUNCTIONS)))
+    cells.append(new_markdown_cell(
+        "The model's settings and Encoderscope's run (what the checks compare with); then the "
+        "weights, as float64 for exact sums, and the tokenizer, read from the data file."))
+    cells.append(new_code_cell(
         f"cfg = SimpleNamespace(**{cfg!r})\n"
-        f"TEXT, PAIR = {walk.text!r}, {pair!r}\n"
-        f"LAYER, HEAD, POOLING = {walk.layer}, {walk.head}, {walk.pooling!r}   # 0-based layer and head\n"
-        f"MAX_LENGTH = {walk.max_length}"))
-    cells.append(new_markdown_cell(
-        "Load the weights with safetensors as NumPy arrays (float64 for exact sums). BERT-layout "
-        "files (such as all-MiniLM-L6-v2) name their tensors differently from DistilBERT; this table "
-        "renames them to the DistilBERT names the steps use."))
-    cells.append(new_code_cell(
-        f"BERT_TO_DISTILBERT = {[(a, b) for a, b in BERT_KEY_MAP]!r}\n"
-        f"LEGACY_LAYER_NORM = re.compile({LEGACY_LAYER_NORM.pattern!r})   # old TF names: gamma/beta\n\n"
-        "def our_name(key):\n"
-        "    key = LEGACY_LAYER_NORM.sub(lambda m: m[1] + ('.weight' if m[2] == 'gamma' else '.bias'), key)\n"
-        "    for pattern, repl in BERT_TO_DISTILBERT:\n"
-        "        new, n = re.subn(pattern, repl, key)\n"
-        "        if n:\n"
-        "            return new\n"
-        "    return key.removeprefix('distilbert.')\n\n"
-        "p = {}\n"
-        "for key, value in load_file(str(FOLDER / 'model.safetensors')).items():\n"
-        "    name = our_name(key)\n"
-        "    if name.startswith(('embeddings.', 'transformer.', 'final_layer_norm.', 'attention_pooling.')) \\\n"
-        "            and 'position_ids' not in name:\n"
-        "        p[name] = value.astype(np.float64)\n"
-        "QUERY = p.get('attention_pooling.query')   # attention pooling's learned query, if trained\n"
-        "print(len(p), 'tensors, e.g.', p['embeddings.word_embeddings.weight'].shape, 'word embeddings')"))
-    cells.append(new_markdown_cell(
-        "Tokenize with the model's own tokenizer (`tokenizer.json`), and check the ids are the ones "
-        "Encoderscope used."))
-    cells.append(new_code_cell(
-        f"STORED_IDS = {walk.ids!r}\nSTORED_TYPES = {walk.token_type_ids!r}\n"
-        "if (FOLDER / 'tokenizer.json').is_file():\n"
-        "    from tokenizers import Tokenizer\n"
-        "    tokenizer = Tokenizer.from_file(str(FOLDER / 'tokenizer.json'))\n"
-        "    tokenizer.no_padding()\n"
-        "    tokenizer.enable_truncation(max_length=MAX_LENGTH)\n"
-        "    encoding = tokenizer.encode(TEXT, PAIR) if PAIR else tokenizer.encode(TEXT)\n"
-        "    ids, types, tokens = encoding.ids, encoding.type_ids, encoding.tokens\n"
-        "    assert ids == STORED_IDS, 'the tokenizer gives other ids than Encoderscope did'\n"
-        "else:   # no tokenizer.json in the folder: use the ids Encoderscope stored\n"
-        f"    ids, types, tokens = STORED_IDS, STORED_TYPES or [0] * len(STORED_IDS), {walk.tokens!r}\n"
-        "ids, types = np.array(ids), np.array(types)\n"
-        "T = len(ids)\n"
-        "keep = np.ones(T, bool)   # one sentence, no padding\n"
-        "seen = attention_keep(keep, cfg.attention == 'causal')   # the keys each query sees\n"
-        "print(T, 'tokens:', ' '.join(tokens))"))
-    cells.append(new_markdown_cell(
-        "The numbers Encoderscope computed, stored so that this notebook can check itself "
-        "(float32, base64), and the check each step runs."))
-    # Long lines of base64: folded away in Jupyter (the code still runs).
-    cells.append(new_code_cell(_stored(walk), metadata={"jupyter": {"source_hidden": True}}))
-    cells.append(new_code_cell(
-        "def expected(name):\n"
-        "    shape, data = EXPECTED[name]\n"
-        "    return np.frombuffer(base64.b64decode(data), dtype='<f4').reshape(shape).astype(np.float64)\n\n"
-        "checked = []\n\n"
-        "def check(name, value):\n"
-        "    \"\"\"Show the step's matrix and assert it is Encoderscope's (to float32 precision).\"\"\"\n"
-        "    want = expected(name)\n"
-        "    print(f'{name}: shape {value.shape}')\n"
-        "    print(value)\n"
-        "    assert value.shape == want.shape, (value.shape, want.shape)\n"
-        "    np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-5)\n"
-        "    checked.append(name)\n"
-        "    masked = np.isinf(want) & (value == want)   # -inf (a masked score) on both sides\n"
-        "    print(f'= Encoderscope (max |Δ| {np.abs(np.where(masked, 0, value - want)).max():.1e})')\n\n"
-        "dh = cfg.dim // cfg.n_heads\n"
-        "COLS = slice(HEAD * dh, (HEAD + 1) * dh)            # head HEAD's columns\n"
-        "L = f'transformer.layer.{LAYER}'\nA, F = L + '.attention', L + '.ffn'\n"
-        "LN1 = (p[L + '.sa_layer_norm.weight'], p[L + '.sa_layer_norm.bias'], cfg.layer_norm_eps)\n"
-        "LN2 = (p[L + '.output_layer_norm.weight'], p[L + '.output_layer_norm.bias'], cfg.layer_norm_eps)"))
-    cells.append(new_markdown_cell("## The steps"))
-    for i, s in enumerate(walk.steps, 1):
-        cells.append(new_markdown_cell(
-            f"### {i}. {s.title}\n\n{s.description}\n\n"
-            f"**Formula:** `{s.formula}`  \n**Shapes:** {s.shape_text}  \n"
-            f"**Encoderscope's check against its PyTorch encoder:** max |Δ| = {s.max_abs_diff:.1e}"))
-        cells.append(new_code_cell(step_code(s.name, walk.norm, cfg["positions"], has_types)))
+        f"MAX_LENGTH = {walk.max_length}\n"
+        f"STORED = json.loads({json.dumps(stored, ensure_ascii=False)!r})\n"
+        f"DEPENDS = {({s.name: depends(s.name) for s in walk.steps})!r}\n\n" + LOAD))
+    cells.append(new_markdown_cell("Read the sentence, and see what can still be compared:"))
+    cells.append(new_code_cell(CHOOSE))
+    cells.append(new_markdown_cell("How each step is shown: its matrix with a token on every row "
+                                   "(and on every column where the columns are tokens too), a plot, "
+                                   "and the comparison with Encoderscope's number."))
+    cells.append(new_code_cell(SHOW))
+    number = 0
+    for key, title, intro, steps in _parts(walk):
+        cells.append(new_markdown_cell(f"## {title}\n\n{intro}"))
+        for s in steps:
+            number += 1
+            cells.append(new_markdown_cell(
+                f"### {number}. {s.title}\n\n{s.description}\n\n"
+                f"**Formula:** `{s.formula}`  \n**Shapes:** {s.shape_text}  \n"
+                f"**Encoderscope's check against its PyTorch encoder:** max |Δ| = {s.max_abs_diff:.1e}"))
+            cells.append(new_code_cell(step_code(s.name, walk.norm, cfg["positions"], has_types)))
+        text, code = EXERCISES[key]
+        cells.append(new_markdown_cell(text))
+        cells.append(new_code_cell(code))
     cells.append(new_markdown_cell("## Done"))
-    cells.append(new_code_cell(
-        "assert checked == list(EXPECTED), 'some steps were not checked'\n"
-        "print(f'all {len(checked)} steps equal the numbers Encoderscope computed')"))
+    cells.append(new_code_cell(DONE))
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.validate(nb)
@@ -232,24 +181,38 @@ def build_notebook(walk, backend):
 
 
 def check_target(backend, path) -> Path:
-    """Fail before any work when the notebook could not be written: wrong suffix, no folder."""
+    """Fail before any work when the notebook could not be written: a wrong suffix."""
     path = Path(path)
     if path.suffix != ".ipynb":
         raise InputError(f"the notebook file should end in .ipynb, not {path.name!r}")
-    model_folder(backend)
     return path
 
 
 def write_notebook(walk, backend, path) -> Path:
+    """Write ``path`` (.ipynb) and its data file beside it (.npz); -> the notebook's path."""
     import nbformat
+
+    from core.walkthrough import reference_backend
     path = check_target(backend, path)
-    nb = build_notebook(walk, backend)
+    ref, _ = reference_backend(backend)
+    arrays = notebook_data(walk, ref)
+    data = data_path(path)
+    nb = build_notebook(walk, backend, data.name, has_tokenizer="tokenizer_json" in arrays)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        partial = data.with_name(data.name + ".partial")
+        with open(partial, "wb") as f:           # an interrupted write never leaves a half file
+            np.savez_compressed(f, **arrays)
+        partial.replace(data)
         nbformat.write(nb, str(path))
     except OSError as e:
         raise EncoderscopeError(f"cannot write {path}: {e.strerror or e}") from None
     return path
+
+
+def _model_name(model: str) -> str:
+    """A model folder's name without where it lies on this machine (the notebook travels)."""
+    return Path(model.rstrip("/\\")).name or model
 
 
 def _quote(text: str) -> str:

@@ -1,7 +1,7 @@
 """The corpus map: every sentence of a store placed in 2-D (index.map_projection), grouped by
 k-means and each group named by its distinctive words (index.map_clusters).
 
-    m = build_map(store, method="pca", clusters=8)       # reads vectors via store.iter_batches
+    m = build_map(store, clusters=8)     # UMAP where installed, else PCA; reads store.iter_batches
     write_map_csv("map.csv", m)                           # id, x, y, cluster, text
     m.summary()                                           # what `encoderscope map --json` prints
 
@@ -17,7 +17,8 @@ import numpy as np
 
 from core.errors import Cancelled, InputError
 from index.map_clusters import distinctive_words, kmeans
-from index.map_projection import fit_projection
+from index.map_projection import UMAP_MIN_POINTS, default_method, fit_projection
+from index.map_quality import NeighbourRecall, neighbour_recall
 
 DEFAULT_CLUSTERS = 8
 DEFAULT_SEED = 0
@@ -53,6 +54,7 @@ class CorpusMap:
     projection: object             # fitted PcaProjection / UmapProjection (.project(vectors))
     notes: list = field(default_factory=list)    # things the user should know (k reduced, ...)
     seconds: dict = field(default_factory=dict)  # read / project / cluster / label timings
+    quality: NeighbourRecall | None = None       # how well the 2-D picture keeps neighbours
 
     @property
     def method(self) -> str:
@@ -71,7 +73,18 @@ class CorpusMap:
         """The `encoderscope map --json` object."""
         return {"count": len(self), "method": self.method,
                 "explained_variance": self.explained_variance,
+                "neighbours": self.quality.to_dict() if self.quality is not None else None,
                 "clusters": [c.to_dict() for c in self.clusters]}
+
+    def describe_quality(self) -> str:
+        """The map's honesty in one line: neighbours kept (and, for PCA, the variance shown)."""
+        parts = []
+        ev = self.explained_variance
+        if ev:
+            parts.append(f"the axes carry {ev[0]:.1%} + {ev[1]:.1%} of the variance")
+        if self.quality is not None:
+            parts.append(self.quality.describe())
+        return "; ".join(parts)
 
 
 def read_vectors(store, progress=None, cancel=None, batch: int = READ_BATCH):
@@ -102,13 +115,20 @@ def cluster_count(n: int, asked: int | None) -> tuple[int, list]:
     return k, []
 
 
-def map_vectors(ids, vectors, texts, method: str = "pca", clusters: int | None = None,
+def map_vectors(ids, vectors, texts, method: str | None = None, clusters: int | None = None,
                 seed: int = DEFAULT_SEED, progress=None, cancel=None) -> CorpusMap:
-    """The map of given rows (what build_map does after reading the store)."""
+    """The map of given rows (what build_map does after reading the store); method None: the
+    default (UMAP where installed, else PCA, said in the notes)."""
     n = len(ids)
     if n == 0:
         raise EmptyStore("the store holds no sentences: there is nothing to map (add some first)")
     k, notes = cluster_count(n, clusters)
+    if method is None:
+        method, why = default_method()
+        notes += [why] if why else []
+        if method == "umap" and n < UMAP_MIN_POINTS:
+            method = "pca"
+            notes.append(f"UMAP needs at least {UMAP_MIN_POINTS} sentences: the map is PCA")
     seconds = {}
     t0 = time.perf_counter()
     _report(progress, 0, 3, f"Projecting {n:,} sentences ({method.upper()})")
@@ -130,15 +150,18 @@ def map_vectors(ids, vectors, texts, method: str = "pca", clusters: int | None =
     words = distinctive_words(texts, assign, k_found)
     sizes = np.bincount(assign, minlength=k_found)
     seconds["label"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    quality = neighbour_recall(vectors, xy, seed=seed)
+    seconds["quality"] = time.perf_counter() - t0
     _report(progress, 3, 3, "Map ready")
     groups = [MapCluster(c, int(sizes[c]), words[c]) for c in range(k_found)]
     if k_found < k:
         notes.append(f"k-means left {k - k_found} of {k} clusters empty")
     return CorpusMap(np.asarray(ids, np.int64), list(texts), xy, assign, groups, projection,
-                     notes, seconds)
+                     notes, seconds, quality)
 
 
-def build_map(store, method: str = "pca", clusters: int | None = None, seed: int = DEFAULT_SEED,
+def build_map(store, method: str | None = None, clusters: int | None = None, seed: int = DEFAULT_SEED,
               progress=None, cancel=None) -> CorpusMap:
     """Read every vector of `store` and map it (progress(done, total, message); cancel: Event)."""
     t0 = time.perf_counter()

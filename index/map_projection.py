@@ -1,5 +1,6 @@
-"""2-D projections of sentence vectors for the corpus map: PCA (NumPy, the default) and UMAP
-(the optional package umap-learn).
+"""2-D projections of sentence vectors for the corpus map: UMAP (umap-learn, installed with
+Encoderscope: the default, as it keeps each sentence's neighbours around it) and PCA (NumPy:
+exact and fast, the fallback where umap-learn is missing, and honest about global variance).
 
 PCA is computed from the vectors themselves: centre them, take the two eigenvectors of the
 covariance matrix with the largest eigenvalues. Eigenvectors have no sign of their own (v and
@@ -9,6 +10,8 @@ vectors give the same picture on every machine.
 """
 from __future__ import annotations
 
+import importlib.util
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +19,8 @@ import numpy as np
 from core.errors import EncoderscopeError, InputError
 
 METHODS = ("pca", "umap")
-UMAP_INSTALL = "pip install 'encoderscope[umap]'"     # the optional extra in pyproject.toml
+UMAP_INSTALL = "pip install 'encoderscope[umap]'"     # the extra in pyproject.toml (also a default dependency)
+METHOD_ENV = "ENCODERSCOPE_MAP_METHOD"   # pins the default method (the test suite pins pca: no numba compile)
 UMAP_MIN_POINTS = 4         # fewer points than this give UMAP no neighbourhood to learn from
 _COV_CHUNK = 8192           # rows added to the covariance at a time (float64, bounded memory)
 
@@ -106,6 +110,24 @@ def fit_umap(vectors: np.ndarray, seed: int = 0) -> UmapProjection:
                         random_state=seed, n_jobs=1, init="spectral" if n > 10 else "random")
     reducer.fit(np.asarray(vectors, dtype=np.float32))
     return UmapProjection(reducer)
+
+
+def umap_available() -> bool:
+    return importlib.util.find_spec("umap") is not None
+
+
+def default_method() -> tuple[str, str]:
+    """(method, note): UMAP where umap-learn is installed, else PCA with a note that says why;
+    $ENCODERSCOPE_MAP_METHOD chooses another default."""
+    pinned = os.environ.get(METHOD_ENV, "").strip().lower()
+    if pinned:
+        if pinned not in METHODS:
+            raise InputError(f"{METHOD_ENV}={pinned!r}: use one of {', '.join(METHODS)}")
+        return pinned, ""
+    if umap_available():
+        return "umap", ""
+    return "pca", ("umap-learn is not installed, so the map is PCA (its two axes keep little of the "
+                   f"neighbourhoods): {UMAP_INSTALL} for the neighbour-preserving default")
 
 
 def fit_projection(vectors: np.ndarray, method: str = "pca", seed: int = 0):

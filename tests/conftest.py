@@ -10,6 +10,9 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 # the suite pins fp32 for numbers that must not depend on the CPU; tests/test_precision.py
 # tests "auto" itself (it clears this variable).
 os.environ["ENCODERSCOPE_PRECISION"] = "fp32"
+# The map's default is UMAP (umap-learn: numba compiles for ~1 min on a first run); the suite
+# pins PCA and tests the default itself (tests/test_map_quality.py clears this variable).
+os.environ["ENCODERSCOPE_MAP_METHOD"] = "pca"
 # Stores, settings, logs and the per-machine kernel-timing cache (core/machine_cache.py) of tests
 # that choose no data folder go to a throw-away one, never the user's.
 os.environ.setdefault("ENCODERSCOPE_DATA_DIR", tempfile.mkdtemp(prefix="encoderscope-tests-"))

@@ -179,7 +179,9 @@ def test_cli_json_and_csv(tmp_path, capsys):
                         "--json"], capsys)
     assert rc == 0, err
     summary = json.loads(out)
-    assert set(summary) == {"count", "method", "explained_variance", "clusters"}
+    assert set(summary) == {"count", "method", "explained_variance", "neighbours", "clusters"}
+    assert set(summary["neighbours"]) == {"knn_recall", "k", "sample", "chance"}
+    assert 0 <= summary["neighbours"]["knn_recall"] <= 1 and summary["neighbours"]["sample"] == 75
     assert summary["count"] == 75 and summary["method"] == "pca"
     assert len(summary["explained_variance"]) == 2 and 0 < sum(summary["explained_variance"]) <= 1
     assert [set(c) for c in summary["clusters"]] == [{"id", "size", "label"}] * 3
@@ -191,7 +193,8 @@ def test_cli_json_and_csv(tmp_path, capsys):
     assert [r["cluster"] for r in rows] == m.cluster.tolist()
 
     rc, out, _ = cli(["map", "--store", tmp_path / "s", "--clusters", 3], capsys)
-    assert rc == 0 and "75 sentences mapped with PCA" in out and "cluster  0" in out
+    assert rc == 0 and "75 sentences mapped with PCA: the axes carry" in out and "cluster  0" in out
+    assert "nearest neighbours (chance" in out
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys, monkeypatch):

@@ -1,7 +1,8 @@
 """`encoderscope explain` as a black box, and the notebook it writes executed for real.
 
 The notebook's code cells run in a fresh Python where importing torch, transformers or
-Encoderscope fails: it has to stand on NumPy, safetensors and tokenizers alone.
+Encoderscope fails: it has to stand on NumPy and tokenizers alone (tests/test_notebook_export.py
+has the rest: its data file, explore mode, a fresh venv).
 """
 import json
 import subprocess
@@ -88,11 +89,14 @@ def test_out_of_range_is_one_error_line(args, message, run):
     assert len(lines) == 1 and lines[0].startswith(message)
 
 
-def test_notebook_for_a_random_model_is_an_error(tmp_path, run):
-    p = run("explain", "A cat.", "--model", "random:dim=32,layers=2,heads=4,ffn=64",
-            "--notebook", str(tmp_path / "x.ipynb"), check=False)
-    assert p.returncode == 2 and p.stderr.startswith("error: the notebook needs a model folder")
-    assert not (tmp_path / "x.ipynb").exists()
+def test_notebook_for_a_random_model_runs(tmp_path, run):
+    """The weights travel in the .npz beside the notebook: a random model needs no folder."""
+    out = tmp_path / "x.ipynb"
+    run("explain", "A cat.", "--model", "random:dim=32,layers=2,heads=4,ffn=64", "--notebook", str(out))
+    assert (tmp_path / "x.npz").is_file()
+    result = run_notebook(out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "steps equal the numbers Encoderscope computed" in result.stdout
 
 
 @pytest.mark.parametrize("kind", ["minilm", "distilbert", "prenorm"])
@@ -115,39 +119,8 @@ def test_notebook_runs_and_checks_itself(kind, tmp_path, tiny_distilbert, run):
     assert f"all {steps} steps equal the numbers Encoderscope computed" in result.stdout
 
 
-def test_notebook_asserts_can_fail(tmp_path, tiny_distilbert, run):
-    """A wrong stored value makes the notebook stop at that step."""
-    out = tmp_path / "walk.ipynb"
-    run("explain", "the cat sat", "--model", str(tiny_distilbert), "--notebook", str(out))
-    nb = nbformat.read(str(out), as_version=4)
-    cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("EXPECTED = {"))
-    line = next(x for x in cell.source.splitlines() if x.strip().startswith("'ffn_output'"))
-    import base64
-    import re
-    shape, data = re.search(r": \((\(.*?\)), '(.*)'\),", line).groups()
-    values = np.frombuffer(base64.b64decode(data), dtype="<f4").copy()
-    values[0] += 1e-3
-    wrong = base64.b64encode(values.tobytes()).decode("ascii")
-    cell.source = cell.source.replace(line, f"    'ffn_output': ({shape}, {wrong!r}),")
-    nbformat.write(nb, str(out))
-    result = run_notebook(out)
-    assert result.returncode != 0 and "AssertionError" in result.stderr
-    assert "ffn_output: shape" in result.stdout and "all " not in result.stdout.splitlines()[-1]
-
-
-def test_notebook_without_tokenizer_json_uses_the_stored_ids(tmp_path, tiny_distilbert, run):
-    import shutil
-    folder = tmp_path / "model"
-    shutil.copytree(tiny_distilbert, folder)
-    out = tmp_path / "walk.ipynb"
-    run("explain", "the cat sat", "--model", str(folder), "--notebook", str(out))
-    (folder / "tokenizer.json").unlink()          # e.g. a folder with vocab.txt only
-    result = run_notebook(out)
-    assert result.returncode == 0, result.stderr[-3000:]
-
-
 def test_notebook_reads_legacy_bert_names(tmp_path, run):
-    """LayerNorm.gamma/beta (TF-converted BERTs) are renamed in the notebook as core/weights.py does."""
+    """LayerNorm.gamma/beta (TF-converted BERTs): the exported weights carry the encoder's names."""
     from tests.helpers import make_tiny_bert
     folder = make_tiny_bert(tmp_path / "bert", legacy_layer_norm_names=True)
     out = tmp_path / "walk.ipynb"
@@ -158,12 +131,14 @@ def test_notebook_reads_legacy_bert_names(tmp_path, run):
     assert "all 24 steps equal" in result.stdout
 
 
-def test_notebook_needs_safetensors(tmp_path, run):
+def test_notebook_of_a_pytorch_bin_folder_runs(tmp_path, run):
+    """The notebook reads the weights from its .npz, whatever file the model folder had."""
     from tests.helpers import make_tiny_bert
     folder = make_tiny_bert(tmp_path / "bert", weights_file="pytorch_model.bin")
-    p = run("explain", "the cat sat", "--model", str(folder), "--notebook", str(tmp_path / "x.ipynb"),
-            check=False)
-    assert p.returncode == 2 and "has no model.safetensors" in p.stderr and "Traceback" not in p.stderr
+    out = tmp_path / "x.ipynb"
+    run("explain", "the cat sat", "--model", str(folder), "--notebook", str(out))
+    result = run_notebook(out)
+    assert result.returncode == 0, result.stderr[-3000:]
 
 
 def test_notebook_name_must_end_in_ipynb(tmp_path, run):

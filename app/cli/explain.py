@@ -16,7 +16,8 @@ def register(sub):
     p.add_argument("--head", type=int, default=1, help="attention head to open up, 1-based (default: 1)")
     p.add_argument("--json", action="store_true", help="print JSON with every step's full values")
     p.add_argument("--notebook", metavar="OUT.ipynb",
-                   help="write a Jupyter notebook that recomputes every step with NumPy and checks it")
+                   help="write a Jupyter notebook that recomputes every step with NumPy and checks it, "
+                        "and beside it OUT.npz (the weights and numbers it needs)")
     add_model_options(p)
     p.set_defaults(func=cmd_explain)
 
@@ -30,13 +31,16 @@ def cmd_explain(args) -> int:
     walk = explain(backend, args.text, pair=args.pair, layer=args.layer - 1, head=args.head - 1,
                    pooling=backend.choose_pooling(args.pooling))
     if args.notebook:
-        from core.notebook_export import write_notebook
+        from core.notebook_export import data_path, write_notebook
         path = write_notebook(walk, backend, args.notebook)
+        data = data_path(path)
         if args.json:
-            emit_json({"notebook": str(path), "model": walk.model, "steps": len(walk.steps)})
+            emit_json({"notebook": str(path), "data": str(data), "model": walk.model, "steps": len(walk.steps)})
         else:
-            print(f"wrote {path}: {len(walk.steps)} steps, each recomputed with NumPy and checked "
-                  "(run it with Jupyter, or: jupyter nbconvert --to notebook --execute)")
+            print(f"wrote {path} and beside it {data.name} (the weights and the checked numbers: hand "
+                  f"out both): {len(walk.steps)} steps, each recomputed with NumPy and checked. It runs "
+                  "with numpy and tokenizers (pip install numpy tokenizers); open it with Jupyter, or: "
+                  f"jupyter nbconvert --to notebook --execute {path.name}")
         return 0
     if args.json:
         emit_json(walk.to_dict())

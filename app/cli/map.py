@@ -1,9 +1,10 @@
 """`encoderscope map`: the corpus map on the command line.
 
-    encoderscope map --store S [--method pca|umap] [--clusters K] [--seed N] --out map.csv [--json]
+    encoderscope map --store S [--method umap|pca] [--clusters K] [--seed N] --out map.csv [--json]
 
 Writes the CSV `id, x, y, cluster, text` (the same file the app's Map tab exports) and prints
-the clusters with their labels, or with --json {"count", "method", "explained_variance",
+how well the map keeps neighbours and the clusters with their labels, or with --json {"count",
+"method", "explained_variance", "neighbours": {"knn_recall", "k", "sample", "chance"},
 "clusters": [{"id", "size", "label"}]}. No Qt here.
 """
 from __future__ import annotations
@@ -18,9 +19,9 @@ def register(sub) -> None:
 
     p = sub.add_parser("map", help="a 2-D map of every sentence in a store, clustered and labelled")
     add_store_option(p)
-    p.add_argument("--method", choices=METHODS, default="pca",
-                   help="pca (default; exact, deterministic) or umap (needs the optional "
-                        "package umap-learn)")
+    p.add_argument("--method", choices=METHODS, default=None,
+                   help="umap (the default where umap-learn is installed: keeps each sentence's "
+                        "neighbours around it) or pca (exact and fast; the fallback)")
     p.add_argument("--clusters", type=int, default=DEFAULT_CLUSTERS, metavar="K",
                    help=f"number of k-means clusters (default {DEFAULT_CLUSTERS})")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED,
@@ -48,9 +49,7 @@ def cmd_map(args) -> int:
     if args.json:
         emit_json(m.summary())
         return 0
-    ev = m.explained_variance
-    share = f", axes explain {ev[0]:.1%} + {ev[1]:.1%} of the variance" if ev else ""
-    print(f"{len(m):,} sentences mapped with {m.method.upper()}{share}")
+    print(f"{len(m):,} sentences mapped with {m.method.upper()}: {m.describe_quality()}")
     for c in m.clusters:
         print(f"  cluster {c.id:>2}  {c.size:>7,}  {c.label}")
     if args.out:

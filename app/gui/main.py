@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow()
     window.show()
     window.start(args.store)
+    window.maybe_show_tour()
     return app.exec()
 
 

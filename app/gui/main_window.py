@@ -9,6 +9,7 @@ from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QLabel, QLineEdit, QMainWindow, QMessageBox, QTabWidget
 
+from app.gui import panel_state
 from app.gui.about import show_about
 from app.gui.corpus_service import SAMPLE_STORE, CorpusService
 from app.gui.inspect_bar import InspectBar
@@ -75,6 +76,7 @@ class MainWindow(QMainWindow):
         self.setObjectName("main_window")
         self.resize(1200, 780)
         self._error_boxes: list[QMessageBox] = []
+        self.tour = None                 # the Start here tour, made when first shown
 
         self.model_bar = ModelBar(self.state, self)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.model_bar)
@@ -208,7 +210,23 @@ class MainWindow(QMainWindow):
                          f"Ctrl+{i + 1}")
 
         help_menu = mb.addMenu("&Help")
+        self._action(help_menu, "&Start here (a five-minute tour)", self.show_tour, tip="Which tab first, and a "
+                     "path through Search, Attention, Step by step, Why and Fill-mask")
         self._action(help_menu, "&About Encoderscope", lambda: show_about(self, self.state), "F1")
+
+    # ---- Start here (app/gui/tour.py) ---------------------------------------------------------------
+    def show_tour(self):
+        """Help → Start here: the tour from its first stop."""
+        if self.tour is None:
+            from app.gui.tour import Tour
+            self.tour = Tour(self, self.settings)
+        self.tour.start()
+        return self.tour
+
+    def maybe_show_tour(self):
+        """At start-up: the tour, unless its "Don't show this again" was ticked."""
+        from app.gui.tour import should_show_at_start
+        return self.show_tour() if should_show_at_start(self.settings) else None
 
     # ---- panels built when needed (start-up) ------------------------------------------------------
     @property
@@ -221,6 +239,7 @@ class MainWindow(QMainWindow):
         if title in OPTIONAL_PANELS:
             panel.setObjectName(panel_object_name(title))
         put_in_holder(self._panel_tabs[title], panel)
+        panel_state.restore(self.settings, title, panel)
         if title in MAP_PANEL:
             panel.search_requested.connect(self.search_for)
             if self._last_search is not None:
@@ -429,6 +448,10 @@ class MainWindow(QMainWindow):
             s.setValue("store/folder", str(self.service.location))
         self.search_panel.save(s)
         self.corpus_panel.save(s)
+        for panels in (self.optional_panels, self._map):
+            for title in panels:
+                if panels.built(title):     # an unbuilt panel keeps the state saved before
+                    panel_state.save(s, title, panels[title])
         s.sync()
 
     def closeEvent(self, event):

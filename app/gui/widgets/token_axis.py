@@ -30,9 +30,17 @@ class TokenAxis(pg.AxisItem):
         self.max_extent = 130       # pixels the label side may take at most
         self.setStyle(tickLength=-4, tickTextOffset=4, autoExpandTextSpace=False)
 
+    def _bold_metrics(self, font=None) -> QtGui.QFontMetrics:
+        """The hovered label is drawn bold, wider than the others: room is measured in bold."""
+        bold = QtGui.QFont(font or self.style["tickFont"] or QtGui.QFont())
+        bold.setBold(True)
+        return QtGui.QFontMetrics(bold)
+
     def set_labels(self, labels) -> None:
-        self.labels = [elide(t) for t in labels]
-        fm = QtGui.QFontMetrics(self.style["tickFont"] or QtGui.QFont())
+        fm = self._bold_metrics()
+        # at most MAX_LABEL_CHARS, and never wider than the axis keeps room for (wide glyphs)
+        self.labels = [fm.elidedText(elide(t), QtCore.Qt.TextElideMode.ElideRight, self.max_extent - 14)
+                       for t in labels]
         widest = max((fm.horizontalAdvance(t) for t in self.labels), default=10)
         extent = min(self.max_extent, widest + 14)
         if self.style.get("showValues", True) and self.labelText:
@@ -108,7 +116,7 @@ class TokenAxis(pg.AxisItem):
             span = (bounds.topLeft(), bounds.topRight())
             stop = bounds.top()
         axis_spec = (pen, span[0], span[1])
-        fm = QtGui.QFontMetrics(p.font())
+        fm = self._bold_metrics(p.font())
         h = fm.height()
         gap = 4
         ticks, texts = [], []

@@ -16,6 +16,7 @@ import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
+from app.gui import panel_state
 from app.gui.panels.attention.export import AttentionExporter, ExportSource, pair_text
 from app.gui.panels.attention.head_grid import HeadGrid
 from app.gui.widgets.heatmap import COLORMAPS, DEFAULT_COLORMAP, HeatmapWidget
@@ -516,6 +517,26 @@ class AttentionPanel(QtWidgets.QWidget):
             if why != "cancelled":           # a cancel is the user's choice, said in the status bar
                 self.state.error.emit(f"Could not save {path}{': ' + why if why else ''}")
             self.export_failed.emit(str(path), why)
+
+    # ---- remembered across restarts (app/gui/panel_state.py) ------------------------------------
+    def save_state(self) -> dict:
+        return {"text": self.text_edit.text(), "pair": self.pair_edit.text(), "mode": self.mode,
+                "layer": self.layer_spin.value(), "head": self.head_spin.value(),
+                "view": self.stack.currentIndex()}
+
+    def restore_state(self, saved: dict) -> None:
+        self.text_edit.setText(panel_state.text(saved, "text", self.text_edit.text()))
+        self.pair_edit.setText(panel_state.text(saved, "pair"))
+        if saved.get("mode") in A.MODES:
+            self.set_mode(saved["mode"])
+        for spin, slider, key in ((self.layer_spin, self.layer_slider, "layer"),
+                                  (self.head_spin, self.head_slider, "head")):
+            slider.setMaximum(max(slider.maximum(), panel_state.number(saved, key, 1)))
+            panel_state.set_spin(spin, panel_state.number(saved, key))
+        if panel_state.number(saved, "view") in (0, 1):
+            self.set_view(saved["view"])
+        if self._last_request is not None:     # the example already ran: show the saved sentence
+            self.inspect_current()
 
 
 def _rule() -> QtWidgets.QFrame:

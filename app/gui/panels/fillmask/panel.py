@@ -20,6 +20,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
+from app.gui import panel_state
 from app.gui.panels.fillmask.mask_table import MaskTable
 from app.gui.widgets.labels import rich_label
 from app.gui.widgets.line_edit import long_line_edit
@@ -534,6 +535,15 @@ class FillMaskPanel(QtWidgets.QWidget):
 
     def _status(self, html: str) -> None:
         self.status_label.setText(html)
+
+    # ---- remembered across restarts (app/gui/panel_state.py) ------------------------------------
+    def save_state(self) -> dict:
+        return {"text": self.text_edit.text(), "top_k": self.topk_spin.value()}
+
+    def restore_state(self, saved: dict) -> None:
+        if panel_state.number(saved, "top_k"):
+            self.topk_spin.setValue(saved["top_k"])
+        self.text_edit.setText(panel_state.text(saved, "text", self.text_edit.text()))
 
 
 def _blend(s: float) -> QtGui.QColor:

@@ -67,7 +67,11 @@ class MapPanel(QWidget):
             from index.map_projection import UMAP_INSTALL
             self.method.model().item(1).setEnabled(False)
             self.method.setItemData(1, f"Needs umap-learn: {UMAP_INSTALL}", Qt.ItemDataRole.ToolTipRole)
-        self.method.setToolTip("PCA: exact and fast; UMAP: keeps neighbourhoods, slower")
+        from index.map_projection import default_method
+        default, self._default_note = default_method()    # UMAP where installed; the note says why not
+        self.method.setCurrentIndex(self.method.findData(default))
+        self.method.setToolTip("UMAP (the default): keeps each sentence's neighbours around it, slower; "
+                               "PCA: exact and fast, but two axes keep little of the neighbourhoods")
         self.clusters = QSpinBox()
         self.clusters.setObjectName("map_clusters")
         self.clusters.setRange(1, 50)
@@ -193,12 +197,12 @@ class MapPanel(QWidget):
         self.set_lasso_rows(np.zeros(0, np.int64))
         self._enable_selection_actions(False)
         self.sentence.setText("Hover over a point to read its sentence; click to select it.")
-        ev = m.explained_variance
-        share = f" · the axes carry {ev[0]:.1%} and {ev[1]:.1%} of the variance" if ev else ""
+        quality = m.describe_quality()
         secs = sum(m.seconds.values())
-        notes = "".join(f" · {n}" for n in m.notes)
-        self._set_info(f"{len(m):,} sentences · {m.method.upper()}{share} · {len(m.clusters)} "
-                       f"k-means clusters · computed in {secs:.1f} s{notes}")
+        fallback = [self._default_note] if m.method == "pca" and self._default_note else []
+        notes = "".join(f" · {n}" for n in m.notes + fallback)
+        self._set_info(f"{len(m):,} sentences · {m.method.upper()}{' · ' + quality if quality else ''} · "
+                       f"{len(m.clusters)} k-means clusters · computed in {secs:.1f} s{notes}")
         if self._last_search is not None:
             self.show_search(self._last_search)
         self.map_shown.emit(m)
@@ -315,6 +319,21 @@ class MapPanel(QWidget):
                 self.state.error.emit(f"Could not write {path}: {e}")
                 return
             self.state.status.emit(f"Saved {path}")
+
+    # ---- remembered across restarts (app/gui/panel_state.py) ------------------------------------
+    def save_state(self) -> dict:
+        return {"clusters": self.clusters.value(), "method": self.method.currentData()}
+
+    def restore_state(self, saved: dict) -> None:
+        clusters = saved.get("clusters")
+        if isinstance(clusters, int) and self.clusters.minimum() <= clusters <= self.clusters.maximum():
+            self.clusters.setValue(clusters)
+        row = self.method.findData(saved.get("method"))
+        if row >= 0 and self.method.model().item(row).isEnabled():
+            self.method.setCurrentIndex(row)
+        if self.map is not None and (self.clusters.value(), self.method.currentData()) != (
+                len(self.map.clusters), self.map.method):
+            self.mark_stale()
 
     def _set_info(self, text: str, error: bool = False) -> None:
         self.info.setStyleSheet("color: #b00020;" if error else "")

@@ -210,12 +210,35 @@ class MapPlot(pg.PlotWidget):
         if row < 0:
             self.tip.hide()
             return
-        self.tip.setText("\n".join(textwrap.wrap(text, TIP_WIDTH)[:6]))
         x, y = float(self.xy[row, 0]), float(self.xy[row, 1])
+        room = self.vb.sceneBoundingRect().width() - 8
+        width = TIP_WIDTH
+        while True:                           # narrower lines where the plot is narrower than the box
+            self.tip.setText("\n".join(textwrap.wrap(text, width)[:6]))
+            if width <= 12 or self.tip.textItem.boundingRect().width() <= room:
+                break
+            width = int(width * 0.85)
         view = self.vb.viewRect()             # open the box towards the middle of the view
         self.tip.setAnchor((1 if x > view.center().x() else 0, 1 if y < view.center().y() else 0))
         self.tip.setPos(x, y)
         self.tip.show()
+        self._keep_tip_inside()
+
+    def tip_scene_rect(self):
+        """The hover box as drawn, in scene coordinates."""
+        return self.tip.mapRectToScene(self.tip.boundingRect())
+
+    def _keep_tip_inside(self) -> None:
+        """A box opened towards the middle can still be wider than the room on that side (a long
+        sentence, a small window): slide it back inside the plot, never cut off."""
+        self.tip.updateTransform(force=True)
+        box, area = self.tip_scene_rect(), self.vb.sceneBoundingRect()
+        dx = max(area.left() - box.left(), 0.0) or -max(box.right() - area.right(), 0.0)
+        dy = max(area.top() - box.top(), 0.0) or -max(box.bottom() - area.bottom(), 0.0)
+        if dx or dy:
+            anchor = self.vb.mapViewToScene(self.tip.pos())
+            self.tip.setPos(self.vb.mapSceneToView(anchor + QPointF(dx, dy)))
+            self.tip.updateTransform(force=True)
 
     def _on_move(self, scene_pos) -> None:
         row = self.row_at(scene_pos)

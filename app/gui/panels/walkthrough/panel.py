@@ -20,6 +20,7 @@ from PySide6.QtCore import Qt
 
 from app.gui.panels.walkthrough.architecture_map import ArchitectureMap
 from app.gui.panels.walkthrough.batch_view import BatchView
+from app.gui import panel_state
 from app.gui.panels.walkthrough.pooling_view import PoolingView
 from app.gui.panels.walkthrough.positions_view import PositionsView
 from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, StepView, badge_color
@@ -475,6 +476,27 @@ class WalkthroughPanel(QtWidgets.QWidget):
 
     def _set_info(self, html: str) -> None:
         self.info_label.setText(html)
+
+    # ---- remembered across restarts (app/gui/panel_state.py) ------------------------------------
+    def save_state(self) -> dict:
+        return {"text": self.text_edit.text(), "other": self.other_edit.text(), "pair": self.as_pair.isChecked(),
+                "layer": self.layer_spin.value(), "head": self.head_spin.value(),
+                "pooling": self.pooling_combo.currentText(), "view": self.stack.currentIndex()}
+
+    def restore_state(self, saved: dict) -> None:
+        self.text_edit.setText(panel_state.text(saved, "text", self.text_edit.text()))
+        self.other_edit.setText(panel_state.text(saved, "other"))
+        self.as_pair.setChecked(saved.get("pair") is True)
+        for spin, key in ((self.layer_spin, "layer"), (self.head_spin, "head")):
+            spin.blockSignals(True)
+            panel_state.set_spin(spin, panel_state.number(saved, key))
+            spin.blockSignals(False)
+        if panel_state.text(saved, "pooling") in POOLINGS:
+            self.pooling_combo.setCurrentText(saved["pooling"])
+        if panel_state.number(saved, "view") == 1:
+            self.set_view(1)
+        if self._last_request is not None:     # the example already ran: show the saved sentence
+            self.explain_current()
 
 
 def _html(text) -> str:
