@@ -282,7 +282,7 @@ def step_code(name: str, norm: str, positions: str, has_types: bool) -> str:
         "k": f"K_all = linear({x_att}, p, A + '.k_lin')\nk = K_all[:, COLS]",
         "v": f"V_all = linear({x_att}, p, A + '.v_lin')\nv = V_all[:, COLS]",
         "scores": "scores = attention_scores(q, k)",
-        "masked_scores": "masked_scores = mask_scores(scores, seen, fill=-np.inf)   # -inf: a key this query may not see",
+        "masked_scores": "masked_scores = mask_scores(scores, seen, fill=-np.inf)   # -inf: a key not seen",
         "weights": "weights = softmax(masked_scores)\nprint('each row sums to', weights.sum(axis=1).round(6))",
         "head_output": "head_output = weights @ v",
         "heads_concat": ("heads = [split_heads(m, cfg.n_heads) for m in (Q_all, K_all, V_all)]   # H × T × Dh\n"

@@ -18,9 +18,9 @@ from pathlib import Path
 from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
+from app.gui import panel_state
 from app.gui.panels.walkthrough.architecture_map import ArchitectureMap
 from app.gui.panels.walkthrough.batch_view import BatchView
-from app.gui import panel_state
 from app.gui.panels.walkthrough.pooling_view import PoolingView
 from app.gui.panels.walkthrough.positions_view import PositionsView
 from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, StepView, badge_color
