@@ -75,9 +75,9 @@ STOPS = (
     TourStop("Step by step", "Step by step: inside the encoder",
              "The same sentence, one operation at a time: embeddings, Q, K, V, scores, softmax, "
              "the feed-forward network, pooling. Each step shows its formula, its real numbers and "
-             "a badge proving they are the model's. Click a step in the ringed list, or use "
-             "<b>Next ▶</b> (Alt+Right).",
-             _attr(lambda w: _panel(w, "Step by step"), "step_list")),
+             "a badge proving they are the model's. Click a block of the ringed architecture map "
+             "(or a step in its <b>List</b> tab), or use <b>Next ▶</b> (Alt+Right).",
+             _attr(lambda w: _panel(w, "Step by step"), "left_tabs")),
     TourStop("Search", "Why: a hit explained",
              "Back in Search: select a hit and press the ringed <b>Why?</b> button. The score is "
              "split exactly over pairs of query and hit tokens: which words made it a match.",
