@@ -77,13 +77,13 @@ def _column_names(columns, wanted: int, flag_example: str) -> list | None:
     return names
 
 
-def _find(names: list, candidates, what: str, src: str) -> int:
+def _find(names: list, candidates, what: str, src: str, remedy: str = "name them with --columns") -> int:
     lower = [n.lower() for n in names]
     for c in candidates:
         if c in lower:
             return lower.index(c)
     raise InputError(f"{src}: no {what} column (looked for {', '.join(candidates)}; it has "
-                     f"{', '.join(names) or 'none'}); name them with --columns")
+                     f"{', '.join(names) or 'none'}); {remedy}")
 
 
 def _indices(names: list, chosen: list | None, src: str, finders) -> list[int]:
@@ -115,22 +115,27 @@ def _fields(src: str, line: int, row, idx: list[int], names: list) -> list[str]:
     return values
 
 
-def _pair_columns(names: list, src: str) -> list[int]:
+def _pair_columns(names: list, src: str, remedy: str) -> list[int]:
     lower = [n.lower() for n in names]
     for a, b in PAIR_COLUMNS:
         if a in lower and b in lower:
             return [lower.index(a), lower.index(b)]
     raise InputError(f"{src}: no sentence columns (looked for "
                      f"{', '.join('/'.join(p) for p in PAIR_COLUMNS)}; it has {', '.join(names) or 'none'}); "
-                     "name them with --columns A,B,SCORE")
+                     f"{remedy}")
 
 
-def read_scored_pairs(path, columns=None, encoding: str | None = None) -> ScoredPairs:
-    """The pairs of a .tsv/.csv file with two sentence columns and a numeric score column."""
+COLUMNS_REMEDY = "name them with --columns A,B,SCORE"
+
+
+def read_scored_pairs(path, columns=None, encoding: str | None = None, remedy: str = COLUMNS_REMEDY) -> ScoredPairs:
+    """The pairs of a .tsv/.csv file with two sentence columns and a numeric score column.
+    ``remedy``: what a message about unnamed columns tells the user to do (a caller without
+    --columns words its own)."""
     src, names, rows = _rows(path, encoding)
     chosen = _column_names(columns, 3, "a,b,score")
     if chosen is None:
-        idx = _pair_columns(names, src) + [_find(names, SCORE_COLUMNS, "score", src)]
+        idx = _pair_columns(names, src, remedy) + [_find(names, SCORE_COLUMNS, "score", src, remedy)]
     else:
         idx = _indices(names, chosen, src, ())
     a, b, scores = [], [], []

@@ -75,16 +75,16 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         "objective", "Masked-LM (denoising) vs next-token (causal) vs SimCSE", ("objective",),
         _one("objective", ("mlm", "clm", "simcse"),
              ["masked-LM", "next-token (causal)", "SimCSE"]),
-        "Embedding quality: compare pair_cosine with unrelated_cosine (paraphrases close, "
-        "unrelated sentences apart) and the anisotropy — the losses are not comparable across "
-        "objectives.",
-        base={"pairs": "<paraphrase pairs>"}),
+        "Embedding quality: compare the Spearman on the shipped scored pairs, pair_cosine with "
+        "unrelated_cosine (paraphrases close, unrelated sentences apart) and the anisotropy — the "
+        "losses are not comparable across objectives.",
+        base={"pairs": "<paraphrase pairs>", "eval_pairs": "<scored pairs>"}),
     Experiment(
         "pooling", "Pooling: [CLS] / mean / max / attention (a learned query)", ("pooling",),
         _one("pooling", ("cls", "mean", "max", "attention")),
-        "Sentence vectors: all four train contrastively and are scored on the same paraphrase "
-        "pairs — compare pair_cosine against unrelated_cosine.",
-        base={"objective": "simcse", "pairs": "<paraphrase pairs>"}),
+        "Sentence vectors: all four train contrastively and are scored on the same paraphrase and scored "
+        "pairs — compare the Spearman, and pair_cosine against unrelated_cosine.",
+        base={"objective": "simcse", "pairs": "<paraphrase pairs>", "eval_pairs": "<scored pairs>"}),
     Experiment(
         "width", "Model width (dim)", ("dim",), _one("dim", (32, 64, 128)),
         "Capacity: compare the held-out loss — wider models fit more, and cost more per step."),
@@ -102,6 +102,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
 )}
 
 PAIRS_PLACEHOLDER = "<paraphrase pairs>"
+SCORED_PAIRS_PLACEHOLDER = "<scored pairs>"   # the shipped evaluation set: Spearman at each evaluation
 
 
 def runnable_experiments() -> list[str]:
@@ -146,6 +147,9 @@ def experiment_settings(exp: Experiment, base: dict, pairs: str = "") -> list[tu
     if not exp.runnable:
         raise InputError(f"{exp.title} is not a queue of training runs: it is the lab's {exp.page} page")
     shared = {k: (pairs if v == PAIRS_PLACEHOLDER else v) for k, v in exp.base.items()}
+    if shared.get("eval_pairs") == SCORED_PAIRS_PLACEHOLDER:
+        from core.assets import eval_pairs
+        shared["eval_pairs"] = str(eval_pairs())
     clash = sorted(set(shared) & set(exp.varies))
     if clash:
         raise ValueError(f"experiment {exp.name} both shares and varies {clash}")

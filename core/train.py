@@ -65,6 +65,7 @@ from core.checkpoint import (
 )
 from core.device import bf16_native, bf16_supported, describe_device, pick_device
 from core.errors import EncoderscopeError, InputError, ModelUnavailable
+from core.eval_pairs import read_scored_pairs
 from core.masking import IGNORE, mask_tokens, special_mask
 from core.model import Encoder, EncoderConfig, EncoderForMaskedLM
 from core.next_token import next_token_labels
@@ -384,7 +385,8 @@ class Trainer:
                                                  self.model.config.vocab_size, c.mask_prob, gen, self.random_ids)
                 self.eval_batches.append((ids, attn, inputs, labels))
         self.evaluator = Evaluator(self, HeldOut(self.eval_batches, self.embed_batches, self.unigram_logp,
-                                                 self.unigram_top, read_pairs(c.pairs) if c.pairs else []),
+                                                 self.unigram_top, read_pairs(c.pairs) if c.pairs else [],
+                                                 _scored_pairs(c.eval_pairs)),
                                    c, self.tokenizer, self.max_length)
 
     # ---- the schedule ---------------------------------------------------------------------
@@ -582,6 +584,13 @@ class Trainer:
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def _scored_pairs(path: str):
+    """The graded pairs to rank at each evaluation, or None."""
+    if not path:
+        return None
+    return read_scored_pairs(path, remedy="give the header row a, b, score (or sentence1, sentence2, similarity)")
 
 
 def _cancel_fn(cancel) -> Callable[[], bool]:

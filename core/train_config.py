@@ -65,6 +65,7 @@ class TrainConfig:
     probe_set: tuple = ()          # sentences whose cosine matrix is kept at each probe (empty = shipped pairs)
     attention: str = "bidirectional"   # "bidirectional" | "causal" (a token sees itself and earlier ones; clm needs it)
     pooling: str = "mean"          # SimCSE's sentence vector, the model's default: "cls" | "mean" | "max" | "attention"
+    eval_pairs: str = ""           # scored pairs (.tsv/.csv: two sentences, a 0-5 score): Spearman at each evaluation
 
     def validate(self) -> None:
         if self.objective not in OBJECTIVES:

@@ -43,6 +43,7 @@ class HeldOut:
     unigram_logp: np.ndarray  # log p(token) of the training text: the baseline to beat
     unigram_top: int          # the most frequent training token (the unigram's only guess)
     pairs: list               # (a, b, topic) paraphrase pairs, or []
+    scored: object = None     # core.eval_pairs.ScoredPairs: graded pairs to rank (Spearman), or None
 
 
 class Evaluator:
@@ -62,7 +63,7 @@ class Evaluator:
         m: dict = dict.fromkeys(("heldout_mlm_loss", "heldout_mlm_accuracy", "heldout_clm_loss",
                                  "heldout_clm_accuracy", "unigram_loss", "unigram_accuracy",
                                  "heldout_simcse_loss", "alignment", "uniformity", "pair_cosine",
-                                 "unrelated_cosine"))
+                                 "unrelated_cosine", "spearman", "pearson"))
         self.target.model.eval()
         if self.target.has_mlm and self.held_out.eval_batches:
             total = correct = 0
@@ -107,6 +108,8 @@ class Evaluator:
             m["heldout_simcse_loss"] = sims / n
         if self.held_out.pairs:
             m.update(self.pair_scores())
+        if self.held_out.scored is not None:
+            m.update(self.scored_pair_correlations())
         return m
 
     def _embed_eval(self, ids, attn):
@@ -125,6 +128,18 @@ class Evaluator:
         neg = float((a * b[others]).sum(-1).mean())
         self.target.model.train(was)
         return {"pair_cosine": pos, "unrelated_cosine": neg}
+
+    @torch.no_grad()
+    def scored_pair_correlations(self) -> dict:
+        """Spearman and Pearson correlation of the graded pairs' cosines with their scores: the
+        same numbers `encoderscope eval --pairs` gives the saved model."""
+        from core.evaluation import pair_cosines, pearson, spearman
+        was = self.target.model.training
+        self.target.model.eval()
+        scored = self.held_out.scored
+        cos = pair_cosines(self._embed_texts(scored.a).double().numpy(), self._embed_texts(scored.b).double().numpy())
+        self.target.model.train(was)
+        return {"spearman": spearman(cos, scored.scores), "pearson": pearson(cos, scored.scores)}
 
     def _embed_texts(self, texts: list[str]) -> torch.Tensor:
         seqs = encode(self.tokenizer, texts, self.max_length)
@@ -187,4 +202,6 @@ def describe_eval(ev: dict) -> str:
                      f"uniformity {_fmt(ev['uniformity'])}")
     if ev.get("pair_cosine") is not None:
         parts.append(f"paraphrase cos {_fmt(ev['pair_cosine'])} vs unrelated {_fmt(ev['unrelated_cosine'])}")
+    if ev.get("spearman") is not None:
+        parts.append(f"Spearman {_fmt(ev['spearman'])}")
     return " ".join(parts)

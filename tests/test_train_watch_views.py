@@ -183,3 +183,18 @@ def test_panel_resume_shows_the_run_so_far(panel, run_dir, qtbot, tmp_path):
     assert panel.views.heads_slider.steps == [0, 10, 20, 30, 40]          # the past run's probes, then the new
     assert [e["step"] for e in panel.views.record.grads] == [5, 10, 15, 20, 25, 30, 35, 40]
     check_drawn(panel.views, run_folder.read_metrics(copy))
+
+
+def test_spearman_and_next_token_accuracy_are_drawn_beside_mlm_accuracy(views, qtbot):
+    """A clm run with --eval-pairs: its next-token accuracy and its Spearman are drawn, each
+    at the steps of the evaluations that have it."""
+    evals = [{"kind": "eval", "step": s, "total": 20, "heldout_mlm_accuracy": None,
+              "heldout_clm_accuracy": 0.1 + s / 100, "spearman": None if s == 0 else s / 40}
+             for s in (0, 10, 20)]
+    for ev in evals:
+        views.add_event(ev)
+    qtbot.waitUntil(lambda: views.redraws >= 1, timeout=5000)
+    x, y = views.accuracy_curve.getData()
+    assert list(x) == [0, 10, 20] and y == pytest.approx([0.1, 0.2, 0.3])
+    x, y = views.spearman_curve.getData()
+    assert list(x) == [10, 20] and y == pytest.approx([0.25, 0.5])

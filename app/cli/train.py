@@ -47,6 +47,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--resume", metavar="DIR", help="continue the run saved in this checkpoint folder "
                                                    "(--out defaults to it)")
     g.add_argument("--heldout", type=float, help=f"share held out for evaluation (default {d.heldout})")
+    g.add_argument("--eval-pairs", metavar="TSV",
+                   help="scored pairs (two sentence columns and a 0-5 score, as `encoderscope eval --pairs` "
+                        "reads; e.g. the shipped assets/eval_pairs.tsv): Spearman at each evaluation")
     g.add_argument("--pairs", metavar="TSV", help="paraphrase pairs (columns a, b, topic) to score at "
                                                   "each evaluation: cosine of pairs vs unrelated pairs")
     g.add_argument("--max-sentences", type=int, help="read at most this many sentences")

@@ -25,7 +25,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.gui.panels.train.watch_settings import WatchSettings, read_run_job
 from app.gui.panels.train.watch_views import WatchViews
-from core.assets import paraphrase_pairs, sample_corpus
+from core.assets import eval_pairs, paraphrase_pairs, sample_corpus
 from core.sources import DEFAULT_MODEL
 
 JOB_KEY = "train"
@@ -362,6 +362,7 @@ class TrainPanel(QtWidgets.QWidget):
             device=self.device.currentData(), heldout=self.heldout.value() / 100.0,
             log_every=max(1, min(10, steps // 200)),
             pairs=str(paraphrase_pairs()) if "simcse" in self.objective.currentData() else "",
+            eval_pairs=str(eval_pairs()),       # the shipped scored pairs: Spearman at each evaluation
             attention=self.attention.currentData(), pooling=self.pooling.currentData(),
             **self.watch_box.settings())
         cfg.update(self.overrides)

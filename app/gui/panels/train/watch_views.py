@@ -216,9 +216,12 @@ class WatchViews(QtWidgets.QTabWidget):
         self.anisotropy_plot = _plot("anisotropy (mean cosine)")
         self.anisotropy_curve = self.anisotropy_plot.plot([], [], pen=pg.mkPen("#6a51a3", width=2), symbol="o",
                                                           symbolSize=5, name="random training pairs")
-        self.accuracy_plot = _plot("held-out MLM accuracy")
+        self.accuracy_plot = _plot("held-out accuracy · Spearman")
         self.accuracy_curve = self.accuracy_plot.plot([], [], pen=pg.mkPen("#e6550d", width=2), symbol="o",
-                                                      symbolSize=5, name="held-out masked tokens")
+                                                      symbolSize=5, name="held-out accuracy (masked / next token)")
+        # only with train --eval-pairs: how well the cosines rank graded pairs
+        self.spearman_curve = self.accuracy_plot.plot([], [], pen=pg.mkPen("#31a354", width=2), symbol="t",
+                                                      symbolSize=6, name="Spearman on the scored pairs")
         right.addWidget(self.anisotropy_plot)
         right.addWidget(self.accuracy_plot)
         split.addWidget(right)
@@ -329,9 +332,13 @@ class WatchViews(QtWidgets.QTabWidget):
     def _draw_embedding_curves(self) -> None:
         an = [(p["step"], p["anisotropy"]) for p in self.record.probes if p.get("anisotropy") is not None]
         self.anisotropy_curve.setData(*(zip(*an) if an else ([], [])))
-        acc = [(e["step"], e["heldout_mlm_accuracy"]) for e in self.record.evals
-               if e.get("heldout_mlm_accuracy") is not None]
+        acc = [(e["step"], next(a for a in (e.get("heldout_mlm_accuracy"), e.get("heldout_clm_accuracy"))
+                                if a is not None))
+               for e in self.record.evals if e.get("heldout_mlm_accuracy") is not None
+               or e.get("heldout_clm_accuracy") is not None]
         self.accuracy_curve.setData(*(zip(*acc) if acc else ([], [])))
+        rho = [(e["step"], e["spearman"]) for e in self.record.evals if e.get("spearman") is not None]
+        self.spearman_curve.setData(*(zip(*rho) if rho else ([], [])))
 
     def probe_at(self, step: int | None) -> dict | None:
         return next((p for p in self.record.probes if p["step"] == step), None)
