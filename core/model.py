@@ -348,7 +348,10 @@ class EncoderForMaskedLM(nn.Module):
         self.vocab_projector = Linear(cfg.dim, cfg.vocab_size)
         self.approximate = "tanh" if cfg.activation == "gelu_tanh" else "none"
         if init:
-            init_weights(self, cfg)
+            # the head only: the body drew its weights first, exactly as an Encoder alone does, so
+            # that one seed starts every objective (MLM, clm, SimCSE) from the same encoder
+            for part in (self.vocab_transform, self.vocab_layer_norm, self.vocab_projector):
+                init_weights(part, cfg)
         self.tie_weights()
 
     @property

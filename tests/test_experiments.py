@@ -199,3 +199,20 @@ def test_cancel_stops_the_queue_after_the_run_in_progress(corpus, tmp_path):
     stopped = json.loads((tmp_path / "norm" / "pre-norm-no-warm-up" / "trainer_state.json").read_text())
     assert 10 <= stopped["step"] < 30                    # it saved where it stopped
     assert not (tmp_path / "norm" / "post-norm-warm-up").exists()
+
+
+def test_one_seed_starts_every_objective_from_the_same_encoder():
+    """An experiment compares objectives from one seed: the masked-LM model (encoder + head) and
+    the SimCSE one (the encoder alone) must start with the same encoder weights."""
+    import torch
+
+    from core.model import Encoder, EncoderConfig, EncoderForMaskedLM
+
+    cfg = EncoderConfig(vocab_size=50, dim=16, n_layers=2, n_heads=2, hidden_dim=32, max_position_embeddings=16)
+    torch.manual_seed(0)
+    alone = Encoder(cfg).state_dict()
+    torch.manual_seed(0)
+    with_head = EncoderForMaskedLM(cfg).distilbert.state_dict()
+    assert alone.keys() == with_head.keys()
+    for k in alone:
+        assert torch.equal(alone[k], with_head[k]), k
