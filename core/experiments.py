@@ -205,10 +205,10 @@ def run_experiment(exp: Experiment, base, pairs: str = "", progress: Callable[[d
     "look_at", "cancelled", "completed": [labels], "comparison"}`` (comparison: compare_runs of
     the finished runs, None with fewer than two).
     """
-    from core.train import Trainer
+    from core.train import Trainer, cancel_check
 
     emit = progress or (lambda ev: None)
-    is_cancelled = _cancel_fn(cancel)
+    is_cancelled = cancel_check(cancel)
     runs = experiment_configs(exp, base, pairs)
     finished: list[tuple[str, str]] = []
     cancelled = False
@@ -230,11 +230,3 @@ def run_experiment(exp: Experiment, base, pairs: str = "", progress: Callable[[d
     return {"experiment": exp.name, "title": exp.title, "look_at": exp.look_at, "cancelled": cancelled,
             "completed": [label for label, _ in finished], "planned": [label for label, _ in runs],
             "comparison": comparison}
-
-
-def _cancel_fn(cancel) -> Callable[[], bool]:
-    if cancel is None:
-        return lambda: False
-    if hasattr(cancel, "is_set"):
-        return cancel.is_set
-    return cancel

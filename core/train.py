@@ -113,7 +113,7 @@ class Trainer:
         if self.config.threads > 0:
             torch.set_num_threads(self.config.threads)
         try:
-            return self._run(_cancel_fn(cancel))
+            return self._run(cancel_check(cancel))
         finally:
             torch.set_num_threads(threads)
 
@@ -593,7 +593,8 @@ def _scored_pairs(path: str):
     return read_scored_pairs(path, remedy="give the header row a, b, score (or sentence1, sentence2, similarity)")
 
 
-def _cancel_fn(cancel) -> Callable[[], bool]:
+def cancel_check(cancel) -> Callable[[], bool]:
+    """``cancel`` (None, a threading.Event, or a callable returning True) as one callable."""
     if cancel is None:
         return lambda: False
     if hasattr(cancel, "is_set"):
