@@ -99,6 +99,9 @@ def embed_score(h: np.ndarray, g: np.ndarray, pooling: str = "mean", query=None)
 
 # ---------------------------------------------------------------------------- results
 
+# A whitened store's score is the cosine of whitened vectors; Why splits the model's own cosine.
+WHITENED_NOTE = ("the store is whitened: its search score {score:.4f} compares whitened vectors, "
+                 "and this splits the model's own cosine")
 SAME_SCORE = 1e-5     # |Σ − search score| within which a recomputation is the stored vector's
 
 

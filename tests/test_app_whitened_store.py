@@ -30,3 +30,15 @@ def test_a_whitened_corpus_opens_as_the_corpus_models_and_searches_whitened(qtbo
         panel.query.setFocus()
         qtbot.keyClicks(panel.query, query)
     assert [h.text for h in panel.results.hits] == expected
+    # Why on a hit: the store's score compares whitened vectors; the dialog says so instead of
+    # comparing it with the model's cosine it splits
+    from core.why import WHITENED_NOTE
+    dialog_hit = panel.results.hit(0)
+    if panel.why_dialog is None:
+        from app.gui.panels.why.view import WhyDialog
+        panel.why_dialog = WhyDialog(w.state, w)
+    with qtbot.waitSignal(panel.why_dialog.shown, timeout=30_000):
+        panel.why_row(0)
+    header = panel.why_dialog.header.text()
+    assert WHITENED_NOTE.format(score=float(dialog_hit.score)).split(":")[0] in header
+    assert "the search score" not in header

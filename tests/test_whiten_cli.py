@@ -107,3 +107,18 @@ def test_migrate_verify_copies_the_transform_and_reembeds_through_it(whitened, c
     rc, a, _ = run_cli(["search", "planet", "--store", whitened, "--json"], capsys)
     rc, b, _ = run_cli(["search", "planet", "--store", tmp_path / "copy", "--json"], capsys)
     assert json.loads(a) == json.loads(b)
+
+
+def test_why_on_a_whitened_store_says_its_score_is_not_the_cosine_it_splits(whitened, capsys, lines, minilm):
+    """The search score of a whitened store compares whitened vectors: `why --store` says so and
+    does not claim (or deny) that the model's cosine it splits equals it."""
+    rc, out, err = run_cli(["search", "the biggest planet", "--store", whitened, "-k", "1", "--json"], capsys)
+    assert rc == 0, err
+    hit = json.loads(out)["results"][0]
+    rc, out, err = run_cli(["why", "the biggest planet", hit["text"], "--store", whitened, "--json"], capsys)
+    assert rc == 0, err
+    assert f"the store is whitened: its search score {hit['score']:.4f} compares whitened vectors" in err
+    result = json.loads(out)
+    assert result["search_score"] is None
+    plain = float(minilm.embed(["the biggest planet"])[0] @ minilm.embed([hit["text"]])[0])
+    assert abs(result["score"] - plain) < 1e-5 and abs(result["score"] - hit["score"]) > 1e-3

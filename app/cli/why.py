@@ -57,7 +57,13 @@ def _search_score(args, backend, pooling: str) -> float | None:
             hits, _ = search(store, args.query, min(SEARCH_DEPTH, max(1, store.count())), backend, pooling)
         except ModelMismatch:          # --model / --pooling other than the store's: no search score
             return None
-    return next((float(hit.score) for hit in hits if hit.text == args.text), None)
+        whitened = store.whitening is not None
+    score = next((float(hit.score) for hit in hits if hit.text == args.text), None)
+    if whitened and score is not None:
+        from core.why import WHITENED_NOTE
+        print(f"note: {WHITENED_NOTE.format(score=score)}", file=sys.stderr)
+        return None
+    return score
 
 
 def cmd_why(args) -> int:

@@ -213,7 +213,11 @@ class SearchPanel(QWidget):
         if self.why_dialog is None:
             from app.gui.panels.why.view import WhyDialog
             self.why_dialog = WhyDialog(self.state, self.window())
-        self.why_dialog.request(query, hit.text, float(hit.score))
+        if getattr(self.state.store, "whitening", None) is not None:
+            from core.why import WHITENED_NOTE
+            self.why_dialog.request(query, hit.text, None, WHITENED_NOTE.format(score=float(hit.score)))
+        else:
+            self.why_dialog.request(query, hit.text, float(hit.score))
         return self.why_dialog
 
     def why_selected(self):

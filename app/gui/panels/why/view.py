@@ -150,6 +150,7 @@ class WhyDialog(QtWidgets.QDialog):
         self.search_score = None        # the score the search table showed for the hit
         self._seq = 0                   # number of the newest request; older results are dropped
         self._request = None            # (query, text) last asked for: redone when the model changes
+        self.score_note = ""            # said instead of the search-score comparison (a whitened store)
         self._query = self._text = ""
         self.last_dir = Path.home()
 
@@ -208,8 +209,10 @@ class WhyDialog(QtWidgets.QDialog):
         state.backend_changed.connect(lambda b: self._redo() if b is not None else None)
 
     # ---- requests -----------------------------------------------------------------------------
-    def request(self, query: str, text: str, search_score: float | None = None) -> None:
-        """Explain ``text`` as a hit for ``query`` with the app's model and pooling."""
+    def request(self, query: str, text: str, search_score: float | None = None, score_note: str = "") -> None:
+        """Explain ``text`` as a hit for ``query`` with the app's model and pooling. ``score_note``:
+        said instead of comparing with a search score that is not this cosine (a whitened store)."""
+        self.score_note = score_note
         self.show()
         self.raise_()
         self.activateWindow()
@@ -245,7 +248,7 @@ class WhyDialog(QtWidgets.QDialog):
         """After a model/pooling change: the same pair with the new model (the old search score
         no longer applies; the search table refreshes itself)."""
         if self.isVisible() and self._request is not None:
-            self.request(*self._request, None)
+            self.request(*self._request, None, self.score_note)
 
     # ---- drawing ------------------------------------------------------------------------------
     def refresh(self, *_) -> None:
@@ -257,7 +260,7 @@ class WhyDialog(QtWidgets.QDialog):
         self.heatmap.set_contributions(view.matrix, view.tokens_a, view.tokens_b, why.score,
                                        title=f"Σ of the cells shown = {view.matrix.sum():.4f}")
         self.heatmap.set_show_values(self.show_values.isChecked())
-        seen = ""
+        seen = f" ({html.escape(self.score_note)})" if self.score_note else ""
         if self.search_score is not None:
             same = "=" if abs(self.search_score - why.total) <= SAME_SCORE else "≠"
             seen = f" {same} the search score {self.search_score:.4f}"
