@@ -12,7 +12,7 @@ import pytest
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 __all__ = ["data_dir", "sample_store_template", "tiny_store_template", "make_window",
-           "wait_idle", "ASSETS", "noop_progress"]
+           "wait_idle", "ASSETS", "noop_progress", "make_walkthrough_panel", "explain_and_wait"]
 
 
 def noop_progress(*_a, **_k):
@@ -89,3 +89,35 @@ def make_window(qtbot, data_dir):
         if w.isVisible():
             w.close()
         w.state.jobs.shutdown(20_000)
+
+
+@pytest.fixture
+def make_walkthrough_panel(qtbot):
+    """make(backend, width, height) -> a shown Step by step panel on its own AppState holding
+    ``backend``, explaining nothing until asked; its jobs are shut down after the test."""
+    from app.gui.panels.walkthrough.panel import WalkthroughPanel
+    from app.gui.state import AppState
+
+    states = []
+
+    def make(backend, width=1200, height=800):
+        state = AppState()
+        states.append(state)
+        panel = WalkthroughPanel(state, auto_explain=False)
+        qtbot.addWidget(panel)
+        panel.resize(width, height)
+        panel.show()
+        state.backend = backend
+        state.backend_changed.emit(backend)
+        return panel
+
+    yield make
+    for state in states:
+        state.shutdown(10000)
+
+
+def explain_and_wait(qtbot, panel, text, **kw):
+    """Explain ``text`` in a Step by step panel; the walkthrough it shows."""
+    with qtbot.waitSignal(panel.explained, timeout=60000) as sig:
+        panel.explain_text(text, **kw)
+    return sig.args[0]

@@ -6,8 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.gui.panels.walkthrough.panel import WalkthroughPanel
-from app.gui.state import AppState
 from core.walkthrough_batch import explain_batch
 from tests.app_fixtures import *
 
@@ -21,16 +19,8 @@ def tiny(tiny_distilbert):
 
 
 @pytest.fixture
-def panel(qtbot, tiny):
-    state = AppState()
-    p = WalkthroughPanel(state, auto_explain=False)
-    qtbot.addWidget(p)
-    p.resize(1200, 800)
-    p.show()
-    state.backend = tiny
-    state.backend_changed.emit(tiny)
-    yield p
-    state.shutdown(10000)
+def panel(make_walkthrough_panel, tiny):
+    return make_walkthrough_panel(tiny, 1200, 800)
 
 
 def show_batch(qtbot, panel, first=SHORT, second=LONG):

@@ -5,9 +5,7 @@ import numpy as np
 import pytest
 from PySide6 import QtCore
 
-from app.gui.panels.walkthrough.panel import WalkthroughPanel
 from app.gui.panels.walkthrough.steps_view import GREEN, RED
-from app.gui.state import AppState
 from core import walkthrough as W
 from tests.app_fixtures import *
 
@@ -18,22 +16,12 @@ LONG = ("The old teacher walked slowly to the river because she wanted to see th
 
 
 @pytest.fixture
-def panel(qtbot, minilm):
-    state = AppState()
-    p = WalkthroughPanel(state, auto_explain=False)
-    qtbot.addWidget(p)
-    p.resize(1200, 800)
-    p.show()
-    state.backend = minilm
-    state.backend_changed.emit(minilm)
-    yield p
-    state.shutdown(10000)
+def panel(make_walkthrough_panel, minilm):
+    return make_walkthrough_panel(minilm, 1200, 800)
 
 
 def explain(qtbot, panel, text=LONG, **kw):
-    with qtbot.waitSignal(panel.explained, timeout=60000) as sig:
-        panel.explain_text(text, **kw)
-    return sig.args[0]
+    return explain_and_wait(qtbot, panel, text, **kw)
 
 
 def click_cell(qtbot, hm, i, j):

@@ -10,7 +10,6 @@ import torch
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.gui.panels.walkthrough.architecture_map import CURRENT
-from app.gui.panels.walkthrough.panel import WalkthroughPanel
 from app.gui.state import AppState
 from core import walkthrough as W
 from tests.app_fixtures import *
@@ -19,22 +18,12 @@ TEXT = "The animal didn't cross the street because it was tired."
 
 
 @pytest.fixture
-def panel(qtbot, minilm):
-    state = AppState()
-    p = WalkthroughPanel(state, auto_explain=False)
-    qtbot.addWidget(p)
-    p.resize(1200, 780)
-    p.show()
-    state.backend = minilm
-    state.backend_changed.emit(minilm)
-    yield p
-    state.shutdown(10000)
+def panel(make_walkthrough_panel, minilm):
+    return make_walkthrough_panel(minilm, 1200, 780)
 
 
 def explain(qtbot, panel, text=TEXT, **kw):
-    with qtbot.waitSignal(panel.explained, timeout=60000) as sig:
-        panel.explain_text(text, **kw)
-    return sig.args[0]
+    return explain_and_wait(qtbot, panel, text, **kw)
 
 
 def click_scene_item(qtbot, view, item):
