@@ -306,21 +306,10 @@ def read_csv(path, column: str | None = None, encoding: str | None = None, guess
 
 def _csv(path: Path, column, enc: str, guess: bool):
     src = str(path)
-    # A long quoted field is legal CSV; the csv module's 128 KiB default would call it broken.
-    csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_CHARS * 4))
     with open(path, encoding=enc, errors="surrogateescape", newline="") as f:
-        first = f.readline()
-        f.seek(0)
-        reader = csv.reader(f, delimiter=_delimiter(path, first))
-        try:
-            header = next(reader)
-        except StopIteration:
+        reader, names = _csv_header(f, path, enc)
+        if names is None:
             return
-        except csv.Error as e:
-            raise InputError(f"{src}: not a readable CSV file ({e})") from None
-        except UnicodeDecodeError as e:
-            raise InputError(f"{src}, line 1: cannot be read as {enc} ({e.reason})") from None
-        names = [h.strip() for h in header]
         rows = _csv_rows(reader, src, enc)
         sample = []
         if guess and column is None:
@@ -372,24 +361,40 @@ def read_table(path, encoding: str | None = None):
     For files whose rows hold several values (evaluation pairs and queries)."""
     path, enc = _open_checked(path, encoding)
     src = str(path)
-    csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_CHARS * 4))
     f = open(path, encoding=enc, errors="surrogateescape", newline="")
+    try:
+        reader, names = _csv_header(f, path, enc)
+    except InputError:
+        f.close()
+        raise
+    if names is None:
+        f.close()
+        raise InputError(f"{src} is empty")
+
+    def rows():
+        with f:
+            yield from _csv_rows(reader, src, enc)
+    return names, rows()
+
+
+def _csv_header(f, path: Path, enc: str):
+    """(csv reader, the header's column names) of an open .csv/.tsv file; names None when the
+    file is empty."""
+    src = str(path)
+    # A long quoted field is legal CSV; the csv module's 128 KiB default would call it broken.
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_CHARS * 4))
     first = f.readline()
     f.seek(0)
     reader = csv.reader(f, delimiter=_delimiter(path, first))
     try:
         header = next(reader)
     except StopIteration:
-        f.close()
-        raise InputError(f"{src} is empty") from None
-    except (csv.Error, UnicodeDecodeError) as e:
-        f.close()
+        return reader, None
+    except csv.Error as e:
         raise InputError(f"{src}: not a readable CSV file ({e})") from None
-
-    def rows():
-        with f:
-            yield from _csv_rows(reader, src, enc)
-    return [h.strip() for h in header], rows()
+    except UnicodeDecodeError as e:
+        raise InputError(f"{src}, line 1: cannot be read as {enc} ({e.reason})") from None
+    return reader, [h.strip() for h in header]
 
 
 def read_jsonl(path, field: str | None = None, encoding: str | None = None):
