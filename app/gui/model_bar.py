@@ -151,6 +151,18 @@ class ModelBar(QToolBar):
         item.setEnabled(learned)
         item.setToolTip("" if learned else "This model has no learned query vector: train one with "
                                            "attention pooling (Train tab, contrastive objective)")
+        if not learned and self.state.choice.pooling == "attention":   # a model without a query took over
+            self.pooling.setCurrentIndex(self.pooling.findData("mean"))
+            self._apply()
+
+    def _attention_allowed(self, choice: ModelChoice) -> bool:
+        """Attention pooling needs a learned query: the chosen checkpoint was trained with one, or
+        the loaded model of that name has one."""
+        from core.catalog import trained_pooling
+        backend = self.state.backend
+        if choice.model == self.state.choice.model and backend is not None:
+            return getattr(backend, "pooling_query", None) is not None
+        return trained_pooling(choice.model) == "attention"
 
     def _add_devices(self, *_):
         """Offer every device torch sees (no torch import here: see offered_devices)."""
@@ -166,6 +178,11 @@ class ModelBar(QToolBar):
 
     def _apply(self, *_):
         choice = self.current_choice()
+        if choice.pooling == "attention" and not self._attention_allowed(choice):
+            # the item is disabled for such a model; a programmatic pick must not reach the state
+            self.pooling.setCurrentIndex(self.pooling.findData(self.state.choice.pooling))
+            self.state.status.emit(f"{choice.model} has no learned query vector: it cannot pool by attention")
+            return
         if choice != self.state.choice:
             self.state.set_choice(choice)
 
