@@ -166,7 +166,7 @@ class WatchViews(QtWidgets.QTabWidget):
         for label, key in MEASURES:
             self.measure.addItem(label, key)
         self.measure.setToolTip("Gradient norm after backward (before clipping), or the size of the "
-                                "optimizer's update relative to the weights (healthy: around 1e-3)")
+                                "optimizer's update relative to the weights (healthy: about 1e-3)")
         self.measure.currentIndexChanged.connect(self._schedule)
         row.addWidget(QtWidgets.QLabel("Per block and sublayer:"))
         row.addWidget(self.measure)
