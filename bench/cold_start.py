@@ -78,7 +78,7 @@ def prepare(tmp: Path) -> Path:
     sys.path.insert(0, str(ROOT))
     from app.gui.corpus_service import create_store_job
     from core.assets import sample_corpus
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     store, _ = create_store_job(tmp / "sample", get_backend("minilm"), "mean", sample=sample_corpus(),
                                 progress=lambda *a, **k: None, cancel=threading.Event())
     store.close()

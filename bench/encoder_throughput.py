@@ -5,7 +5,7 @@
     python bench/encoder_throughput.py --device cuda   # ours vs transformers on a GPU, fp32 and bf16
 
 Rows: model x batch size (1, 64) x attentions (off, on). Every contender runs the same batches,
-the ones our embed() plans (core/batching.py: sorted by token count, at most 64 rows and, on a
+the ones our embed() plans (core/encoder/batching.py: sorted by token count, at most 64 rows and, on a
 CPU, at most token_budget(width) padded tokens). The transformers baseline ("hf sorted") uses
 sdpa attention when attentions are off and eager when they are on; "hf input" is the naive
 baseline: input order, 64 rows, no token cap. The onnxruntime peer ("ort") runs the same weights
@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-from core.backends import get_backend  # noqa: E402
-from core.batching import plan_batches, token_budget  # noqa: E402
-from core.pooling import l2_normalize, pool  # noqa: E402
+from core.encoder.backends import get_backend  # noqa: E402
+from core.encoder.batching import plan_batches, token_budget  # noqa: E402
+from core.encoder.pooling import l2_normalize, pool  # noqa: E402
 
 ROUNDS = 3   # alternating rounds per row (ours, transformers, ours, ...), best of each kept
 
@@ -161,7 +161,7 @@ def onnx_session(backend, threads: int):
     """An onnxruntime session over the backend's weights, exported once and cached by weights."""
     import onnxruntime as ort
 
-    from core.weights import load_folder
+    from core.encoder.weights import load_folder
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"encoderscope-bench-{backend.weights_sha256[:16]}.onnx"
     if not path.exists():
         import logging
@@ -192,7 +192,7 @@ def onnx_session(backend, threads: int):
 
 
 def ort_embed(session, backend, texts, batch_size):
-    """Tokenise as ours does, our batches (core/batching.py), mean pooling + L2 in NumPy."""
+    """Tokenise as ours does, our batches (core/encoder/batching.py), mean pooling + L2 in NumPy."""
     ids, _ = backend.encode_ids(texts)
     out = np.zeros((len(texts), backend.dim), np.float32)
     for rows in our_plan(backend, texts, batch_size, ids):

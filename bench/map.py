@@ -193,7 +193,7 @@ def fit_method(method: str, x: np.ndarray) -> np.ndarray:
 
 def sample_corpus_vectors() -> np.ndarray:
     """Real sentence embeddings: the bundled sample corpus (576 sentences) by minilm, mean pooling."""
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     texts = [t for t in (ROOT / "assets" / "sample_corpus.txt").read_text(encoding="utf-8").splitlines() if t]
     return np.asarray(get_backend("minilm", "scratch", device="cpu").embed(texts, pooling="mean"), np.float32)
 

@@ -44,7 +44,7 @@ def _pct(a, q):
 
 
 def _fingerprint(d):
-    from core.fingerprint import Fingerprint
+    from core.encoder.fingerprint import Fingerprint
     return Fingerprint("bench-vectors", "b" * 64, "mean", d, True)
 
 

@@ -228,7 +228,7 @@ def bench_factory(spec, x, q, gt, args, log):
 
 def bench_store(x, q, args, log):
     """The store end to end: SQLite inserts + FAISS add, snapshot, reopen, search via the store."""
-    from core.fingerprint import Fingerprint
+    from core.encoder.fingerprint import Fingerprint
     from index.faiss.store import VectorStore
     n, d = x.shape
     folder = Path(tempfile.mkdtemp(prefix="es-bench-", dir=args.tmp))
@@ -264,7 +264,7 @@ def bench_ingest(args, log):
     CLI's default) and 64 (the app's): rate against one plain embed() call of the same texts
     (the peer, same process), and the share of the time spent outside the model."""
     from app.gui.corpus_service import CHUNK as APP_CHUNK
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     from index.base import ADD_BATCH
     from index.faiss.store import VectorStore
     texts = []

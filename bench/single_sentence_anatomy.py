@@ -5,7 +5,7 @@
 
 For each length T (one sentence, no padding) it prints, in ms (best of ROUNDS blocks of REPS
 calls, one process; rows are measured one after another, so compare rows of one run only):
-  forward            core/packed_forward.py's PackedEncoder, as embed() runs it
+  forward            core/encoder/packed_forward.py's PackedEncoder, as embed() runs it
   GEMMs in place     its Linear kernels, timed inside that forward
   attention          MultiHeadSelfAttention.attend, timed inside it
   rest               forward - GEMMs - attention (embeddings, LayerNorms, adds, views, Python,
@@ -29,10 +29,10 @@ import torch
 import torch.nn.functional as F
 from encoder_throughput import onnx_session  # first: it puts the repository on sys.path
 
-from core.backends import get_backend
 from core.device import autocast
-from core.kernels import Linear
-from core.packed_forward import PackedEncoder, pack_for_cpu_inference
+from core.encoder.backends import get_backend
+from core.encoder.kernels import Linear
+from core.encoder.packed_forward import PackedEncoder, pack_for_cpu_inference
 
 ROUNDS, REPS = 5, 100
 

@@ -3,7 +3,7 @@
     python bench/train_throughput.py                 # small + minilm-size, fp32 and bf16, this machine
     python bench/train_throughput.py --quick         # small model only, fewer steps
     python bench/train_throughput.py --device cuda   # on a GPU (bf16 autocast)
-    python bench/train_throughput.py --watch-only    # only: the cost of watching a run (core/train_watch.py)
+    python bench/train_throughput.py --watch-only    # only: the cost of watching a run (core/train/watch.py)
 
 Both models get the same batches (real sentences of the sample corpus, minilm's WordPiece
 tokenizer, BERT masking) and run the same step: forward, MLM head on the masked positions,
@@ -41,9 +41,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from core.device import bf16_supported, describe_device, pick_device  # noqa: E402
-from core.masking import IGNORE, mask_tokens, special_mask  # noqa: E402
-from core.model import EncoderConfig, EncoderForMaskedLM  # noqa: E402
-from core.train_data import collate, encode  # noqa: E402
+from core.encoder.model import EncoderConfig, EncoderForMaskedLM  # noqa: E402
+from core.train.data import collate, encode  # noqa: E402
+from core.train.masking import IGNORE, mask_tokens, special_mask  # noqa: E402
 
 SIZES = {
     # name: (layers, dim, heads, ffn)
@@ -134,9 +134,9 @@ def time_steps(built, data, device, precision: str, warmup: int) -> float:
 
 def watch_overhead(device, steps: int, rounds: int, threads: int, out_root: Path) -> dict:
     """Seconds per training step of the Trainer with and without watching, and their ratio."""
-    from core.train import Trainer
-    from core.train_config import TrainConfig
-    from core.train_watch import probe_every
+    from core.train.config import TrainConfig
+    from core.train.trainer import Trainer
+    from core.train.watch import probe_every
 
     shares = []
 
@@ -210,7 +210,7 @@ def main(argv=None) -> int:
         print(line, file=sys.stderr)
     from transformers import AutoTokenizer
 
-    from core.sources import resolve
+    from core.encoder.sources import resolve
     tok = AutoTokenizer.from_pretrained(str(resolve("minilm").folder))
     steps = args.steps or (100 if device.type == "cuda" else (8 if args.quick else 12))
     warmup = 2 if device.type == "cpu" else 10

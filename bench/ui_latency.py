@@ -114,7 +114,7 @@ def make_window(app, folder):
 
 def bench_ingest(app, n, tmp):
     from app.gui.corpus_service import create_store_job
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     folder = tmp / "ingest"
     backend = get_backend("minilm", "scratch")
     store, _ = create_store_job(folder, backend, "mean", sample=None, progress=lambda *a, **k: None,
@@ -143,7 +143,7 @@ def bench_search(app, rows, tmp):
 
     from PySide6.QtTest import QTest
 
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
 
     folder = tmp / "big"
     t0 = time.perf_counter()

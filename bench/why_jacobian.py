@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/why_jacobian.py [--tokens 30] [--steps 30]
 
-The exact "Why similar" decomposition (core/why.py) needs one forward pass per sentence.
+The exact "Why similar" decomposition (core/evaluate/why.py) needs one forward pass per sentence.
 Integrated Jacobians need, per sentence and per integration step, the full Jacobian of the
 D-dimensional sentence vector with respect to the T x D input embeddings (D backward passes,
 batched here with torch.func.jacrev + vmap). This script times one forward pass (the peer)
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     from torch.func import jacrev
     from transformers import AutoModel
 
-    from core.sources import resolve
+    from core.encoder.sources import resolve
 
     model = AutoModel.from_pretrained(str(resolve("minilm").folder), attn_implementation="eager").eval()
     torch.manual_seed(0)

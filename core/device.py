@@ -7,7 +7,7 @@ environment variables ``ENCODERSCOPE_DEVICE`` (auto | cpu | cuda | cuda:1 | mps)
 Precision "auto" (the default) means bf16 where the hardware computes it natively — CPUs with
 AVX512-BF16 or AMX, CUDA GPUs with bf16 — and fp32 elsewhere: there bf16 is 1.7-1.8x faster than our
 fp32 and 2.6-2.8x transformers' fp32 (minilm, batches of 64, AMD Zen 5; docs/benchmarks.md), and its
-vectors keep cosine >= 0.9999 with fp32 (core.backends checks that for each model before it uses
+vectors keep cosine >= 0.9999 with fp32 (core.encoder.backends checks that for each model before it uses
 bf16). Without native instructions bf16 is emulated and slower than fp32.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ import os
 
 import torch
 
+from core.encoder.names import PRECISION_CHOICES, PRECISIONS
 from core.errors import DeviceUnavailable, InputError
-from core.names import PRECISION_CHOICES, PRECISIONS
 
 ENV_VAR = "ENCODERSCOPE_DEVICE"
 PRECISION_ENV = "ENCODERSCOPE_PRECISION"

@@ -1,9 +1,9 @@
 """Measurements that depend on this machine, not on the session: kept on disk so later starts
 skip them (start-up time). A missing or unreadable file only means measuring again.
 
-* ``kernel_choice.json`` - core.packed_forward.pack_for_cpu_inference: which fp32 Linear kernel (oneDNN or
+* ``kernel_choice.json`` - core.encoder.packed_forward.pack_for_cpu_inference: which fp32 Linear kernel (oneDNN or
   MKL) won per weight shape (timing both costs 70-230 ms per model load).
-* ``bf16_check.json`` - core.backends.base.Backend.check_bf16: the min cosine of a model's bf16 vectors with
+* ``bf16_check.json`` - core.encoder.backends.base.Backend.check_bf16: the min cosine of a model's bf16 vectors with
   its fp32 ones (two embeddings of the check sentences, ~1 s of CPU per load).
 Keys hold what the result depends on: the CPU, torch's version and thread count, plus the shape
 or the model's folder and weights' mtime.

@@ -86,7 +86,7 @@ class Store(ABC):
 
     _fp: dict
     _dim: int
-    _whitening = None     # core.whitening.Whitening of a whitened store (index/whitening.py), else None
+    _whitening = None     # core.evaluate.whitening.Whitening of a whitened store (index/whitening.py), else None
 
     # ---- identity ------------------------------------------------------------------------
     @property
@@ -104,7 +104,7 @@ class Store(ABC):
 
     @property
     def whitening(self):
-        """The store's whitening transform (core.whitening.Whitening), or None."""
+        """The store's whitening transform (core.evaluate.whitening.Whitening), or None."""
         return self._whitening
 
     @property
@@ -285,7 +285,7 @@ class Store(ABC):
         updated in place as batches commit; with keep_ids its ids list gets every input's id.
         Call save() (or close()) afterwards.
         """
-        from core.backends import EmbedStats
+        from core.encoder.backends import EmbedStats
         self._need_writer()
         fp = backend.fingerprint(pooling=pooling or self.pooling)
         fpmod.check(self.model_fingerprint_dict, fp, f"texts embedded with {backend.model_name}",

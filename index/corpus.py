@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from core.errors import Cancelled
-from core.train_data import dedupe_sentences, read_corpus
+from core.train.data import dedupe_sentences, read_corpus
 from index import fingerprint as fpmod
 from index.base import AddResult, Store
 from index.errors import StoreNotFound
@@ -65,11 +65,11 @@ def create_whitened_corpus(location, backend, pooling: str, items, *, dims: int 
                            index: str = "auto", batch_size: int = 32, progress=None,
                            cancel=None) -> tuple[Store, AddResult]:
     """A new corpus at `location` holding `items` ((text, metadata) pairs or texts) whitened with
-    BERT-whitening fitted on their own vectors (core/whitening.py; `dims` directions, all by
+    BERT-whitening fitted on their own vectors (core/evaluate/whitening.py; `dims` directions, all by
     default), and what was added. progress(done, total) counts texts embedded. The texts are
     embedded once, before the store exists: a cancel leaves no store behind."""
     from core.errors import InputError
-    from core.whitening import fit_whitening
+    from core.evaluate.whitening import fit_whitening
     from index.base import normalize
     refuse_whitening(location)
     items = [(it, None) if isinstance(it, str) else tuple(it) for it in items]

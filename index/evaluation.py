@@ -1,10 +1,10 @@
 """Retrieval quality of a store: each query searched with the store's own search (its model, its
 whitening, FAISS or Milvus alike), the rank of its relevant text among the top k, and recall@k
-and MRR over the queries (core.evaluation.retrieval_scores)."""
+and MRR over the queries (core.evaluate.metrics.retrieval_scores)."""
 from __future__ import annotations
 
 from core.errors import Cancelled, InputError
-from core.evaluation import retrieval_scores
+from core.evaluate.metrics import retrieval_scores
 from index.base import Store
 
 QUERY_BATCH = 32      # queries searched together (one embed call)

@@ -1,11 +1,11 @@
 """Model fingerprints as the store keeps them (plain dicts on disk) and the mismatch check.
 
-Comparison follows core.fingerprint.Fingerprint.compatible (same weights, config and tokenizer
+Comparison follows core.encoder.fingerprint.Fingerprint.compatible (same weights, config and tokenizer
 files, pooling, dim, normalisation, precision policy; the name is only for people).
 """
 from __future__ import annotations
 
-from core.fingerprint import Fingerprint
+from core.encoder.fingerprint import Fingerprint
 from index.errors import ModelMismatch
 
 

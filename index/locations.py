@@ -62,7 +62,7 @@ def open_store(location=None, *, writable: bool = True, create: bool = False, fi
     writable=False opens for searching only; create=True creates a missing
     store for `fingerprint` (needs a writable open). fingerprint: the model the caller will add
     and search with; another model raises index.errors.ModelMismatch on every implementation.
-    whitening= (FAISS only; create): a core.whitening.Whitening the new store applies.
+    whitening= (FAISS only; create): a core.evaluate.whitening.Whitening the new store applies.
     Other keywords go to the implementation (FAISS: repair, ivf_threshold, check; Milvus:
     timeout, token).
     """

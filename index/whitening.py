@@ -1,4 +1,4 @@
-"""A whitened store: its vectors are a model's vectors after BERT-whitening (core/whitening.py),
+"""A whitened store: its vectors are a model's vectors after BERT-whitening (core/evaluate/whitening.py),
 fitted on the corpus when the store was created.
 
 The store's fingerprint names the transform (``whitening``: the sha256 of its numbers) and the
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.whitening import Whitening, WhiteningFileError, load_whitening, save_whitening
+from core.evaluate.whitening import Whitening, WhiteningFileError, load_whitening, save_whitening
 from index import fingerprint as fpmod
 from index.errors import StoreCorrupted
 

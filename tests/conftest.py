@@ -31,14 +31,14 @@ def tiny_distilbert(tmp_path_factory):
 @pytest.fixture(scope="session")
 def minilm():
     """The packaged all-MiniLM-L6-v2 on our encoder (CPU, fp32 as pinned above): loaded once."""
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     return get_backend("minilm", "scratch", device="cpu")
 
 
 @pytest.fixture(scope="session")
 def minilm_hf():
     """The same model under transformers (--backend hf)."""
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     return get_backend("minilm", "hf", device="cpu")
 
 

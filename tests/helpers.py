@@ -92,8 +92,8 @@ def make_tiny_checkpoint(folder: Path, norm="pre", positions="sinusoidal", activ
     LayerNorms and biases are not at their identity/zero init."""
     from transformers import BertTokenizerFast
 
-    from core.model import EncoderConfig, EncoderForMaskedLM
-    from core.weights import save_checkpoint
+    from core.encoder.model import EncoderConfig, EncoderForMaskedLM
+    from core.encoder.weights import save_checkpoint
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

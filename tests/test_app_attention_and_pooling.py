@@ -41,9 +41,9 @@ def test_choosing_an_attention_pooled_checkpoint_selects_its_pooling(qtbot, tmp_
 
     from app.gui.model_bar import ModelBar
     from app.gui.state import AppState
-    from core.model import Encoder
-    from core.sources import DEFAULT_MODEL, resolve
-    from core.weights import save_checkpoint
+    from core.encoder.model import Encoder
+    from core.encoder.sources import DEFAULT_MODEL, resolve
+    from core.encoder.weights import save_checkpoint
     from tests.test_encoder_parts import small_config
 
     tok = AutoTokenizer.from_pretrained(str(resolve(DEFAULT_MODEL).folder))

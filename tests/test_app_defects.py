@@ -7,7 +7,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 
-from core.backends import get_backend
+from core.encoder.backends import get_backend
 from tests.app_fixtures import *
 from tests.app_fixtures import wait_idle
 

@@ -47,7 +47,7 @@ def test_a_hub_model_while_offline(qtbot, state, caplog, capsys, monkeypatch):
 
 def test_thirty_masks(qtbot, state, caplog, capsys, tiny_distilbert):
     from app.gui.panels.fillmask.panel import predict_fn
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     caplog.set_level(logging.INFO)
     backend = get_backend(str(tiny_distilbert))
     message = run_job(qtbot, state, predict_fn, backend, " ".join(["the [MASK]"] * 30), 5, wants_progress=False)

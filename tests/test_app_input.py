@@ -70,7 +70,7 @@ def test_sentence_box_keeps_a_long_pasted_text_whole(qtbot, make_window, tiny_st
 def test_attention_box_reports_the_real_token_count(qtbot, tiny_distilbert):
     from app.gui.panels.attention.panel import AttentionPanel
     from app.gui.state import AppState
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
 
     backend = get_backend(str(tiny_distilbert))
     state = AppState()

@@ -81,7 +81,7 @@ def badge_delta(text: str) -> float:
 
 @pytest.mark.parametrize("step", ["q", "masked_scores", "weights", "ffn_output", "pooled"])
 def test_walkthrough_step_badge_and_weighted_sum(qtbot, window, other_tiny, step):
-    from core import walkthrough as W
+    from core.walkthrough import steps as W
     w = window
     panel = w.optional_panels["Step by step"]
     select_tab(w, "Step by step")
@@ -111,7 +111,7 @@ def test_walkthrough_step_badge_and_weighted_sum(qtbot, window, other_tiny, step
         assert f"row {q} of <b>head_output</b>" in panel.step_view.build_up.label.text()
         np.testing.assert_allclose(panel.step_view.build_up.total, head_out[q], atol=1e-6)
     if step == "pooled":
-        from core.positions_demo import pooling_comparison
+        from core.walkthrough.positions_demo import pooling_comparison
         qtbot.waitUntil(lambda: panel.pooling_view.result is not None, timeout=30_000)
         wait_idle(qtbot, w)
         expected = pooling_comparison(new, TEXT, None)

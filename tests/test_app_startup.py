@@ -85,9 +85,9 @@ def test_the_transformers_tokenizer_loads_in_the_background_after_the_panels(
     once the idle-time panel building is done it is loaded in a worker (the Attention panel's
     first inspection loads it too, but that panel may show another model), so a first Why or
     Fill-mask request does not wait for it."""
-    import core.backends as cb
-    from core.sources import resolve
-    from core.tokenizer import ModelTokenizer
+    import core.encoder.backends as cb
+    from core.encoder.sources import resolve
+    from core.encoder.tokenizer import ModelTokenizer
     ModelTokenizer(resolve("minilm").folder, 512)       # from here on the pipeline is kept
     monkeypatch.setattr(cb, "_cache", {})                # a new model object, as in a new process
     monkeypatch.setattr("app.gui.main_window.PREBUILD_DELAY_MS", 600_000)   # idle time on demand below
@@ -105,9 +105,9 @@ def test_the_transformers_tokenizer_loads_in_the_background_after_the_panels(
 
 
 def test_the_tokenizer_warm_up_loads_it_without_any_panel(qtbot, make_window, sample_store_template, monkeypatch):
-    import core.backends as cb
-    from core.sources import resolve
-    from core.tokenizer import ModelTokenizer
+    import core.encoder.backends as cb
+    from core.encoder.sources import resolve
+    from core.encoder.tokenizer import ModelTokenizer
     ModelTokenizer(resolve("minilm").folder, 512)
     monkeypatch.setattr(cb, "_cache", {})
     monkeypatch.setattr("app.gui.main_window.PREBUILD_DELAY_MS", 600_000)

@@ -32,7 +32,7 @@ def test_a_whitened_corpus_opens_as_the_corpus_models_and_searches_whitened(qtbo
     assert [h.text for h in panel.results.hits] == expected
     # Why on a hit: the store's score compares whitened vectors; the dialog says so instead of
     # comparing it with the model's cosine it splits
-    from core.why import WHITENED_NOTE
+    from core.evaluate.why import WHITENED_NOTE
     dialog_hit = panel.results.hit(0)
     if panel.why_dialog is None:
         from app.gui.panels.why.view import WhyDialog

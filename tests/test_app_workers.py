@@ -240,7 +240,7 @@ def test_model_bar_lists_trained_checkpoints(qtbot, data_dir):  # noqa: F811
     from app.gui.model_bar import ModelBar
     from app.gui.settings import models_dir
     from app.gui.state import AppState
-    from core.sources import CHECKPOINT_MARKER
+    from core.encoder.sources import CHECKPOINT_MARKER
 
     run = models_dir() / "run-1"
     run.mkdir()
@@ -392,7 +392,7 @@ def test_opening_a_store_a_cli_ingest_writes_logs_its_message_not_a_traceback(
 
     from app.gui.corpus_service import open_store_job
     from app.gui.logs import log_file, setup_logging
-    from core.fingerprint import Fingerprint
+    from core.encoder.fingerprint import Fingerprint
     from index.locations import open_store
     setup_logging()
     open_store(tmp_path / "s", writable=True, create=True,

@@ -1,12 +1,12 @@
-"""The architecture map's data (core/architecture.py), checked against the walkthrough's real numbers:
+"""The architecture map's data (core/walkthrough/architecture.py), checked against the walkthrough's real numbers:
 its blocks are the walk's steps, its shapes the arrays' shapes, its adds the sums they claim."""
 import numpy as np
 import pytest
 
-from core.architecture import MAIN, RESIDUAL, architecture
-from core.backends import get_backend
-from core.model import EncoderConfig
-from core.walkthrough import explain
+from core.encoder.backends import get_backend
+from core.encoder.model import EncoderConfig
+from core.walkthrough.architecture import MAIN, RESIDUAL, architecture
+from core.walkthrough.steps import explain
 from tests.helpers import make_tiny_checkpoint, make_tiny_distilbert
 
 SENTENCE = "The cat sat on the mat."

@@ -1,8 +1,8 @@
-"""core/attention.py: aggregations, rollout (hand-computed), hiding tokens, export."""
+"""core/encoder/attention.py: aggregations, rollout (hand-computed), hiding tokens, export."""
 import numpy as np
 import pytest
 
-from core import attention as A
+from core.encoder import attention as A
 
 
 def random_attentions(L=3, H=4, T=7, seed=0):

@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 import torch
 
-from core.backends import EmbedStats, get_backend
-from core.catalog import list_models
+from core.encoder.backends import EmbedStats, get_backend
+from core.encoder.catalog import list_models
+from core.encoder.fingerprint import Fingerprint
 from core.errors import InputError, ModelUnavailable, NoMLMHead
-from core.fingerprint import Fingerprint
 
 SENTENCES = ["The cat sat on the mat.", "Stock markets fell sharply on Monday.",
              "A kitten was sitting on the rug.", "hi"]
@@ -212,7 +212,7 @@ def test_list_models(tiny_distilbert):
 
 
 def test_checkpoint_roundtrip(tmp_path, tiny_distilbert):
-    from core.weights import load_folder, save_checkpoint
+    from core.encoder.weights import load_folder, save_checkpoint
     b = get_backend(str(tiny_distilbert), "scratch")
     out = save_checkpoint(b.model, b.tokenizer, tmp_path / "ckpt")
     again = get_backend(str(out), "scratch")
@@ -233,7 +233,7 @@ def test_inspect_sentence_pair_uses_token_types(both):
 
 
 def test_trained_models_in_the_data_folder_are_listed(tmp_path, monkeypatch, tiny_distilbert):
-    from core.weights import save_checkpoint
+    from core.encoder.weights import save_checkpoint
     monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path))
     b = get_backend(str(tiny_distilbert))
     out = save_checkpoint(b.model, b.tokenizer, tmp_path / "models" / "run-1")
@@ -244,7 +244,7 @@ def test_trained_models_in_the_data_folder_are_listed(tmp_path, monkeypatch, tin
 def test_model_retrained_in_place_is_reloaded(tmp_path, tiny_distilbert):
     import os
 
-    from core.weights import save_checkpoint
+    from core.encoder.weights import save_checkpoint
     b = get_backend(str(tiny_distilbert))
     out = save_checkpoint(b.model, b.tokenizer, tmp_path / "ckpt")
     first = get_backend(str(out))
@@ -276,7 +276,7 @@ def _copy_weights(src, dst, tokenizer_from=None):
 def test_folder_without_or_with_the_wrong_tokenizer(tmp_path, tiny_distilbert, backend):
     """transformers builds an empty all-[UNK] tokenizer for a folder without tokenizer files, and a
     bigger vocabulary than the model's crashes inside the embedding: both must be clear errors."""
-    from core.sources import resolve
+    from core.encoder.sources import resolve
     no_tok = _copy_weights(tiny_distilbert, tmp_path / "no_tok")
     with pytest.raises(ModelUnavailable, match="no tokenizer files"):
         get_backend(str(no_tok), backend)
@@ -356,7 +356,7 @@ def test_a_loaded_model_holds_every_weight_of_its_checkpoint(tiny_distilbert):
     """Loading skips the random initialisation: every parameter must then be the file's."""
     from safetensors.torch import load_file
 
-    from core.weights import load_folder
+    from core.encoder.weights import load_folder
     torch.manual_seed(0)
     model, _, _ = load_folder(tiny_distilbert)
     saved = load_file(str(tiny_distilbert / "model.safetensors"))
@@ -371,7 +371,7 @@ def test_a_loaded_model_holds_every_weight_of_its_checkpoint(tiny_distilbert):
 def test_joint_completion_keeps_the_users_text(tiny_distilbert):
     """An uncased model reads lowercase; the completion it offers is the user's own sentence,
     case and spacing kept, with each mask filled in."""
-    from core.fillmask import fill_in
+    from core.encoder.fillmask import fill_in
     b = get_backend(str(tiny_distilbert))
     res = b.fill_mask("The Cat [MASK] on the MAT , said [MASK] .")
     words = [b.tokenizer.decode([b.tokenizer.convert_tokens_to_ids(t)]).strip() for t in res.joint["tokens"]]

@@ -1,4 +1,4 @@
-"""Batch planning (core/batching.py): every text once, shortest first, within both caps, and as
+"""Batch planning (core/encoder/batching.py): every text once, shortest first, within both caps, and as
 few batches as the caps allow; and embed() follows the plan without changing a vector."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.backends import get_backend
-from core.batching import plan_batches, token_budget
+from core.encoder.backends import get_backend
+from core.encoder.batching import plan_batches, token_budget
 
 
 @settings(max_examples=300, deadline=None)

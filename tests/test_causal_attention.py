@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from core import numpy_ref
 from core.device import bf16_supported
-from core.model import Encoder, EncoderConfig, EncoderForMaskedLM
-from core.packed_forward import PackedEncoder, pack_for_cpu_inference
+from core.encoder.model import Encoder, EncoderConfig, EncoderForMaskedLM
+from core.encoder.packed_forward import PackedEncoder, pack_for_cpu_inference
+from core.walkthrough import numpy_ref
 from tests.test_encoder_parts import randomised, small_config
 
 
@@ -117,7 +117,7 @@ def test_packed_cpu_path_keeps_the_causal_mask(bf16):
 
 
 def test_mlm_head_model_round_trips_the_setting(tmp_path):
-    from core.weights import load_folder, save_checkpoint
+    from core.encoder.weights import load_folder, save_checkpoint
     cfg = small_config(attention="causal")
     model = randomised(EncoderForMaskedLM(cfg))
     save_checkpoint(model, None, tmp_path)

@@ -22,7 +22,7 @@ def run_script(*args, check=True):
 
 
 def test_embed_json_matches_the_api(tmp_path):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     f = tmp_path / "texts.txt"
     f.write_text("A third one from a file.\n\n   \nAnd a fourth.\n", encoding="utf-8")
     out = json.loads(run_script("embed", "The cat sat.", "Dogs bark.", "--file", str(f), "--json").stdout)

@@ -67,7 +67,7 @@ def test_models_folder_says_unusable_for_folders_that_cannot_load(tmp_path, mode
 
 def test_search_on_an_empty_store_is_an_error_that_suggests_an_ingest_that_works(
         tmp_path, model, lines, capsys):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     from index.locations import open_store
     open_store(tmp_path / "s", writable=True, create=True,
                fingerprint=get_backend(str(model)).fingerprint("mean")).close()

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from core import numpy_ref
+from core.encoder.model import Encoder, EncoderForMaskedLM
+from core.encoder.pooling import NoPoolingQuery, pool
+from core.encoder.weights import load_folder, save_checkpoint
 from core.errors import InputError, ModelUnavailable
-from core.masking import IGNORE
-from core.model import Encoder, EncoderForMaskedLM
-from core.next_token import next_token_labels
-from core.pooling import NoPoolingQuery, pool
-from core.train import Trainer
-from core.weights import load_folder, save_checkpoint
+from core.train.masking import IGNORE
+from core.train.next_token import next_token_labels
+from core.train.trainer import Trainer
+from core.walkthrough import numpy_ref
 from tests.test_encoder_parts import randomised, small_config
 from tests.test_train_helpers import tiny_config, write_corpus
 
@@ -122,8 +122,8 @@ def test_clm_heldout_loss_is_an_independent_next_token_loss(clm_run):
     """The eval number equals cross-entropy computed here from the saved model's logits."""
     from transformers import AutoTokenizer
 
-    from core.train_config import TrainConfig
-    from core.train_data import encode, read_corpus, split_heldout
+    from core.train.config import TrainConfig
+    from core.train.data import encode, read_corpus, split_heldout
     _, events, out, _ = clm_run
     model, _, _ = load_folder(out)
     tok = AutoTokenizer.from_pretrained(str(out))
@@ -160,7 +160,7 @@ def test_clm_checkpoint_round_trips_and_stays_causal(clm_run):
 def test_clm_checkpoint_under_transformers_is_refused_with_one_clear_message(clm_run):
     """A fresh causal run has no token types: DistilBERT layout, which has no causal mask. (Its
     default pre-norm is refused first; a post-norm one reaches the causal message.)"""
-    from core.hf_checkpoint import transformers_layout
+    from core.encoder.hf_checkpoint import transformers_layout
     cfg = small_config(attention="causal", norm="post")
     with pytest.raises(ModelUnavailable, match="causal attention mask, which transformers' DistilBERT "
                                                "does not have.*--backend scratch"):
@@ -190,7 +190,7 @@ def test_attention_pooling_trains_its_query(pooled_run):
 
 
 def test_attention_pooled_checkpoint_embeds_with_its_pooling_by_default(pooled_run):
-    from core.backends import clear_cache, get_backend
+    from core.encoder.backends import clear_cache, get_backend
     _, _, out, trainer = pooled_run
     clear_cache()
     b = get_backend(str(out), "scratch", device="cpu", precision="fp32")
@@ -212,7 +212,7 @@ def test_attention_pooled_checkpoint_embeds_with_its_pooling_by_default(pooled_r
 
 
 def test_pooling_attention_without_a_query_is_one_clear_error():
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     b = get_backend("random:dim=32,layers=1,heads=2,ffn=64", "scratch", device="cpu", precision="fp32")
     with pytest.raises(InputError, match="has no learned query vector.*encoderscope train --objective simcse "
                                          "--pooling attention"):
@@ -228,8 +228,8 @@ def test_hf_backend_runs_a_causal_attention_pooled_bert_layout_checkpoint(tmp_pa
     attentions, with the query kept beside the transformers model."""
     from transformers import AutoTokenizer
 
-    from core.backends import clear_cache, get_backend
-    from core.sources import DEFAULT_MODEL, resolve
+    from core.encoder.backends import clear_cache, get_backend
+    from core.encoder.sources import DEFAULT_MODEL, resolve
     tok = AutoTokenizer.from_pretrained(str(resolve(DEFAULT_MODEL).folder))
     cfg = small_config(attention=attention, norm="post", type_vocab_size=types, vocab_size=len(tok),
                        pooling="attention")
@@ -249,7 +249,7 @@ def test_hf_backend_runs_a_causal_attention_pooled_bert_layout_checkpoint(tmp_pa
 def test_hf_backend_refuses_a_causal_distilbert_layout_checkpoint(tmp_path, run):
     from transformers import AutoTokenizer
 
-    from core.sources import DEFAULT_MODEL, resolve
+    from core.encoder.sources import DEFAULT_MODEL, resolve
     tok = AutoTokenizer.from_pretrained(str(resolve(DEFAULT_MODEL).folder))
     model = randomised(EncoderForMaskedLM(small_config(attention="causal", norm="post", vocab_size=len(tok))))
     save_checkpoint(model, tok, tmp_path)
@@ -262,7 +262,7 @@ def test_hf_backend_refuses_a_causal_distilbert_layout_checkpoint(tmp_path, run)
 
 
 def test_why_splits_an_attention_pooled_cosine_exactly():
-    from core.why import embed_score, pair_contributions
+    from core.evaluate.why import embed_score, pair_contributions
     rng = np.random.default_rng(0)
     h, g, q = rng.normal(size=(4, 8)), rng.normal(size=(6, 8)), rng.normal(size=8)
     c = pair_contributions(h, g, "attention", q)
@@ -276,7 +276,7 @@ def test_why_splits_an_attention_pooled_cosine_exactly():
 def test_clm_from_minilm_round_trips_on_both_backends(corpus, tmp_path):
     """minilm has token types, so its clm run maps to transformers' BERT with the decoder's
     causal mask: the same vectors and next-token logits from both backends."""
-    from core.backends import clear_cache, get_backend
+    from core.encoder.backends import clear_cache, get_backend
     out = tmp_path / "clm-minilm"
     Trainer(tiny_config(corpus, out, objective="clm", attention="causal", init="minilm", tokenizer="wordpiece",
                         steps=4, eval_every=4, batch_size=8, max_length=16, eval_sentences=16,
@@ -297,7 +297,7 @@ def test_an_attention_pooled_run_resumes_with_its_query(pooled_run, tmp_path):
     """The query is one more parameter of the optimizer: resuming restores its moments too."""
     import shutil
 
-    from core.train_config import TrainConfig
+    from core.train.config import TrainConfig
     _, _, out, _ = pooled_run
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
@@ -310,7 +310,7 @@ def test_an_attention_pooled_run_resumes_with_its_query(pooled_run, tmp_path):
 
 
 def test_the_model_list_says_how_a_checkpoint_attends_and_pools(pooled_run, clm_run):
-    from core.catalog import list_models, trained_pooling
+    from core.encoder.catalog import list_models, trained_pooling
     rows = {r["name"]: r for r in list_models([pooled_run[2], clm_run[2]], include_trained=False)}
     assert rows[str(pooled_run[2])]["pooling"] == "attention" and rows[str(pooled_run[2])]["available"]
     assert rows[str(clm_run[2])]["attention"] == "causal" and rows[str(clm_run[2])]["pooling"] == "mean"

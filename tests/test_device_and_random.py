@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.backends import get_backend
 from core.device import bf16_supported, describe_device, pick_device
+from core.encoder.backends import get_backend
 from core.errors import DeviceUnavailable, EncoderscopeError, InputError
 from tests.helpers import run_cli
 

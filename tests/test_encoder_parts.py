@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from core import numpy_ref
-from core.model import Encoder, EncoderConfig, sinusoidal_table
-from core.pooling import l2_normalize, pool
+from core.encoder.model import Encoder, EncoderConfig, sinusoidal_table
+from core.encoder.pooling import l2_normalize, pool
+from core.walkthrough import numpy_ref
 
 
 def small_config(**kw):
@@ -108,9 +108,9 @@ def test_config_rejects_bad_values():
 
 
 def test_onednn_inference_path_equals_plain_path():
-    from core.kernels import Linear
-    from core.model import EncoderForMaskedLM
-    from core.packed_forward import pack_for_cpu_inference
+    from core.encoder.kernels import Linear
+    from core.encoder.model import EncoderForMaskedLM
+    from core.encoder.packed_forward import pack_for_cpu_inference
     model = randomised(EncoderForMaskedLM(small_config(activation="gelu_tanh")), seed=9)
     ids = torch.randint(5, 60, (2, 7))
     mask = torch.ones_like(ids)

@@ -15,9 +15,9 @@ from transformers import (
     DistilBertForMaskedLM,
 )
 
-from core.model import EncoderConfig, EncoderForMaskedLM
-from core.sources import resolve
-from core.weights import WeightsError, bert_to_ours, build_model, load_folder
+from core.encoder.model import EncoderConfig, EncoderForMaskedLM
+from core.encoder.sources import resolve
+from core.encoder.weights import WeightsError, bert_to_ours, build_model, load_folder
 from tests.helpers import make_tiny_bert
 
 SENTENCES = [

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from core import assets
-from core.eval_pairs import read_queries, read_scored_pairs
+from core.evaluate.pairs import read_queries, read_scored_pairs
 from tests.helpers import one_error, run_cli
 from tests.test_store_contract import _milvus_available
 
@@ -128,7 +128,7 @@ def test_bad_input_is_one_error_line(capsys, tmp_path, argv, message):
 
 
 def test_an_empty_store_suggests_an_ingest_that_works(capsys, tmp_path):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     from index.corpus import create_corpus
     create_corpus(str(tmp_path / "s"), get_backend("minilm", "scratch", device="cpu"), "mean").close()
     code, _, err = run_cli(["eval", "--queries", "--store", tmp_path / "s"], capsys)
@@ -142,7 +142,7 @@ def test_an_empty_store_suggests_an_ingest_that_works(capsys, tmp_path):
 def test_anisotropy_of_any_model_equals_every_pairs_mean_cosine(capsys, tmp_path, which):
     """minilm under transformers, and a trained-run folder (our checkpoint layout): a small file
     has fewer pairs than the sample size, so every pair is averaged and the number is exact."""
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     from tests.helpers import make_tiny_checkpoint
     pairs = [("A cat sleeps.", "A cat naps.", 5), ("Rain is coming.", "Stocks fell.", 0),
              ("He baked bread.", "He baked a cake.", 3), ("The bus is late.", "The bus is delayed.", 4)]

@@ -92,7 +92,7 @@ def test_corpus_model_scores_before_and_after_whitening_equal_independent_comput
 
 
 def test_a_run_folder_is_evaluated_with_its_own_model(qtbot, view, pairs_file, tmp_path):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     from core.paths import models_dir
     from tests.helpers import make_tiny_checkpoint
     folder = make_tiny_checkpoint(models_dir() / "run")       # a run trained in the app: offered

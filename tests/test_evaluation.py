@@ -1,5 +1,5 @@
-"""Evaluation maths (core/evaluation.py, core/whitening.py) and the evaluation files
-(core/eval_pairs.py, the shipped assets/eval_*.tsv) against independent references: scipy's
+"""Evaluation maths (core/evaluate/metrics.py, core/evaluate/whitening.py) and the evaluation files
+(core/evaluate/pairs.py, the shipped assets/eval_*.tsv) against independent references: scipy's
 rank correlation and a brute-force rank computation, numpy's corrcoef, every pair's cosine,
 the covariance of whitened vectors, the shipped corpus on disk."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 
 from core import assets
 from core.errors import InputError
-from core.eval_pairs import read_queries, read_scored_pairs
-from core.evaluation import anisotropy, pearson, ranks, retrieval_scores, spearman
-from core.whitening import WhiteningFileError, fit_whitening, load_whitening, save_whitening
+from core.evaluate.metrics import anisotropy, pearson, ranks, retrieval_scores, spearman
+from core.evaluate.pairs import read_queries, read_scored_pairs
+from core.evaluate.whitening import WhiteningFileError, fit_whitening, load_whitening, save_whitening
 
 
 def brute_force_ranks(x):

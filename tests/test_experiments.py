@@ -16,19 +16,19 @@ TINY_FLAGS = ["--steps", "30", "--layers", "2", "--dim", "32", "--heads", "2", "
 
 
 def _base(**kw):
-    from core.train_config import TrainConfig
+    from core.train.config import TrainConfig
     return TrainConfig(corpus="c.txt", out="lab", **kw).to_dict()
 
 
 def _diff(a: dict, b: dict) -> set[str]:
-    """Independent of core.runs: the keys whose values differ, out aside."""
+    """Independent of core.train.runs: the keys whose values differ, out aside."""
     return {k for k in set(a) | set(b) if k != "out" and a.get(k) != b.get(k)}
 
 
 @pytest.mark.parametrize("name", ["norm", "positions", "objective", "pooling", "width", "heads", "layers"])
 def test_runs_differ_in_exactly_the_named_setting_and_what_it_implies(name):
-    from core.experiments import EXPERIMENTS, experiment_settings, implied_by
-    from core.runs import differing_settings
+    from core.train.experiments import EXPERIMENTS, experiment_settings, implied_by
+    from core.train.runs import differing_settings
 
     exp = EXPERIMENTS[name]
     runs = experiment_settings(exp, _base(), pairs="pairs.tsv")
@@ -47,7 +47,7 @@ def test_runs_differ_in_exactly_the_named_setting_and_what_it_implies(name):
 
 
 def test_the_objective_experiment_runs_clm_with_a_causal_mask():
-    from core.experiments import EXPERIMENTS, IMPLIED_SETTINGS, experiment_settings
+    from core.train.experiments import EXPERIMENTS, IMPLIED_SETTINGS, experiment_settings
 
     assert IMPLIED_SETTINGS[("objective", "clm")] == {"attention": "causal"}
     runs = dict(experiment_settings(EXPERIMENTS["objective"], _base(), pairs="p.tsv"))
@@ -59,7 +59,7 @@ def test_the_objective_experiment_runs_clm_with_a_causal_mask():
 
 
 def test_pooling_runs_train_contrastively_on_the_same_pairs():
-    from core.experiments import EXPERIMENTS, experiment_settings
+    from core.train.experiments import EXPERIMENTS, experiment_settings
 
     runs = experiment_settings(EXPERIMENTS["pooling"], _base(), pairs="p.tsv")
     assert [s["pooling"] for _, s in runs] == ["cls", "mean", "max", "attention"]
@@ -67,7 +67,7 @@ def test_pooling_runs_train_contrastively_on_the_same_pairs():
 
 
 def test_the_norm_grid_pairs_neighbours_that_differ_in_one_setting():
-    from core.experiments import EXPERIMENTS, experiment_settings
+    from core.train.experiments import EXPERIMENTS, experiment_settings
 
     exp = EXPERIMENTS["norm"]
     assert exp.grid and "2 × 2" in exp.title
@@ -80,7 +80,7 @@ def test_the_norm_grid_pairs_neighbours_that_differ_in_one_setting():
 
 
 def test_the_diff_rule_refuses_a_run_that_differs_in_anything_else():
-    from core.experiments import Experiment, Variant, check_single_setting, experiment_settings
+    from core.train.experiments import Experiment, Variant, check_single_setting, experiment_settings
 
     sneaky = Experiment("sneaky", "norm, and the learning rate too", ("norm",),
                         (Variant("pre", {"norm": "pre"}), Variant("post", {"norm": "post", "lr": 1e-3})), "")
@@ -97,8 +97,8 @@ def test_the_diff_rule_refuses_a_run_that_differs_in_anything_else():
 
 
 def test_a_setting_this_build_lacks_is_an_error_not_a_silent_copy():
-    from core.experiments import EXPERIMENTS, experiment_configs
-    from core.train_config import TrainConfig
+    from core.train.config import TrainConfig
+    from core.train.experiments import EXPERIMENTS, experiment_configs
 
     base = TrainConfig(corpus="c.txt", out="lab")
     if "pooling" in {f.name for f in fields(TrainConfig)}:
@@ -111,7 +111,7 @@ def test_a_setting_this_build_lacks_is_an_error_not_a_silent_copy():
 
 
 def test_whitening_is_a_page_not_a_queue(run):
-    from core.experiments import EXPERIMENTS, get_experiment, runnable_experiments
+    from core.train.experiments import EXPERIMENTS, get_experiment, runnable_experiments
 
     assert EXPERIMENTS["whitening"].page == "Evaluate" and "whitening" not in runnable_experiments()
     from core.errors import InputError
@@ -167,8 +167,8 @@ def test_cli_refuses_to_set_what_the_experiment_varies(run, corpus, tmp_path):
 
 
 def test_the_layers_experiment_trains_each_depth(corpus, tmp_path):
-    from core.experiments import EXPERIMENTS, run_experiment
-    from core.train_config import TrainConfig
+    from core.train.config import TrainConfig
+    from core.train.experiments import EXPERIMENTS, run_experiment
 
     base = TrainConfig(corpus=str(corpus), out=str(tmp_path / "depth"), steps=20, dim=32, heads=2, ffn=64,
                        batch_size=16, max_length=24, threads=1, device="cpu", log_every=5)
@@ -180,8 +180,8 @@ def test_the_layers_experiment_trains_each_depth(corpus, tmp_path):
 
 
 def test_cancel_stops_the_queue_after_the_run_in_progress(corpus, tmp_path):
-    from core.experiments import EXPERIMENTS, run_experiment
-    from core.train_config import TrainConfig
+    from core.train.config import TrainConfig
+    from core.train.experiments import EXPERIMENTS, run_experiment
 
     base = TrainConfig(corpus=str(corpus), out=str(tmp_path / "norm"), steps=30, dim=32, heads=2, ffn=64,
                        layers=2, batch_size=16, max_length=24, threads=1, device="cpu", log_every=5)
@@ -206,7 +206,7 @@ def test_one_seed_starts_every_objective_from_the_same_encoder():
     the SimCSE one (the encoder alone) must start with the same encoder weights."""
     import torch
 
-    from core.model import Encoder, EncoderConfig, EncoderForMaskedLM
+    from core.encoder.model import Encoder, EncoderConfig, EncoderForMaskedLM
 
     cfg = EncoderConfig(vocab_size=50, dim=16, n_layers=2, n_heads=2, hidden_dim=32, max_position_embeddings=16)
     torch.manual_seed(0)

@@ -1,14 +1,14 @@
-"""CPU fast paths (core/packed_forward.py pack_for_cpu_inference) give the hand-written path's numbers:
+"""CPU fast paths (core/encoder/packed_forward.py pack_for_cpu_inference) give the hand-written path's numbers:
 oneDNN-packed weights, the fused GELU and the fused Q/K/V projection, each within 1e-5."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from core import model as model_mod
-from core.backends import get_backend
 from core.device import bf16_supported
-from core.packed_forward import pack_for_cpu_inference
+from core.encoder import model as model_mod
+from core.encoder.backends import get_backend
+from core.encoder.packed_forward import pack_for_cpu_inference
 
 TEXTS = ["The cat sat on the mat.", "A quick brown fox jumps over the lazy dog near the river bank.",
          "Where is the nearest train station?", "ok"] * 8
@@ -20,7 +20,7 @@ def _batch(b):
 
 
 def test_packed_model_matches_the_plain_model(minilm):
-    from core.weights import load_folder
+    from core.encoder.weights import load_folder
     model, _, _ = load_folder(minilm.source.folder)       # fresh: the hand-written path only
     plain = (model.distilbert if hasattr(model, "head") else model).eval()
     assert all(m.packed is None for m in plain.modules() if isinstance(m, model_mod.Linear))
@@ -147,7 +147,7 @@ def test_bf16_attention_on_cpu_stays_within_bf16_rounding_of_fp32(minilm):
 
 @pytest.mark.parametrize("spec", [None, "random:dim=64,layers=2,heads=4,ffn=128,norm=pre,positions=sinusoidal"])
 def test_packed_encoder_gives_the_modules_numbers(minilm, spec):
-    """core/packed_forward.py runs the same operations on the same packed weights as the modules:
+    """core/encoder/packed_forward.py runs the same operations on the same packed weights as the modules:
     post-norm with token types (minilm) and pre-norm with sinusoidal positions, padded and not."""
     b = minilm if spec is None else get_backend(spec, precision="fp32", device="cpu")
     assert b.packed is not None

@@ -4,7 +4,7 @@ from PySide6 import QtCore
 
 from app.gui.panels.fillmask import panel as F  # noqa: E402
 from app.gui.state import AppState  # noqa: E402
-from core.backends import get_backend
+from core.encoder.backends import get_backend
 
 TEXT = "the [MASK] sat on the mat ."
 

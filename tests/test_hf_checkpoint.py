@@ -1,4 +1,4 @@
-"""A trained checkpoint runs under both encoders (core/hf_checkpoint.py): transformers' own
+"""A trained checkpoint runs under both encoders (core/encoder/hf_checkpoint.py): transformers' own
 DistilBERT / BERT, built from our config, gives what our from-scratch encoder gives; a pre-norm
 checkpoint, which transformers has no architecture for, is refused with a message that names
 the encoder that reads it - and that command works."""
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from core.backends import get_backend
-from core.hf_checkpoint import ours_to_bert
-from core.train import Trainer
-from core.weights import BERT_KEY_MAP
+from core.encoder.backends import get_backend
+from core.encoder.hf_checkpoint import ours_to_bert
+from core.encoder.weights import BERT_KEY_MAP
+from core.train.trainer import Trainer
 from tests.test_train_helpers import tiny_config, write_corpus
 
 TEXT = "every morning the [MASK] eats fish and then it [MASK] ."
@@ -70,7 +70,7 @@ def test_pre_norm_checkpoint_is_sent_to_the_scratch_encoder(pre_norm, run):
 
 
 def test_bert_names_round_trip_through_the_loaders_key_map():
-    """ours_to_bert is core/weights.BERT_KEY_MAP run backwards: each name comes back to itself."""
+    """ours_to_bert is core/encoder/weights.BERT_KEY_MAP run backwards: each name comes back to itself."""
     import re
     ours = ["embeddings.word_embeddings.weight", "embeddings.token_type_embeddings.weight",
             "distilbert.embeddings.LayerNorm.bias", "transformer.layer.3.attention.q_lin.weight",

@@ -20,7 +20,7 @@ TINY = dict(threads=1, precision="fp32", max_length=24, eval_every=10, eval_sent
 def runs_root(tmp_path_factory):
     """Two tiny runs that differ in norm: "pre" as a run from before runs were watched (no
     metrics.jsonl), "post" with a metrics.jsonl of known gradient norms and anisotropy."""
-    from core.train import Trainer
+    from core.train.trainer import Trainer
 
     root = tmp_path_factory.mktemp("lab")
     corpus = write_corpus(root / "c.txt", n=200)
@@ -198,7 +198,7 @@ def test_an_experiment_can_be_cancelled(qtbot, lab, tmp_path):
 
 def test_the_shared_settings_reach_every_run_and_the_varied_one_is_the_experiments(lab):
     from core.assets import paraphrase_pairs
-    from core.experiments import experiment_configs
+    from core.train.experiments import experiment_configs
 
     view = lab.experiments_view
     view.select("width")

@@ -43,8 +43,10 @@ def test_import_contracts_catch_an_upward_import(tmp_path):
 
 
 def test_importing_core_and_index_loads_no_qt():
-    mods = [f"{pkg}.{p.stem}" for pkg in ("core", "index") for p in sorted((ROOT / pkg).glob("*.py"))
-            if p.stem != "__init__"]
+    """Every module of core/ and index/, in every subpackage (backends, faiss, milvus included)."""
+    mods = [".".join(p.relative_to(ROOT).with_suffix("").parts) for pkg in ("core", "index")
+            for p in sorted((ROOT / pkg).rglob("*.py")) if p.stem not in ("__init__", "__main__")]
+    assert {"core.encoder.backends.hf", "index.faiss.store", "index.milvus.store"} <= set(mods), mods
     code = ("import sys, importlib\n"
             f"for m in {mods!r}: importlib.import_module(m)\n"
             f"bad = [m for m in sys.modules if m.split('.')[0] in {FORBIDDEN!r}]\n"
@@ -70,8 +72,8 @@ def test_no_pickle_for_user_data():
 
 
 def test_encoder_is_written_by_hand():
-    """core/model.py and core/numpy_ref.py use no transformers and no ready-made torch encoder."""
-    for name in ("model.py", "numpy_ref.py"):
+    """core/encoder/model.py and core/walkthrough/numpy_ref.py use no transformers and no ready-made torch encoder."""
+    for name in ("encoder/model.py", "walkthrough/numpy_ref.py"):
         path = ROOT / "core" / name
         mods = set(imported_modules(path))
         assert not {m for m in mods if m.split(".")[0] in ("transformers", "sentence_transformers")}, (name, mods)
@@ -84,8 +86,8 @@ def test_encoder_config_documents_every_field():
     """The @dataclass config is the encoder's vocabulary: one comment per field."""
     from dataclasses import fields
 
-    from core.model import EncoderConfig
-    lines = (ROOT / "core" / "model.py").read_text(encoding="utf-8").splitlines()
+    from core.encoder.model import EncoderConfig
+    lines = (ROOT / "core" / "encoder" / "model.py").read_text(encoding="utf-8").splitlines()
     start = lines.index("class EncoderConfig:")
     for f in fields(EncoderConfig):
         line = next(x for x in lines[start:] if x.strip().startswith(f"{f.name}:"))

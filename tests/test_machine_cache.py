@@ -1,4 +1,4 @@
-"""The oneDNN-or-MKL timing of core.packed_forward.pack_for_cpu_inference is remembered on disk
+"""The oneDNN-or-MKL timing of core.encoder.packed_forward.pack_for_cpu_inference is remembered on disk
 (core/machine_cache.py): the second load of a model times nothing and uses the remembered winner."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-import core.model as M
-import core.packed_forward as P
+import core.encoder.model as M
+import core.encoder.packed_forward as P
 from core import machine_cache
 from tests.test_encoder_parts import randomised, small_config
 
@@ -61,7 +61,7 @@ def test_an_unreadable_cache_means_timing_again(tmp_path, monkeypatch):
 
 
 def test_the_bf16_check_is_remembered(tmp_path, monkeypatch):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     from tests.helpers import make_tiny_distilbert
     monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path / "data"))
     # what is tested is the memo, not the CPU: bf16 runs (emulated, slowly) where it is not native

@@ -79,7 +79,7 @@ def test_check_reembeds_a_sample_and_catches_a_store_older_than_the_network_fing
         tmp_path, model, capsys):
     """A store whose fingerprint predates config/tokenizer hashes opens as before, and
     `info --check` finds the changed tokenizer by embedding its texts again."""
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     from index.locations import open_store
     backend = get_backend(str(model))
     old = backend.fingerprint("mean").to_dict()
@@ -94,7 +94,7 @@ def test_check_reembeds_a_sample_and_catches_a_store_older_than_the_network_fing
 
 
 def test_fingerprint_covers_config_tokenizer_and_policy_but_not_names(tmp_path, model):
-    from core.fingerprint import Fingerprint, network_hash
+    from core.encoder.fingerprint import Fingerprint, network_hash
     before = network_hash(model)
     edit_json(model / "config.json", _name_or_path="elsewhere", transformers_version="0.0")
     assert network_hash(model) == before            # names and versions change no vector
@@ -152,7 +152,7 @@ def test_learned_positions_relabelled_sinusoidal_are_refused(tmp_path, capsys):
 
 
 def test_a_model_edited_in_place_is_loaded_again(tmp_path, model):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     a = get_backend(str(model))
     shutil.copy(model / "config.json", tmp_path / "c.json")
     edit_json(model / "config.json", num_attention_heads=2)

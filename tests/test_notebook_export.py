@@ -1,4 +1,4 @@
-"""The exported notebook (core/notebook_export.py): portable (a .npz beside it, no absolute
+"""The exported notebook (core/walkthrough/notebook_export.py): portable (a .npz beside it, no absolute
 path), labelled, with a part structure and exercises; its explore mode recomputes every step
 for a new sentence, layer or head (compared with a fresh `explain` run) and compares with the
 stored run only where that still applies; and, in a fresh venv with only what its first cell
@@ -17,9 +17,9 @@ import nbformat
 import numpy as np
 import pytest
 
-from core import walkthrough as W
-from core.notebook_cells import PARTS
-from core.notebook_export import data_path, write_notebook
+from core.walkthrough import steps as W
+from core.walkthrough.notebook_cells import PARTS
+from core.walkthrough.notebook_export import data_path, write_notebook
 
 # The notebook's code cells, top to bottom, in a Python where torch, transformers and
 # Encoderscope cannot be imported; then `AFTER` (a test's own lines) in the same namespace.
@@ -64,7 +64,7 @@ def dumped(path: Path, out: Path):
 
 @pytest.fixture(scope="module")
 def tiny_backend(tiny_distilbert):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     return get_backend(str(tiny_distilbert), "scratch", device="cpu", precision="fp32")
 
 

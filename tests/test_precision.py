@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-import core.backends as backend_mod
+import core.encoder.backends as backend_mod
 from core import device as device_mod
-from core.backends import get_backend
+from core.encoder.backends import get_backend
 from core.errors import InputError
 from tests.helpers import run_cli
 

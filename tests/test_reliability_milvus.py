@@ -39,7 +39,7 @@ pytestmark = pytest.mark.skipif(not HAVE_MILVUS, reason="needs the [milvus] extr
 CHILD = textwrap.dedent("""
     import sys
     sys.path.insert(0, {root!r})
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     from index.locations import open_store
 
     location, model, start = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -118,7 +118,7 @@ def _check(store, backend, done_all, removed_all, label):
 
 
 def kill_trials(tmp_path, model, trials, seed, max_wait=2.5):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     from index.locations import open_store
     rng = random.Random(seed)
     location = f"milvus-lite:{tmp_path / 'store'}"

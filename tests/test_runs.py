@@ -15,7 +15,7 @@ from tests.test_train_helpers import tiny_config, write_corpus
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     """Two tiny runs on the same data that differ in norm and lr (and their output folders)."""
-    from core.train import Trainer
+    from core.train.trainer import Trainer
 
     root = tmp_path_factory.mktemp("runs")
     corpus = write_corpus(root / "c.txt", n=200)
@@ -45,7 +45,7 @@ def test_compare_lists_exactly_the_settings_changed(run, two_runs):
 
 
 def test_final_metrics_of_a_run_without_metrics_file_come_from_its_history(two_runs, tmp_path):
-    from core.runs import read_run
+    from core.train.runs import read_run
 
     a = shutil.copytree(two_runs[0], tmp_path / "older")
     (a / "metrics.jsonl").unlink(missing_ok=True)                 # a run trained before runs were watched
@@ -59,8 +59,8 @@ def test_final_metrics_of_a_run_without_metrics_file_come_from_its_history(two_r
 
 
 def test_final_metrics_are_the_last_lines_of_metrics_jsonl(tmp_path, two_runs):
-    from core.run_folder import read_metrics
-    from core.runs import curves, read_run
+    from core.train.run_folder import read_metrics
+    from core.train.runs import curves, read_run
 
     folder = tmp_path / "r"
     shutil.copytree(two_runs[0], folder)
@@ -93,7 +93,7 @@ def test_final_metrics_are_the_last_lines_of_metrics_jsonl(tmp_path, two_runs):
 
 
 def test_final_metrics_of_a_watched_run_are_its_metrics_file_read_plainly(two_runs):
-    from core.runs import read_run
+    from core.train.runs import read_run
 
     a, _ = two_runs
     path = a / "metrics.jsonl"
@@ -153,8 +153,8 @@ def test_bad_folders_get_one_error_line(run, two_runs, tmp_path, args, words):
 
 
 def test_a_setting_an_older_run_lacks_counts_as_its_default():
-    from core.runs import differing_settings
-    from core.train_config import TrainConfig
+    from core.train.config import TrainConfig
+    from core.train.runs import differing_settings
 
     new = TrainConfig(corpus="c", out="x").to_dict()
     old = {k: v for k, v in new.items() if k != "norm"}              # written before `norm` existed
@@ -166,8 +166,8 @@ def test_a_setting_an_older_run_lacks_counts_as_its_default():
 def test_csv_exports_hold_every_point_and_row(tmp_path, two_runs):
     import csv
 
-    from core.run_folder import read_metrics
-    from core.runs import compare_runs, curves, write_comparison_csv, write_curves_csv
+    from core.train.run_folder import read_metrics
+    from core.train.runs import compare_runs, curves, write_comparison_csv, write_curves_csv
 
     events = {str(f): read_metrics(f) for f in two_runs}
     n = write_curves_csv(tmp_path / "curves.csv", events)

@@ -483,7 +483,7 @@ def cone(n, seed=3):
 def make_whitened(opened, tmp_path, kind, n=600, k=12, name="w"):
     """A store whitened to k dims, fitted on n clustered vectors in a narrow cone (anisotropic, as
     a model's often are) and holding them."""
-    from core.whitening import fit_whitening
+    from core.evaluate.whitening import fit_whitening
     x = cone(n)
     w = fit_whitening(x, k)
     s = open_(opened, loc(tmp_path, kind, name), create=True, fingerprint=FP, whitening=w,
@@ -497,7 +497,7 @@ def test_a_whitened_store_searches_whitened_vectors_and_whitens_queries(tmp_path
         with pytest.raises(InputError, match="cannot be whitened"):
             make_whitened(opened, tmp_path, kind)
         return
-    from core.evaluation import anisotropy
+    from core.evaluate.metrics import anisotropy
     store, x, w = make_whitened(opened, tmp_path, kind)
     mu, ref = reference_whitening(x, 12)
     white = (x - mu) @ ref
@@ -531,7 +531,7 @@ def test_a_whitened_store_searches_whitened_vectors_and_whitens_queries(tmp_path
 
 @pytest.mark.parametrize("damage", ["flip a byte", "swap in another transform", "delete"])
 def test_a_damaged_or_swapped_whitening_file_is_detected_on_open(tmp_path, opened, damage):
-    from core.whitening import fit_whitening, save_whitening
+    from core.evaluate.whitening import fit_whitening, save_whitening
     from index.errors import StoreCorrupted
     store, x, _ = make_whitened(opened, tmp_path, "faiss")
     store.close()

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.backends import EmbedStats  # noqa: F401  (re-exported for the tests)
+from core.encoder.backends import EmbedStats  # noqa: F401  (re-exported for the tests)
+from core.encoder.fingerprint import Fingerprint  # noqa: F401  (re-exported for the tests)
 from core.errors import Cancelled, InputError
-from core.fingerprint import Fingerprint  # noqa: F401  (re-exported for the tests)
 from tests.fake_vectors import text_vector  # noqa: F401  (re-exported for the tests)
 
 

@@ -1,4 +1,4 @@
-"""core/tokenizer.py: the kept tokenizer pipeline gives exactly transformers' ids, is never
+"""core/encoder/tokenizer.py: the kept tokenizer pipeline gives exactly transformers' ids, is never
 trusted when stale, altered or damaged, and spares a later start the transformers import."""
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import tokenizer as tk
+from core.encoder import tokenizer as tk
+from core.encoder.sources import resolve
 from core.errors import ModelUnavailable
-from core.sources import resolve
 from tests.helpers import make_tiny_bert
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +36,7 @@ def kept_files(data_dir: Path) -> list[Path]:
 def folders(tmp_path_factory, tiny_distilbert):
     """Tokenizers of every kind the app loads: minilm's WordPiece (tokenizer.json), a DistilBERT
     saved by transformers, a BERT folder with vocab.txt only, and a trained word-level one."""
-    from core.wordtok import build_word_tokenizer
+    from core.encoder.wordtok import build_word_tokenizer
     vocab_only = make_tiny_bert(tmp_path_factory.mktemp("vocab_only"))
     (vocab_only / "tokenizer.json").unlink()
     word = tmp_path_factory.mktemp("word")
@@ -172,7 +172,7 @@ def test_the_size_check_holds_with_a_kept_pipeline(folders, data_dir):
 def test_a_second_start_embeds_without_transformers(tmp_path):
     """Two fresh processes: the second embeds a query without importing transformers, to the
     same vector; asking for the transformers tokenizer afterwards still works."""
-    code = ("import sys, json; from core.backends import get_backend\n"
+    code = ("import sys, json; from core.encoder.backends import get_backend\n"
             "b = get_backend('minilm', precision='fp32')\n"
             "v = b.embed(['A storm is coming, said the old fisherman.'])[0]\n"
             "had = 'transformers' in sys.modules\n"

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from core.checkpoint import STATE_JSON, STATE_TENSORS, atomic_folder, recover
+from core.encoder.weights import load_folder
+from core.encoder.wordtok import SPECIALS, build_word_tokenizer
 from core.errors import InputError
-from core.masking import IGNORE, mask_tokens, special_mask
-from core.train import Trainer
-from core.train_config import TrainConfig
-from core.train_data import BatchSampler, read_corpus, split_heldout, split_text
-from core.weights import load_folder
-from core.wordtok import SPECIALS, build_word_tokenizer
+from core.train.checkpoint import STATE_JSON, STATE_TENSORS, atomic_folder, recover
+from core.train.config import TrainConfig
+from core.train.data import BatchSampler, read_corpus, split_heldout, split_text
+from core.train.masking import IGNORE, mask_tokens, special_mask
+from core.train.trainer import Trainer
 from tests.test_train_helpers import tiny_config, write_corpus
 
 

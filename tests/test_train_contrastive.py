@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.sources import resolve
-from core.train import Trainer
-from core.weights import load_folder
+from core.encoder.sources import resolve
+from core.encoder.weights import load_folder
+from core.train.trainer import Trainer
 from tests.test_train_helpers import tiny_config, write_corpus
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -79,7 +79,7 @@ def test_minilm_with_a_fresh_mlm_head_becomes_a_fill_mask_model(corpus_without_p
     w1 = model.distilbert.embeddings.token_type_embeddings.weight
     assert torch.allclose(w0, w1, atol=5e-3)
     try:
-        from core.backends import get_backend
+        from core.encoder.backends import get_backend
     except ImportError:  # pragma: no cover
         return
     b = get_backend(model=str(out), backend="scratch", device="cpu")

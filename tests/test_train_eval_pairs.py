@@ -14,7 +14,7 @@ from tests.test_train_helpers import tiny_config, write_corpus
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     from core.assets import eval_pairs, sample_corpus
-    from core.train import Trainer
+    from core.train.trainer import Trainer
 
     root = tmp_path_factory.mktemp("evalpairs")
     # the sample corpus: the scored pairs' words are in its vocabulary, so their cosines are not ties of [UNK]s

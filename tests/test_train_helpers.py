@@ -40,7 +40,7 @@ def write_corpus(path: Path, n: int = 2000, seed: int = 0) -> Path:
 
 
 def tiny_config(corpus: Path, out: Path, **kw):
-    from core.train_config import TrainConfig
+    from core.train.config import TrainConfig
 
     base = dict(corpus=str(corpus), out=str(out), objective="mlm", init="fresh", tokenizer="word",
                 layers=1, dim=48, heads=4, ffn=96, max_length=24, steps=300, batch_size=32,

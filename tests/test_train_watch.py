@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from core import run_folder
-from core.train import Trainer
-from core.train_config import TrainConfig
-from core.train_watch import anisotropy, default_probe_set
+from core.train import run_folder
+from core.train.config import TrainConfig
+from core.train.trainer import Trainer
+from core.train.watch import anisotropy, default_probe_set
 from tests.test_train_helpers import tiny_config, write_corpus
 
 PROBE = "the dog barks in the park ."
@@ -52,7 +52,7 @@ def watched(corpus, tmp_path_factory):
 
 
 def group_of(name: str) -> str:
-    """The parameter groups, spelled out independently of core.train_watch."""
+    """The parameter groups, spelled out independently of core.train.watch."""
     parts = name.split(".")
     if "layer" in parts:
         i = parts.index("layer")

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from core import run_folder
+from core.train import run_folder
 from tests.test_train_helpers import tiny_config, write_corpus
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A finished 2-layer, dim-32 run of 30 steps: (folder, its events)."""
-    from core.train import Trainer
+    from core.train.trainer import Trainer
     root = tmp_path_factory.mktemp("watch-views")
     corpus = write_corpus(root / "gen.txt", n=500)
     events = []

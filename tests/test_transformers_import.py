@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = textwrap.dedent("""
     import sys, threading
     assert "transformers" not in sys.modules, "imported before the threads start"
-    from core.tokenizer import load_tokenizer
-    from core.transformers_import import from_transformers
+    from core.encoder.tokenizer import load_tokenizer
+    from core.encoder.transformers_import import from_transformers
     folder = sys.argv[1]
     start, errors, loaded = threading.Barrier(8), [], []
 

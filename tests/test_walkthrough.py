@@ -1,4 +1,4 @@
-"""The step-by-step walkthrough (core/walkthrough.py): every step is the model's number.
+"""The step-by-step walkthrough (core/walkthrough/steps.py): every step is the model's number.
 
 References, each independent of the NumPy steps: the torch encoder's own intermediates (forward
 hooks), Hugging Face transformers' hidden states and attentions for the same folder, the
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from core import numpy_ref
-from core.backends import get_backend
-from core.backends.scratch import RandomScratchBackend
+from core.encoder.backends import get_backend
+from core.encoder.backends.scratch import RandomScratchBackend
 from core.errors import InputError
-from core.walkthrough import POST_ORDER, PRE_ORDER, TOLERANCE, explain
+from core.walkthrough import numpy_ref
+from core.walkthrough.steps import POST_ORDER, PRE_ORDER, TOLERANCE, explain
 from tests.helpers import make_tiny_checkpoint
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."
@@ -215,7 +215,7 @@ def test_to_dict_is_the_cli_json(minilm):
 # ------------------------------------------------------------------ positions, permutation, pooling
 
 def test_permutation_demo_claims_hold(minilm):
-    from core.positions_demo import permutation_demo
+    from core.walkthrough.positions_demo import permutation_demo
     demo = permutation_demo(minilm, "the cat sat on the mat", seed=3, layer=0)
     assert demo.tokens[0] == demo.shuffled_tokens[0] == "[CLS]"
     assert demo.tokens[-1] == demo.shuffled_tokens[-1] == "[SEP]"
@@ -233,7 +233,7 @@ def test_permutation_demo_claims_hold(minilm):
 
 
 def test_permutation_demo_deeper_layer_and_errors(prenorm_folder):
-    from core.positions_demo import permutation_demo
+    from core.walkthrough.positions_demo import permutation_demo
     b = get_backend(str(prenorm_folder))
     demo = permutation_demo(b, "the small dog ran in the park", seed=0, layer=2)
     assert demo.without_positions_diff < 1e-5
@@ -243,8 +243,8 @@ def test_permutation_demo_deeper_layer_and_errors(prenorm_folder):
 
 
 def test_positions_view(minilm, prenorm_folder):
-    from core.model import sinusoidal_table
-    from core.positions_demo import positions_view
+    from core.encoder.model import sinusoidal_table
+    from core.walkthrough.positions_demo import positions_view
     view = positions_view(minilm, n_positions=40)
     assert view.model_positions == "learned" and view.learned.shape == (40, 384)
     np.testing.assert_allclose(view.learned,
@@ -263,7 +263,7 @@ def test_positions_view(minilm, prenorm_folder):
 
 
 def test_pooling_comparison(minilm):
-    from core.positions_demo import pooling_comparison
+    from core.walkthrough.positions_demo import pooling_comparison
     a, b = "A cat sat on the mat.", "A kitten rested on the rug."
     cmp = pooling_comparison(minilm, a, b)
     assert cmp.poolings == ("mean", "cls", "max")

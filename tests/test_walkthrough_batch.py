@@ -1,4 +1,4 @@
-"""The batch-of-two mask (core/walkthrough_batch.py): −∞ at every padded key, weight 0 there, and
+"""The batch-of-two mask (core/walkthrough/batch.py): −∞ at every padded key, weight 0 there, and
 the real tokens' results equal to each sentence run alone — checked against transformers, and
 shown to fail when the mask is left out."""
 from __future__ import annotations
@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from core.walkthrough_batch import explain_batch
+from core.walkthrough.batch import explain_batch
 
 LONG, SHORT = "the quick brown fox jumps over the lazy dog in the park", "a red bird"
 
 
 @pytest.fixture(scope="module")
 def backend(tiny_distilbert):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     return get_backend(str(tiny_distilbert), "scratch", device="cpu")
 
 
@@ -48,7 +48,7 @@ def test_real_tokens_equal_transformers_run_alone(tiny_distilbert, backend):
 def test_the_check_fails_without_the_mask(backend, monkeypatch):
     """Leave the mask out (padding read like words): the padded sentence's real tokens change,
     and the checks say so."""
-    monkeypatch.setattr("core.numpy_ref.mask_scores", lambda scores, keep: scores)
+    monkeypatch.setattr("core.walkthrough.numpy_ref.mask_scores", lambda scores, keep: scores)
     r = explain_batch(backend, SHORT, LONG)
     assert r.real_max_abs_diff > 1e-3
     assert r.padded_weight_max > 0 and r.weights_max_abs_diff > 1e-3

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.walkthrough_batch import explain_batch
+from core.walkthrough.batch import explain_batch
 from tests.app_fixtures import *
 
 SHORT, LONG = "a red bird", "the quick brown fox jumps over the lazy dog"
@@ -14,7 +14,7 @@ SHORT, LONG = "a red bird", "the quick brown fox jumps over the lazy dog"
 
 @pytest.fixture
 def tiny(tiny_distilbert):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     return get_backend(str(tiny_distilbert), "scratch", device="cpu")
 
 
@@ -51,7 +51,7 @@ def test_draws_the_padded_sentences_masked_scores_and_zero_weights(qtbot, panel,
 
 
 def test_a_failed_check_shows_red(qtbot, panel, monkeypatch):
-    monkeypatch.setattr("core.numpy_ref.mask_scores", lambda scores, keep: scores)   # no mask
+    monkeypatch.setattr("core.walkthrough.numpy_ref.mask_scores", lambda scores, keep: scores)   # no mask
     show_batch(qtbot, panel)
     assert "✘ real tokens" in panel.batch_view.proofs.text()
 
@@ -73,7 +73,7 @@ def test_follows_text_head_and_needs_a_second_sentence(qtbot, panel, tiny):
 
 
 def test_a_model_changed_while_hidden_is_recomputed_when_shown(qtbot, panel, tmp_path):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     from tests.helpers import make_tiny_distilbert
     show_batch(qtbot, panel)
     panel.hide()

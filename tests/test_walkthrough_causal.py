@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from core import walkthrough as W
-from core import walkthrough_capture
-from core.backends.scratch import RandomScratchBackend
-from core.walkthrough import TOLERANCE, explain
+from core.encoder.backends.scratch import RandomScratchBackend
+from core.walkthrough import capture as walkthrough_capture
+from core.walkthrough import steps as W
+from core.walkthrough.steps import TOLERANCE, explain
 
 CAUSAL = "random:dim=32,layers=2,heads=4,ffn=64,attention=causal"
 
@@ -59,10 +59,10 @@ def test_json_writes_masked_scores_as_null(causal):
 def test_attention_pooled_walkthrough_pools_with_the_learned_query(tmp_path):
     from transformers import AutoTokenizer
 
-    from core.backends import clear_cache, get_backend
-    from core.model import EncoderForMaskedLM
-    from core.sources import DEFAULT_MODEL, resolve
-    from core.weights import save_checkpoint
+    from core.encoder.backends import clear_cache, get_backend
+    from core.encoder.model import EncoderForMaskedLM
+    from core.encoder.sources import DEFAULT_MODEL, resolve
+    from core.encoder.weights import save_checkpoint
     from tests.test_encoder_parts import randomised, small_config
     tok = AutoTokenizer.from_pretrained(str(resolve(DEFAULT_MODEL).folder))
     model = randomised(EncoderForMaskedLM(small_config(vocab_size=len(tok), pooling="attention",
@@ -96,9 +96,9 @@ def test_notebook_of_a_causal_attention_pooled_model_checks_itself(tmp_path, run
     and asserts every step equals Encoderscope's."""
     from transformers import AutoTokenizer
 
-    from core.model import EncoderForMaskedLM
-    from core.sources import DEFAULT_MODEL, resolve
-    from core.weights import save_checkpoint
+    from core.encoder.model import EncoderForMaskedLM
+    from core.encoder.sources import DEFAULT_MODEL, resolve
+    from core.encoder.weights import save_checkpoint
     from tests.test_encoder_parts import randomised, small_config
     from tests.test_walkthrough_cli import run_notebook
     tok = AutoTokenizer.from_pretrained(str(resolve(DEFAULT_MODEL).folder))

@@ -12,7 +12,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from core.walkthrough import POST_ORDER, PRE_ORDER
+from core.walkthrough.steps import POST_ORDER, PRE_ORDER
 from tests.helpers import make_tiny_checkpoint
 
 # Runs a notebook's code cells top to bottom with the forbidden packages made unimportable.

@@ -1,13 +1,13 @@
-"""The walkthrough's weights (core/walkthrough_weights.py) and readable numbers
-(core/walkthrough_numbers.py): the tensors are the state_dict's, the breakdowns add up."""
+"""The walkthrough's weights (core/walkthrough/weights.py) and readable numbers
+(core/walkthrough/numbers.py): the tensors are the state_dict's, the breakdowns add up."""
 import math
 
 import numpy as np
 import pytest
 
-from core.walkthrough import explain
-from core.walkthrough_numbers import score_terms, wide_summary
-from core.walkthrough_weights import step_input
+from core.walkthrough.numbers import score_terms, wide_summary
+from core.walkthrough.steps import explain
+from core.walkthrough.weights import step_input
 
 SENTENCE = "The animal didn't cross the street because it was tired."
 
@@ -78,7 +78,7 @@ def test_wide_summary_norms_and_top_dimensions(walk):
 
 
 def test_final_layernorm_reads_the_last_layers_output(tmp_path):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     backend = get_backend("random:norm=pre,layers=2,dim=32,heads=4,ffn=64", "scratch", device="cpu")
     last = explain(backend, "a cat", layer=1)
     step = last.step("final_layernorm")

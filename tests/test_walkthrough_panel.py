@@ -6,7 +6,7 @@ import pytest
 from PySide6 import QtCore
 
 from app.gui.panels.walkthrough.steps_view import GREEN, RED
-from core import walkthrough as W
+from core.walkthrough import steps as W
 from tests.app_fixtures import *
 
 # 40 tokens with minilm's tokenizer: [CLS] + 38 word pieces + [SEP]
@@ -264,7 +264,7 @@ def test_layer_and_head_controls_rerun_the_walkthrough(qtbot, panel, minilm):
 
 
 def test_results_follow_the_selected_model(qtbot, panel, tiny_distilbert):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     explain(qtbot, panel, "the cat sat on the mat")
     tiny = get_backend(str(tiny_distilbert), backend="scratch")
     with qtbot.waitSignal(panel.explained, timeout=60000) as sig:
@@ -290,7 +290,7 @@ def test_attention_panel_sends_its_text(qtbot, panel):
 
 
 def test_sinusoidal_model_has_no_learned_table(qtbot, panel, tmp_path):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     from tests.helpers import make_tiny_distilbert
     sinusoidal = get_backend(str(make_tiny_distilbert(tmp_path / "sin", sinusoidal=True)), backend="scratch")
     panel.state.backend = sinusoidal
@@ -305,7 +305,7 @@ def test_sinusoidal_model_has_no_learned_table(qtbot, panel, tmp_path):
 
 
 def test_prenorm_model_pairs_and_hf_note(qtbot, panel, tmp_path, tiny_distilbert):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     from tests.helpers import make_tiny_checkpoint
     pre = get_backend(str(make_tiny_checkpoint(tmp_path / "pre")), backend="scratch")
     panel.state.backend = pre
@@ -326,7 +326,7 @@ def test_prenorm_model_pairs_and_hf_note(qtbot, panel, tmp_path, tiny_distilbert
 def test_a_model_changed_while_the_tab_is_hidden_leaves_no_old_number(qtbot, panel, tiny_distilbert):
     """The weighted-sum panel and the step shown are recomputed for the new model even though
     the tab is not on screen; each is compared with a fresh computation from the new run."""
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     explain(qtbot, panel, "the cat sat on the mat .")
     panel.show_step("weights")
     panel.step_view._row_clicked(2)
@@ -351,7 +351,7 @@ def test_a_model_changed_while_the_tab_is_hidden_leaves_no_old_number(qtbot, pan
 
 def test_the_positions_view_shown_again_after_a_hidden_model_change_is_the_new_models(
         qtbot, panel, minilm, tiny_distilbert):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     view = panel.positions_view
     with qtbot.waitSignal(view.shown, timeout=120000):
         panel.set_view(1)

@@ -11,7 +11,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.gui.panels.walkthrough.architecture_map import CURRENT
 from app.gui.state import AppState
-from core import walkthrough as W
+from core.walkthrough import steps as W
 from tests.app_fixtures import *
 
 TEXT = "The animal didn't cross the street because it was tired."
@@ -43,7 +43,7 @@ def click_cell(qtbot, hm, i, j):
 def model_qk(minilm, text, layer, head):
     """Q and K of one head from the torch encoder's own modules in float64 (no NumPy step code)."""
     if not _double:
-        from core.model import Encoder
+        from core.encoder.model import Encoder
         fresh = Encoder(minilm.config)
         fresh.load_state_dict(minilm.encoder.state_dict())
         _double.append(fresh.double().eval())
@@ -275,7 +275,7 @@ def test_tooltips_stay_while_the_mouse_rests(qtbot, panel, monkeypatch):
 
 def test_attention_rows_keep_their_token_number_with_cls_sep_hidden(qtbot, tiny_distilbert):
     from app.gui.panels.attention.panel import AttentionPanel
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     backend = get_backend(str(tiny_distilbert))
     state = AppState()
     p = AttentionPanel(state, auto_inspect=False)
@@ -299,7 +299,7 @@ def test_attention_rows_keep_their_token_number_with_cls_sep_hidden(qtbot, tiny_
 
 def test_walkthrough_steps_and_map_agree_with_the_core(minilm):
     """The panel's map is drawn from the walk's own config: a fresh walk names the same blocks."""
-    from core.architecture import architecture
+    from core.walkthrough.architecture import architecture
     w = W.explain(minilm, TEXT, layer=5, head=11)
     arch = architecture(w.config, len(w.tokens), w.layer, w.head)
     assert arch.steps == [s.name for s in w.steps] and arch.layer == 5 and arch.n_layers == 6
@@ -308,7 +308,7 @@ def test_walkthrough_steps_and_map_agree_with_the_core(minilm):
 def test_a_model_changed_while_hidden_redraws_the_map_weights_and_pinned_cell(qtbot, panel, tiny_distilbert):
     """Nothing of the old model stays: the map is the new model's (no segment, 2 layers), the
     weights are its tensors, the pinned score is recomputed from its Q and K."""
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     explain(qtbot, panel, "the cat sat on the mat .")
     panel.show_step("scores")
     click_cell(qtbot, panel.step_view.heatmap, 2, 3)

@@ -87,7 +87,7 @@ def test_misuses_are_one_error_line(whitened, capsys, tmp_path):
 
 
 def test_a_swapped_whitening_file_is_one_error_and_putting_it_back_works(whitened, capsys, tmp_path, lines):
-    from core.whitening import fit_whitening, save_whitening
+    from core.evaluate.whitening import fit_whitening, save_whitening
     path = whitened / "whitening.safetensors"
     good = path.read_bytes()
     save_whitening(path, fit_whitening(np.random.default_rng(0).normal(size=(100, 384)), 16))
@@ -101,7 +101,7 @@ def test_a_swapped_whitening_file_is_one_error_and_putting_it_back_works(whitene
 def test_migrate_verify_copies_the_transform_and_reembeds_through_it(whitened, capsys, tmp_path):
     rc, out, err = run_cli(["migrate", "--from", whitened, "--to", tmp_path / "copy", "--verify", "--quiet"], capsys)
     assert rc == 0, err
-    from core.whitening import load_whitening
+    from core.evaluate.whitening import load_whitening
     assert load_whitening(tmp_path / "copy" / "whitening.safetensors").digest() == \
         load_whitening(whitened / "whitening.safetensors").digest()
     rc, a, _ = run_cli(["search", "planet", "--store", whitened, "--json"], capsys)

@@ -1,4 +1,4 @@
-"""Why similar (core/why.py, `encoderscope why`): the token-pair contributions add up to the
+"""Why similar (core/evaluate/why.py, `encoderscope why`): the token-pair contributions add up to the
 score search shows, for every pooling and both backends, checked against brute-force numpy."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from core import why as W
+from core.evaluate import why as W
 
 QUERY = "the biggest planet has dozens of moons"
 HIT = "Jupiter has more than ninety known moons."
@@ -21,7 +21,7 @@ def tiny_bert(tmp_path_factory):
 
 
 def backend_for(name, kind, request):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     folder = {"minilm": "minilm", "tiny-distilbert": request.getfixturevalue("tiny_distilbert"),
               "tiny-bert": request.getfixturevalue("tiny_bert")}[name]
     return get_backend(str(folder), kind, device="cpu")

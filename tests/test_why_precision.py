@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from core import why as W
+from core.evaluate import why as W
 from tests.helpers import WORDS
 
 QUERY = "the small cat sat on the mat."
@@ -41,9 +41,9 @@ def emulated_bf16(monkeypatch):
 def fresh_backend(kind, folder, precision):
     """A backend of its own (not get_backend's cache: the precision is changed here). Built in
     fp32 and switched, as check_bf16 does: bf16 weight packing needs native bf16."""
-    from core.backends.hf import HFBackend
-    from core.backends.scratch import ScratchBackend
-    from core.sources import resolve
+    from core.encoder.backends.hf import HFBackend
+    from core.encoder.backends.scratch import ScratchBackend
+    from core.encoder.sources import resolve
     backend = {"scratch": ScratchBackend, "hf": HFBackend}[kind](resolve(str(folder)), torch.device("cpu"), "fp32")
     backend.precision = precision
     return backend

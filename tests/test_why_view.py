@@ -1,10 +1,10 @@
-"""The Why view (app/gui/panels/why/view.py) opened from a search result, against core/why.py."""
+"""The Why view (app/gui/panels/why/view.py) opened from a search result, against core/evaluate/why.py."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from core.why import explain
+from core.evaluate.why import explain
 from tests.app_fixtures import *
 
 QUERY = "a dog that barks at the mail carrier"
@@ -90,7 +90,7 @@ def test_context_menu_opens_why_for_that_row(qtbot, make_window, tiny_store_temp
 
 
 def test_export_and_a_pooling_change_redoes_the_numbers(qtbot, make_window, tiny_store_template, tmp_path):
-    from core.attention import read_matrix_csv
+    from core.encoder.attention import read_matrix_csv
     w = make_window(tiny_store_template)
     panel = search(qtbot, w)
     dialog, hit = open_why(qtbot, panel, 0)

@@ -13,8 +13,8 @@ import shlex
 
 from app.cli.options import add_model_options, emit_json
 from app.cli.store import add_store_option
+from core.encoder.sources import DEFAULT_MODEL
 from core.errors import InputError
-from core.sources import DEFAULT_MODEL
 
 SHIPPED = "shipped"    # the value --pairs / --queries take when given without a FILE
 
@@ -63,14 +63,14 @@ def cmd_eval(args) -> int:
 
 
 def _backend(args, model):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     return get_backend(model, args.backend, device=args.device, precision=args.precision)
 
 
 # ---- pairs ------------------------------------------------------------------------------------
 def _pairs(args) -> int:
     from core import assets
-    from core.eval_pairs import evaluate_pairs, read_scored_pairs
+    from core.evaluate.pairs import evaluate_pairs, read_scored_pairs
     if args.store is not None:
         raise InputError("--store goes with --queries; --pairs evaluates a model (--model)")
     if (args.whiten_dims is not None or args.whiten_corpus) and not args.whiten:
@@ -91,7 +91,7 @@ def _pairs(args) -> int:
 
 def _whiten_corpus(args) -> list[str]:
     from core import assets
-    from core.train_data import read_corpus
+    from core.train.data import read_corpus
     return read_corpus(args.whiten_corpus or assets.sample_corpus(), encoding=args.encoding)
 
 
@@ -128,7 +128,7 @@ def _print_pairs(report, path, model, pooling) -> None:
 # ---- queries ----------------------------------------------------------------------------------
 def _queries(args) -> int:
     from core import assets
-    from core.eval_pairs import read_queries
+    from core.evaluate.pairs import read_queries
     from index.evaluation import evaluate_queries
     from index.locations import open_store, parse_location
     if args.whiten or args.whiten_dims is not None or args.whiten_corpus:

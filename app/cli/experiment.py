@@ -23,7 +23,7 @@ SHARED_OPTIONS = {"steps": int, "batch_size": int, "lr": float, "seed": int, "la
 
 
 def register(sub) -> None:
-    from core.experiments import EXPERIMENTS, runnable_experiments
+    from core.train.experiments import EXPERIMENTS, runnable_experiments
 
     names = runnable_experiments()
     p = sub.add_parser(
@@ -43,7 +43,7 @@ def register(sub) -> None:
 
 def base_config(args, exp):
     from core.errors import InputError
-    from core.train_config import TrainConfig
+    from core.train.config import TrainConfig
 
     given = {k: getattr(args, k) for k in SHARED_OPTIONS if getattr(args, k) is not None}
     clash = sorted(set(given) & set(exp.varies))
@@ -59,7 +59,7 @@ def refuse_used_folders(exp, base) -> None:
     from pathlib import Path
 
     from core.errors import InputError
-    from core.experiments import experiment_configs
+    from core.train.experiments import experiment_configs
 
     if base.overwrite:
         return
@@ -74,7 +74,7 @@ def cmd_experiment(args) -> int:
     from app.cli.options import emit_json
     from app.cli.runs import print_comparison
     from core.assets import paraphrase_pairs
-    from core.experiments import get_experiment, run_experiment
+    from core.train.experiments import get_experiment, run_experiment
     from index.corpus import read_training_corpus
 
     exp = get_experiment(args.name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.cli.options import add_model_options, backend_from_args, emit_json
-from core.walkthrough import TOLERANCE
+from core.walkthrough.steps import TOLERANCE
 
 
 def register(sub):
@@ -23,15 +23,15 @@ def register(sub):
 
 
 def cmd_explain(args) -> int:
-    from core.walkthrough import explain
+    from core.walkthrough.steps import explain
     backend = backend_from_args(args)
     if args.notebook:
-        from core.notebook_export import check_target
+        from core.walkthrough.notebook_export import check_target
         check_target(backend, args.notebook)
     walk = explain(backend, args.text, pair=args.pair, layer=args.layer - 1, head=args.head - 1,
                    pooling=backend.choose_pooling(args.pooling))
     if args.notebook:
-        from core.notebook_export import data_path, write_notebook
+        from core.walkthrough.notebook_export import data_path, write_notebook
         path = write_notebook(walk, backend, args.notebook)
         data = data_path(path)
         if args.json:

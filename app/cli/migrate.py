@@ -41,7 +41,7 @@ def register(subparsers) -> None:
 def _model_of(kind: str):
     """fingerprint dict -> the Backend that made it (for --verify), or an error saying why not."""
     def load(fp: dict):
-        from core.backends import get_backend
+        from core.encoder.backends import get_backend
         backend = get_backend(fp.get("model"), kind)
         fpmod.check(fp, backend.fingerprint(pooling=fp.get("pooling", "mean")),
                     f"--verify's model ({fp.get('model')} run by --backend {kind})",

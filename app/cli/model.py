@@ -39,7 +39,7 @@ def register(sub) -> None:
 
 
 def cmd_embed(args) -> int:
-    from core.backends import EmbedStats
+    from core.encoder.backends import EmbedStats
     b = backend_from_args(args)
     stats = EmbedStats()
     pooling = b.choose_pooling(args.pooling)
@@ -103,7 +103,7 @@ def cmd_fill_mask(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from core.catalog import list_models
+    from core.encoder.catalog import list_models
     rows = list_models(args.folder or ())
     if args.json:
         emit_json({"models": rows})

@@ -6,9 +6,9 @@ import argparse
 import json
 import sys
 
+from core.encoder.names import BACKENDS, POOLINGS, PRECISION_CHOICES
+from core.encoder.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 from core.errors import EncoderscopeError
-from core.names import BACKENDS, POOLINGS, PRECISION_CHOICES
-from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 
 
 def add_model_options(p: argparse.ArgumentParser, pooling: bool = True, store_default: str | None = None):
@@ -41,7 +41,7 @@ def add_model_options(p: argparse.ArgumentParser, pooling: bool = True, store_de
 
 
 def backend_from_args(args):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     return get_backend(args.model, args.backend, device=args.device, precision=args.precision)
 
 

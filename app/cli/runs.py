@@ -28,7 +28,7 @@ def register(sub) -> None:
 def cmd_list(args) -> int:
     from app.cli.options import emit_json
     from core.paths import models_dir
-    from core.runs import list_runs
+    from core.train.runs import list_runs
 
     folder = args.dir or models_dir()
     runs, problems = list_runs(folder)
@@ -50,7 +50,7 @@ def cmd_list(args) -> int:
 
 def cmd_compare(args) -> int:
     from app.cli.options import emit_json
-    from core.runs import compare_runs
+    from core.train.runs import compare_runs
 
     comparison = compare_runs(args.runs)
     if args.json:

@@ -11,8 +11,8 @@ import signal
 import sys
 
 from app.cli.options import add_index_option
+from core.encoder.sources import DEFAULT_MODEL
 from core.errors import InputError
-from core.sources import DEFAULT_MODEL
 
 MAX_BAD_LINES_SHOWN = 20
 
@@ -113,7 +113,7 @@ def _location(args):
 
 
 def _backend(args, model):
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     return get_backend(model, getattr(args, "backend", "scratch") or "scratch",
                        device=getattr(args, "device", None),
                        precision=getattr(args, "precision", None))

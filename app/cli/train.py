@@ -7,7 +7,7 @@
     encoderscope train --corpus notes.txt --out runs/ap --objective simcse --pooling attention
 
 A tqdm bar on stderr while it runs; evaluations as lines above the bar; the last line on stdout
-is a JSON summary. With --json, every event the trainer emits (core/train.py, EVENT KINDS: status,
+is a JSON summary. With --json, every event the trainer emits (core/train/trainer.py, EVENT KINDS: status,
 start, step, grads, eval, probe, checkpoint, done) is one JSON line on stdout instead, and no bar;
 the last line is the "done" event, which is the summary. The same events are in OUT/metrics.jsonl.
 Ctrl-C stops at the next step and saves a checkpoint first (exit code 130);
@@ -27,8 +27,8 @@ EXIT_INTERRUPTED = 130
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    from core.names import ATTENTIONS, POOLINGS
-    from core.train_config import OBJECTIVES, TrainConfig
+    from core.encoder.names import ATTENTIONS, POOLINGS
+    from core.train.config import OBJECTIVES, TrainConfig
 
     d = TrainConfig()
     p = subparsers.add_parser(
@@ -109,7 +109,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--json", action="store_true",
                    help="every event as one JSON line on stdout (kinds: status, start, step, grads, eval, "
-                        "probe, checkpoint, done; fields in core/train.py's EVENT KINDS), no progress bar; "
+                        "probe, checkpoint, done; fields in core/train/trainer.py's EVENT KINDS), no progress bar; "
                         "the last line is the done event (the summary)")
     g = p.add_argument_group("watching the run (OUT/metrics.jsonl and OUT/snapshots/)")
     g.add_argument("--no-watch", dest="watch", action="store_false", default=None,
@@ -130,12 +130,12 @@ def register(subparsers) -> argparse.ArgumentParser:
 def config_from_args(args):
     from dataclasses import fields, replace
 
-    from core.train_config import TrainConfig
+    from core.train.config import TrainConfig
 
     names = {f.name for f in fields(TrainConfig)} - {"resume"}
     given = {k: v for k, v in vars(args).items() if k in names and v is not None}
     if getattr(args, "probe_set", None):
-        from core.train_watch import read_probe_set
+        from core.train.watch import read_probe_set
         given["probe_set"] = tuple(read_probe_set(args.probe_set))
     if given.get("objective") == "clm" and "attention" not in given:
         given["attention"] = "causal"        # next-token prediction is only honest under the causal mask
@@ -148,8 +148,8 @@ def config_from_args(args):
 
 
 def cmd_train(args) -> int:
-    from core.train import Trainer
-    from core.train_eval import describe_eval
+    from core.train.evaluation import describe_eval
+    from core.train.trainer import Trainer
     from index.corpus import read_training_corpus
 
     cfg = config_from_args(args)

@@ -7,7 +7,7 @@ Prints the cosine score (the one `embed` vectors and `search` give; with --store
 contributions are computed in the precision the stored vector was made with, and checked against
 the search score), the largest token-pair
 contributions in words and each token's total; --json prints {"score", "tokens_a", "tokens_b",
-"contributions" (n x m), "special_tokens_a", "special_tokens_b", ...}. The maths: core/why.py
+"contributions" (n x m), "special_tokens_a", "special_tokens_b", ...}. The maths: core/evaluate/why.py
 and docs/why.md. No Qt here.
 """
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _search_score(args, backend, pooling: str) -> float | None:
         whitened = store.whitening is not None
     score = next((float(hit.score) for hit in hits if hit.text == args.text), None)
     if whitened and score is not None:
-        from core.why import WHITENED_NOTE
+        from core.evaluate.why import WHITENED_NOTE
         print(f"note: {WHITENED_NOTE.format(score=score)}", file=sys.stderr)
         return None
     return score
@@ -68,9 +68,9 @@ def _search_score(args, backend, pooling: str) -> float | None:
 
 def cmd_why(args) -> int:
     from app.cli.options import emit_json
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     from core.errors import InputError
-    from core.why import SAME_SCORE, explain, format_pairs, format_sums, to_dict
+    from core.evaluate.why import SAME_SCORE, explain, format_pairs, format_sums, to_dict
 
     if args.top < 1:
         raise InputError("--top must be at least 1")

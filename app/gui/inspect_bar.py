@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QToolBar, QToolBut
 
 from app.gui.model_bar import WEIGHTS, WeightsCombo, add_trained_checkpoints
 from app.gui.state import BACKEND_LABELS, ModelChoice
-from core.names import BACKENDS
+from core.encoder.names import BACKENDS
 
 SAME = "Same as the corpus model"
 

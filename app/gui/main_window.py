@@ -266,7 +266,7 @@ class MainWindow(QMainWindow):
         self._warm_tokenizer()
 
     def _warm_tokenizer(self):
-        """Embedding runs on the kept tokenizer pipeline (core/tokenizer.py), so the start skipped
+        """Embedding runs on the kept tokenizer pipeline (core/encoder/tokenizer.py), so the start skipped
         importing transformers; Why, Attention, Step by step and Fill-mask need the transformers
         tokenizer: load it now, in the background, rather than on their first request (~1 s)."""
         tokens = getattr(self.state.backend, "model_tokenizer", None)

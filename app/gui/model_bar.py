@@ -9,8 +9,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QSizePolicy, QToolBar, QToolButton, QWidget
 
 from app.gui.state import BACKEND_LABELS, ModelChoice
-from core.names import BACKENDS, POOLINGS
-from core.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
+from core.encoder.names import BACKENDS, POOLINGS
+from core.encoder.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 
 WEIGHTS = [DEFAULT_MODEL, DEFAULT_HUB_MODEL]
 POOLING_LABELS = {"mean": "Mean", "cls": "CLS", "max": "Max", "attention": "Attention (learned query)"}
@@ -33,8 +33,8 @@ def trained_checkpoints() -> list[str]:
     """Folders of checkpoints trained in the app (the user-data models folder), newest first.
     Reads the folder only: no torch import on the UI thread."""
     try:
+        from core.encoder.sources import CHECKPOINT_MARKER
         from core.paths import models_dir
-        from core.sources import CHECKPOINT_MARKER
         found = [p for p in models_dir().iterdir() if (p / CHECKPOINT_MARKER).is_file()]
         found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
@@ -79,7 +79,7 @@ class ModelBar(QToolBar):
         for key in BACKENDS:
             label = BACKEND_LABELS[key]
             self.encoder.addItem(label, key)
-        self.encoder.setToolTip("Which code runs the network: our from-scratch encoder (core/model.py) "
+        self.encoder.setToolTip("Which code runs the network: our from-scratch encoder (core/encoder/model.py) "
                                 "or Hugging Face transformers")
 
         self.weights = WeightsCombo(self.refresh_weights)
@@ -158,7 +158,7 @@ class ModelBar(QToolBar):
     def _attention_allowed(self, choice: ModelChoice) -> bool:
         """Attention pooling needs a learned query: the chosen checkpoint was trained with one, or
         the loaded model of that name has one."""
-        from core.catalog import trained_pooling
+        from core.encoder.catalog import trained_pooling
         backend = self.state.backend
         if choice.model == self.state.choice.model and backend is not None:
             return getattr(backend, "pooling_query", None) is not None
@@ -189,7 +189,7 @@ class ModelBar(QToolBar):
     def _weights_chosen(self, *_):
         """Another model: it embeds with the pooling it was trained for (a checkpoint's own);
         other models keep the chosen pooling, but attention pooling only where a query was learned."""
-        from core.catalog import trained_pooling
+        from core.encoder.catalog import trained_pooling
         model = self.weights.currentText().strip()
         if model != self.state.choice.model:
             pooling = trained_pooling(model) or ("mean" if self.pooling.currentData() == "attention" else None)

@@ -46,9 +46,9 @@ from PySide6.QtCore import QObject, Signal
 
 from app.gui.logs import log
 from app.gui.workers import Job, JobRunner
-from core.sources import DEFAULT_MODEL
+from core.encoder.sources import DEFAULT_MODEL
 
-# What the model bar shows for each of core.names.BACKENDS.
+# What the model bar shows for each of core.encoder.names.BACKENDS.
 BACKEND_LABELS = {"scratch": "From-scratch encoder", "hf": "DistilBERT (transformers)"}
 
 
@@ -73,7 +73,7 @@ class ModelChoice:
 
 def load_backend_fn(choice: ModelChoice, progress=None, cancel=None):
     """Worker-side: load (or fetch from the core's cache) the Backend for ``choice``."""
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
 
     if progress:
         progress(0, 0, f"Loading {choice.model} …")

@@ -126,7 +126,7 @@ class VectorStore(Store):
         `damaged`); a manifest of another format version is never overwritten.
         verify: check every row (checksum, unit vector) and every index vector against the
         database, not only a sample; the findings are in `check_report`.
-        whitening (create only): a core.whitening.Whitening whose whitened vectors the new store
+        whitening (create only): a core.evaluate.whitening.Whitening whose whitened vectors the new store
         keeps; `fingerprint` is then the model's, and the store's becomes the whitened one.
         """
         folder = Path(folder) if folder is not None else default_store_dir()

@@ -88,7 +88,7 @@ def panel_shots_setup(doc: str, argv=None, extra=None):
     args = ap.parse_args(argv)
     app = qt_app()
     from app.gui.state import AppState
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
 
     args.out.mkdir(parents=True, exist_ok=True)
     minilm = get_backend("minilm", backend="scratch")

@@ -94,7 +94,7 @@ def _settle(panel) -> None:
 
 def mlm_backend(model: str | None):
     """The best masked-LM model here: the one asked for, distilbert-base-uncased if cached."""
-    from core.backends import get_backend
+    from core.encoder.backends import get_backend
     candidates = [model] if model else []
     candidates += [os.environ.get("ENCODERSCOPE_MLM_MODEL", ""), "distilbert-base-uncased"]
     for name in filter(None, candidates):

@@ -21,8 +21,8 @@ PAGES = [("Loss", "train-watch-loss"), ("Gradient flow", "train-watch-gradients"
 
 def train_run(folder: Path, steps: int) -> Path:
     from core.assets import sample_corpus
-    from core.train import Trainer
-    from core.train_config import TrainConfig
+    from core.train.config import TrainConfig
+    from core.train.trainer import Trainer
     cfg = TrainConfig(corpus=str(sample_corpus()), out=str(folder), steps=steps, layers=2, dim=64, heads=4,
                       ffn=256, batch_size=32, log_every=10, probe_every=max(10, steps // 30), device="cpu",
                       threads=1, probe_sentence="The cat sat on the mat because it was tired.")

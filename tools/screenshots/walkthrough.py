@@ -17,7 +17,7 @@ SECOND = "The dog stayed on the pavement since it was exhausted."
 
 def populate_steps(panel, backend, text: str = SENTENCE, layer: int = 3, head: int = 2) -> None:
     """Explain ``text`` at (layer, head), 0-based, as the worker would."""
-    from core import walkthrough as W
+    from core.walkthrough import steps as W
     panel.state.jobs.wait(30000)
     qt_app().processEvents()
     panel.text_edit.setText(text)

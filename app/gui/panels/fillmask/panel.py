@@ -75,9 +75,9 @@ def predict_fn(backend, text, top_k=10, targets=None, per_layer=False):
 
 
 def mlm_models(list_fn=None) -> list[dict]:
-    """Models known to have a masked-LM head (``core.catalog.list_models()`` filtered)."""
+    """Models known to have a masked-LM head (``core.encoder.catalog.list_models()`` filtered)."""
     if list_fn is None:
-        from core.catalog import list_models as list_fn
+        from core.encoder.catalog import list_models as list_fn
     try:
         return [m for m in list_fn() if m.get("mlm_head")]
     except Exception:  # noqa: BLE001 - the explanation must show even if listing fails

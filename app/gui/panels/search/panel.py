@@ -214,7 +214,7 @@ class SearchPanel(QWidget):
             from app.gui.panels.why.view import WhyDialog
             self.why_dialog = WhyDialog(self.state, self.window())
         if getattr(self.state.store, "whitening", None) is not None:
-            from core.why import WHITENED_NOTE
+            from core.evaluate.why import WHITENED_NOTE
             self.why_dialog.request(query, hit.text, None, WHITENED_NOTE.format(score=float(hit.score)))
         else:
             self.why_dialog.request(query, hit.text, float(hit.score))

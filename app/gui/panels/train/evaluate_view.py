@@ -4,7 +4,7 @@ Pearson) and how anisotropic they are, before and after BERT-whitening, side by 
 The model is the corpus model or a model / run folder; the pairs file defaults to the shipped
 evaluation set; the whitening is fitted on a corpus (default: the sample corpus). The work
 (loading, embedding, fitting) runs in a worker with progress and Cancel; a failed or cancelled
-evaluation keeps the last results on screen. The maths is core/eval_pairs.py, as for
+evaluation keeps the last results on screen. The maths is core/evaluate/pairs.py, as for
 `encoderscope eval --pairs`.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 
 from app.gui.model_bar import WeightsCombo, add_trained_checkpoints
 from app.gui.state import BACKEND_LABELS
-from core.names import BACKENDS, POOLINGS
+from core.encoder.names import BACKENDS, POOLINGS
 
 JOB_KEY = "evaluate"
 CORPUS_MODEL, FOLDER_MODEL = "corpus", "folder"
@@ -44,9 +44,9 @@ def evaluate_job(model: str, backend: str, device: str | None, pooling: str, pai
                  whiten: bool, dims: int | None, corpus_file: str, progress=None, cancel=None):
     """Worker-side: load the model, read the files, score the pairs (and their whitened vectors)."""
     from core import assets
-    from core.backends import get_backend
-    from core.eval_pairs import evaluate_pairs, read_scored_pairs
-    from core.train_data import read_corpus
+    from core.encoder.backends import get_backend
+    from core.evaluate.pairs import evaluate_pairs, read_scored_pairs
+    from core.train.data import read_corpus
 
     def step(done, total):
         progress(done, total, f"Embedding {done}/{total} sentences")
@@ -61,7 +61,7 @@ def evaluate_job(model: str, backend: str, device: str | None, pooling: str, pai
 class EvaluateView(QWidget):
     """Pick a model, a pairs file, pooling and whitening; see the scores before and after."""
 
-    evaluated = Signal(object)     # core.eval_pairs.PairsReport: new results are on screen
+    evaluated = Signal(object)     # core.evaluate.pairs.PairsReport: new results are on screen
     failed = Signal(str)           # the evaluation stopped (error or cancel); old results kept
 
     def __init__(self, state, parent=None):

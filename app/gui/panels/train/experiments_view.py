@@ -20,7 +20,7 @@ DEFAULT_STEPS = 300
 
 def experiment_job(exp, base, pairs, sink, progress=None, cancel=None):
     """Worker side: run the experiment's queue; every event goes to ``sink`` (a queued signal)."""
-    from core.experiments import run_experiment
+    from core.train.experiments import run_experiment
     from index.corpus import read_training_corpus
 
     count = len(exp.variants)
@@ -61,7 +61,7 @@ class ExperimentsView(QtWidgets.QWidget):
 
     # ---- layout ----------------------------------------------------------------------------
     def _build(self):
-        from core.experiments import EXPERIMENTS
+        from core.train.experiments import EXPERIMENTS
 
         outer = QtWidgets.QHBoxLayout(self)
         self.list = QtWidgets.QListWidget()
@@ -131,7 +131,7 @@ class ExperimentsView(QtWidgets.QWidget):
     def _model_fields(self) -> QtWidgets.QWidget:
         """The model and optimisation settings every run shares (TrainConfig's defaults); the
         one an experiment varies is disabled, its values coming from the experiment."""
-        from core.train_config import TrainConfig
+        from core.train.config import TrainConfig
 
         d = TrainConfig()
         self.model_fields = {
@@ -171,7 +171,7 @@ class ExperimentsView(QtWidgets.QWidget):
 
     @property
     def experiment(self):
-        from core.experiments import EXPERIMENTS
+        from core.train.experiments import EXPERIMENTS
         item = self.list.currentItem()
         return EXPERIMENTS[item.data(256)] if item is not None else None
 
@@ -224,7 +224,7 @@ class ExperimentsView(QtWidgets.QWidget):
 
     # ---- running -----------------------------------------------------------------------------
     def base_config(self):
-        from core.train_config import TrainConfig
+        from core.train.config import TrainConfig
 
         exp = self.experiment
         out = self.out.text().strip()
@@ -243,7 +243,7 @@ class ExperimentsView(QtWidgets.QWidget):
 
     def start(self) -> bool:
         from core.assets import paraphrase_pairs
-        from core.experiments import experiment_configs
+        from core.train.experiments import experiment_configs
 
         exp = self.experiment
         try:

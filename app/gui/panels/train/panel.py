@@ -9,7 +9,7 @@ rate, tokens/s, ETA, the device and precision, and the latest evaluation in word
 watch views (watch_views.py): gradient flow, heads forming, embeddings taking shape. "Open run…"
 shows a finished or past run folder the same way (its metrics.jsonl and snapshots).
 
-Start / Cancel / Resume run ``core.train.Trainer`` through ``state.run`` (the worker pool); the
+Start / Cancel / Resume run ``core.train.trainer.Trainer`` through ``state.run`` (the worker pool); the
 trainer's events reach this panel through a queued Qt signal, so the UI stays responsive. Cancel
 stops at the next step and saves a checkpoint; Resume continues a checkpoint's run; "Use this
 model" makes the trained folder the inspected model (attention, fill-mask; the corpus keeps its own).
@@ -26,7 +26,7 @@ from PySide6.QtCore import QObject, Signal
 from app.gui.panels.train.watch_settings import WatchSettings, read_run_job
 from app.gui.panels.train.watch_views import WatchViews
 from core.assets import eval_pairs, paraphrase_pairs, sample_corpus
-from core.sources import DEFAULT_MODEL
+from core.encoder.sources import DEFAULT_MODEL
 
 JOB_KEY = "train"
 
@@ -60,7 +60,7 @@ def output_folder(text: str) -> Path:
 
 def train_job(config, sink, progress=None, cancel=None):
     """Worker side: run the trainer; every event goes to ``sink`` (a queued signal's emit)."""
-    from core.train import Trainer
+    from core.train.trainer import Trainer
     from index.corpus import read_training_corpus
 
     def on_event(ev):
@@ -343,7 +343,7 @@ class TrainPanel(QtWidgets.QWidget):
 
     def config(self):
         """The TrainConfig the form describes."""
-        from core.train_config import TrainConfig
+        from core.train.config import TrainConfig
 
         init, tok = self.start_from.currentData()
         text = self.lr.text().strip()
@@ -394,8 +394,8 @@ class TrainPanel(QtWidgets.QWidget):
         return self._launch(cfg, f"Training on {Path(cfg.corpus).name}")
 
     def resume(self, folder=None) -> bool:
-        from core.checkpoint import STATE_JSON
-        from core.train_config import TrainConfig
+        from core.train.checkpoint import STATE_JSON
+        from core.train.config import TrainConfig
 
         if not folder:
             here = output_folder(self.out.text())
@@ -473,7 +473,7 @@ class TrainPanel(QtWidgets.QWidget):
             return False
         if self._resumed_into_existing:
             # The folder's weights changed under a possibly cached backend: load it afresh.
-            from core.backends import clear_cache
+            from core.encoder.backends import clear_cache
             clear_cache()
         # the inspected model (attention, fill-mask): the corpus and its search stay as they are
         choice = self.state.choice.with_(model=str(self.trained_folder), backend="scratch")
@@ -513,7 +513,7 @@ class TrainPanel(QtWidgets.QWidget):
             if ev.get("heldout_loss") is not None:
                 self.eval_points.append((ev["step"], ev["heldout_loss"]))
                 self._redraw()
-            from core.train_eval import describe_eval
+            from core.train.evaluation import describe_eval
             self.eval_label.setText("Held-out " + describe_eval(ev))
         elif kind == "checkpoint":
             self.trained_folder = Path(ev["path"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6 import QtWidgets
 
-from core.runs import curves
+from core.train.runs import curves
 
 COLORS = ["#2171b5", "#e6550d", "#31a354", "#756bb1", "#d62728", "#8c564b", "#e377c2", "#17becf"]
 # (title, y label, series prefix, preferred series): the prefix offers a choice of series
@@ -45,7 +45,7 @@ class CurvePlot(QtWidgets.QWidget):
         self.drawn: dict[str, list[tuple[int, float]]] = {}   # run label -> the points drawn
 
     def set_runs(self, named_series: dict[str, dict[str, list]]) -> None:
-        """``named_series``: run label -> core.runs.curves of its events."""
+        """``named_series``: run label -> core.train.runs.curves of its events."""
         self.named_series = named_series
         names = sorted({n for series in named_series.values() for n in series
                         if n == self.prefix or (self.prefix.endswith(".") and n.startswith(self.prefix))})
@@ -92,7 +92,7 @@ class RunCurves(QtWidgets.QWidget):
         self.loss_plot, self.grad_plot, self.anisotropy_plot, self.eval_plot = self.plots
 
     def set_runs(self, named_events: dict[str, list[dict]]) -> None:
-        """``named_events``: run label -> its events (core.run_folder.read_metrics)."""
+        """``named_events``: run label -> its events (core.train.run_folder.read_metrics)."""
         named_series = {label: curves(events) for label, events in named_events.items()}
         for p in self.plots:
             p.set_runs(named_series)

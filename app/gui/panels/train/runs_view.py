@@ -21,14 +21,14 @@ COLUMNS = ["run", "objective", "step", "loss", "held-out loss"]
 
 def list_job(folder, progress=None, cancel=None):
     """(folder, runs newest first, messages about unreadable run folders)."""
-    from core.runs import list_runs
+    from core.train.runs import list_runs
     return (folder, *list_runs(folder))
 
 
 def compare_job(folders, progress=None, cancel=None):
     """(comparison, {path: events}) of two or more run folders."""
-    from core.run_folder import read_metrics
-    from core.runs import compare_runs
+    from core.train.run_folder import read_metrics
+    from core.train.runs import compare_runs
     comparison = compare_runs(folders)
     return comparison, {str(f): read_metrics(f) for f in folders}
 
@@ -43,7 +43,7 @@ class RunsView(QtWidgets.QWidget):
     def __init__(self, state, parent=None):
         super().__init__(parent)
         self.state = state
-        self.runs: list = []                 # core.runs.Run, as listed (newest first)
+        self.runs: list = []                 # core.train.runs.Run, as listed (newest first)
         self.comparison: dict | None = None
         self.events: dict[str, list[dict]] = {}
         self.labels: dict[str, str] = {}     # run path -> the name it is shown by
@@ -300,11 +300,11 @@ class RunsView(QtWidgets.QWidget):
         return True
 
     def export_curves_csv(self, path) -> int:
-        from core.runs import write_curves_csv
+        from core.train.runs import write_curves_csv
         return write_curves_csv(path, {self.labels[p]: ev for p, ev in self.events.items()})
 
     def export_table_csv(self, path) -> None:
-        from core.runs import write_comparison_csv
+        from core.train.runs import write_comparison_csv
         write_comparison_csv(path, self.comparison)
 
 

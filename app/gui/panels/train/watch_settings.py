@@ -6,14 +6,14 @@ from PySide6 import QtWidgets
 
 
 def default_probe_set_text() -> str:
-    from core.train_watch import default_probe_set
+    from core.train.watch import default_probe_set
     return "\n".join(default_probe_set())
 
 
 def read_run_job(folder, progress=None, cancel=None):
     """Worker side of "Open run…": the run folder's events (metrics.jsonl, or an older run's history)."""
     from core.errors import InputError
-    from core.run_folder import read_metrics
+    from core.train.run_folder import read_metrics
     events = read_metrics(folder)
     if not events:
         raise InputError(f"{folder} holds no training run (no metrics.jsonl or trainer_state.json)")
@@ -44,7 +44,7 @@ class WatchSettings(QtWidgets.QGroupBox):
 
     def settings(self) -> dict:
         """The TrainConfig fields; ValueError (worded for the form) for a probe set of one sentence."""
-        from core.train_watch import check_probe_set
+        from core.train.watch import check_probe_set
         lines = [line.strip() for line in self.probe_set.toPlainText().splitlines() if line.strip()]
         try:
             # the shipped default stays () in the config, as on the command line

@@ -1,7 +1,7 @@
 """Watching a run learn: the Train tab's gradient-flow, heads and embeddings views.
 
     views = WatchViews()                 # a QTabWidget: "Gradient flow", "Heads", "Embeddings"
-    views.add_event(ev)                  # every trainer event (core/train.py, EVENT KINDS)
+    views.add_event(ev)                  # every trainer event (core/train/trainer.py, EVENT KINDS)
     views.load_run(folder)               # a finished or past run, from metrics.jsonl + snapshots/
     views.show_run(folder, events)       # the same, events read elsewhere (a worker)
 
@@ -247,7 +247,7 @@ class WatchViews(QtWidgets.QTabWidget):
             self._schedule()
 
     def _load_past(self, folder: Path) -> None:
-        from core.run_folder import read_metrics
+        from core.train.run_folder import read_metrics
         try:
             events = read_metrics(folder)
         except (OSError, ValueError):
@@ -257,7 +257,7 @@ class WatchViews(QtWidgets.QTabWidget):
             self.record.add(e)
 
     def show_run(self, folder, events: list[dict]) -> None:
-        """Show a run from its events (core.run_folder.read_metrics) and its folder's snapshots."""
+        """Show a run from its events (core.train.run_folder.read_metrics) and its folder's snapshots."""
         self.clear()
         for e in events:
             self.record.add(e)
@@ -266,7 +266,7 @@ class WatchViews(QtWidgets.QTabWidget):
 
     def load_run(self, folder) -> None:
         """Show a finished or past run: its metrics.jsonl (or trainer_state.json) and snapshots."""
-        from core.run_folder import read_metrics
+        from core.train.run_folder import read_metrics
         self.show_run(folder, read_metrics(folder))
 
     def _schedule(self, *_):
@@ -374,7 +374,7 @@ class WatchViews(QtWidgets.QTabWidget):
             return None
         key = (str(folder), probe["snapshot"])
         if key not in self._snapshots:
-            from core.run_folder import read_snapshot
+            from core.train.run_folder import read_snapshot
             try:
                 self._snapshots[key] = read_snapshot(folder, probe["step"])["attentions"]
             except (OSError, ValueError, KeyError):

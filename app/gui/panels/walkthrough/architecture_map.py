@@ -1,12 +1,12 @@
 """The architecture map beside the walkthrough's steps: the loaded model as a block diagram.
 
     view = ArchitectureMap()
-    view.set_architecture(core.architecture.architecture(cfg, T, layer, head), titles)
+    view.set_architecture(core.walkthrough.architecture.architecture(cfg, T, layer, head), titles)
     view.set_current("weights")                 # that block highlighted and scrolled into view
     view.step_clicked.connect(panel.show_step)  # every block is a step
     view.layer_clicked.connect(...)             # "jump to layer k" (0-based), same step
 
-A QGraphicsScene drawn from core/architecture.py's blocks and arrows (no layout is decided
+A QGraphicsScene drawn from core/walkthrough/architecture.py's blocks and arrows (no layout is decided
 here beyond pixels): the repeated layer in a frame, its residual skips on the right, the real
 tensor shapes on the arrows.
 """
@@ -116,7 +116,7 @@ class ArchitectureMap(QtWidgets.QGraphicsView):
 
     # ---- drawing ------------------------------------------------------------------------------
     def set_architecture(self, arch, titles: dict | None = None) -> None:
-        """Draw ``arch`` (core.architecture.Architecture); ``titles``: step name -> its title."""
+        """Draw ``arch`` (core.walkthrough.architecture.Architecture); ``titles``: step name -> its title."""
         self.arch, titles = arch, titles or {}
         scene = self.scene()
         scene.clear()

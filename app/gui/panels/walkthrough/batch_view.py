@@ -4,7 +4,7 @@ The sentences of Text and Second run as one batch; the shorter is padded with [P
 layer and head chosen, the padded sentence's masked scores (−∞ at every padded key) and its
 weights after softmax (exactly 0 there), and two proof badges: the real tokens' final vectors
 equal each sentence run alone, and the weights equal the torch encoder's own. The numbers come
-from ``core.walkthrough_batch`` (computed in a worker); this module only draws them.
+from ``core.walkthrough.batch`` (computed in a worker); this module only draws them.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ NEEDS_TWO = ("Type a second sentence in <b>Second</b> (of another length): the t
 
 def batch_fn(backend, first: str, second: str, layer: int, head: int):
     """Worker side: the batch of two for (layer, head), 0-based."""
-    from core.walkthrough_batch import explain_batch
+    from core.walkthrough.batch import explain_batch
     return explain_batch(backend, first, second, layer=layer, head=head)
 
 
@@ -121,7 +121,7 @@ class BatchView(QtWidgets.QWidget):
 
     # ---- drawing ------------------------------------------------------------------------------
     def set_result(self, r) -> None:
-        """``r`` a core.walkthrough_batch.BatchOfTwo."""
+        """``r`` a core.walkthrough.batch.BatchOfTwo."""
         self.result = r
         for hm in (self.scores, self.weights):
             hm.show()

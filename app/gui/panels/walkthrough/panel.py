@@ -6,7 +6,7 @@ model's real numbers and, beside each step, the proof that they are the model's.
     panel.explained.connect(lambda walkthrough: ...)                 # after the steps are shown
     panel.next_step(); panel.previous_step(); panel.show_step("weights")
 
-The maths is ``core.walkthrough`` (NumPy, checked against the torch encoder); it runs through
+The maths is ``core.walkthrough.steps`` (NumPy, checked against the torch encoder); it runs through
 ``state.run_latest`` off the UI thread: while one runs, only the newest request waits, and a
 result that is not the newest request's is dropped. Sentences arrive from the Search,
 Corpus and Attention panels through ``state.walkthrough_requested``.
@@ -37,19 +37,19 @@ POOLINGS = ("mean", "cls", "max", "attention")     # attention: models trained w
 
 def explain_fn(backend, text: str, pair: str | None, layer: int, head: int, pooling: str):
     """Worker side: the walkthrough for (layer, head), 0-based."""
-    from core import walkthrough as W
+    from core.walkthrough import steps as W
     return W.explain(backend, text, pair=pair or None, layer=layer, head=head, pooling=pooling)
 
 
 def pooling_fn(backend, text: str, other: str):
     """Worker side: CLS vs mean vs max on ``text``, and each one's cosine with ``other``."""
-    from core.positions_demo import pooling_comparison
+    from core.walkthrough.positions_demo import pooling_comparison
     return pooling_comparison(backend, text, other or None)
 
 
 def notebook_fn(walkthrough, backend, path: Path):
     """Worker side of "Export notebook…": what ``encoderscope explain TEXT --notebook`` writes."""
-    from core.notebook_export import write_notebook
+    from core.walkthrough.notebook_export import write_notebook
     return write_notebook(walkthrough, backend, path)
 
 
@@ -329,7 +329,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.explained.emit(walkthrough)
 
     def _draw_map(self, w) -> None:
-        from core.architecture import architecture
+        from core.walkthrough.architecture import architecture
         if w.config is None:
             self.arch_map.clear()                      # never the last walk's model
             return

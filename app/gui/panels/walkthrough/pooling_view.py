@@ -1,6 +1,6 @@
 """The pooling comparison under the walkthrough's "pooled" step: the sentence vector by [CLS],
 by the mean and by the max of the token vectors, side by side, and - given a second sentence -
-the cosine each pooling gives between the two. Numbers from ``core.walkthrough.pooling_comparison``.
+the cosine each pooling gives between the two. Numbers from ``core.walkthrough.steps.pooling_comparison``.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class PoolingView(QtWidgets.QWidget):
         lay.addWidget(self.heatmap, 1)
 
     def set_result(self, walkthrough, result, other: str = "") -> None:
-        """``result`` a core.positions_demo.PoolingComparison; ``other`` the second sentence."""
+        """``result`` a core.walkthrough.positions_demo.PoolingComparison; ``other`` the second sentence."""
         self.result = result
         names = list(result.poolings)
         self.heatmap.show_matrix(np.stack([np.asarray(result.vectors[n]) for n in names]), names,

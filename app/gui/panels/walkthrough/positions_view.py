@@ -5,7 +5,7 @@ learned position table beside it; below each, the position-to-position cosine si
 Bottom: the permutation demo on the user's sentence - shuffle the words; without positions the
 attention output is the same rows permuted, with positions it is not (both numbers shown).
 
-The numbers come from ``core.walkthrough.positions_view`` and ``permutation_demo`` in a worker.
+The numbers come from ``core.walkthrough.steps.positions_view`` and ``permutation_demo`` in a worker.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ SEED = 0
 
 def positions_fn(backend, text: str, layer: int, n_positions: int = N_POSITIONS, seed: int = SEED):
     """Worker side: the position tables and the permutation demo on ``text``."""
-    from core.positions_demo import permutation_demo, positions_view
+    from core.walkthrough.positions_demo import permutation_demo, positions_view
     return (positions_view(backend, n_positions),
             permutation_demo(backend, text, seed=seed, layer=layer))
 
@@ -127,7 +127,7 @@ class PositionsView(QtWidgets.QWidget):
 
     # ---- drawing ------------------------------------------------------------------------------
     def set_result(self, positions, demo, model: str = "the model") -> None:
-        """``positions`` a core.positions_demo.PositionsView, ``demo`` its PermutationDemo."""
+        """``positions`` a core.walkthrough.positions_demo.PositionsView, ``demo`` its PermutationDemo."""
         self.positions, self.demo = positions, demo
         model = Path(model).name or model
         P = positions.sinusoidal.shape[0]

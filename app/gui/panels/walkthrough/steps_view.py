@@ -3,12 +3,12 @@ matrices as labelled heatmaps, a badge that says the numbers are the model's, an
 attention steps - the weighted sum of V built up for the query row that was clicked.
 
     view = StepView()
-    view.set_step(walkthrough, step)           # a core.walkthrough Step of that Walkthrough
+    view.set_step(walkthrough, step)           # a core.walkthrough.steps Step of that Walkthrough
     view.row_clicked.connect(...)              # a query row of the weights (softmax) step
     view.value_panel                           # the clicked cell, pinned (value_panel.py)
     view.build_up.rows                         # the terms weights[i, j] * v[j] and their sum
 
-Everything here is drawing: the numbers come from ``core.walkthrough`` (computed in a worker).
+Everything here is drawing: the numbers come from ``core.walkthrough.steps`` (computed in a worker).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from app.gui.panels.walkthrough.value_panel import ValuePanel
 from app.gui.panels.walkthrough.weights_view import WeightsStrip
 from app.gui.panels.walkthrough.wide_summary import WideSummaryTable
 from app.gui.widgets.matrix_heatmap import MatrixHeatmap
-from core.walkthrough import TOLERANCE as MATCH_LIMIT
+from core.walkthrough.steps import TOLERANCE as MATCH_LIMIT
 
 NUMBERS_MAX_ROWS = 64      # with "Numbers" on, matrices up to this many rows grow tall enough to print in
 NUMBER_ROW_PX = 26         # a row's height then (cells need MIN_CELL_PX_FOR_VALUES to be written in)

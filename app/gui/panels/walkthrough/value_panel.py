@@ -2,7 +2,7 @@
 
     panel = ValuePanel()
     panel.show_cell(walkthrough, step, i, j)     # value, row and column names; a score's q·k terms
-    panel.terms                                  # core.walkthrough_numbers.ScoreTerms, for a score cell
+    panel.terms                                  # core.walkthrough.numbers.ScoreTerms, for a score cell
 
 It stays on the clicked cell (hovering elsewhere does not change it) until another cell or
 another step is shown. Tokens, rows, positions and dimensions are counted from 0 ([CLS] is
@@ -16,7 +16,7 @@ import numpy as np
 from PySide6 import QtWidgets
 from PySide6.QtCore import Qt
 
-from core.walkthrough_numbers import score_terms
+from core.walkthrough.numbers import score_terms
 
 HEAD_COLUMNS = ("q", "k", "v", "head_output")          # steps whose columns are one head's dimensions
 HIDDEN_COLUMNS = ("ffn_hidden", "ffn_activation")      # the FFN's inner width

@@ -5,7 +5,7 @@
     strip.heatmaps                         # {"input": ..., "W_Q": ..., "b_Q": ..., "output": ...}
 
 The input is named as the step it came from (click its name to go there); the weights are the
-model's real tensors (core/walkthrough_weights.py), shaped as the formula reads them.
+model's real tensors (core/walkthrough/weights.py), shaped as the formula reads them.
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ class WeightsStrip(QtWidgets.QFrame):
     and refilled, since every step with weights has exactly two (W and b, or γ and β)."""
 
     input_clicked = QtCore.Signal(str)       # the input step's name
-    weight_clicked = QtCore.Signal(object, int, int)   # a core.walkthrough_weights.Weight, row, column
+    weight_clicked = QtCore.Signal(object, int, int)   # a core.walkthrough.weights.Weight, row, column
 
     def __init__(self, parent=None):
         super().__init__(parent)

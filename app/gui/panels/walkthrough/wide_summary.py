@@ -10,7 +10,7 @@ import numpy as np
 from PySide6 import QtWidgets
 from PySide6.QtCore import Qt
 
-from core.walkthrough_numbers import is_wide, wide_summary
+from core.walkthrough.numbers import is_wide, wide_summary
 
 TOP = 3     # dimensions listed per token
 

@@ -3,7 +3,7 @@
     dialog = WhyDialog(state, parent)              # non-modal, resizable; reused per request
     dialog.request(query, hit_text, search_score)  # computes in a worker (state.run), then shows
 
-The query × hit matrix of contributions (core/why.py) is a heatmap with a diverging colour map
+The query × hit matrix of contributions (core/evaluate/why.py) is a heatmap with a diverging colour map
 centred at 0 (blue below, red above: negative contributions stay visible), each query token's
 sum as a bar beside its row, each hit token's sum as a bar under its column, the top pairs in
 words and the score they add up to, next to the score search showed. It uses the app's current
@@ -21,8 +21,8 @@ from PySide6.QtCore import Qt
 
 from app.gui.widgets.heatmap import HeatmapWidget
 from app.gui.widgets.save_dialog import ask_save_path
-from core.attention import write_matrix_csv
-from core.why import SAME_SCORE, explain_job, format_pairs
+from core.encoder.attention import write_matrix_csv
+from core.evaluate.why import SAME_SCORE, explain_job, format_pairs
 
 DIVERGING = "CET-D1"               # blue - white - red, white at the middle of the levels
 POSITIVE, NEGATIVE = "#c0392b", "#2166ac"
@@ -135,7 +135,7 @@ class ContributionHeatmap(HeatmapWidget):
 class WhyDialog(QtWidgets.QDialog):
     """Non-modal window that explains one hit at a time; a new request replaces the old one."""
 
-    shown = QtCore.Signal(object)       # core.why.Why, after the view shows it
+    shown = QtCore.Signal(object)       # core.evaluate.why.Why, after the view shows it
 
     def __init__(self, state, parent=None):
         super().__init__(parent)
@@ -145,8 +145,8 @@ class WhyDialog(QtWidgets.QDialog):
         self.setModal(False)
         self.setSizeGripEnabled(True)
         self.resize(980, 760)
-        self.why = None                 # core.why.Why being shown
-        self.view = None                # core.why.WhyView being shown (specials hidden or not)
+        self.why = None                 # core.evaluate.why.Why being shown
+        self.view = None                # core.evaluate.why.WhyView being shown (specials hidden or not)
         self.search_score = None        # the score the search table showed for the hit
         self._seq = 0                   # number of the newest request; older results are dropped
         self._request = None            # (query, text) last asked for: redone when the model changes

@@ -1,0 +1,12 @@
+"""The names a user chooses among: backends, poolings and attention masks.
+
+No torch here: the app and the CLI build their menus and flags from these at start-up.
+"""
+from __future__ import annotations
+
+BACKENDS = ("scratch", "hf")          # our from-scratch encoder; Hugging Face transformers
+POOLINGS = ("mean", "cls", "max", "attention")   # token vectors -> one sentence vector (core/encoder/pooling.py);
+                                                 # "attention" needs a model with a trained query
+ATTENTIONS = ("bidirectional", "causal")   # which keys a token attends to (core/encoder/model.py)
+PRECISIONS = ("fp32", "bf16")         # what a model runs its embeddings in (core/device.py)
+PRECISION_CHOICES = ("auto", *PRECISIONS)   # what a user may ask for; auto: bf16 where native

@@ -1,0 +1,316 @@
+"""Every moving part of the encoder on one sentence, each step checked against the model.
+
+``explain(backend, text)`` runs the text through the NumPy steps of core/walkthrough/numpy_ref.py (the
+teaching code: explicit matrices, one small function per step) and returns each intermediate
+by a stable name, for one chosen layer and head (the other layers run too, so the chosen
+layer sees the real input and the sentence vector is the real one). Beside every step sits
+``max_abs_diff``: the largest |difference| to the torch encoder's own intermediate for the
+same input, captured from the real forward pass (core/walkthrough/capture.py). With fp32
+weights every difference is below 1e-5: the numbers shown are the model's.
+
+Step names, post-norm (BERT, DistilBERT, minilm):
+  token_embeddings, position_embeddings, token_type_embeddings (BERT layouts only),
+  embeddings_sum, embeddings_layernorm, then for the chosen layer: layer_input, q, k, v,
+  scores, masked_scores, weights, head_output, heads_concat, attention_output, residual_1,
+  layernorm_1, ffn_hidden, ffn_activation, ffn_output, residual_2, layernorm_2 (= the layer's
+  output), then pooled and normalized.
+Pre-norm (x + f(LN(x))): the same embeddings steps, then layer_input, layernorm_1 (input of
+  attention), q ... attention_output, residual_1 (= layer_input + attention_output),
+  layernorm_2 (input of the FFN), ffn_hidden, ffn_activation, ffn_output, residual_2
+  (= residual_1 + ffn_output, the layer's output), final_layernorm (after the last layer),
+  pooled, normalized.
+A causal model (``attention="causal"``) masks the scores above the diagonal: masked_scores shows
+them as -inf (the model adds the most negative float, which softmax turns into the same 0).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.errors import InputError
+from core.walkthrough import numpy_ref as nr
+
+POST_ORDER = ("token_embeddings", "position_embeddings", "token_type_embeddings", "embeddings_sum",
+              "embeddings_layernorm", "layer_input", "q", "k", "v", "scores", "masked_scores", "weights",
+              "head_output", "heads_concat", "attention_output", "residual_1", "layernorm_1", "ffn_hidden",
+              "ffn_activation", "ffn_output", "residual_2", "layernorm_2", "pooled", "normalized")
+PRE_ORDER = ("token_embeddings", "position_embeddings", "token_type_embeddings", "embeddings_sum",
+             "embeddings_layernorm", "layer_input", "layernorm_1", "q", "k", "v", "scores", "masked_scores",
+             "weights", "head_output", "heads_concat", "attention_output", "residual_1", "layernorm_2",
+             "ffn_hidden", "ffn_activation", "ffn_output", "residual_2", "final_layernorm", "pooled",
+             "normalized")
+TOKEN_BY_TOKEN = ("scores", "masked_scores", "weights")     # steps whose columns are tokens too
+TOLERANCE = 1e-5                 # a step "equals the model's" when max |Δ| is at most this
+LAYER_NORMS = ("embeddings_layernorm", "layernorm_1", "layernorm_2", "final_layernorm")
+
+
+@dataclass
+class Step:
+    name: str                       # stable name, e.g. "q"
+    title: str                      # for people, e.g. "Queries Q, head 3"
+    values: np.ndarray              # the step's numbers (T×… mostly; 1-D for pooled/normalized)
+    formula: str                    # e.g. "Q = X·W_Q + b_Q (columns of head h)"
+    description: str                # one or two plain sentences: what the step does and why
+    shape_text: str                 # e.g. "(16 tokens × 384) @ (384 × 32) → 16 × 32"
+    row_labels: list                # usually the tokens
+    col_labels: list | None         # the tokens again for token × token steps, else None
+    max_abs_diff: float | None      # largest |NumPy − torch encoder| (both float64, same weights)
+    extra: dict = field(default_factory=dict)   # e.g. {"mean": (T,), "var": (T,)} for LayerNorms
+    fp32_max_abs_diff: float | None = None      # largest |NumPy − the fp32 forward pass embed runs|
+    scale: float = 0.0                          # largest |value|: fp32 rounds at ~1e-7 of it
+    weights: list = field(default_factory=list, repr=False)   # core.walkthrough.weights.Weight it multiplies by
+    input_step: str | None = None               # the step whose output this one reads (weights steps)
+
+    @property
+    def fp32_rel_diff(self) -> float | None:
+        """fp32 difference relative to the step's largest value (fp32 rounding: ~1e-7)."""
+        if self.fp32_max_abs_diff is None:
+            return None
+        return self.fp32_max_abs_diff / max(self.scale, 1e-30)
+
+    def to_dict(self) -> dict:
+        """JSON has no infinity: a masked (-inf) score is written as null."""
+        return {"name": self.name, "title": self.title, "shape": list(self.values.shape),
+                "shape_text": self.shape_text, "formula": self.formula, "description": self.description,
+                "max_abs_diff": self.max_abs_diff, "fp32_max_abs_diff": self.fp32_max_abs_diff,
+                "fp32_rel_diff": self.fp32_rel_diff, "values": _rounded(self.values),
+                "extra": {k: _rounded(v) if isinstance(v, np.ndarray) else v for k, v in self.extra.items()}}
+
+
+@dataclass
+class Walkthrough:
+    model: str                      # the model's name as the user chose it
+    tokens: list                    # tokens as the tokenizer writes them, specials included
+    ids: list                       # their ids
+    token_type_ids: list | None     # segment ids (BERT layouts), else None
+    layer: int                      # chosen layer, 0-based
+    head: int                       # chosen head, 0-based
+    pooling: str                    # "mean", "cls", "max" or "attention"
+    norm: str                       # "post" or "pre": which step order applies
+    truncated: int                  # tokens cut beyond the model's maximum length
+    steps: list                     # Step objects, in the order the encoder computes them
+    note: str = ""                  # e.g. why an hf backend's steps are our encoder's numbers
+    max_length: int = 0             # the model's maximum tokens (specials included)
+    text: str = ""                  # the sentence walked through
+    pair: str | None = None         # the second sentence of a pair, if any
+    config: object = None           # the EncoderConfig the steps ran with (the architecture map draws it)
+
+    def step(self, name: str) -> Step:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise KeyError(f"no step {name!r}; steps: {', '.join(s.name for s in self.steps)}")
+
+    @property
+    def worst_diff(self) -> float:
+        return max(s.max_abs_diff for s in self.steps if s.max_abs_diff is not None)
+
+    def to_dict(self) -> dict:
+        """The CLI's JSON: 1-based layer and head, every step's full values."""
+        return {"model": self.model, "text": self.text, "pair": self.pair, "tokens": self.tokens, "ids": self.ids,
+                "token_type_ids": self.token_type_ids, "layer": self.layer + 1, "head": self.head + 1,
+                "pooling": self.pooling, "norm": self.norm, "truncated": self.truncated,
+                "max_length": self.max_length, "note": self.note,
+                "steps": [s.to_dict() for s in self.steps]}
+
+
+def _rounded(a: np.ndarray):
+    a = np.round(np.asarray(a, dtype=np.float64), 7)
+    if np.isfinite(a).all():
+        return a.tolist()
+    return np.where(np.isfinite(a), a, None).tolist()
+
+
+def max_abs_diff(ours: np.ndarray, model: np.ndarray) -> float:
+    """The largest |ours - model|, where a -inf (a masked score) equals only a -inf: a cell
+    masked on one side and not on the other is an infinite difference."""
+    ours, model = np.asarray(ours, np.float64), np.asarray(model, np.float64)
+    both_masked = np.isinf(ours) & (ours == model)
+    with np.errstate(invalid="ignore"):               # -inf - -inf: the cells both_masked sets to 0
+        diff = np.where(both_masked, 0.0, np.abs(ours - model))
+    return float(np.nan_to_num(diff, nan=np.inf, posinf=np.inf).max())
+
+
+# ------------------------------------------------------------------------------ the model
+
+def reference_backend(backend):
+    """The CPU fp32 from-scratch backend holding the same weights, and a note when it differs
+    from the one given (hf backends, GPUs, bf16): the steps are always the fp32 encoder's."""
+    from core.encoder.backends import get_backend
+    if backend.backend == "scratch" and backend.device.type == "cpu" and backend.precision == "fp32":
+        return backend, ""
+    ref = get_backend(backend.model_name, "scratch", device="cpu", precision="fp32")
+    if backend.backend == "hf":
+        return ref, ("the steps are Encoderscope's own encoder (core/encoder/model.py) on the same weights; "
+                     "it matches Hugging Face transformers to 1e-5")
+    return ref, (f"the steps run on the CPU in fp32 (the model is loaded for {backend.device_name}, "
+                 f"{backend.precision})")
+
+
+def tokenize(backend, text: str, pair: str | None = None):
+    """-> (ids, token type ids or None, tokens cut). A pair is read the BERT way:
+    [CLS] text [SEP] pair [SEP], token types 0 then 1, cut longest-first."""
+    tok, cfg = backend.tokenizer, backend.config
+    if pair is None or not pair.strip():
+        rows, cut = backend.encode_ids([text])
+        ids = rows[0]
+        full = len(tok(text, truncation=False)["input_ids"]) if cut else len(ids)
+        types = [0] * len(ids)
+    else:
+        if not text.strip():
+            raise InputError("both texts of a pair need at least one visible character")
+        enc = tok(text, pair, truncation="longest_first", max_length=backend.max_length,
+                  return_token_type_ids=True)
+        ids, types = list(enc["input_ids"]), list(enc["token_type_ids"])
+        full = len(tok(text, pair, truncation=False)["input_ids"])
+    return list(ids), (types if cfg.type_vocab_size else None), full - len(ids)
+
+
+def check_choice(cfg, layer: int, head: int, pooling: str):
+    from core.encoder.backends import check_pooling
+    check_pooling(pooling)
+    if not 0 <= layer < cfg.n_layers:
+        raise InputError(f"layer {layer + 1} does not exist: this model has {cfg.n_layers} layers "
+                         f"(choose 1 to {cfg.n_layers})")
+    if not 0 <= head < cfg.n_heads:
+        raise InputError(f"head {head + 1} does not exist: this model has {cfg.n_heads} heads per layer "
+                         f"(choose 1 to {cfg.n_heads})")
+
+
+# ------------------------------------------------------------------------------ NumPy steps
+
+def numpy_steps(p: dict, cfg, ids, types, layer: int, head: int, pooling: str) -> dict:
+    """Every step by name, computed with numpy_ref's functions (float64). ``p`` is the
+    encoder's state_dict as NumPy arrays (numpy_ref.params_from_torch)."""
+    ids = np.asarray(ids)
+    T, eps = len(ids), cfg.layer_norm_eps
+    keep = np.ones(T, bool)                          # one sentence: no padding
+    seen = nr.attention_keep(keep, cfg.attention == "causal")    # which keys each query sees
+    v = {"token_embeddings": p["embeddings.word_embeddings.weight"][ids]}
+    if cfg.positions == "sinusoidal":
+        v["position_embeddings"] = nr.sinusoidal_positions(T, cfg.dim)
+    else:
+        v["position_embeddings"] = p["embeddings.position_embeddings.weight"][:T]
+    total = v["token_embeddings"] + v["position_embeddings"]
+    if cfg.type_vocab_size:
+        v["token_type_embeddings"] = p["embeddings.token_type_embeddings.weight"][np.asarray(types)]
+        total = total + v["token_type_embeddings"]
+    v["embeddings_sum"] = total
+    v["embeddings_layernorm"] = nr.layer_norm(total, p["embeddings.LayerNorm.weight"],
+                                              p["embeddings.LayerNorm.bias"], eps)
+    x = v["embeddings_layernorm"]
+    for i in range(cfg.n_layers):
+        if i == layer:
+            v.update(_layer_steps(x, p, f"transformer.layer.{i}", cfg, head, seen))
+            x = v["layernorm_2"] if cfg.norm == "post" else v["residual_2"]
+        else:
+            x, _ = nr.block(x, p, f"transformer.layer.{i}", cfg, seen)
+    if cfg.norm == "pre":
+        v["_final_input"] = x                        # the last layer's output (for its mean/var)
+        x = v["final_layernorm"] = nr.layer_norm(x, p["final_layer_norm.weight"], p["final_layer_norm.bias"], eps)
+    v["pooled"] = nr.pool(x, keep, pooling, p.get("attention_pooling.query"))
+    v["normalized"] = nr.l2_normalize(v["pooled"])
+    return v
+
+
+def _layer_steps(x, p, name, cfg, head, keep) -> dict:
+    """One block written out step by step, keeping every intermediate. keep: which keys each
+    query sees, (T,) or causal (T, T)."""
+    ln = {n: (p[f"{name}.{n}.weight"], p[f"{name}.{n}.bias"], cfg.layer_norm_eps)
+          for n in ("sa_layer_norm", "output_layer_norm")}
+    att, ffn = name + ".attention", name + ".ffn"
+    v = {"layer_input": x}
+    if cfg.norm == "pre":
+        x = v["layernorm_1"] = nr.layer_norm(x, *ln["sa_layer_norm"])
+    q_all, k_all, v_all = (nr.linear(x, p, f"{att}.{m}") for m in ("q_lin", "k_lin", "v_lin"))
+    dh = cfg.dim // cfg.n_heads
+    cols = slice(head * dh, (head + 1) * dh)
+    v["q"], v["k"], v["v"] = q_all[:, cols], k_all[:, cols], v_all[:, cols]
+    v["scores"] = nr.attention_scores(v["q"], v["k"])
+    v["masked_scores"] = nr.mask_scores(v["scores"], keep, fill=-np.inf)
+    v["weights"] = nr.softmax(v["masked_scores"])
+    v["head_output"] = v["weights"] @ v["v"]
+    # All heads at once, the same three lines on (H, T, Dh) arrays, then side by side.
+    heads = [nr.split_heads(a, cfg.n_heads) for a in (q_all, k_all, v_all)]
+    weights_all = nr.softmax(nr.mask_scores(nr.attention_scores(heads[0], heads[1]), keep))
+    v["heads_concat"] = nr.merge_heads(weights_all @ heads[2])
+    v["attention_output"] = nr.linear(v["heads_concat"], p, att + ".out_lin")
+    approx = cfg.activation == "gelu_tanh"
+    if cfg.norm == "post":
+        v["residual_1"] = v["layer_input"] + v["attention_output"]
+        x = v["layernorm_1"] = nr.layer_norm(v["residual_1"], *ln["sa_layer_norm"])
+    else:
+        v["residual_1"] = v["layer_input"] + v["attention_output"]
+        x = v["layernorm_2"] = nr.layer_norm(v["residual_1"], *ln["output_layer_norm"])
+    v["ffn_hidden"] = nr.linear(x, p, ffn + ".lin1")
+    v["ffn_activation"] = nr.gelu(v["ffn_hidden"], approx)
+    v["ffn_output"] = nr.linear(v["ffn_activation"], p, ffn + ".lin2")
+    if cfg.norm == "post":
+        v["residual_2"] = v["layernorm_1"] + v["ffn_output"]
+        v["layernorm_2"] = nr.layer_norm(v["residual_2"], *ln["output_layer_norm"])
+    else:
+        v["residual_2"] = v["residual_1"] + v["ffn_output"]
+    return v
+
+
+# ------------------------------------------------------------------------------ the walk
+
+def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: int = 0,
+            pooling: str = "mean") -> Walkthrough:
+    """Walk one text (or a sentence pair) through the encoder; layer and head are 0-based."""
+    from core.walkthrough.capture import capture, float64_copy
+    from core.walkthrough.text import describe
+    from core.walkthrough.weights import step_input, step_weights
+    ref, note = reference_backend(backend)
+    cfg = ref.config
+    pooling = ref.choose_pooling(pooling)
+    check_choice(cfg, layer, head, pooling)
+    ids, types, cut = tokenize(ref, text, pair)
+    tokens = ref.tokenizer.convert_ids_to_tokens(ids)
+    with ref._lock:                     # hooks see only this forward pass (and the copy is shared)
+        as_run = capture(ref.encoder, ids, types, layer, head, pooling)
+        exact_model = float64_copy(ref.encoder)
+        model = capture(exact_model, ids, types, layer, head, pooling)
+    # The NumPy side reads the same float64 tensors (views, no copy).
+    p = {k: t.numpy() for k, t in exact_model.state_dict().items()}
+    ours = numpy_steps(p, cfg, ids, types, layer, head, pooling)
+    order = PRE_ORDER if cfg.norm == "pre" else POST_ORDER
+    steps = []
+    for name in order:
+        if name not in ours:
+            continue                    # no token types in DistilBERT layouts
+        values = ours[name]
+        extra = {}
+        if name in LAYER_NORMS:
+            mean, var = nr.layer_norm_stats(_ln_input(name, ours, cfg))
+            extra = {"mean": mean[:, 0], "var": var[:, 0]}
+        if name == "position_embeddings":
+            extra = {"kind": cfg.positions}
+        text_ = describe(name, cfg, len(ids), layer, head, pooling)
+        one_d = values.ndim == 1
+        steps.append(Step(
+            name=name, title=text_["title"], values=values, formula=text_["formula"],
+            description=text_["description"], shape_text=text_["shape_text"],
+            row_labels=[f"{pooling} pooled"] if one_d else list(tokens),
+            col_labels=list(tokens) if name in TOKEN_BY_TOKEN else None,
+            max_abs_diff=max_abs_diff(values, model[name]),
+            fp32_max_abs_diff=max_abs_diff(values, as_run[name]),
+            scale=float(np.abs(values[np.isfinite(values)]).max(initial=0.0)), extra=extra,
+            weights=step_weights(p, name, layer, head, cfg.n_heads),
+            input_step=step_input(name, cfg.norm, last_layer=layer == cfg.n_layers - 1)))
+    return Walkthrough(model=backend.model_name, tokens=list(tokens), ids=ids, token_type_ids=types,
+                       layer=layer, head=head, pooling=pooling, norm=cfg.norm, truncated=cut,
+                       steps=steps, note=note, max_length=ref.max_length, text=text,
+                       pair=pair if pair and pair.strip() else None, config=cfg)
+
+
+def _ln_input(name: str, v: dict, cfg) -> np.ndarray:
+    """What each LayerNorm normalises (its per-token mean and variance are shown)."""
+    if name == "embeddings_layernorm":
+        return v["embeddings_sum"]
+    if cfg.norm == "post":
+        return v["residual_1" if name == "layernorm_1" else "residual_2"]
+    if name == "final_layernorm":
+        return v["_final_input"]
+    return v["layer_input" if name == "layernorm_1" else "residual_1"]
