@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import InputError
+from core.folder_lock import OutputFolderLock
 from core.train.runs import compare_runs, differing_settings
 
 # A setting's value that forces others: a run set to the key's value also gets these settings.
@@ -205,6 +206,11 @@ def run_experiment(exp: Experiment, base, pairs: str = "", progress: Callable[[d
     "look_at", "cancelled", "completed": [labels], "comparison"}`` (comparison: compare_runs of
     the finished runs, None with fewer than two).
     """
+    with OutputFolderLock(base.out, "experiment"):
+        return _run_all(exp, base, pairs, progress, cancel, read_corpus)
+
+
+def _run_all(exp: Experiment, base, pairs, progress, cancel, read_corpus) -> dict:
     from core.train.trainer import Trainer, cancel_check
 
     emit = progress or (lambda ev: None)

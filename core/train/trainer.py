@@ -60,6 +60,7 @@ from core.encoder.transformers_import import from_transformers
 from core.encoder.weights import load_folder, save_checkpoint
 from core.errors import EncoderscopeError, InputError, ModelUnavailable
 from core.evaluate.pairs import read_scored_pairs
+from core.folder_lock import OutputFolderLock
 from core.train import run_folder
 from core.train.checkpoint import (
     STATE_JSON,
@@ -113,7 +114,8 @@ class Trainer:
         if self.config.threads > 0:
             torch.set_num_threads(self.config.threads)
         try:
-            return self._run(cancel_check(cancel))
+            with OutputFolderLock(self.config.out, "train"):
+                return self._run(cancel_check(cancel))
         finally:
             torch.set_num_threads(threads)
 
