@@ -417,6 +417,9 @@ def _jsonl(path: Path, field: str | None, enc: str):
             except json.JSONDecodeError as e:
                 yield BadLine(src, n, f"not valid JSON ({e.msg})")
                 continue
+            except RecursionError:   # the json module recurses once per level of nesting
+                yield BadLine(src, n, "JSON nested too deeply to read (about 1,000 levels or more)")
+                continue
             value = _json_text(obj, field)
             if isinstance(value, BadLine):
                 yield BadLine(src, n, value.reason)
@@ -489,7 +492,7 @@ def list_fields(path, encoding: str | None = None) -> list[str]:
                     break
                 try:
                     obj = json.loads(line)
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):
                     continue
                 if isinstance(obj, dict):
                     names += [k for k, v in obj.items() if isinstance(v, str) and k not in names]
