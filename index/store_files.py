@@ -55,6 +55,17 @@ def refuse_links(folder, names=FAISS_FILES, patterns=FAISS_PATTERNS) -> None:
             raise StoreFileIsLink(path)
 
 
+def check_readable(folder) -> None:
+    """StoreError when the store folder exists but this user may not look inside it."""
+    try:
+        os.listdir(folder)
+    except PermissionError:
+        raise StoreError(f"cannot read the store folder {folder}: permission denied; ask its "
+                         "owner for read access, or open a copy you can read") from None
+    except OSError:
+        pass      # missing, or not a folder: the caller says so
+
+
 def is_link(path) -> bool:
     try:
         return stat.S_ISLNK(os.lstat(path).st_mode)

@@ -161,3 +161,29 @@ def test_migrate_to_the_null_device_is_one_line(tmp_path, model, made, capsys):
     code, _, err = cli(capsys, "migrate", "--from", src, "--to", "/dev/null", "--quiet")
     assert "not a store folder" in one_error(code, err)
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_a_store_folder_the_user_may_not_read_is_one_line(tmp_path, model, made, capsys,
+                                                          monkeypatch):
+    """Run as root here, so the permission is taken away where the OS checks it: every look
+    inside the folder is refused as it would be for another user."""
+    _, lines, _ = made
+    store = tmp_path / "S"
+    _ingest(capsys, lines, store, model)
+    real_stat, real_lstat, real_listdir = os.stat, os.lstat, os.listdir
+
+    def refused(real):
+        def call(path, *a, **kw):
+            if str(path).startswith(str(store) + os.sep) or (real is real_listdir
+                                                              and str(path) == str(store)):
+                raise PermissionError(13, "Permission denied", str(path))
+            return real(path, *a, **kw)
+        return call
+    monkeypatch.setattr(os, "stat", refused(real_stat))
+    monkeypatch.setattr(os, "lstat", refused(real_lstat))
+    monkeypatch.setattr(os, "listdir", refused(real_listdir))
+    for argv in [("search", "cat", "--store", store, "--model", model),
+                 ("info", "--store", store),
+                 ("migrate", "--from", store, "--to", tmp_path / "copy", "--quiet")]:
+        code, _, err = cli(capsys, *argv)
+        assert "permission denied" in one_error(code, err), argv

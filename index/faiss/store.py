@@ -60,7 +60,7 @@ from index.faiss.snapshot import (
     set_damaged_aside,
 )
 from index.records import split_meta
-from index.store_files import refuse_links
+from index.store_files import check_readable, refuse_links
 from index.whitening import WHITENING_FILE, describe_whitening, is_whitened, store_fingerprint
 from index.whitening import load as load_whitening
 from index.whitening import write as write_whitening
@@ -141,6 +141,7 @@ class VectorStore(Store):
         db_path = folder / DB_NAME
         if folder.exists() and not folder.is_dir():
             raise StoreError(f"{folder} is a file, not a store folder")
+        check_readable(folder)
         refuse_links(folder)
         if not check_regular(db_path, "sentence database", remedy="restore"):
             if not create:
