@@ -426,8 +426,8 @@ def cmd_search(args) -> int:
     finally:
         store.close()
     if args.json:
-        json.dump({"results": [h.to_dict() for h in hits]}, sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        from app.cli.options import emit_json
+        emit_json({"results": [h.to_dict() for h in hits]})
     else:
         for h in hits:
             print(f"{h.score:.4f}  {h.id:>6}  {h.text}")
