@@ -228,8 +228,7 @@ class Trainer:
         if resume is not None:
             self._emit("status", message=f"loading checkpoint {resume}")
             self._load_model(resume)
-            AutoTokenizer = from_transformers("AutoTokenizer")
-            self.tokenizer = AutoTokenizer.from_pretrained(str(resume), trust_remote_code=False)
+            self.tokenizer = _folder_tokenizer(resume, "cannot resume from")
         else:
             torch.manual_seed(c.seed)
             self._emit("status", message="building the tokenizer and the model")
@@ -301,7 +300,7 @@ class Trainer:
             self._load_model(folder)
         except ModelUnavailable as e:
             raise InputError(f"cannot start from {folder}: {e}") from None
-        self.tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+        self.tokenizer = _folder_tokenizer(folder, "cannot start from")
         if self.tokenizer.mask_token_id is None and "mlm" in c.objective:
             raise InputError(f"the tokenizer of {folder} has no [MASK] token: it cannot be trained with MLM")
 
@@ -586,6 +585,15 @@ class Trainer:
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def _folder_tokenizer(folder: Path, doing: str):
+    """The tokenizer saved beside a model's weights; InputError naming what is missing."""
+    from core.encoder.tokenizer import load_tokenizer
+    try:
+        return load_tokenizer(Path(folder))
+    except ModelUnavailable as e:
+        raise InputError(f"{doing} {folder}: {e}") from None
 
 
 def _scored_pairs(path: str):

@@ -1,0 +1,45 @@
+"""`train --init FOLDER` and `--resume FOLDER` of a folder with weights but no tokenizer files
+are one `error:` line saying so (not a transformers traceback, not a nan loss), and copying the
+tokenizer files in, as it says, makes the same command work."""
+from __future__ import annotations
+
+import shutil
+
+from tests.helpers import cli_clean as cli
+from tests.helpers import make_tiny_bert, one_error
+from tests.test_train_cli import TINY
+from tests.test_train_helpers import write_corpus
+
+TOKENIZER = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def _strip(folder, keep):
+    keep.mkdir()
+    for name in TOKENIZER:
+        if (folder / name).exists():
+            shutil.move(folder / name, keep / name)
+
+
+def test_init_and_resume_without_tokenizer_files_are_one_line(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "gen.txt", n=120)
+    model = make_tiny_bert(tmp_path / "m")
+    _strip(model, tmp_path / "tok")
+    argv = ["train", "--corpus", corpus, "--out", tmp_path / "a", "--init", model, "--steps", "2",
+            "--no-progress", "--threads", "1", "--precision", "fp32", "--batch-size", "8"]
+    code, _, err = cli(capsys, *argv)
+    msg = one_error(code, err)
+    assert f"cannot start from {model}" in msg and "no tokenizer files" in msg, msg
+    for name in TOKENIZER:            # "copy them from the model the weights came from"
+        if (tmp_path / "tok" / name).exists():
+            shutil.copy(tmp_path / "tok" / name, model / name)
+    code, _, err = cli(capsys, *argv)
+    assert code == 0, err
+
+    run = tmp_path / "run"
+    code, _, err = cli(capsys, "train", "--corpus", corpus, "--out", run, "--steps", "2",
+                       "--no-progress", *TINY)
+    assert code == 0, err
+    _strip(run, tmp_path / "runtok")
+    code, _, err = cli(capsys, "train", "--resume", run, "--steps", "4", "--no-progress")
+    msg = one_error(code, err)
+    assert f"cannot resume from {run}" in msg and "no tokenizer files" in msg, msg
