@@ -43,3 +43,20 @@ def test_init_and_resume_without_tokenizer_files_are_one_line(tmp_path, capsys):
     code, _, err = cli(capsys, "train", "--resume", run, "--steps", "4", "--no-progress")
     msg = one_error(code, err)
     assert f"cannot resume from {run}" in msg and "no tokenizer files" in msg, msg
+
+
+def test_a_custom_tokenizer_class_gets_our_advice_not_the_librarys(tmp_path, capsys):
+    """transformers would say "install sentencepiece or tiktoken" (or enable remote code); we
+    never run a folder's code, so the line says what the folder needs instead."""
+    import json
+    model = make_tiny_bert(tmp_path / "m")
+    (model / "tokenizer.json").unlink()
+    cfg = json.loads((model / "tokenizer_config.json").read_text())
+    cfg["tokenizer_class"] = "MyCustomTokenizer"
+    cfg["auto_map"] = {"AutoTokenizer": ["tok.MyCustomTokenizer", None]}
+    (model / "tokenizer_config.json").write_text(json.dumps(cfg))
+    code, _, err = cli(capsys, "embed", "the cat", "--model", model)
+    msg = one_error(code, err)
+    for advice in ("sentencepiece", "tiktoken", "trust_remote_code"):
+        assert advice not in msg, msg
+    assert "tokenizer.json" in msg
