@@ -60,3 +60,15 @@ def test_a_custom_tokenizer_class_gets_our_advice_not_the_librarys(tmp_path, cap
     for advice in ("sentencepiece", "tiktoken", "trust_remote_code"):
         assert advice not in msg, msg
     assert "tokenizer.json" in msg
+
+
+def test_a_model_with_its_own_code_gets_our_advice_not_remote_code(tmp_path, capsys):
+    import json
+    model = make_tiny_bert(tmp_path / "m")
+    cfg = json.loads((model / "config.json").read_text())
+    cfg["model_type"] = "my_custom_encoder"
+    cfg["auto_map"] = {"AutoConfig": "modeling.MyConfig", "AutoModel": "modeling.MyModel"}
+    (model / "config.json").write_text(json.dumps(cfg))
+    code, _, err = cli(capsys, "embed", "the cat", "--model", model, "--backend", "hf")
+    msg = one_error(code, err)
+    assert "trust_remote_code" not in msg and "never runs" in msg, msg
