@@ -123,16 +123,28 @@ def _refused_credentials(e: BaseException) -> str | None:
     return None
 
 
+# Calls that change something on the server: under a writer lock each is fenced (lease.py).
+WRITES = frozenset({"insert", "upsert", "delete", "alter_collection_properties",
+                    "drop_collection_properties", "drop_collection", "rename_collection",
+                    "create_collection", "create_index", "drop_index", "flush"})
+
+
 class Caller:
-    """Runs a client call, turning pymilvus/gRPC errors into worded StoreErrors."""
+    """Runs a client call, turning pymilvus/gRPC errors into worded StoreErrors. While a
+    writer lock is held (`lease`), every call is fenced by it and its timeout is cut to what
+    is left of the lease."""
 
     def __init__(self, loc: Location, timeout: float | None):
         self.loc = loc
         self.timeout = timeout     # seconds per call on a server; None on Lite
+        self.lease = None          # the ServerWriterLock held, if any
 
-    def __call__(self, fn, *args, what: str, **kw):
+    def __call__(self, fn, *args, what: str, fenced: bool = True, **kw):
         if self.timeout is not None and "timeout" not in kw:
             kw["timeout"] = max(self.timeout, 30.0)
+        if fenced and self.lease is not None:
+            left = self.lease.fence(write=getattr(fn, "__name__", "") in WRITES)
+            kw["timeout"] = min(kw.get("timeout") or left, left)
         try:
             return fn(*args, **kw)
         except StoreError:
