@@ -198,7 +198,7 @@ from index.locations import open_store
 from tests.test_store_support import FakeBackend
 lease.LEASE, lease.MARGIN, lease.RENEW_AFTER = 4.0, 1.0, 1.0
 uri = sys.argv[1]
-b = FakeBackend(dim=%d)
+b = FakeBackend(dim={D})
 real = mstore.MilvusStore._store_planned
 def slow(self, *a, **kw):            # a commit that holds the lock a while before it writes
     print("committing", flush=True)
@@ -208,7 +208,7 @@ mstore.MilvusStore._store_planned = slow
 with open_store(uri) as s:
     for k in range(40):
         s.add_texts([f"stalled {k} {i}" for i in range(32)], b)
-""" % D
+""".replace("{D}", str(D))
 
 
 @needs_milvus
@@ -317,3 +317,44 @@ def test_ids_of_removed_sentences_are_not_reused_after_a_restart(kind, tmp_path,
 
 
 # ---- repair fixes what check finds -------------------------------------------------------------
+@pytest.mark.parametrize("kind", [pytest.param("milvus", marks=needs_milvus),
+                                  pytest.param("server", marks=needs_milvus)])
+def test_repair_fixes_every_damaged_row_that_check_finds(kind, tmp_path, request):
+    from index.text_hash import hash_for_format
+    from tests.test_store_support import text_vector
+    server = request.getfixturevalue("milvus_server") if kind == "server" else None
+    b = FakeBackend(dim=D)
+    name = _name() if server else "sentences"
+    loc = _loc(kind, tmp_path, server, name)
+    texts = [f"sentence {i}" for i in range(40)]
+    h = hash_for_format(2)
+    with open_store(loc, create=True, fingerprint=b.fingerprint(), index="flat") as s:
+        s.add_texts(texts, b)
+        row = s._records([5], ["*"])[5]
+        placeholders = {k: row[k] for k in ("source", "row", "meta", "added")}
+
+        def put(id_, text, hash_, vector_of):
+            return {"id": id_, "vector": text_vector(vector_of, D, "f" * 64 + "mean").tolist(),
+                    "text": text, "hash": hash_, **placeholders}
+        c = s._client
+        c.upsert(name, [put(6, "sentence 5", "0" * 32, "sentence 5"),      # a wrong hash
+                        put(7, "sentence 6", h("sentence 6"), "sentence 30")])  # a wrong vector
+        c.insert(name, [put(41, "sentence 3", "f" * 32, "sentence 3")])  # twice, a wrong hash
+        c.flush(name)
+    with open_store(loc) as s:
+        found = s.check(b, full=True)
+        assert found["wrong_hash"] == [6, 41] and found["vectors_off"] == [7]
+        assert found["duplicates"] == {h("sentence 3"): [4, 41]}
+        assert found["sampled"] == 41 and found["full"]
+        report = s.check(b, repair=True, full=True)
+        assert report["repaired"] == {"hidden_dropped": 0, "duplicates_removed": 1,
+                                      "hashes_rewritten": 1, "vectors_reembedded": 1}
+        after = report["after"]                     # what the "ok" line reports
+        assert after["rows"] == after["readable"] == 40
+        assert after["wrong_hash"] == [] and after["vectors_off"] == [] and \
+            after["duplicates"] == {}
+        sound(s, b, texts)
+        assert s.id_of("sentence 5") == 6
+    with open_store(loc, writable=False) as s:
+        again = s.check(b, full=True)
+        assert again["wrong_hash"] == again["vectors_off"] == [] and again["duplicates"] == {}

@@ -553,13 +553,14 @@ class MilvusStore(ServerCommits, Store):
                 "collection": self._name, "generation": None,
                 "index_state": idx.get("state"), "indexed_rows": idx.get("indexed_rows")}
 
-    def check(self, backend=None, repair: bool = False) -> dict:
+    def check(self, backend=None, repair: bool = False, full: bool = False) -> dict:
         """Every row read back against the server's count, duplicate texts, hashes and a
-        sample of vectors re-embedded with `backend`; repair fixes what it can (check.py)."""
+        sample of vectors (every vector with full) re-embedded with `backend`; repair fixes
+        what it can and checks again (check.py)."""
         from index.milvus import check
         if repair:
             self._need_writer()
-        return check.check(self, backend, repair=repair)
+        return check.check(self, backend, repair=repair, full=full)
 
     def __repr__(self):
         return f"MilvusStore({self.location!r}, {self.engine}, {self.index_kind})"
