@@ -358,3 +358,46 @@ def test_repair_fixes_every_damaged_row_that_check_finds(kind, tmp_path, request
     with open_store(loc, writable=False) as s:
         again = s.check(b, full=True)
         assert again["wrong_hash"] == again["vectors_off"] == [] and again["duplicates"] == {}
+
+
+# ---- messages --------------------------------------------------------------------------------
+class _RpcError(Exception):
+    """What gRPC raises: str() is a multi-line repr of its status; details() the words."""
+
+    def __init__(self, code, details):
+        super().__init__(f"<_InactiveRpcError of RPC that terminated with:\n\tstatus = "
+                         f"StatusCode.{code}\n\tdetails = \"{details}\"\n\tdebug_error_string = "
+                         "\"UNKNOWN:Error received from peer\"\n>")
+        self._code, self._details = code, details
+
+    def code(self):
+        return type("Code", (), {"name": self._code})()
+
+    def details(self):
+        return self._details
+
+
+def test_server_errors_are_one_line_and_say_permission_or_token():
+    from index.milvus.calls import unavailable
+    from index.store_location import parse_location
+    loc = parse_location("http://127.0.0.1:19530?collection=c")
+    hung = unavailable(loc, _RpcError("DEADLINE_EXCEEDED", "Deadline Exceeded"), "insert sentences")
+    assert "\n" not in str(hung) and "_InactiveRpcError" not in str(hung)
+    assert "did not answer in time" in str(hung) and "(Deadline Exceeded)" in str(hung)
+    denied = unavailable(loc, _RpcError("PERMISSION_DENIED", "PrivilegeInsert: permission deny "
+                                        "to reader"), "insert sentences")
+    assert "\n" not in str(denied) and "may not insert sentences" in str(denied)
+    assert "administrator" in str(denied) and "check the token" not in str(denied)
+    refused = unavailable(loc, _RpcError("UNAUTHENTICATED", "auth check failure"), "connect")
+    assert "refused the credentials" in str(refused) and "check the token" in str(refused)
+
+
+def test_ingest_cut_off_words_what_it_kept():
+    from app.cli.store import _kept
+    from index.base import AddResult
+    from index.errors import StoreUnavailable
+    e = StoreUnavailable("cannot reach the server. Nothing was changed locally.")
+    none = str(_kept(e, AddResult(ids=[], added=0)))
+    assert "The 0 new" not in none and "stored no new sentence yet" in none
+    one = str(_kept(e, AddResult(ids=[], added=1)))
+    assert "The 1 new sentence this run stored before that is kept" in one

@@ -338,12 +338,14 @@ def _ingest_whitened(args, items, rest, loc) -> int:
 
 def _kept(e, result):
     """The server went away mid-ingest: say what this run stored (it stays) and how to go on."""
-    from index.errors import StoreUnavailable
     msg = str(e).replace(" Nothing was changed locally.", "")
-    return StoreUnavailable(
-        f"{msg} The {result.added} new sentences this run stored before that are kept; run "
-        "the same command again once the server is back to add the rest (stored texts are "
-        "skipped as duplicates).")
+    n = result.added
+    kept = ("This run had stored no new sentence yet" if n == 0 else
+            f"The {n} new sentence{'s' if n != 1 else ''} this run stored before that "
+            f"{'are' if n != 1 else 'is'} kept")
+    return type(e)(
+        f"{msg} {kept}; run the same command again once the server is back to add the rest "
+        "(stored texts are skipped as duplicates).")
 
 
 def _mismatch_hint(args, store, loc, model, pooling, command: str) -> str:
@@ -486,7 +488,10 @@ def cmd_info(args) -> int:
         print(f"index     {info['index']} {info['index_params'] or ''}".rstrip())
         if info.get("index_structure"):               # FAISS folders: what the file holds
             print(f"structure {info['index_structure']}")
-        print(f"on disk   {_human(info['bytes'])}")
+        if info.get("engine") == "milvus":       # the server's disks: not measured here
+            print("on disk   on the server (not measured from here)")
+        else:
+            print(f"on disk   {_human(info['bytes'])}")
     return 0
 
 

@@ -541,6 +541,7 @@ class MilvusStore(ServerCommits, Store):
         params = {k: v for k, v in idx.items()
                   if k not in ("index_type", "metric_type", "field_name", "index_name",
                                "total_rows", "indexed_rows", "pending_index_rows", "state")}
+        params = {k: _number(v) for k, v in params.items()}    # the server says "32"
         if not params:
             params = dict(self._index.get("build", {}))
         if self._index.get("search"):
@@ -574,6 +575,17 @@ def _loaded(client, call, name: str) -> bool:
         return False
     st = (state or {}).get("state")
     return getattr(st, "name", str(st)) == "Loaded"
+
+
+def _number(value):
+    """A numeric string as its number ("32" -> 32); anything else as it is."""
+    if isinstance(value, str):
+        for kind in (int, float):
+            try:
+                return kind(value)
+            except ValueError:
+                pass
+    return value
 
 
 def _chunks(it, n):
