@@ -245,6 +245,11 @@ class Store(ABC):
         so that writers sharing it cannot both add a text or hand out one id)."""
         return contextlib.nullcontext()
 
+    def exclusive(self):
+        """The writer lock held across a whole operation of several commits (migrate): a
+        server store's lease; a folder's lock is held from opening already."""
+        return self._commit_guard()
+
     def _end_stream(self) -> None:  # noqa: B027 - a hook; most stores need none
         """After add_stream's last batch (Milvus: flush)."""
 

@@ -75,3 +75,8 @@ class UnknownId(StoreError, InputError):
 
 class StoreUnavailable(StoreError):
     """A store server (Milvus) cannot be reached, refused the credentials or timed out."""
+
+
+class WriterLockLost(StoreError):
+    """A writer whose lease on a shared store ran out (it stalled) or was taken over: it
+    stopped before writing anything more."""

@@ -88,33 +88,9 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
         fpmod.check(dst.fingerprint_dict, fp, f"the vectors of {describe_location(src_loc)}",
                     where=f"at {dst_loc}")
         mark_incomplete(dst_loc, src_loc)
-        res = MigrateResult(str(src_loc), str(dst_loc))
-        res.source_count = total = src.count()
-        before = dst.count()
-        keep_ids = before == 0 and dst.can_keep_ids()
-        samples = []
-        id_map = {}                     # source id -> the destination id it was copied to
-        rng = np.random.default_rng(0)
-        for ids, vecs, recs in src.iter_batches(batch):
-            kw = {"ids": ids.tolist()} if keep_ids else {}
-            out = dst.add([r["text"] for r in recs], vecs, [r["metadata"] for r in recs],
-                          fingerprint=fp, **kw)
-            id_map.update(zip(ids.tolist(), (int(i) for i in out.ids)))
-            res.copied += len(recs)
-            res.added += out.added
-            res.duplicates += out.duplicates
-            if sample and len(recs):   # a few rows of every batch, kept bounded
-                pick = rng.choice(len(recs), size=min(sample, len(recs)), replace=False)
-                samples += [(recs[i]["text"], vecs[i]) for i in pick]
-                if len(samples) > 4 * sample:
-                    samples = [samples[i] for i in rng.choice(len(samples), sample, replace=False)]
-            if progress:
-                progress(res.copied, total)
-        dst.save()
-        res.destination_count = dst.count()
-        _verify(res, before, dst, samples[:sample] if len(samples) <= sample else
-                [samples[i] for i in rng.choice(len(samples), sample, replace=False)],
-                src, id_map, batch, verify_backend, reembed_sample, rng)
+        with dst.exclusive():     # one writer: ids kept from the source stay free meanwhile
+            res = _copy(src, dst, src_loc, dst_loc, fp, batch, progress, sample, verify_backend,
+                        reembed_sample)
         marker = _marker(dst_loc)
         if marker is not None:
             remove_own(marker)
@@ -126,6 +102,39 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
                 dst.close()
         finally:
             src.close()
+
+
+def _copy(src, dst, src_loc, dst_loc, fp, batch, progress, sample, verify_backend,
+          reembed_sample) -> MigrateResult:
+    """Copy and verify, under the destination's writer lock."""
+    res = MigrateResult(str(src_loc), str(dst_loc))
+    res.source_count = total = src.count()
+    before = dst.count()
+    keep_ids = before == 0 and dst.can_keep_ids()
+    samples = []
+    id_map = {}                     # source id -> the destination id it was copied to
+    rng = np.random.default_rng(0)
+    for ids, vecs, recs in src.iter_batches(batch):
+        kw = {"ids": ids.tolist()} if keep_ids else {}
+        out = dst.add([r["text"] for r in recs], vecs, [r["metadata"] for r in recs],
+                      fingerprint=fp, **kw)
+        id_map.update(zip(ids.tolist(), (int(i) for i in out.ids)))
+        res.copied += len(recs)
+        res.added += out.added
+        res.duplicates += out.duplicates
+        if sample and len(recs):   # a few rows of every batch, kept bounded
+            pick = rng.choice(len(recs), size=min(sample, len(recs)), replace=False)
+            samples += [(recs[i]["text"], vecs[i]) for i in pick]
+            if len(samples) > 4 * sample:
+                samples = [samples[i] for i in rng.choice(len(samples), sample, replace=False)]
+        if progress:
+            progress(res.copied, total)
+    dst.save()
+    res.destination_count = dst.count()
+    _verify(res, before, dst, samples[:sample] if len(samples) <= sample else
+            [samples[i] for i in rng.choice(len(samples), sample, replace=False)],
+            src, id_map, batch, verify_backend, reembed_sample, rng)
+    return res
 
 
 INCOMPLETE = "incomplete-migrate"   # in a destination folder until its copy is verified

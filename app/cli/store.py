@@ -98,7 +98,11 @@ def register(subparsers) -> None:
                    help="verify like --check, set rows that fail their checksum aside (kept in "
                         "the database's 'damaged' table) and rebuild a damaged, missing or "
                         "foreign index and manifest from the database. Milvus: drop hidden rows "
-                        "and second copies of a text")
+                        "and second copies of a text, write wrong hashes again and embed wrong "
+                        "vectors again")
+    p.add_argument("--full", action="store_true",
+                   help="with --check or --repair on a Milvus store: embed every sentence again "
+                        "and compare it with its stored vector (default: a sample of 32)")
     p.set_defaults(func=cmd_info)
 
     p = subparsers.add_parser("remove", help="remove sentences from a store by id")
@@ -334,12 +338,14 @@ def _ingest_whitened(args, items, rest, loc) -> int:
 
 def _kept(e, result):
     """The server went away mid-ingest: say what this run stored (it stays) and how to go on."""
-    from index.errors import StoreUnavailable
     msg = str(e).replace(" Nothing was changed locally.", "")
-    return StoreUnavailable(
-        f"{msg} The {result.added} new sentences this run stored before that are kept; run "
-        "the same command again once the server is back to add the rest (stored texts are "
-        "skipped as duplicates).")
+    n = result.added
+    kept = ("This run had stored no new sentence yet" if n == 0 else
+            f"The {n} new sentence{'s' if n != 1 else ''} this run stored before that "
+            f"{'are' if n != 1 else 'is'} kept")
+    return type(e)(
+        f"{msg} {kept}; run the same command again once the server is back to add the rest "
+        "(stored texts are skipped as duplicates).")
 
 
 def _mismatch_hint(args, store, loc, model, pooling, command: str) -> str:
@@ -482,7 +488,10 @@ def cmd_info(args) -> int:
         print(f"index     {info['index']} {info['index_params'] or ''}".rstrip())
         if info.get("index_structure"):               # FAISS folders: what the file holds
             print(f"structure {info['index_structure']}")
-        print(f"on disk   {_human(info['bytes'])}")
+        if info.get("engine") == "milvus":       # the server's disks: not measured here
+            print("on disk   on the server (not measured from here)")
+        else:
+            print(f"on disk   {_human(info['bytes'])}")
     return 0
 
 
@@ -513,41 +522,74 @@ def _check_meaning(args, store) -> str | None:
 
 def _check_milvus(args, loc) -> int:
     """info --check / --repair on a Milvus store: every row read back (index/milvus/check.py)
-    and a sample of vectors re-embedded with the store's model."""
-    from index.errors import StoreCorrupted
+    and a sample (--full: every one) of vectors re-embedded with the store's model."""
+    from index.errors import StoreCorrupted, StoreError
     from index.locations import open_store
     store = open_store(loc, writable=bool(args.repair))
+    full = bool(getattr(args, "full", False))
     try:
         backend = _backend(args, getattr(args, "model", None) or store.model_name)
-        report = store.check(backend, repair=bool(args.repair))
+        report = store.check(backend, repair=bool(args.repair), full=full)
         count = store.count()
     finally:
         store.close()
+    found = _milvus_problems(report)
+    if found and not args.repair:
+        raise StoreCorrupted(f"{loc.describe()}: " + "; ".join(found), remedy="repair")
+    if args.repair:
+        done = report["repaired"]
+        parts = [f"{n} {what}" for n, what in (
+            (done["hidden_dropped"], "hidden rows dropped (ingest their files again to add "
+                                     "those sentences back)"),
+            (done["duplicates_removed"], "second copies of a text removed"),
+            (done["hashes_rewritten"], "hashes written again"),
+            (done["vectors_reembedded"], "vectors embedded again")) if n]
+        if parts:
+            _err("repair: " + ", ".join(parts))
+        report = report["after"]
+        left = _milvus_problems(report)
+        if left:
+            raise StoreError(f"repair: {loc.describe()} still has problems it could not "
+                             "repair: " + "; ".join(left))
     what = "repair" if args.repair else "check"
+    vectors = ("every vector re-embedded and compared" if report.get("full") else
+               f"{report['sampled']} sampled vector{'s' if report['sampled'] != 1 else ''} "
+               "re-embedded and compared")
+    _err(f"{what}: ok: {report['readable']} sentence{'s' if report['readable'] != 1 else ''} "
+         f"read back of {report['rows']} row{'s' if report['rows'] != 1 else ''} the server "
+         f"counts, no text stored twice, every hash its text's, {vectors}; the store holds "
+         f"{count}")
+    return 0
+
+
+def _milvus_problems(report: dict) -> list[str]:
+    """What a Milvus check found, in words (empty: nothing)."""
     hidden, twice = report["hidden_ids"], report["duplicates"]
     extra = sum(len(ids) - 1 for ids in twice.values())
     problems = []
     if hidden:
-        problems.append(f"{len(hidden)} id{'s' if len(hidden) != 1 else ''} hide another "
-                        f"sentence behind them ({', '.join(map(str, hidden[:10]))}"
-                        f"{' ...' if len(hidden) > 10 else ''})")
+        problems.append(f"{len(hidden)} id{'s' if len(hidden) != 1 else ''} "
+                        f"hide{'' if len(hidden) != 1 else 's'} another sentence behind "
+                        f"{'them' if len(hidden) != 1 else 'it'} "
+                        f"({_ids(hidden)})")
     if extra:
         problems.append(f"{extra} sentence{'s are' if extra != 1 else ' is'} stored twice")
-    if report["wrong_hash"]:
-        problems.append(f"{len(report['wrong_hash'])} rows' hash is not their text's")
-    if report["vectors_off"]:
-        problems.append(f"{len(report['vectors_off'])} of {report['sampled']} sampled vectors "
-                        f"are not their text's embedding (ids {report['vectors_off'][:10]})")
-    if problems and not args.repair:
-        raise StoreCorrupted(f"{loc.describe()}: " + "; ".join(problems), remedy="repair")
-    if args.repair and report.get("repaired"):
-        done = report["repaired"]
-        _err(f"repair: dropped {done['hidden_dropped']} hidden rows (ingest their files again "
-             f"to add those sentences back) and {done['duplicates_removed']} duplicate texts")
-    _err(f"{what}: ok: {report['readable']} sentences read back of {report['rows']} rows the "
-         f"server counts, {len(twice)} texts stored twice, {report['sampled']} vectors "
-         f"re-embedded and compared; the store holds {count}")
-    return 0
+    wrong = report["wrong_hash"]
+    if wrong:
+        problems.append(f"{len(wrong)} row{'s' if len(wrong) != 1 else ''}' hash is not "
+                        f"{'their' if len(wrong) != 1 else 'its'} text's ({_ids(wrong)})")
+    off = report["vectors_off"]
+    if off:
+        of = "" if report.get("full") else f" of {report['sampled']} sampled"
+        problems.append(f"{len(off)}{of} vector{'s are' if len(off) != 1 else ' is'} not "
+                        f"{'their' if len(off) != 1 else 'its'} text's embedding ({_ids(off)})")
+    return problems
+
+
+def _ids(ids) -> str:
+    ids = list(ids)
+    return "id" + ("s " if len(ids) != 1 else " ") + ", ".join(map(str, ids[:10])) + \
+        (" ..." if len(ids) > 10 else "")
 
 
 def _print_check(report: dict, info: dict, repaired: bool) -> None:
