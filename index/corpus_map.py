@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.errors import Cancelled, InputError
+from index.errors import EmptyStore
 from index.map_clusters import distinctive_words, kmeans
 from index.map_projection import UMAP_MIN_POINTS, default_method, fit_projection
 from index.map_quality import NeighbourRecall, neighbour_recall
@@ -24,10 +25,6 @@ DEFAULT_CLUSTERS = 8
 DEFAULT_SEED = 0
 CSV_HEADER = ("id", "x", "y", "cluster", "text")
 READ_BATCH = 2000
-
-
-class EmptyStore(InputError):
-    """The store holds no sentence: there is nothing to map."""
 
 
 @dataclass

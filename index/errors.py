@@ -75,3 +75,12 @@ class UnknownId(StoreError, InputError):
 
 class StoreUnavailable(StoreError):
     """A store server (Milvus) cannot be reached, refused the credentials or timed out."""
+
+
+class EmptyStore(InputError):
+    """The store holds no sentence: nothing to search or map. `location` is the store, so a
+    caller can offer to ingest there."""
+
+    def __init__(self, message: str, location=None):
+        super().__init__(message)
+        self.location = location

@@ -19,7 +19,8 @@ def test_each_remedy_becomes_the_command_that_applies_it():
     rebuild = {"model": "a model", "pooling": "cls", "location": "/x"}
     assert worded(ModelMismatch("other model", rebuild=rebuild), args()) == (
         "other model: `encoderscope ingest --rebuild --model 'a model' --pooling cls --store /x`")
-    assert worded(EmptyStore("nothing to map"), args(store="s")) == "nothing to map: encoderscope ingest FILE --store s"
+    assert worded(EmptyStore("nothing to map"), args(store="s")) == (
+        "nothing to map: add some with `encoderscope ingest FILE --store s`")
 
 
 def test_no_command_where_there_is_none_to_give():

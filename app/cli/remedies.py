@@ -8,8 +8,7 @@ import shlex
 
 def worded(error: Exception, args) -> str:
     """The error's message, with the command that fixes it where there is one."""
-    from index.corpus_map import EmptyStore
-    from index.errors import ModelMismatch, StoreCorrupted, StoreNotFound
+    from index.errors import EmptyStore, ModelMismatch, StoreCorrupted, StoreNotFound
 
     message = str(error)
     store = getattr(args, "store", None)
@@ -22,10 +21,31 @@ def worded(error: Exception, args) -> str:
             return (f"{message}: ingest some files first (encoderscope ingest FILE --store "
                     f"{shlex.quote(error.location)})")
     elif isinstance(error, ModelMismatch):
-        r = error.rebuild
-        if r and "`encoderscope" not in message:
-            return (f"{message}: `encoderscope ingest --rebuild --model {shlex.quote(str(r['model']))} "
-                    f"--pooling {r['pooling']} --store {shlex.quote(r['location'])}`")
+        if "`encoderscope" not in message:
+            return message + _mismatch_commands(error, args)
     elif isinstance(error, EmptyStore):
-        return f"{message}: encoderscope ingest FILE{store_option or ' --store STORE'}"
+        where = store_option or (f" --store {shlex.quote(error.location)}" if error.location else " --store STORE")
+        return f"{message}: add some with `encoderscope ingest FILE{where}`"
     return message
+
+
+def _mismatch_commands(error, args) -> str:
+    """A model or pooling mismatch of search or ingest: keep the store's model (the same
+    command without --model/--pooling), or re-embed the store first (ModelMismatch.rebuild)."""
+    given = " and ".join(f for f, v in (("--model", getattr(args, "model", None)),
+                                          ("--pooling", getattr(args, "pooling", None))) if v)
+    r = error.rebuild
+    rebuild = (f"`encoderscope ingest --rebuild --model {shlex.quote(str(r['model']))} --pooling "
+               f"{r['pooling']} --store {shlex.quote(str(r['location']))}`") if r else None
+    command = getattr(args, "command", None)
+    if command == "search" and given:
+        store = getattr(args, "store", None)
+        keep = (f"`encoderscope search {shlex.quote(args.query)}"
+                + (f" --store {shlex.quote(store)}`" if store else "`"))
+        again = f", or re-embed it first by {rebuild}" if rebuild else ""
+        return f": search with the store's model by {keep}{again}"
+    if command == "ingest" and given:
+        if not rebuild:
+            return f" (run the same ingest command without {given}, or ingest into a new --store with --whiten)"
+        return f": run the same ingest command without {given}, or re-embed the store first by {rebuild}"
+    return f": {rebuild}" if rebuild else ""
