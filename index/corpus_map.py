@@ -105,7 +105,7 @@ def cluster_count(n: int, asked: int | None) -> tuple[int, list]:
     """(k to use, notes): asked (default DEFAULT_CLUSTERS), at most one cluster per sentence."""
     k = DEFAULT_CLUSTERS if asked is None else int(asked)
     if k < 1:
-        raise InputError("--clusters must be at least 1")
+        raise InputError("the number of clusters must be at least 1", fix={"kind": "clusters"})
     if k > n:
         return n, [(f"{k} clusters asked for but the corpus has {n} sentence"
                     f"{'s' if n != 1 else ''}: made {n} clusters (one per sentence)")]

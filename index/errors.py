@@ -27,8 +27,8 @@ class StoreCorrupted(StoreError):
     the sentence rows that failed their checksum, when that is the damage.
     """
 
-    def __init__(self, message: str, path=None, remedy: str | None = None, damaged_ids=()):
-        super().__init__(message)
+    def __init__(self, message: str, path=None, remedy: str | None = None, damaged_ids=(), fix=None):
+        super().__init__(message, fix=fix)
         self.path = path
         self.remedy = remedy
         self.damaged_ids = list(damaged_ids)

@@ -57,9 +57,9 @@ def read_inputs(args):
 def report_inputs(args, items, rest) -> None:
     """Say what was skipped (lines, encodings, symbol-only lines); an error when no file gave a
     single sentence."""
-    from core.readers import other_encoding_hint
+    from app.cli.remedies import encoding_hint
     bad, undecodable = rest.bad, rest.undecodable
-    hint = f"; {other_encoding_hint()}" if undecodable and args.encoding is None else ""
+    hint = f"; {encoding_hint()}" if undecodable and args.encoding is None else ""
     if not len(items) and args.files:
         names = ", ".join(args.files)
         if undecodable:

@@ -10,7 +10,7 @@ def worded(error: Exception, args) -> str:
     """The error's message, with the command that fixes it where there is one."""
     from index.errors import EmptyStore, ModelMismatch, StoreCorrupted, StoreNotFound
 
-    message = str(error)
+    message = str(error) + _fix_worded(getattr(error, "fix", None))
     store = getattr(args, "store", None)
     store_option = f" --store {shlex.quote(store)}" if store else ""
     if isinstance(error, StoreCorrupted):
@@ -49,3 +49,29 @@ def _mismatch_commands(error, args) -> str:
             return f" (run the same ingest command without {given}, or ingest into a new --store with --whiten)"
         return f": run the same ingest command without {given}, or re-embed the store first by {rebuild}"
     return f": {rebuild}" if rebuild else ""
+
+
+def encoding_hint() -> str:
+    """The command line's way out of a file that is not UTF-8 (tests run it)."""
+    from core.readers import OTHER_ENCODING
+    first, *more = OTHER_ENCODING["choices"]
+    return f"if the file is in another encoding, add --encoding {first} (or {', '.join(more)})"
+
+
+def _fix_worded(fix: dict | None) -> str:
+    """An error's fix (EncoderscopeError.fix) as the options or command that apply it."""
+    kind = (fix or {}).get("kind")
+    if kind == "encoding":
+        return f"; {encoding_hint()}"
+    if kind == "column":
+        return " with --column NAME"
+    if kind == "train_mlm":
+        return (f": `encoderscope train --init {fix['init']} --corpus YOUR_TEXT.txt --out my-mlm`, "
+                "then --model my-mlm")
+    if kind == "method":
+        return f" (--method {fix['method']})"
+    if kind == "clusters":
+        return " (--clusters)"
+    if kind == "whiten_again":
+        return ": `encoderscope ingest FILE --whiten --store NEW_STORE`"
+    return ""
