@@ -3,7 +3,6 @@ re-embed (the corpus model is its model), and search shows the hits the store it
 for the whitened query, as `encoderscope search` does."""
 from __future__ import annotations
 
-from tests.app_fixtures import *  # noqa: F401,F403
 from tests.app_fixtures import ASSETS, wait_idle
 
 
