@@ -473,7 +473,7 @@ def door_only(args) -> int:
     for n in args.door or [100_000, 1_000_000]:
         log(f"generating {n:,} x {args.dim} clustered vectors ...")
         allx = clustered(n + args.queries, args.dim)
-        rows.append(bench_door(allx[:n], np.ascontiguousarray(allx[n:]), args, log))
+        rows.append(bench_door(allx[:n], np.ascontiguousarray(allx[n:]), args, log, index=args.door_index))
         allx = None
     print("| vectors | index alone p50 | Store.search p50 | corpus.search (the door) p50 | door / store "
           "| door / index |")
@@ -508,6 +508,8 @@ def main(argv=None):
     p.add_argument("--rule-only", action="store_true",
                    help="per kind: build, recall, single-query latency (and ivf's sweep) only")
     p.add_argument("--no-store", action="store_true")
+    p.add_argument("--door-index", default="auto",
+                   help="with --door: the store's index kind (default auto: flat at 100k, IVF at 1M)")
     p.add_argument("--door", type=int, nargs="*", metavar="N",
                    help="only the search through the door (index.corpus.search) beside the store's "
                         "and the index's own, at these sizes (default 100000 1000000), dim --dim")
