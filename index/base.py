@@ -122,7 +122,7 @@ class Store(ABC):
         other = fpmod.as_dict(fingerprint)
         raw = self._whitening is not None and not other.get("whitening")
         fpmod.check(self.model_fingerprint_dict if raw else self._fp, other, what,
-                    where=f"at {self.where}", **self.mismatch_remedy(other))
+                    where=f"at {self.where}", remedy=lambda: self.mismatch_remedy(other))
         return raw
 
     def _to_store_space(self, unit_vectors) -> np.ndarray:
@@ -170,39 +170,31 @@ class Store(ABC):
         return {"hint": hint, "rebuild": {"model": model, "pooling": pooling, "location": str(self.where)}}
 
     def _check_vectors(self, vectors, fingerprint, what) -> np.ndarray:
-        """Vectors checked against the store's model and dimension, L2-normalised; the model's
-        own vectors (its fingerprint given) whitened first when the store is whitened."""
+        """Vectors checked against the store's model (once) and dimension, as the store keeps them:
+        L2-normalised once, or for the model's own vectors of a whitened store (its fingerprint
+        given) normalised, then whitened (the transform normalises its output)."""
         raw = fingerprint is not None and self._check_model(fingerprint, what)
         x = np.asarray(vectors, dtype=np.float32)
         if x.ndim == 1:
             x = x[None, :]
-        if raw and x.ndim == 2 and x.shape[1] == self._whitening.input_dim and np.all(np.isfinite(x)):
-            x = self._whitening.apply(normalize(x))
-        if x.ndim != 2 or x.shape[1] != self._dim:
+        width = self._whitening.input_dim if raw else self._dim
+        if x.ndim != 2 or x.shape[1] != width:
             raise ModelMismatch(
                 f"{what} have {x.shape[-1]} dimensions, but the store at {self.where} holds "
                 f"{self._dim}-d vectors from {fpmod.describe(self._fp)}",
                 store_model=self._fp.get("model"))
         if not np.all(np.isfinite(x)):
             raise InputError(f"{what} contain NaN or infinite values")
-        return normalize(x)
+        return self._whitening.apply(normalize(x)) if raw else normalize(x)
 
-    def _query_vectors(self, query, backend, fingerprint):
-        """(unit query vectors (n, D), single) from a text or texts (embedded with `backend`,
-        which must be the store's model), a vector (D,) or a matrix (n, D)."""
-        if isinstance(query, str) or (isinstance(query, (list, tuple)) and query
-                                      and isinstance(query[0], str)):
-            single = isinstance(query, str)
-            texts = [query] if single else list(query)
-            if backend is None:
-                raise InputError("searching with text needs a backend to embed the query")
-            fingerprint = backend.fingerprint(pooling=self.pooling)
-            self._check_model(fingerprint, f"queries embedded with {backend.model_name}")
-            q = backend.embed(texts, pooling=self.pooling)
-        else:
-            q = np.asarray(query, dtype=np.float32)
-            single = q.ndim == 1
-        return self._check_vectors(q, fingerprint, "the query vectors"), single
+    def _query_vectors(self, vectors, fingerprint):
+        """(unit query vectors (n, D), single) from a vector (D,) or a matrix (n, D); texts are
+        embedded by the corpus door (index.corpus.search), not here."""
+        if isinstance(vectors, str) or (isinstance(vectors, (list, tuple)) and vectors
+                                        and isinstance(vectors[0], str)):
+            raise InputError("a store searches vectors: search a text with index.corpus.search")
+        q = np.asarray(vectors, dtype=np.float32)
+        return self._check_vectors(q, fingerprint, "the query vectors"), q.ndim == 1
 
     def _vector_for(self, text, vector, backend, fingerprint) -> np.ndarray:
         """update_text's new vector: the one given (checked), or `text` embedded by `backend`."""
@@ -379,7 +371,10 @@ class Store(ABC):
         """Yield (ids int64 (n,), vectors float32 (n, dim) or None, records) in id order."""
 
     @abstractmethod
-    def search(self, query, k: int = 10, *, backend=None, fingerprint=None): ...
+    def search(self, vectors, k: int = 10, *, fingerprint=None):
+        """The k nearest sentences by cosine similarity to a vector (D,) -> list[Hit], or to each
+        row of a matrix (n, D) -> list[list[Hit]], sorted by score (ties by id). `fingerprint`:
+        the model the vectors come from, checked once against the store's."""
 
     @abstractmethod
     def remove(self, ids) -> list: ...

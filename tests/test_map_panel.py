@@ -18,7 +18,7 @@ from app.gui.state import AppState
 from index.base import Hit
 from index.corpus_map import build_map, read_map_csv, read_vectors
 from index.faiss.store import VectorStore
-from tests.app_fixtures import *  # data_dir, tiny_store_template, make_window, wait_idle
+from tests.app_fixtures import wait_idle
 from tests.test_store_support import FakeBackend, clustered
 
 D = 32

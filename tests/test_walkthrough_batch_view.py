@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from core.walkthrough.batch import explain_batch
-from tests.app_fixtures import *
 
 SHORT, LONG = "a red bird", "the quick brown fox jumps over the lazy dog"
 

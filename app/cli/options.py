@@ -102,11 +102,12 @@ def read_texts(args) -> list[str]:
 def read_file_lines(path, encoding=None) -> list[str]:
     """`embed --file`: every line with a letter or digit (core.readers' rules), whatever the
     suffix; a line that cannot be read stops with its file, line and a way out."""
-    from core.readers import collect, other_encoding_hint, read_txt
+    from app.cli.remedies import encoding_hint
+    from core.readers import collect, read_txt
     got = collect(read_txt(path, encoding))
     if got.bad:
         first = got.bad[0]
-        hint = f"; {other_encoding_hint()}" if first.undecodable and encoding is None else ""
+        hint = f"; {encoding_hint()}" if first.undecodable and encoding is None else ""
         raise EncoderscopeError(f"{path}, line {first.row}: {first.reason}{hint}")
     if not got.sentences:
         skipped = f" ({got.no_letters} line(s) without any letter or digit)" if got.no_letters else ""

@@ -108,33 +108,56 @@ def embed(p, cfg, ids, prefix="", types=None):
                       cfg.layer_norm_eps)
 
 
+def self_attention_steps(x, p, name, n_heads, keep, fill=-1e30) -> dict:
+    """Multi-head self-attention for one sequence, every intermediate kept.  x (T, D), keep (T,)
+    or (T, T) bool -> q, k, v (H, T, Dh); scores, masked_scores, weights (H, T, T); head_outputs
+    (H, T, Dh); heads_concat (T, D); attention_output (T, D). ``fill``: the masked score (-inf to show it)."""
+    s = {m: split_heads(linear(x, p, f"{name}.{m}_lin"), n_heads) for m in ("q", "k", "v")}   # (H, T, dh)
+    s["scores"] = attention_scores(s["q"], s["k"])
+    s["masked_scores"] = mask_scores(s["scores"], keep, fill)
+    s["weights"] = softmax(s["masked_scores"])
+    s["head_outputs"] = s["weights"] @ s["v"]
+    s["heads_concat"] = merge_heads(s["head_outputs"])                            # the heads side by side
+    s["attention_output"] = linear(s["heads_concat"], p, name + ".out_lin")
+    return s
+
+
 def self_attention(x, p, name, n_heads, keep):
     """Multi-head self-attention for one sequence.  x (T, D), keep (T,) or (T, T) bool -> (T, D), (H, T, T)."""
-    q = split_heads(linear(x, p, name + ".q_lin"), n_heads)                        # (H, T, dh)
-    k = split_heads(linear(x, p, name + ".k_lin"), n_heads)
-    v = split_heads(linear(x, p, name + ".v_lin"), n_heads)
-    weights = softmax(mask_scores(attention_scores(q, k), keep))                   # (H, T, T)
-    context = merge_heads(weights @ v)                                             # (T, D)
-    return linear(context, p, name + ".out_lin"), weights
+    s = self_attention_steps(x, p, name, n_heads, keep)
+    return s["attention_output"], s["weights"]
 
 
-def feed_forward(x, p, name, approximate):
-    return linear(gelu(linear(x, p, name + ".lin1"), approximate), p, name + ".lin2")
+def block_steps(x, p, name, cfg, keep, fill=-1e30) -> dict:
+    """One transformer block, every intermediate kept (self_attention_steps' too): layer_input,
+    layernorm_1, residual_1, layernorm_2, ffn_hidden, ffn_activation, ffn_output, residual_2 and
+    output. Pre-norm normalises each sublayer's input; post-norm each residual sum."""
+    ln1 = (p[name + ".sa_layer_norm.weight"], p[name + ".sa_layer_norm.bias"], cfg.layer_norm_eps)
+    ln2 = (p[name + ".output_layer_norm.weight"], p[name + ".output_layer_norm.bias"], cfg.layer_norm_eps)
+    pre = cfg.norm == "pre"
+    s = {"layer_input": x}
+    if pre:
+        s["layernorm_1"] = layer_norm(x, *ln1)
+    s.update(self_attention_steps(s["layernorm_1"] if pre else x, p, name + ".attention", cfg.n_heads, keep, fill))
+    s["residual_1"] = x + s["attention_output"]
+    if pre:
+        s["layernorm_2"] = ffn_input = layer_norm(s["residual_1"], *ln2)
+    else:
+        s["layernorm_1"] = ffn_input = layer_norm(s["residual_1"], *ln1)
+    s["ffn_hidden"] = linear(ffn_input, p, name + ".ffn.lin1")
+    s["ffn_activation"] = gelu(s["ffn_hidden"], cfg.activation == "gelu_tanh")
+    s["ffn_output"] = linear(s["ffn_activation"], p, name + ".ffn.lin2")
+    s["residual_2"] = (s["residual_1"] if pre else s["layernorm_1"]) + s["ffn_output"]
+    s["output"] = s["residual_2"] if pre else layer_norm(s["residual_2"], *ln2)
+    if not pre:
+        s["layernorm_2"] = s["output"]
+    return s
 
 
 def block(x, p, name, cfg, keep):
-    ln1 = (p[name + ".sa_layer_norm.weight"], p[name + ".sa_layer_norm.bias"], cfg.layer_norm_eps)
-    ln2 = (p[name + ".output_layer_norm.weight"], p[name + ".output_layer_norm.bias"], cfg.layer_norm_eps)
-    approx = cfg.activation == "gelu_tanh"
-    if cfg.norm == "pre":
-        a, w = self_attention(layer_norm(x, *ln1), p, name + ".attention", cfg.n_heads, keep)
-        x = x + a
-        x = x + feed_forward(layer_norm(x, *ln2), p, name + ".ffn", approx)
-    else:
-        a, w = self_attention(x, p, name + ".attention", cfg.n_heads, keep)
-        x = layer_norm(x + a, *ln1)
-        x = layer_norm(x + feed_forward(x, p, name + ".ffn", approx), *ln2)
-    return x, w
+    """One transformer block.  x (T, D) -> (T, D), its attention weights (H, T, T)."""
+    s = block_steps(x, p, name, cfg, keep)
+    return s["output"], s["weights"]
 
 
 def forward(p, cfg, ids, keep=None, prefix="", types=None):

@@ -555,16 +555,11 @@ class VectorStore(Store):
     # ---------------------------------------------------------------------------------------
     # reading
     # ---------------------------------------------------------------------------------------
-    def search(self, query, k: int = 10, *, backend=None, fingerprint=None):
-        """Nearest sentences by cosine similarity.
-
-        query: a text (embedded with `backend`, which must be the store's model), a vector
-        (D,) -> list[Hit], or a matrix (n, D) / list of texts -> list[list[Hit]].
-        Results are sorted by score (ties by id); k larger than the store is fine.
-        """
+    def search(self, vectors, k: int = 10, *, fingerprint=None):
+        """Nearest sentences by cosine similarity (see Store.search); k larger than the store is fine."""
         if self._closed:
             raise StoreError("the store is closed")
-        q, single = self._query_vectors(query, backend, fingerprint)
+        q, single = self._query_vectors(vectors, fingerprint)
         k = int(k)
         if k < 1:
             raise InputError("k must be at least 1")

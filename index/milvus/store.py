@@ -416,10 +416,10 @@ class MilvusStore(ServerCommits, Store):
     # ---------------------------------------------------------------------------------------
     # reading
     # ---------------------------------------------------------------------------------------
-    def search(self, query, k: int = 10, *, backend=None, fingerprint=None):
-        """Nearest sentences by cosine similarity (same contract as VectorStore.search)."""
+    def search(self, vectors, k: int = 10, *, fingerprint=None):
+        """Nearest sentences by cosine similarity (see Store.search)."""
         self._need_open()
-        q, single = self._query_vectors(query, backend, fingerprint)
+        q, single = self._query_vectors(vectors, fingerprint)
         k = int(k)
         if k < 1:
             raise InputError("k must be at least 1")

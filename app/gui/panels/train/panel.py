@@ -152,7 +152,7 @@ class TrainPanel(QtWidgets.QWidget):
             self.attention.addItem(label, key)
         self.attention.setToolTip("Next-token prediction needs the causal mask: choosing it sets causal")
         self.pooling = QtWidgets.QComboBox()
-        from app.gui.model_bar import POOLING_LABELS
+        from app.gui.widgets.model_choice import POOLING_LABELS
         for key, label in POOLING_LABELS.items():
             self.pooling.addItem(label, key)
         self.pooling.setCurrentIndex(self.pooling.findData("mean"))
@@ -192,7 +192,7 @@ class TrainPanel(QtWidgets.QWidget):
         self.lr.setPlaceholderText("auto (5e-4 fresh, 2e-4 minilm + new head, 5e-5 imported)")
         self.seed = QtWidgets.QSpinBox(minimum=0, maximum=2**31 - 1, value=0)
         self.device = QtWidgets.QComboBox()
-        from app.gui.model_bar import offered_devices  # no torch import on the UI thread
+        from app.gui.widgets.model_choice import offered_devices  # no torch import on the UI thread
         for d in offered_devices():
             self.device.addItem({"auto": "Auto (GPU when present)", "cpu": "CPU"}.get(d, d.upper()), d)
         form.addRow("Steps", self.steps)
