@@ -13,6 +13,7 @@ import html
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
+from app.gui.follow_model import FollowModel
 from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, badge_color, format_diff
 from app.gui.widgets.matrix_heatmap import MatrixHeatmap
 
@@ -41,7 +42,8 @@ class BatchView(QtWidgets.QWidget):
         super().__init__(parent)
         self.state = state
         self.result = None
-        self._seq = 0                           # number of the newest request; older results are dropped
+        self.follow = FollowModel(state, JOB_KEY)
+        self.follow.model_changed.connect(self.on_model)
         self._requested = None                  # (first, second, layer, head): redone on a model switch
         self._shown_for = None                  # (backend, request) on screen
         lay = QtWidgets.QVBoxLayout(self)
@@ -65,18 +67,18 @@ class BatchView(QtWidgets.QWidget):
         lay.addLayout(row, 1)
 
     # ---- requests -----------------------------------------------------------------------------
-    def backend_changed(self, backend) -> None:
-        """The inspected model changed (None: loading): the newest request again, with the new one."""
-        if backend is None:
-            self.state.drop_waiting(JOB_KEY)
-        elif self._requested is not None and self.isVisible():
+    def on_model(self, backend) -> None:
+        """The inspected model changed (None: loading): its batch goes; the newest request again."""
+        if self._requested is not None:
+            self._clear("<i>Loading the model …</i>" if backend is None else "")
+        if backend is not None and self._requested is not None and self.isVisible():
             self.show_for(*self._requested)
 
     def showEvent(self, event) -> None:
         """Back on screen after the model changed while hidden: recomputed for that model."""
         super().showEvent(event)
         shown_model = self._shown_for[0] if self._shown_for else None
-        if self._requested is not None and shown_model is not self.state.inspect_backend:
+        if self._requested is not None and self.follow.stale(shown_model):
             QtCore.QTimer.singleShot(0, lambda: self.show_for(*self._requested))
 
     def show_for(self, first: str, second: str, layer: int, head: int) -> None:
@@ -84,30 +86,25 @@ class BatchView(QtWidgets.QWidget):
         request = (first, second, layer, head)
         self._requested = request
         if not first.strip() or not second.strip():
+            self.follow.drop()
             self._clear(NEEDS_TWO)
             return
-        backend = self.state.inspect_backend
+        backend = self.follow.backend
         if backend is None:
             self.info.setText("<i>Waiting for the model to load …</i>")
             return
-        if self._shown_for == (backend, request) and not self.state.jobs.is_running(JOB_KEY):
+        if self._shown_for == (backend, request) and not self.follow.running():
             return
         layer, head = min(layer, backend.n_layers - 1), min(head, backend.n_heads - 1)
-        self._seq += 1
-        seq = self._seq
         self.info.setText("<i>running the two sentences as one padded batch …</i>")
-        self.state.run_latest(JOB_KEY, batch_fn, backend, first, second, layer, head, label="Batch of two",
-                              wants_progress=False, show_progress=False,
-                              on_result=lambda r, s=seq, b=backend, q=request: self._on_result(r, s, b, q),
-                              on_error=lambda m, s=seq: self._on_error(m, s))
+        self.follow.run(batch_fn, first, second, layer, head, label="Batch of two",
+                        wants_progress=False, show_progress=False,
+                        on_result=lambda r, b, q=request: self._on_result(r, b, q), on_error=self._on_error)
 
-    def _on_error(self, message: str, seq: int) -> None:
-        if seq == self._seq:
-            self._clear(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
+    def _on_error(self, message: str) -> None:
+        self._clear(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
 
-    def _on_result(self, result, seq, backend, request) -> None:
-        if seq != self._seq or backend is not self.state.inspect_backend:
-            return
+    def _on_result(self, result, backend, request) -> None:
         self._shown_for = (backend, request)
         self.set_result(result)
 
