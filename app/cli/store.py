@@ -84,7 +84,7 @@ def register(subparsers) -> None:
     _add_model_options(p, store_default=True)
     p.add_argument("-k", type=int, default=10, help="number of results (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_search)
+    p.set_defaults(func=cmd_search, backend=None)   # None: the store's own encoder
 
     p = subparsers.add_parser("info", help="what a store holds")
     add_store_option(p)
@@ -405,6 +405,7 @@ def _progress_bar(total, quiet, desc="embedding", unit=" sentences"):
 
 # ------------------------------------------------------------------------------------------
 def cmd_search(args) -> int:
+    from app.cli.options import store_backend
     from index import fingerprint as fpmod
     from index.locations import open_store
 
@@ -414,6 +415,9 @@ def cmd_search(args) -> int:
     store = open_store(loc, writable=False)
     try:
         model = args.model or store.model_name
+        args.backend, encoder_note = store_backend(args, store)
+        if encoder_note and store.encoders is not None:
+            print(f"note: {encoder_note}", file=sys.stderr)
         backend = _backend(args, model)
         if args.pooling and args.pooling != store.pooling or args.model:
             fp = backend.fingerprint(pooling=args.pooling or store.pooling)

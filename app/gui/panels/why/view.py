@@ -19,6 +19,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
+from app.gui.follow_model import FollowModel
 from app.gui.widgets.heatmap import HeatmapWidget
 from app.gui.widgets.save_dialog import ask_save_path
 from core.encoder.attention import write_matrix_csv
@@ -148,7 +149,7 @@ class WhyDialog(QtWidgets.QDialog):
         self.why = None                 # core.evaluate.why.Why being shown
         self.view = None                # core.evaluate.why.WhyView being shown (specials hidden or not)
         self.search_score = None        # the score the search table showed for the hit
-        self._seq = 0                   # number of the newest request; older results are dropped
+        self.follow = FollowModel(state, "why", corpus=True)   # the corpus model: newest request wins
         self._request = None            # (query, text) last asked for: redone when the model changes
         self.score_note = ""            # said instead of the search-score comparison (a whitened store)
         self._query = self._text = ""
@@ -206,7 +207,7 @@ class WhyDialog(QtWidgets.QDialog):
         self.png_button.clicked.connect(lambda: self.export_png())
         # another model or pooling: the numbers shown are no longer the corpus's; redo them
         state.choice_changed.connect(lambda _c: self._redo())
-        state.backend_changed.connect(lambda b: self._redo() if b is not None else None)
+        self.follow.model_changed.connect(lambda b: self._redo() if b is not None else None)
 
     # ---- requests -----------------------------------------------------------------------------
     def request(self, query: str, text: str, search_score: float | None = None, score_note: str = "") -> None:
@@ -218,31 +219,25 @@ class WhyDialog(QtWidgets.QDialog):
         self.activateWindow()
         state = self.state
         self._request = (query, text)
-        self._seq += 1
         if state.backend is None:
-            state.drop_waiting("why")   # it would run the old model; _redo asks again once loaded
+            self.follow.drop()          # it would run the old model; _redo asks again once loaded
             self._set_header(query, text, "the model is still loading — try again in a moment")
             return
-        seq, pooling = self._seq, state.pooling
+        pooling = state.pooling
         self._set_header(query, text, f"computing with {state.choice.model} ({pooling} pooling) …")
-        # while one runs, only the newest request waits (state.run_latest)
-        state.run_latest("why", explain_job, state.backend, pooling, query, text, search_score, label="Why similar",
-                         show_progress=False,
-                         on_result=lambda why: self._on_result(why, seq, query, text, search_score),
-                         on_error=lambda message: self._on_error(message, seq, query, text))
+        self.follow.run(explain_job, pooling, query, text, search_score, label="Why similar", show_progress=False,
+                        on_result=lambda why, _b: self._on_result(why, query, text, search_score),
+                        on_error=lambda message: self._on_error(message, query, text))
 
-    def _on_result(self, why, seq, query, text, search_score) -> None:
-        if seq != self._seq:
-            return                      # stale: a newer request runs or waits
+    def _on_result(self, why, query, text, search_score) -> None:
         self.why, self.search_score = why, search_score
         self._query, self._text = query, text
         self.explain_label.setText(EXPLAIN[why.pooling])
         self.refresh()
         self.shown.emit(why)
 
-    def _on_error(self, message, seq, query, text) -> None:
-        if seq == self._seq:
-            self._set_header(query, text, message, error=True)
+    def _on_error(self, message, query, text) -> None:
+        self._set_header(query, text, message, error=True)
 
     def _redo(self) -> None:
         """After a model/pooling change: the same pair with the new model (the old search score
