@@ -89,3 +89,43 @@ def test_search_runs_the_stores_encoder(hf_store, capsys, monkeypatch):
     rc, out, err = run_cli(["search", QUERY, "--store", hf_store, "--precision", "fp32", "--backend", "scratch"],
                            capsys)
     assert rc == 0 and ran[-1] == "scratch" and "this ran the scratch encoder" in err
+
+
+def test_the_why_dialog_names_both_encoders_and_how_far_apart(qtbot, tiny_distilbert, tmp_path, monkeypatch):
+    """A corpus embedded by transformers, explained by the from-scratch encoder (the app's Encoder
+    switched, which keeps the corpus): the header says so, with digits that differ where they do."""
+    import re
+
+    from app.gui.panels.why.view import WhyDialog
+    from app.gui.state import AppState
+    from core.encoder.backends import get_backend
+    from core.evaluate.why import SAME_SCORE
+    from index.corpus import search
+    from index.faiss.store import VectorStore
+    hf = get_backend(str(tiny_distilbert), "hf", device="cpu", precision="fp32")
+    scratch = get_backend(str(tiny_distilbert), "scratch", device="cpu", precision="fp32")
+    store = VectorStore.open(tmp_path / "s", writable=True, create=True, fingerprint=hf.fingerprint("mean"))
+    store.add_texts(TEXTS, hf)
+    hits, _ = search(store, QUERY, 1, hf)
+    state = AppState()
+    state.backend, state.store = scratch, store
+    dialog = WhyDialog(state)
+    qtbot.addWidget(dialog)
+    try:
+        off = hits[0].score + 3e-4          # as a bf16 search score of the other encoder can be
+        with qtbot.waitSignal(dialog.shown, timeout=60_000) as sig:
+            dialog.request(QUERY, hits[0].text, float(off))
+        header = dialog.header.text()
+        assert "the corpus was embedded by the transformers encoder in fp32; this is the from-scratch encoder " \
+               "in fp32" in header
+        m = re.search(r"score <b>([\d.]+)</b> ≠ the search score ([\d.]+) \(apart by ([\d.e+-]+)\)", header)
+        assert m and m[1] != m[2] and abs(float(m[1]) - float(m[2])) > SAME_SCORE
+        assert float(m[3]) == pytest.approx(abs(off - sig.args[0].total), rel=0.05)
+        assert str(tiny_distilbert) not in header and tiny_distilbert.name in header
+        state.backend = hf
+        with qtbot.waitSignal(dialog.shown, timeout=60_000):
+            dialog.request(QUERY, hits[0].text, float(hits[0].score))
+        assert "embedded by" not in dialog.header.text() and "= the search score" in dialog.header.text()
+    finally:
+        state.shutdown(10_000)
+        store.close()

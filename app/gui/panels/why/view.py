@@ -59,6 +59,21 @@ def bar_brushes(values) -> list:
 HEADER_CHARS = 300     # a query or hit longer than this is shortened in the header
 
 
+def encoder_note(store, backend) -> str:
+    """' · the corpus was embedded by …, this is …' when the encoder running is not the one that
+    embedded the store's vectors (or the store does not say); '' when it is."""
+    from index.base import describe_encoders, encoder_of
+    if store is None or backend is None:
+        return ""
+    running = describe_encoders([encoder_of(backend)])
+    record = store.encoders
+    if record == [encoder_of(backend)]:
+        return ""
+    if record is None:
+        return f" · the corpus's encoder is not recorded (an older store); this is {running}"
+    return f" · the corpus was embedded by {describe_encoders(record)}; this is {running}"
+
+
 def shortened(text: str, limit: int = HEADER_CHARS) -> str:
     """`text`, or its first `limit` characters and how many more there are."""
     if len(text) <= limit:
@@ -256,12 +271,20 @@ class WhyDialog(QtWidgets.QDialog):
                                        title=f"Σ of the cells shown = {view.matrix.sum():.4f}")
         self.heatmap.set_show_values(self.show_values.isChecked())
         seen = f" ({html.escape(self.score_note)})" if self.score_note else ""
+        score = f"{why.score:.4f}"
         if self.search_score is not None:
-            same = "=" if abs(self.search_score - why.total) <= SAME_SCORE else "≠"
-            seen = f" {same} the search score {self.search_score:.4f}"
+            apart = abs(self.search_score - why.total)
+            if apart <= SAME_SCORE:
+                seen = f" = the search score {self.search_score:.4f}"
+            else:   # enough digits that the two numbers read differently, and by how much
+                score = f"{why.total:.6f}"
+                seen = f" ≠ the search score {self.search_score:.6f} (apart by {apart:.1e})"
+            seen += html.escape(encoder_note(self.state.store, self.state.backend))
+        model = str(getattr(self.state.backend, "model_name", None) or self.state.choice.model)
+        model = Path(model).name or model          # a trained model's folder by its name, not its path
         self._set_header(self._query, self._text,
-                         f"score <b>{why.score:.4f}</b>{seen} = the sum of all {n} × {m} token-pair "
-                         f"contributions · {html.escape(self.state.choice.model)}, {why.pooling} pooling · "
+                         f"score <b>{score}</b>{seen} = the sum of all {n} × {m} token-pair "
+                         f"contributions · {html.escape(model)}, {why.pooling} pooling · "
                          f"computed as the vectors were made: {why.describe_precision()}",
                          rich=True)
         specials = why.view(hide_special=True)
