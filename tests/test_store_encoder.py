@@ -129,3 +129,20 @@ def test_the_why_dialog_names_both_encoders_and_how_far_apart(qtbot, tiny_distil
     finally:
         state.shutdown(10_000)
         store.close()
+
+
+def test_ingest_quiet_says_truncation_once(tiny_distilbert, tmp_path, capsys, caplog):
+    """Three embedding windows of over-long texts: one line for all, not one per window."""
+    from index.base import EMBED_WINDOW
+    words = "the cat sat on the mat and the dog ran to the river".split()
+    n = 2 * EMBED_WINDOW + 10
+    lines = [" ".join(words[(i + j) % len(words)] for j in range(200)) + f" {i}" for i in range(n)]
+    src = tmp_path / "long.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rc, out, err = run_cli(["ingest", str(src), "--store", str(tmp_path / "long"), "--model", str(tiny_distilbert),
+                            "--precision", "fp32", "--quiet"], capsys)
+    assert rc == 0, err
+    said = [line for line in (err + "\n" + caplog.text).splitlines() if "longer than" in line or "truncated" in line]
+    assert len(said) == 1, said
+    assert f"note: {n} of the texts were longer than" in said[0]
+    assert f"truncated {n};" in out

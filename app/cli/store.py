@@ -293,6 +293,10 @@ def cmd_ingest(args) -> int:
           f"(blank {blank}, unreadable {len(bad)}{no_letters}), truncated {result.truncated}; "
           f"{loc.describe()} holds {total} sentences"
           + (f" (index: {args.index})" if reindexed else ""))
+    if result.truncated:
+        print(f"note: {result.truncated} of the texts were longer than the {backend.max_length} tokens "
+              f"{backend.model_name} reads: only their first {backend.max_length} tokens were embedded",
+              file=sys.stderr)
     if interrupted:
         _err(f"interrupted by {signal_name}: the {total} sentences committed before it are kept; "
              "run the same ingest again to add the rest (what is stored is not added twice)")
