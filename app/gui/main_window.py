@@ -7,7 +7,16 @@ import os
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QLabel, QLineEdit, QMainWindow, QMessageBox, QTabWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QFileDialog,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QMessageBox,
+    QTabWidget,
+)
 
 from app.gui import panel_state
 from app.gui.about import show_about
@@ -22,6 +31,7 @@ from app.gui.settings import as_int, open_settings, stores_dir
 from app.gui.state import AppState, ModelChoice
 from app.gui.widgets.job_progress import JobProgress
 from app.gui.widgets.status_message import StatusMessage
+from app.gui.widgets.wheel_guard import WheelGuard
 from index.locations import LOCATION_ENV
 
 TITLE = "Encoderscope"
@@ -70,6 +80,7 @@ class MainWindow(QMainWindow):
     def __init__(self, state: AppState | None = None, settings=None, parent=None):
         super().__init__(parent)
         setup_logging()
+        WheelGuard.install(QApplication.instance())     # the wheel scrolls forms, never a box it passes
         self.settings = settings or open_settings()
         self.state = state or AppState(choice=self._saved_choice())
         self.setWindowTitle(TITLE)
