@@ -56,15 +56,31 @@ def add_trained_checkpoints(combo: QComboBox) -> None:
 
 
 class WeightsCombo(QComboBox):
-    """An editable combo that refreshes its list (new trained checkpoints) when opened."""
+    """An editable combo that refreshes its list (new trained checkpoints) when opened. Text typed
+    and left without Enter goes back to ``confirmed()`` (the model in use) when the focus leaves:
+    the bar never shows a model that is not the one running."""
 
-    def __init__(self, before_popup, parent=None):
+    def __init__(self, before_popup, confirmed=None, parent=None):
         super().__init__(parent)
         self._before_popup = before_popup
+        self._confirmed = confirmed
 
     def showPopup(self):
         self._before_popup()
         super().showPopup()
+
+    def focusOutEvent(self, event):
+        super().focusOutEvent(event)
+        popup = self.view().isVisible()
+        if self._confirmed is not None and not popup and self.isEditable():
+            name = self._confirmed()
+            if name is not None and self.currentText().strip() != name:
+                i = self.findText(name)
+                self.blockSignals(True)
+                if i >= 0:
+                    self.setCurrentIndex(i)
+                self.setEditText(name)
+                self.blockSignals(False)
 
 
 class ModelBar(QToolBar):
@@ -82,7 +98,7 @@ class ModelBar(QToolBar):
         self.encoder.setToolTip("Which code runs the network: our from-scratch encoder (core/encoder/model.py) "
                                 "or Hugging Face transformers")
 
-        self.weights = WeightsCombo(self.refresh_weights)
+        self.weights = WeightsCombo(self.refresh_weights, lambda: self.state.choice.model)
         self.weights.setObjectName("weights_combo")
         self.weights.setEditable(True)
         self.weights.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
