@@ -223,3 +223,28 @@ def test_the_slider_never_reads_a_snapshot_on_the_ui_thread(views, run_dir, qtbo
         stored = load_file(str(folder / "snapshots" / f"step-{step:07d}.safetensors"))
         np.testing.assert_array_equal(views.head_grid.attentions, stored["attentions"].astype(np.float32))
     assert readers and not any(readers)
+
+
+def test_open_run_starts_in_the_models_folder(panel, monkeypatch):
+    from PySide6 import QtWidgets
+
+    from core.paths import models_dir
+    asked = []
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getExistingDirectory",
+                        staticmethod(lambda *a, **k: asked.append(a) or ""))
+    assert not panel.open_run()
+    assert asked and asked[0][2] == str(models_dir())
+
+
+def test_the_evaluate_list_offers_the_runs_of_experiments(qtbot, panel, tiny_distilbert):
+    from app.gui.panels.train.evaluate_view import EvaluateView
+    from core.encoder.backends import get_backend
+    from core.encoder.weights import save_checkpoint
+    from core.paths import models_dir
+    b = get_backend(str(tiny_distilbert))
+    run = save_checkpoint(b.model, b.tokenizer, models_dir() / "experiments" / "pooling-1" / "cls")
+    view = EvaluateView(panel.state)
+    qtbot.addWidget(view)
+    view.folder.showPopup()
+    view.folder.hidePopup()
+    assert view.folder.findText(str(run)) >= 0

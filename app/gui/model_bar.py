@@ -33,9 +33,8 @@ def trained_checkpoints() -> list[str]:
     """Folders of checkpoints trained in the app (the user-data models folder), newest first.
     Reads the folder only: no torch import on the UI thread."""
     try:
-        from core.encoder.sources import CHECKPOINT_MARKER
-        from core.paths import models_dir
-        found = [p for p in models_dir().iterdir() if (p / CHECKPOINT_MARKER).is_file()]
+        from core.encoder.catalog import trained_models  # runs and the experiments' runs
+        found = trained_models()
         found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
         return []

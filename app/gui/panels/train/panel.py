@@ -424,7 +424,9 @@ class TrainPanel(QtWidgets.QWidget):
     def open_run(self, folder=None) -> bool:
         """Show a finished or past run folder (read in a worker)."""
         if not folder:
-            folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a training run folder")
+            from core.paths import models_dir
+            folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a training run folder",
+                                                                str(models_dir()))    # where runs are saved
         if not folder:
             return False
         return self.state.run("train-open", read_run_job, Path(folder), label=f"Opening {Path(folder).name}",
