@@ -244,6 +244,8 @@ class TrainPanel(QtWidgets.QWidget):
         self.plot.showGrid(x=True, y=True, alpha=0.3)
         self.plot.setLabel("bottom", "step")
         self.plot.setLabel("left", "loss")
+        for side in ("left", "bottom"):       # a loss of 0.5, never "500 (x0.001)"
+            self.plot.getAxis(side).enableAutoSIPrefix(False)
         self.plot.addLegend(offset=(-10, 10))
         self.train_curve = self.plot.plot([], [], pen=pg.mkPen("#2171b5", width=2), name="train")
         self.eval_curve = self.plot.plot([], [], pen=pg.mkPen("#e6550d", width=2), symbol="o",
