@@ -111,7 +111,11 @@ class MainWindow(QMainWindow):
         self._map = LazyPanels(MAP_PANEL, self._build_panel)
         self._panel_tabs = {}
         for title in OPTIONAL_PANELS:
-            self._panel_tabs[title] = scroll_holder(f"{panel_object_name(title)}_scroll")
+            # the training lab fits the window (its settings scroll on their own, its plots take
+            # the height left); in a scrolling tab its plots' natural heights made the page taller
+            # than the window, the newest part of a curve and Start below the fold
+            self._panel_tabs[title] = (plain_holder(f"{panel_object_name(title)}_tab") if title == "Train"
+                                       else scroll_holder(f"{panel_object_name(title)}_scroll"))
             self.tabs.addTab(self._panel_tabs[title], title)
         # ---- corpus map: the Map tab follows the search and feeds it back ----
         self._panel_tabs["Map"] = plain_holder("map_tab")
