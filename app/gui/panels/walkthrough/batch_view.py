@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 
+import numpy as np
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
@@ -18,6 +19,7 @@ from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, badge_color, form
 from app.gui.widgets.matrix_heatmap import MatrixHeatmap
 
 JOB_KEY = "walkthrough.batch"
+READOUT_HINT = "Hover a cell to read its query, key, masked score and weight."
 NEEDS_TWO = ("Type a second sentence in <b>Second</b> (of another length): the two run as one batch, "
              "and the shorter is padded.")
 
@@ -64,7 +66,12 @@ class BatchView(QtWidgets.QWidget):
         for hm in (self.scores, self.weights):
             hm.setMinimumHeight(240)
             row.addWidget(hm, 1)
+            hm.hovered.connect(self._hovered)
         lay.addLayout(row, 1)
+        self.readout = QtWidgets.QLabel(READOUT_HINT)
+        self.readout.setObjectName("batch_readout")
+        self.readout.setTextFormat(Qt.TextFormat.RichText)
+        lay.addWidget(self.readout)
 
     # ---- requests -----------------------------------------------------------------------------
     def on_model(self, backend) -> None:
@@ -111,10 +118,25 @@ class BatchView(QtWidgets.QWidget):
     def _clear(self, message: str) -> None:
         """No numbers of an earlier batch stay beside a message about this one."""
         self.result, self._shown_for = None, None
+        self.readout.setText(READOUT_HINT)
         self.info.setText(message)
         self.proofs.setText("")
         for hm in (self.scores, self.weights):
             hm.hide()
+
+    def _hovered(self, i: int, j: int, _value: float) -> None:
+        """The same cell of both matrices, in words (the two heatmaps share their rows and columns)."""
+        r = self.result
+        if r is None or i < 0:
+            self.readout.setText(READOUT_HINT)
+            return
+        p = r.padded
+        tokens = r.tokens[p]
+        score, weight = float(r.masked_scores[p][i, j]), float(r.weights[p][i, j])
+        score_text = "−∞ (a padded key)" if np.isneginf(score) else f"{score:.4f}"
+        self.readout.setText(f"query <b>{html.escape(tokens[i])}</b> (token {i}) → key "
+                             f"<b>{html.escape(tokens[j])}</b> (token {j}): masked score <b>{score_text}</b>, "
+                             f"weight <b>{weight:.4f}</b>")
 
     # ---- drawing ------------------------------------------------------------------------------
     def set_result(self, r) -> None:
