@@ -194,6 +194,8 @@ def test_hub_model_offline_gives_one_clear_message(monkeypatch):
         get_backend("distilbert-base-uncased")
     msg = str(e.value)
     assert "distilbert-base-uncased" in msg and "minilm" in msg and "cache" in msg
+    # what it suggests works for what was asked: minilm cannot fill masks, and it says so
+    assert "cannot fill in masks" in msg and "train a masked-LM" in msg
 
 
 def test_bad_backend_and_pooling(both):
