@@ -135,7 +135,10 @@ class RunsView(QtWidgets.QWidget):
         t = QtWidgets.QTableWidget(0, 0)
         t.setObjectName(name)
         t.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
-        t.horizontalHeader().setStretchLastSection(True)
+        # every run's column shares the box's width (three runs of an experiment side by side,
+        # not the third one past the edge); a long run name is elided, whole in its tooltip
+        t.horizontalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Stretch)
+        t.horizontalHeader().setTextElideMode(QtCore.Qt.TextElideMode.ElideMiddle)
         return t
 
     def _update_enabled(self):
@@ -277,6 +280,7 @@ class RunsView(QtWidgets.QWidget):
         f.setVerticalHeaderLabels(metrics)
         for j in range(len(runs)):
             f.horizontalHeaderItem(j).setForeground(_brush(color(j)))
+            f.horizontalHeaderItem(j).setToolTip(names[j])
         for i, m in enumerate(metrics):
             for j, r in enumerate(runs):
                 f.setItem(i, j, QtWidgets.QTableWidgetItem(_num(r["final"].get(m))))
