@@ -18,6 +18,21 @@ ADD_BATCH = 256       # sentences committed per add_stream batch (one transactio
 # slower than the whole 2,000 (64 at a time: 40 % slower); 1,024 is within 3 % of it and, at
 # minilm's 600 sentences/s, about 2 s of work that a kill or cancel can lose (docs/benchmarks.md).
 EMBED_WINDOW = 1024
+ENCODER_WORDS = {"scratch": "the from-scratch encoder", "hf": "the transformers encoder"}
+
+
+def encoder_of(backend) -> dict:
+    """What a store records of the encoder that embedded its vectors: its backend and precision
+    (the fingerprint, which both encoders share for the same weights, cannot tell them apart)."""
+    return {"backend": getattr(backend, "backend", None), "precision": getattr(backend, "precision", None)}
+
+
+def describe_encoders(record: list | None) -> str:
+    """'the transformers encoder in bf16'; a store made before stores recorded it: 'not recorded'."""
+    if not record:
+        return "not recorded (the store was made before stores recorded their encoder)"
+    return " and ".join(f"{ENCODER_WORDS.get(e.get('backend'), 'an unrecorded encoder')}"
+                        + (f" in {e['precision']}" if e.get("precision") else "") for e in record)
 
 
 def normalize(vectors) -> np.ndarray:
@@ -87,6 +102,34 @@ class Store(ABC):
     _fp: dict
     _dim: int
     _whitening = None     # core.evaluate.whitening.Whitening of a whitened store (index/whitening.py), else None
+    _encoders: list | None = None   # encoder_of() each encoder that embedded stored vectors; None: not recorded
+
+    @property
+    def encoders(self) -> list[dict] | None:
+        """The encoders (backend, precision) that embedded the stored vectors; None: not recorded."""
+        return None if self._encoders is None else [dict(e) for e in self._encoders]
+
+    @property
+    def encoder_backend(self) -> str | None:
+        """The one backend that embedded every stored vector, None when unknown or mixed."""
+        backends = {e.get("backend") for e in self._encoders or []}
+        return backends.pop() if len(backends) == 1 else None
+
+    def _record_encoder(self, backend, had_vectors: bool, replace: bool = False) -> None:
+        """After vectors from ``backend`` were stored: add it to the record (``replace``: every
+        vector is now its). Vectors of a store that recorded nothing stay 'not recorded'."""
+        known = [] if replace else list(self._encoders or [])
+        if not replace and self._encoders is None and had_vectors:
+            known.append({"backend": None, "precision": None})
+        mine = encoder_of(backend)
+        if mine not in known:
+            known.append(mine)
+        if known != self._encoders:
+            self._encoders = known
+            self._save_encoders(known)
+
+    def _save_encoders(self, record: list) -> None:  # noqa: B027 - a hook; kept in memory by default
+        """Persist the encoder record (the FAISS store: its database and manifest)."""
 
     # ---- identity ------------------------------------------------------------------------
     @property
@@ -288,6 +331,7 @@ class Store(ABC):
         fpmod.check(self.model_fingerprint_dict, fp, f"texts embedded with {backend.model_name}",
                     where=f"at {self.where}", **self.mismatch_remedy(fp))
         pooling = fp.pooling
+        had_vectors = self.count() > 0
         result = result if result is not None else AddResult(ids=[])
         total = len(items) if hasattr(items, "__len__") else None
         window = max(window, batch_size)
@@ -355,6 +399,9 @@ class Store(ABC):
                 flush()
         except Cancelled:
             result.cancelled = True
+        finally:
+            if result.added:
+                self._record_encoder(backend, had_vectors)
         self._end_stream()
         return result
 

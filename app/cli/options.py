@@ -45,6 +45,30 @@ def backend_from_args(args):
     return get_backend(args.model, args.backend, device=args.device, precision=args.precision)
 
 
+BACKEND_FLAG = {"scratch": "--backend scratch", "hf": "--backend hf"}
+
+
+def store_backend(args, store) -> tuple[str, str | None]:
+    """The encoder (backend name) to run on ``store``'s vectors, and a note in words when it is not
+    the one that embedded them, or when the store does not say. ``args.backend`` None (not given):
+    the store's own encoder, the from-scratch one where the store does not record it."""
+    from index.base import describe_encoders
+    recorded = store.encoder_backend
+    chosen = args.backend or recorded or "scratch"
+    made_by = describe_encoders(store.encoders)
+    if store.encoders is None:
+        return chosen, (f"the store's encoder is {made_by}: this ran the {chosen} encoder; "
+                        f"if the store was ingested with --backend hf, give {BACKEND_FLAG['hf']} here too")
+    if recorded is None:
+        return chosen, (f"the store's vectors were embedded by {made_by}: this ran the {chosen} encoder, "
+                        "so scores may differ from the stored vectors' in the 4th decimal")
+    if recorded != chosen:
+        return chosen, (f"the store was embedded by {made_by}, this ran the {chosen} encoder: "
+                        "scores may differ from the stored vectors' in the 4th decimal; "
+                        f"leave out --backend (or give {BACKEND_FLAG[recorded]}) to run the store's")
+    return chosen, None
+
+
 def emit_json(obj):
     """The result as one JSON line on stdout, written and flushed here, so that a full disk or
     a failing output file is one error naming that file (nothing else was changed)."""

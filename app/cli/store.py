@@ -83,7 +83,7 @@ def register(subparsers) -> None:
     _add_model_options(p, store_default=True)
     p.add_argument("-k", type=int, default=10, help="number of results (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_search)
+    p.set_defaults(func=cmd_search, backend=None)   # None: the store's own encoder
 
     p = subparsers.add_parser("info", help="what a store holds")
     add_store_option(p)
@@ -186,6 +186,10 @@ def cmd_ingest(args) -> int:
           f"(blank {blank}, unreadable {len(bad)}{no_letters}), truncated {result.truncated}; "
           f"{loc.describe()} holds {result.total} sentences"
           + (f" (index: {args.index})" if reindexed else ""))
+    if result.truncated:
+        print(f"note: {result.truncated} of the texts were longer than the {backend.max_length} tokens "
+              f"{backend.model_name} reads: only their first {backend.max_length} tokens were embedded",
+              file=sys.stderr)
     if result.interrupted is not None:
         from core.errors import Terminated
         sigterm = isinstance(result.interrupted, Terminated)
@@ -307,6 +311,7 @@ def _progress_bar(total, quiet, desc="embedding", unit=" sentences"):
 
 # ------------------------------------------------------------------------------------------
 def cmd_search(args) -> int:
+    from app.cli.options import store_backend
     from index import corpus
     from index.locations import open_store
 
@@ -314,6 +319,9 @@ def cmd_search(args) -> int:
         raise InputError("-k must be at least 1")
     store = open_store(_location(args), writable=False)
     try:
+        args.backend, encoder_note = store_backend(args, store)
+        if encoder_note and store.encoders is not None:
+            print(f"note: {encoder_note}", file=sys.stderr)
         backend = _backend(args, args.model or store.model_name)
         hits, _ = corpus.search(store, args.query, args.k, backend, args.pooling)
     finally:

@@ -22,7 +22,8 @@ class InspectBar(QToolBar):
         title = QLabel("  <b>Inspect with</b> ")
         title.setToolTip("The model Attention, Step by step and Fill-mask run. Switching it never "
                          "touches the corpus: search keeps the corpus model.")
-        self.weights = WeightsCombo(self.refresh_weights)
+        self.weights = WeightsCombo(self.refresh_weights, lambda: SAME if self.state.inspect_choice is None
+                                    else self.state.inspect_choice.model)
         self.weights.setObjectName("inspect_weights_combo")
         self.weights.setEditable(True)
         self.weights.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)

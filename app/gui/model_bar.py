@@ -33,7 +33,7 @@ class ModelBar(QToolBar):
         self.encoder.setToolTip("Which code runs the network: our from-scratch encoder (core/encoder/model.py) "
                                 "or Hugging Face transformers")
 
-        self.weights = WeightsCombo(self.refresh_weights)
+        self.weights = WeightsCombo(self.refresh_weights, lambda: self.state.choice.model)
         self.weights.setObjectName("weights_combo")
         self.weights.setEditable(True)
         self.weights.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)

@@ -126,6 +126,10 @@ def max_abs_diff(ours: np.ndarray, model: np.ndarray) -> float:
     """The largest |ours - model|, where a -inf (a masked score) equals only a -inf: a cell
     masked on one side and not on the other is an infinite difference."""
     ours, model = np.asarray(ours, np.float64), np.asarray(model, np.float64)
+    if ours.shape != model.shape:
+        # broadcasting would compare rows of two different token sequences
+        raise ValueError(f"cannot compare a step of shape {ours.shape} with the model's {model.shape}: "
+                         "they were computed for different token sequences")
     both_masked = np.isinf(ours) & (ours == model)
     with np.errstate(invalid="ignore"):               # -inf - -inf: the cells both_masked sets to 0
         diff = np.where(both_masked, 0.0, np.abs(ours - model))

@@ -32,9 +32,8 @@ def trained_checkpoints() -> list[str]:
     """Folders of checkpoints trained in the app (the user-data models folder), newest first.
     Reads the folder only: no torch import on the UI thread."""
     try:
-        from core.encoder.sources import CHECKPOINT_MARKER
-        from core.paths import models_dir
-        found = [p for p in models_dir().iterdir() if (p / CHECKPOINT_MARKER).is_file()]
+        from core.encoder.catalog import trained_models  # runs and the experiments' runs
+        found = trained_models()
         found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
         return []
@@ -55,12 +54,28 @@ def add_trained_checkpoints(combo: QComboBox) -> None:
 
 
 class WeightsCombo(QComboBox):
-    """An editable combo that refreshes its list (new trained checkpoints) when opened."""
+    """An editable combo that refreshes its list (new trained checkpoints) when opened. Text typed
+    and left without Enter goes back to ``confirmed()`` (the model in use) when the focus leaves:
+    the bar never shows a model that is not the one running."""
 
-    def __init__(self, before_popup, parent=None):
+    def __init__(self, before_popup, confirmed=None, parent=None):
         super().__init__(parent)
         self._before_popup = before_popup
+        self._confirmed = confirmed
 
     def showPopup(self):
         self._before_popup()
         super().showPopup()
+
+    def focusOutEvent(self, event):
+        super().focusOutEvent(event)
+        popup = self.view().isVisible()
+        if self._confirmed is not None and not popup and self.isEditable():
+            name = self._confirmed()
+            if name is not None and self.currentText().strip() != name:
+                i = self.findText(name)
+                self.blockSignals(True)
+                if i >= 0:
+                    self.setCurrentIndex(i)
+                self.setEditText(name)
+                self.blockSignals(False)

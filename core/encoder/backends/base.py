@@ -156,7 +156,7 @@ class Backend:
         if not texts:
             return out
         ids, cut = self.encode_ids(texts)
-        if cut:
+        if cut and stats is None:     # a caller that collects stats says it once, for all its calls
             log.warning("%d of %d texts were longer than %d tokens and were truncated",
                         len(cut), len(texts), self.max_length)
         if max_tokens == "auto":
