@@ -50,7 +50,7 @@ def test_draws_the_padded_sentences_masked_scores_and_zero_weights(qtbot, panel,
 
 
 def test_a_failed_check_shows_red(qtbot, panel, monkeypatch):
-    monkeypatch.setattr("core.walkthrough.numpy_ref.mask_scores", lambda scores, keep: scores)   # no mask
+    monkeypatch.setattr("core.walkthrough.numpy_ref.mask_scores", lambda scores, keep, *_: scores)   # no mask
     show_batch(qtbot, panel)
     assert "✘ real tokens" in panel.batch_view.proofs.text()
 
