@@ -70,6 +70,13 @@ SERVER_CONTRACT_DEFAULT = {
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    cuda = [item for item in items if item.get_closest_marker("needs_cuda")]
+    if cuda:
+        import torch
+        if not torch.cuda.is_available():
+            skip = pytest.mark.skip(reason=f"needs_cuda: torch {torch.__version__} sees no CUDA GPU here")
+            for item in cuda:
+                item.add_marker(skip)
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if params.get("kind") == "server" and item.originalname not in SERVER_CONTRACT_DEFAULT:
