@@ -4,12 +4,13 @@ Needs only what a CUDA box or a cloud notebook has (torch, transformers, tokeniz
 numpy, and faiss-cpu + platformdirs from the bundle: docs/gpu.md); pytest for the tests;
 sentence-transformers is measured when installed. No Qt, no Milvus. In one run, on one device:
 
-1. the ``needs_cuda`` tests and the Qt-free suite with $ENCODERSCOPE_DEVICE set to the device
-   (test files that need a module this Python lacks are left out, and named);
-2. embedding throughput on the same weights (minilm) and the same device: ours, transformers and
+1. embedding throughput on the same weights (minilm) and the same device: ours, transformers and
    sentence-transformers, fp32 and bf16, at batch 64 and at the device's best batch;
-3. `ingest` sentences/s against our own embed sentences/s (the store's share of the cost);
-4. training tokens/s against the same model built from nn.TransformerEncoderLayer.
+2. `ingest` sentences/s against our own embed sentences/s (the store's share of the cost);
+3. training tokens/s against the same model built from nn.TransformerEncoderLayer;
+4. the ``needs_cuda`` tests and the Qt-free suite with $ENCODERSCOPE_DEVICE set to the device
+   (test files that need a module this Python lacks are left out, and named), cut off after
+   ``--tests-budget`` seconds so that the whole fits a GPU session's few minutes.
 
 It prints ONE markdown table with the device and the versions. `--device cpu` is the dry run;
 `--quick --no-tests` is the short form the suite runs (tests/test_gpu_check.py).
@@ -23,6 +24,7 @@ import importlib.metadata as metadata
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -92,31 +94,53 @@ def runnable_test_files(python: str, env: dict, pattern: str = "test_*.py") -> t
     return [f"tests/{n}.py" for n in names if n not in missing], missing
 
 
-def run_tests(device: str, workers: int, timeout: int, pattern: str = "test_*.py") -> dict:
-    """pytest on the Qt-free files with $ENCODERSCOPE_DEVICE=device: its summary line and exit code."""
+def pytest_run(args: list[str], env: dict, budget: float) -> dict:
+    """One pytest run, cut off after ``budget`` seconds: its summary, the tests that failed (named
+    as they happen, so a run cut short still names them), exit code and seconds."""
+    cmd = [sys.executable, "-m", "pytest", *args, "-o", "addopts=", "-ra", "-p", "no:cacheprovider"]
+    started = time.perf_counter()
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as log:
+        p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+        try:
+            rc, cut = p.wait(timeout=budget), False
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            rc, cut = p.wait(), True
+        log.seek(0)
+        text = log.read()
+    sys.stderr.write(text[-15000:])
+    failed = sorted({m for m in re.findall(r"(?:FAILED|ERROR) (tests/\S+::\S+)", text)})
+    summary = next((line.strip("= ") for line in reversed(text.splitlines())
+                    if re.search(r"\d+ (passed|failed|error|skipped|deselected)", line)), "")
+    if cut:
+        summary = f"cut off after {budget:.0f} s" + (f" ({summary})" if summary else "")
+    if failed:
+        summary += "; failed: " + ", ".join(f.split("/")[-1] for f in failed[:12])
+    return {"summary": summary or "no summary", "rc": 1 if cut else rc, "seconds": time.perf_counter() - started}
+
+
+def run_tests(device: str, workers: int, timeout: int, pattern: str = "test_*.py", budget: float = 300) -> list:
+    """The needs_cuda tests, then the Qt-free files with $ENCODERSCOPE_DEVICE=device, within
+    ``budget`` seconds in all: one table row each."""
     env = dict(os.environ, ENCODERSCOPE_DEVICE=device, QT_QPA_PLATFORM="offscreen",
                PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    files, missing = runnable_test_files(sys.executable, env, pattern)
-    cmd = [sys.executable, "-m", "pytest", *files, "-o", "addopts=", "-m", "not slow", "-ra", "-q",
-           "-p", "no:cacheprovider"]
-    have = {d.metadata["Name"].lower() for d in metadata.distributions()}
-    if workers > 1 and "pytest-xdist" in have:
-        cmd += ["-n", str(workers)]
-    if "pytest-timeout" in have:
-        cmd += ["--timeout", str(timeout)]
     started = time.perf_counter()
-    print(f"tests: {len(files)} files on {device} ({len(missing)} left out: "
-          + ", ".join(f"{k} needs {v}" for k, v in sorted(missing.items())) + ")", file=sys.stderr, flush=True)
-    p = subprocess.run(cmd, cwd=ROOT, env=env, text=True, capture_output=True)
-    sys.stderr.write(p.stdout[-20000:] + p.stderr[-4000:])
-    summary = next((line.strip("= ") for line in reversed(p.stdout.splitlines())
-                    if re.search(r"\d+ (passed|failed|error)", line)), "no summary (see above)")
-    cuda = subprocess.run([sys.executable, "-m", "pytest", "tests/test_cuda.py", "tests/test_cuda_app.py",
-                           "-o", "addopts=", "-m", "needs_cuda", "--co", "-q", "-p", "no:cacheprovider"],
-                          cwd=ROOT, env=env, text=True, capture_output=True).stdout
-    n_cuda = sum(1 for line in cuda.splitlines() if "::" in line)
-    return {"summary": summary, "rc": p.returncode, "files": len(files), "left_out": len(missing),
-            "seconds": time.perf_counter() - started, "needs_cuda": n_cuda}
+    files, missing = runnable_test_files(sys.executable, env, pattern)
+    print(f"tests: {len(files)} files on {device}; left out: "
+          + (", ".join(f"{k} (needs {v})" for k, v in sorted(missing.items())) or "none"), file=sys.stderr, flush=True)
+    have = {d.metadata["Name"].lower() for d in metadata.distributions()}
+    extra = ["--timeout", str(timeout)] if "pytest-timeout" in have else []
+    cuda = pytest_run(["tests/test_cuda.py", "-m", "needs_cuda", "-v", *extra], env, budget / 3)
+    if workers > 1 and "pytest-xdist" in have:
+        extra += ["-n", str(workers), "-v"]          # -v: each failure is named as it happens
+    else:
+        extra += ["-q"]
+    rest = budget - (time.perf_counter() - started)
+    suite = pytest_run([*files, "-m", "not slow and not needs_cuda", *extra], env, max(rest, 30))
+    left_out = f"{len(missing)} left out" + (f": {', '.join(sorted(missing))}" if missing else "")
+    return [("tests: needs_cuda", "tests/test_cuda.py", cuda),
+            (f"tests: {len(files)} Qt-free files ({left_out})", f"ENCODERSCOPE_DEVICE={device}", suite)]
 
 
 # ---- 2. embedding throughput ------------------------------------------------------------------------
@@ -228,14 +252,12 @@ def train_rows(device: torch.device, steps: int, rounds: int, quick: bool) -> li
 
 
 # ---- the table ----------------------------------------------------------------------------------------
-def table(device: torch.device, rows: list, tests: dict | None) -> str:
+def table(device: torch.device, rows: list, tests: list | None) -> str:
     lines = [f"**{describe_device(device)}**; {versions()}", "",
              "| what | against | precision | batch | ours /s | peer /s | ours / peer | note |",
              "|---|---|---|---|---:|---:|---:|---|"]
-    if tests is not None:
-        lines.append(f"| tests ({tests['files']} Qt-free files, {tests['left_out']} left out) | "
-                     f"ENCODERSCOPE_DEVICE={device.type} | fp32 | - | - | - | - | {tests['summary']} "
-                     f"({tests['needs_cuda']} needs_cuda; {tests['seconds']:.0f} s) |")
+    for what, against, run in tests or ():
+        lines.append(f"| {what} | {against} | fp32 | - | - | - | - | {run['summary']} ({run['seconds']:.0f} s) |")
     for what, against, p, bs, ours, peer, note in rows:
         if ours is None:
             lines.append(f"| {what} | {against} | {p} | {bs} | - | - | - | {note} |")
@@ -254,11 +276,11 @@ def main(argv=None) -> int:
     ap.add_argument("--tests", default="test_*.py", help="which test files (globs under tests/, comma-separated)")
     ap.add_argument("--workers", type=int, default=min(15, os.cpu_count() or 1), help="pytest-xdist workers")
     ap.add_argument("--test-timeout", type=int, default=150, help="seconds per test (pytest-timeout)")
+    ap.add_argument("--tests-budget", type=float, default=300, help="seconds for all the tests; then cut off")
     args = ap.parse_args(argv)
     device = pick_device(args.device)
     gpu = device.type == "cuda"
     started = time.perf_counter()
-    tests = None if args.no_tests else run_tests(str(device), args.workers, args.test_timeout, args.tests)
     texts = enc_bench.mixed_sentences(args.sentences or (4096 if gpu else 512))
     rounds = 1 if args.quick else 3
     print(f"measuring on {describe_device(device)} ...", file=sys.stderr, flush=True)
@@ -266,10 +288,13 @@ def main(argv=None) -> int:
     rows += ingest_rows(device, texts, "bf16" if bf16_native(device) else "fp32")   # what auto picks
     rows += train_rows(device, steps=(50 if gpu else 2) if args.quick else (100 if gpu else 12),
                        rounds=1 if args.quick else 2, quick=args.quick)
+    # the tests last, within their budget: a run cut short still prints the measurements
+    tests = None if args.no_tests else run_tests(str(device), args.workers, args.test_timeout, args.tests,
+                                                 args.tests_budget)
     print(table(device, rows, tests))
     print(f"\n({time.perf_counter() - started:.0f} s in all; bench/encoder_throughput.py and "
           f"bench/train_throughput.py measure the same way)")
-    return 0 if tests is None or tests["rc"] == 0 else 1
+    return 0 if all(run["rc"] == 0 for _, _, run in tests or ()) else 1
 
 
 if __name__ == "__main__":
