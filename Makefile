@@ -4,6 +4,8 @@
 #                     import-linter contracts too)
 #   make test-slow    the long tests too (20 kill -9 trials, ...)
 #   make bench        the benchmarks under bench/ (results: docs/benchmarks.md)
+#   make gpu-check    on a CUDA machine, no venv needed (docs/gpu.md): the GPU tests, the Qt-free
+#                     suite on cuda, throughput against transformers; DEVICE=cpu is a dry run
 #   make screenshots  the app in a virtual X server, PNGs under docs/screenshots/
 PY      ?= python3
 VENV    := .venv
@@ -15,7 +17,7 @@ STAMP   := $(VENV)/.installed
 TORCH_INDEX ?=
 TORCH_INDEX_ARG := $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)
 
-.PHONY: run test test-slow bench setup screenshots sysdeps clean
+.PHONY: run test test-slow bench gpu-check setup screenshots sysdeps clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -50,6 +52,12 @@ bench: setup
 	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/ui_latency.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/map.py
 	$(BIN)/python bench/train_throughput.py
+
+# No venv and no Qt: the python on PATH with the bundle's PYTHONPATH (source .gpu/setup.sh).
+DEVICE  ?= cuda
+GPU_PY  ?= python3
+gpu-check:
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PY) -m tools.gpu_check --device $(DEVICE) $(GPU_CHECK_ARGS)
 
 # The fill-mask shot needs a masked-LM model offline: minilm + a new MLM head, 300 steps on the
 # sample corpus (~4 min on 2 CPU cores), trained once into build/.

@@ -73,6 +73,19 @@ SERVER_CONTRACT_DEFAULT = {
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    cuda = [item for item in items if item.get_closest_marker("needs_cuda")]
+    if cuda:
+        import torch
+        if not torch.cuda.is_available():
+            skip = pytest.mark.skip(reason=f"needs_cuda: torch {torch.__version__} sees no CUDA GPU here")
+            for item in cuda:
+                item.add_marker(skip)
+    import importlib.util
+    if importlib.util.find_spec("pytestqt") is None:      # a bare GPU box: the app's tests cannot run
+        no_qt = pytest.mark.skip(reason="needs pytest-qt and PySide6 (the desktop app's tests)")
+        for item in items:
+            if "qtbot" in getattr(item, "fixturenames", ()):
+                item.add_marker(no_qt)
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if params.get("kind") == "server" and item.originalname not in SERVER_CONTRACT_DEFAULT:

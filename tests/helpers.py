@@ -121,6 +121,16 @@ def run_cli(argv, capsys):
     return rc, out, err
 
 
+def cli_command() -> list[str]:
+    """How to start `encoderscope` in a subprocess: the console script installed beside this
+    Python, else `python -m app` (the same main), which is all a bare checkout on PYTHONPATH has,
+    as on a GPU machine set up from the bundle (docs/gpu.md)."""
+    import sys
+    from pathlib import Path
+    script = Path(sys.executable).with_name("encoderscope")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app"]
+
+
 def cli_clean(capsys, *argv):
     """run_cli, asserting that nothing printed a traceback: (exit code, stdout, stderr)."""
     code, out, err = run_cli(argv, capsys)

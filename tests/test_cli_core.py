@@ -4,30 +4,32 @@ handlers, no new Python + torch start per test)."""
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-EXE = Path(sys.executable).with_name("encoderscope")
+from tests.helpers import cli_command
 
 
 def run_script(*args, check=True):
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    p = subprocess.run([str(EXE), *args], capture_output=True, text=True, env=env, timeout=300)
+    p = subprocess.run([*cli_command(), *args], capture_output=True, text=True, env=env, timeout=300)
     if check:
         assert p.returncode == 0, p.stderr
     return p
 
 
 def test_embed_json_matches_the_api(tmp_path):
+    """The defaults: the device `auto` (or $ENCODERSCOPE_DEVICE) picks here is the one reported,
+    and the vectors equal the API's on that device (the precision is pinned by conftest)."""
+    from core.device import describe_device, pick_device
     from core.encoder.backends import get_backend
     f = tmp_path / "texts.txt"
     f.write_text("A third one from a file.\n\n   \nAnd a fourth.\n", encoding="utf-8")
     out = json.loads(run_script("embed", "The cat sat.", "Dogs bark.", "--file", str(f), "--json").stdout)
     assert out["model"] == "minilm" and out["backend"] == "scratch" and out["dim"] == 384
-    assert out["device"].startswith("cpu")
+    assert out["device"] == describe_device(pick_device())
+    assert out["precision"] == "fp32"
     v = np.array(out["vectors"])
     assert v.shape == (4, 384)
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5)

@@ -6,15 +6,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import make_tiny_bert, make_tiny_distilbert
+from tests.helpers import cli_command, make_tiny_bert, make_tiny_distilbert
 from tests.helpers import run_cli as cli
 
-EXE = Path(sys.executable).with_name("encoderscope")
 WORDS = ["the cat sat on the mat .", "a dog ran in the park ."]
 
 
@@ -103,7 +101,7 @@ def test_latin1_corpus_trains_with_encoding(tmp_path, capsys):
 def test_inspect_says_how_many_tokens_were_cut_without_a_transformers_warning(tmp_path):
     """Subprocess: transformers' own warning goes to the real stderr (verbosity at warning)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="warning")
-    p = subprocess.run([str(EXE), "inspect", "word " * 600], capture_output=True, text=True, env=env, check=False,
+    p = subprocess.run([*cli_command(), "inspect", "word " * 600], capture_output=True, text=True, env=env, check=False,
                        timeout=600)
     assert p.returncode == 0, p.stderr
     assert "602 tokens long" in p.stderr and "the last 90 tokens were cut" in p.stderr

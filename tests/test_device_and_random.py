@@ -66,8 +66,8 @@ def test_cli_device_option_env_var_and_report(_cli):
 @pytest.mark.skipif(not bf16_supported(torch.device("cpu")), reason="this CPU has no bf16 support")
 def test_bf16_embeddings_keep_cosine_with_fp32():
     texts = [line for line in open("assets/sample_corpus.txt", encoding="utf-8").read().splitlines()[:64]]
-    fp32 = get_backend("minilm", precision="fp32").embed(texts)
-    bf16 = get_backend("minilm", precision="bf16").embed(texts)
+    fp32 = get_backend("minilm", precision="fp32", device="cpu").embed(texts)
+    bf16 = get_backend("minilm", precision="bf16", device="cpu").embed(texts)
     assert bf16.dtype == np.float32
     assert (fp32 * bf16).sum(1).min() >= 0.9999
 

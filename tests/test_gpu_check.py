@@ -1,0 +1,28 @@
+"""`make gpu-check`'s short dry run on the CPU: the script cannot rot between GPU sessions."""
+import re
+
+from tools import gpu_check
+
+
+def test_gpu_check_dry_run_prints_one_table(capsys):
+    assert gpu_check.main(["--device", "cpu", "--quick", "--no-tests", "--sentences", "64"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("**cpu (") and "torch " in out and "transformers " in out and "faiss" in out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| what")]
+    measured = {}
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        if cells[4] not in ("-",):
+            ours, peer, ratio = (float(c.replace(",", "")) for c in cells[4:7])
+            assert ours > 0 and peer > 0 and ratio == pytest_approx(ours / peer), row
+            measured[(cells[0], cells[1], cells[2])] = ratio
+    kinds = {k[0] for k in measured}
+    assert "embed, minilm" in kinds and "ingest (FAISS store)" in kinds
+    assert any(k.startswith("train MLM step") for k in kinds)
+    assert ("embed, minilm", "vs transformers", "fp32") in measured
+    assert len(re.findall(r"^\|", out, re.M)) == len(rows) + 2       # one table: header, rule, rows
+
+
+def pytest_approx(x):
+    import pytest
+    return pytest.approx(x, rel=0.1, abs=0.01)       # the table rounds the rates
