@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.encoder.backends import get_backend
-from core.encoder.batching import plan_batches, token_budget
+from core.encoder.batching import plan_batches, row_cap, token_budget
 
 
 @settings(max_examples=300, deadline=None)
@@ -29,10 +29,12 @@ def test_a_plan_covers_every_text_once_within_both_caps_and_greedily(lengths, ma
                                         and (rows + 1) * lengths[nxt[0]] > max_tokens)
 
 
-def test_the_token_cap_scales_with_width_and_is_off_on_a_gpu():
+def test_the_token_budget_scales_with_width_and_is_per_device():
     assert token_budget(384, "cpu") == 1536 and token_budget(768, "cpu") == 768
     assert token_budget(10**9, "cpu") == 1          # never zero: a batch always holds a text
-    assert token_budget(384, "cuda") is None
+    # a GPU gets tens of thousands of padded tokens, and far more rows than a CPU
+    assert token_budget(384, "cuda") == 32768 and token_budget(768, "cuda") == 16384
+    assert row_cap("cpu") == 64 and row_cap("cuda") >= 1024
 
 
 def test_plan_batches_refuses_zero_rows():
@@ -61,3 +63,6 @@ def test_embed_runs_the_planned_batches_and_the_cap_changes_no_vector(monkeypatc
     shapes.clear()
     be.embed(texts, batch_size=16)                   # "auto" on a CPU: 1536 tokens for 384 wide
     assert max(r * t for r, t in shapes) <= 1536 and max(r for r, _ in shapes) == 16
+    shapes.clear()
+    be.embed(texts)                                  # no batch size: the CPU's row cap
+    assert max(r for r, _ in shapes) <= 64 and max(r * t for r, t in shapes) <= 1536

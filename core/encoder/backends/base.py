@@ -18,7 +18,7 @@ import torch
 from core import machine_cache
 from core.device import autocast, describe_device
 from core.encoder import fillmask
-from core.encoder.batching import plan_batches, token_budget
+from core.encoder.batching import plan_batches, row_cap, token_budget
 from core.encoder.fingerprint import Fingerprint
 from core.encoder.model import FUSED_BF16_MAX_ROWS
 from core.encoder.names import POOLINGS
@@ -141,13 +141,16 @@ class Backend:
             mask[row, : len(x)] = 1
         return input_ids.to(self.device), mask.to(self.device)
 
-    def embed(self, texts, pooling: str | None = None, batch_size: int = 32, progress=None, cancel=None,
-              stats: EmbedStats | None = None, max_tokens: int | None | str = "auto") -> np.ndarray:
+    def embed(self, texts, pooling: str | None = None, batch_size: int | None = None, progress=None,
+              cancel=None, stats: EmbedStats | None = None, max_tokens: int | None | str = "auto") -> np.ndarray:
         """Unit vectors (N, dim) float32 of `texts`, in input order, pooled as asked (None: the
-        model's default_pooling). Batches hold at most `batch_size` texts and, with max_tokens, at
-        most that many padded tokens ("auto": the measured rule for this model and device,
-        core.encoder.batching.token_budget; None: no cap)."""
+        model's default_pooling). Batches hold at most `batch_size` texts (None: the device's
+        row cap) and, with max_tokens, at most that many padded tokens ("auto": the measured
+        budget for this model and device, core.encoder.batching.token_budget; None: no cap).
+        The vectors stay on the device until the last batch and come back in one copy."""
         pooling = self.choose_pooling(pooling)
+        if batch_size is None:
+            batch_size = row_cap(self.device.type)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InputError(f"batch size must be a whole number of at least 1, not {batch_size!r}")
         texts = list(texts)
@@ -162,17 +165,20 @@ class Backend:
         if max_tokens == "auto":
             max_tokens = token_budget(self.dim, self.device.type)
         done = 0
+        order, pooled = [], []
         with self._lock, torch.inference_mode(), autocast(self.device, self.precision):
             for rows in plan_batches([len(x) for x in ids], batch_size, max_tokens):
                 if _is_cancelled(cancel):
                     raise Cancelled(f"embedding cancelled after {done} of {len(texts)} texts")
                 input_ids, mask = self._batch([ids[i] for i in rows])
                 hidden, _, _ = self._forward(input_ids, mask, None)
-                vec = l2_normalize(pool(hidden.float(), mask, pooling, query=self.pooling_query))
-                out[rows] = vec.cpu().numpy()
+                pooled.append(l2_normalize(pool(hidden.float(), mask, pooling, query=self.pooling_query)))
+                order.extend(rows)
                 done += len(rows)
                 if progress is not None:
                     progress(done, len(texts))
+            # one copy back (on a GPU, the one wait for its queued work)
+            out[order] = (pooled[0] if len(pooled) == 1 else torch.cat(pooled)).cpu().numpy()
         if stats is not None:
             stats.total += len(texts)
             stats.truncated += len(cut)
