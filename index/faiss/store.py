@@ -351,8 +351,7 @@ class VectorStore(Store):
         from index.faiss.sentences import text_hash
         check_texts(texts)
         hashes = [text_hash(t) for t in texts]
-        stored = self._db.existing_hashes(set(hashes))
-        existing = {h: self._db.id_of(t) for t, h in zip(texts, hashes) if h in stored}
+        existing = self._db.existing_ids(set(hashes))
         plan, dup_of = plan_unique(hashes, existing, result)
         return plan, dup_of, None
 
