@@ -368,6 +368,8 @@ class Store(ABC):
                     in_flight = {t for t, _ in current}
                     upcoming_new = to_embed(upcoming, in_flight)
                 vectors, cut = ahead.result(share_of(done, len(current)))
+                if ahead.cancelled():        # set while the window before was committed: stop there
+                    raise Cancelled("adding cancelled")
                 if upcoming is not None:
                     ahead.start(upcoming_new)
                 for start in range(0, len(current), batch_size):

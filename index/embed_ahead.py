@@ -24,7 +24,8 @@ class EmbedAhead:
         self._events: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
 
-    def _cancelled(self) -> bool:
+    def cancelled(self) -> bool:
+        """The caller's cancel is set (or this pipeline was stopped)."""
         c = self._user_cancel
         if self._stop.is_set():
             return True
@@ -45,7 +46,7 @@ class EmbedAhead:
 
     def _run(self, texts) -> None:
         try:
-            out = self._embed(texts, lambda k, n: self._events.put(("progress", k, n)), self._cancelled)
+            out = self._embed(texts, lambda k, n: self._events.put(("progress", k, n)), self.cancelled)
         except BaseException as e:      # noqa: BLE001 - handed to the caller's thread as it is
             self._events.put(("error", e))
         else:
