@@ -66,3 +66,27 @@ def test_embed_runs_the_planned_batches_and_the_cap_changes_no_vector(monkeypatc
     shapes.clear()
     be.embed(texts)                                  # no batch size: the CPU's row cap
     assert max(r for r, _ in shapes) <= 64 and max(r * t for r, t in shapes) <= 1536
+
+
+def test_tokenising_ahead_in_chunks_gives_the_same_vectors_in_input_order(monkeypatch):
+    import threading
+
+    from core.encoder.backends import EmbedStats
+    from core.errors import InputError
+    be = get_backend("minilm", "scratch", precision="fp32", device="cpu")
+    words = "the cat sat on a mat near the old river bank while it rained all day long".split()
+    rng = np.random.default_rng(2)
+    texts = [" ".join(rng.choice(words, int(rng.integers(1, 40)))) for _ in range(50)]
+    texts[20] = " ".join(["river"] * 600)             # cut to the model's maximum length
+    whole = be.embed(texts)
+    names = []
+    encode = be.model_tokenizer.encode
+    monkeypatch.setattr(be.model_tokenizer, "encode",
+                        lambda t: names.append(threading.current_thread().name) or encode(t))
+    stats, seen = EmbedStats(), []
+    chunked = be.embed(texts, tokenize_ahead=7, stats=stats, progress=lambda done, n: seen.append(done))
+    np.testing.assert_allclose(chunked, whole, atol=1e-5)
+    assert len(names) == 8 and all(n.startswith("encoderscope-tokenize") for n in names)
+    assert stats.truncated_indices == [20] and seen == sorted(seen) and seen[-1] == 50
+    with pytest.raises(InputError, match="text 12 is empty"):
+        be.embed(texts[:11] + [" "] + texts, tokenize_ahead=7)
