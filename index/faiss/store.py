@@ -429,7 +429,7 @@ class VectorStore(Store):
             self._rebuild_index()
 
     def rebuild(self, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
-                embed_batch_size: int = 32, progress=None, cancel=None) -> None:
+                embed_batch_size: int | None = None, progress=None, cancel=None) -> None:
         """Re-embed every sentence with another model (or pooling) and switch the store to it.
 
         The new vectors are staged in the database; the switch is one transaction, so an
