@@ -259,6 +259,61 @@ def bench_store(x, q, args, log):
     return out
 
 
+def bench_door(x, q, args, log, index="flat"):
+    """One query as a user searches it, through the door the CLI and the app call
+    (index.corpus.search: model check, search, texts), beside the store's own search
+    (VectorStore.search on a vector) and its FAISS index alone, timed in interleaved rounds on
+    the same store. The query's "embedding" is a lookup of its held-out vector, so the model's
+    time (measured by bench_ingest) does not hide what the door adds."""
+    from core.encoder.fingerprint import Fingerprint
+    from index import corpus
+    from index.faiss.store import VectorStore
+    n, d = x.shape
+    folder = Path(tempfile.mkdtemp(prefix="es-door-", dir=args.tmp))
+    fp = Fingerprint("bench", "0" * 64, "mean", d, True)
+    texts = [f"query number {i}" for i in range(len(q))]
+    vectors = dict(zip(texts, q))
+
+    class Lookup:
+        model_name = "bench"
+
+        def fingerprint(self, pooling="mean"):
+            return fp
+
+        def embed(self, batch, pooling="mean", **kw):
+            return np.stack([vectors[t] for t in batch])
+
+    out = {"n": n, "kind": index}
+    try:
+        s = VectorStore.open(folder / "s", writable=True, create=True, fingerprint=fp, index=index)
+        for a in range(0, n, 10_000):
+            s.add([f"synthetic sentence number {i}" for i in range(a, min(n, a + 10_000))], x[a:a + 10_000])
+        s.close()
+        s = VectorStore.open(folder / "s")
+        backend, ids = Lookup(), np.arange(min(args.single, len(q)))
+        ways = {"index": lambda ii: s._index.search(q[ii], 10),
+                "count": lambda ii: s.count(),        # one SELECT COUNT(*): what a search no longer runs
+                "store": lambda ii: s.search(q[ii[0]], 10, fingerprint=fp),
+                "door": lambda ii: corpus.search(s, texts[ii[0]], 10, backend)}
+        rounds = {k: [] for k in ways}
+        for _ in range(3):      # interleaved, so a busy spell of the shared cores hits all three
+            for name, fn in ways.items():
+                rounds[name].append(single_latencies(fn, ids, budget_s=20))
+        for name, runs in rounds.items():
+            out[name] = {"p50_ms": float(np.median([r["p50_ms"] for r in runs])),
+                         "cpu_p50_ms": float(np.median([r["cpu_p50_ms"] for r in runs]))}
+        out["door_over_store"] = out["door"]["p50_ms"] / out["store"]["p50_ms"]
+        out["door_over_index"] = out["door"]["p50_ms"] / out["index"]["p50_ms"]
+        s.close()
+        log(f"  door {n:,} ({index}): index p50 {out['index']['p50_ms']:.2f} ms, store "
+            f"{out['store']['p50_ms']:.2f} ms, door {out['door']['p50_ms']:.2f} ms, one COUNT(*) "
+            f"{out['count']['p50_ms']:.2f} ms "
+            f"(door/store {out['door_over_store']:.2f}x, door/index {out['door_over_index']:.2f}x)")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
 def bench_ingest(args, log):
     """minilm on real sentences through VectorStore.add_stream, committed 256 at a time (the
     CLI's default) and 64 (the app's): rate against one plain embed() call of the same texts
@@ -413,6 +468,27 @@ def report(r) -> str:
     return "\n".join(L) + "\n"
 
 
+def door_only(args) -> int:
+    """--door: the search a user runs, at each size, as Markdown rows (and --json)."""
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    rows = []
+    for n in args.door or [100_000, 1_000_000]:
+        log(f"generating {n:,} x {args.dim} clustered vectors ...")
+        allx = clustered(n + args.queries, args.dim)
+        rows.append(bench_door(allx[:n], np.ascontiguousarray(allx[n:]), args, log, index=args.door_index))
+        allx = None
+    print("| vectors | index alone p50 | Store.search p50 | corpus.search (the door) p50 | door / store "
+          "| door / index | one COUNT(*) |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['n']:,} x {args.dim} ({r['kind']}) | {r['index']['p50_ms']:.2f} ms | "
+              f"{r['store']['p50_ms']:.2f} ms | {r['door']['p50_ms']:.2f} ms | {r['door_over_store']:.2f}x "
+              f"| {r['door_over_index']:.2f}x | {r['count']['p50_ms']:.2f} ms |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    return 0
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_mutually_exclusive_group()
@@ -434,6 +510,11 @@ def main(argv=None):
     p.add_argument("--rule-only", action="store_true",
                    help="per kind: build, recall, single-query latency (and ivf's sweep) only")
     p.add_argument("--no-store", action="store_true")
+    p.add_argument("--door-index", default="auto",
+                   help="with --door: the store's index kind (default auto: flat at 100k, IVF at 1M)")
+    p.add_argument("--door", type=int, nargs="*", metavar="N",
+                   help="only the search through the door (index.corpus.search) beside the store's "
+                        "and the index's own, at these sizes (default 100000 1000000), dim --dim")
     p.add_argument("--no-ingest", action="store_true")
     p.add_argument("--ingest-files", nargs="+", default=["assets/sample_corpus.txt",
                                                          "assets/paraphrase_pairs.tsv",
@@ -448,6 +529,8 @@ def main(argv=None):
     p.add_argument("--json", help="write raw results here")
     p.add_argument("--md", help="append the Markdown report here")
     args = p.parse_args(argv)
+    if args.door is not None:
+        return door_only(args)
     n = args.n or (1_000_000 if args.full else 100_000)
     mode = "full" if args.full else "quick"
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731

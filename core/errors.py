@@ -5,7 +5,15 @@ The CLI prints them without a traceback; the app shows them in a message box.
 
 
 class EncoderscopeError(Exception):
-    """Base class: anything the user can fix or needs to know, worded for them."""
+    """Base class: anything the user can fix or needs to know, worded for them.
+
+    `fix`, where the way out is a setting the user changes, says which as data ({"kind": ...}:
+    "encoding", "column", "train_mlm", "whiten_again"; see app/cli/remedies.py): the message
+    stays free of command-line flags and menu names, and each front end words the fix its way."""
+
+    def __init__(self, *args, fix: dict | None = None):
+        super().__init__(*args)
+        self.fix = fix
 
 
 class ModelUnavailable(EncoderscopeError):

@@ -130,10 +130,7 @@ def check_encoding(encoding: str | None) -> str | None:
         raise InputError(f"unknown encoding {encoding!r} (try {', '.join(COMMON_ENCODINGS)})") from None
 
 
-def other_encoding_hint() -> str:
-    """The command line's way out of a file that is not UTF-8 (tests run it)."""
-    return (f"if the file is in another encoding, add --encoding {COMMON_ENCODINGS[0]} "
-            f"(or {', '.join(COMMON_ENCODINGS[1:-1])})")
+OTHER_ENCODING = {"kind": "encoding", "choices": COMMON_ENCODINGS[:-1]}   # the fix of a file not in UTF-8
 
 
 def _choose_encoding(head: bytes, encoding: str | None) -> str:
@@ -287,7 +284,8 @@ def _pick_column(src: str, names: list[str], column: str | None, guess: bool, sa
         if texty:
             return texty
         raise InputError(f"{src}: no text column found (name one 'text'); columns: {', '.join(names)}")
-    raise InputError(f"{src} has columns {', '.join(names)}: choose one with --column NAME")
+    raise InputError(f"{src} has columns {', '.join(names)}: choose the one that holds the text",
+                     fix={"kind": "column", "columns": list(names)})
 
 
 def _looks_like_prose(values: list[str]) -> bool:
@@ -417,6 +415,9 @@ def _jsonl(path: Path, field: str | None, enc: str):
             except json.JSONDecodeError as e:
                 yield BadLine(src, n, f"not valid JSON ({e.msg})")
                 continue
+            except RecursionError:   # the json module recurses once per level of nesting
+                yield BadLine(src, n, "JSON nested too deeply to read (about 1,000 levels or more)")
+                continue
             value = _json_text(obj, field)
             if isinstance(value, BadLine):
                 yield BadLine(src, n, value.reason)
@@ -489,7 +490,7 @@ def list_fields(path, encoding: str | None = None) -> list[str]:
                     break
                 try:
                     obj = json.loads(line)
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):
                     continue
                 if isinstance(obj, dict):
                     names += [k for k, v in obj.items() if isinstance(v, str) and k not in names]

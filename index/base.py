@@ -18,6 +18,21 @@ ADD_BATCH = 256       # sentences committed per add_stream batch (one transactio
 # slower than the whole 2,000 (64 at a time: 40 % slower); 1,024 is within 3 % of it and, at
 # minilm's 600 sentences/s, about 2 s of work that a kill or cancel can lose (docs/benchmarks.md).
 EMBED_WINDOW = 1024
+ENCODER_WORDS = {"scratch": "the from-scratch encoder", "hf": "the transformers encoder"}
+
+
+def encoder_of(backend) -> dict:
+    """What a store records of the encoder that embedded its vectors: its backend and precision
+    (the fingerprint, which both encoders share for the same weights, cannot tell them apart)."""
+    return {"backend": getattr(backend, "backend", None), "precision": getattr(backend, "precision", None)}
+
+
+def describe_encoders(record: list | None) -> str:
+    """'the transformers encoder in bf16'; a store made before stores recorded it: 'not recorded'."""
+    if not record:
+        return "not recorded (the store was made before stores recorded their encoder)"
+    return " and ".join(f"{ENCODER_WORDS.get(e.get('backend'), 'an unrecorded encoder')}"
+                        + (f" in {e['precision']}" if e.get("precision") else "") for e in record)
 
 
 def normalize(vectors) -> np.ndarray:
@@ -87,6 +102,34 @@ class Store(ABC):
     _fp: dict
     _dim: int
     _whitening = None     # core.evaluate.whitening.Whitening of a whitened store (index/whitening.py), else None
+    _encoders: list | None = None   # encoder_of() each encoder that embedded stored vectors; None: not recorded
+
+    @property
+    def encoders(self) -> list[dict] | None:
+        """The encoders (backend, precision) that embedded the stored vectors; None: not recorded."""
+        return None if self._encoders is None else [dict(e) for e in self._encoders]
+
+    @property
+    def encoder_backend(self) -> str | None:
+        """The one backend that embedded every stored vector, None when unknown or mixed."""
+        backends = {e.get("backend") for e in self._encoders or []}
+        return backends.pop() if len(backends) == 1 else None
+
+    def _record_encoder(self, backend, had_vectors: bool, replace: bool = False) -> None:
+        """After vectors from ``backend`` were stored: add it to the record (``replace``: every
+        vector is now its). Vectors of a store that recorded nothing stay 'not recorded'."""
+        known = [] if replace else list(self._encoders or [])
+        if not replace and self._encoders is None and had_vectors:
+            known.append({"backend": None, "precision": None})
+        mine = encoder_of(backend)
+        if mine not in known:
+            known.append(mine)
+        if known != self._encoders:
+            self._encoders = known
+            self._save_encoders(known)
+
+    def _save_encoders(self, record: list) -> None:  # noqa: B027 - a hook; kept in memory by default
+        """Persist the encoder record (the FAISS store: its database and manifest)."""
 
     # ---- identity ------------------------------------------------------------------------
     @property
@@ -122,7 +165,7 @@ class Store(ABC):
         other = fpmod.as_dict(fingerprint)
         raw = self._whitening is not None and not other.get("whitening")
         fpmod.check(self.model_fingerprint_dict if raw else self._fp, other, what,
-                    where=f"at {self.where}", **self.mismatch_remedy(other))
+                    where=f"at {self.where}", remedy=lambda: self.mismatch_remedy(other))
         return raw
 
     def _to_store_space(self, unit_vectors) -> np.ndarray:
@@ -170,39 +213,31 @@ class Store(ABC):
         return {"hint": hint, "rebuild": {"model": model, "pooling": pooling, "location": str(self.where)}}
 
     def _check_vectors(self, vectors, fingerprint, what) -> np.ndarray:
-        """Vectors checked against the store's model and dimension, L2-normalised; the model's
-        own vectors (its fingerprint given) whitened first when the store is whitened."""
+        """Vectors checked against the store's model (once) and dimension, as the store keeps them:
+        L2-normalised once, or for the model's own vectors of a whitened store (its fingerprint
+        given) normalised, then whitened (the transform normalises its output)."""
         raw = fingerprint is not None and self._check_model(fingerprint, what)
         x = np.asarray(vectors, dtype=np.float32)
         if x.ndim == 1:
             x = x[None, :]
-        if raw and x.ndim == 2 and x.shape[1] == self._whitening.input_dim and np.all(np.isfinite(x)):
-            x = self._whitening.apply(normalize(x))
-        if x.ndim != 2 or x.shape[1] != self._dim:
+        width = self._whitening.input_dim if raw else self._dim
+        if x.ndim != 2 or x.shape[1] != width:
             raise ModelMismatch(
                 f"{what} have {x.shape[-1]} dimensions, but the store at {self.where} holds "
                 f"{self._dim}-d vectors from {fpmod.describe(self._fp)}",
                 store_model=self._fp.get("model"))
         if not np.all(np.isfinite(x)):
             raise InputError(f"{what} contain NaN or infinite values")
-        return normalize(x)
+        return self._whitening.apply(normalize(x)) if raw else normalize(x)
 
-    def _query_vectors(self, query, backend, fingerprint):
-        """(unit query vectors (n, D), single) from a text or texts (embedded with `backend`,
-        which must be the store's model), a vector (D,) or a matrix (n, D)."""
-        if isinstance(query, str) or (isinstance(query, (list, tuple)) and query
-                                      and isinstance(query[0], str)):
-            single = isinstance(query, str)
-            texts = [query] if single else list(query)
-            if backend is None:
-                raise InputError("searching with text needs a backend to embed the query")
-            fingerprint = backend.fingerprint(pooling=self.pooling)
-            self._check_model(fingerprint, f"queries embedded with {backend.model_name}")
-            q = backend.embed(texts, pooling=self.pooling)
-        else:
-            q = np.asarray(query, dtype=np.float32)
-            single = q.ndim == 1
-        return self._check_vectors(q, fingerprint, "the query vectors"), single
+    def _query_vectors(self, vectors, fingerprint):
+        """(unit query vectors (n, D), single) from a vector (D,) or a matrix (n, D); texts are
+        embedded by the corpus door (index.corpus.search), not here."""
+        if isinstance(vectors, str) or (isinstance(vectors, (list, tuple)) and vectors
+                                        and isinstance(vectors[0], str)):
+            raise InputError("a store searches vectors: search a text with index.corpus.search")
+        q = np.asarray(vectors, dtype=np.float32)
+        return self._check_vectors(q, fingerprint, "the query vectors"), q.ndim == 1
 
     def _vector_for(self, text, vector, backend, fingerprint) -> np.ndarray:
         """update_text's new vector: the one given (checked), or `text` embedded by `backend`."""
@@ -244,6 +279,11 @@ class Store(ABC):
         """Held around a commit's duplicate check and write (a server store: its writer lock,
         so that writers sharing it cannot both add a text or hand out one id)."""
         return contextlib.nullcontext()
+
+    def exclusive(self):
+        """The writer lock held across a whole operation of several commits (migrate): a
+        server store's lease; a folder's lock is held from opening already."""
+        return self._commit_guard()
 
     def _end_stream(self) -> None:  # noqa: B027 - a hook; most stores need none
         """After add_stream's last batch (Milvus: flush)."""
@@ -295,6 +335,7 @@ class Store(ABC):
         fpmod.check(self.model_fingerprint_dict, fp, f"texts embedded with {backend.model_name}",
                     where=f"at {self.where}", **self.mismatch_remedy(fp))
         pooling = fp.pooling
+        had_vectors = self.count() > 0
         result = result if result is not None else AddResult(ids=[])
         total = len(items) if hasattr(items, "__len__") else None
         window = max(window, batch_size)
@@ -382,6 +423,8 @@ class Store(ABC):
             result.cancelled = True
         finally:
             ahead.stop()
+            if result.added:
+                self._record_encoder(backend, had_vectors)
         self._end_stream()
         return result
 
@@ -398,7 +441,10 @@ class Store(ABC):
         """Yield (ids int64 (n,), vectors float32 (n, dim) or None, records) in id order."""
 
     @abstractmethod
-    def search(self, query, k: int = 10, *, backend=None, fingerprint=None): ...
+    def search(self, vectors, k: int = 10, *, fingerprint=None):
+        """The k nearest sentences by cosine similarity to a vector (D,) -> list[Hit], or to each
+        row of a matrix (n, D) -> list[list[Hit]], sorted by score (ties by id). `fingerprint`:
+        the model the vectors come from, checked once against the store's."""
 
     @abstractmethod
     def remove(self, ids) -> list: ...

@@ -1,28 +1,30 @@
-"""Corpus use cases, Qt-free: what the CLI and the app's worker jobs both do with a corpus.
+"""Corpus use cases, Qt-free: the one door through which the CLI and the app use a corpus.
 
 A corpus is a store (index.base.Store: FAISS folder, Milvus Lite or a Milvus server) plus the
 model its vectors came from (its fingerprint). The CLI commands (app/cli/store.py) and the
-app's jobs (app/gui/corpus_service.py) call these functions; they add only wording, progress bars
-and threads. Training reads store corpora here too (`read_training_corpus`), so core/ never
-needs to know what a store is.
+app's jobs (app/gui/corpus_service.py) call these functions and add only wording, progress bars
+and threads: nothing here prints. Training reads store corpora here too (`read_training_corpus`),
+so core/ never needs to know what a store is.
 
-    store = open_corpus(location, writable=True)            # None: nothing there yet
-    store = create_corpus(location, backend, "mean")        # a new, empty corpus
+    opened = open_for_ingest(location, load_backend, model, pooling)   # or create_corpus
     mismatch(store, backend, pooling)                       # None, or what differs
+    require_match(store, backend, pooling)                  # or ModelMismatch, its fix as data
     result = ingest(store, items, backend, progress=..., cancel=...)
     hits, timing = search(store, "a query", 10, backend)
     reembed(store, backend, pooling, progress=..., cancel=...)
+    remove(store, ids); describe(location, check=...)
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 
+from core.encoder.sources import DEFAULT_MODEL
 from core.errors import Cancelled
 from core.train.data import dedupe_sentences, read_corpus
 from index import fingerprint as fpmod
 from index.base import AddResult, Store
-from index.errors import StoreNotFound
+from index.errors import EmptyStore, StoreNotFound
 from index.faiss.sentences import DB_NAME
 from index.locations import open_store, parse_location, refuse_whitening, store_exists
 
@@ -106,46 +108,206 @@ def mismatch(store: Store, backend, pooling: str | None = None) -> Mismatch | No
     return Mismatch(store.fingerprint_dict, chosen)
 
 
+@dataclass
+class Opened:
+    """A corpus opened to add to: the store, the model to embed with, and whether they differ."""
+    store: Store
+    backend: object
+    pooling: str
+    created: bool
+    differ: Mismatch | None
+
+
+def open_for_ingest(location, load_backend, model: str | None = None, pooling: str | None = None, *,
+                    index: str = "auto", create: bool = True) -> Opened | None:
+    """The corpus at `location` with the model to add with (`model`/`pooling`, else the store's;
+    load_backend(name) loads it), or a new one (the default model) when there is none and
+    `create`; None when there is none and not `create`."""
+    store = open_corpus(location, writable=True)
+    if store is None:
+        if not create:
+            return None
+        backend = load_backend(model or DEFAULT_MODEL)
+        pooling = backend.choose_pooling(pooling)
+        return Opened(create_corpus(location, backend, pooling, index=index), backend, pooling, True, None)
+    try:
+        backend = load_backend(model or store.model_name)
+        pooling = pooling or store.pooling
+        return Opened(store, backend, pooling, False, mismatch(store, backend, pooling))
+    except BaseException:
+        store.close()
+        raise
+
+
+def require_match(store: Store, backend, pooling: str | None = None, what: str = "the texts to add") -> None:
+    """ModelMismatch (its fix as data: ModelMismatch.rebuild) unless `backend` makes this corpus's vectors."""
+    fp = backend.fingerprint(pooling or store.pooling)
+    fpmod.check(store.model_fingerprint_dict, fp, what, where=f"at {store.where}",
+                remedy=lambda: store.mismatch_remedy(fp))
+
+
+@dataclass
+class Ingested(AddResult):
+    total: int | None = None        # sentences the corpus holds afterwards (when counted)
+    interrupted: BaseException | None = None   # the KeyboardInterrupt/Terminated that stopped it
+
+
 def ingest(store: Store, items, backend, *, pooling: str | None = None, batch_size: int = 256,
-           progress=None, cancel=None, keep_ids: bool = True) -> AddResult:
+           progress=None, cancel=None, keep_ids: bool = True, result: Ingested | None = None,
+           count: bool = False) -> Ingested:
     """Embed and add texts (or (text, metadata) pairs) in committed batches, then save.
 
     Texts already in the corpus (after trimming, exact match) are not embedded again. A cancel
-    keeps every committed batch (result.cancelled). progress(done, total, note): note is a line
-    to show while the index is saved (an HNSW rebuild can take a while), else None.
+    keeps every committed batch (result.cancelled); so does Ctrl-C or SIGTERM (result.interrupted,
+    the save still runs). progress(done, total, note): note is a line to show while the index is
+    saved (an HNSW rebuild can take a while), else None. `result` is updated in place as batches
+    commit (what a caller reports when the store goes away mid-way); `count`: result.total is
+    the corpus's size afterwards, and after an interruption result.added is counted from it.
     """
-    result = AddResult(ids=[])
+    result = result if result is not None else Ingested(ids=[])
     items = list(items) if not hasattr(items, "__len__") else items
     total = len(items)
-    store.add_stream(items, backend, pooling=pooling, batch_size=batch_size, cancel=cancel,
-                     result=result, keep_ids=keep_ids,
-                     progress=None if progress is None else lambda done, _t: progress(done, total, None))
-    note = store.pending_reindex()
-    if progress is not None:
-        progress(total, total, note)
-    if note and not result.cancelled:
-        try:    # the long rebuild, in chunks: progress in vectors, cancel between chunks
-            store.prepare_index(cancel=cancel, progress=None if progress is None else
-                                lambda done, n: progress(done, n, note))
-        except Cancelled:
-            result.cancelled = True     # the previous index is kept and saved as it is
-    store.save()
+    before = store.count() if count else None
+    try:
+        store.add_stream(items, backend, pooling=pooling, batch_size=batch_size, cancel=cancel,
+                         result=result, keep_ids=keep_ids, progress=None if progress is None
+                         else lambda done, _t: progress(done, total, None))
+    except KeyboardInterrupt as e:
+        result.interrupted = e
+    try:
+        note = store.pending_reindex()
+        if progress is not None:
+            progress(total, total, note)
+        if note and not result.cancelled:
+            try:    # the long rebuild, in chunks: progress in vectors, cancel between chunks
+                store.prepare_index(cancel=cancel, progress=None if progress is None else
+                                    lambda done, n: progress(done, n, note))
+            except Cancelled:
+                result.cancelled = True     # the previous index is kept and saved as it is
+        store.save()
+    except KeyboardInterrupt as e:      # a second signal: the database holds every commit
+        result.interrupted = e
+    if count:
+        result.total = store.count()
+        if result.interrupted is not None:
+            # a signal can land between a batch's commit and its tally: an ingest only adds
+            result.added = result.total - before
     return result
 
 
+def switch_index(store: Store, kind: str, progress=None) -> bool:
+    """Rebuild the store's index as `kind` from its stored vectors (no model); False when it
+    already is (or kind is "auto"). progress(done, total) in vectors, where the store reports it."""
+    if kind in ("auto", store.index_kind):
+        return False
+    if getattr(store, "loc", None) is not None and store.loc.is_milvus:
+        store.reindex(kind)
+    else:
+        store.reindex(kind, progress=progress)
+    return True
+
+
 def search(store: Store, query: str, k: int, backend, pooling: str | None = None):
-    """(hits, SearchTiming): the k stored sentences nearest to `query`, embedded by `backend`."""
+    """(hits, SearchTiming): the k stored sentences nearest to `query`, embedded by `backend`.
+    The store checks the model once; an empty corpus (no hits, then counted) is EmptyStore."""
     pooling = pooling or store.pooling
     t0 = time.perf_counter()
+    fp = backend.fingerprint(pooling=pooling)
     vec = backend.embed([query], pooling=pooling)[0]
     t1 = time.perf_counter()
-    hits = store.search(vec, k, fingerprint=backend.fingerprint(pooling=pooling))
-    return hits, SearchTiming((time.perf_counter() - t0) * 1000, (t1 - t0) * 1000)
+    hits = store.search(vec, k, fingerprint=fp)
+    timing = SearchTiming((time.perf_counter() - t0) * 1000, (t1 - t0) * 1000)
+    if not hits and store.count() == 0:
+        raise EmptyStore(f"{store.where} holds no sentences yet: nothing to search",
+                         location=str(store.where))
+    return hits, timing
+
+
+def search_many(store: Store, queries, k: int, backend, pooling: str | None = None) -> list:
+    """The hits of each query (a list per query), embedded by `backend` in one call."""
+    pooling = pooling or store.pooling
+    vecs = backend.embed(list(queries), pooling=pooling)
+    return store.search(vecs, k, fingerprint=backend.fingerprint(pooling=pooling))
 
 
 def reembed(store: Store, backend, pooling: str, *, progress=None, cancel=None) -> None:
     """Re-embed every sentence with `backend` (the corpus then belongs to that model)."""
     store.rebuild(backend, pooling=pooling, progress=progress, cancel=cancel)
+
+
+def remove(store: Store, ids) -> tuple[list, dict]:
+    """Delete `ids` and save: (the ids that were there, their records {id: {text, metadata}}),
+    what an undo adds back. Ids outside the 64-bit range name no sentence."""
+    possible = [int(i) for i in ids if 0 <= int(i) < 1 << 63]
+    records = store.get(possible)
+    gone = store.remove(possible)
+    store.save()
+    return gone, records
+
+
+@dataclass
+class Described:
+    """What a corpus holds (Store.info), what a --check/--repair found, and whether it is an
+    unverified copy (the source it was being copied from)."""
+    info: dict
+    report: dict | None = None
+    meaning: object = None          # index.meaning_check.MeaningCheck, or None
+    model_error: Exception | None = None    # why the store's model could not be loaded for it
+    incomplete_source: str | None = None
+
+
+def describe(location, *, check: bool = False, repair: bool = False, load_backend=None) -> Described:
+    """A FAISS store's info, verified (check) or repaired; with load_backend(name), a sample of
+    its texts embedded again with its model (check_meaning)."""
+    from core.errors import EncoderscopeError
+    from index.migrate import incomplete_source
+    if repair:
+        store = open_store(location, writable=True, repair=True, verify=True)
+    else:
+        store = open_store(location, writable=False, **({"verify": True} if check else {}))
+    found = Described({})
+    try:
+        found.report = store.check_report if (check or repair) else None
+        found.info = store.info()
+        if load_backend is not None and store.count():
+            try:
+                backend = load_backend(store.model_name)
+            except EncoderscopeError as e:
+                found.model_error = e
+            else:
+                found.meaning = check_meaning(store, backend)
+    finally:
+        store.close()
+    found.incomplete_source = incomplete_source(location)
+    return found
+
+
+def check_meaning(store: Store, backend):
+    """A sample of the store's texts embedded again with `backend` (MeaningCheck); ModelMismatch
+    (its fix as data) when it is not the model that wrote the vectors."""
+    from index.errors import ModelMismatch
+    from index.meaning_check import check_meaning as sample_check
+    from index.meaning_check import describe_failure
+    require_match(store, backend, store.pooling, "vectors of the model now at hand")
+    result = sample_check(store, backend)
+    if not result.ok:
+        remedy = store.mismatch_remedy(backend.fingerprint(store.pooling))
+        raise ModelMismatch(f"{describe_failure(result)}; {remedy['hint']}", store_model=store.model_name,
+                            other_model=store.model_name, rebuild=remedy["rebuild"])
+    return result
+
+
+def check_milvus(location, load_backend, model: str | None = None, repair: bool = False,
+                 full: bool = False) -> tuple[dict, int]:
+    """A Milvus store's rows read back and a sample (`full`: every vector) re-embedded with `model`
+    (else its own); with `repair`, what the check finds is repaired and checked again
+    (index/milvus/check.py): (report, count after)."""
+    store = open_store(location, writable=bool(repair))
+    try:
+        report = store.check(load_backend(model or store.model_name), repair=bool(repair), full=full)
+        return report, store.count()
+    finally:
+        store.close()
 
 
 def read_rows(store: Store) -> tuple[list[int], list[str]]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.errors import Cancelled, InputError
+from index.errors import EmptyStore
 from index.map_clusters import distinctive_words, kmeans
 from index.map_projection import UMAP_MIN_POINTS, default_method, fit_projection
 from index.map_quality import NeighbourRecall, neighbour_recall
@@ -24,10 +25,6 @@ DEFAULT_CLUSTERS = 8
 DEFAULT_SEED = 0
 CSV_HEADER = ("id", "x", "y", "cluster", "text")
 READ_BATCH = 2000
-
-
-class EmptyStore(InputError):
-    """The store holds no sentence: there is nothing to map."""
 
 
 @dataclass
@@ -108,7 +105,7 @@ def cluster_count(n: int, asked: int | None) -> tuple[int, list]:
     """(k to use, notes): asked (default DEFAULT_CLUSTERS), at most one cluster per sentence."""
     k = DEFAULT_CLUSTERS if asked is None else int(asked)
     if k < 1:
-        raise InputError("--clusters must be at least 1")
+        raise InputError("the number of clusters must be at least 1", fix={"kind": "clusters"})
     if k > n:
         return n, [(f"{k} clusters asked for but the corpus has {n} sentence"
                     f"{'s' if n != 1 else ''}: made {n} clusters (one per sentence)")]

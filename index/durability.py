@@ -12,6 +12,7 @@ from pathlib import Path
 
 from core.atomic import atomic_write, atomic_write_with, fsync_dir, remove_stale_temps  # noqa: F401
 from index.errors import StoreCorrupted, StoreError, StoreLocked, StoreWriteFailed
+from index.store_files import open_own
 
 INTACT = "the last saved snapshot and every sentence committed before are intact"
 
@@ -147,7 +148,7 @@ class WriterLock:
         if self._fd is not None:
             return self
         try:
-            fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
+            fd = open_own(self.path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
         except IsADirectoryError:
             raise StoreError(f"cannot lock the store: {self.path} is a folder, not the lock "
                              "file; remove it") from None

@@ -27,8 +27,8 @@ class StoreCorrupted(StoreError):
     the sentence rows that failed their checksum, when that is the damage.
     """
 
-    def __init__(self, message: str, path=None, remedy: str | None = None, damaged_ids=()):
-        super().__init__(message)
+    def __init__(self, message: str, path=None, remedy: str | None = None, damaged_ids=(), fix=None):
+        super().__init__(message, fix=fix)
         self.path = path
         self.remedy = remedy
         self.damaged_ids = list(damaged_ids)
@@ -75,3 +75,17 @@ class UnknownId(StoreError, InputError):
 
 class StoreUnavailable(StoreError):
     """A store server (Milvus) cannot be reached, refused the credentials or timed out."""
+
+
+class WriterLockLost(StoreError):
+    """A writer whose lease on a shared store ran out (it stalled) or was taken over: it
+    stopped before writing anything more."""
+
+
+class EmptyStore(InputError):
+    """The store holds no sentence: nothing to search or map. `location` is the store, so a
+    caller can offer to ingest there."""
+
+    def __init__(self, message: str, location=None):
+        super().__init__(message)
+        self.location = location

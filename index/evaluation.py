@@ -6,6 +6,7 @@ from __future__ import annotations
 from core.errors import Cancelled, InputError
 from core.evaluate.metrics import retrieval_scores
 from index.base import Store
+from index.corpus import search_many
 
 QUERY_BATCH = 32      # queries searched together (one embed call)
 
@@ -37,7 +38,7 @@ def evaluate_queries(store: Store, queries, k: int, backend, *, progress=None, c
         if cancel is not None and cancel.is_set():
             raise Cancelled("evaluation cancelled")
         chunk = queries[start:start + QUERY_BATCH]
-        results = store.search([q for q, _ in chunk], k=int(k), backend=backend)
+        results = search_many(store, [q for q, _ in chunk], int(k), backend)
         found += [relevant_rank(hits, rel) for hits, (_, rel) in zip(results, chunk)]
         if progress is not None:
             progress(start + len(chunk), len(queries))

@@ -39,14 +39,19 @@ def only_network_differs(a: dict, b: dict) -> bool:
         (fb.weights_sha256, fb.pooling, fb.dim, fb.whitening) and not fa.compatible(fb)
 
 
-def check(store_fp: dict, other, what: str, where: str = "", hint: str = "", rebuild: dict | None = None) -> None:
+def check(store_fp: dict, other, what: str, where: str = "", hint: str = "", rebuild: dict | None = None,
+          remedy=None) -> None:
     """Raise ModelMismatch unless `other` (a Fingerprint or dict) matches the store's model;
-    `rebuild` (see ModelMismatch) travels with it."""
+    `rebuild` (see ModelMismatch) travels with it. `remedy`, a callable giving {"hint", "rebuild"},
+    is called only on a mismatch: the hint may cost a count of the store."""
     if other is None:
         return
     other = as_dict(other)
     if compatible(store_fp, other):
         return
+    if remedy is not None:
+        found = remedy()
+        hint, rebuild = found["hint"], found["rebuild"]
     msg = (f"{what} come from {describe(other)}, but the store{(' ' + where) if where else ''} "
            f"was built with {describe(store_fp)}")
     if hint:

@@ -94,8 +94,8 @@ def import_umap():
         import umap
     except ImportError:
         raise MissingExtra("the UMAP projection needs the optional package umap-learn: install "
-                           f"it with {UMAP_INSTALL} (or pip install umap-learn), or use "
-                           "--method pca") from None
+                           f"it with {UMAP_INSTALL} (or pip install umap-learn), or project with PCA",
+                           fix={"kind": "method", "method": "pca"}) from None
     return umap
 
 
@@ -105,7 +105,7 @@ def fit_umap(vectors: np.ndarray, seed: int = 0) -> UmapProjection:
     n = len(vectors)
     if n < UMAP_MIN_POINTS:
         raise InputError(f"UMAP needs at least {UMAP_MIN_POINTS} sentences (the corpus has {n}); "
-                         "use --method pca")
+                         "project with PCA", fix={"kind": "method", "method": "pca"})
     reducer = umap.UMAP(n_components=2, n_neighbors=min(15, n - 1), metric="cosine",
                         random_state=seed, n_jobs=1, init="spectral" if n > 10 else "random")
     reducer.fit(np.asarray(vectors, dtype=np.float32))

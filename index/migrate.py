@@ -19,7 +19,6 @@ the copy (it has no API to set it).
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from core.errors import InputError
 from index import fingerprint as fpmod
 from index.durability import atomic_write
 from index.errors import StoreError
+from index.store_files import StoreFileIsLink, is_link, remove_own
 
 BATCH = 2000
 SAMPLE = 20             # sentences searched in the destination with their own vectors
@@ -88,34 +88,12 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
         fpmod.check(dst.fingerprint_dict, fp, f"the vectors of {describe_location(src_loc)}",
                     where=f"at {dst_loc}")
         mark_incomplete(dst_loc, src_loc)
-        res = MigrateResult(str(src_loc), str(dst_loc))
-        res.source_count = total = src.count()
-        before = dst.count()
-        keep_ids = before == 0 and dst.can_keep_ids()
-        samples = []
-        id_map = {}                     # source id -> the destination id it was copied to
-        rng = np.random.default_rng(0)
-        for ids, vecs, recs in src.iter_batches(batch):
-            kw = {"ids": ids.tolist()} if keep_ids else {}
-            out = dst.add([r["text"] for r in recs], vecs, [r["metadata"] for r in recs],
-                          fingerprint=fp, **kw)
-            id_map.update(zip(ids.tolist(), (int(i) for i in out.ids)))
-            res.copied += len(recs)
-            res.added += out.added
-            res.duplicates += out.duplicates
-            if sample and len(recs):   # a few rows of every batch, kept bounded
-                pick = rng.choice(len(recs), size=min(sample, len(recs)), replace=False)
-                samples += [(recs[i]["text"], vecs[i]) for i in pick]
-                if len(samples) > 4 * sample:
-                    samples = [samples[i] for i in rng.choice(len(samples), sample, replace=False)]
-            if progress:
-                progress(res.copied, total)
-        dst.save()
-        res.destination_count = dst.count()
-        _verify(res, before, dst, samples[:sample] if len(samples) <= sample else
-                [samples[i] for i in rng.choice(len(samples), sample, replace=False)],
-                src, id_map, batch, verify_backend, reembed_sample, rng)
-        _marker(dst_loc).unlink(missing_ok=True)
+        with dst.exclusive():     # one writer: ids kept from the source stay free meanwhile
+            res = _copy(src, dst, src_loc, dst_loc, fp, batch, progress, sample, verify_backend,
+                        reembed_sample)
+        marker = _marker(dst_loc)
+        if marker is not None:
+            remove_own(marker)
         res.seconds = time.perf_counter() - t0
         return res
     finally:
@@ -126,25 +104,62 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
             src.close()
 
 
+def _copy(src, dst, src_loc, dst_loc, fp, batch, progress, sample, verify_backend,
+          reembed_sample) -> MigrateResult:
+    """Copy and verify, under the destination's writer lock."""
+    res = MigrateResult(str(src_loc), str(dst_loc))
+    res.source_count = total = src.count()
+    before = dst.count()
+    keep_ids = before == 0 and dst.can_keep_ids()
+    samples = []
+    id_map = {}                     # source id -> the destination id it was copied to
+    rng = np.random.default_rng(0)
+    for ids, vecs, recs in src.iter_batches(batch):
+        kw = {"ids": ids.tolist()} if keep_ids else {}
+        out = dst.add([r["text"] for r in recs], vecs, [r["metadata"] for r in recs],
+                      fingerprint=fp, **kw)
+        id_map.update(zip(ids.tolist(), (int(i) for i in out.ids)))
+        res.copied += len(recs)
+        res.added += out.added
+        res.duplicates += out.duplicates
+        if sample and len(recs):   # a few rows of every batch, kept bounded
+            pick = rng.choice(len(recs), size=min(sample, len(recs)), replace=False)
+            samples += [(recs[i]["text"], vecs[i]) for i in pick]
+            if len(samples) > 4 * sample:
+                samples = [samples[i] for i in rng.choice(len(samples), sample, replace=False)]
+        if progress:
+            progress(res.copied, total)
+    dst.save()
+    res.destination_count = dst.count()
+    _verify(res, before, dst, samples[:sample] if len(samples) <= sample else
+            [samples[i] for i in rng.choice(len(samples), sample, replace=False)],
+            src, id_map, batch, verify_backend, reembed_sample, rng)
+    return res
+
+
 INCOMPLETE = "incomplete-migrate"   # in a destination folder until its copy is verified
 
 
-def _marker(loc) -> Path:
-    return loc.path / INCOMPLETE if loc.path is not None else Path(os.devnull)
+def _marker(loc) -> Path | None:
+    """The destination folder's marker; a store without a folder (a server) has none."""
+    return loc.path / INCOMPLETE if loc.path is not None else None
 
 
 def mark_incomplete(dst_loc, src_loc) -> None:
     """A destination folder is marked until migrate has verified it: a migrate killed or
     failed half-way leaves a store that looks whole otherwise."""
-    if dst_loc.path is not None:
-        atomic_write(_marker(dst_loc), f"{src_loc}\n".encode())
+    marker = _marker(dst_loc)
+    if marker is not None:
+        if is_link(marker):
+            raise StoreFileIsLink(marker)
+        atomic_write(marker, f"{src_loc}\n".encode())
 
 
 def incomplete_source(loc) -> str | None:
     """The source of an unverified migrate into the store at `loc` (the copy was interrupted
     or failed before it was verified), or None when the store is not such a copy."""
     marker = _marker(loc)
-    if loc.path is None or not marker.is_file():
+    if marker is None or is_link(marker) or not marker.is_file():
         return None
     try:
         return marker.read_text("utf-8").strip() or "another store"

@@ -113,7 +113,11 @@ def parse_location(location) -> Location:
 
 def _folder(path: Path, text: str) -> Location:
     path = path.expanduser()
-    if (path / LITE_MANIFEST).exists():     # a folder created with milvus-lite:
+    try:
+        lite = (path / LITE_MANIFEST).exists()
+    except OSError:     # an unreadable folder: opening the store says what is wrong with it
+        lite = False
+    if lite:            # a folder created with milvus-lite:
         return Location("lite", path=path.absolute(), collection=LITE_COLLECTION, text=text)
     return Location("faiss", path=path, text=text)
 

@@ -55,8 +55,8 @@ def load(folder: Path, fp: dict, dim: int) -> Whitening:
         raise StoreCorrupted(
             f"{e}. The store's vectors were whitened with it and its queries must be too, so the "
             f"store cannot be used without it: put the store's own {WHITENING_FILE} back (from a "
-            "backup), or build the store again from its texts (encoderscope ingest FILE --whiten "
-            "--store NEW_STORE)", path=path, remedy="restore") from None
+            "backup), or build a new whitened store from its texts", path=path, remedy="restore",
+            fix={"kind": "whiten_again"}) from None
     if w.dims != dim:
         raise StoreCorrupted(f"the whitening file {path} gives {w.dims}-d vectors but the store holds "
                              f"{dim}-d ones; restore the store's own {WHITENING_FILE} from a backup",

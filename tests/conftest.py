@@ -1,5 +1,7 @@
 import os
+import shutil
 import tempfile
+from pathlib import Path
 
 # Qt aborts the process without a display; every test runs offscreen.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -19,6 +21,7 @@ os.environ.setdefault("ENCODERSCOPE_DATA_DIR", tempfile.mkdtemp(prefix="encoders
 
 import pytest  # noqa: E402
 
+from tests.app_fixtures import ASSETS, build_store  # noqa: E402
 from tests.helpers import make_tiny_distilbert  # noqa: E402
 
 
@@ -90,3 +93,82 @@ def run(capsys):
             assert rc == 0, err
         return SimpleNamespace(returncode=rc, stdout=out, stderr=err)
     return call
+
+
+# ---- the app tests: an isolated data folder, prebuilt stores, a window, a walkthrough panel ----
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    """ENCODERSCOPE_DATA_DIR -> a fresh tmp folder: stores, settings.ini and logs go there."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(folder))
+    monkeypatch.setenv("ENCODERSCOPE_DEVICE", "cpu")
+    monkeypatch.delenv("ENCODERSCOPE_STORE", raising=False)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def sample_store_template(tmp_path_factory, minilm):
+    """The bundled sample corpus, embedded once per test session with minilm (mean)."""
+    return build_store(tmp_path_factory.mktemp("sample_template") / "sample", minilm)
+
+
+@pytest.fixture(scope="session")
+def tiny_store_template(tmp_path_factory, minilm):
+    lines = (ASSETS / "sample_corpus.txt").read_text(encoding="utf-8").splitlines()[:24]
+    return build_store(tmp_path_factory.mktemp("tiny_template") / "tiny", minilm, lines)
+
+
+@pytest.fixture
+def make_window(qtbot, data_dir):
+    """make_window(template=None) -> a shown MainWindow on a copy of a template store, loaded."""
+    windows = []
+
+    def make(template: Path | None = None, start=True, wait=True):
+        from app.gui.main_window import MainWindow
+        from app.gui.settings import stores_dir
+
+        folder = stores_dir() / "sample"
+        if template is not None and not folder.exists():
+            shutil.copytree(template, folder)
+        w = MainWindow()
+        qtbot.addWidget(w)
+        w.show()
+        windows.append(w)
+        if start:
+            w.start(folder)
+            if wait:
+                qtbot.waitUntil(lambda: w.state.backend is not None and w.state.store is not None
+                                and not w.state.jobs.busy, timeout=60_000)
+        return w
+
+    yield make
+    for w in windows:
+        if w.isVisible():
+            w.close()
+        w.state.jobs.shutdown(20_000)
+
+
+@pytest.fixture
+def make_walkthrough_panel(qtbot):
+    """make(backend, width, height) -> a shown Step by step panel on its own AppState holding
+    ``backend``, explaining nothing until asked; its jobs are shut down after the test."""
+    from app.gui.panels.walkthrough.panel import WalkthroughPanel
+    from app.gui.state import AppState
+
+    states = []
+
+    def make(backend, width=1200, height=800):
+        state = AppState()
+        states.append(state)
+        panel = WalkthroughPanel(state, auto_explain=False)
+        qtbot.addWidget(panel)
+        panel.resize(width, height)
+        panel.show()
+        state.backend = backend
+        state.backend_changed.emit(backend)
+        return panel
+
+    yield make
+    for state in states:
+        state.shutdown(10000)

@@ -8,7 +8,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 
 from core.encoder.backends import get_backend
-from tests.app_fixtures import *
 from tests.app_fixtures import wait_idle
 
 

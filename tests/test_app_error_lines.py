@@ -7,7 +7,6 @@ import logging
 import pytest
 
 from app.gui.state import AppState, ModelChoice, load_backend_fn
-from tests.app_fixtures import *
 
 
 @pytest.fixture

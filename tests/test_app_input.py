@@ -8,7 +8,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QInputDialog, QMessageBox
 
-from tests.app_fixtures import *  # noqa: F401,F403
 from tests.app_fixtures import wait_idle
 
 LONG = " ".join(f"word{i % 50}" for i in range(6000))       # about 40,000 characters

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from tests.app_fixtures import *
-
 
 def _fingerprint(store):
     return dict(store.fingerprint_dict)

@@ -26,8 +26,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from tests.app_fixtures import *
-
 SEED = 17
 ACTIONS = 1500                # about a minute and a half on two shared cores
 MAX_FREEZE_S = 3.0            # the longest the UI thread may go without a heartbeat tick

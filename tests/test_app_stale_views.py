@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from tests.app_fixtures import *
+from tests.app_fixtures import wait_idle
 
 TEXT = "the small cat sat on the mat ."
 

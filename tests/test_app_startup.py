@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.app_fixtures import *  # noqa: F401,F403
-
 ROOT = Path(__file__).resolve().parent.parent
 
 BUILD_WINDOW = """

@@ -5,7 +5,6 @@ from __future__ import annotations
 from PySide6.QtCore import QRect, Qt
 
 from app.gui.tour import DONT_SHOW_KEY, STOPS
-from tests.app_fixtures import *  # noqa: F403
 
 
 def _current_tab(w) -> str:

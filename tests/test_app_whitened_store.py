@@ -3,7 +3,6 @@ re-embed (the corpus model is its model), and search shows the hits the store it
 for the whitened query, as `encoderscope search` does."""
 from __future__ import annotations
 
-from tests.app_fixtures import *  # noqa: F401,F403
 from tests.app_fixtures import ASSETS, wait_idle
 
 
@@ -13,7 +12,8 @@ def test_a_whitened_corpus_opens_as_the_corpus_models_and_searches_whitened(qtbo
     lines = (ASSETS / "sample_corpus.txt").read_text(encoding="utf-8").splitlines()[:60]
     query = "the biggest planet"
     store, _ = create_whitened_corpus(tmp_path / "w", minilm, "mean", lines, dims=16)
-    expected = [h.text for h in store.search(query, k=5, backend=minilm)]
+    expected = [h.text for h in store.search(minilm.embed([query])[0], k=5,
+                                                 fingerprint=minilm.fingerprint("mean"))]
     plain = minilm.embed([query] + lines) @ minilm.embed([query])[0]
     assert expected != [lines[i] for i in (-plain[1:]).argsort()[:5]]     # whitening changed the ranking
     store.close()

@@ -7,7 +7,6 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
-from tests.app_fixtures import *  # noqa: F401,F403
 from tests.app_fixtures import ASSETS, wait_idle
 
 

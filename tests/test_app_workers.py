@@ -6,7 +6,6 @@ import time
 
 from app.gui.workers import JobRunner
 from core.errors import Cancelled, InputError
-from tests.app_fixtures import data_dir  # noqa: F401
 from tests.helpers import hold_writer_lock
 
 
@@ -31,7 +30,7 @@ def test_result_progress_and_thread(qtbot):
     assert not runner.busy
 
 
-def test_readable_errors_and_log(qtbot, data_dir):  # noqa: F811
+def test_readable_errors_and_log(qtbot, data_dir):
     from app.gui.logs import log_file, setup_logging
     setup_logging()
     runner = JobRunner()
@@ -134,8 +133,6 @@ def test_pinned_pyside_does_not_leak_singleton_references(qtbot):
 # ---- the window's model choice, corpus table, drops and re-embed (issue 5) -----------------------
 from PySide6.QtCore import Qt  # noqa: E402
 
-from tests.app_fixtures import make_window, sample_store_template, tiny_store_template  # noqa: E402,F401
-
 
 def _close_boxes(window):
     from PySide6.QtWidgets import QMessageBox
@@ -236,7 +233,7 @@ def test_double_click_hit_opens_inspector_with_query(qtbot, make_window, tiny_st
         assert w.tabs.tabText(w.tabs.currentIndex()) == "Attention"
 
 
-def test_model_bar_lists_trained_checkpoints(qtbot, data_dir):  # noqa: F811
+def test_model_bar_lists_trained_checkpoints(qtbot, data_dir):
     from app.gui.model_bar import ModelBar
     from app.gui.settings import models_dir
     from app.gui.state import AppState
@@ -386,7 +383,7 @@ def test_drop_waiting_forgets_the_waiting_call(qtbot):
 
 
 def test_opening_a_store_a_cli_ingest_writes_logs_its_message_not_a_traceback(
-        qtbot, data_dir, tmp_path):  # noqa: F811
+        qtbot, data_dir, tmp_path):
     """The app's open job meets the CLI's writer lock: the message names the holder, and the
     log holds that line, not a traceback."""
 

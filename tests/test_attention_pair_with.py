@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6 import QtCore
 
-from tests.app_fixtures import *
+from tests.app_fixtures import wait_idle
 
 
 def double_click_first_hit(qtbot, search):

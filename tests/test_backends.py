@@ -194,6 +194,8 @@ def test_hub_model_offline_gives_one_clear_message(monkeypatch):
         get_backend("distilbert-base-uncased")
     msg = str(e.value)
     assert "distilbert-base-uncased" in msg and "minilm" in msg and "cache" in msg
+    # what it suggests works for what was asked: minilm cannot fill masks, and it says so
+    assert "cannot fill in masks" in msg and "train a masked-LM" in msg
 
 
 def test_bad_backend_and_pooling(both):
@@ -239,6 +241,19 @@ def test_trained_models_in_the_data_folder_are_listed(tmp_path, monkeypatch, tin
     out = save_checkpoint(b.model, b.tokenizer, tmp_path / "models" / "run-1")
     rows = {r["name"]: r for r in list_models()}
     assert rows[str(out)]["source"] == "trained" and rows[str(out)]["mlm_head"]
+
+
+def test_the_runs_of_an_experiment_are_listed_too(tmp_path, monkeypatch, tiny_distilbert):
+    from core.encoder.catalog import trained_models
+    from core.encoder.weights import save_checkpoint
+    monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path))
+    b = get_backend(str(tiny_distilbert))
+    runs = [save_checkpoint(b.model, b.tokenizer, tmp_path / "models" / "experiments" / "pooling-1" / name)
+            for name in ("mean", "cls")]
+    alone = save_checkpoint(b.model, b.tokenizer, tmp_path / "models" / "run-1")
+    (tmp_path / "models" / "experiments" / "pooling-1" / "notes").mkdir()
+    assert trained_models() == sorted([*runs, alone])
+    assert {str(p) for p in runs} <= {r["name"] for r in list_models()}
 
 
 def test_model_retrained_in_place_is_reloaded(tmp_path, tiny_distilbert):

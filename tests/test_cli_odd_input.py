@@ -35,6 +35,18 @@ def test_a_lone_surrogate_in_jsonl_skips_its_line_and_keeps_the_rest(tmp_path, m
     assert code == 0 and "added 2" in out and f"{f}:2: holds a lone surrogate" in err
 
 
+def test_a_jsonl_line_nested_too_deeply_skips_that_line_and_keeps_the_rest(tmp_path, model,
+                                                                          capsys):
+    f = tmp_path / "deep.jsonl"
+    deep = "[" * 100_000 + "]" * 100_000
+    f.write_text(f'{{"text": "the cat sat"}}\n{deep}\n{{"text": "the dog ran"}}\n',
+                 encoding="utf-8")
+    code, out, err = cli(capsys, "ingest", f, "--model", model, "--store", tmp_path / "s",
+                         "--quiet")
+    assert code == 0 and "added 2" in out, err
+    assert f"{f}:2: JSON nested too deeply" in err
+
+
 @pytest.mark.parametrize("argv", [["search", "\udcff\udcfe cat", "--store", "S"],
                                   ["embed", "caf\udce9"],
                                   ["why", "the cat", "\udcffdog", "--store", "S"]])

@@ -19,7 +19,8 @@ def test_each_remedy_becomes_the_command_that_applies_it():
     rebuild = {"model": "a model", "pooling": "cls", "location": "/x"}
     assert worded(ModelMismatch("other model", rebuild=rebuild), args()) == (
         "other model: `encoderscope ingest --rebuild --model 'a model' --pooling cls --store /x`")
-    assert worded(EmptyStore("nothing to map"), args(store="s")) == "nothing to map: encoderscope ingest FILE --store s"
+    assert worded(EmptyStore("nothing to map"), args(store="s")) == (
+        "nothing to map: add some with `encoderscope ingest FILE --store s`")
 
 
 def test_no_command_where_there_is_none_to_give():
@@ -28,3 +29,14 @@ def test_no_command_where_there_is_none_to_give():
     assert worded(StoreNotFound("no store"), args()) == "no store"
     said = "other model; `encoderscope search ...`"     # the command already chose its words
     assert worded(ModelMismatch(said, rebuild={"model": "m", "pooling": "mean", "location": "x"}), args()) == said
+
+
+def test_a_fix_given_as_data_is_worded_as_the_options_that_apply_it():
+    from core.errors import InputError, NoMLMHead
+    assert worded(InputError("a.csv has columns x, y: choose the one that holds the text",
+                             fix={"kind": "column", "columns": ["x", "y"]}), args()) == (
+        "a.csv has columns x, y: choose the one that holds the text with --column NAME")
+    assert worded(InputError("line 3: not UTF-8", fix={"kind": "encoding", "choices": ["cp1252", "latin-1"]}),
+                  args()).startswith("line 3: not UTF-8; if the file is in another encoding, add --encoding ")
+    assert "`encoderscope train --init minilm" in worded(NoMLMHead("no head", fix={"kind": "train_mlm",
+                                                                                   "init": "minilm"}), args())

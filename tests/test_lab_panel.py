@@ -233,4 +233,3 @@ def test_the_window_train_tab_is_the_lab(qtbot, make_window):
     assert lab.page_titles() == ["Run", "Runs", "Experiments", "Evaluate"]
 
 
-from tests.app_fixtures import *  # noqa: E402,F401,F403

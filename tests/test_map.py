@@ -206,7 +206,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys, monkeypatch):
     rc, _, err = cli(["map", "--store", tmp_path / "s", "--out", tmp_path / "no" / "m.csv"], capsys)
     assert rc == 2 and "\nerror: cannot write" in err and "Traceback" not in err
     rc, _, err = cli(["map", "--store", tmp_path / "s", "--clusters", 0], capsys)
-    assert rc == 2 and "--clusters must be at least 1" in err
+    assert rc == 2 and "clusters must be at least 1 (--clusters)" in err
     rc, out, err = cli(["map", "--store", tmp_path / "s", "--clusters", 9, "--json"], capsys)
     assert rc == 0 and "note: 9 clusters asked for" in err and len(json.loads(out)["clusters"]) == 4
     monkeypatch.setitem(sys.modules, "umap", None)           # umap-learn not installed

@@ -18,7 +18,7 @@ from app.gui.state import AppState
 from index.base import Hit
 from index.corpus_map import build_map, read_map_csv, read_vectors
 from index.faiss.store import VectorStore
-from tests.app_fixtures import *  # data_dir, tiny_store_template, make_window, wait_idle
+from tests.app_fixtures import wait_idle
 from tests.test_store_support import FakeBackend, clustered
 
 D = 32
@@ -293,3 +293,20 @@ def test_umap_is_the_default_where_installed_and_the_fallback_is_said(qtbot, mon
     x = clustered(60, D, seed=2)
     p2.set_map(map_vectors(np.arange(60), x, [f"t{i}" for i in range(60)], method="pca", clusters=3))
     assert "umap-learn is not installed" in p2.info.text() and "PCA" in p2.info.text()
+
+
+def test_each_cluster_is_named_where_its_points_are(qtbot):
+    from app.gui.panels.map.plot import MapPlot
+    plot = MapPlot()
+    qtbot.addWidget(plot)
+    rng = np.random.default_rng(1)
+    centres = np.array([[-5.0, 0.0], [5.0, 0.0], [0.0, 6.0]])
+    cluster = np.arange(90) % 3
+    xy = centres[cluster] + rng.normal(scale=0.5, size=(90, 2))
+    plot.set_points(xy, cluster, ["cats", "cars", "cooking"])
+    named = {label.textItem.toPlainText(): (label.pos().x(), label.pos().y()) for label in plot.cluster_labels}
+    assert set(named) == {"cats", "cars", "cooking"}
+    for c, name in enumerate(["cats", "cars", "cooking"]):
+        np.testing.assert_allclose(named[name], np.median(xy[cluster == c], axis=0), atol=1e-5)
+    plot.cluster_items[1].setVisible(False)            # hidden from the legend: its name goes too
+    assert not plot.cluster_labels[1].isVisible() and plot.cluster_labels[0].isVisible()

@@ -92,7 +92,6 @@ def test_cli_reports_the_precision_it_ran(auto_env, capsys):
 
 
 # ---- the app: Model > Precision -------------------------------------------------------------------
-from tests.app_fixtures import data_dir, make_window, tiny_store_template  # noqa: E402,F401
 
 
 @needs_bf16

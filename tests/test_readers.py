@@ -51,8 +51,9 @@ def test_txt_csv_jsonl(tmp_path):
     with pytest.raises(InputError, match="no column 'text'"):
         list(read_file(tmp_path / "b.csv", column="text"))
     (tmp_path / "two.csv").write_text("id,label\n1,x\n", encoding="utf-8")
-    with pytest.raises(InputError, match="--column"):
+    with pytest.raises(InputError, match="choose the one that holds the text") as e:
         list(read_file(tmp_path / "two.csv"))
+    assert "--" not in str(e.value) and e.value.fix == {"kind": "column", "columns": ["id", "label"]}
     (tmp_path / "d.parquet").write_text("x")
     with pytest.raises(InputError, match="unsupported"):
         read_file(tmp_path / "d.parquet")
@@ -71,8 +72,9 @@ def test_default_column_and_field(tmp_path):
     assert texts(read_file(tmp_path / "c.jsonl")) == ["One.", "Two.", "Three."]
     (tmp_path / "d.tsv").write_text("a\tb\ttopic\nthe cat sat down\ta cat was sitting\tpets\n", encoding="utf-8")
     assert texts(read_file(tmp_path / "d.tsv", guess_columns=True)) == ["the cat sat down", "a cat was sitting"]
-    with pytest.raises(InputError, match="--column"):
+    with pytest.raises(InputError, match="choose the one that holds the text") as e:
         list(read_file(tmp_path / "d.tsv"))
+    assert e.value.fix["kind"] == "column"
     (tmp_path / "e.csv").write_text("id;text\n1;semi, colon\n", encoding="utf-8")   # ; in the header
     assert texts(read_file(tmp_path / "e.csv")) == ["semi, colon"]
 

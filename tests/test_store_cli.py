@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from index.base import EMBED_WINDOW
 from tests.helpers import run_cli as cli
 from tests.helpers import signal_ingest
 
@@ -224,8 +225,10 @@ def test_ctrl_c_keeps_committed_sentences(tmp_path):
     """SIGINT in the middle of an ingest: exit 130, a summary, committed batches kept."""
     store = tmp_path / "store"
     src = tmp_path / "in.txt"
-    # Enough lines that the ingest cannot finish between the 8th commit and the signal.
-    lines = list(dict.fromkeys(corpus_lines(400)))
+    # Three embedding windows (index.base.EMBED_WINDOW): when the 8th row is committed, two
+    # windows are still to be embedded, seconds of model work, so the signal lands mid-ingest.
+    lines = [f"{line} ({i})" for i, line in enumerate(corpus_lines() * 6)][:3 * EMBED_WINDOW]
+    assert len(set(lines)) == 3 * EMBED_WINDOW
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cmd = [sys.executable, "-m", "app.cli", "ingest", str(src), "--store", str(store),
@@ -237,6 +240,7 @@ def test_ctrl_c_keeps_committed_sentences(tmp_path):
     from index.faiss.store import VectorStore
     with VectorStore.open(store) as s:
         assert s.count() == added >= 8
+        assert added < len(lines)                     # stopped mid-way, not after the last commit
         assert s._index.ntotal == added
     # Running it again finishes the job, without re-adding what was kept.
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from core.errors import InputError
+from index import corpus
 from index.errors import DuplicateText, ModelMismatch, StoreError, StoreNotFound, UnknownId
 from index.locations import open_store
 from tests.test_store_support import FakeBackend, Fingerprint, clustered, text_vector
@@ -224,9 +225,9 @@ def test_add_texts_embeds_only_new_and_search_by_text(tmp_path, kind, opened):
     assert r.added == 2 and r.duplicates == 1 and b.embedded == 2
     r2 = store.add_texts(["a dog ran", "birds flew"], b)
     assert r2.added == 1 and b.embedded == 3
-    hits = store.search("the cat sat", k=2, backend=b)
+    hits = corpus.search(store, "the cat sat", 2, b)[0]
     assert hits[0].text == "the cat sat" and hits[0].metadata["source"] == "x.txt"
-    many = store.search(["a dog ran", "birds flew"], k=1, backend=b)
+    many = corpus.search_many(store, ["a dog ran", "birds flew"], 1, b)
     assert [h[0].text for h in many] == ["a dog ran", "birds flew"]
 
 
@@ -315,9 +316,9 @@ def test_rebuild_reembeds_with_another_model(tmp_path, kind, opened):
     store.rebuild(b2, batch_size=8, progress=lambda done, total: seen.append((done, total)))
     assert store.fingerprint_dict["model"] == "second" and store.count() == 29
     assert seen[-1] == (29, 29) and seen == sorted(seen) and len(seen) >= 4
-    assert store.search("text 7", k=1, backend=b2)[0].text == "text 7"
+    assert corpus.search(store, "text 7", 1, b2)[0][0].text == "text 7"
     with pytest.raises(ModelMismatch):
-        store.search("text 7", k=1, backend=b1)
+        corpus.search(store, "text 7", 1, b1)
     assert [r["id"] for r in store.iter()][:4] == [1, 2, 3, 5]
     store.close()
     again = open_(opened, loc(tmp_path, kind), writable=False)
@@ -515,7 +516,7 @@ def test_a_whitened_store_searches_whitened_vectors_and_whitens_queries(tmp_path
         assert [h.id - 1 for h, k in zip(hits, ok) if k] == [i for i, k in zip(o, ok) if k]
     backend = FakeBackend(dim=D)
     added = store.add_texts(["a text about whitening"], backend)
-    hit = store.search("a text about whitening", k=1, backend=backend)[0]
+    hit = corpus.search(store, "a text about whitening", 1, backend)[0][0]
     assert hit.id == added.ids[0] and hit.score == pytest.approx(1.0, abs=1e-5)
     # the model's vectors without its fingerprint are not the store's: refused, never stored raw
     with pytest.raises(ModelMismatch, match="32 dimensions"):

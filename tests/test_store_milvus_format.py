@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from index import corpus
 from index.text_hash import hash_for_format, legacy_sha256_hex, text_hash, text_hash_hex
 from tests.test_store_support import FakeBackend
 
@@ -60,7 +61,7 @@ def test_format1_store_opens_and_reads_the_same_rows(old_store):
         ids, vecs = s.vectors()
         ref = b.embed([EXPECTED[int(i)] for i in ids])
         assert np.allclose(np.einsum("ij,ij->i", ref, vecs), 1, atol=1e-5)
-        assert s.search("fixture sentence number 7", backend=b, k=1)[0].id == 8
+        assert corpus.search(s, "fixture sentence number 7", 1, b)[0][0].id == 8
 
 
 @needs_milvus
@@ -93,7 +94,7 @@ def test_rebuild_upgrades_a_format1_store(old_store):
     with open_store(old_store) as s:
         assert s._format == 2 and s.count() == len(EXPECTED)
         assert s.add_texts(["café ünïcode ✓", "one more"], other).duplicates == 1
-        assert s.search("fixture sentence number 7", backend=other, k=1)[0].id == 8
+        assert corpus.search(s, "fixture sentence number 7", 1, other)[0][0].id == 8
     del b
 
 

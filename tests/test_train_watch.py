@@ -279,3 +279,20 @@ def test_train_no_watch(corpus, tmp_path, run):
     kinds = {json.loads(line)["kind"] for line in res.stdout.splitlines()}
     assert "step" in kinds and not kinds & {"grads", "probe"}
     assert not (tmp_path / "nw" / "snapshots").exists()
+
+
+def test_the_default_probe_sentence_is_one_the_vocabulary_knows(tmp_path):
+    """Held-out sentences may hold words the word tokenizer (built from the training sentences)
+    never saw: the default probe sentence is one without [UNK]."""
+    import random
+
+    from tests.test_train_helpers import sentence
+    rng = random.Random(1)
+    lines = [sentence(rng) + (f" zq{i}x ." if i % 2 == 0 else "") for i in range(400)]
+    path = tmp_path / "rare.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    events = []
+    Trainer(small(path, tmp_path / "run", probe_sentence="", steps=2, eval_every=2, probe_every=2)).run(
+        progress=events.append)
+    probe = next(e for e in events if e["kind"] == "probe")
+    assert "[UNK]" not in probe["tokens"] and len(probe["tokens"]) > 3

@@ -74,6 +74,7 @@ def test_slider_scrubs_to_the_stored_step(views, run_dir, qtbot):
     assert views.heads_slider.steps == [0, 10, 20, 30]
     views.heads_slider.slider.setValue(1)           # step 10
     views.flush()
+    qtbot.waitUntil(lambda: views.grid_step == 10, timeout=10_000)   # read by a worker
     stored = load_file(str(folder / "snapshots" / "step-0000010.safetensors"))
     assert views.shown_step() == 10 and views.embed_slider.step() == 10        # both pages follow
     np.testing.assert_array_equal(views.head_grid.attentions, stored["attentions"].astype(np.float32))
@@ -83,6 +84,7 @@ def test_slider_scrubs_to_the_stored_step(views, run_dir, qtbot):
     assert views.entropy_marker.value() == 10
     views.embed_slider.slider.setValue(3)           # the other page's slider moves the heads too
     views.flush()
+    qtbot.waitUntil(lambda: views.grid_step == 30, timeout=10_000)
     stored = load_file(str(folder / "snapshots" / "step-0000030.safetensors"))
     np.testing.assert_array_equal(views.head_grid.attentions, stored["attentions"].astype(np.float32))
     assert not np.array_equal(views.head_grid.attentions, load_file(
@@ -98,12 +100,13 @@ def test_update_ratio_measure(views, run_dir):
     np.testing.assert_allclose(views.grad_heatmap.raw, np.log10(np.array([e["update_ratio"] for e in grads]).T))
 
 
-def test_open_a_past_run(views, run_dir):
+def test_open_a_past_run(views, run_dir, qtbot):
     folder, events = run_dir
     views.load_run(folder)
     check_drawn(views, run_folder.read_metrics(folder))
     views.heads_slider.slider.setValue(0)
     views.flush()
+    qtbot.waitUntil(lambda: views.grid_step == 0, timeout=10_000)
     np.testing.assert_array_equal(views.head_grid.attentions, run_folder.read_snapshot(folder, 0)["attentions"])
 
 
@@ -155,6 +158,7 @@ def test_panel_watches_a_live_run(panel, qtbot, tmp_path):
     assert panel.start()
     qtbot.waitUntil(lambda: panel.summary is not None and not panel.running, timeout=120_000)
     panel.views.flush()
+    qtbot.waitUntil(lambda: panel.views.grid_step is not None, timeout=10_000)
     events = run_folder.read_metrics(tmp_path / "live")
     assert events == seen
     check_drawn(panel.views, events)
@@ -198,3 +202,49 @@ def test_spearman_and_next_token_accuracy_are_drawn_beside_mlm_accuracy(views, q
     assert list(x) == [0, 10, 20] and y == pytest.approx([0.1, 0.2, 0.3])
     x, y = views.spearman_curve.getData()
     assert list(x) == [10, 20] and y == pytest.approx([0.25, 0.5])
+
+
+def test_the_slider_never_reads_a_snapshot_on_the_ui_thread(views, run_dir, qtbot, monkeypatch):
+    import threading
+    folder, events = run_dir
+    readers = []
+    real = run_folder.read_snapshot
+
+    def recorded(*a, **k):
+        readers.append(threading.current_thread() is threading.main_thread())
+        return real(*a, **k)
+
+    monkeypatch.setattr(run_folder, "read_snapshot", recorded)
+    views.show_run(folder, events)
+    for i, step in enumerate([0, 10, 20, 30]):
+        views.heads_slider.slider.setValue(i)
+        views.flush()
+        qtbot.waitUntil(lambda s=step: views.grid_step == s, timeout=10_000)
+        stored = load_file(str(folder / "snapshots" / f"step-{step:07d}.safetensors"))
+        np.testing.assert_array_equal(views.head_grid.attentions, stored["attentions"].astype(np.float32))
+    assert readers and not any(readers)
+
+
+def test_open_run_starts_in_the_models_folder(panel, monkeypatch):
+    from PySide6 import QtWidgets
+
+    from core.paths import models_dir
+    asked = []
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getExistingDirectory",
+                        staticmethod(lambda *a, **k: asked.append(a) or ""))
+    assert not panel.open_run()
+    assert asked and asked[0][2] == str(models_dir())
+
+
+def test_the_evaluate_list_offers_the_runs_of_experiments(qtbot, panel, tiny_distilbert):
+    from app.gui.panels.train.evaluate_view import EvaluateView
+    from core.encoder.backends import get_backend
+    from core.encoder.weights import save_checkpoint
+    from core.paths import models_dir
+    b = get_backend(str(tiny_distilbert))
+    run = save_checkpoint(b.model, b.tokenizer, models_dir() / "experiments" / "pooling-1" / "cls")
+    view = EvaluateView(panel.state)
+    qtbot.addWidget(view)
+    view.folder.showPopup()
+    view.folder.hidePopup()
+    assert view.folder.findText(str(run)) >= 0

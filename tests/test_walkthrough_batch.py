@@ -48,7 +48,7 @@ def test_real_tokens_equal_transformers_run_alone(tiny_distilbert, backend):
 def test_the_check_fails_without_the_mask(backend, monkeypatch):
     """Leave the mask out (padding read like words): the padded sentence's real tokens change,
     and the checks say so."""
-    monkeypatch.setattr("core.walkthrough.numpy_ref.mask_scores", lambda scores, keep: scores)
+    monkeypatch.setattr("core.walkthrough.numpy_ref.mask_scores", lambda scores, keep, fill=None: scores)
     r = explain_batch(backend, SHORT, LONG)
     assert r.real_max_abs_diff > 1e-3
     assert r.padded_weight_max > 0 and r.weights_max_abs_diff > 1e-3

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from core.walkthrough.batch import explain_batch
-from tests.app_fixtures import *
 
 SHORT, LONG = "a red bird", "the quick brown fox jumps over the lazy dog"
 
@@ -91,3 +90,19 @@ def test_sentences_of_one_length_say_nothing_is_padded(qtbot, panel):
     r = show_batch(qtbot, panel, "a red bird", "a big dog")
     assert r.n_padding == 0 and np.isfinite(panel.batch_view.scores.raw).all()
     assert "nothing is padded" in panel.batch_view.info.text()
+
+
+def test_hovering_a_cell_reads_its_score_and_weight(qtbot, panel, tiny):
+    r = show_batch(qtbot, panel)
+    view = panel.batch_view
+    n = r.lengths[r.padded]
+    tokens = r.tokens[r.padded]
+    view.weights.hover(1, 2)                       # a real key
+    text = view.readout.text()
+    assert f"<b>{tokens[1]}</b> (token 1)" in text and f"<b>{tokens[2]}</b> (token 2)" in text
+    assert f"masked score <b>{r.masked_scores[r.padded][1, 2]:.4f}</b>" in text
+    assert f"weight <b>{r.weights[r.padded][1, 2]:.4f}</b>" in text
+    view.scores.hover(0, n)                        # a padded key
+    assert "−∞ (a padded key)" in view.readout.text() and "weight <b>0.0000</b>" in view.readout.text()
+    view.scores.hover(-1, -1)
+    assert "Hover a cell" in view.readout.text()

@@ -7,7 +7,7 @@ from PySide6 import QtCore
 
 from app.gui.panels.walkthrough.steps_view import GREEN, RED
 from core.walkthrough import steps as W
-from tests.app_fixtures import *
+from tests.app_fixtures import explain_and_wait
 
 # 40 tokens with minilm's tokenizer: [CLS] + 38 word pieces + [SEP]
 LONG = ("The old teacher walked slowly to the river because she wanted to see the birds that "

@@ -12,7 +12,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from app.gui.panels.walkthrough.architecture_map import CURRENT
 from app.gui.state import AppState
 from core.walkthrough import steps as W
-from tests.app_fixtures import *
+from tests.app_fixtures import explain_and_wait
 
 TEXT = "The animal didn't cross the street because it was tired."
 

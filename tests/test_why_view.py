@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from core.evaluate.why import explain
-from tests.app_fixtures import *
 
 QUERY = "a dog that barks at the mail carrier"
 

@@ -71,15 +71,23 @@ def refuse_used_folders(exp, base) -> None:
 
 
 def cmd_experiment(args) -> int:
-    from app.cli.options import emit_json
-    from app.cli.runs import print_comparison
-    from core.assets import paraphrase_pairs
-    from core.train.experiments import get_experiment, run_experiment
-    from index.corpus import read_training_corpus
+    from core.folder_lock import OutputFolderLock
+    from core.train.experiments import get_experiment
 
     exp = get_experiment(args.name)
     base = base_config(args, exp)
-    refuse_used_folders(exp, base)
+    with OutputFolderLock(base.out, "experiment"):   # before looking at its runs' folders
+        refuse_used_folders(exp, base)
+        return _run(args, exp, base)
+
+
+def _run(args, exp, base) -> int:
+    from app.cli.options import emit_json
+    from app.cli.runs import print_comparison
+    from core.assets import paraphrase_pairs
+    from core.train.experiments import run_experiment
+    from index.corpus import read_training_corpus
+
     cancel = threading.Event()
 
     def progress(ev):

@@ -2,7 +2,6 @@
 re-embedding (the copy and its checks: index/migrate.py)."""
 from __future__ import annotations
 
-import json
 import sys
 
 from app.cli.options import add_index_option
@@ -78,8 +77,8 @@ def cmd_migrate(args) -> int:
     finally:
         bar.close()
     if args.json:
-        json.dump(res.to_dict(), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        from app.cli.options import emit_json
+        emit_json(res.to_dict())
     else:
         rate = res.copied / res.seconds if res.seconds else 0
         print(f"copied {res.copied} sentences from {describe_location(args.source)} to "

@@ -45,9 +45,73 @@ def backend_from_args(args):
     return get_backend(args.model, args.backend, device=args.device, precision=args.precision)
 
 
+BACKEND_FLAG = {"scratch": "--backend scratch", "hf": "--backend hf"}
+
+
+def store_backend(args, store) -> tuple[str, str | None]:
+    """The encoder (backend name) to run on ``store``'s vectors, and a note in words when it is not
+    the one that embedded them, or when the store does not say. ``args.backend`` None (not given):
+    the store's own encoder, the from-scratch one where the store does not record it."""
+    from index.base import describe_encoders
+    recorded = store.encoder_backend
+    chosen = args.backend or recorded or "scratch"
+    made_by = describe_encoders(store.encoders)
+    if store.encoders is None:
+        return chosen, (f"the store's encoder is {made_by}: this ran the {chosen} encoder; "
+                        f"if the store was ingested with --backend hf, give {BACKEND_FLAG['hf']} here too")
+    if recorded is None:
+        return chosen, (f"the store's vectors were embedded by {made_by}: this ran the {chosen} encoder, "
+                        "so scores may differ from the stored vectors' in the 4th decimal")
+    if recorded != chosen:
+        return chosen, (f"the store was embedded by {made_by}, this ran the {chosen} encoder: "
+                        "scores may differ from the stored vectors' in the 4th decimal; "
+                        f"leave out --backend (or give {BACKEND_FLAG[recorded]}) to run the store's")
+    return chosen, None
+
+
 def emit_json(obj):
-    json.dump(obj, sys.stdout, ensure_ascii=False)
-    sys.stdout.write("\n")
+    """The result as one JSON line on stdout, written and flushed here, so that a full disk or
+    a failing output file is one error naming that file (nothing else was changed)."""
+    text = json.dumps(obj, ensure_ascii=False) + "\n"
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as e:
+        where = _stdout_name()
+        _drop_stdout()
+        raise EncoderscopeError(f"could not write the JSON output to {where}: "
+                                f"{_os_reason(e)}; the command's work is done and kept, only "
+                                "its printed result is missing: free some space or write it "
+                                "elsewhere, and run it again") from None
+
+
+def _stdout_name() -> str:
+    import os
+    try:
+        target = os.readlink(f"/proc/self/fd/{sys.stdout.fileno()}")
+        return target if target.startswith("/") else "standard output"
+    except (OSError, ValueError, AttributeError):
+        return "standard output"
+
+
+def _os_reason(e: OSError) -> str:
+    import errno
+    if e.errno == errno.ENOSPC:
+        return "the disk is full (ENOSPC)"
+    if e.errno == errno.EDQUOT:
+        return "the disk quota is used up"
+    return f"{e.strerror or e}"
+
+
+def _drop_stdout() -> None:
+    """Nothing more goes to the failed output (no second error when Python flushes at exit)."""
+    import os
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def read_texts(args) -> list[str]:
@@ -62,11 +126,12 @@ def read_texts(args) -> list[str]:
 def read_file_lines(path, encoding=None) -> list[str]:
     """`embed --file`: every line with a letter or digit (core.readers' rules), whatever the
     suffix; a line that cannot be read stops with its file, line and a way out."""
-    from core.readers import collect, other_encoding_hint, read_txt
+    from app.cli.remedies import encoding_hint
+    from core.readers import collect, read_txt
     got = collect(read_txt(path, encoding))
     if got.bad:
         first = got.bad[0]
-        hint = f"; {other_encoding_hint()}" if first.undecodable and encoding is None else ""
+        hint = f"; {encoding_hint()}" if first.undecodable and encoding is None else ""
         raise EncoderscopeError(f"{path}, line {first.row}: {first.reason}{hint}")
     if not got.sentences:
         skipped = f" ({got.no_letters} line(s) without any letter or digit)" if got.no_letters else ""

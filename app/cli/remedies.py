@@ -8,10 +8,9 @@ import shlex
 
 def worded(error: Exception, args) -> str:
     """The error's message, with the command that fixes it where there is one."""
-    from index.corpus_map import EmptyStore
-    from index.errors import ModelMismatch, StoreCorrupted, StoreNotFound
+    from index.errors import EmptyStore, ModelMismatch, StoreCorrupted, StoreNotFound
 
-    message = str(error)
+    message = str(error) + _fix_worded(getattr(error, "fix", None))
     store = getattr(args, "store", None)
     store_option = f" --store {shlex.quote(store)}" if store else ""
     if isinstance(error, StoreCorrupted):
@@ -22,10 +21,57 @@ def worded(error: Exception, args) -> str:
             return (f"{message}: ingest some files first (encoderscope ingest FILE --store "
                     f"{shlex.quote(error.location)})")
     elif isinstance(error, ModelMismatch):
-        r = error.rebuild
-        if r and "`encoderscope" not in message:
-            return (f"{message}: `encoderscope ingest --rebuild --model {shlex.quote(str(r['model']))} "
-                    f"--pooling {r['pooling']} --store {shlex.quote(r['location'])}`")
+        if "`encoderscope" not in message:
+            return message + _mismatch_commands(error, args)
     elif isinstance(error, EmptyStore):
-        return f"{message}: encoderscope ingest FILE{store_option or ' --store STORE'}"
+        where = store_option or (f" --store {shlex.quote(error.location)}" if error.location else " --store STORE")
+        return f"{message}: add some with `encoderscope ingest FILE{where}`"
     return message
+
+
+def _mismatch_commands(error, args) -> str:
+    """A model or pooling mismatch of search or ingest: keep the store's model (the same
+    command without --model/--pooling), or re-embed the store first (ModelMismatch.rebuild)."""
+    given = " and ".join(f for f, v in (("--model", getattr(args, "model", None)),
+                                          ("--pooling", getattr(args, "pooling", None))) if v)
+    r = error.rebuild
+    rebuild = (f"`encoderscope ingest --rebuild --model {shlex.quote(str(r['model']))} --pooling "
+               f"{r['pooling']} --store {shlex.quote(str(r['location']))}`") if r else None
+    command = getattr(args, "command", None)
+    if command == "search" and given:
+        store = getattr(args, "store", None)
+        keep = (f"`encoderscope search {shlex.quote(args.query)}"
+                + (f" --store {shlex.quote(store)}`" if store else "`"))
+        again = f", or re-embed it first by {rebuild}" if rebuild else ""
+        return f": search with the store's model by {keep}{again}"
+    if command == "ingest" and given:
+        if not rebuild:
+            return f" (run the same ingest command without {given}, or ingest into a new --store with --whiten)"
+        return f": run the same ingest command without {given}, or re-embed the store first by {rebuild}"
+    return f": {rebuild}" if rebuild else ""
+
+
+def encoding_hint() -> str:
+    """The command line's way out of a file that is not UTF-8 (tests run it)."""
+    from core.readers import OTHER_ENCODING
+    first, *more = OTHER_ENCODING["choices"]
+    return f"if the file is in another encoding, add --encoding {first} (or {', '.join(more)})"
+
+
+def _fix_worded(fix: dict | None) -> str:
+    """An error's fix (EncoderscopeError.fix) as the options or command that apply it."""
+    kind = (fix or {}).get("kind")
+    if kind == "encoding":
+        return f"; {encoding_hint()}"
+    if kind == "column":
+        return " with --column NAME"
+    if kind == "train_mlm":
+        return (f": `encoderscope train --init {fix['init']} --corpus YOUR_TEXT.txt --out my-mlm`, "
+                "then --model my-mlm")
+    if kind == "method":
+        return f" (--method {fix['method']})"
+    if kind == "clusters":
+        return " (--clusters)"
+    if kind == "whiten_again":
+        return ": `encoderscope ingest FILE --whiten --store NEW_STORE`"
+    return ""

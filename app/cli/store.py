@@ -10,11 +10,10 @@ import shlex
 import signal
 import sys
 
+from app.cli.ingest_files import read_inputs, report_inputs
 from app.cli.options import add_index_option
 from core.encoder.sources import DEFAULT_MODEL
 from core.errors import InputError
-
-MAX_BAD_LINES_SHOWN = 20
 
 
 def _add_model_options(p, store_default: bool = False):
@@ -84,7 +83,7 @@ def register(subparsers) -> None:
     _add_model_options(p, store_default=True)
     p.add_argument("-k", type=int, default=10, help="number of results (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_search)
+    p.set_defaults(func=cmd_search, backend=None)   # None: the store's own encoder
 
     p = subparsers.add_parser("info", help="what a store holds")
     add_store_option(p)
@@ -98,7 +97,11 @@ def register(subparsers) -> None:
                    help="verify like --check, set rows that fail their checksum aside (kept in "
                         "the database's 'damaged' table) and rebuild a damaged, missing or "
                         "foreign index and manifest from the database. Milvus: drop hidden rows "
-                        "and second copies of a text")
+                        "and second copies of a text, write wrong hashes again and embed wrong "
+                        "vectors again")
+    p.add_argument("--full", action="store_true",
+                   help="with --check or --repair on a Milvus store: embed every sentence again "
+                        "and compare it with its stored vector (default: a sample of 32)")
     p.set_defaults(func=cmd_info)
 
     p = subparsers.add_parser("remove", help="remove sentences from a store by id")
@@ -123,78 +126,8 @@ def _err(msg):
     print(msg, file=sys.stderr)
 
 
-# ------------------------------------------------------------------------------------------
-class _Inputs:
-    """The (text, metadata) items of every FILE, read again as they are embedded: memory stays
-    bounded by the ingest's window, not by the corpus. `len()` is the number of sentences found
-    by the first pass (scan_inputs), which a file changed in between may make wrong for the
-    progress bar only."""
-
-    def __init__(self, args, count: int):
-        self.args, self.count = args, count
-
-    def __len__(self):
-        return self.count
-
-    def __iter__(self):
-        from core.readers import Sentence, read_file
-        a = self.args
-        for f in a.files:
-            for rec in read_file(f, column=a.column, field=a.field, encoding=a.encoding):
-                if isinstance(rec, Sentence):
-                    yield rec.text, rec.metadata
-
-
-def _read_inputs(args):
-    """(items, Collected of everything but the sentences) from every FILE: a first pass counts
-    and checks, so a binary, missing or unreadable file stops the ingest before anything is
-    embedded; the items are read again as they are embedded."""
-    from core.readers import BadLine, Blank, Collected, NoLetters, read_file
-    count, rest = 0, Collected([], [])
-    for f in args.files:
-        for rec in read_file(f, column=args.column, field=args.field, encoding=args.encoding):
-            if isinstance(rec, BadLine):
-                rest.bad.append(rec)
-            elif isinstance(rec, NoLetters):
-                rest.no_letters += 1
-            elif isinstance(rec, Blank):
-                rest.blank += 1
-            else:
-                count += 1
-    return _Inputs(args, count), rest
-
-
-def _report_inputs(args, items, rest) -> None:
-    """Say what was skipped (lines, encodings, symbol-only lines); an error when no file gave a
-    single sentence."""
-    from core.readers import other_encoding_hint
-    bad, undecodable = rest.bad, rest.undecodable
-    hint = f"; {other_encoding_hint()}" if undecodable and args.encoding is None else ""
-    if not len(items) and args.files:
-        names = ", ".join(args.files)
-        if undecodable:
-            first = undecodable[0]
-            raise InputError(f"nothing to ingest: no line of {names} could be read as "
-                             f"{args.encoding or 'UTF-8'} (line {first.row}: {first.reason}){hint}")
-        why = [f"{len(bad)} unreadable, the first {bad[0]}"] if bad else []
-        why += [f"{rest.no_letters} without any letter or digit"] if rest.no_letters else []
-        raise InputError(f"nothing to ingest: {names} has no text lines"
-                         + (f" ({'; '.join(why)})" if why else ""))
-    for b in bad[:MAX_BAD_LINES_SHOWN]:
-        _err(f"skipped {b}")
-    if len(bad) > MAX_BAD_LINES_SHOWN:
-        _err(f"... and {len(bad) - MAX_BAD_LINES_SHOWN} more unreadable lines")
-    if rest.no_letters:
-        _err(f"note: skipped {rest.no_letters} line(s) without any letter or digit")
-    if undecodable:
-        _err(f"note: {len(undecodable)} line(s) could not be read as {args.encoding or 'UTF-8'} "
-             f"and were skipped{hint}")
-
-
 def cmd_ingest(args) -> int:
     from index import corpus
-    from index import fingerprint as fpmod
-    from index.base import AddResult
     from index.errors import StoreUnavailable
 
     if args.batch_size < 1:
@@ -207,97 +140,86 @@ def cmd_ingest(args) -> int:
                          "to re-embed the store with --model/--pooling)")
     if args.whiten_dims is not None and not args.whiten:
         raise InputError("--whiten-dims goes with --whiten")
-    items, rest = _read_inputs(args)
-    _report_inputs(args, items, rest)
-    bad, blank = rest.bad, rest.blank
+    items, rest = read_inputs(args)
+    report_inputs(args, items, rest)
     loc = _location(args)
     if args.whiten:
         return _ingest_whitened(args, items, rest, loc)
 
-    store = corpus.open_corpus(loc, writable=True)
-    if store is not None:
-        backend = None
-        try:
-            model = args.model or store.model_name
-            pooling = args.pooling or store.pooling
-            backend = _backend(args, model)
-            fp = backend.fingerprint(pooling=pooling)
-            differ = corpus.mismatch(store, backend, pooling)
-            if differ is not None:
-                was, now = differ.describe()
-                if args.rebuild or _ask(f"{loc.describe().capitalize()} was built with {was}, not "
-                                        f"{now}. Re-embed all {store.count()} sentences "
-                                        f"with {model}? [y/N] "):
-                    _rebuild(store, backend, pooling, args.quiet)
-                else:
-                    fpmod.check(store.model_fingerprint_dict, fp, "the texts to add", where=f"in {loc.describe()}",
-                                hint=_mismatch_hint(args, store, loc, model, pooling, "ingest"))
-        except BaseException:
-            store.close()
-            raise
-    else:
-        if not args.files:
-            raise InputError(f"there is no store at {loc} to rebuild")
-        model = args.model or DEFAULT_MODEL
-        backend = _backend(args, model)
-        pooling = backend.choose_pooling(args.pooling)
-        store = corpus.create_corpus(loc, backend, pooling, index=args.index)
-
-    from core.errors import Terminated
-    result = AddResult(ids=[])
-    interrupted = reindexed = False
-    signal_name = "Ctrl-C"
-    before = store.count()
-    bar = _progress_bar(len(items), args.quiet)
+    opened = corpus.open_for_ingest(loc, lambda model: _backend(args, model), args.model, args.pooling,
+                                    index=args.index, create=bool(args.files))
+    if opened is None:
+        raise InputError(f"there is no store at {loc} to rebuild")
+    store, backend, pooling = opened.store, opened.backend, opened.pooling
+    result = corpus.Ingested(ids=[])
+    reindexed = False
     try:
+        if opened.differ is not None:
+            was, now = opened.differ.describe()
+            if args.rebuild or _ask(f"{loc.describe().capitalize()} was built with {was}, not {now}. "
+                                    f"Re-embed all {store.count()} sentences with {backend.model_name}? [y/N] "):
+                _rebuild(store, backend, pooling, args.quiet)
+            else:
+                corpus.require_match(store, backend, pooling)
+        bars = _IngestBars(len(items), args.quiet)
         try:
-            store.add_stream(items, backend, pooling=pooling, batch_size=args.batch_size,
-                             progress=lambda done, total: bar.update(done - bar.n), result=result)
-        except KeyboardInterrupt as e:
-            interrupted = True
-            signal_name = "SIGTERM" if isinstance(e, Terminated) else signal_name
+            corpus.ingest(store, items, backend, pooling=pooling, batch_size=args.batch_size,
+                          progress=bars.update, keep_ids=False, result=result, count=True)
         except StoreUnavailable as e:
             raise _kept(e, result) from None
         finally:
-            bar.close()
-        try:
-            slow = store.pending_reindex()
-            if slow:
-                _err(slow + " ...")
-                with _index_progress(args.quiet) as progress:
-                    store.prepare_index(progress=progress)
-            store.save()
-            if (not interrupted and args.index != "auto" and args.index != store.index_kind):
-                # --index on an existing store: switch it (from the stored vectors, no model)
-                _err(f"switching the index of {loc.describe()} from {store.index_kind} to "
-                     f"{args.index} ...")
-                with _index_progress(args.quiet) as progress:
-                    store.reindex(args.index, **({} if loc.is_milvus else {"progress": progress}))
-                reindexed = True
-        except KeyboardInterrupt as e:   # a second signal: the database holds every commit
-            interrupted = True
-            signal_name = "SIGTERM" if isinstance(e, Terminated) else signal_name
-        total = store.count()
-        if interrupted:
-            # Ctrl-C can land between a batch's commit and its tally: the database says what
-            # was added (an ingest only adds).
-            result.added = total - before
+            bars.close()
+        if result.interrupted is None:
+            with _index_progress(args.quiet) as progress:
+                if args.index not in ("auto", store.index_kind):
+                    _err(f"switching the index of {loc.describe()} from {store.index_kind} to {args.index} ...")
+                reindexed = corpus.switch_index(store, args.index, progress)
     finally:
         try:
             store.close()
-        except KeyboardInterrupt:
-            interrupted = True
+        except KeyboardInterrupt as e:
+            result.interrupted = result.interrupted or e
+    blank, bad = rest.blank, rest.bad
     skipped = blank + len(bad) + rest.no_letters
     no_letters = f", no letter or digit {rest.no_letters}" if rest.no_letters else ""
     print(f"added {result.added}, duplicates {result.duplicates}, skipped {skipped} "
           f"(blank {blank}, unreadable {len(bad)}{no_letters}), truncated {result.truncated}; "
-          f"{loc.describe()} holds {total} sentences"
+          f"{loc.describe()} holds {result.total} sentences"
           + (f" (index: {args.index})" if reindexed else ""))
-    if interrupted:
-        _err(f"interrupted by {signal_name}: the {total} sentences committed before it are kept; "
-             "run the same ingest again to add the rest (what is stored is not added twice)")
-        return 130 if signal_name == "Ctrl-C" else 128 + signal.SIGTERM
+    if result.truncated:
+        print(f"note: {result.truncated} of the texts were longer than the {backend.max_length} tokens "
+              f"{backend.model_name} reads: only their first {backend.max_length} tokens were embedded",
+              file=sys.stderr)
+    if result.interrupted is not None:
+        from core.errors import Terminated
+        sigterm = isinstance(result.interrupted, Terminated)
+        _err(f"interrupted by {'SIGTERM' if sigterm else 'Ctrl-C'}: the {result.total} sentences "
+             "committed before it are kept; run the same ingest again to add the rest (what is "
+             "stored is not added twice)")
+        return 128 + signal.SIGTERM if sigterm else 130
     return 0
+
+
+class _IngestBars:
+    """corpus.ingest's progress(done, total, note): a bar of sentences embedded, then (when
+    the save rebuilds the index) the note and a bar of vectors indexed."""
+
+    def __init__(self, total, quiet):
+        self.quiet, self.note = quiet, None
+        self.bar = _progress_bar(total, quiet)
+
+    def update(self, done, total, note):
+        if note and note != self.note:
+            self.bar.close()
+            _err(note + " ...")
+            self.note, self.bar = note, _progress_bar(0, self.quiet, desc="indexing", unit=" vectors")
+            return
+        if note:
+            self.bar.total = total
+        self.bar.update(done - self.bar.n)
+
+    def close(self):
+        self.bar.close()
 
 
 def _ingest_whitened(args, items, rest, loc) -> int:
@@ -310,13 +232,11 @@ def _ingest_whitened(args, items, rest, loc) -> int:
     if store_exists(loc):
         raise InputError(f"{loc.describe()} already exists: a whitening is fitted on the sentences "
                          "of a new store; choose a new --store for the whitened one")
-    model = args.model or DEFAULT_MODEL
-    pooling = args.pooling or "mean"
-    backend = _backend(args, model)
+    backend = _backend(args, args.model or DEFAULT_MODEL)
     bar = _progress_bar(len(items), args.quiet)
     try:
         store, result = corpus.create_whitened_corpus(
-            loc, backend, pooling, list(items), dims=args.whiten_dims, index=args.index,
+            loc, backend, args.pooling or "mean", list(items), dims=args.whiten_dims, index=args.index,
             progress=lambda done, _total: bar.update(done - bar.n))
     finally:
         bar.close()
@@ -334,29 +254,14 @@ def _ingest_whitened(args, items, rest, loc) -> int:
 
 def _kept(e, result):
     """The server went away mid-ingest: say what this run stored (it stays) and how to go on."""
-    from index.errors import StoreUnavailable
     msg = str(e).replace(" Nothing was changed locally.", "")
-    return StoreUnavailable(
-        f"{msg} The {result.added} new sentences this run stored before that are kept; run "
-        "the same command again once the server is back to add the rest (stored texts are "
-        "skipped as duplicates).")
-
-
-def _mismatch_hint(args, store, loc, model, pooling, command: str) -> str:
-    """What to do when --model/--pooling differ from the store's: two commands that work as
-    written (tests/test_cli_messages.py runs them)."""
-    import shlex
-    given = " and ".join(f for f, v in (("--model", args.model), ("--pooling", args.pooling)) if v)
-    keep = (f"`encoderscope search {shlex.quote(args.query)} --store {shlex.quote(str(loc))}`"
-            if command == "search" else f"the same ingest command without {given}")
-    if store.whitening is not None:    # re-embedding cannot keep a transform fitted for its model
-        return (f"use the store's own {store.model_name} ({store.pooling} pooling) with {keep}; a "
-                f"whitened store keeps the model its whitening was fitted for, so for {model} "
-                f"({pooling} pooling) ingest the texts into a new store (with --whiten to whiten them)")
-    rebuild = (f"`encoderscope ingest --rebuild --model {shlex.quote(str(model))} --pooling {pooling} "
-               f"--store {shlex.quote(str(loc))}`")
-    return (f"use the store's own {store.model_name} ({store.pooling} pooling) with {keep}, or re-embed "
-            f"its {store.count()} sentences with {model} ({pooling} pooling) first: {rebuild}")
+    n = result.added
+    kept = ("This run had stored no new sentence yet" if n == 0 else
+            f"The {n} new sentence{'s' if n != 1 else ''} this run stored before that "
+            f"{'are' if n != 1 else 'is'} kept")
+    return type(e)(
+        f"{msg} {kept}; run the same command again once the server is back to add the rest "
+        "(stored texts are skipped as duplicates).")
 
 
 def _ask(question: str) -> bool:
@@ -374,8 +279,9 @@ def _rebuild(store, backend, pooling, quiet):
     def progress(done, total):
         bar.update(done - last[0])
         last[0] = done
+    from index import corpus
     try:
-        store.rebuild(backend, pooling, progress=progress)
+        corpus.reembed(store, backend, pooling, progress=progress)
     finally:
         bar.close()
     fp = store.fingerprint_dict
@@ -405,29 +311,24 @@ def _progress_bar(total, quiet, desc="embedding", unit=" sentences"):
 
 # ------------------------------------------------------------------------------------------
 def cmd_search(args) -> int:
-    from index import fingerprint as fpmod
+    from app.cli.options import store_backend
+    from index import corpus
     from index.locations import open_store
 
     if args.k < 1:
         raise InputError("-k must be at least 1")
-    loc = _location(args)
-    store = open_store(loc, writable=False)
+    store = open_store(_location(args), writable=False)
     try:
-        model = args.model or store.model_name
-        backend = _backend(args, model)
-        if args.pooling and args.pooling != store.pooling or args.model:
-            fp = backend.fingerprint(pooling=args.pooling or store.pooling)
-            fpmod.check(store.model_fingerprint_dict, fp, "queries", where=f"in {loc.describe()}",
-                        hint=_mismatch_hint(args, store, loc, model, args.pooling or store.pooling, "search"))
-        if store.count() == 0:
-            raise InputError(f"{loc.describe()} holds no sentences yet: nothing to search; add "
-                             f"some with `encoderscope ingest FILE --store {shlex.quote(str(loc))}`")
-        hits = store.search(args.query, k=args.k, backend=backend)
+        args.backend, encoder_note = store_backend(args, store)
+        if encoder_note and store.encoders is not None:
+            print(f"note: {encoder_note}", file=sys.stderr)
+        backend = _backend(args, args.model or store.model_name)
+        hits, _ = corpus.search(store, args.query, args.k, backend, args.pooling)
     finally:
         store.close()
     if args.json:
-        json.dump({"results": [h.to_dict() for h in hits]}, sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        from app.cli.options import emit_json
+        emit_json({"results": [h.to_dict() for h in hits]})
     else:
         for h in hits:
             print(f"{h.score:.4f}  {h.id:>6}  {h.text}")
@@ -435,119 +336,116 @@ def cmd_search(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from index.locations import open_store
+    from index import corpus
     loc = _location(args)
-    report = None
     if (args.repair or args.check) and loc.is_milvus:
         return _check_milvus(args, loc)
-    if args.repair:
-        store = open_store(loc, writable=True, repair=True, verify=True)
-    else:
-        store = open_store(loc, writable=False, **({"verify": True} if args.check else {}))
-    try:
-        if args.repair or args.check:
-            report = store.check_report
-        info = store.info()
-        meaning = _check_meaning(args, store) if args.check else None
-    finally:
-        store.close()
-    if report is not None:
-        _print_check(report, info, repaired=args.repair)
-    if meaning is not None:
-        _err(meaning)
-    from index.migrate import incomplete_source
-    source = incomplete_source(loc)
-    incomplete = source is not None
-    if incomplete:
+    found = corpus.describe(loc, check=args.check, repair=args.repair,
+                            load_backend=(lambda model: _backend(args, model)) if args.check else None)
+    info = found.info
+    if found.report is not None:
+        _print_check(found.report, info, repaired=args.repair)
+    if found.model_error is not None:
+        _err(f"check: the texts were not embedded again: the store's model cannot be loaded ({found.model_error})")
+    elif found.meaning is not None:
+        _err(f"check: ok: {found.meaning.checked} sampled sentences embedded again with "
+             f"{info['model']} give their stored vectors")
+    source = found.incomplete_source
+    if source is not None:
         _err(f"warning: {loc.describe()} is an incomplete copy: migrating {source} into it was "
              "interrupted or failed before the copy was verified; run the same "
              f"`encoderscope migrate --from {shlex.quote(source)} --to {shlex.quote(str(loc))}` again")
     if args.json:
         keys = ("count", "model", "dim", "index", "bytes")
         json.dump({**{k: info[k] for k in keys}, "whitening": info.get("whitening"),
-                   "complete": not incomplete}, sys.stdout, ensure_ascii=False)
+                   "complete": source is None}, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
+        return 0
+    fp = info["fingerprint"]
+    print(f"store     {info['path']}" + ("  (INCOMPLETE: an unverified migrate copy)" if source else ""))
+    print(f"sentences {info['count']}")
+    print(f"model     {info['model']} ({info['pooling']} pooling, weights "
+          f"{str(fp.get('weights_sha256', ''))[:12]})")
+    print(f"dim       {info['dim']}")
+    white = info.get("whitening")
+    if white:
+        print(f"whitening {white['dims']} of {white['input_dim']} dimensions (BERT-whitening, "
+              f"transform {white['sha256'][:12]} in {white.get('file', 'the store')})")
+    print(f"index     {info['index']} {info['index_params'] or ''}".rstrip())
+    if info.get("index_structure"):               # FAISS folders: what the file holds
+        print(f"structure {info['index_structure']}")
+    if info.get("engine") == "milvus":       # the server's disks: not measured here
+        print("on disk   on the server (not measured from here)")
     else:
-        fp = info["fingerprint"]
-        print(f"store     {info['path']}" + ("  (INCOMPLETE: an unverified migrate copy)"
-                                                 if incomplete else ""))
-        print(f"sentences {info['count']}")
-        print(f"model     {info['model']} ({info['pooling']} pooling, weights "
-              f"{str(fp.get('weights_sha256', ''))[:12]})")
-        print(f"dim       {info['dim']}")
-        white = info.get("whitening")
-        if white:
-            print(f"whitening {white['dims']} of {white['input_dim']} dimensions (BERT-whitening, "
-                  f"transform {white['sha256'][:12]} in {white.get('file', 'the store')})")
-        print(f"index     {info['index']} {info['index_params'] or ''}".rstrip())
-        if info.get("index_structure"):               # FAISS folders: what the file holds
-            print(f"structure {info['index_structure']}")
         print(f"on disk   {_human(info['bytes'])}")
     return 0
 
 
-def _check_meaning(args, store) -> str | None:
-    """A line on the store's model (its fingerprint, then a re-embedded sample); raises
-    ModelMismatch when the model at hand is not the network that wrote the vectors."""
-    from core.errors import EncoderscopeError
-    from index import fingerprint as fpmod
-    from index.errors import ModelMismatch
-    from index.meaning_check import check_meaning, describe_failure
-    if store.count() == 0:
-        return None
-    try:
-        backend = _backend(args, store.model_name)
-    except EncoderscopeError as e:
-        return f"check: the texts were not embedded again: the store's model cannot be loaded ({e})"
-    fp = backend.fingerprint(pooling=store.pooling)
-    remedy = store.mismatch_remedy(fp)
-    fpmod.check(store.model_fingerprint_dict, fp, "vectors of the model now at hand",
-                where=f"at {store.where}", **remedy)
-    result = check_meaning(store, backend)
-    if not result.ok:
-        raise ModelMismatch(f"{describe_failure(result)}; {remedy['hint']}", store_model=store.model_name,
-                            other_model=store.model_name, rebuild=remedy["rebuild"])
-    return (f"check: ok: {result.checked} sampled sentences embedded again with "
-            f"{store.model_name} give their stored vectors")
-
-
 def _check_milvus(args, loc) -> int:
     """info --check / --repair on a Milvus store: every row read back (index/milvus/check.py)
-    and a sample of vectors re-embedded with the store's model."""
-    from index.errors import StoreCorrupted
-    from index.locations import open_store
-    store = open_store(loc, writable=bool(args.repair))
-    try:
-        backend = _backend(args, getattr(args, "model", None) or store.model_name)
-        report = store.check(backend, repair=bool(args.repair))
-        count = store.count()
-    finally:
-        store.close()
+    and a sample (--full: every one) of vectors re-embedded with the store's model."""
+    from index import corpus
+    from index.errors import StoreCorrupted, StoreError
+    report, count = corpus.check_milvus(loc, lambda model: _backend(args, model),
+                                        getattr(args, "model", None), repair=bool(args.repair),
+                                        full=bool(getattr(args, "full", False)))
+    found = _milvus_problems(report)
+    if found and not args.repair:
+        raise StoreCorrupted(f"{loc.describe()}: " + "; ".join(found), remedy="repair")
+    if args.repair:
+        done = report["repaired"]
+        parts = [f"{n} {what}" for n, what in (
+            (done["hidden_dropped"], "hidden rows dropped (ingest their files again to add "
+                                     "those sentences back)"),
+            (done["duplicates_removed"], "second copies of a text removed"),
+            (done["hashes_rewritten"], "hashes written again"),
+            (done["vectors_reembedded"], "vectors embedded again")) if n]
+        if parts:
+            _err("repair: " + ", ".join(parts))
+        report = report["after"]
+        left = _milvus_problems(report)
+        if left:
+            raise StoreError(f"repair: {loc.describe()} still has problems it could not "
+                             "repair: " + "; ".join(left))
     what = "repair" if args.repair else "check"
+    vectors = ("every vector re-embedded and compared" if report.get("full") else
+               f"{report['sampled']} sampled vector{'s' if report['sampled'] != 1 else ''} "
+               "re-embedded and compared")
+    _err(f"{what}: ok: {report['readable']} sentence{'s' if report['readable'] != 1 else ''} "
+         f"read back of {report['rows']} row{'s' if report['rows'] != 1 else ''} the server "
+         f"counts, no text stored twice, every hash its text's, {vectors}; the store holds "
+         f"{count}")
+    return 0
+
+
+def _milvus_problems(report: dict) -> list[str]:
+    """What a Milvus check found, in words (empty: nothing)."""
     hidden, twice = report["hidden_ids"], report["duplicates"]
     extra = sum(len(ids) - 1 for ids in twice.values())
     problems = []
     if hidden:
-        problems.append(f"{len(hidden)} id{'s' if len(hidden) != 1 else ''} hide another "
-                        f"sentence behind them ({', '.join(map(str, hidden[:10]))}"
-                        f"{' ...' if len(hidden) > 10 else ''})")
+        problems.append(f"{len(hidden)} id{'s' if len(hidden) != 1 else ''} "
+                        f"hide{'' if len(hidden) != 1 else 's'} another sentence behind "
+                        f"{'them' if len(hidden) != 1 else 'it'} "
+                        f"({_ids(hidden)})")
     if extra:
         problems.append(f"{extra} sentence{'s are' if extra != 1 else ' is'} stored twice")
-    if report["wrong_hash"]:
-        problems.append(f"{len(report['wrong_hash'])} rows' hash is not their text's")
-    if report["vectors_off"]:
-        problems.append(f"{len(report['vectors_off'])} of {report['sampled']} sampled vectors "
-                        f"are not their text's embedding (ids {report['vectors_off'][:10]})")
-    if problems and not args.repair:
-        raise StoreCorrupted(f"{loc.describe()}: " + "; ".join(problems), remedy="repair")
-    if args.repair and report.get("repaired"):
-        done = report["repaired"]
-        _err(f"repair: dropped {done['hidden_dropped']} hidden rows (ingest their files again "
-             f"to add those sentences back) and {done['duplicates_removed']} duplicate texts")
-    _err(f"{what}: ok: {report['readable']} sentences read back of {report['rows']} rows the "
-         f"server counts, {len(twice)} texts stored twice, {report['sampled']} vectors "
-         f"re-embedded and compared; the store holds {count}")
-    return 0
+    wrong = report["wrong_hash"]
+    if wrong:
+        problems.append(f"{len(wrong)} row{'s' if len(wrong) != 1 else ''}' hash is not "
+                        f"{'their' if len(wrong) != 1 else 'its'} text's ({_ids(wrong)})")
+    off = report["vectors_off"]
+    if off:
+        of = "" if report.get("full") else f" of {report['sampled']} sampled"
+        problems.append(f"{len(off)}{of} vector{'s are' if len(off) != 1 else ' is'} not "
+                        f"{'their' if len(off) != 1 else 'its'} text's embedding ({_ids(off)})")
+    return problems
+
+
+def _ids(ids) -> str:
+    ids = list(ids)
+    return "id" + ("s " if len(ids) != 1 else " ") + ", ".join(map(str, ids[:10])) + \
+        (" ..." if len(ids) > 10 else "")
 
 
 def _print_check(report: dict, info: dict, repaired: bool) -> None:
@@ -575,18 +473,17 @@ def _print_check(report: dict, info: dict, repaired: bool) -> None:
 
 
 def cmd_remove(args) -> int:
+    from index import corpus
     from index.locations import open_store
-    # ids are 64-bit signed in every store: a larger number names no sentence
-    possible = [i for i in args.ids if 0 <= i < 1 << 63]
-    with open_store(_location(args), writable=True) as store:
-        gone = store.remove(possible)
+    loc = _location(args)
+    with open_store(loc, writable=True) as store:
+        gone, _ = corpus.remove(store, args.ids)
         left = store.count()
     missing = [i for i in dict.fromkeys(args.ids) if i not in set(gone)]
     print(f"removed {len(gone)} sentence{'s' if len(gone) != 1 else ''}; the store holds {left}")
     if missing:
-        _err(f"error: no sentence with id {', '.join(map(str, missing))} in {_location(args).describe()} "
-             "(the others were removed)" if gone else
-             f"error: no sentence with id {', '.join(map(str, missing))} in {_location(args).describe()}")
+        _err(f"error: no sentence with id {', '.join(map(str, missing))} in {loc.describe()}"
+             + (" (the others were removed)" if gone else ""))
         return 2
     return 0
 

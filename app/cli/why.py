@@ -30,15 +30,19 @@ def register(sub) -> None:
     p.add_argument("--top", type=int, default=8, metavar="K", help="how many top pairs to list (default 8)")
     p.add_argument("--json", action="store_true", help="print JSON")
     # None = minilm + mean, or the store's model and pooling with --store
-    p.set_defaults(func=cmd_why, model=None, pooling=None)
+    # backend None: the store's own encoder with --store, else the from-scratch one
+    p.set_defaults(func=cmd_why, model=None, pooling=None, backend=None)
 
 
-def _model_and_pooling(args) -> tuple[str, str]:
+def _model_pooling_backend(args) -> tuple[str, str, str, str | None]:
+    """(model, pooling, backend, a note on the encoder or None)."""
     if args.store is None:
-        return args.model or "minilm", args.pooling           # None: the model's own pooling
+        return args.model or "minilm", args.pooling, args.backend or "scratch", None
+    from app.cli.options import store_backend
     from index.locations import open_store, parse_location
     with open_store(parse_location(args.store), writable=False) as store:
-        return args.model or store.model_name, args.pooling or store.pooling
+        backend, note = store_backend(args, store)
+        return args.model or store.model_name, args.pooling or store.pooling, backend, note
 
 
 SEARCH_DEPTH = 1000   # how deep `why --store` looks for the text among the query's hits
@@ -74,8 +78,10 @@ def cmd_why(args) -> int:
 
     if args.top < 1:
         raise InputError("--top must be at least 1")
-    model, pooling = _model_and_pooling(args)
-    backend = get_backend(model, args.backend, device=args.device, precision=args.precision)
+    model, pooling, backend_name, encoder_note = _model_pooling_backend(args)
+    if encoder_note:
+        print(f"note: {encoder_note}", file=sys.stderr)
+    backend = get_backend(model, backend_name, device=args.device, precision=args.precision)
     pooling = backend.choose_pooling(pooling)
     search_score = _search_score(args, backend, pooling)
     why = explain(backend, args.query, args.text, pooling, search_score)
@@ -86,6 +92,7 @@ def cmd_why(args) -> int:
               "(the rest was cut)", file=sys.stderr)
     if args.json:
         emit_json({"model": backend.model_name, "backend": backend.backend, "search_score": search_score,
+                   "encoder_note": encoder_note,
                    **to_dict(why, hide_special=args.hide_special, top=args.top)})
         return 0
     view = why.view(args.hide_special)
@@ -94,7 +101,8 @@ def cmd_why(args) -> int:
           f"the sum of {n} x {m} token-pair contributions ({why.describe_precision()})")
     if search_score is not None:
         same = "=" if abs(why.total - search_score) <= SAME_SCORE else "≠"
-        print(f"Σ {why.total:.6f} {same} the search score {search_score:.6f} in {args.store}")
+        apart = "" if same == "=" else f" (apart by {abs(why.total - search_score):.1e})"
+        print(f"Σ {why.total:.6f} {same} the search score {search_score:.6f} in {args.store}{apart}")
     if view.hidden_pairs:
         print(view.describe_hidden())
     else:

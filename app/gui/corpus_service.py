@@ -157,11 +157,9 @@ def close_store_job(store):
 def remove_job(store, ids, progress=None, cancel=None):
     """Delete ``ids``; returns (the ids that were there, their records {id: {text, metadata}}):
     what Undo adds back."""
+    from index import corpus
     progress(0, 0, f"Deleting {len(ids):,} sentence(s) …")
-    records = store.get(ids)
-    gone = store.remove(ids)
-    store.save()
-    return gone, records
+    return corpus.remove(store, ids)
 
 
 def rebuild_job(store, backend, pooling, progress=None, cancel=None):
@@ -341,13 +339,16 @@ class CorpusService(QObject):
         if self.state.backend is not None:
             self.check_model()
 
+    def _mismatch(self):
+        """What differs between the corpus and the chosen model (index.corpus.mismatch), or None."""
+        from index import corpus
+        return corpus.mismatch(self.state.store, self.state.backend, self.state.pooling)
+
     def compatible(self) -> bool | None:
-        store, backend = self.state.store, self.state.backend
-        if store is None or backend is None:
+        """None until both the corpus and the chosen model are there."""
+        if self.state.store is None or self.state.backend is None:
             return None
-        from index import fingerprint as fpmod
-        # a whitened store takes its model's own vectors (it whitens them itself)
-        return fpmod.compatible(store.model_fingerprint_dict, backend.fingerprint(self.state.pooling).to_dict())
+        return self._mismatch() is None
 
     def check_model(self) -> None:
         """If the store was embedded with another model/pooling, offer to re-embed it."""
@@ -356,17 +357,11 @@ class CorpusService(QObject):
             return
         if ok:
             self.store_choice = self.state.choice
-            return
-        store = self.state.store
-        if self._count == 0:
+        elif self._count == 0:
             self.reembed()       # nothing to embed: just switch the store's model
-            return
-        if self._asking:
-            return
-        self._asking = True
-        from index import fingerprint as fpmod
-        new = self.state.backend.fingerprint(self.state.pooling).to_dict()
-        self.mismatch.emit(fpmod.describe(store.fingerprint_dict), fpmod.describe(new), self._count)
+        elif not self._asking:
+            self._asking = True
+            self.mismatch.emit(*self._mismatch().describe(), self._count)
 
     def answer_mismatch(self, reembed: bool) -> None:
         self._asking = False

@@ -5,8 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QToolBar, QToolButton
 
-from app.gui.model_bar import WEIGHTS, WeightsCombo, add_trained_checkpoints
 from app.gui.state import BACKEND_LABELS, ModelChoice
+from app.gui.widgets.model_choice import WEIGHTS, WeightsCombo, add_trained_checkpoints
 from core.encoder.names import BACKENDS
 
 SAME = "Same as the corpus model"
@@ -22,7 +22,8 @@ class InspectBar(QToolBar):
         title = QLabel("  <b>Inspect with</b> ")
         title.setToolTip("The model Attention, Step by step and Fill-mask run. Switching it never "
                          "touches the corpus: search keeps the corpus model.")
-        self.weights = WeightsCombo(self.refresh_weights)
+        self.weights = WeightsCombo(self.refresh_weights, lambda: SAME if self.state.inspect_choice is None
+                                    else self.state.inspect_choice.model)
         self.weights.setObjectName("inspect_weights_combo")
         self.weights.setEditable(True)
         self.weights.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)

@@ -7,7 +7,16 @@ import os
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QLabel, QLineEdit, QMainWindow, QMessageBox, QTabWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QFileDialog,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QMessageBox,
+    QTabWidget,
+)
 
 from app.gui import panel_state
 from app.gui.about import show_about
@@ -22,6 +31,7 @@ from app.gui.settings import as_int, open_settings, stores_dir
 from app.gui.state import AppState, ModelChoice
 from app.gui.widgets.job_progress import JobProgress
 from app.gui.widgets.status_message import StatusMessage
+from app.gui.widgets.wheel_guard import WheelGuard
 from index.locations import LOCATION_ENV
 
 TITLE = "Encoderscope"
@@ -70,6 +80,7 @@ class MainWindow(QMainWindow):
     def __init__(self, state: AppState | None = None, settings=None, parent=None):
         super().__init__(parent)
         setup_logging()
+        WheelGuard.install(QApplication.instance())     # the wheel scrolls forms, never a box it passes
         self.settings = settings or open_settings()
         self.state = state or AppState(choice=self._saved_choice())
         self.setWindowTitle(TITLE)
@@ -100,7 +111,11 @@ class MainWindow(QMainWindow):
         self._map = LazyPanels(MAP_PANEL, self._build_panel)
         self._panel_tabs = {}
         for title in OPTIONAL_PANELS:
-            self._panel_tabs[title] = scroll_holder(f"{panel_object_name(title)}_scroll")
+            # the training lab fits the window (its settings scroll on their own, its plots take
+            # the height left); in a scrolling tab its plots' natural heights made the page taller
+            # than the window, the newest part of a curve and Start below the fold
+            self._panel_tabs[title] = (plain_holder(f"{panel_object_name(title)}_tab") if title == "Train"
+                                       else scroll_holder(f"{panel_object_name(title)}_scroll"))
             self.tabs.addTab(self._panel_tabs[title], title)
         # ---- corpus map: the Map tab follows the search and feeds it back ----
         self._panel_tabs["Map"] = plain_holder("map_tab")

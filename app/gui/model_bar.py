@@ -3,68 +3,19 @@ embedded with (search uses it). Edits ``state.choice``; the inspected model has 
 (app/gui/inspect_bar.py)."""
 from __future__ import annotations
 
-import sys
-
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QSizePolicy, QToolBar, QToolButton, QWidget
 
 from app.gui.state import BACKEND_LABELS, ModelChoice
+from app.gui.widgets.model_choice import (
+    DEVICE_LABELS,
+    POOLING_LABELS,
+    WEIGHTS,
+    WeightsCombo,
+    add_trained_checkpoints,
+    offered_devices,
+)
 from core.encoder.names import BACKENDS, POOLINGS
-from core.encoder.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
-
-WEIGHTS = [DEFAULT_MODEL, DEFAULT_HUB_MODEL]
-POOLING_LABELS = {"mean": "Mean", "cls": "CLS", "max": "Max", "attention": "Attention (learned query)"}
-DEVICE_LABELS = {"auto": "Auto", "cpu": "CPU", "cuda": "CUDA", "mps": "MPS"}
-
-
-def offered_devices() -> list[str]:
-    """The devices to offer. Asking torch means importing it (seconds): before the model's
-    worker has imported torch, offer auto and cpu; the bar adds CUDA/MPS once a model loaded."""
-    if "torch" not in sys.modules:
-        return ["auto", "cpu"]
-    try:
-        from core.device import available_devices
-        return available_devices()
-    except Exception:  # noqa: BLE001
-        return ["auto", "cpu"]
-
-
-def trained_checkpoints() -> list[str]:
-    """Folders of checkpoints trained in the app (the user-data models folder), newest first.
-    Reads the folder only: no torch import on the UI thread."""
-    try:
-        from core.encoder.sources import CHECKPOINT_MARKER
-        from core.paths import models_dir
-        found = [p for p in models_dir().iterdir() if (p / CHECKPOINT_MARKER).is_file()]
-        found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-    except OSError:
-        return []
-    return [str(p) for p in found]
-
-
-def add_trained_checkpoints(combo: QComboBox) -> None:
-    """Add checkpoints trained since ``combo``'s list was made (its typed text is kept)."""
-    text = combo.currentText()
-    combo.blockSignals(True)
-    for folder in trained_checkpoints():
-        if combo.findText(folder) < 0:
-            combo.addItem(folder)
-            combo.setItemData(combo.count() - 1, "A checkpoint trained with Encoderscope",
-                              Qt.ItemDataRole.ToolTipRole)
-    combo.setCurrentText(text)
-    combo.blockSignals(False)
-
-
-class WeightsCombo(QComboBox):
-    """An editable combo that refreshes its list (new trained checkpoints) when opened."""
-
-    def __init__(self, before_popup, parent=None):
-        super().__init__(parent)
-        self._before_popup = before_popup
-
-    def showPopup(self):
-        self._before_popup()
-        super().showPopup()
+from core.encoder.sources import DEFAULT_MODEL
 
 
 class ModelBar(QToolBar):
@@ -82,7 +33,7 @@ class ModelBar(QToolBar):
         self.encoder.setToolTip("Which code runs the network: our from-scratch encoder (core/encoder/model.py) "
                                 "or Hugging Face transformers")
 
-        self.weights = WeightsCombo(self.refresh_weights)
+        self.weights = WeightsCombo(self.refresh_weights, lambda: self.state.choice.model)
         self.weights.setObjectName("weights_combo")
         self.weights.setEditable(True)
         self.weights.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)

@@ -49,7 +49,7 @@ from app.gui.workers import Job, JobRunner
 from core.encoder.sources import DEFAULT_MODEL
 
 # What the model bar shows for each of core.encoder.names.BACKENDS.
-BACKEND_LABELS = {"scratch": "From-scratch encoder", "hf": "DistilBERT (transformers)"}
+BACKEND_LABELS = {"scratch": "From-scratch encoder", "hf": "Hugging Face transformers"}
 
 
 @dataclass(frozen=True)

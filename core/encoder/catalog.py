@@ -10,12 +10,20 @@ from pathlib import Path
 from core.encoder.sources import DEFAULT_HUB_MODEL, PACKAGED
 from core.errors import ModelUnavailable
 
+TRAINED_DEPTH = 3     # models/<run>, models/experiments/<experiment>/<run> and one level more
+
 
 def trained_models() -> list[Path]:
-    """Checkpoints saved under the user-data models folder (where the Train panel writes)."""
+    """Checkpoints saved under the user-data models folder (where the Train panel writes its runs,
+    and the experiments theirs, under experiments/<experiment>/)."""
     from core.encoder.sources import CHECKPOINT_MARKER
     from core.paths import models_dir
-    return sorted(p for p in models_dir().iterdir() if (p / CHECKPOINT_MARKER).is_file())
+    root = models_dir()
+    found = []
+    for depth in range(1, TRAINED_DEPTH + 1):
+        pattern = "/".join(["*"] * depth) + "/" + CHECKPOINT_MARKER
+        found += [m.parent for m in root.glob(pattern) if m.is_file()]
+    return sorted(set(found))
 
 
 def trained_pooling(name: str) -> str | None:

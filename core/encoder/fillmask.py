@@ -42,8 +42,8 @@ def fill_mask(backend, text: str, top_k: int = 5, targets=None, per_layer: bool 
     if not backend.has_mlm:
         raise NoMLMHead(f"'{backend.model_name}' has no masked-LM head, so it cannot fill masks. "
                         "Use a model with one: distilbert-base-uncased (when it can be downloaded), "
-                        "or train one in the Train panel, or with `encoderscope train --init minilm "
-                        "--corpus YOUR_TEXT.txt --out my-mlm` and then --model my-mlm.")
+                        "or train one from minilm on your own text",
+                        fix={"kind": "train_mlm", "init": "minilm"})
     tok = backend.tokenizer
     if not isinstance(text, str) or not text.strip():
         raise InputError("the text is empty: type a sentence with [MASK] where a word is missing")

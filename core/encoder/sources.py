@@ -115,8 +115,10 @@ def _hub_folder(repo_id: str, progress=None) -> Path:
 
 def _offline_message(repo_id: str, why: str) -> str:
     return (f"'{repo_id}' is not in the Hugging Face cache and {why}. "
-            "Choose 'minilm' (installed with the app, works offline) or a local model folder, "
-            "or connect to the internet once to download it.")
+            "Offline, 'minilm' (installed with the app) embeds and shows attention, but it has no "
+            "masked-LM head and cannot fill in masks; for fill-mask choose a local folder of a model "
+            "that has one, or train a masked-LM (it fills masks from its first checkpoint). Or "
+            "connect to the internet once to download it.")
 
 
 def read_json(path: Path) -> dict:

@@ -68,11 +68,27 @@ def load_tokenizer(folder: Path, vocab_size: int | None = None):
         with transformers_lock():       # it imports the tokenizer class's module lazily
             tok = AutoTokenizer.from_pretrained(str(folder), use_fast=True, trust_remote_code=False)
     except Exception as e:
-        raise ModelUnavailable(f"cannot load the tokenizer in {folder}: {e}") from None
+        raise ModelUnavailable(f"cannot load the tokenizer in {folder}: {our_reason(e)}") from None
     if not tok.is_fast:
         raise ModelUnavailable(f"the tokenizer in {folder} has no fast (Rust) version")
     check_size(folder, len(tok), vocab_size)
     return tok
+
+
+# Library advice we never follow (remote code stays off; a tokenizer we cannot build from the
+# folder's files is not fixed by another package): replaced by what is true here.
+FOREIGN_ADVICE = ("trust_remote_code", "sentencepiece", "tiktoken", "weights_only")
+
+
+def our_reason(e: Exception) -> str:
+    """The library's reason for a failed tokenizer load, without advice that contradicts our
+    rules (enabling remote code, installing converters for a custom class)."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if any(word in str(e) for word in FOREIGN_ADVICE):
+        return ("its tokenizer cannot be built from the folder's files without running code or "
+                "converters from elsewhere, which Encoderscope never does; give it a "
+                "tokenizer.json (save the tokenizer with a fast tokenizer's save_pretrained)")
+    return text
 
 
 def check_has_tokenizer(folder: Path) -> None:

@@ -220,7 +220,14 @@ class WhyView:
 
 def format_pairs(pairs, digits: int = 2) -> str:
     """"moons ↔ moons 0.21, planet ↔ Jupiter 0.09"."""
-    return ", ".join(f"{a} ↔ {b} {v:.{digits}f}" for a, b, v in pairs)
+    return ", ".join(f"{a} ↔ {b} {pair_value(v, digits)}" for a, b, v in pairs)
+
+
+def pair_value(v: float, digits: int) -> str:
+    """``v`` with ``digits`` decimals, or two significant digits where those would read 0
+    ("-2.1e-05", never "-0.0000" among the most negative pairs)."""
+    text = f"{v:.{digits}f}"
+    return f"{v:.2g}" if v != 0 and float(text) == 0 else text
 
 
 def format_sums(tokens, sums, digits: int = 4) -> str:

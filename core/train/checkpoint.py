@@ -7,7 +7,9 @@ previous complete checkpoint or the new one, never half of each.
 """
 from __future__ import annotations
 
+import errno
 import json
+import shlex
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +17,7 @@ from pathlib import Path
 import torch
 
 from core.encoder.sources import CHECKPOINT_MARKER
-from core.errors import InputError
+from core.errors import EncoderscopeError, InputError
 
 STATE_JSON = "trainer_state.json"
 STATE_TENSORS = "trainer_state.safetensors"
@@ -35,6 +37,41 @@ def read_trainer_state(folder: Path) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise InputError(f"cannot read {path}: {e}") from None
+
+
+class OutputWriteFailed(EncoderscopeError):
+    """A training output (checkpoint, metrics) could not be written: a full disk, a quota, an
+    I/O error. What was saved before is kept."""
+
+
+def after_write_failure(out: Path) -> str:
+    """What to do once space is freed: continue from the checkpoint kept, or start again."""
+    if (Path(out) / CHECKPOINT_MARKER).is_file():
+        return (f"it holds the last checkpoint; free some space and continue from it with "
+                f"`encoderscope train --resume {shlex.quote(str(out))}`")
+    return "free some space and run the same command again"
+
+
+def write_reason(e: Exception) -> str:
+    code = getattr(e, "errno", None)
+    text = str(e)
+    if code == errno.ENOSPC or "No space left" in text or "StorageFull" in text:
+        return "the disk is full (ENOSPC)"
+    if code == errno.EDQUOT or "quota" in text.lower():
+        return "the disk quota is used up"
+    return getattr(e, "strerror", None) or text.splitlines()[0][:200]
+
+
+def _is_write_error(e: Exception) -> bool:
+    """An OSError, or safetensors' error for one (it reports the OS error in its message)."""
+    return isinstance(e, OSError) or (type(e).__name__ == "SafetensorError"
+                                      and ("Io" in str(e) or "os error" in str(e).lower()))
+
+
+def _newest_file(folder: Path) -> Path | None:
+    """The file written last in `folder` (the one a failed write was writing)."""
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    return max(files, key=lambda p: p.stat().st_mtime_ns) if files else None
 
 
 def _siblings(out: Path) -> tuple[Path, Path]:
@@ -58,7 +95,17 @@ def atomic_folder(out: Path, write: Callable[[Path], None]) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(old, ignore_errors=True)
     tmp.mkdir()
-    write(tmp)
+    try:
+        write(tmp)
+    except Exception as e:
+        if not _is_write_error(e):
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        failed = _newest_file(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OutputWriteFailed(
+            f"could not write the checkpoint {out / failed.name if failed else out}: "
+            f"{write_reason(e)}; {out} is unchanged: {after_write_failure(out)}") from None
     if out.exists():
         out.rename(old)          # from here until the next line, recover() can undo it
     tmp.rename(out)

@@ -45,12 +45,12 @@ def read_corpus(source: str | Path, limit: int | None = None, encoding: str | No
 def _read_file(path: Path, encoding: str | None) -> list[str]:
     """A corpus file's sentences; any unreadable line stops training (a corpus is read whole),
     one that is not in the encoding with a hint to give another."""
-    from core.readers import TEXT_SUFFIXES, BadLine, Blank, NoLetters, other_encoding_hint, read_file
+    from core.readers import OTHER_ENCODING, TEXT_SUFFIXES, BadLine, Blank, NoLetters, read_file
     lines = []
     for rec in read_file(path, encoding=encoding, guess_columns=True):
         if isinstance(rec, BadLine):
-            hint = f"; {other_encoding_hint()}" if rec.undecodable and encoding is None else ""
-            raise InputError(f"{path} line {rec.row}: {rec.reason}{hint}")
+            raise InputError(f"{path} line {rec.row}: {rec.reason}",
+                             fix=OTHER_ENCODING if rec.undecodable and encoding is None else None)
         # Blank and symbol-only lines end a paragraph of wrapped prose (split_text).
         lines.append("" if isinstance(rec, (Blank, NoLetters)) else rec.text)
     if path.suffix.lower() in TEXT_SUFFIXES:

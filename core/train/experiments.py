@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import InputError
+from core.folder_lock import OutputFolderLock
 from core.train.runs import compare_runs, differing_settings
 
 # A setting's value that forces others: a run set to the key's value also gets these settings.
@@ -41,6 +42,7 @@ class Experiment:
     base: dict = field(default_factory=dict)   # settings every run of it shares, over the user's
     grid: bool = False             # variants form a grid over `varies`: neighbours differ in one
     page: str = ""                 # not a training queue: the lab page that does it instead
+    compare: str = "eval.heldout_loss"   # the evaluation series its comparison shows first (core.train.runs.curves)
 
     @property
     def runnable(self) -> bool:
@@ -78,13 +80,14 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         "Embedding quality: compare the Spearman on the shipped scored pairs, pair_cosine with "
         "unrelated_cosine (paraphrases close, unrelated sentences apart) and the anisotropy — the "
         "losses are not comparable across objectives.",
-        base={"pairs": "<paraphrase pairs>", "eval_pairs": "<scored pairs>"}),
+        base={"pairs": "<paraphrase pairs>", "eval_pairs": "<scored pairs>"}, compare="eval.spearman"),
     Experiment(
         "pooling", "Pooling: [CLS] / mean / max / attention (a learned query)", ("pooling",),
         _one("pooling", ("cls", "mean", "max", "attention")),
         "Sentence vectors: all four train contrastively and are scored on the same paraphrase and scored "
         "pairs — compare the Spearman, and pair_cosine against unrelated_cosine.",
-        base={"objective": "simcse", "pairs": "<paraphrase pairs>", "eval_pairs": "<scored pairs>"}),
+        base={"objective": "simcse", "pairs": "<paraphrase pairs>", "eval_pairs": "<scored pairs>"},
+        compare="eval.spearman"),
     Experiment(
         "width", "Model width (dim)", ("dim",), _one("dim", (32, 64, 128)),
         "Capacity: compare the held-out loss — wider models fit more, and cost more per step."),
@@ -205,6 +208,11 @@ def run_experiment(exp: Experiment, base, pairs: str = "", progress: Callable[[d
     "look_at", "cancelled", "completed": [labels], "comparison"}`` (comparison: compare_runs of
     the finished runs, None with fewer than two).
     """
+    with OutputFolderLock(base.out, "experiment"):
+        return _run_all(exp, base, pairs, progress, cancel, read_corpus)
+
+
+def _run_all(exp: Experiment, base, pairs, progress, cancel, read_corpus) -> dict:
     from core.train.trainer import Trainer, cancel_check
 
     emit = progress or (lambda ev: None)
@@ -227,6 +235,7 @@ def run_experiment(exp: Experiment, base, pairs: str = "", progress: Callable[[d
     if comparison is not None:
         for run, (label, _) in zip(comparison["runs"], finished):
             run["label"] = label
-    return {"experiment": exp.name, "title": exp.title, "look_at": exp.look_at, "cancelled": cancelled,
+    return {"experiment": exp.name, "title": exp.title, "look_at": exp.look_at, "compare": exp.compare,
+            "cancelled": cancelled,
             "completed": [label for label, _ in finished], "planned": [label for label, _ in runs],
             "comparison": comparison}

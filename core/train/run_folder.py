@@ -113,11 +113,14 @@ class MetricsLog:
             for e in held:
                 self.append(e)
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
         line = json.dumps(event, allow_nan=True, default=_jsonable) + "\n"
-        with open(self.folder / METRICS, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with open(self.folder / METRICS, "a", encoding="utf-8") as f:
+                f.write(line)
+                f.flush()
+        except OSError as e:   # a torn last line is left out by every reader
+            _write_failed(self.folder / METRICS, e, self.folder)
 
 
 def _jsonable(x):
@@ -149,9 +152,19 @@ def start_run(out, resume=None, step: int = 0) -> MetricsLog:
             shutil.copy2(source / name, out / name)
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / (METRICS + ".tmp")
-    tmp.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
-    os.replace(tmp, out / METRICS)
+    try:
+        tmp.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+        os.replace(tmp, out / METRICS)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        _write_failed(out / METRICS, e, out)
     return MetricsLog(out)
+
+
+def _write_failed(path: Path, e: OSError, out: Path):
+    from core.train.checkpoint import OutputWriteFailed, after_write_failure, write_reason
+    raise OutputWriteFailed(f"could not write {path}: {write_reason(e)}; "
+                            f"{after_write_failure(out)}") from None
 
 
 def clear(out) -> None:

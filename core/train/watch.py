@@ -168,6 +168,20 @@ def check_probe_set(texts, where: str = "the probe set") -> list[str]:
     return texts
 
 
+PROBE_SEARCH = 2000        # sentences looked at for a default probe sentence without unknown words
+
+
+def known_words_sentence(held_out, train, unk_id) -> list:
+    """The default probe sentence: the first held-out sentence the vocabulary knows every word of
+    (a word tokenizer is built from the training sentences only, so a held-out one may hold
+    [UNK]s), else the first such training sentence, else the one with the fewest [UNK]s."""
+    candidates = list(held_out[:PROBE_SEARCH]) + list(train[:PROBE_SEARCH])
+    if unk_id is None:
+        return candidates[0]
+    unknown = [sum(int(i) == unk_id for i in ids) for ids in candidates]
+    return candidates[unknown.index(min(unknown))]
+
+
 class Probe:
     """The probe sentence, the probe set and the anisotropy sample of a run, run on demand."""
 
@@ -176,7 +190,7 @@ class Probe:
         self.trainer = trainer
         self.folder = Path(folder).expanduser()
         tok = trainer.tokenizer
-        held = trainer.eval_ids[0] if trainer.eval_ids else trainer.train_ids[0]
+        held = known_words_sentence(trainer.eval_ids or [], trainer.train_ids, tok.unk_token_id)
         if c.probe_sentence.strip():
             self.sentence_ids = encode(tok, [c.probe_sentence.strip()], trainer.max_length)[0]
         else:                                 # the user's own text, in the model's vocabulary

@@ -104,7 +104,9 @@ def explain_batch(backend, first: str, second: str, layer: int = 0, head: int = 
         hidden.append(last)
     scores, weights, hidden = np.stack(scores), np.stack(weights), np.stack(hidden)
     masked = np.where(keep[:, None, :], scores, -np.inf)
-    with torch.inference_mode():
+    # The float64 copy is shared: a walk's capture hooks on it (under ref._lock) would record
+    # this batch's tensors as its own steps if this forward ran beside it.
+    with ref._lock, torch.inference_mode():
         out = exact(torch.from_numpy(ids), torch.from_numpy(mask), None, False, True)
         torch_weights = out.attentions[layer][:, head].numpy()
         alone = [exact(torch.tensor([x]), torch.ones(1, len(x), dtype=torch.long), None).last_hidden_state[0].numpy()

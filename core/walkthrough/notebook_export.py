@@ -36,7 +36,8 @@ from core.walkthrough.notebook_cells import (
 # numpy_ref's functions the notebook needs, copied in as they are (the teaching code).
 FUNCTIONS = ("sinusoidal_positions", "layer_norm_stats", "layer_norm", "gelu", "linear", "softmax",
              "split_heads", "merge_heads", "attention_scores", "mask_scores", "causal_mask", "attention_keep",
-             "self_attention", "feed_forward", "block", "pool", "attention_pool_weights", "l2_normalize")
+             "self_attention_steps", "self_attention", "block_steps", "block", "pool", "attention_pool_weights",
+             "l2_normalize")
 CONFIG_FIELDS = ("dim", "n_layers", "n_heads", "hidden_dim", "activation", "positions", "type_vocab_size",
                  "norm", "layer_norm_eps", "attention")
 # the encoder and attention pooling's learned query; no MLM head

@@ -3,6 +3,11 @@
 This is the teaching version (the seed notebooks' style) and a second reference for the torch
 encoder: ``forward(params, cfg, input_ids, attention_mask)`` equals ``Encoder`` to 1e-5.
 ``params`` is the torch model's state_dict as NumPy arrays (``params_from_torch``).
+
+``switch`` (a core.intervene Intervention, optional) switches parts off the NumPy way: a head's
+columns zeroed or set to its mean before out_lin, a sublayer's output dropped, a block passed
+through, positions dropped or permuted, the scores scaled otherwise. It is a second, independent
+computation of what core/intervene/apply.py does with hooks. Patching is not covered here.
 """
 from __future__ import annotations
 
@@ -93,14 +98,19 @@ def attention_keep(keep, causal):
     return causal_mask(len(keep)) & keep[None, :] if causal else keep
 
 
-def embed(p, cfg, ids, prefix="", types=None):
+def embed(p, cfg, ids, prefix="", types=None, switch=None):
     """Token embedding + position (+ token type, 0 unless given) -> LayerNorm.  ids (T,) -> (T, D)."""
     T = len(ids)
     x = p[prefix + "embeddings.word_embeddings.weight"][ids]
     if cfg.positions == "sinusoidal":
-        x = x + sinusoidal_positions(T, cfg.dim)
+        table = sinusoidal_positions(T, cfg.dim)
     else:
-        x = x + p[prefix + "embeddings.position_embeddings.weight"][:T]
+        table = p[prefix + "embeddings.position_embeddings.weight"][:T]
+    positions = "keep" if switch is None else switch.positions
+    if positions == "shuffle":
+        table = table[np.random.default_rng(switch.shuffle_seed).permutation(T)]
+    if positions != "off":
+        x = x + table
     if cfg.type_vocab_size:
         types = np.zeros(T, int) if types is None else np.asarray(types)
         x = x + p[prefix + "embeddings.token_type_embeddings.weight"][types]
@@ -108,44 +118,112 @@ def embed(p, cfg, ids, prefix="", types=None):
                       cfg.layer_norm_eps)
 
 
-def self_attention(x, p, name, n_heads, keep):
+def self_attention_steps(x, p, name, n_heads, keep, fill=-1e30, score_factor=1.0, replace_heads=None) -> dict:
+    """Multi-head self-attention for one sequence, every intermediate kept.  x (T, D), keep (T,)
+    or (T, T) bool -> q, k, v (H, T, Dh); scores, masked_scores, weights (H, T, T); head_outputs
+    (H, T, Dh); heads_concat (T, D); attention_output (T, D). ``fill``: the masked score (-inf to show it).
+    score_factor multiplies the scaled scores (1: the model's own); replace_heads {h: 0 or a (Dh,) mean}
+    puts that in place of head h's output (an intervention)."""
+    s = {m: split_heads(linear(x, p, f"{name}.{m}_lin"), n_heads) for m in ("q", "k", "v")}   # (H, T, dh)
+    s["scores"] = attention_scores(s["q"], s["k"])
+    if score_factor != 1.0:
+        s["scores"] = s["scores"] * score_factor
+    s["masked_scores"] = mask_scores(s["scores"], keep, fill)
+    s["weights"] = softmax(s["masked_scores"])
+    s["head_outputs"] = s["weights"] @ s["v"]
+    for h, value in (replace_heads or {}).items():
+        s["head_outputs"][h] = value
+    s["heads_concat"] = merge_heads(s["head_outputs"])                            # the heads side by side
+    s["attention_output"] = linear(s["heads_concat"], p, name + ".out_lin")
+    return s
+
+
+def self_attention(x, p, name, n_heads, keep, score_factor=1.0, replace_heads=None):
     """Multi-head self-attention for one sequence.  x (T, D), keep (T,) or (T, T) bool -> (T, D), (H, T, T)."""
-    q = split_heads(linear(x, p, name + ".q_lin"), n_heads)                        # (H, T, dh)
-    k = split_heads(linear(x, p, name + ".k_lin"), n_heads)
-    v = split_heads(linear(x, p, name + ".v_lin"), n_heads)
-    weights = softmax(mask_scores(attention_scores(q, k), keep))                   # (H, T, T)
-    context = merge_heads(weights @ v)                                             # (T, D)
-    return linear(context, p, name + ".out_lin"), weights
+    s = self_attention_steps(x, p, name, n_heads, keep, score_factor=score_factor, replace_heads=replace_heads)
+    return s["attention_output"], s["weights"]
 
 
 def feed_forward(x, p, name, approximate):
+    """The position-wise FFN.  x (T, D) -> (T, D)."""
     return linear(gelu(linear(x, p, name + ".lin1"), approximate), p, name + ".lin2")
 
 
-def block(x, p, name, cfg, keep):
+def block_steps(x, p, name, cfg, keep, fill=-1e30) -> dict:
+    """One transformer block, every intermediate kept (self_attention_steps' too): layer_input,
+    layernorm_1, residual_1, layernorm_2, ffn_hidden, ffn_activation, ffn_output, residual_2 and
+    output. Pre-norm normalises each sublayer's input; post-norm each residual sum."""
+    ln1 = (p[name + ".sa_layer_norm.weight"], p[name + ".sa_layer_norm.bias"], cfg.layer_norm_eps)
+    ln2 = (p[name + ".output_layer_norm.weight"], p[name + ".output_layer_norm.bias"], cfg.layer_norm_eps)
+    pre = cfg.norm == "pre"
+    s = {"layer_input": x}
+    if pre:
+        s["layernorm_1"] = layer_norm(x, *ln1)
+    s.update(self_attention_steps(s["layernorm_1"] if pre else x, p, name + ".attention", cfg.n_heads, keep, fill))
+    s["residual_1"] = x + s["attention_output"]
+    if pre:
+        s["layernorm_2"] = ffn_input = layer_norm(s["residual_1"], *ln2)
+    else:
+        s["layernorm_1"] = ffn_input = layer_norm(s["residual_1"], *ln1)
+    s["ffn_hidden"] = linear(ffn_input, p, name + ".ffn.lin1")
+    s["ffn_activation"] = gelu(s["ffn_hidden"], cfg.activation == "gelu_tanh")
+    s["ffn_output"] = linear(s["ffn_activation"], p, name + ".ffn.lin2")
+    s["residual_2"] = (s["residual_1"] if pre else s["layernorm_1"]) + s["ffn_output"]
+    s["output"] = s["residual_2"] if pre else layer_norm(s["residual_2"], *ln2)
+    if not pre:
+        s["layernorm_2"] = s["output"]
+    return s
+
+
+def block(x, p, name, cfg, keep, switch=None, layer=0, means=None):
+    """One transformer block.  x (T, D) -> (T, D), its attention weights (H, T, T).
+    switch: an Intervention, applied to this block as layer number ``layer`` (0-based)."""
+    if switch is not None:
+        return _switched_block(x, p, name, cfg, keep, switch, layer, means)
+    s = block_steps(x, p, name, cfg, keep)
+    return s["output"], s["weights"]
+
+
+def _switched_block(x, p, name, cfg, keep, switch, layer, means):
+    """``block`` with the intervention's parts of this layer switched off."""
     ln1 = (p[name + ".sa_layer_norm.weight"], p[name + ".sa_layer_norm.bias"], cfg.layer_norm_eps)
     ln2 = (p[name + ".output_layer_norm.weight"], p[name + ".output_layer_norm.bias"], cfg.layer_norm_eps)
     approx = cfg.activation == "gelu_tanh"
+    dh = cfg.dim // cfg.n_heads
+    factor = (math.sqrt(dh) if switch.no_scale else 1.0) / switch.temperature
+    replace = {h: (0.0 if switch.head_mode == "zero" else means[layer][h])
+               for l, h in switch.heads if l == layer}
+
+    def attention(h):
+        a, w = self_attention(h, p, name + ".attention", cfg.n_heads, keep, factor, replace)
+        return (np.zeros_like(a) if layer in switch.attention_off else a), w
+
+    def ffn(h):
+        f = feed_forward(h, p, name + ".ffn", approx)
+        return np.zeros_like(f) if layer in switch.ffn_off else f
+
+    x_in = x
     if cfg.norm == "pre":
-        a, w = self_attention(layer_norm(x, *ln1), p, name + ".attention", cfg.n_heads, keep)
+        a, w = attention(layer_norm(x, *ln1))
         x = x + a
-        x = x + feed_forward(layer_norm(x, *ln2), p, name + ".ffn", approx)
+        x = x + ffn(layer_norm(x, *ln2))
     else:
-        a, w = self_attention(x, p, name + ".attention", cfg.n_heads, keep)
+        a, w = attention(x)
         x = layer_norm(x + a, *ln1)
-        x = layer_norm(x + feed_forward(x, p, name + ".ffn", approx), *ln2)
-    return x, w
+        x = layer_norm(x + ffn(x), *ln2)
+    return (x_in if layer in switch.skip else x), w
 
 
-def forward(p, cfg, ids, keep=None, prefix="", types=None):
-    """One sequence through the whole encoder.  -> last hidden (T, D), hidden states, attentions."""
+def forward(p, cfg, ids, keep=None, prefix="", types=None, switch=None, means=None):
+    """One sequence through the whole encoder.  -> last hidden (T, D), hidden states, attentions.
+    switch: an Intervention to apply (see the module's docstring); means (L, H, Dh) for mean ablation."""
     ids = np.asarray(ids)
     keep = np.ones(len(ids), bool) if keep is None else np.asarray(keep, bool)
     seen = attention_keep(keep, cfg.attention == "causal")
-    x = embed(p, cfg, ids, prefix, types)
+    x = embed(p, cfg, ids, prefix, types, switch)
     hidden, attentions = [x], []
     for i in range(cfg.n_layers):
-        x, w = block(x, p, f"{prefix}transformer.layer.{i}", cfg, seen)
+        x, w = block(x, p, f"{prefix}transformer.layer.{i}", cfg, seen, switch, i, means)
         hidden.append(x)
         attentions.append(w)
     if cfg.norm == "pre":

@@ -126,6 +126,10 @@ def max_abs_diff(ours: np.ndarray, model: np.ndarray) -> float:
     """The largest |ours - model|, where a -inf (a masked score) equals only a -inf: a cell
     masked on one side and not on the other is an infinite difference."""
     ours, model = np.asarray(ours, np.float64), np.asarray(model, np.float64)
+    if ours.shape != model.shape:
+        # broadcasting would compare rows of two different token sequences
+        raise ValueError(f"cannot compare a step of shape {ours.shape} with the model's {model.shape}: "
+                         "they were computed for different token sequences")
     both_masked = np.isinf(ours) & (ours == model)
     with np.errstate(invalid="ignore"):               # -inf - -inf: the cells both_masked sets to 0
         diff = np.where(both_masked, 0.0, np.abs(ours - model))
@@ -203,7 +207,7 @@ def numpy_steps(p: dict, cfg, ids, types, layer: int, head: int, pooling: str) -
     for i in range(cfg.n_layers):
         if i == layer:
             v.update(_layer_steps(x, p, f"transformer.layer.{i}", cfg, head, seen))
-            x = v["layernorm_2"] if cfg.norm == "post" else v["residual_2"]
+            x = v["layernorm_2"] if cfg.norm == "post" else v["residual_2"]   # the block's output
         else:
             x, _ = nr.block(x, p, f"transformer.layer.{i}", cfg, seen)
     if cfg.norm == "pre":
@@ -215,42 +219,13 @@ def numpy_steps(p: dict, cfg, ids, types, layer: int, head: int, pooling: str) -
 
 
 def _layer_steps(x, p, name, cfg, head, keep) -> dict:
-    """One block written out step by step, keeping every intermediate. keep: which keys each
-    query sees, (T,) or causal (T, T)."""
-    ln = {n: (p[f"{name}.{n}.weight"], p[f"{name}.{n}.bias"], cfg.layer_norm_eps)
-          for n in ("sa_layer_norm", "output_layer_norm")}
-    att, ffn = name + ".attention", name + ".ffn"
-    v = {"layer_input": x}
-    if cfg.norm == "pre":
-        x = v["layernorm_1"] = nr.layer_norm(x, *ln["sa_layer_norm"])
-    q_all, k_all, v_all = (nr.linear(x, p, f"{att}.{m}") for m in ("q_lin", "k_lin", "v_lin"))
-    dh = cfg.dim // cfg.n_heads
-    cols = slice(head * dh, (head + 1) * dh)
-    v["q"], v["k"], v["v"] = q_all[:, cols], k_all[:, cols], v_all[:, cols]
-    v["scores"] = nr.attention_scores(v["q"], v["k"])
-    v["masked_scores"] = nr.mask_scores(v["scores"], keep, fill=-np.inf)
-    v["weights"] = nr.softmax(v["masked_scores"])
-    v["head_output"] = v["weights"] @ v["v"]
-    # All heads at once, the same three lines on (H, T, Dh) arrays, then side by side.
-    heads = [nr.split_heads(a, cfg.n_heads) for a in (q_all, k_all, v_all)]
-    weights_all = nr.softmax(nr.mask_scores(nr.attention_scores(heads[0], heads[1]), keep))
-    v["heads_concat"] = nr.merge_heads(weights_all @ heads[2])
-    v["attention_output"] = nr.linear(v["heads_concat"], p, att + ".out_lin")
-    approx = cfg.activation == "gelu_tanh"
-    if cfg.norm == "post":
-        v["residual_1"] = v["layer_input"] + v["attention_output"]
-        x = v["layernorm_1"] = nr.layer_norm(v["residual_1"], *ln["sa_layer_norm"])
-    else:
-        v["residual_1"] = v["layer_input"] + v["attention_output"]
-        x = v["layernorm_2"] = nr.layer_norm(v["residual_1"], *ln["output_layer_norm"])
-    v["ffn_hidden"] = nr.linear(x, p, ffn + ".lin1")
-    v["ffn_activation"] = nr.gelu(v["ffn_hidden"], approx)
-    v["ffn_output"] = nr.linear(v["ffn_activation"], p, ffn + ".lin2")
-    if cfg.norm == "post":
-        v["residual_2"] = v["layernorm_1"] + v["ffn_output"]
-        v["layernorm_2"] = nr.layer_norm(v["residual_2"], *ln["output_layer_norm"])
-    else:
-        v["residual_2"] = v["residual_1"] + v["ffn_output"]
+    """One block's intermediates (numpy_ref.block_steps, the reference's own), the attention's
+    for the chosen head. keep: which keys each query sees, (T,) or causal (T, T)."""
+    v = nr.block_steps(x, p, name, cfg, keep, fill=-np.inf)
+    for key in ("q", "k", "v", "scores", "masked_scores", "weights"):
+        v[key] = v[key][head]
+    v["head_output"] = v.pop("head_outputs")[head]
+    del v["output"]
     return v
 
 

@@ -57,6 +57,7 @@ class Manifest:
     generation: int = 0               # database generation the snapshot covers
     store_id: str | None = None       # the database's store id (None: a format 1 manifest)
     metric: str = "cosine"
+    encoders: list | None = None      # backend + precision of each encoder that embedded (None: not recorded)
     written: float = 0.0              # time.time() of the save
     format: str = FORMAT
     format_version: int = FORMAT_VERSION

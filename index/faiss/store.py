@@ -33,7 +33,7 @@ import numpy as np
 
 from core.errors import Cancelled, InputError
 from index import fingerprint as fpmod
-from index.base import EMBED_WINDOW, AddResult, Hit, Store, check_texts, normalize, plan_unique
+from index.base import EMBED_WINDOW, AddResult, Hit, Store, check_texts, encoder_of, normalize, plan_unique
 from index.durability import (
     WriterLock,
     atomic_write_with,
@@ -60,6 +60,7 @@ from index.faiss.snapshot import (
     set_damaged_aside,
 )
 from index.records import split_meta
+from index.store_files import check_readable, refuse_links
 from index.whitening import WHITENING_FILE, describe_whitening, is_whitened, store_fingerprint
 from index.whitening import load as load_whitening
 from index.whitening import write as write_whitening
@@ -90,6 +91,7 @@ class VectorStore(Store):
         self._mutex = threading.RLock()
         self._index: FaissIndex | None = None
         self._fp: dict = db.get_meta("fingerprint")
+        self._encoders = db.get_meta("encoders")          # None: a store from before they were recorded
         self._dim: int = int(db.get_meta("dim"))
         self._request: str = db.get_meta("index_request", "auto")
         self._params: dict = db.get_meta("index_params", {}) or {}
@@ -140,6 +142,8 @@ class VectorStore(Store):
         db_path = folder / DB_NAME
         if folder.exists() and not folder.is_dir():
             raise StoreError(f"{folder} is a file, not a store folder")
+        check_readable(folder)
+        refuse_links(folder)
         if not check_regular(db_path, "sentence database", remedy="restore"):
             if not create:
                 if (folder / MANIFEST_NAME).exists():
@@ -338,6 +342,11 @@ class VectorStore(Store):
     def writable(self) -> bool:
         return self._lock is not None
 
+    def _save_encoders(self, record: list) -> None:
+        # vectors were just added, so the save that follows writes a new manifest with the record
+        with self._mutex, self._db.transaction():
+            self._db.set_meta("encoders", record)
+
     def _need_writer(self):
         if self._closed:
             raise StoreError("the store is closed")
@@ -461,11 +470,13 @@ class VectorStore(Store):
                     db.apply_staged()
                     db.set_meta("fingerprint", fp)
                     db.set_meta("dim", int(fp["dim"]))
+                    db.set_meta("encoders", [encoder_of(backend)])
                     db.bump(structural=True)
             finally:
                 db.stage_drop()
             self._fp = fp
             self._dim = int(fp["dim"])
+            self._encoders = [encoder_of(backend)]
             kind = self._index.kind if self._request != "auto" else None
             self._rebuild_index(kind)
         self.save()
@@ -523,7 +534,8 @@ class VectorStore(Store):
             man = Manifest(fingerprint=self._fp, dim=self._dim, index_kind=self._index.kind,
                            index_params=self._index.params, index_file=name, index_bytes=size,
                            index_sha256=sha256_file(path), count=self._index.ntotal,
-                           max_id=self._db.max_id(), generation=gen, store_id=self._db.store_id)
+                           max_id=self._db.max_id(), generation=gen, store_id=self._db.store_id,
+                           encoders=self._encoders)
             try:
                 write_manifest(self.folder, man)
             except OSError as e:
@@ -551,16 +563,11 @@ class VectorStore(Store):
     # ---------------------------------------------------------------------------------------
     # reading
     # ---------------------------------------------------------------------------------------
-    def search(self, query, k: int = 10, *, backend=None, fingerprint=None):
-        """Nearest sentences by cosine similarity.
-
-        query: a text (embedded with `backend`, which must be the store's model), a vector
-        (D,) -> list[Hit], or a matrix (n, D) / list of texts -> list[list[Hit]].
-        Results are sorted by score (ties by id); k larger than the store is fine.
-        """
+    def search(self, vectors, k: int = 10, *, fingerprint=None):
+        """Nearest sentences by cosine similarity (see Store.search); k larger than the store is fine."""
         if self._closed:
             raise StoreError("the store is closed")
-        q, single = self._query_vectors(query, backend, fingerprint)
+        q, single = self._query_vectors(vectors, fingerprint)
         k = int(k)
         if k < 1:
             raise InputError("k must be at least 1")

@@ -11,8 +11,10 @@ from index.store_location import DEFAULT_COLLECTION, TOKEN_ENV, Location
 
 INSTALL_HINT = "pip install 'encoderscope[milvus]'"
 # Words in a server's error that mean the credentials were refused.
-_AUTH_WORDS = ("auth", "token", "credential", "password", "permission", "privilege",
-               "unauthenticated", "denied")
+_AUTH_WORDS = ("auth", "token", "credential", "password", "unauthenticated")
+# Words that mean the credentials were accepted but lack a privilege.
+_PRIVILEGE_WORDS = ("privilege", "permission deny", "permission denied", "permissiondenied",
+                    "not authorized to")
 
 
 def import_pymilvus():
@@ -74,14 +76,14 @@ def _missing_database(loc: Location) -> StoreNotFound:
     default = loc.uri + (f"?collection={loc.collection}" if loc.collection != DEFAULT_COLLECTION
                          else "")
     return StoreNotFound(
-        f"the Milvus server {loc.uri} has no database {loc.db_name!r}: ask its administrator "
-        f"to create it, or use the default database", location=default)
+        f"the Milvus server {loc.uri} has no database {loc.db_name}: ask its administrator "
+        f"to create it, or use the default database (--store {default})")
 
 
 def unavailable(loc: Location, e: Exception, what: str, has_token: bool = True) -> StoreError:
     """The StoreError for a failed call: refused credentials, a timeout, no connection, or
     anything else the server said."""
-    msg = str(getattr(e, "message", "") or e)
+    msg = one_line(e)
     refused = _refused_credentials(e)
     if refused:       # pymilvus words this as "Fail connecting ... server unavailable"
         msg = refused
@@ -89,6 +91,10 @@ def unavailable(loc: Location, e: Exception, what: str, has_token: bool = True) 
     where = loc.describe()
     if "database not found" in low and loc.db_name:
         return _missing_database(loc)
+    if _denied(e) or (not refused and any(w in low for w in _PRIVILEGE_WORDS)):
+        return StoreUnavailable(f"{where} accepted the credentials but their user may not "
+                                f"{what} ({msg}): ask the server's administrator to grant "
+                                "that privilege, or use a token of a user who has it")
     if any(w in low for w in _AUTH_WORDS):
         tok = (f"check the token in ${TOKEN_ENV}" if has_token else
                f"set ${TOKEN_ENV} to the server's token (user:password or an API key)")
@@ -106,6 +112,45 @@ def unavailable(loc: Location, e: Exception, what: str, has_token: bool = True) 
     return StoreError(f"{where} could not {what}: {msg}")
 
 
+def one_line(e: BaseException) -> str:
+    """What an error says, on one line and without a repr: a gRPC error's details (pymilvus
+    wraps an `_InactiveRpcError` whose str is several lines of status fields)."""
+    first, seen = e, 0
+    while e is not None and seen < 5:
+        details = getattr(e, "details", None)
+        if callable(details):
+            try:
+                text = details()
+                if text:
+                    return " ".join(str(text).split())
+            except Exception:  # noqa: BLE001,S110  (not a gRPC error after all)
+                pass
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    e = first
+    text = str(getattr(e, "message", "") or e)
+    if "_InactiveRpcError" in text or "status = " in text:
+        import re
+        m = re.search(r'details = "([^"]*)"', text)
+        text = m.group(1) if m else text.split("\n")[0]
+    return " ".join(text.split()).strip("<>") or type(e).__name__
+
+
+def _denied(e: BaseException) -> bool:
+    """Whether a gRPC status (of e or a cause) says PERMISSION_DENIED."""
+    seen = 0
+    while e is not None and seen < 5:
+        code = getattr(e, "code", None)
+        if callable(code):
+            try:
+                if getattr(code(), "name", "") == "PERMISSION_DENIED":
+                    return True
+            except Exception:  # noqa: BLE001,S110
+                pass
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return False
+
+
 def _refused_credentials(e: BaseException) -> str | None:
     """The server's words when it (or a cause of e) refused the credentials, else None."""
     seen = 0
@@ -113,7 +158,7 @@ def _refused_credentials(e: BaseException) -> str | None:
         code = getattr(e, "code", None)
         if callable(code):
             try:
-                if getattr(code(), "name", "") in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+                if getattr(code(), "name", "") == "UNAUTHENTICATED":
                     details = getattr(e, "details", None)
                     return str(details() if callable(details) else e)
             except Exception:  # noqa: BLE001,S110  (not a gRPC error after all)
@@ -123,16 +168,28 @@ def _refused_credentials(e: BaseException) -> str | None:
     return None
 
 
+# Calls that change something on the server: under a writer lock each is fenced (lease.py).
+WRITES = frozenset({"insert", "upsert", "delete", "alter_collection_properties",
+                    "drop_collection_properties", "drop_collection", "rename_collection",
+                    "create_collection", "create_index", "drop_index", "flush"})
+
+
 class Caller:
-    """Runs a client call, turning pymilvus/gRPC errors into worded StoreErrors."""
+    """Runs a client call, turning pymilvus/gRPC errors into worded StoreErrors. While a
+    writer lock is held (`lease`), every call is fenced by it and its timeout is cut to what
+    is left of the lease."""
 
     def __init__(self, loc: Location, timeout: float | None):
         self.loc = loc
         self.timeout = timeout     # seconds per call on a server; None on Lite
+        self.lease = None          # the ServerWriterLock held, if any
 
-    def __call__(self, fn, *args, what: str, **kw):
+    def __call__(self, fn, *args, what: str, fenced: bool = True, **kw):
         if self.timeout is not None and "timeout" not in kw:
             kw["timeout"] = max(self.timeout, 30.0)
+        if fenced and self.lease is not None:
+            left = self.lease.fence(write=getattr(fn, "__name__", "") in WRITES)
+            kw["timeout"] = min(kw.get("timeout") or left, left)
         try:
             return fn(*args, **kw)
         except StoreError:

@@ -2,11 +2,14 @@
 the server counts, independent of how the rows got there.
 
 Found: rows hidden behind another row's id (Milvus keeps both rows of one primary key and
-counts both, but a read returns one), texts stored twice under two ids, rows whose hash is not
-their text's, and a sample of stored vectors that are not their text's embedding.
+counts both, but a read returns one), texts stored twice under two ids (grouped by the text's
+own hash, so a copy stored under a wrong hash is found too), rows whose hash is not their
+text's, and stored vectors that are not their text's embedding (a sample, or every one).
 Repaired: a hidden row is dropped (its id keeps the row a read returns; the hidden text is not
 readable, so the report asks to ingest again, which adds it as new), a text stored twice keeps
-its smallest id. Everything runs under the writer lock on a server.
+its smallest id, a wrong hash is written again from the text, a wrong vector is embedded
+again. The report after repairing is checked again. Everything runs under the writer lock on
+a server.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from index.milvus.calls import plain_rows
 WINDOW = 10_000
 SAMPLE = 32
 MIN_COSINE = 0.99
+EMBED_CHUNK = 256            # rows re-embedded per step of a full check or a repair
 
 
 def _count(store, expr: str) -> int:
@@ -43,55 +47,79 @@ def _crowded_ids(store, lo: int, hi: int, readable: set) -> list[int]:
     return _crowded_ids(store, lo, mid, readable) + _crowded_ids(store, mid, hi, readable)
 
 
-def check(store, backend=None, repair: bool = False) -> dict:
-    """The report: rows (server count), readable, hidden ids, duplicate texts (hash -> ids),
-    wrong hashes, vectors sampled / off, and what repair did."""
+def check(store, backend=None, repair: bool = False, full: bool = False) -> dict:
+    """The report: rows (server count), readable, hidden ids, duplicate texts (the text's own
+    hash -> ids, whatever hash they were stored under), wrong hashes, vectors checked / off
+    (every vector with full, else a sample), and with repair what it did and the report
+    after it ("after"), where anything left is what repair could not fix."""
     with store._mutex, store._commit_guard():
-        store._unseen_delete = True         # the first read waits for every writer's rows
-        total = _count(store, "")
-        rows = list(store._scan(["hash", "text"]))
-        readable = {int(r["id"]) for r in rows}
-        top = max(readable, default=0) + 1
-        top = store._server_top(top) if store.loc.kind == "server" else top
-        hidden = []
-        if total > len(readable):
-            for lo in range(0, top, WINDOW):
-                hidden += _crowded_ids(store, lo, min(lo + WINDOW, top), readable)
-        by_hash: dict[str, list[int]] = {}
-        wrong_hash = []
-        for r in rows:
-            by_hash.setdefault(r["hash"], []).append(int(r["id"]))
-            if store._hash(r["text"]) != r["hash"]:
-                wrong_hash.append(int(r["id"]))
-        twice = {h: sorted(ids) for h, ids in by_hash.items() if len(ids) > 1}
-        report = {"rows": total, "readable": len(readable), "hidden_ids": hidden,
-                  "duplicates": twice, "wrong_hash": wrong_hash}
-        report.update(_sample_vectors(store, rows, backend))
+        report = _findings(store, backend, full)
         if repair:
-            report["repaired"] = _repair(store, hidden, twice)
+            report["repaired"] = _repair(store, report, backend)
+            report["after"] = _findings(store, backend, full)
     return report
 
 
-def _sample_vectors(store, rows, backend) -> dict:
+def _findings(store, backend, full: bool) -> dict:
+    store._unseen_delete = True         # the first read waits for every writer's rows
+    total = _count(store, "id >= 0")
+    rows = list(store._scan(["hash", "text"]))
+    readable = {int(r["id"]) for r in rows}
+    top = max(readable, default=0) + 1
+    top = store._server_top(top) if store.loc.kind == "server" else top
+    hidden = []
+    if total > len(readable):
+        for lo in range(0, top, WINDOW):
+            hidden += _crowded_ids(store, lo, min(lo + WINDOW, top), readable)
+    by_text: dict[str, list[int]] = {}
+    wrong_hash = []
+    for r in rows:
+        own = store._hash(r["text"])
+        by_text.setdefault(own, []).append(int(r["id"]))
+        if own != r["hash"]:
+            wrong_hash.append(int(r["id"]))
+    twice = {h: sorted(ids) for h, ids in by_text.items() if len(ids) > 1}
+    report = {"rows": total, "readable": len(readable), "hidden_ids": hidden,
+              "duplicates": twice, "wrong_hash": wrong_hash}
+    report.update(_check_vectors(store, rows, backend, full))
+    return report
+
+
+def _check_vectors(store, rows, backend, full: bool) -> dict:
+    """Stored vectors against their texts embedded again: all of them (full) or a sample."""
     if backend is None or not rows:
-        return {"sampled": 0, "vectors_off": []}
-    pick = [rows[int(i)] for i in np.linspace(0, len(rows) - 1, min(SAMPLE, len(rows)))]
-    ids = [int(r["id"]) for r in pick]
-    stored = store._records(ids, ["vector", "text"])
-    texts = [stored[i]["text"] for i in ids if i in stored]
-    got = np.asarray([stored[i]["vector"] for i in ids if i in stored], np.float32)
+        return {"sampled": 0, "vectors_off": [], "full": full}
+    if full:
+        pick = rows
+    else:
+        pick = [rows[int(i)] for i in np.linspace(0, len(rows) - 1, min(SAMPLE, len(rows)))]
+    off, checked = [], 0
+    for s in range(0, len(pick), EMBED_CHUNK):
+        ids = [int(r["id"]) for r in pick[s:s + EMBED_CHUNK]]
+        stored = store._records(ids, ["vector", "text"])
+        ids = [i for i in ids if i in stored]
+        if not ids:
+            continue
+        got = np.asarray([stored[i]["vector"] for i in ids], np.float32)
+        want = _embedded(store, backend, [stored[i]["text"] for i in ids])
+        got /= np.maximum(np.linalg.norm(got, axis=1, keepdims=True), 1e-12)
+        cos = np.sum(got * want, axis=1)
+        off += [i for i, c in zip(ids, cos) if not c >= MIN_COSINE]
+        checked += len(ids)
+    return {"sampled": checked, "vectors_off": off, "full": full}
+
+
+def _embedded(store, backend, texts) -> np.ndarray:
     want = np.asarray(backend.embed(texts, pooling=store.pooling), np.float32)
-    want /= np.linalg.norm(want, axis=1, keepdims=True)
-    got /= np.linalg.norm(got, axis=1, keepdims=True)
-    cos = np.sum(got * want, axis=1)
-    off = [i for i, c in zip([i for i in ids if i in stored], cos) if c < MIN_COSINE]
-    return {"sampled": len(texts), "vectors_off": off}
+    return want / np.maximum(np.linalg.norm(want, axis=1, keepdims=True), 1e-12)
 
 
-def _repair(store, hidden: list[int], twice: dict) -> dict:
+def _repair(store, report: dict, backend) -> dict:
     """Hidden rows dropped (the readable row of each id written back alone), duplicate texts
-    cut to their smallest id."""
+    cut to their smallest id, wrong hashes written again from the text, wrong vectors
+    embedded again (with `backend`; without one they stay, and are reported)."""
     c, call = store._client, store._call
+    hidden, twice = report["hidden_ids"], report["duplicates"]
     for s in range(0, len(hidden), 500):
         part = hidden[s:s + 500]
         keep = plain_rows(call(c.get, store._name, ids=part, output_fields=["*"],
@@ -102,6 +130,25 @@ def _repair(store, hidden: list[int], twice: dict) -> dict:
     extra = [i for ids in twice.values() for i in ids[1:]]
     for s in range(0, len(extra), 500):
         call(c.delete, store._name, ids=extra[s:s + 500], what="remove duplicate texts")
+    gone = set(extra)
+    rehash = [i for i in report["wrong_hash"] if i not in gone]
+    revector = [i for i in report["vectors_off"] if i not in gone] if backend is not None else []
+    fixed = sorted(set(rehash) | set(revector))
+    for s in range(0, len(fixed), EMBED_CHUNK):
+        part = fixed[s:s + EMBED_CHUNK]
+        rows = plain_rows(call(c.get, store._name, ids=part, output_fields=["*"],
+                               what="read sentences", **_strong(store)))
+        if not rows:
+            continue
+        again = [r for r in rows if int(r["id"]) in set(revector)]
+        if again:
+            vecs = _embedded(store, backend, [r["text"] for r in again])
+            for r, v in zip(again, vecs):
+                r["vector"] = v.tolist()
+        for r in rows:
+            r["hash"] = store._hash(r["text"])
+        call(c.upsert, store._name, data=rows, what="write repaired sentences")
     store._unseen_delete = True
     store._hash_ids = None
-    return {"hidden_dropped": len(hidden), "duplicates_removed": len(extra)}
+    return {"hidden_dropped": len(hidden), "duplicates_removed": len(extra),
+            "hashes_rewritten": len(rehash), "vectors_reembedded": len(revector)}

@@ -1,118 +1,22 @@
 """Ids, duplicates and reads on a Milvus server, where several writers may share a collection and the
 server may restart at any moment.
 
-No counter is trusted alone: a writer commits under the collection's writer lock and, holding
-it, reads back (Strong consistency) which of its texts are stored and the highest stored id at
-or above the next_id hint, so a hint rolled back by a server restart (a known Milvus bug, milvus-io/milvus#30144: an
-acknowledged property change lost) can never hand out an id in use. The hint itself keeps the
-ids of removed rows from coming back.
-
-The writer lock is a collection, NAME__writer, whose description names its holder: creating a
-collection that exists with other parameters fails, so exactly one writer's create succeeds.
-A holder killed mid-commit leaves it behind; it counts as abandoned after STALE_AFTER seconds
-(a commit holds it for one batch, well under a second).
+No counter is trusted alone: a writer commits under the collection's writer lock (lease.py)
+and, holding it, reads back (Strong consistency) which of its texts are stored, the highest
+stored id at or above the next_id hint and the id mark (marks.py), so a hint rolled back by a
+server restart (a known Milvus bug, milvus-io/milvus#30144: an acknowledged property change
+lost) can never hand out an id in use or one of a removed sentence.
 """
 from __future__ import annotations
 
 import contextlib
 import json
-import random
-import time
-import uuid
 
-from index.errors import StoreError, StoreUnavailable
+from index import fingerprint as fpmod
+from index.errors import ModelMismatch
 from index.milvus.calls import plain_rows
+from index.milvus.lease import ServerWriterLock
 from index.milvus.schema import PROP
-
-LOCK_SUFFIX = "__writer"
-LOCK_PREFIX = "encoderscope writer lock"
-STALE_AFTER = 20.0
-WAIT_FOR_LOCK = 120.0
-
-
-def lock_name(collection: str) -> str:
-    return collection + LOCK_SUFFIX
-
-
-class ServerWriterLock:
-    """The writer lock of one collection on a server (see the module docstring)."""
-
-    def __init__(self, client, call, collection: str, describe: str):
-        self.client = client
-        self.call = call
-        self.name = lock_name(collection)
-        self.describe = describe          # the store, for messages
-        self.token = None
-
-    def _schema(self, token: str):
-        from pymilvus import DataType, MilvusClient
-        schema = MilvusClient.create_schema(
-            auto_id=False, description=f"{LOCK_PREFIX} {token} {time.time():.3f}")
-        schema.add_field("id", DataType.INT64, is_primary=True)
-        schema.add_field("v", DataType.FLOAT_VECTOR, dim=2)   # Milvus wants a vector field
-        return schema
-
-    def acquire(self, wait: float = WAIT_FOR_LOCK) -> None:
-        token = uuid.uuid4().hex
-        start = time.monotonic()
-        while True:
-            try:
-                self.call(self.client.create_collection, self.name, schema=self._schema(token),
-                          what="take the writer lock")
-                self.token = token
-                return
-            except StoreUnavailable:
-                raise
-            except StoreError as e:
-                if "duplicate collection" not in str(e) and "already exist" not in str(e):
-                    raise
-            held = self._held_for()
-            if held is not None and held > STALE_AFTER:
-                self._drop(expect=None)       # its holder died mid-commit
-                continue
-            if time.monotonic() - start > wait:
-                raise StoreUnavailable(
-                    f"another writer has held the writer lock of {self.describe} for "
-                    f"{held or 0:.0f} s; try again when it is done (an abandoned lock is "
-                    f"taken over after {STALE_AFTER:.0f} s)")
-            time.sleep(0.02 + random.random() * 0.08)
-
-    def _held_for(self) -> float | None:
-        """Seconds since the current holder took the lock; None when it is gone."""
-        try:
-            desc = self.call(self.client.describe_collection, self.name,
-                             what="read the writer lock")
-        except StoreUnavailable:
-            raise
-        except StoreError:
-            return None
-        parts = str(desc.get("description", "")).split()
-        try:
-            return time.time() - float(parts[-1])
-        except (ValueError, IndexError):
-            return STALE_AFTER + 1      # not one of ours: treat as abandoned
-
-    def _holder(self) -> str | None:
-        try:
-            desc = self.call(self.client.describe_collection, self.name,
-                             what="read the writer lock")
-        except StoreError:
-            return None
-        parts = str(desc.get("description", "")).split()
-        return parts[-2] if len(parts) >= 2 else None
-
-    def _drop(self, expect: str | None) -> None:
-        if expect is not None and self._holder() != expect:
-            return       # taken over after we were too slow: not ours to drop
-        try:
-            self.call(self.client.drop_collection, self.name, what="release the writer lock")
-        except StoreError:
-            pass         # the server is gone; the lock goes stale and is taken over
-
-    def release(self) -> None:
-        if self.token is not None:
-            token, self.token = self.token, None
-            self._drop(expect=token)
 
 
 def verified_next_id(store, hint: int, stored: list[int]) -> int:
@@ -127,6 +31,7 @@ def verified_next_id(store, hint: int, stored: list[int]) -> int:
 
 HASH_CHUNK = 1024            # hashes per duplicate query on a server (each read waits its tick)
 QUERY_CHUNK = 500            # hashes / ids per `in [...]` filter
+MARK_ID = -1                 # the row that keeps the highest id handed out (never a sentence)
 
 
 class ServerCommits:
@@ -135,20 +40,37 @@ class ServerCommits:
 
     @contextlib.contextmanager
     def _commit_guard(self):
-        """On a server: the writer lock around a commit's duplicate check and insert, and
-        the first free id read back under it. Lite: one writer process already (its lock)."""
+        """On a server: the writer lock (a fenced lease) around a commit or a whole write
+        operation (remove, rebuild, repair, migrate), re-entrant; under it every call is
+        fenced (lease.py). Lite and FAISS: one writer process already (the folder's lock)."""
         if self.loc.kind != "server" or self._server_lock is not None:
             yield
             return
         lock = ServerWriterLock(self._client, self._call, self._name, self.loc.describe())
         lock.acquire()
         self._server_lock = lock
+        self._call.lease = lock
         try:
+            self._same_model_as_stored()
             yield
         finally:
+            self._call.lease = None
             self._server_lock = None
             self._free_id = None
             lock.release()
+
+    def _same_model_as_stored(self) -> None:
+        """Under the lock: the collection still holds vectors of this store's model (another
+        writer may have re-embedded it since this one opened it)."""
+        props = self._call(self._client.describe_collection, self._name,
+                           what="read the collection").get("properties") or {}
+        stored = json.loads(props.get(PROP + "fingerprint", "{}") or "{}")
+        if stored and fpmod.as_dict(stored) != fpmod.as_dict(self._fp):
+            raise ModelMismatch(
+                f"the store at {self.location} was re-embedded with {fpmod.describe(stored)} by "
+                f"another writer while this one had it open with {fpmod.describe(self._fp)}; "
+                "nothing more was written: run the command again",
+                store_model=stored.get("model"), other_model=self._fp.get("model"))
 
     def _server_query(self, filter: str, fields, *, strong: bool = False, limit=None):
         kw = {"limit": limit} if limit is not None else {}
@@ -162,6 +84,20 @@ class ServerCommits:
         props = self._call(self._client.describe_collection, self._name,
                            what="read the collection").get("properties") or {}
         return max(self._next_id, int(props.get(PROP + "next_id", 1)))
+
+    def _id_mark(self) -> int:
+        """The highest id ever handed out as the mark row keeps it (0: none), read Strong."""
+        rows = self._server_query(f"id == {MARK_ID}", ["row"], strong=True)
+        return max([0] + [int(r.get("row") or 0) for r in rows])
+
+    def _keep_id_mark(self, highest: int) -> None:
+        """Remember `highest` as handed out, in a row (rows survive a restart; properties may
+        not): removing the newest sentences must not free their ids. Under the lock."""
+        top = max(highest, self._id_mark(), self._hint() - 1)
+        vector = [1.0] + [0.0] * (self._dim - 1)
+        self._call(self._client.upsert, self._name,
+                   data=[self._row(MARK_ID, vector, "", "", None, top, 0.0, None)],
+                   what="keep the highest id handed out")
 
     def _set_next_id(self, value: int) -> None:
         self._call(self._client.alter_collection_properties, self._name,
@@ -180,15 +116,19 @@ class ServerCommits:
         for i in range(0, max(len(hashes), 1 if hint else 0), chunk):
             part = hashes[i:i + chunk]
             expr = f"hash in {json.dumps(part)}"
-            if hint is not None:     # one Strong read: the stored texts and ids above the hint
-                expr = f"({expr}) or id >= {hint}" if part else f"id >= {hint}"
+            if hint is not None:     # one Strong read: the stored texts, ids above the hint, the mark
+                expr = (f"({expr}) or id >= {hint} or id == {MARK_ID}" if part
+                        else f"id >= {hint} or id == {MARK_ID}")
             # Under the lock the first read waits for every writer's rows (Strong); later ones
             # are served past that point already.
-            rows = self._server_query(expr, ["id", "hash"], strong=locked and i == 0) \
+            rows = self._server_query(expr, ["id", "hash", "row"], strong=locked and i == 0) \
                 if self.loc.kind == "server" else plain_rows(self._call(
                     self._client.query, self._name, filter=expr,
                     output_fields=["id", "hash"], what="look for duplicates"))
             if hint is not None:
+                mark = max([0] + [int(r.get("row") or 0) for r in rows
+                                  if int(r["id"]) == MARK_ID])
+                hint = max(hint, mark + 1)
                 self._free_id = verified_next_id(
                     self, hint, [int(r["id"]) for r in rows if int(r["id"]) >= hint])
                 hint = None

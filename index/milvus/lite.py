@@ -20,10 +20,11 @@ import time
 from pathlib import Path
 
 from core.errors import InputError
-from index.durability import WriterLock, atomic_write
+from index.durability import WriterLock, atomic_write, write_failed
 from index.errors import StoreCorrupted, StoreError, StoreLocked, StoreNotFound
 from index.milvus.calls import INSTALL_HINT
 from index.milvus.schema import FORMAT, FORMAT_VERSION
+from index.store_files import LITE_FILES, kind_of, refuse_links
 from index.store_location import LITE_MANIFEST, Location
 
 RELEASE_WAIT = 5.0      # s to wait for a dead or closed writer's Milvus Lite lock to clear
@@ -84,6 +85,10 @@ def prepare(loc: Location, writable: bool, create: bool, fingerprint) -> WriterL
     writable, and make sure no other process has Milvus Lite running on it."""
     folder = loc.path
     manifest = folder / LITE_MANIFEST
+    if os.path.exists(folder) and not folder.is_dir():
+        raise StoreError(f"{folder} is {kind_of(folder)}, not a store folder; give a folder "
+                         "(a new one to create a store) after milvus-lite:")
+    refuse_links(folder, LITE_FILES, ())
     if not manifest.exists():
         if not create:
             if (folder / "store.db").exists():
@@ -92,7 +97,10 @@ def prepare(loc: Location, writable: bool, create: bool, fingerprint) -> WriterL
             raise StoreNotFound(f"no store at {loc}", location=str(loc))
         if fingerprint is None:
             raise InputError("creating a store needs the model fingerprint")
-        folder.resolve().mkdir(parents=True, exist_ok=True)     # a dangling link: its target
+        try:
+            folder.resolve().mkdir(parents=True, exist_ok=True)     # a dangling link: its target
+        except OSError as e:
+            raise write_failed(folder, e, f"the store folder {folder}") from None
         strangers = [p.name for p in folder.iterdir()
                      if p.name not in ("lock", loc.lite_db.name) and not p.name.startswith(".")]
         if strangers:

@@ -8,7 +8,15 @@ import time
 from index import fingerprint as fpmod
 from index.base import EMBED_WINDOW, normalize
 from index.errors import StoreError
-from index.milvus.schema import FORMAT_VERSION, PROP, create_collection, index_spec
+from index.milvus.ids import MARK_ID
+from index.milvus.schema import (
+    FORMAT_VERSION,
+    PROP,
+    create_collection,
+    index_spec,
+    is_ours,
+    not_ours,
+)
 from index.records import split_meta
 from index.text_hash import hash_for_format
 
@@ -28,6 +36,8 @@ def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
     with store._mutex:
         store._flush()
         if call(c.has_collection, staging, what="look up the collection"):
+            if not is_ours(call(c.describe_collection, staging, what="read the collection")):
+                raise not_ours(store.loc, staging, "keeps a rebuild until it is done")
             call(c.drop_collection, staging, what="drop an unfinished rebuild")
         # The new collection is of the current format (its text hash too): a rebuild
         # upgrades a format 1 store.
@@ -52,6 +62,11 @@ def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
                 done += len(rows)
                 if progress:
                     progress(done, total)
+            if store.loc.kind == "server":     # removed ids stay handed out (ids.py)
+                top = max(store._id_mark(), store._hint() - 1)
+                call(c.insert, staging, data=[store._row(
+                    MARK_ID, [1.0] + [0.0] * (int(fp["dim"]) - 1), "", "", None, top, 0.0,
+                    None)], what="keep the highest id handed out")
             call(c.flush, staging, what="flush")
             call(c.alter_collection_properties, staging,
                  properties={PROP + "rebuild_complete": "1",

@@ -25,6 +25,7 @@ from index.errors import StoreLocked
 from index.milvus.calls import plain_rows
 from index.milvus.lite import UNCLEAN
 from index.milvus.schema import FIELDS, PROP
+from index.store_files import touch_own
 
 INSERT_CHUNK = 1000          # rows per upsert call
 QUERY_CHUNK = 500            # ids per get call
@@ -55,7 +56,7 @@ def after_crash_check(store) -> None:
                 if temp is not None:
                     temp.release()
     if store._writable:
-        marker.touch()
+        touch_own(marker)
 
 
 def repair_duplicates(store) -> int:

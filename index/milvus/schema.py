@@ -16,8 +16,9 @@ nullable fields, so a missing source is stored as "", row as -1 and meta as {}).
 
 Servers: Milvus 2.3 or newer. 2.3 indexes a VARCHAR with Trie (INVERTED came in 2.4);
 nullable fields came in 2.5. A collection is complete once both indexes exist: creating
-builds them in separate calls, and a collection left without them is removed by the next
-writable open (it holds no rows: rows are only written after creating succeeded).
+builds them in separate calls, and a collection of ours left without them and without rows
+is removed by the next writable open (rows are only written after creating succeeded). A
+collection without the format property is never dropped or written: it is not ours.
 """
 from __future__ import annotations
 
@@ -133,10 +134,38 @@ def create_collection(client, call, loc: Location, name: str, fpd: dict, request
         raise
 
 
-def is_half_made(client, call, loc: Location, name: str) -> bool:
-    """A collection whose creating stopped before its indexes were built (it holds no rows)."""
+def not_ours(loc: Location, name: str, role: str = "") -> StoreError:
+    """The refusal for a collection Encoderscope did not make, in a store's place (or, with
+    role, in the place of one of its companions)."""
+    what = f"where the store {role}" if role else "where the store would be"
+    return StoreError(
+        f"the collection {name} on {loc.describe()} was not made by Encoderscope (it has no "
+        f"{PROP}format property), {what}; it was left as it is: choose another collection "
+        f"for the store with ?collection=NAME")
+
+
+def is_ours(desc: dict) -> bool:
+    return (desc.get("properties") or {}).get(PROP + "format") == FORMAT
+
+
+def half_made_or_foreign(client, call, loc: Location, name: str) -> bool:
+    """True for a collection of ours whose creating stopped before its indexes were built
+    (it holds no rows: the caller may drop it). A collection Encoderscope did not make, or
+    one of ours without indexes that holds rows, is refused: never dropped."""
+    desc = call(client.describe_collection, name, what="read the collection")
+    if not is_ours(desc):
+        raise not_ours(loc, name)
     have = set(call(client.list_indexes, name, what="read the collection's indexes") or [])
-    return not required_indexes(loc) <= have
+    if required_indexes(loc) <= have:
+        return False
+    stats = call(client.get_collection_stats, name, what="count the collection's rows") or {}
+    rows = int(stats.get("row_count", 0) or 0)
+    if rows:
+        raise StoreCorrupted(
+            f"the collection {name} on {loc.describe()} has lost its indexes but holds {rows} "
+            "rows; it was left as it is: rebuild its indexes with `encoderscope ingest "
+            "--rebuild`, or choose another collection with ?collection=NAME", path=loc.path)
+    return True
 
 
 def check_collection(loc: Location, name: str, desc: dict) -> tuple[dict, int, int]:
@@ -144,10 +173,7 @@ def check_collection(loc: Location, name: str, desc: dict) -> tuple[dict, int, i
     StoreCorrupted when it is not an Encoderscope store this version reads."""
     props = dict(desc.get("properties") or {})
     if props.get(PROP + "format") != FORMAT:
-        raise StoreCorrupted(
-            f"the collection {name!r} at {loc} was not made by Encoderscope (it has no "
-            f"{PROP}format property); choose another collection with ?collection=NAME",
-            path=loc.path)
+        raise not_ours(loc, name)
     version = int(props.get(PROP + "format_version", 1))
     if version > FORMAT_VERSION:
         raise StoreCorrupted(f"the store at {loc} has format version {version}; this "
@@ -161,12 +187,14 @@ def check_collection(loc: Location, name: str, desc: dict) -> tuple[dict, int, i
 
 def finish_interrupted_rebuild(client, call, name: str, staging: str) -> None:
     """A rebuild that stopped between dropping the old collection and renaming the new one:
-    finish it. A staging collection that was not complete is dropped."""
+    finish it. A staging collection of ours that was not complete is dropped; one that
+    Encoderscope did not make is left alone (rebuild refuses to use its name)."""
     if not call(client.has_collection, staging, what="look up the collection"):
         return
-    props = call(client.describe_collection, staging, what="read the collection").get(
-        "properties") or {}
-    complete = props.get(PROP + "rebuild_complete") == "1"
+    desc = call(client.describe_collection, staging, what="read the collection")
+    if not is_ours(desc):
+        return
+    complete = (desc.get("properties") or {}).get(PROP + "rebuild_complete") == "1"
     if not call(client.has_collection, name, what="look up the collection") and complete:
         call(client.rename_collection, staging, name, what="finish the rebuild")
         try:

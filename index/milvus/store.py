@@ -25,7 +25,7 @@ from index.durability import WriterLock
 from index.errors import DuplicateText, StoreError, StoreNotFound, UnknownId
 from index.milvus import lite, rebuild
 from index.milvus.calls import Caller, close_quietly, connect_server, import_pymilvus, plain_rows
-from index.milvus.ids import QUERY_CHUNK, ServerCommits
+from index.milvus.ids import MARK_ID, QUERY_CHUNK, ServerCommits
 from index.milvus.repair import after_crash_check, remove_damaged_index_files
 from index.milvus.schema import (
     FIELDS,
@@ -38,7 +38,7 @@ from index.milvus.schema import (
     create_collection,
     cut,
     finish_interrupted_rebuild,
-    is_half_made,
+    half_made_or_foreign,
 )
 from index.records import make_record, split_meta
 from index.store_location import Location, parse_location
@@ -146,7 +146,7 @@ class MilvusStore(ServerCommits, Store):
             if writable:
                 finish_interrupted_rebuild(client, call, name, name + "__rebuild")
             exists = call(client.has_collection, name, what="look up the collection")
-            if exists and is_half_made(client, call, loc, name):
+            if exists and half_made_or_foreign(client, call, loc, name):
                 if not writable:
                     raise StoreNotFound(
                         f"the store at {loc} was left half-made by an interrupted first "
@@ -308,15 +308,20 @@ class MilvusStore(ServerCommits, Store):
             self._flush()
 
     def can_keep_ids(self) -> bool:
-        return self._next_id <= 1      # never handed out an id (a cleared store has)
+        """Whether no id was ever handed out (a cleared store has handed some out)."""
+        if self.loc.kind != "server":
+            return self._next_id <= 1
+        return self._hint() <= 1 and self._id_mark() == 0
 
     def remove(self, ids) -> list:
         """Remove sentences by id; returns the ids that were there (unknown ids are skipped)."""
         self._need_writer()
-        wanted = list(dict.fromkeys(int(i) for i in ids))
-        with self._mutex:
+        wanted = list(dict.fromkeys(int(i) for i in ids if int(i) >= 0))
+        with self._mutex, self._commit_guard():
             present = self._records(wanted, ["hash"])
             gone = [i for i in wanted if i in present]
+            if gone and self.loc.kind == "server":
+                self._keep_id_mark(max(gone))
             for s in range(0, len(gone), QUERY_CHUNK):
                 self._call(self._client.delete, self._name, ids=gone[s:s + QUERY_CHUNK],
                            what="remove sentences")
@@ -354,7 +359,9 @@ class MilvusStore(ServerCommits, Store):
     def clear(self) -> None:
         """Remove every sentence (ids are not reused afterwards)."""
         self._need_writer()
-        with self._mutex:
+        with self._mutex, self._commit_guard():
+            if self.loc.kind == "server":
+                self._keep_id_mark(0)
             self._call(self._client.delete, self._name, filter="id >= 0",
                        what="remove every sentence")
             self._dirty = self._unseen_delete = True
@@ -366,12 +373,14 @@ class MilvusStore(ServerCommits, Store):
                 embed_batch_size: int | None = None, progress=None, cancel=None) -> None:
         """Re-embed every sentence with another model (or pooling) and switch the store to it
         (see rebuild.py: an interruption leaves the old model, or is finished on open)."""
-        rebuild.rebuild(self, backend, pooling, batch_size=batch_size,
-                        embed_batch_size=embed_batch_size, progress=progress, cancel=cancel)
+        with self._mutex, self._commit_guard():
+            rebuild.rebuild(self, backend, pooling, batch_size=batch_size,
+                            embed_batch_size=embed_batch_size, progress=progress, cancel=cancel)
 
     def reindex(self, kind: str | None = None) -> None:
         """Rebuild the vector index (optionally of another kind), no model needed."""
-        rebuild.reindex(self, kind)
+        with self._mutex, self._commit_guard():
+            rebuild.reindex(self, kind)
 
     def _flush(self) -> None:
         if self._dirty and self._writable:
@@ -407,17 +416,17 @@ class MilvusStore(ServerCommits, Store):
     # ---------------------------------------------------------------------------------------
     # reading
     # ---------------------------------------------------------------------------------------
-    def search(self, query, k: int = 10, *, backend=None, fingerprint=None):
-        """Nearest sentences by cosine similarity (same contract as VectorStore.search)."""
+    def search(self, vectors, k: int = 10, *, fingerprint=None):
+        """Nearest sentences by cosine similarity (see Store.search)."""
         self._need_open()
-        q, single = self._query_vectors(query, backend, fingerprint)
+        q, single = self._query_vectors(vectors, fingerprint)
         k = int(k)
         if k < 1:
             raise InputError("k must be at least 1")
         with self._mutex:
             if self.loc.kind == "lite":
                 self._flush()     # Lite scans unflushed rows in Python: ~30x slower
-            limit = min(k, MAX_TOPK)
+            limit = min(k + (self.loc.kind == "server"), MAX_TOPK)   # + the id mark row
             params = {"metric_type": "COSINE", "params": dict(self._index.get("search", {}))}
             if "ef" in params["params"]:
                 params["params"]["ef"] = max(int(params["params"]["ef"]), limit)
@@ -428,12 +437,14 @@ class MilvusStore(ServerCommits, Store):
         for row in res:
             hits = []
             for r in row:
+                if int(r["id"]) == MARK_ID:
+                    continue
                 ent = dict(r.get("entity") or {})
                 ent["id"] = r["id"]
                 rec = _record(ent, self._placeholders)
                 hits.append(Hit(float(r["distance"]), rec["id"], rec["text"], rec["metadata"]))
             hits.sort(key=lambda h: (-h.score, h.id))
-            out.append(hits)
+            out.append(hits[:k])
         return out[0] if single else out
 
     def count(self) -> int:
@@ -441,7 +452,8 @@ class MilvusStore(ServerCommits, Store):
         with self._mutex:
             if self.loc.kind == "lite":
                 self._flush()
-            rows = self._call(self._client.query, self._name, filter="",
+            rows = self._call(self._client.query, self._name,
+                              filter="id >= 0" if self.loc.kind == "server" else "",
                               output_fields=["count(*)"], what="count sentences",
                               **self._read_kw())
         return int(rows[0]["count(*)"]) if rows else 0
@@ -492,7 +504,7 @@ class MilvusStore(ServerCommits, Store):
 
     def _records(self, ids, fields) -> dict[int, dict]:
         out = {}
-        ids = [int(i) for i in ids]
+        ids = [int(i) for i in ids if int(i) >= 0]
         for s in range(0, len(ids), QUERY_CHUNK):
             part = ids[s:s + QUERY_CHUNK]
             rows = plain_rows(self._call(self._client.get, self._name, ids=part,
@@ -529,6 +541,7 @@ class MilvusStore(ServerCommits, Store):
         params = {k: v for k, v in idx.items()
                   if k not in ("index_type", "metric_type", "field_name", "index_name",
                                "total_rows", "indexed_rows", "pending_index_rows", "state")}
+        params = {k: _number(v) for k, v in params.items()}    # the server says "32"
         if not params:
             params = dict(self._index.get("build", {}))
         if self._index.get("search"):
@@ -541,13 +554,14 @@ class MilvusStore(ServerCommits, Store):
                 "collection": self._name, "generation": None,
                 "index_state": idx.get("state"), "indexed_rows": idx.get("indexed_rows")}
 
-    def check(self, backend=None, repair: bool = False) -> dict:
+    def check(self, backend=None, repair: bool = False, full: bool = False) -> dict:
         """Every row read back against the server's count, duplicate texts, hashes and a
-        sample of vectors re-embedded with `backend`; repair fixes what it can (check.py)."""
+        sample of vectors (every vector with full) re-embedded with `backend`; repair fixes
+        what it can and checks again (check.py)."""
         from index.milvus import check
         if repair:
             self._need_writer()
-        return check.check(self, backend, repair=repair)
+        return check.check(self, backend, repair=repair, full=full)
 
     def __repr__(self):
         return f"MilvusStore({self.location!r}, {self.engine}, {self.index_kind})"
@@ -561,6 +575,17 @@ def _loaded(client, call, name: str) -> bool:
         return False
     st = (state or {}).get("state")
     return getattr(st, "name", str(st)) == "Loaded"
+
+
+def _number(value):
+    """A numeric string as its number ("32" -> 32); anything else as it is."""
+    if isinstance(value, str):
+        for kind in (int, float):
+            try:
+                return kind(value)
+            except ValueError:
+                pass
+    return value
 
 
 def _chunks(it, n):

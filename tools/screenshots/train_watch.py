@@ -44,6 +44,8 @@ def main(argv=None) -> int:
     views = panel.views
     steps = views.heads_slider.steps
     views.heads_slider.set_step(steps[len(steps) // 2])       # half-way: heads part-formed
+    views.flush()
+    spin(app, until=lambda: views.grid_step == views.heads_slider.step(), timeout=30)   # read by a worker
     for title, name in PAGES:
         views.setCurrentIndex(next(i for i in range(views.count()) if views.tabText(i) == title))
         views.flush()

@@ -20,6 +20,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app.gui.widgets.cell_format import CellFormat
 from app.gui.widgets.token_axis import TokenAxis
 
 COLORMAPS = {"Blues": "blues", "Viridis": "viridis", "Inferno": "inferno", "Magma": "magma",
@@ -61,13 +62,26 @@ class CellValues(pg.GraphicsObject):
         super().__init__()
         self.values = np.zeros((0, 0), np.float32)
         self.dark = np.zeros((0, 0), bool)
+        self.format = CellFormat(decimals=2)
         self.drawn = 0
+        self.drawn_texts: dict[tuple[int, int], str] = {}   # (row, column) -> the text last painted
         self.setZValue(10)
 
     def set_values(self, values: np.ndarray, dark: np.ndarray) -> None:
         self.prepareGeometryChange()
         self.values, self.dark = values, dark
+        self.format = CellFormat.for_matrix(values)
         self.update()
+
+    def too_small(self) -> bool:
+        """Whether the cells are drawn too small to hold a number (the view must say so)."""
+        vb = self.getViewBox()
+        if vb is None or not self.values.size:
+            return False
+        r, size = vb.viewRect(), vb.size()
+        if r.width() <= 0 or r.height() <= 0:
+            return False
+        return min(size.width() / r.width(), size.height() / r.height()) < MIN_CELL_PX_FOR_VALUES
 
     def boundingRect(self):
         rows, cols = self.values.shape
@@ -75,6 +89,7 @@ class CellValues(pg.GraphicsObject):
 
     def paint(self, p, *args):
         self.drawn = 0
+        self.drawn_texts = {}
         rows, cols = self.values.shape
         vb = self.getViewBox()
         if not rows or vb is None:
@@ -95,12 +110,12 @@ class CellValues(pg.GraphicsObject):
         align = int(QtCore.Qt.AlignmentFlag.AlignCenter)
         for i in range(i0, i1 + 1):
             for j in range(j0, j1 + 1):
-                v = float(self.values[i, j])
-                text = "1" if v >= 0.995 else f"{v:.2f}".lstrip("0") if v >= 0 else f"{v:.2f}"
+                text = self.format.text(self.values[i, j])
                 c = t.map(QtCore.QPointF(j, i))
                 p.setPen(white if self.dark[i, j] else black)
                 p.drawText(QtCore.QRectF(c.x() - cell_w / 2, c.y() - cell_h / 2, cell_w, cell_h), align, text)
                 self.drawn += 1
+                self.drawn_texts[i, j] = text
         p.restore()
 
 
@@ -179,6 +194,10 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.placeholder = pg.TextItem("", color=fg.name(), anchor=(0.5, 0.5))
         self.plot.addItem(self.placeholder, ignoreBounds=True)
         self.plot.vb.setRange(xRange=(-0.5, 0.5), yRange=(-0.5, 0.5), padding=0)
+        # said under the plot while Numbers is on but the cells are too small to write them in
+        self.values_hint = pg.LabelItem("", color=fg.name(), size="9pt")
+        self._hint_shown = False
+        self.plot.vb.sigRangeChanged.connect(self._range_changed)
         self.mouse_proxy = pg.SignalProxy(self.scene().sigMouseMoved, rateLimit=60, slot=self._mouse_moved)
         self.scene().sigMouseClicked.connect(self._mouse_clicked)
 
@@ -246,7 +265,46 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
             rgb = colormap(self.cmap_name).map(np.clip((m - lo) / max(hi - lo, 1e-12), 0, 1).ravel(),
                                                mode="float")[:, :3]
             dark = (rgb @ np.array([0.299, 0.587, 0.114])).reshape(m.shape) < 0.55
-            self.values_item.set_values(m, dark)
+            self.values_item.set_values(self.cell_values(), dark)
+        self._refresh_values_hint()
+
+    def cell_values(self) -> np.ndarray:
+        """The numbers written in the cells: the matrix itself (a subclass may draw colours from a
+        cleaned copy and write the raw values, −∞ included)."""
+        return self.matrix
+
+    def values_too_small(self) -> bool:
+        """Numbers are on but the cells are too small to write them in (zoom in)."""
+        return getattr(self, "show_values", False) and self.values_item.too_small()
+
+    def _refresh_values_hint(self) -> None:
+        if not hasattr(self, "values_hint"):
+            return                          # a resize while __init__ still builds the plot
+        show = self.values_too_small()
+        if show == self._hint_shown:
+            return
+        self._hint_shown = show
+        if show:
+            self.values_hint.setText(f"Cells are under {MIN_CELL_PX_FOR_VALUES} px: too small for numbers. "
+                                     "Zoom in (mouse wheel) or hover a cell to read it.")
+            self.addItem(self.values_hint, row=1, col=0, colspan=2)
+        else:
+            self.removeItem(self.values_hint)
+
+    def _range_changed(self, *_):
+        self._refresh_values_hint()
+
+    def resizeEvent(self, ev):
+        super().resizeEvent(ev)
+        self._refresh_values_hint()
+
+    def close(self):
+        # the scene's items are deleted next: nothing may ask them for their size after that
+        self.plot.vb.sigRangeChanged.disconnect(self._range_changed)
+        if not self._hint_shown:
+            self.values_hint.deleteLater()
+        del self.values_hint
+        return super().close()
 
     # ---- hover / click ------------------------------------------------------------------------
     def cell_at(self, scene_pos) -> tuple[int, int]:

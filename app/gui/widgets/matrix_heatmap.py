@@ -68,8 +68,12 @@ class MatrixHeatmap(HeatmapWidget):
         self.set_colormap(SIGNED_COLORMAP if signed else "Blues")
         # a vector is one row: let the view fit it (the base class never zooms below 3 x 3 cells)
         self.plot.vb.setLimits(minXRange=min(3, m.shape[1]), minYRange=min(3, m.shape[0]))
-        self.set_matrix(shown, rows, cols, title=title, levels=(lo, hi))
         self.raw = m
+        self.set_matrix(shown, rows, cols, title=title, levels=(lo, hi))
+
+    def cell_values(self) -> np.ndarray:
+        raw = getattr(self, "raw", None)
+        return raw if raw is not None and raw.shape == self.matrix.shape else self.matrix
 
     def tooltip_text(self, i: int, j: int) -> str:
         v = float(getattr(self, "raw", self.matrix)[i, j])

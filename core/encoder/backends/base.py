@@ -192,7 +192,7 @@ class Backend:
                         progress(done, len(texts))
             # one copy back (on a GPU, the one wait for its queued work)
             out[order] = (pooled[0] if len(pooled) == 1 else torch.cat(pooled)).cpu().numpy()
-        if cut:
+        if cut and stats is None:     # a caller that collects stats says it once, for all its calls
             log.warning("%d of %d texts were longer than %d tokens and were truncated",
                         len(cut), len(texts), self.max_length)
         if stats is not None:

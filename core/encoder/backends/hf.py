@@ -42,7 +42,8 @@ class HFBackend(Backend):
         try:
             cfg = AutoConfig.from_pretrained(folder, trust_remote_code=False)
         except Exception as e:
-            raise ModelUnavailable(f"transformers cannot read the config in {folder}: {e}") from None
+            raise ModelUnavailable(f"transformers cannot read the config in {folder}: "
+                                   f"{library_reason(e)}") from None
         archs = cfg.architectures or []
         cls = AutoModelForMaskedLM if any(a.endswith("ForMaskedLM") for a in archs) else AutoModel
         # The folder is local by now (downloads show their progress in core.encoder.sources): hide
@@ -54,7 +55,7 @@ class HFBackend(Backend):
             self.model = cls.from_pretrained(folder, attn_implementation="eager",
                                              trust_remote_code=False).to(device).eval()
         except Exception as e:
-            why = str(e)
+            why = library_reason(e)
             if "ignore_mismatched_sizes" in why:   # its details went to a log we do not show
                 why = "the sizes in its config.json do not fit its weights"
             raise ModelUnavailable(f"transformers cannot load the model in {folder}: {why}") from None
@@ -93,3 +94,16 @@ class HFBackend(Backend):
         if hasattr(m, "cls"):                               # BERT
             return m.cls(h)
         raise InputError(f"per-layer predictions are not available for {type(m).__name__}")
+
+
+def library_reason(e: Exception) -> str:
+    """transformers' or torch's reason, without advice we never follow: remote code stays off
+    and pickled weights are never loaded unsafely, so neither is ever suggested."""
+    text = str(e)
+    if "trust_remote_code" in text:
+        return ("its config names model code of its own, which Encoderscope never runs "
+                "(remote code stays off): use a model whose architecture transformers has built in")
+    if "weights_only" in text:
+        return ("its weights are a pickle that torch will not load safely, and Encoderscope never "
+                "loads one unsafely: save the weights as model.safetensors and try again")
+    return text

@@ -17,6 +17,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
 from app.gui import panel_state
+from app.gui.follow_model import FollowModel
 from app.gui.panels.attention.export import AttentionExporter, ExportSource, pair_text
 from app.gui.panels.attention.head_grid import HeadGrid
 from app.gui.widgets.heatmap import COLORMAPS, DEFAULT_COLORMAP, HeatmapWidget
@@ -66,7 +67,8 @@ class AttentionPanel(QtWidgets.QWidget):
         self.labels: list[str] = []
         self.exporter = AttentionExporter(state, self, self._export_source, self._saved)
         self._build()
-        state.inspect_backend_changed.connect(self._on_backend)
+        self.follow = FollowModel(state, JOB_KEY)
+        self.follow.model_changed.connect(self._on_backend)
         state.inspect_requested.connect(self.request)
         self._on_backend(getattr(state, "inspect_backend", None))
 
@@ -250,7 +252,6 @@ class AttentionPanel(QtWidgets.QWidget):
     # ---- model + requests ---------------------------------------------------------------------
     def _on_backend(self, backend) -> None:
         if backend is None:
-            self.state.drop_waiting(JOB_KEY)           # it would run the old model: redone below
             self._set_info("<i>Loading the model …</i>")
             self.inspect_button.setEnabled(False)
             return
@@ -289,21 +290,14 @@ class AttentionPanel(QtWidgets.QWidget):
 
     def _start(self, text: str, compare_with: str = "") -> None:
         self._last_request = (text, compare_with)
-        backend = self.state.inspect_backend
+        backend = self.follow.backend
         if backend is None:
+            self.follow.drop()
             self._set_info("<i>Waiting for the model to load …</i>")
             return                                     # _on_backend runs it
         self._set_info(f"{self._model_text(backend)} · <i>inspecting …</i>")
-        # while one runs, only the newest request waits (state.run_latest)
-        self.state.run_latest(JOB_KEY, inspect_fn, backend, text, compare_with or "",
-                              label="Inspecting attention", wants_progress=False, show_progress=False,
-                              on_result=lambda ins, b=backend: self._on_job_result(ins, b),
-                              on_error=self._on_error)
-
-    def _on_job_result(self, ins, backend) -> None:
-        if self.state.has_waiting(JOB_KEY) or backend is not self.state.inspect_backend:
-            return                                     # stale: a newer request or another model
-        self._on_inspection(ins, backend)
+        self.follow.run(inspect_fn, text, compare_with or "", label="Inspecting attention", wants_progress=False,
+                        show_progress=False, on_result=self._on_inspection, on_error=self._on_error)
 
     def _on_error(self, message: str) -> None:
         self._set_info(f"<span style='color:#c0392b'>{html.escape(message)}</span>")

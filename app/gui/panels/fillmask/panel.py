@@ -21,6 +21,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
 from app.gui import panel_state
+from app.gui.follow_model import FollowModel
 from app.gui.panels.fillmask.mask_table import MaskTable
 from app.gui.widgets.labels import rich_label
 from app.gui.widgets.line_edit import long_line_edit
@@ -100,7 +101,8 @@ class FillMaskPanel(QtWidgets.QWidget):
         self._list_models_fn = list_models_fn
         self._repredict = False              # predict again once the next model is loaded
         self._build()
-        state.inspect_backend_changed.connect(self._on_backend)
+        self.follow = FollowModel(state, JOB_KEY)
+        self.follow.model_changed.connect(self._on_backend)
         self._on_backend(getattr(state, "inspect_backend", None))
 
     # ---- layout --------------------------------------------------------------------------------
@@ -247,9 +249,8 @@ class FillMaskPanel(QtWidgets.QWidget):
         if backend is None:
             self.predict_button.setEnabled(False)
             self._status("<i>Loading the model …</i>")
-            # a prediction waiting for the running one would use the old model: redo it after the load
-            waited = self.state.drop_waiting(JOB_KEY)
-            self._repredict = self._repredict or had_result or waited
+            # a prediction asked for with the old model is redone after the load
+            self._repredict = self._repredict or had_result or self.follow.running()
             return
         if not getattr(backend, "has_mlm", False):
             self.show_no_mlm(backend)
@@ -343,8 +344,9 @@ class FillMaskPanel(QtWidgets.QWidget):
         return [t for t in re.split(r"[,\s]+", self.targets_edit.text()) if t]
 
     def predict(self) -> None:
-        backend = self.state.inspect_backend
+        backend = self.follow.backend
         if backend is None:
+            self.follow.drop()
             self._repredict = True               # _on_backend predicts once the model is loaded
             self._status("<i>Waiting for the model to load …</i>")
             return
@@ -358,17 +360,10 @@ class FillMaskPanel(QtWidgets.QWidget):
                          "type it, press Ctrl+M, or click a word above.</span>")
             return
         self._status("<i>Predicting …</i>")
-        # while one runs, only the newest request waits (state.run_latest)
-        self.state.run_latest(JOB_KEY, predict_fn, backend, text, top_k=self.topk_spin.value(),
-                              targets=self.targets(), per_layer=self.per_layer_check.isChecked(),
-                              label="Fill-mask", wants_progress=False, show_progress=False,
-                              on_result=lambda r, t=text, b=backend: self._on_job_result(r, t, b),
-                              on_error=self._on_error)
-
-    def _on_job_result(self, result: dict, text: str, backend) -> None:
-        if self.state.has_waiting(JOB_KEY) or backend is not self.state.inspect_backend:
-            return                               # stale: a newer request or another model
-        self._on_result(result, text, backend)
+        self.follow.run(predict_fn, text, top_k=self.topk_spin.value(), targets=self.targets(),
+                        per_layer=self.per_layer_check.isChecked(), label="Fill-mask", wants_progress=False,
+                        show_progress=False, on_result=lambda r, b, t=text: self._on_result(r, t, b),
+                        on_error=self._on_error)
 
     def _on_error(self, message: str) -> None:
         self.clear_results()                     # what is shown was the previous sentence's

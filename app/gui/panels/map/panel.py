@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui.follow_model import FollowModel
 from app.gui.panels.map.plot import MapPlot
 
 MAX_LISTED = 500            # lasso selections longer than this list their first MAX_LISTED
@@ -57,6 +58,7 @@ class MapPanel(QWidget):
         self.lasso_rows = np.zeros(0, np.int64)
         self._stale = True             # the corpus changed since the map was made
         self._query_seq = 0            # number of the latest search shown
+        self.query_follow = FollowModel(state, "map-query", corpus=True)   # newest search's star wins
         self._last_search = None
 
         self.method = QComboBox()
@@ -273,6 +275,7 @@ class MapPanel(QWidget):
         self.plot.mark_hits(rows)
         self.plot.mark_query(None)
         self._query_seq += 1
+        self.query_follow.drop()        # a star on its way is an older search's
         if self.isVisible():             # else when the tab is shown: typing embeds no extra
             self._place_query()
 
@@ -282,15 +285,14 @@ class MapPanel(QWidget):
         if (self.map is None or backend is None or not result.query
                 or (corpus is not None and corpus.compatible() is False)):
             return
-        self.state.run_latest("map-query", place_query_job, backend, self.state.pooling, self.map.projection,
-                              result.query, self._query_seq, label="Placing the query on the map",
-                              show_progress=False, wants_progress=False, on_result=self._on_query_placed,
+        self.query_follow.run(place_query_job, self.state.pooling, self.map.projection, result.query,
+                              self._query_seq, label="Placing the query on the map", show_progress=False,
+                              wants_progress=False, on_result=lambda placed, _b: self._on_query_placed(placed),
                               on_error=lambda msg: self.state.status.emit(msg))
 
     def _on_query_placed(self, placed) -> None:
-        seq, xy = placed
-        if seq == self._query_seq:
-            self.plot.mark_query(xy)
+        _seq, xy = placed
+        self.plot.mark_query(xy)
 
     # ---- export -------------------------------------------------------------------------------------
     def export_png(self, path) -> None:

@@ -111,6 +111,7 @@ class MapPlot(pg.PlotWidget):
                                               brush=pg.mkBrush(255, 255, 255, 210))
         self.xy = np.zeros((0, 2), np.float32)
         self.cluster_items: list = []
+        self.cluster_labels: list = []    # each cluster's name, written at its middle on the map
         self._hover_row = -1
         self.lassoed_marks = ClusterPoints(np.zeros((0, 2)), "#444444", 9, ring=True)
         self.selected = pg.ScatterPlotItem(size=13, pen=pg.mkPen("#000000", width=2), brush=None)
@@ -142,13 +143,28 @@ class MapPlot(pg.PlotWidget):
             self.vb.addItem(item)
             self.cluster_items.append(item)
             self.legend.addItem(item, labels[c])
+            self._name_cluster(item, labels[c], cluster_colour(c, n))
         self.legend.setColumnCount(max(1, -(-n // LEGEND_ROWS)))     # every cluster is named
         self.vb.autoRange(padding=0.04)
 
+    def _name_cluster(self, item, name: str, colour) -> None:
+        """The cluster's name on the map, at the median of its points (the legend alone sat over
+        the points and named them far from where they are); hidden with the cluster."""
+        if not len(item.rows):
+            return
+        label = pg.TextItem(str(name), anchor=(0.5, 0.5), color="#111111",
+                            fill=pg.mkBrush(255, 255, 255, 190), border=pg.mkPen(colour, width=2))
+        label.setPos(*np.median(self.xy[item.rows], axis=0).tolist())
+        label.setZValue(15)
+        label.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+        self.vb.addItem(label, ignoreBounds=True)
+        item.visibleChanged.connect(lambda i=item, t=label: t.setVisible(i.isVisible()))
+        self.cluster_labels.append(label)
+
     def clear_points(self) -> None:
-        for item in self.cluster_items:
+        for item in self.cluster_items + self.cluster_labels:
             self.vb.removeItem(item)
-        self.cluster_items = []
+        self.cluster_items, self.cluster_labels = [], []
         self.legend.clear()
         self.xy = np.zeros((0, 2), np.float32)
         self.mark_lassoed([])

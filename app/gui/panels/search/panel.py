@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.corpus_service import search_job
+from app.gui.follow_model import FollowModel
 from app.gui.panels.search.results_model import ResultsModel
 from app.gui.settings import as_int
 from app.gui.widgets.line_edit import long_line_edit
@@ -28,13 +29,19 @@ from app.gui.widgets.score_delegate import ScoreBarDelegate
 DEBOUNCE_MS = 10     # coalesces bursts (paste, auto-repeat); a search in flight coalesces the rest
 
 
+def search_with(backend, store, pooling, query, k, seq=0):
+    """Worker side: ``search_job`` with the model first, as FollowModel hands it."""
+    return search_job(store, backend, pooling, query, k, seq)
+
+
 class SearchPanel(QWidget):
     results_shown = Signal(object)     # SearchResult, after the table shows it
 
     def __init__(self, state, parent=None):
         super().__init__(parent)
         self.state = state
-        self._seq = 0                  # number of the latest request
+        self._seq = 0                  # number of the latest request (in each SearchResult)
+        self.follow = FollowModel(state, "search", corpus=True)   # the corpus model: newest query wins
         self._typed_at = 0.0
         self.last_result = None
 
@@ -107,7 +114,7 @@ class SearchPanel(QWidget):
         self.walkthrough_button.clicked.connect(self.walkthrough_selected)
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._show_context_menu)
-        state.backend_changed.connect(self._on_backend)
+        self.follow.model_changed.connect(self._on_backend)
         state.corpus_changed.connect(self.search_now)
         state.job_started.connect(self._on_job_started)
         state.choice_changed.connect(lambda _c: self.search_now())
@@ -122,6 +129,7 @@ class SearchPanel(QWidget):
         self._debounce.stop()
         text = self.query.text().strip()
         self._seq += 1
+        self.follow.drop()             # whatever runs or waits was for an older query
         if not text:
             self.results.set_hits([])
             self._set_info(self._idle_info())
@@ -139,13 +147,11 @@ class SearchPanel(QWidget):
                                "(Model → Re-embed, Ctrl+R) or switch back to search it.", error=True)
             return
         # while a search runs, the newest query waits (older waiting ones are dropped)
-        state.run_latest("search", search_job, state.store, state.backend, state.pooling, text, self.k.value(),
-                  self._seq, label="Search", show_progress=False, wants_progress=False,
-                  on_result=self._on_result, on_error=self._on_error)
+        self.follow.run(search_with, state.store, state.pooling, text, self.k.value(), self._seq, label="Search",
+                        show_progress=False, wants_progress=False,
+                        on_result=lambda result, _backend: self._on_result(result), on_error=self._on_error)
 
     def _on_result(self, result):
-        if result.seq != self._seq:
-            return                     # stale: the text changed while it ran
         self.last_result = result
         self.results.set_hits(result.hits)
         if result.hits:

@@ -29,8 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.model_bar import WeightsCombo, add_trained_checkpoints
 from app.gui.state import BACKEND_LABELS
+from app.gui.widgets.model_choice import WeightsCombo, add_trained_checkpoints
 from core.encoder.names import BACKENDS, POOLINGS
 
 JOB_KEY = "evaluate"

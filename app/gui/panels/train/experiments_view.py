@@ -96,7 +96,7 @@ class ExperimentsView(QtWidgets.QWidget):
         self.steps = QtWidgets.QSpinBox(minimum=1, maximum=1_000_000, value=DEFAULT_STEPS, singleStep=100)
         self.seed = QtWidgets.QSpinBox(minimum=0, maximum=2**31 - 1, value=0)
         self.device = QtWidgets.QComboBox()
-        from app.gui.model_bar import offered_devices
+        from app.gui.widgets.model_choice import offered_devices
         for d in offered_devices():
             self.device.addItem({"auto": "Auto (GPU when present)", "cpu": "CPU"}.get(d, d.upper()), d)
         form.addRow("Steps per run", self.steps)

@@ -80,7 +80,7 @@ class TrainLab(QtWidgets.QWidget):
         labels = {r["path"]: r.get("label", Path(r["path"]).name) for r in comparison["runs"]}
         folder = Path(next(iter(labels))).parent
         self.show_page("Runs")         # first: showing the page lists its folder when never listed
-        self.runs_view.show_experiment(str(folder), labels, result["look_at"])
+        self.runs_view.show_experiment(str(folder), labels, result["look_at"], result.get("compare", ""))
 
     # ---- the Train panel's interface, forwarded to the Run page ---------------------------------
     def set_corpus(self, path) -> None:

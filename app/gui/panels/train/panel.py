@@ -108,8 +108,21 @@ class TrainPanel(QtWidgets.QWidget):
     # ---- layout ----------------------------------------------------------------------------
     def _build(self):
         outer = QtWidgets.QHBoxLayout(self)
-        left = QtWidgets.QVBoxLayout()
-        outer.addLayout(left, 0)
+        column = QtWidgets.QVBoxLayout()
+        outer.addLayout(column, 0)
+        # The settings scroll on their own, the buttons stay under them, and the plots on the
+        # right get the window's height: the page itself never scrolls (a plot taller than the
+        # window would hide the newest part of the curve, and Start would sit below the fold).
+        self.form_scroll = QtWidgets.QScrollArea()
+        self.form_scroll.setObjectName("train_form_scroll")
+        self.form_scroll.setWidgetResizable(True)
+        self.form_scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        self.form_scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        form_page = QtWidgets.QWidget()
+        left = QtWidgets.QVBoxLayout(form_page)
+        left.setContentsMargins(0, 0, 0, 0)
+        self.form_scroll.setWidget(form_page)
+        column.addWidget(self.form_scroll, 1)
 
         box = QtWidgets.QGroupBox("Data")
         form = QtWidgets.QFormLayout(box)
@@ -152,7 +165,7 @@ class TrainPanel(QtWidgets.QWidget):
             self.attention.addItem(label, key)
         self.attention.setToolTip("Next-token prediction needs the causal mask: choosing it sets causal")
         self.pooling = QtWidgets.QComboBox()
-        from app.gui.model_bar import POOLING_LABELS
+        from app.gui.widgets.model_choice import POOLING_LABELS
         for key, label in POOLING_LABELS.items():
             self.pooling.addItem(label, key)
         self.pooling.setCurrentIndex(self.pooling.findData("mean"))
@@ -192,7 +205,7 @@ class TrainPanel(QtWidgets.QWidget):
         self.lr.setPlaceholderText("auto (5e-4 fresh, 2e-4 minilm + new head, 5e-5 imported)")
         self.seed = QtWidgets.QSpinBox(minimum=0, maximum=2**31 - 1, value=0)
         self.device = QtWidgets.QComboBox()
-        from app.gui.model_bar import offered_devices  # no torch import on the UI thread
+        from app.gui.widgets.model_choice import offered_devices  # no torch import on the UI thread
         for d in offered_devices():
             self.device.addItem({"auto": "Auto (GPU when present)", "cpu": "CPU"}.get(d, d.upper()), d)
         form.addRow("Steps", self.steps)
@@ -230,8 +243,11 @@ class TrainPanel(QtWidgets.QWidget):
         self.open_button.clicked.connect(lambda: self.open_run())
         for b in (self.start_button, self.cancel_button, self.resume_button, self.use_button, self.open_button):
             buttons.addWidget(b)
-        left.addLayout(buttons)
         left.addStretch(1)
+        column.addLayout(buttons)
+        # as wide as the settings, with room for the scroll bar they may need
+        self.form_scroll.setMinimumWidth(form_page.sizeHint().width()
+                                         + self.form_scroll.verticalScrollBar().sizeHint().width())
 
         self.views = WatchViews()
         outer.addWidget(self.views, 1)
@@ -244,6 +260,8 @@ class TrainPanel(QtWidgets.QWidget):
         self.plot.showGrid(x=True, y=True, alpha=0.3)
         self.plot.setLabel("bottom", "step")
         self.plot.setLabel("left", "loss")
+        for side in ("left", "bottom"):       # a loss of 0.5, never "500 (x0.001)"
+            self.plot.getAxis(side).enableAutoSIPrefix(False)
         self.plot.addLegend(offset=(-10, 10))
         self.train_curve = self.plot.plot([], [], pen=pg.mkPen("#2171b5", width=2), name="train")
         self.eval_curve = self.plot.plot([], [], pen=pg.mkPen("#e6550d", width=2), symbol="o",
@@ -424,7 +442,9 @@ class TrainPanel(QtWidgets.QWidget):
     def open_run(self, folder=None) -> bool:
         """Show a finished or past run folder (read in a worker)."""
         if not folder:
-            folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a training run folder")
+            from core.paths import models_dir
+            folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a training run folder",
+                                                                str(models_dir()))    # where runs are saved
         if not folder:
             return False
         return self.state.run("train-open", read_run_job, Path(folder), label=f"Opening {Path(folder).name}",

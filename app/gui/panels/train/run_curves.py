@@ -39,6 +39,8 @@ class CurvePlot(QtWidgets.QWidget):
         self.plot.showGrid(x=True, y=True, alpha=0.3)
         self.plot.setLabel("bottom", "step")
         self.plot.setLabel("left", ylabel)
+        for side in ("left", "bottom"):       # a cosine of 0.9, never "900 (x0.001)"
+            self.plot.getAxis(side).enableAutoSIPrefix(False)
         self.legend = self.plot.addLegend(offset=(-10, 10))
         layout.addWidget(self.picker)
         layout.addWidget(self.plot, 1)
@@ -91,8 +93,10 @@ class RunCurves(QtWidgets.QWidget):
             grid.addWidget(p, i // 2, i % 2)
         self.loss_plot, self.grad_plot, self.anisotropy_plot, self.eval_plot = self.plots
 
-    def set_runs(self, named_events: dict[str, list[dict]]) -> None:
-        """``named_events``: run label -> its events (core.train.run_folder.read_metrics)."""
+    def set_runs(self, named_events: dict[str, list[dict]], evaluation: str | None = None) -> None:
+        """``named_events``: run label -> its events (core.train.run_folder.read_metrics);
+        ``evaluation``: the series the Evaluation plot shows first (None: the held-out loss)."""
         named_series = {label: curves(events) for label, events in named_events.items()}
+        self.eval_plot.preferred = evaluation or PLOTS[3][3]
         for p in self.plots:
             p.set_runs(named_series)

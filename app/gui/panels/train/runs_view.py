@@ -52,6 +52,7 @@ class RunsView(QtWidgets.QWidget):
         self.listed_folder: Path | None = None
         self.known_labels: dict[str, str] = {}   # run path -> its experiment label
         self._notes: dict[frozenset, str] = {}    # an experiment's run paths -> what to look at
+        self._compare: dict[frozenset, str] = {}  # an experiment's run paths -> its evaluation series
         self._build()
 
     # ---- layout ----------------------------------------------------------------------------
@@ -134,7 +135,10 @@ class RunsView(QtWidgets.QWidget):
         t = QtWidgets.QTableWidget(0, 0)
         t.setObjectName(name)
         t.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
-        t.horizontalHeader().setStretchLastSection(True)
+        # every run's column shares the box's width (three runs of an experiment side by side,
+        # not the third one past the edge); a long run name is elided, whole in its tooltip
+        t.horizontalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Stretch)
+        t.horizontalHeader().setTextElideMode(QtCore.Qt.TextElideMode.ElideMiddle)
         return t
 
     def _update_enabled(self):
@@ -214,12 +218,14 @@ class RunsView(QtWidgets.QWidget):
             return
         self.compare(paths)
 
-    def show_experiment(self, folder: str, labels: dict[str, str], note: str) -> None:
+    def show_experiment(self, folder: str, labels: dict[str, str], note: str, compare: str = "") -> None:
         """List ``folder`` and compare an experiment's runs (``labels``: run path -> its label),
-        with the sentence saying what to look at."""
+        with the sentence saying what to look at and, first in the Evaluation plot, the series
+        ``compare`` it names (not a loss its note says is not comparable)."""
         labels = {str(Path(p)): label for p, label in labels.items()}
         self.known_labels.update(labels)
         self._notes[frozenset(labels)] = note
+        self._compare[frozenset(labels)] = compare
         self.folder.setText(str(folder))
         self.refresh(select=list(labels))
 
@@ -241,7 +247,8 @@ class RunsView(QtWidgets.QWidget):
         note = self._notes.get(frozenset(paths), "")
         self.note.setText(f"What to look at: {note}" if note else "")
         self.note.setVisible(bool(note))
-        self.curves.set_runs({self.labels[p]: events[p] for p in self.labels})
+        self.curves.set_runs({self.labels[p]: events[p] for p in self.labels},
+                             evaluation=self._compare.get(frozenset(paths)) or None)
         self._fill_tables(comparison)
         ignored = ", ".join(comparison["ignored"])
         self.message.setText(f"Comparing {len(comparison['runs'])} runs; they differ in "
@@ -273,6 +280,7 @@ class RunsView(QtWidgets.QWidget):
         f.setVerticalHeaderLabels(metrics)
         for j in range(len(runs)):
             f.horizontalHeaderItem(j).setForeground(_brush(color(j)))
+            f.horizontalHeaderItem(j).setToolTip(names[j])
         for i, m in enumerate(metrics):
             for j, r in enumerate(runs):
                 f.setItem(i, j, QtWidgets.QTableWidgetItem(_num(r["final"].get(m))))

@@ -140,13 +140,47 @@ class StepSlider(QtWidgets.QWidget):
             self.moved.emit(self.step())
 
 
+class SnapshotReader(QtCore.QObject):
+    """Reads probe snapshot files off the UI thread (a scrub over a long run must not wait on the
+    disk); ``read`` brings each back: (key, attentions), attentions None when the file could not
+    be read (a checkpoint swapping the folder: asked again later)."""
+
+    read = QtCore.Signal(object, object)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._pending: set = set()
+
+    def request(self, key, folder, step: int) -> None:
+        if key in self._pending:
+            return
+        self._pending.add(key)
+        QtCore.QThreadPool.globalInstance().start(lambda: self._read(key, folder, step))
+
+    def _read(self, key, folder, step: int) -> None:
+        from core.train.run_folder import read_snapshot
+        try:
+            attentions = read_snapshot(folder, step)["attentions"]
+        except (OSError, ValueError, KeyError):
+            attentions = None
+        self.read.emit(key, attentions)
+
+    def done(self, key) -> None:
+        self._pending.discard(key)
+
+
 class WatchViews(QtWidgets.QTabWidget):
     """The gradient-flow, heads and embeddings views of one run, live or opened from its folder."""
+
+    snapshot_shown = QtCore.Signal(int)   # the step whose snapshot the head grid now draws
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.record = RunRecord()
         self._snapshots: dict[tuple, np.ndarray] = {}
+        self.grid_step: int | None = None     # the step whose snapshot the head grid draws
+        self.reader = SnapshotReader(self)
+        self.reader.read.connect(self._snapshot_read)
         self._dirty = False
         self.redraws = 0                  # how many times the plots were redrawn (tests, tuning)
         self.timer = QtCore.QTimer(self)
@@ -232,6 +266,7 @@ class WatchViews(QtWidgets.QTabWidget):
     def clear(self) -> None:
         self.record = RunRecord()
         self._snapshots.clear()
+        self.grid_step = None
         for plot, curves in ((self.grad_plot, self.grad_curves), (self.entropy_plot, self.entropy_curves)):
             for c in curves.values():
                 plot.removeItem(c)
@@ -365,22 +400,34 @@ class WatchViews(QtWidgets.QTabWidget):
         att = self.snapshot_attentions(probe)
         if att is not None:
             self.head_grid.set_attentions(att, tokens)
+            self.grid_step = step
+            self.snapshot_shown.emit(step)
 
     def snapshot_attentions(self, probe: dict) -> np.ndarray | None:
-        """The probe sentence's attentions (L, H, T, T) of a probe's snapshot file (cached), or
-        None while it cannot be read (a checkpoint swapping the folder: the next redraw retries)."""
+        """The probe sentence's attentions (L, H, T, T) of a probe's snapshot file, once read; None
+        while a worker reads it (the grid is drawn when it arrives)."""
         folder = self.record.folder
         if folder is None or not probe.get("snapshot"):
             return None
         key = (str(folder), probe["snapshot"])
         if key not in self._snapshots:
-            from core.train.run_folder import read_snapshot
-            try:
-                self._snapshots[key] = read_snapshot(folder, probe["step"])["attentions"]
-            except (OSError, ValueError, KeyError):
-                self._schedule()
-                return None
+            self.reader.request(key, folder, probe["step"])
+            return None
         return self._snapshots[key]
+
+    def _snapshot_read(self, key, attentions) -> None:
+        self.reader.done(key)
+        if key[0] != str(self.record.folder):
+            return                                   # another run was opened meanwhile
+        if attentions is None:
+            self._schedule()                         # not readable now: the next redraw asks again
+            return
+        self._snapshots[key] = attentions
+        probe = self.probe_at(self.heads_slider.step())
+        if probe is not None and probe.get("snapshot") == key[1]:
+            self.head_grid.set_attentions(attentions, probe.get("tokens") or [])
+            self.grid_step = probe["step"]
+            self.snapshot_shown.emit(probe["step"])
 
     # ---- what a test or a screenshot asks --------------------------------------------------------
     def shown_step(self) -> int | None:

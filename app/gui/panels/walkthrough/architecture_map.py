@@ -25,6 +25,7 @@ SKIP_X = 3 * COL_W + 8                           # where residual skips run down
 FILL = {"embedding": "#e3effb", "norm": "#fdf0c8", "attention": "#def3e3", "ffn": "#f5e1f1",
         "add": "#ececec", "output": "#e2e2f7"}
 CURRENT = QtGui.QColor("#d62728")
+MIN_LABEL_PX = 9.0        # a block's label is never drawn smaller on screen: the map scrolls instead
 
 
 class BlockItem(QtWidgets.QGraphicsRectItem):
@@ -104,7 +105,7 @@ class ArchitectureMap(QtWidgets.QGraphicsView):
         self.setObjectName("walkthrough_architecture")
         self.setScene(QtWidgets.QGraphicsScene(self))
         self.setRenderHints(QtGui.QPainter.RenderHint.Antialiasing | QtGui.QPainter.RenderHint.TextAntialiasing)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
         self.setMinimumWidth(180)
         self.arch = None
@@ -249,12 +250,19 @@ class ArchitectureMap(QtWidgets.QGraphicsView):
         self._fit()
 
     def _fit(self) -> None:
-        """Scale to the width there is (never above 1.3×); the height scrolls."""
+        """Scale to the width there is (never above 1.3×, never below readable labels); the
+        height, and the width where the labels need it, scroll."""
         rect = self.sceneRect()
         if rect.width() <= 0:
             return
-        k = min(1.3, max(0.5, (self.viewport().width() - 4) / rect.width()))
+        k = max(min(1.3, (self.viewport().width() - 4) / rect.width()), self._readable_scale())
         self.setTransform(QtGui.QTransform.fromScale(k, k))
+
+    def _readable_scale(self) -> float:
+        """The least zoom at which every block's label is MIN_LABEL_PX tall on screen."""
+        sizes = [QtGui.QFontMetricsF(b.text.font()).height() * b.text.scale()
+                 for b in self.scene().items() if isinstance(b, BlockItem)]
+        return MIN_LABEL_PX / min(sizes) if sizes else 0.5
 
 
 def _font(points: float, bold: bool = False) -> QtGui.QFont:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import html
 
+import numpy as np
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
+from app.gui.follow_model import FollowModel
 from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, badge_color, format_diff
 from app.gui.widgets.matrix_heatmap import MatrixHeatmap
 
 JOB_KEY = "walkthrough.batch"
+READOUT_HINT = "Hover a cell to read its query, key, masked score and weight."
 NEEDS_TWO = ("Type a second sentence in <b>Second</b> (of another length): the two run as one batch, "
              "and the shorter is padded.")
 
@@ -41,7 +44,8 @@ class BatchView(QtWidgets.QWidget):
         super().__init__(parent)
         self.state = state
         self.result = None
-        self._seq = 0                           # number of the newest request; older results are dropped
+        self.follow = FollowModel(state, JOB_KEY)
+        self.follow.model_changed.connect(self.on_model)
         self._requested = None                  # (first, second, layer, head): redone on a model switch
         self._shown_for = None                  # (backend, request) on screen
         lay = QtWidgets.QVBoxLayout(self)
@@ -62,21 +66,26 @@ class BatchView(QtWidgets.QWidget):
         for hm in (self.scores, self.weights):
             hm.setMinimumHeight(240)
             row.addWidget(hm, 1)
+            hm.hovered.connect(self._hovered)
         lay.addLayout(row, 1)
+        self.readout = QtWidgets.QLabel(READOUT_HINT)
+        self.readout.setObjectName("batch_readout")
+        self.readout.setTextFormat(Qt.TextFormat.RichText)
+        lay.addWidget(self.readout)
 
     # ---- requests -----------------------------------------------------------------------------
-    def backend_changed(self, backend) -> None:
-        """The inspected model changed (None: loading): the newest request again, with the new one."""
-        if backend is None:
-            self.state.drop_waiting(JOB_KEY)
-        elif self._requested is not None and self.isVisible():
+    def on_model(self, backend) -> None:
+        """The inspected model changed (None: loading): its batch goes; the newest request again."""
+        if self._requested is not None:
+            self._clear("<i>Loading the model …</i>" if backend is None else "")
+        if backend is not None and self._requested is not None and self.isVisible():
             self.show_for(*self._requested)
 
     def showEvent(self, event) -> None:
         """Back on screen after the model changed while hidden: recomputed for that model."""
         super().showEvent(event)
         shown_model = self._shown_for[0] if self._shown_for else None
-        if self._requested is not None and shown_model is not self.state.inspect_backend:
+        if self._requested is not None and self.follow.stale(shown_model):
             QtCore.QTimer.singleShot(0, lambda: self.show_for(*self._requested))
 
     def show_for(self, first: str, second: str, layer: int, head: int) -> None:
@@ -84,40 +93,50 @@ class BatchView(QtWidgets.QWidget):
         request = (first, second, layer, head)
         self._requested = request
         if not first.strip() or not second.strip():
+            self.follow.drop()
             self._clear(NEEDS_TWO)
             return
-        backend = self.state.inspect_backend
+        backend = self.follow.backend
         if backend is None:
             self.info.setText("<i>Waiting for the model to load …</i>")
             return
-        if self._shown_for == (backend, request) and not self.state.jobs.is_running(JOB_KEY):
+        if self._shown_for == (backend, request) and not self.follow.running():
             return
         layer, head = min(layer, backend.n_layers - 1), min(head, backend.n_heads - 1)
-        self._seq += 1
-        seq = self._seq
         self.info.setText("<i>running the two sentences as one padded batch …</i>")
-        self.state.run_latest(JOB_KEY, batch_fn, backend, first, second, layer, head, label="Batch of two",
-                              wants_progress=False, show_progress=False,
-                              on_result=lambda r, s=seq, b=backend, q=request: self._on_result(r, s, b, q),
-                              on_error=lambda m, s=seq: self._on_error(m, s))
+        self.follow.run(batch_fn, first, second, layer, head, label="Batch of two",
+                        wants_progress=False, show_progress=False,
+                        on_result=lambda r, b, q=request: self._on_result(r, b, q), on_error=self._on_error)
 
-    def _on_error(self, message: str, seq: int) -> None:
-        if seq == self._seq:
-            self._clear(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
+    def _on_error(self, message: str) -> None:
+        self._clear(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
 
-    def _on_result(self, result, seq, backend, request) -> None:
-        if seq != self._seq or backend is not self.state.inspect_backend:
-            return
+    def _on_result(self, result, backend, request) -> None:
         self._shown_for = (backend, request)
         self.set_result(result)
 
     def _clear(self, message: str) -> None:
         """No numbers of an earlier batch stay beside a message about this one."""
         self.result, self._shown_for = None, None
+        self.readout.setText(READOUT_HINT)
         self.info.setText(message)
         self.proofs.setText("")
         for hm in (self.scores, self.weights):
             hm.hide()
+
+    def _hovered(self, i: int, j: int, _value: float) -> None:
+        """The same cell of both matrices, in words (the two heatmaps share their rows and columns)."""
+        r = self.result
+        if r is None or i < 0:
+            self.readout.setText(READOUT_HINT)
+            return
+        p = r.padded
+        tokens = r.tokens[p]
+        score, weight = float(r.masked_scores[p][i, j]), float(r.weights[p][i, j])
+        score_text = "−∞ (a padded key)" if np.isneginf(score) else f"{score:.4f}"
+        self.readout.setText(f"query <b>{html.escape(tokens[i])}</b> (token {i}) → key "
+                             f"<b>{html.escape(tokens[j])}</b> (token {j}): masked score <b>{score_text}</b>, "
+                             f"weight <b>{weight:.4f}</b>")
 
     # ---- drawing ------------------------------------------------------------------------------
     def set_result(self, r) -> None:

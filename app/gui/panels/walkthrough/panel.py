@@ -19,6 +19,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
 from app.gui import panel_state
+from app.gui.follow_model import FollowModel
 from app.gui.panels.walkthrough.architecture_map import ArchitectureMap
 from app.gui.panels.walkthrough.batch_view import BatchView
 from app.gui.panels.walkthrough.pooling_view import PoolingView
@@ -67,11 +68,12 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.walkthrough = None
         self.walkthrough_backend = None      # the backend that computed self.walkthrough
         self.pooling_result = None           # (request it was computed for, result)
-        self._seq = 0                        # number of the latest request; older results are dropped
         self._last_request = None            # the newest request: run again when the model loads or changes
         self.last_dir = Path.home()
         self._build()
-        state.inspect_backend_changed.connect(self._on_backend)
+        self.follow = FollowModel(state, JOB_KEY)
+        self.follow.model_changed.connect(self._on_backend)
+        self.pooling_follow = FollowModel(state, POOLING_JOB_KEY)
         if hasattr(state, "walkthrough_requested"):
             state.walkthrough_requested.connect(self.request)
         self._on_backend(getattr(state, "backend", None))
@@ -209,8 +211,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
 
     def explain_current(self) -> None:
         self.explain_text(self.text_edit.text(), self.other_edit.text(), as_pair=self.as_pair.isChecked())
-        if self.stack.currentIndex() == 2:
-            self.set_view(2)                           # the batch of the sentences as typed now
+        if self.stack.currentIndex() in (1, 2):
+            self.set_view(self.stack.currentIndex())   # the positions / the batch of the sentence as typed now
 
     def explain_text(self, text: str, other: str = "", as_pair: bool = False, layer: int | None = None,
                      head: int | None = None) -> None:
@@ -249,26 +251,20 @@ class WalkthroughPanel(QtWidgets.QWidget):
             spin.blockSignals(False)
 
     def _start(self, request) -> None:
-        self._seq += 1
         self._last_request = request
-        backend = self.state.inspect_backend
+        backend = self.follow.backend
         if backend is None:
+            self.follow.drop()
             self._set_info("<i>Waiting for the model to load …</i>")
             return                                     # _on_backend runs it
         text, other, as_pair, layer, head, pooling = request
-        seq = self._seq
         self._set_info(f"{self._model_text(backend)} · <i>computing every step …</i>")
-        # while one runs, only the newest request waits (state.run_latest)
-        self.state.run_latest(JOB_KEY, explain_fn, backend, text, other if as_pair else None, layer, head,
-                              pooling, label="Step by step", wants_progress=False, show_progress=False,
-                              on_result=lambda result, s=seq, b=backend: self._on_result(result, s, b),
-                              on_error=lambda message, s=seq: self._on_error(message, s))
+        self.follow.run(explain_fn, text, other if as_pair else None, layer, head, pooling, label="Step by step",
+                        wants_progress=False, show_progress=False, on_result=self._on_result,
+                        on_error=self._on_error)
 
     def _on_backend(self, backend) -> None:
-        self.positions_view.backend_changed(backend)
-        self.batch_view.backend_changed(backend)
         if backend is None:
-            self.state.drop_waiting(JOB_KEY)           # it would run the old model: redone below
             self._set_info("<i>Loading the model …</i>")
             self.explain_button.setEnabled(False)
             return
@@ -294,19 +290,15 @@ class WalkthroughPanel(QtWidgets.QWidget):
         QtCore.QTimer.singleShot(0, self._auto_explain)
 
     # ---- results --------------------------------------------------------------------------------
-    def _on_error(self, message: str, seq: int) -> None:
-        if seq != self._seq:
-            return
+    def _on_error(self, message: str) -> None:
         self._set_info(f"<span style='color:#c0392b'>{_html(message)}</span>")
         self.failed.emit(message)
 
     def set_result(self, walkthrough, backend=None) -> None:
         """Show a Walkthrough (as a worker would hand it; also for screenshots)."""
-        self._on_result(walkthrough, self._seq, backend or self.state.inspect_backend)
+        self._on_result(walkthrough, backend or self.state.inspect_backend)
 
-    def _on_result(self, result, seq: int, backend) -> None:
-        if seq != self._seq or backend is not self.state.inspect_backend:
-            return                                     # stale: a newer request or another model
+    def _on_result(self, result, backend) -> None:
         walkthrough = result
         current = self.current_step_name()
         self.walkthrough, self.walkthrough_backend = walkthrough, backend
@@ -411,16 +403,14 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.pooling_view.label.setText("<i>comparing CLS, mean and max pooling …</i>")
         if request[0] is None:
             return                                     # the model is loading: shown again after it
-        self.state.run_latest(POOLING_JOB_KEY, pooling_fn, *request, label="Pooling comparison",
-                              wants_progress=False, show_progress=False,
-                              on_result=lambda r, q=request: self._on_pooling(q, r),
-                              on_error=lambda m: self.pooling_view.label.setText(
-                                  f"<span style='color:#c0392b'>{_html(m)}</span>"))
+        self.pooling_follow.run(pooling_fn, *request[1:], label="Pooling comparison",
+                                wants_progress=False, show_progress=False,
+                                on_result=lambda r, _b, q=request: self._on_pooling(q, r),
+                                on_error=lambda m: self.pooling_view.label.setText(
+                                    f"<span style='color:#c0392b'>{_html(m)}</span>"))
 
     def _on_pooling(self, request, result) -> None:
         self.pooling_result = (request, result)
-        if self.state.has_waiting(POOLING_JOB_KEY):
-            return                                     # a newer comparison runs next
         if self.current_step_name() == "pooled":
             if request == self._pooling_request():
                 self.pooling_view.set_result(self.walkthrough, result, request[2])

@@ -16,6 +16,7 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
+from app.gui.follow_model import FollowModel
 from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, format_diff
 from app.gui.widgets.matrix_heatmap import MatrixHeatmap
 
@@ -39,7 +40,8 @@ class PositionsView(QtWidgets.QWidget):
         self.state = state
         self.positions = None
         self.demo = None
-        self._seq = 0                          # number of the newest request; older results are dropped
+        self.follow = FollowModel(state, JOB_KEY)
+        self.follow.model_changed.connect(self.on_model)
         self._requested = None                 # (text, layer) of the newest request: redone on a model switch
         self._shown_for = None                 # (backend, text, layer) on screen
         lay = QtWidgets.QVBoxLayout(self)
@@ -82,48 +84,50 @@ class PositionsView(QtWidgets.QWidget):
         lay.addWidget(box)
 
     # ---- requests -----------------------------------------------------------------------------
-    def backend_changed(self, backend) -> None:
-        """The inspected model changed (None: loading): the newest request again, with the new one."""
-        if backend is None:
-            self.state.drop_waiting(JOB_KEY)   # it would run the old model
-        elif self._requested is not None and self.isVisible():
+    def on_model(self, backend) -> None:
+        """The inspected model changed (None: loading): its tables go; the newest request again."""
+        self._clear("<i>Loading the model …</i>" if backend is None else "")
+        if backend is not None and self._requested is not None and self.isVisible():
             self.show_for(*self._requested)
 
     def showEvent(self, event) -> None:
         """Back on screen after the model changed while hidden: its tables again, for that model."""
         super().showEvent(event)
         shown_model = self._shown_for[0] if self._shown_for else None
-        if self._requested is not None and shown_model is not self.state.inspect_backend:
+        if self._requested is not None and self.follow.stale(shown_model):
             QtCore.QTimer.singleShot(0, lambda: self.show_for(*self._requested))
 
     def show_for(self, text: str, layer: int) -> None:
-        """Compute (in a worker) and show the tables and the demo for ``text`` at ``layer``."""
+        """Compute (in a worker) and show the tables and the demo for ``text`` at ``layer`` (0-based;
+        a model with fewer layers shows its last)."""
         self._requested = (text, layer)
-        backend = self.state.inspect_backend
+        backend = self.follow.backend
         if backend is None:
-            self.info.setText("<i>Waiting for the model to load …</i>")
+            self._clear("<i>Waiting for the model to load …</i>")
             return
-        if self._shown_for == (backend, text, layer) and not self.state.jobs.is_running(JOB_KEY):
+        layer = max(0, min(layer, int(getattr(backend, "n_layers", layer + 1)) - 1))
+        if self._shown_for == (backend, text, layer) and not self.follow.running():
             return                             # on screen, and no other request in flight
-        self._seq += 1
-        seq = self._seq
         self.info.setText("<i>computing the position tables and the permutation demo …</i>")
-        # while one runs, only the newest request waits (state.run_latest)
-        self.state.run_latest(JOB_KEY, positions_fn, backend, text, layer, label="Positions",
-                              wants_progress=False, show_progress=False,
-                              on_result=lambda r, s=seq, b=backend, t=text, layer_=layer:
-                                  self._on_result(r, s, b, t, layer_),
-                              on_error=lambda m, s=seq: self._on_error(m, s))
+        self.follow.run(positions_fn, text, layer, label="Positions", wants_progress=False, show_progress=False,
+                        on_result=lambda r, b, t=text, layer_=layer: self._on_result(r, b, t, layer_),
+                        on_error=self._on_error)
 
-    def _on_error(self, message: str, seq: int) -> None:
-        if seq == self._seq:
-            self.info.setText(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
+    def _on_error(self, message: str) -> None:
+        self._clear(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
 
-    def _on_result(self, result, seq, backend, text, layer) -> None:
-        if seq != self._seq or backend is not self.state.inspect_backend:
-            return
+    def _on_result(self, result, backend, text, layer) -> None:
         self._shown_for = (backend, text, layer)
         self.set_result(*result, model=str(getattr(backend, "model_name", "")))
+
+    def _clear(self, message: str) -> None:
+        """No table or demo of another model (or sentence) stays beside a message about this one."""
+        self.positions, self.demo, self._shown_for = None, None, None
+        self.info.setText(message)
+        for w in (self.sin_table, self.learned_table, self.sin_cosine, self.learned_cosine, self.learned_note):
+            w.hide()
+        self.wavelengths.setText("")
+        self.demo_label.setText("")
 
     # ---- drawing ------------------------------------------------------------------------------
     def set_result(self, positions, demo, model: str = "the model") -> None:
@@ -138,6 +142,8 @@ class PositionsView(QtWidgets.QWidget):
                                     title="Sinusoidal: cosine between positions", signed=True)
         learned = getattr(positions, "learned", None)
         has_learned = learned is not None
+        for w in (self.sin_table, self.sin_cosine):
+            w.show()
         for w in (self.learned_table, self.learned_cosine):
             w.setVisible(has_learned)
         self.learned_note.setVisible(not has_learned)

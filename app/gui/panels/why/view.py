@@ -19,6 +19,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
+from app.gui.follow_model import FollowModel
 from app.gui.widgets.heatmap import HeatmapWidget
 from app.gui.widgets.save_dialog import ask_save_path
 from core.encoder.attention import write_matrix_csv
@@ -56,6 +57,21 @@ def bar_brushes(values) -> list:
 
 
 HEADER_CHARS = 300     # a query or hit longer than this is shortened in the header
+
+
+def encoder_note(store, backend) -> str:
+    """' · the corpus was embedded by …, this is …' when the encoder running is not the one that
+    embedded the store's vectors (or the store does not say); '' when it is."""
+    from index.base import describe_encoders, encoder_of
+    if store is None or backend is None:
+        return ""
+    running = describe_encoders([encoder_of(backend)])
+    record = store.encoders
+    if record == [encoder_of(backend)]:
+        return ""
+    if record is None:
+        return f" · the corpus's encoder is not recorded (an older store); this is {running}"
+    return f" · the corpus was embedded by {describe_encoders(record)}; this is {running}"
 
 
 def shortened(text: str, limit: int = HEADER_CHARS) -> str:
@@ -148,7 +164,7 @@ class WhyDialog(QtWidgets.QDialog):
         self.why = None                 # core.evaluate.why.Why being shown
         self.view = None                # core.evaluate.why.WhyView being shown (specials hidden or not)
         self.search_score = None        # the score the search table showed for the hit
-        self._seq = 0                   # number of the newest request; older results are dropped
+        self.follow = FollowModel(state, "why", corpus=True)   # the corpus model: newest request wins
         self._request = None            # (query, text) last asked for: redone when the model changes
         self.score_note = ""            # said instead of the search-score comparison (a whitened store)
         self._query = self._text = ""
@@ -206,7 +222,7 @@ class WhyDialog(QtWidgets.QDialog):
         self.png_button.clicked.connect(lambda: self.export_png())
         # another model or pooling: the numbers shown are no longer the corpus's; redo them
         state.choice_changed.connect(lambda _c: self._redo())
-        state.backend_changed.connect(lambda b: self._redo() if b is not None else None)
+        self.follow.model_changed.connect(lambda b: self._redo() if b is not None else None)
 
     # ---- requests -----------------------------------------------------------------------------
     def request(self, query: str, text: str, search_score: float | None = None, score_note: str = "") -> None:
@@ -218,31 +234,25 @@ class WhyDialog(QtWidgets.QDialog):
         self.activateWindow()
         state = self.state
         self._request = (query, text)
-        self._seq += 1
         if state.backend is None:
-            state.drop_waiting("why")   # it would run the old model; _redo asks again once loaded
+            self.follow.drop()          # it would run the old model; _redo asks again once loaded
             self._set_header(query, text, "the model is still loading — try again in a moment")
             return
-        seq, pooling = self._seq, state.pooling
+        pooling = state.pooling
         self._set_header(query, text, f"computing with {state.choice.model} ({pooling} pooling) …")
-        # while one runs, only the newest request waits (state.run_latest)
-        state.run_latest("why", explain_job, state.backend, pooling, query, text, search_score, label="Why similar",
-                         show_progress=False,
-                         on_result=lambda why: self._on_result(why, seq, query, text, search_score),
-                         on_error=lambda message: self._on_error(message, seq, query, text))
+        self.follow.run(explain_job, pooling, query, text, search_score, label="Why similar", show_progress=False,
+                        on_result=lambda why, _b: self._on_result(why, query, text, search_score),
+                        on_error=lambda message: self._on_error(message, query, text))
 
-    def _on_result(self, why, seq, query, text, search_score) -> None:
-        if seq != self._seq:
-            return                      # stale: a newer request runs or waits
+    def _on_result(self, why, query, text, search_score) -> None:
         self.why, self.search_score = why, search_score
         self._query, self._text = query, text
         self.explain_label.setText(EXPLAIN[why.pooling])
         self.refresh()
         self.shown.emit(why)
 
-    def _on_error(self, message, seq, query, text) -> None:
-        if seq == self._seq:
-            self._set_header(query, text, message, error=True)
+    def _on_error(self, message, query, text) -> None:
+        self._set_header(query, text, message, error=True)
 
     def _redo(self) -> None:
         """After a model/pooling change: the same pair with the new model (the old search score
@@ -261,12 +271,20 @@ class WhyDialog(QtWidgets.QDialog):
                                        title=f"Σ of the cells shown = {view.matrix.sum():.4f}")
         self.heatmap.set_show_values(self.show_values.isChecked())
         seen = f" ({html.escape(self.score_note)})" if self.score_note else ""
+        score = f"{why.score:.4f}"
         if self.search_score is not None:
-            same = "=" if abs(self.search_score - why.total) <= SAME_SCORE else "≠"
-            seen = f" {same} the search score {self.search_score:.4f}"
+            apart = abs(self.search_score - why.total)
+            if apart <= SAME_SCORE:
+                seen = f" = the search score {self.search_score:.4f}"
+            else:   # enough digits that the two numbers read differently, and by how much
+                score = f"{why.total:.6f}"
+                seen = f" ≠ the search score {self.search_score:.6f} (apart by {apart:.1e})"
+            seen += html.escape(encoder_note(self.state.store, self.state.backend))
+        model = str(getattr(self.state.backend, "model_name", None) or self.state.choice.model)
+        model = Path(model).name or model          # a trained model's folder by its name, not its path
         self._set_header(self._query, self._text,
-                         f"score <b>{why.score:.4f}</b>{seen} = the sum of all {n} × {m} token-pair "
-                         f"contributions · {html.escape(self.state.choice.model)}, {why.pooling} pooling · "
+                         f"score <b>{score}</b>{seen} = the sum of all {n} × {m} token-pair "
+                         f"contributions · {html.escape(model)}, {why.pooling} pooling · "
                          f"computed as the vectors were made: {why.describe_precision()}",
                          rich=True)
         specials = why.view(hide_special=True)

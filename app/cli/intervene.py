@@ -1,0 +1,199 @@
+"""`encoderscope ablate`, `patch` and `importance`: switch parts of the encoder off, patch them
+from another sentence, and measure what each part is worth (core/intervene, docs/interventions.md).
+
+    encoderscope ablate TEXT [--heads 3.5,4.1] [--ffn L] [--attn-off L] [--skip-layer L]
+                        [--no-positions | --shuffle-positions] [--no-scale | --temperature T]
+                        [--mean-ablation] [--mask-token WORD] [--json]
+    encoderscope patch A B --site L5.H3|L5.resid@TOKEN|L5.ffn [--site ...] [--json]
+    encoderscope importance --metric spearman|recall|mlm [--seed N] [--json]
+
+Layers and heads count from 1 (3.5 = layer 3, head 5). No Qt here.
+"""
+from __future__ import annotations
+
+DIGITS = 6          # decimals of the vectors and attentions printed in --json
+
+
+def register(sub) -> None:
+    from app.cli.options import add_model_options
+
+    p = sub.add_parser("ablate", help="switch heads, attention, FFNs or positions off and show what changes")
+    p.add_argument("text", metavar="TEXT", help="the sentence (with [MASK] for fill-mask effects)")
+    p.add_argument("--heads", metavar="L.H,...", help="heads to ablate, layer.head from 1 (3.5 = layer 3, head 5)")
+    p.add_argument("--ffn", metavar="L,...", help="layers whose FFN branch is removed")
+    p.add_argument("--attn-off", metavar="L,...", help="layers whose attention branch is removed")
+    p.add_argument("--skip-layer", metavar="L,...", help="layers passed through unchanged")
+    pos = p.add_mutually_exclusive_group()
+    pos.add_argument("--no-positions", action="store_true", help="drop the position embeddings")
+    pos.add_argument("--shuffle-positions", action="store_true", help="give the tokens shuffled positions")
+    p.add_argument("--seed", type=int, default=0, help="seed of --shuffle-positions (default 0)")
+    scale = p.add_mutually_exclusive_group()
+    scale.add_argument("--no-scale", action="store_true", help="attention scores without the 1/sqrt(d_k)")
+    scale.add_argument("--temperature", type=float, default=1.0, metavar="T",
+                       help="divide the attention scores by T before the softmax (default 1)")
+    p.add_argument("--mean-ablation", action="store_true",
+                   help="replace ablated heads by their mean output over the sample corpus instead of zero")
+    p.add_argument("--mask-token", metavar="WORD",
+                   help="with [MASK] in TEXT: also the probability of WORD at the first mask")
+    p.add_argument("--top", type=int, default=5, metavar="K", help="fill-mask guesses shown (default 5)")
+    add_model_options(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_ablate)
+
+    p = sub.add_parser("patch", help="run sentence A with one site's numbers taken from sentence B")
+    p.add_argument("a", metavar="A", help="the sentence that runs")
+    p.add_argument("b", metavar="B", help="the sentence the patched numbers come from")
+    p.add_argument("--site", action="append", required=True, metavar="SITE",
+                   help="L5.H3 (a head's output), L5.resid@TOKEN (the residual after layer 5 at one token: "
+                        "a word or a position, 0 = [CLS]), L5.ffn (the FFN's output); repeatable")
+    add_model_options(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_patch)
+
+    p = sub.add_parser("importance", help="what each head, attention and FFN is worth to a metric")
+    p.add_argument("--metric", choices=("spearman", "recall", "mlm"), default="spearman",
+                   help="spearman: shipped eval pairs; recall: recall@10 of the shipped queries over the "
+                        "sample corpus; mlm: masked-token log-probability on the sample corpus (default spearman)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the mlm metric's masks (default 0)")
+    p.add_argument("--no-cache", action="store_true", help="compute afresh, ignoring a cached map")
+    add_model_options(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_importance)
+
+
+def spec_from_args(args):
+    from core.intervene.spec import Intervention, parse_heads, parse_layers
+    return Intervention(
+        heads=parse_heads(args.heads) if args.heads else frozenset(),
+        head_mode="mean" if args.mean_ablation else "zero",
+        attention_off=parse_layers(args.attn_off, "--attn-off") if args.attn_off else frozenset(),
+        ffn_off=parse_layers(args.ffn, "--ffn") if args.ffn else frozenset(),
+        skip=parse_layers(args.skip_layer, "--skip-layer") if args.skip_layer else frozenset(),
+        positions="off" if args.no_positions else "shuffle" if args.shuffle_positions else "keep",
+        shuffle_seed=args.seed, no_scale=args.no_scale, temperature=args.temperature)
+
+
+def _vector(v) -> list:
+    return [round(float(x), DIGITS) for x in v]
+
+
+def cmd_ablate(args) -> int:
+    import numpy as np
+
+    from app.cli.options import emit_json
+    from core.encoder.backends import get_backend
+    from core.errors import InputError, NoMLMHead
+    from core.intervene import effects
+    from core.intervene.means import mean_head_outputs
+
+    spec = spec_from_args(args)
+    if spec.is_empty:
+        raise InputError("nothing to switch off: give --heads, --ffn, --attn-off, --skip-layer, --no-positions, "
+                         "--shuffle-positions, --no-scale or --temperature (e.g. encoderscope ablate TEXT --heads 3.5)")
+    backend = get_backend(args.model, args.backend, device=args.device, precision=args.precision)
+    if args.mean_ablation and not spec.heads:
+        raise InputError("--mean-ablation replaces ablated heads: give them with --heads (e.g. --heads 3.5)")
+    spec.check(backend.n_layers, backend.n_heads)
+    means = mean_head_outputs(backend, effects.sample_corpus()) if args.mean_ablation else None
+    pooling = backend.choose_pooling(args.pooling)
+    vec = effects.compare_vector(backend, args.text, spec, pooling, means)
+    att = effects.compare_attentions(backend, args.text, spec, means)
+    mask = backend.tokenizer.mask_token
+    fill = None
+    if mask and mask in args.text or args.mask_token:
+        if not backend.has_mlm:
+            raise NoMLMHead(f"{backend.model_name} has no masked-LM head, so fill-mask effects cannot be shown: "
+                            "leave out [MASK] and --mask-token, or use a model with one (encoderscope train "
+                            "--init minilm --objective mlm --corpus FILE --out DIR, then --model DIR)")
+        fill = effects.compare_fill_mask(backend, args.text, spec, args.top, args.mask_token, means)
+    changed = np.abs(att.difference).max(axis=(2, 3))          # (L, H)
+    if args.json:
+        out = {"model": backend.model_name, "intervention": spec.describe(), "pooling": pooling,
+               "precision": backend.precision, "tokens": att.tokens,
+               "vector_before": _vector(vec.before), "vector_after": _vector(vec.after), "cosine": vec.cosine,
+               "attentions_after": np.round(att.after, DIGITS).tolist(),
+               "attention_max_change": np.round(changed, DIGITS).tolist()}
+        if fill is not None:
+            out["fill_mask"] = {"before": fill.before.to_dict(), "after": fill.after.to_dict(),
+                                "target": fill.target, "target_before": fill.target_before,
+                                "target_after": fill.target_after}
+        emit_json(out)
+        return 0
+    print(f"{backend.model_name}: {spec.describe()}")
+    print(f"tokens: {' '.join(att.tokens)}")
+    print(f"sentence vector ({pooling}): cosine with the original {vec.cosine:.6f}")
+    l, h = np.unravel_index(int(np.argmax(changed)), changed.shape)
+    print(f"attention: largest change {changed[l, h]:.4f} in head {l + 1}.{h + 1}")
+    if fill is not None:
+        for m_before, m_after in zip(fill.before.masks, fill.after.masks):
+            show = lambda preds: ", ".join(f"{p['token']} {p['score']:.3f}" for p in preds)  # noqa: E731
+            print(f"mask at {m_before['position']}: before {show(m_before['predictions'])}")
+            print(f"{'':>{len(str(m_before['position'])) + 9}}after  {show(m_after['predictions'])}")
+        if fill.target:
+            print(f"p({fill.target}) at the first mask: {fill.target_before:.4f} -> {fill.target_after:.4f}")
+    return 0
+
+
+def cmd_patch(args) -> int:
+    import numpy as np
+
+    from app.cli.options import emit_json
+    from core.encoder.backends import get_backend
+    from core.intervene.apply import intervene
+    from core.intervene.patching import patched_run
+    from core.intervene.spec import parse_site
+
+    backend = get_backend(args.model, args.backend, device=args.device, precision=args.precision)
+    pooling = backend.choose_pooling(args.pooling)
+    sites = [parse_site(s) for s in args.site]
+    spec, source, alignment, _ = patched_run(backend, args.a, args.b, sites)
+    before_a = backend.embed([args.a], pooling=pooling)[0]
+    run_b = backend.embed([args.b], pooling=pooling)[0]
+    with intervene(backend, spec, patch_source=source):
+        after = backend.embed([args.a], pooling=pooling)[0]
+    cos = lambda x, y: float(np.dot(x.astype(np.float64), y.astype(np.float64)))  # noqa: E731
+    # how far the patch moves A's vector toward B's: 0 = A unchanged, 1 = B's vector
+    gap = 1.0 - cos(before_a, run_b)
+    moved = (cos(after, run_b) - cos(before_a, run_b)) / gap if gap > 1e-12 else 1.0
+    out = {"model": backend.model_name, "sites": [s.describe() for s in spec.patch], "pooling": pooling,
+           "alignment": alignment.to_dict(), "cosine_a_b": cos(before_a, run_b),
+           "cosine_patched_a": cos(after, before_a), "cosine_patched_b": cos(after, run_b),
+           "moved_toward_b": moved, "vector_a": _vector(before_a), "vector_patched": _vector(after)}
+    if args.json:
+        emit_json(out)
+        return 0
+    print(f"A: {' '.join(alignment.tokens_a)}")
+    print(f"B: {' '.join(alignment.tokens_b)}")
+    for site, pairs in alignment.pairs.items():
+        shown = ", ".join(f"{alignment.tokens_a[a]}<-{alignment.tokens_b[b]}" for a, b in list(pairs.items())[:8])
+        print(f"{site.describe()}: {shown}{' ...' if len(pairs) > 8 else ''}")
+    print(f"cosine(A, B) {out['cosine_a_b']:.4f}; patched A: cosine with A {out['cosine_patched_a']:.4f}, "
+          f"with B {out['cosine_patched_b']:.4f} ({moved:.0%} of the way to B)")
+    return 0
+
+
+def cmd_importance(args) -> int:
+    import sys
+
+    from app.cli.options import emit_json
+    from core.encoder.backends import get_backend
+    from core.intervene.importance import importance_map
+    from core.paths import data_dir
+
+    backend = get_backend(args.model, args.backend, device=args.device, precision=args.precision)
+    cache = None if args.no_cache else data_dir() / "cache" / "importance"
+
+    def progress(done, total):
+        if not args.json and sys.stderr.isatty():
+            print(f"\r{done}/{total} parts", end="", file=sys.stderr, flush=True)
+
+    m = importance_map(backend, args.metric, seed=args.seed, progress=progress, cache_dir=cache)
+    if args.json:
+        emit_json({"model": backend.model_name, **m.to_dict()})
+        return 0
+    print(f"{backend.model_name}: {args.metric} {m.baseline:.4f} with every part on; drop when switched off:")
+    for (l, h), d in m.top(10):
+        print(f"  head {l + 1}.{h + 1}: {d:+.4f}")
+    for name, arr in (("attention", m.attention), ("FFN", m.ffn)):
+        print(f"  {name} by layer: " + ", ".join(f"{l + 1}: {v:+.4f}" for l, v in enumerate(arr)))
+    return 0
