@@ -33,7 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from core.encoder.backends import get_backend  # noqa: E402
-from core.encoder.batching import plan_batches, token_budget  # noqa: E402
+from core.encoder.batching import plan_batches, row_cap, token_budget  # noqa: E402
 from core.encoder.pooling import l2_normalize, pool  # noqa: E402
 
 ROUNDS = 3   # alternating rounds per row (ours, transformers, ours, ...), best of each kept
@@ -55,7 +55,8 @@ def our_plan(backend, texts, batch_size, ids=None):
     """The batches backend.embed(texts, batch_size=...) runs, as lists of text indices (`ids`:
     the texts' token ids when already at hand)."""
     ids = backend.encode_ids(texts)[0] if ids is None else ids
-    return plan_batches([len(x) for x in ids], batch_size, token_budget(backend.dim, backend.device.type))
+    rows = row_cap(backend.device.type) if batch_size is None else batch_size
+    return plan_batches([len(x) for x in ids], rows, token_budget(backend.dim, backend.device.type))
 
 
 def input_order_plan(n, batch_size):
@@ -127,7 +128,7 @@ def bench_model(name: str, folder: str, texts: list[str], n_bs1: int, rows: list
             hf = hf_eager if attn else hf_sdpa
             ours_embed(ours, sub[:64], bs, attn)          # warm-up
             hf_embed(hf, tok, sub, plan[:4], attn)
-            if not attn:
+            if not attn and session is not None:
                 ort_embed(session, ours, sub[:64], bs)
             # Alternate the contenders and keep each one's best round: on a shared machine a
             # single run of either can land in someone else's busy second.
@@ -135,7 +136,7 @@ def bench_model(name: str, folder: str, texts: list[str], n_bs1: int, rows: list
             for _ in range(ROUNDS):
                 r_ours = max(r_ours, rate(lambda: ours_embed(ours, sub, bs, attn), n))
                 r_sorted = max(r_sorted, rate(lambda: hf_embed(hf, tok, sub, plan, attn), n))
-                if not attn:
+                if not attn and session is not None:
                     r_ort = max(r_ort, rate(lambda: ort_embed(session, ours, sub, bs), n))
             r_input = rate(lambda: hf_embed(hf, tok, sub, input_order_plan(n, bs), attn), n) \
                 if (bs > 1 and not attn) else None
@@ -144,9 +145,9 @@ def bench_model(name: str, folder: str, texts: list[str], n_bs1: int, rows: list
     # Accuracy of the fast path against transformers on the same weights.
     a = ours.embed(texts[:256])
     b = hf_embed(hf_sdpa, tok, texts[:256], our_plan(ours, texts[:256], 64), False)
-    c = ort_embed(session, ours, texts[:256], 64)
-    print(f"  {name}: max |ours - transformers| over 256 embeddings = {np.abs(a - b).max():.2e}, "
-          f"max |ort - transformers| = {np.abs(c - b).max():.2e}")
+    ort = "" if session is None else \
+        f", max |ort - transformers| = {np.abs(ort_embed(session, ours, texts[:256], 64) - b).max():.2e}"
+    print(f"  {name}: max |ours - transformers| over 256 embeddings = {np.abs(a - b).max():.2e}{ort}")
 
 
 def print_row(r):
@@ -158,8 +159,13 @@ def print_row(r):
 
 
 def onnx_session(backend, threads: int):
-    """An onnxruntime session over the backend's weights, exported once and cached by weights."""
-    import onnxruntime as ort
+    """An onnxruntime session over the backend's weights, exported once and cached by weights;
+    None without the bench extra (onnxruntime, onnx, onnxscript): the rows then have no ORT peer."""
+    try:
+        import onnx  # noqa: F401 - the exporter needs it
+        import onnxruntime as ort
+    except ImportError:
+        return None
 
     from core.encoder.weights import load_folder
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"encoderscope-bench-{backend.weights_sha256[:16]}.onnx"
@@ -228,6 +234,8 @@ def bench_auto(texts, n_bs1: int):
                       "fp32": lambda: ours.embed(sub, batch_size=bs),
                       "hf": lambda: hf_embed(hf, ours.tokenizer, sub, plan, False),
                       "ort": lambda: ort_embed(session, ours, sub, bs)}
+        if session is None:
+            del contenders["ort"]
         if bs > 1:
             contenders["hf64"] = lambda: hf_embed(hf, ours.tokenizer, sub, uncapped, False)
         for run in contenders.values():       # warm-up
@@ -236,6 +244,7 @@ def bench_auto(texts, n_bs1: int):
         for _ in range(ROUNDS):
             for name, run in contenders.items():
                 best[name] = max(best[name], rate(run, len(sub)))
+        best.setdefault("ort", float("nan"))          # no bench extra: no onnxruntime peer
         cos = (ours.embed(sub) * auto.embed(sub)).sum(1)
         print(f"auto (minilm, batch {bs}): {best['auto']:.1f} sent/s; our fp32 {best['fp32']:.1f} "
               f"(x{best['auto'] / best['fp32']:.2f}); transformers fp32 sorted {best['hf']:.1f} "
@@ -266,6 +275,8 @@ def bench_latency(lengths=(8, 16, 32, 64, 128), reps: int = 30):
         feed = {"input_ids": ids.numpy(), "attention_mask": np.ones((1, T), np.int64)}
         runs = {"fp32": lambda: ours_call(ours, ids), "auto": lambda: ours_call(auto, ids),
                 "ort": lambda: session.run(None, feed)}
+        if session is None:
+            del runs["ort"]
         # Blocks of one contender at a time: onnxruntime's idle threads spin for a while after
         # each run, and so do torch's, so call-by-call alternation slows whoever runs next.
         med = dict.fromkeys(runs, float("inf"))
@@ -279,45 +290,96 @@ def bench_latency(lengths=(8, 16, 32, 64, 128), reps: int = 30):
                     run()
                     times.append(time.perf_counter() - t)
                 med[name] = min(med[name], float(np.median(times)) * 1e3)
+        med.setdefault("ort", float("nan"))
         print(f"  {T:>4} | {med['fp32']:6.2f} | {med['auto']:6.2f} | {med['ort']:6.2f} | "
               f"{med['ort'] / med['fp32']:4.2f} | {med['ort'] / med['auto']:4.2f}", flush=True)
 
 
-def bench_device(texts, device: str, n_bs1: int):
-    """Ours against transformers on one device, each in fp32 and under bf16 autocast: the GPU
-    rows of issue 14 (`--device cuda`; `--device cpu` runs the same code here). Length-sorted
-    batches of 64 and single sentences, alternating rounds, best of each; the time includes
-    copying the vectors back, which waits for the device."""
+DEVICE_BATCHES = (1, 64, 256, None)   # None: embed's own plan for the device (its token budget)
+
+
+def flops_per_token(cfg) -> int:
+    """Multiply-adds x 2 of the encoder's matrix products per token: Q, K, V and output (4 D x D)
+    and the FFN (2 D x F) in each layer; attention's T-long products left out (minilm: 21 MFLOP)."""
+    return 2 * cfg.n_layers * (4 * cfg.dim * cfg.dim + 2 * cfg.dim * cfg.hidden_dim)
+
+
+def st_model(folder: str, device):
+    """sentence-transformers over the same folder (mean pooling, as ours), or None when it is
+    not installed."""
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        return None
+    return SentenceTransformer(folder, device=str(device))
+
+
+def st_embed(model, texts, batch_size: int, bf16: bool, device):
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        return model.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True)
+
+
+def measure_device(texts, device: str, n_bs1: int = 500, batches=DEVICE_BATCHES, rounds: int = ROUNDS) -> list[dict]:
+    """Ours against transformers (sdpa) and sentence-transformers (when installed) on one device,
+    fp32 and bf16 (ours: weights cast once; the peers: autocast), at each batch size: rows of
+    sentences/s, our TFLOP/s and the min cosine of our vectors with our fp32 ones. Rounds
+    alternate the contenders, best of each; a time includes copying the vectors back, which
+    waits for the device."""
     from transformers import AutoModel
 
-    from core.device import bf16_supported, describe_device
+    from core.device import bf16_supported
+    from core.encoder.batching import row_cap
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("error: no CUDA device here (torch.cuda.is_available() is False): "
                          "run `--device cuda` on a machine with an NVIDIA GPU and a CUDA build of torch")
     dev = torch.device(device)
     precisions = ["fp32"] + (["bf16"] if bf16_supported(dev) else [])
     ours = {p: get_backend("minilm", "scratch", device=device, precision=p) for p in precisions}
-    hf = AutoModel.from_pretrained(str(ours["fp32"].source.folder), attn_implementation="sdpa").eval().to(dev)
+    folder = str(ours["fp32"].source.folder)
+    hf = AutoModel.from_pretrained(folder, attn_implementation="sdpa").eval().to(dev)
+    st = st_model(folder, dev)
     tok = ours["fp32"].tokenizer
-    print(f"\n{describe_device(dev)}: ours against transformers (sdpa) on the same device, minilm, "
-          f"sentences/second (bf16 = autocast, both)")
-    print("| batch | precision | n | ours | transformers | ours / transformers | min cosine vs our fp32 |")
-    print("|---:|---|---:|---:|---:|---:|---:|")
-    for bs, sub in ((64, texts), (1, texts[:n_bs1])):
-        ref = ours["fp32"].embed(sub)
-        plan = our_plan(ours["fp32"], sub, bs)
+    per_token = flops_per_token(ours["fp32"].config)
+    rows = []
+    for bs in batches:
+        sub = texts if bs != 1 else texts[:n_bs1]
+        tokens = sum(len(x) for x in ours["fp32"].encode_ids(sub)[0])
+        rows_cap = row_cap(dev.type) if bs is None else bs
+        ref = ours["fp32"].embed(sub, batch_size=bs)
+        plan = our_plan(ours["fp32"], sub, rows_cap)
         for p in precisions:
             runs = {"ours": lambda: ours[p].embed(sub, batch_size=bs),
                     "hf": lambda: hf_embed(hf, tok, sub, plan, False, device=dev, bf16=p == "bf16")}
+            if st is not None:
+                runs["st"] = lambda: st_embed(st, sub, rows_cap, p == "bf16", dev)
             for run in runs.values():               # warm-up (CUDA kernels, cuBLAS handles)
                 run()
             best = dict.fromkeys(runs, 0.0)
-            for _ in range(ROUNDS):
+            for _ in range(rounds):
                 for name, run in runs.items():
                     best[name] = max(best[name], rate(run, len(sub)))
-            cos = float((ref * ours[p].embed(sub)).sum(1).min())
-            print(f"| {bs} | {p} | {len(sub)} | {best['ours']:.1f} | {best['hf']:.1f} | "
-                  f"{best['ours'] / best['hf']:.2f} | {cos:.6f} |", flush=True)
+            cos = float((ref * ours[p].embed(sub, batch_size=bs)).sum(1).min())
+            rows.append({"batch": "plan" if bs is None else bs, "precision": p, "n": len(sub),
+                         "ours": best["ours"], "hf": best["hf"], "st": best.get("st"),
+                         "tflops": best["ours"] * tokens / len(sub) * per_token / 1e12, "min_cos": cos})
+    return rows
+
+
+def print_device_rows(device: str, rows: list[dict]) -> None:
+    from core.device import describe_device
+    print(f"\n{describe_device(torch.device(device))}: minilm, sentences/second, ours against transformers "
+          f"(sdpa) and sentence-transformers; bf16: ours with weights cast once, the peers under autocast")
+    print("| batch | precision | n | ours | transformers | sentence-transformers | ours / transformers | "
+          "ours TFLOP/s | min cosine vs our fp32 |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        st = f"{r['st']:.1f}" if r["st"] else "-"
+        print(f"| {r['batch']} | {r['precision']} | {r['n']} | {r['ours']:.1f} | {r['hf']:.1f} | {st} | "
+              f"{r['ours'] / r['hf']:.2f} | {r['tflops']:.3f} | {r['min_cos']:.6f} |", flush=True)
+
+
+def bench_device(texts, device: str, n_bs1: int):
+    print_device_rows(device, measure_device(texts, device, n_bs1))
 
 
 def main():

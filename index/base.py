@@ -310,22 +310,26 @@ class Store(ABC):
         return self._add_vectors(texts, vectors, metadata, fingerprint)
 
     def add_stream(self, items, backend, *, pooling=None, batch_size: int = ADD_BATCH,
-                   embed_batch_size: int = 32, progress=None, cancel=None,
+                   embed_batch_size: int | None = None, progress=None, cancel=None,
                    result: AddResult | None = None, keep_ids: bool = False,
                    window: int = EMBED_WINDOW) -> AddResult:
         """Embed and add (text, metadata) items (or plain texts) in committed batches.
 
         Items are read `window` at a time (at least batch_size); the texts of a window that
         the store does not hold yet are embedded together, outside the store's lock (searches
-        go on meanwhile), and then committed in input order, batch_size at a time.
-        progress(done, total) as the window is embedded and once it is committed (total None
-        for an iterator). An interruption (Ctrl-C, kill, cancel) keeps what was committed: a
-        prefix of the input, and at most one window's embedding is lost. A cancel (cancel
-        set) returns with result.cancelled; KeyboardInterrupt propagates. `result` is
-        updated in place as batches commit; with keep_ids its ids list gets every input's id.
+        go on meanwhile) and on a helper thread while the window before is committed
+        (index/embed_ahead.py), and then committed in input order, batch_size at a time.
+        embed_batch_size: rows per encoder batch (None: the backend's plan for its device,
+        core/encoder/batching.py). progress(done, total) as a window is embedded and once it
+        is committed (total None for an iterator). An interruption (Ctrl-C, kill, cancel)
+        keeps what was committed: a prefix of the input; what is lost is the rest of the
+        window being committed and the window being embedded. A cancel (cancel set) returns
+        with result.cancelled; KeyboardInterrupt propagates. `result` is updated in place as
+        batches commit; with keep_ids its ids list gets every input's id.
         Call save() (or close()) afterwards.
         """
         from core.encoder.backends import EmbedStats
+        from index.embed_ahead import EmbedAhead
         self._need_writer()
         fp = backend.fingerprint(pooling=pooling or self.pooling)
         fpmod.check(self.model_fingerprint_dict, fp, f"texts embedded with {backend.model_name}",
@@ -336,24 +340,23 @@ class Store(ABC):
         total = len(items) if hasattr(items, "__len__") else None
         window = max(window, batch_size)
         done = 0
-        pending: list = []
 
-        def embed_window() -> tuple[dict, set]:
-            """text -> unit vector for the window's texts the store lacks; the texts cut to the
-            model's maximum length."""
-            texts = [t for t, _ in pending]
+        def embed(texts, on_progress=None, cancel_=cancel) -> tuple[dict, set]:
+            """text -> vector as the store keeps it; the texts cut to the model's maximum length."""
+            if not texts:
+                return {}, set()
+            stats = EmbedStats()
+            vecs = backend.embed(texts, pooling=pooling, batch_size=embed_batch_size, cancel=cancel_,
+                                 stats=stats, progress=on_progress)
+            return (dict(zip(texts, self._to_store_space(normalize(vecs)))),
+                    {texts[i] for i in stats.truncated_indices})
+
+        def to_embed(chunk, in_flight: set) -> list:
+            """The chunk's texts the store lacks (one look-up), less those of the window in flight."""
+            texts = [t for t, _ in chunk]
             with self._mutex:    # only to read which texts are stored; embedding runs unlocked
                 plan, _, _ = self._plan(texts, AddResult(ids=[None] * len(texts)))
-            new = [texts[i] for i in plan]
-
-            def embedded(k, n):      # the window's share of done, as its texts are embedded
-                if progress is not None:
-                    progress(done + len(texts) * k // n, total)
-            stats = EmbedStats()
-            vecs = backend.embed(new, pooling=pooling, batch_size=embed_batch_size, cancel=cancel,
-                                 stats=stats, progress=embedded) if new else []
-            return (dict(zip(new, self._to_store_space(normalize(vecs)) if new else [])),
-                    {new[i] for i in stats.truncated_indices})
+            return [texts[i] for i in plan if texts[i] not in in_flight]
 
         def commit(chunk, vectors: dict, cut: set):
             texts = [t for t, _ in chunk]
@@ -364,11 +367,9 @@ class Store(ABC):
                 # A text the window did not embed (the store changed since it looked): now.
                 missing = [texts[i] for i in plan if texts[i] not in vectors]
                 if missing:
-                    stats = EmbedStats()
-                    vectors.update(zip(missing, self._to_store_space(normalize(backend.embed(
-                        missing, pooling=pooling, batch_size=embed_batch_size, cancel=cancel,
-                        stats=stats)))))
-                    cut.update(missing[i] for i in stats.truncated_indices)
+                    more, more_cut = embed(missing)
+                    vectors.update(more)
+                    cut.update(more_cut)
                 if plan:
                     self._store_planned(plan, texts, metas,
                                         np.stack([vectors[texts[i]] for i in plan]), part, context)
@@ -380,26 +381,48 @@ class Store(ABC):
             if keep_ids:
                 result.ids.extend(part.ids)
 
-        def flush():
-            nonlocal done
-            vectors, cut = embed_window()
-            for start in range(0, len(pending), batch_size):
-                commit(pending[start:start + batch_size], vectors, cut)
-            done += len(pending)
-            pending.clear()
-            if progress is not None:
-                progress(done, total)
-
-        try:
+        def windows():
+            pending = []
             for item in items:
                 pending.append((item, None) if isinstance(item, str) else item)
                 if len(pending) >= window:
-                    flush()
+                    yield pending
+                    pending = []
             if pending:
-                flush()
+                yield pending
+
+        def share_of(base, size):
+            """progress(k, n) of embedding a window -> the window's share of done."""
+            if progress is not None:
+                return lambda k, n: progress(base + size * k // n, total)
+            return None
+
+        ahead = EmbedAhead(embed, cancel)
+        source = windows()
+        try:
+            current = next(source, None)
+            if current is not None:
+                ahead.start(to_embed(current, set()))
+            while current is not None:
+                upcoming = next(source, None)
+                if upcoming is not None:         # planned before `current` is stored: skip its texts
+                    in_flight = {t for t, _ in current}
+                    upcoming_new = to_embed(upcoming, in_flight)
+                vectors, cut = ahead.result(share_of(done, len(current)))
+                if ahead.cancelled():        # set while the window before was committed: stop there
+                    raise Cancelled("adding cancelled")
+                if upcoming is not None:
+                    ahead.start(upcoming_new)
+                for start in range(0, len(current), batch_size):
+                    commit(current[start:start + batch_size], vectors, cut)
+                done += len(current)
+                if progress is not None:
+                    progress(done, total)
+                current = upcoming
         except Cancelled:
             result.cancelled = True
         finally:
+            ahead.stop()
             if result.added:
                 self._record_encoder(backend, had_vectors)
         self._end_stream()

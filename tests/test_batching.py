@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.encoder.backends import get_backend
-from core.encoder.batching import plan_batches, token_budget
+from core.encoder.batching import plan_batches, row_cap, token_budget
 
 
 @settings(max_examples=300, deadline=None)
@@ -29,10 +29,12 @@ def test_a_plan_covers_every_text_once_within_both_caps_and_greedily(lengths, ma
                                         and (rows + 1) * lengths[nxt[0]] > max_tokens)
 
 
-def test_the_token_cap_scales_with_width_and_is_off_on_a_gpu():
+def test_the_token_budget_scales_with_width_and_is_per_device():
     assert token_budget(384, "cpu") == 1536 and token_budget(768, "cpu") == 768
     assert token_budget(10**9, "cpu") == 1          # never zero: a batch always holds a text
-    assert token_budget(384, "cuda") is None
+    # a GPU gets tens of thousands of padded tokens, and far more rows than a CPU
+    assert token_budget(384, "cuda") == 32768 and token_budget(768, "cuda") == 16384
+    assert row_cap("cpu") == 64 and row_cap("cuda") >= 1024
 
 
 def test_plan_batches_refuses_zero_rows():
@@ -61,3 +63,30 @@ def test_embed_runs_the_planned_batches_and_the_cap_changes_no_vector(monkeypatc
     shapes.clear()
     be.embed(texts, batch_size=16)                   # "auto" on a CPU: 1536 tokens for 384 wide
     assert max(r * t for r, t in shapes) <= 1536 and max(r for r, _ in shapes) == 16
+    shapes.clear()
+    be.embed(texts)                                  # no batch size: the CPU's row cap
+    assert max(r for r, _ in shapes) <= 64 and max(r * t for r, t in shapes) <= 1536
+
+
+def test_tokenising_ahead_in_chunks_gives_the_same_vectors_in_input_order(monkeypatch):
+    import threading
+
+    from core.encoder.backends import EmbedStats
+    from core.errors import InputError
+    be = get_backend("minilm", "scratch", precision="fp32", device="cpu")
+    words = "the cat sat on a mat near the old river bank while it rained all day long".split()
+    rng = np.random.default_rng(2)
+    texts = [" ".join(rng.choice(words, int(rng.integers(1, 40)))) for _ in range(50)]
+    texts[20] = " ".join(["river"] * 600)             # cut to the model's maximum length
+    whole = be.embed(texts)
+    names = []
+    encode = be.model_tokenizer.encode
+    monkeypatch.setattr(be.model_tokenizer, "encode",
+                        lambda t: names.append(threading.current_thread().name) or encode(t))
+    stats, seen = EmbedStats(), []
+    chunked = be.embed(texts, tokenize_ahead=7, stats=stats, progress=lambda done, n: seen.append(done))
+    np.testing.assert_allclose(chunked, whole, atol=1e-5)
+    assert len(names) == 8 and all(n.startswith("encoderscope-tokenize") for n in names)
+    assert stats.truncated_indices == [20] and seen == sorted(seen) and seen[-1] == 50
+    with pytest.raises(InputError, match="text 12 is empty"):
+        be.embed(texts[:11] + [" "] + texts, tokenize_ahead=7)

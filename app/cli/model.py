@@ -12,7 +12,8 @@ def register(sub) -> None:
     p.add_argument("--file", help="a file with one text per non-blank line")
     p.add_argument("--encoding", metavar="NAME", help="the --file's text encoding when it is not UTF-8, "
                                                       "e.g. latin-1, cp1252, utf-16 (default: UTF-8)")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="texts per encoder batch (default: planned for the device by padded tokens)")
     p.add_argument("--json", action="store_true", help="print JSON")
     add_model_options(p)
     p.set_defaults(func=cmd_embed)

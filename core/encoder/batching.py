@@ -1,10 +1,11 @@
 """Which texts run through the encoder together.
 
 Texts are sorted by token length so a batch pads little (padding is wasted compute), then cut
-into batches of at most ``max_rows`` rows and, on a CPU, at most ``max_tokens`` padded tokens
-(rows x the batch's longest text). The token cap matters for long texts: 64 rows of 60 tokens
-make activations (a few MB per layer) that fall out of a 2-core CPU's cache, so the matrix
-products run slower per token than on smaller batches; short texts still run 64 to a batch.
+into batches of at most ``max_rows`` rows and at most ``max_tokens`` padded tokens (rows x the
+batch's longest text), both set per device (``row_cap``, ``token_budget``). On a CPU the token cap
+matters for long texts: 64 rows of 60 tokens make activations (a few MB per layer) that fall out
+of a 2-core CPU's cache, so the matrix products run slower per token than on smaller batches;
+short texts still run 64 to a batch. On a GPU the budget is far larger (tens of thousands of tokens).
 """
 from __future__ import annotations
 
@@ -15,12 +16,29 @@ from __future__ import annotations
 PADDED_TOKENS_X_WIDTH = 1536 * 384
 
 
-def token_budget(width: int, device_type: str) -> int | None:
-    """The padded-token cap for a model `width` wide on a device of this type; None (no cap) on
-    a GPU, whose throughput grows with batch size far beyond a CPU cache's."""
-    if device_type != "cpu":
-        return None
-    return max(1, PADDED_TOKENS_X_WIDTH // width)
+# On a GPU the batch is sized by padded tokens too, but far larger: a GPU's throughput grows with
+# the work per kernel launch until its cores are busy, and the host pays a fixed cost per batch.
+# 32,768 padded tokens for minilm (384 wide), scaled like the CPU's by 1 / width: tens of
+# thousands of tokens, a few hundred MB of activations. Not yet measured on a card
+# (docs/benchmarks.md lists it as open); the CPU figures above are.
+GPU_PADDED_TOKENS_X_WIDTH = 32768 * 384
+# Rows per batch when the caller does not say: on a CPU the token cap decides for all but the
+# shortest texts (64 rows measured best of 32..256 there, docs/benchmarks.md); on a GPU rows are
+# cheap and only the token budget bounds a batch.
+CPU_ROWS = 64
+GPU_ROWS = 4096
+
+
+def token_budget(width: int, device_type: str) -> int:
+    """The padded-token cap for a model `width` wide on a device of this type ("cpu", "cuda",
+    "mps"): sized for a CPU's cache, or for a GPU's cores."""
+    per_width = PADDED_TOKENS_X_WIDTH if device_type == "cpu" else GPU_PADDED_TOKENS_X_WIDTH
+    return max(1, per_width // width)
+
+
+def row_cap(device_type: str) -> int:
+    """The most rows a batch holds on this device type when the caller sets no limit."""
+    return CPU_ROWS if device_type == "cpu" else GPU_ROWS
 
 
 def plan_batches(lengths: list[int], max_rows: int, max_tokens: int | None = None) -> list[list[int]]:

@@ -28,7 +28,8 @@ class Linear(nn.Linear):
 
     packed = None          # fp32 weight in oneDNN layout, or None
     packed_bf16 = None     # (bf16 weight in oneDNN layout, bf16 bias), or None
-    packed_version = None  # param_versions() when packed
+    cast_bf16 = None       # (bf16 weight, bf16 bias) cast once, any device (cast_for_inference)
+    packed_version = None  # param_versions() when packed or cast
     fp32_onednn = True     # fp32 inference through oneDNN (False: MKL was faster here)
 
     def forward(self, x, gelu: str | None = None):
@@ -62,6 +63,36 @@ class Linear(nn.Linear):
         if self.fp32_onednn:
             w, b = self.packed, self.bias
             return lambda x: onednn(x, w, b, attr, [], algo)
+        return self._plain(self.weight, self.bias, gelu)
+
+    def inference_kernel(self, bf16: bool, gelu: str | None = None):
+        """The kernel for inference on any device, x -> y: oneDNN's where packed (cpu_kernel),
+        else with bf16 the weights cast once (cast_bf16; the input cast to bf16, as autocast
+        would), else the plain fp32 one. None where the weights changed since, or bf16 was
+        asked of a Linear prepared without it."""
+        if self.packed is not None:
+            return self.cpu_kernel(bf16, gelu)
+        if self.packed_version is None or self.param_versions() != self.packed_version:
+            return None
+        if not bf16:
+            return self._plain(self.weight, self.bias, gelu)
+        if self.cast_bf16 is None:
+            return None
+        w, b = self.cast_bf16
+        linear = self._plain(w, b, gelu)
+        return lambda x: linear(x.to(torch.bfloat16))
+
+    @staticmethod
+    def _plain(w, b, gelu: str | None):
         if gelu is None:
-            return lambda x: F.linear(x, self.weight, self.bias)
-        return lambda x: F.gelu(F.linear(x, self.weight, self.bias), approximate=gelu)
+            return lambda x: F.linear(x, w, b)
+        return lambda x: F.gelu(F.linear(x, w, b), approximate=gelu)
+
+    def cast_for_inference(self, bf16: bool) -> None:
+        """Prepare inference_kernel: keep bf16 copies of the weight and bias (cast once here,
+        not on every call as autocast does) and note the versions they were cast from."""
+        with torch.no_grad():
+            self.cast_bf16 = (self.weight.detach().to(torch.bfloat16),
+                              None if self.bias is None else self.bias.detach().to(torch.bfloat16)) \
+                if bf16 else None
+        self.packed_version = self.param_versions()

@@ -213,8 +213,12 @@ class MultiHeadSelfAttention(nn.Module):
             weights = scores.softmax(dim=-1)
             context = self.dropout(weights).to(v.dtype) @ v     # (B, H, T, Dh)
             return context, (weights if need_weights else None)
-        # Fused path: same maths, one kernel, no (T, T) matrix kept around.
+        # Fused path: same maths, one kernel, no (T, T) matrix kept around. With bf16 weights
+        # cast once (no autocast to do it), the mask is cast to the queries' type: SDPA's
+        # GPU kernels take a float mask of that type only.
         p = self.attention_dropout if self.training else 0.0
+        if mask is not None and mask.dtype != q.dtype and not q.is_cpu:
+            mask = mask.to(q.dtype)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p), None
 
     def forward(self, x, mask, need_weights: bool = False):

@@ -32,7 +32,9 @@ from core.encoder.model import Encoder, MultiHeadSelfAttention, attention_bias
 
 class PackedEncoder:
     """``PackedEncoder(encoder)(input_ids, attention_mask, token_type_ids)`` -> (B, T, D), the
-    encoder's ``last_hidden_state`` for inference on a CPU, fp32 or under bf16 autocast."""
+    encoder's ``last_hidden_state`` for inference, fp32 or, inside a bf16 autocast region, with
+    the Linears' weights in bf16 (cast once: pack_for_cpu_inference on a CPU, cast_for_inference
+    on any device) and LayerNorm, softmax and the residual stream in fp32."""
 
     def __init__(self, encoder: Encoder):
         self.encoder = encoder
@@ -58,11 +60,12 @@ class PackedEncoder:
     def usable(self, input_ids) -> bool:
         """True when this path gives what the modules would: CPU, eval, no gradients, no hooks,
         and every Linear still packed with its current weights."""
-        return (input_ids.is_cpu and not self.encoder.training and not torch.is_grad_enabled()
+        return (input_ids.device == self.word.device and not self.encoder.training
+                and not torch.is_grad_enabled()
                 and not torch.nn.modules.module._global_forward_hooks
                 and not torch.nn.modules.module._global_forward_pre_hooks
                 and not any(m._forward_hooks or m._forward_pre_hooks for m in self.modules)
-                and self.kernels(autocast_is_bf16()) is not None)
+                and self.kernels(self.bf16_asked(input_ids.device)) is not None)
 
     def kernels(self, bf16: bool):
         """Each block's four packed Linear kernels (Linear.cpu_kernel: the ones its forward would
@@ -75,8 +78,8 @@ class PackedEncoder:
             att = b.attention
             if att.fused_qkv is None or att.fused_qkv.source_versions != att._qkv_versions():
                 return None
-            block = (att.fused_qkv.cpu_kernel(bf16), att.out_lin.cpu_kernel(bf16),
-                     b.ffn.lin1.cpu_kernel(bf16, gelu=b.ffn.approximate), b.ffn.lin2.cpu_kernel(bf16))
+            block = (att.fused_qkv.inference_kernel(bf16), att.out_lin.inference_kernel(bf16),
+                     b.ffn.lin1.inference_kernel(bf16, gelu=b.ffn.approximate), b.ffn.lin2.inference_kernel(bf16))
             if None in block:
                 return None
             kernels.append(block)
@@ -86,15 +89,23 @@ class PackedEncoder:
     def _versions(self) -> tuple:
         return tuple(p._version for p in self.params)
 
+    @staticmethod
+    def bf16_asked(device: torch.device) -> bool:
+        """Inside a bf16 autocast region for this device: run the bf16 kernels (weights cast once)."""
+        if device.type == "cpu":
+            return autocast_is_bf16()
+        return torch.is_autocast_enabled(device.type) and torch.get_autocast_dtype(device.type) == torch.bfloat16
+
     def __call__(self, input_ids, attention_mask=None, token_type_ids=None):
-        bf16 = autocast_is_bf16()
+        device = input_ids.device
+        bf16 = self.bf16_asked(device)
         kernels = self.kernels(bf16)
         if kernels is None:
             raise RuntimeError("the encoder's weights changed since they were packed, or have no "
                                "packed kernel for this precision: run the modules (see usable())")
         # The kernels cast to bf16 themselves, as autocast would: with autocast off, no other
         # operation pays for its checks (8 tokens in bf16: ~0.5 ms of ~3 ms, same numbers).
-        with torch.autocast("cpu", enabled=False):
+        with torch.autocast(device.type, enabled=False):
             return self._forward(kernels, input_ids, attention_mask, token_type_ids)
 
     def _forward(self, kernels, input_ids, attention_mask, token_type_ids):
@@ -132,6 +143,34 @@ def _norm_args(ln: torch.nn.LayerNorm) -> tuple:
 PACK_ROWS_HINT = 64
 
 
+def fuse_qkv(model: nn.Module) -> None:
+    """Give each attention of `model` (fp32 weights) its Q, K and V weights stacked as one Linear."""
+    with torch.no_grad():
+        for att in [m for m in model.modules() if isinstance(m, MultiHeadSelfAttention)]:
+            if att.q_lin.weight.dtype != torch.float32:
+                continue
+            fused = Linear(att.q_lin.in_features, 3 * att.q_lin.out_features).to(att.q_lin.weight.device)
+            fused.weight.copy_(torch.cat([att.q_lin.weight, att.k_lin.weight, att.v_lin.weight]))
+            fused.bias.copy_(torch.cat([att.q_lin.bias, att.k_lin.bias, att.v_lin.bias]))
+            fused.requires_grad_(False)
+            fused.source_versions = att._qkv_versions()
+            # a plain attribute, not a submodule: the state_dict stays DistilBERT's
+            object.__setattr__(att, "fused_qkv", fused)
+
+
+def cast_for_inference(model: nn.Module, bf16: bool) -> None:
+    """Prepare `model` for PackedEncoder on any device without oneDNN (a GPU; a CPU for the
+    tests): Q, K and V fused, and with bf16 every Linear's weights cast to bf16 once, instead
+    of autocast casting them on every call. LayerNorms, embeddings and the pooling query stay
+    fp32, as autocast keeps them."""
+    fuse_qkv(model)
+    linears = [m for m in model.modules() if isinstance(m, Linear)] + [
+        a.fused_qkv for a in model.modules() if isinstance(a, MultiHeadSelfAttention) and a.fused_qkv is not None]
+    for m in linears:
+        if m.weight.dtype == torch.float32:
+            m.cast_for_inference(bf16)
+
+
 def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = True) -> bool:
     """Give every Linear of a CPU model its oneDNN weights. Returns False where oneDNN is missing.
 
@@ -143,16 +182,7 @@ def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = Tr
     chosen = machine_cache.load(machine_cache.KERNEL_CHOICE) if tune else {}   # key -> oneDNN won
     timed: dict[str, bool] = {}                 # the ones timed now, to remember
     with torch.no_grad():
-        for att in [m for m in model.modules() if isinstance(m, MultiHeadSelfAttention)]:
-            if att.q_lin.weight.device.type != "cpu" or att.q_lin.weight.dtype != torch.float32:
-                continue
-            fused = Linear(att.q_lin.in_features, 3 * att.q_lin.out_features)
-            fused.weight.copy_(torch.cat([att.q_lin.weight, att.k_lin.weight, att.v_lin.weight]))
-            fused.bias.copy_(torch.cat([att.q_lin.bias, att.k_lin.bias, att.v_lin.bias]))
-            fused.requires_grad_(False)
-            fused.source_versions = att._qkv_versions()
-            # a plain attribute, not a submodule: the state_dict stays DistilBERT's
-            object.__setattr__(att, "fused_qkv", fused)
+        fuse_qkv(model)
         linears = list(model.named_modules()) + [
             (f"{n}.fused_qkv", a.fused_qkv) for n, a in model.named_modules()
             if isinstance(a, MultiHeadSelfAttention) and a.fused_qkv is not None]

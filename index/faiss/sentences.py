@@ -34,6 +34,7 @@ from index.text_hash import text_hash  # one text hash for both stores
 
 DB_NAME = "store.db"
 SIDE_FILES = ("-wal", "-shm", "-journal")   # SQLite's files beside store.db
+HASHES_PER_QUERY = 4096     # the duplicate check of a whole ingest window in one query
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sentences (
     id       INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -110,9 +111,10 @@ class SentenceDB:
             "restore it from a backup or start a new store", path=self.path, remedy="restore")
 
     # -- transactions -----------------------------------------------------------------------
-    def _q(self, sql, args=()):
+    def _q(self, sql, args=(), many: bool = False):
+        """conn.execute (many: executemany, args a list of rows) with SQLite's errors worded."""
         try:
-            return self.conn.execute(sql, args)
+            return (self.conn.executemany if many else self.conn.execute)(sql, args)
         except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
             raise
         except sqlite3.OperationalError as e:
@@ -289,13 +291,15 @@ class SentenceDB:
         return np.fromiter((r[0] for r in self._q("SELECT id FROM sentences ORDER BY id")),
                            dtype=np.int64)
 
-    def existing_hashes(self, hashes) -> set[bytes]:
-        found = set()
+    def existing_ids(self, hashes) -> dict[bytes, int]:
+        """hash -> id of the given hashes that are stored: one query for up to a window's worth
+        (HASHES_PER_QUERY; SQLite takes 32,766 parameters since 3.32)."""
+        found = {}
         hashes = list(hashes)
-        for i in range(0, len(hashes), CHUNK):
-            part = hashes[i:i + CHUNK]
-            q = f"SELECT hash FROM sentences WHERE hash IN ({','.join('?' * len(part))})"
-            found.update(r[0] for r in self._q(q, part))
+        for i in range(0, len(hashes), HASHES_PER_QUERY):
+            part = hashes[i:i + HASHES_PER_QUERY]
+            q = f"SELECT hash, id FROM sentences WHERE hash IN ({','.join('?' * len(part))})"
+            found.update((h, int(id_)) for h, id_ in self._q(q, part))
         return found
 
     def id_of(self, text: str) -> int | None:
@@ -303,19 +307,31 @@ class SentenceDB:
         return int(row[0]) if row else None
 
     def insert(self, rows) -> list[int]:
-        """rows: (text, source, row, meta-dict-or-None, vector float32). Inside a transaction."""
-        ids = []
+        """rows: (text, source, row, meta-dict-or-None, vector float32). Inside a transaction
+        (BEGIN IMMEDIATE: no other writer), so the new ids are known before the rows are
+        written, each row's checksum goes in with it, and the rows go in as one statement."""
+        rows = list(rows)
+        if not rows:
+            return []
+        # AUTOINCREMENT: past every id the table ever had (sqlite_sequence), as SQLite would number them
+        first = 1 + int(self._q(
+            "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name='sentences'), 0), "
+            "COALESCE((SELECT MAX(id) FROM sentences), 0))").fetchone()[0])
+        ids = list(range(first, first + len(rows)))
         now = time.time()
-        for text, source, line, meta, vec in rows:
+        checksums = self.has_checksums
+        values = []
+        for id_, (text, source, line, meta, vec) in zip(ids, rows):
             meta_json = json.dumps(meta) if meta else None
             blob = np.ascontiguousarray(vec, dtype=np.float32).tobytes()
-            cur = self._q(
-                "INSERT INTO sentences(hash, text, source, row, added, meta, vector) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (text_hash(text), text, source, line, now, meta_json, blob))
-            id_ = int(cur.lastrowid)
-            self._set_checksum(id_, text, source, line, meta_json, blob)
-            ids.append(id_)
+            check = row_checksum(id_, text, source, line, meta_json, blob) if checksums else None
+            values.append((id_, text_hash(text), text, source, line, now, meta_json, blob, check))
+        if checksums:
+            self._q("INSERT INTO sentences(id, hash, text, source, row, added, meta, vector, checksum) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", values, many=True)
+        else:
+            self._q("INSERT INTO sentences(id, hash, text, source, row, added, meta, vector) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [v[:-1] for v in values], many=True)
         return ids
 
     def _set_checksum(self, id_, text, source, line, meta_json, blob) -> None:

@@ -360,8 +360,7 @@ class VectorStore(Store):
         from index.faiss.sentences import text_hash
         check_texts(texts)
         hashes = [text_hash(t) for t in texts]
-        stored = self._db.existing_hashes(set(hashes))
-        existing = {h: self._db.id_of(t) for t, h in zip(texts, hashes) if h in stored}
+        existing = self._db.existing_ids(set(hashes))
         plan, dup_of = plan_unique(hashes, existing, result)
         return plan, dup_of, None
 
@@ -439,7 +438,7 @@ class VectorStore(Store):
             self._rebuild_index()
 
     def rebuild(self, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
-                embed_batch_size: int = 32, progress=None, cancel=None) -> None:
+                embed_batch_size: int | None = None, progress=None, cancel=None) -> None:
         """Re-embed every sentence with another model (or pooling) and switch the store to it.
 
         The new vectors are staged in the database; the switch is one transaction, so an

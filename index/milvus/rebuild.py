@@ -22,7 +22,7 @@ from index.text_hash import hash_for_format
 
 
 def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
-            embed_batch_size: int = 32, progress=None, cancel=None) -> None:
+            embed_batch_size: int | None = None, progress=None, cancel=None) -> None:
     """Re-embed every sentence with another model (or pooling) and switch the store to it.
 
     The new vectors go into a staging collection; the switch drops the old collection and

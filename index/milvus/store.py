@@ -370,7 +370,7 @@ class MilvusStore(ServerCommits, Store):
                 self._flush()
 
     def rebuild(self, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
-                embed_batch_size: int = 32, progress=None, cancel=None) -> None:
+                embed_batch_size: int | None = None, progress=None, cancel=None) -> None:
         """Re-embed every sentence with another model (or pooling) and switch the store to it
         (see rebuild.py: an interruption leaves the old model, or is finished on open)."""
         with self._mutex, self._commit_guard():

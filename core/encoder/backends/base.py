@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,7 +19,7 @@ import torch
 from core import machine_cache
 from core.device import autocast, describe_device
 from core.encoder import fillmask
-from core.encoder.batching import plan_batches, token_budget
+from core.encoder.batching import plan_batches, row_cap, token_budget
 from core.encoder.fingerprint import Fingerprint
 from core.encoder.model import FUSED_BF16_MAX_ROWS
 from core.encoder.names import POOLINGS
@@ -43,6 +44,9 @@ BF16_CHECK_SENTENCES = [
 ]
 # What a store may mix: vectors of fp32, and of bf16 where they keep this cosine with fp32's.
 PRECISION_POLICY = f"fp32, or bf16 at cosine >= {BF16_MIN_COSINE} with fp32"
+# Texts tokenised per chunk ahead of the model off the CPU (Backend.embed's tokenize_ahead): a chunk
+# is sorted and batched alone, so it must hold many GPU batches. Not yet measured on a GPU.
+TOKENIZE_AHEAD = 8192
 MAX_TEXT_CHARS = 1_000_000   # beyond this a "sentence" is a mistake (a whole file pasted in)
 
 
@@ -123,13 +127,18 @@ class Backend:
 
     def encode_ids(self, texts: list[str]) -> tuple[list[list[int]], list[int]]:
         """Token ids with specials, cut to max_length; and the indices of texts that were cut."""
+        self.check_texts(texts)
+        return self.model_tokenizer.encode(texts)
+
+    @staticmethod
+    def check_texts(texts: list[str]) -> None:
+        """An InputError naming the first text that cannot be embedded (empty, or far too long)."""
         for i, t in enumerate(texts):
             if not isinstance(t, str) or not t.strip():
                 raise InputError(f"text {i + 1} is empty: every text needs at least one visible character")
             if len(t) > MAX_TEXT_CHARS:
                 raise InputError(f"text {i + 1} is {len(t):,} characters long; the limit is "
                                  f"{MAX_TEXT_CHARS:,} (split long documents into sentences)")
-        return self.model_tokenizer.encode(texts)
 
     def _batch(self, ids: list[list[int]]):
         T = max(len(x) for x in ids)
@@ -141,13 +150,20 @@ class Backend:
             mask[row, : len(x)] = 1
         return input_ids.to(self.device), mask.to(self.device)
 
-    def embed(self, texts, pooling: str | None = None, batch_size: int = 32, progress=None, cancel=None,
-              stats: EmbedStats | None = None, max_tokens: int | None | str = "auto") -> np.ndarray:
+    def embed(self, texts, pooling: str | None = None, batch_size: int | None = None, progress=None,
+              cancel=None, stats: EmbedStats | None = None, max_tokens: int | None | str = "auto",
+              tokenize_ahead: int | None | str = "auto") -> np.ndarray:
         """Unit vectors (N, dim) float32 of `texts`, in input order, pooled as asked (None: the
-        model's default_pooling). Batches hold at most `batch_size` texts and, with max_tokens, at
-        most that many padded tokens ("auto": the measured rule for this model and device,
-        core.encoder.batching.token_budget; None: no cap)."""
+        model's default_pooling). Batches hold at most `batch_size` texts (None: the device's
+        row cap) and, with max_tokens, at most that many padded tokens ("auto": the measured
+        budget for this model and device, core.encoder.batching.token_budget; None: no cap).
+        tokenize_ahead: texts per chunk tokenised on a helper thread while the model runs the
+        chunk before ("auto": TOKENIZE_AHEAD texts off the CPU, whose cores the model already
+        keeps busy; None: all at once); a chunk is sorted and batched on its own.
+        The vectors stay on the device until the last batch and come back in one copy."""
         pooling = self.choose_pooling(pooling)
+        if batch_size is None:
+            batch_size = row_cap(self.device.type)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InputError(f"batch size must be a whole number of at least 1, not {batch_size!r}")
         texts = list(texts)
@@ -155,30 +171,53 @@ class Backend:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        ids, cut = self.encode_ids(texts)
+        if tokenize_ahead == "auto":
+            tokenize_ahead = None if self.device.type == "cpu" else TOKENIZE_AHEAD
+        if max_tokens == "auto":
+            max_tokens = token_budget(self.dim, self.device.type)
+        done, cut = 0, []
+        order, pooled = [], []
+        with self._lock, torch.inference_mode(), autocast(self.device, self.precision):
+            for start, ids, chunk_cut in self._tokenised(texts, tokenize_ahead):
+                cut += chunk_cut
+                for rows in plan_batches([len(x) for x in ids], batch_size, max_tokens):
+                    if _is_cancelled(cancel):
+                        raise Cancelled(f"embedding cancelled after {done} of {len(texts)} texts")
+                    input_ids, mask = self._batch([ids[i] for i in rows])
+                    hidden, _, _ = self._forward(input_ids, mask, None)
+                    pooled.append(l2_normalize(pool(hidden.float(), mask, pooling, query=self.pooling_query)))
+                    order.extend(start + i for i in rows)
+                    done += len(rows)
+                    if progress is not None:
+                        progress(done, len(texts))
+            # one copy back (on a GPU, the one wait for its queued work)
+            out[order] = (pooled[0] if len(pooled) == 1 else torch.cat(pooled)).cpu().numpy()
         if cut and stats is None:     # a caller that collects stats says it once, for all its calls
             log.warning("%d of %d texts were longer than %d tokens and were truncated",
                         len(cut), len(texts), self.max_length)
-        if max_tokens == "auto":
-            max_tokens = token_budget(self.dim, self.device.type)
-        done = 0
-        with self._lock, torch.inference_mode(), autocast(self.device, self.precision):
-            for rows in plan_batches([len(x) for x in ids], batch_size, max_tokens):
-                if _is_cancelled(cancel):
-                    raise Cancelled(f"embedding cancelled after {done} of {len(texts)} texts")
-                input_ids, mask = self._batch([ids[i] for i in rows])
-                hidden, _, _ = self._forward(input_ids, mask, None)
-                vec = l2_normalize(pool(hidden.float(), mask, pooling, query=self.pooling_query))
-                out[rows] = vec.cpu().numpy()
-                done += len(rows)
-                if progress is not None:
-                    progress(done, len(texts))
         if stats is not None:
             stats.total += len(texts)
             stats.truncated += len(cut)
             stats.truncated_indices.extend(cut)
             stats.seconds += time.perf_counter() - t0
         return out
+
+    def _tokenised(self, texts: list[str], chunk: int | None):
+        """(offset, token ids, indices of the texts cut) per chunk of `chunk` texts (None: one
+        chunk); with several, chunk k + 1 is tokenised on a helper thread (the tokenizer
+        releases the GIL) while the caller runs chunk k. Every text is checked first."""
+        if chunk is None or chunk >= len(texts):
+            ids, cut = self.encode_ids(texts)
+            yield 0, ids, cut
+            return
+        self.check_texts(texts)
+        with ThreadPoolExecutor(1, thread_name_prefix="encoderscope-tokenize") as ahead:
+            job = ahead.submit(self.model_tokenizer.encode, texts[:chunk])
+            for start in range(0, len(texts), chunk):
+                ids, cut = job.result()
+                if start + chunk < len(texts):
+                    job = ahead.submit(self.model_tokenizer.encode, texts[start + chunk:start + 2 * chunk])
+                yield start, ids, [start + i for i in cut]
 
     def token_vectors(self, text: str, precision: str | None = None,
                       padded_to: int = 0) -> tuple[list[str], np.ndarray, np.ndarray]:

@@ -8,7 +8,7 @@ import torch
 
 from core.encoder.backends.base import Backend
 from core.encoder.fingerprint import network_hash, weights_hash
-from core.encoder.packed_forward import PackedEncoder, pack_for_cpu_inference
+from core.encoder.packed_forward import PackedEncoder, cast_for_inference, pack_for_cpu_inference
 from core.encoder.sources import DEFAULT_MODEL, ModelSource, resolve
 from core.encoder.tokenizer import ModelTokenizer
 from core.errors import InputError
@@ -38,9 +38,14 @@ class ScratchBackend(Backend):
     packed = None      # a PackedEncoder: CPU inference in few Python steps (core/encoder/packed_forward.py)
 
     def _pack(self, device, precision):
-        if device.type == "cpu" and pack_for_cpu_inference(self.model, bf16=precision == "bf16"):
-            return PackedEncoder(self.encoder)
-        return None
+        """The fast inference path: oneDNN's packed weights on a CPU; elsewhere the Linears'
+        weights cast to bf16 once (where bf16 runs), not by autocast on every call."""
+        if device.type == "cpu":
+            if not pack_for_cpu_inference(self.model, bf16=precision == "bf16"):
+                return None
+        else:
+            cast_for_inference(self.model, bf16=precision == "bf16")
+        return PackedEncoder(self.encoder)
 
     def _forward(self, input_ids, attention_mask, token_type_ids, hidden=False, attentions=False):
         if not (hidden or attentions) and self.packed is not None and self.packed.usable(input_ids):
