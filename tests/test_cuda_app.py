@@ -2,8 +2,6 @@
 model runs on, and the status bar says so (the cuda case is ``needs_cuda``: tests/test_cuda.py)."""
 import pytest
 
-from tests.app_fixtures import data_dir, make_window, tiny_store_template  # noqa: F401
-
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.needs_cuda)])
 def test_model_bar_device_is_the_one_used_and_reported(device, qtbot, make_window, tiny_store_template,
