@@ -108,21 +108,40 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
+COMMANDS = ("ingest", "remove", "migrate", "info", "train")
+
+
+def _words(pid: int) -> list[str] | None:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return [os.path.basename(a.decode(errors="replace")) for a in argv if a]
+
+
+def command_of(pid: int) -> str | None:
+    """What a process of this machine runs, as a word: "app" (the Encoderscope app), an
+    `encoderscope` command ("ingest", ...), or None when it is something else or gone."""
+    words = _words(pid)
+    if not words:
+        return None
+    if "gui" in words or any(w in ("main.py", "app.gui.main") for w in words):
+        return "app"
+    return next((w for w in words if w in COMMANDS), None)
+
+
 def describe_holder(pid: int | None) -> str:
     """Which program holds a store, and what to do about it: an app keeps its corpus open
     until it closes, a command until it ends."""
     if not pid:
         return "another process: try again when it has finished"
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        words = [os.path.basename(a.decode(errors="replace")) for a in argv if a]
-    except OSError:
+    words = _words(pid)
+    if words is None:
         return f"process {pid}: try again when it has finished"
-    if "gui" in words or any(w in ("main.py", "app.gui.main") for w in words):
+    command = command_of(pid)
+    if command == "app":
         return (f"the Encoderscope app (process {pid}), which keeps its corpus open: close "
                 "the corpus or the app and try again")
-    command = next((w for w in words if w in ("ingest", "remove", "migrate", "info", "train")),
-                   None)
     if command:
         return (f"`encoderscope {command}` (process {pid}): try again when it has finished")
     return f"process {pid} ({' '.join(words[:3])[:80]}): try again when it has finished"

@@ -22,6 +22,7 @@ from app.cli import experiment, explain, intervene, migrate, model, runs, store,
 from app.cli import map as map_command  # not `map`: the builtin stays itself here
 from app.cli.remedies import worded
 from core.errors import EncoderscopeError, InputError, Terminated
+from core.notices import listening
 
 EXIT_USAGE = 2
 # in the order `--help` lists them
@@ -63,6 +64,13 @@ def check_arguments(args) -> None:
                         f"{bad[0]:#04x} at character {e.start + 1}); pass it in UTF-8") from None
 
 
+def _note(line: str) -> None:
+    """A notice of a command that waits (another writer's lock): one line on stderr, above a
+    progress bar rather than through it."""
+    from tqdm import tqdm
+    tqdm.write(f"note: {line}", file=sys.stderr)
+
+
 def _on_sigterm(signum, frame):
     raise Terminated()
 
@@ -85,7 +93,8 @@ def _main(argv, open_gui) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         check_arguments(args)
-        return args.func(args) or 0
+        with listening(_note):
+            return args.func(args) or 0
     except EncoderscopeError as e:
         print(f"error: {worded(e, args)}", file=sys.stderr)
         return EXIT_USAGE

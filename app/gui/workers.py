@@ -14,6 +14,9 @@ off the UI thread. No other module creates threads.
 ``Backend.embed(cancel=...)``). Pass ``wants_progress=False`` to call a plain function
 without those two keywords.
 
+A notice the job's operation says while it waits (core/notices.py: another writer's lock)
+arrives as a progress message, so the status bar shows it in place of the job's text.
+
 Every public signal of a Job is emitted on the UI thread (the worker thread talks to the Job
 through queued private signals), so it is safe to connect plain lambdas that touch widgets.
 """
@@ -29,6 +32,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
 
 from app.gui.logs import log, log_file
+from core.notices import listening
 
 PROGRESS_INTERVAL_S = 0.05   # at most ~20 progress updates per second reach the UI
 
@@ -142,19 +146,26 @@ class Job(QObject):
         self.state = "running"
         self.started_at = time.perf_counter()
         last = [0.0]
+        counts = [0, 0]      # the last done, total reported: a notice keeps the bar where it is
 
         def progress(done, total=0, message=""):
+            counts[:] = int(done), int(total)
             now = time.perf_counter()
             if done >= total or now - last[0] >= PROGRESS_INTERVAL_S:
                 last[0] = now
                 self._w_progress.emit(int(done), int(total), str(message))
 
+        def notice(line: str) -> None:      # a wait worth telling (another writer's lock)
+            self._w_progress.emit(counts[0], counts[1], line)
+
         outcome = ("cancelled", ())
         try:
-            if self.wants_progress:
-                value = self.fn(*self.args, progress=progress, cancel=self.cancel_event, **self.kwargs)
-            else:
-                value = self.fn(*self.args, **self.kwargs)
+            with listening(notice):
+                if self.wants_progress:
+                    value = self.fn(*self.args, progress=progress, cancel=self.cancel_event,
+                                    **self.kwargs)
+                else:
+                    value = self.fn(*self.args, **self.kwargs)
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a message
             if _is_cancelled(exc):
                 log.info("job %s cancelled", self.key)

@@ -25,6 +25,8 @@ import threading
 import time
 import uuid
 
+from core.notices import say
+from index.durability import command_of
 from index.errors import StoreError, StoreUnavailable, WriterLockLost
 from index.milvus.schema import PROP
 
@@ -34,6 +36,7 @@ LEASE = 20.0              # seconds a holder may go without renewing
 RENEW_AFTER = LEASE / 4   # a holder renews once this much of its lease has gone
 MARGIN = 3.0              # a holder stops this long before a waiter may take its lock over
 WAIT_FOR_LOCK = 600.0     # a waiter gives up after this long behind a live holder
+NOTICE_AFTER = 2.0        # a waiter says nothing for a wait shorter than this (a commit)
 SAY_EVERY = 10.0          # seconds between a waiter's notices
 LEASE_PROP = PROP + "lease"
 
@@ -63,6 +66,7 @@ class Holder:
         self.token = rest[0] if rest else None
         self.host = rest[1] if len(rest) >= 4 else None
         self.pid = int(rest[2]) if len(rest) >= 4 and rest[2].isdigit() else None
+        self.command = rest[3] if len(rest) >= 5 else None     # "ingest", "app", ...
         try:
             self.since = float(rest[-1]) if rest else 0.0
         except ValueError:
@@ -90,12 +94,23 @@ class Holder:
         return False
 
     def who(self) -> str:
+        """The holder in words: its command where known, its process and host."""
         if self.pid is None:
             return "another writer"
-        from index.durability import describe_holder
-        if self.host == socket.gethostname():
-            return describe_holder(self.pid).split(":")[0]
-        return f"process {self.pid} on {self.host}"
+        command = self.command
+        if command is None and self.host == socket.gethostname():
+            command = command_of(self.pid)
+        what = ("the Encoderscope app, " if command == "app" else
+                f"`encoderscope {command}`, " if command else "")
+        return f"{what}process {self.pid} on {self.host}"
+
+
+def own_description(token: str) -> str:
+    """The lock's description: who holds it (the command is one word, before the time, so
+    a reader that knows only token, host, pid and time still reads those)."""
+    command = command_of(os.getpid())
+    return " ".join([LOCK_PREFIX, token, socket.gethostname(), str(os.getpid()),
+                     *([command] if command else []), f"{time.time():.3f}"])
 
 
 class ServerWriterLock:
@@ -115,8 +130,7 @@ class ServerWriterLock:
     def _schema(self, token: str):
         from pymilvus import DataType, MilvusClient
         schema = MilvusClient.create_schema(
-            auto_id=False, description=f"{LOCK_PREFIX} {token} {socket.gethostname()} "
-                                       f"{os.getpid()} {time.time():.3f}")
+            auto_id=False, description=own_description(token))
         schema.add_field("id", DataType.INT64, is_primary=True)
         schema.add_field("v", DataType.FLOAT_VECTOR, dim=2)   # Milvus wants a vector field
         return schema
@@ -135,8 +149,8 @@ class ServerWriterLock:
                 self._valid_until = t0 + LEASE - MARGIN
                 self._start_heartbeat()
                 if said is not None:
-                    log.warning("took the writer lock of %s after waiting %.0f s", self.collection,
-                                time.monotonic() - start)
+                    say(f"took the writer lock of {self.collection} after waiting "
+                        f"{time.monotonic() - start:.0f} s", log)
                 return self
             except StoreUnavailable:
                 raise
@@ -158,12 +172,17 @@ class ServerWriterLock:
                     f"{holder.who()} has held the writer lock of {self.collection} on "
                     f"{self.describe} for {time.time() - holder.since:.0f} s and still renews it; "
                     "try again when it is done")
-            if said is None or time.monotonic() - said >= SAY_EVERY:
+            if waited >= NOTICE_AFTER and (said is None or time.monotonic() - said >= SAY_EVERY):
                 said = time.monotonic()
-                log.warning("waiting for the writer lock of %s, held by %s for %.0f s (last "
-                            "renewed %.0f s ago; taken over if not renewed for %.0f s)",
-                            self.collection, holder.who(), time.time() - holder.since, age, LEASE)
+                say(self._waiting(holder, waited, wait), log)
             time.sleep(0.02 + random.random() * 0.08)
+
+    def _waiting(self, holder: Holder, waited: float, wait: float) -> str:
+        age = max(time.time() - holder.renewed, 0.0)
+        return (f"waiting for the writer lock of {self.collection} on {self.describe}: "
+                f"{holder.who()} has held it for {max(time.time() - holder.since, 0.0):.0f} s "
+                f"(renewed {age:.0f} s ago; taken over if not renewed for {LEASE:.0f} s); "
+                f"waited {waited:.0f} s so far, giving up after {wait:.0f} s")
 
     def _holder(self) -> Holder | None:
         """The holder as the server has it now; None when there is no lock."""
@@ -182,8 +201,7 @@ class ServerWriterLock:
         now = self._holder()
         if now is None or now.token != stale_token:
             return
-        log.warning("taking over the writer lock of %s, abandoned by %s", self.collection,
-                    now.who())
+        say(f"taking over the writer lock of {self.collection}, abandoned by {now.who()}", log)
         try:
             self.call(self.client.drop_collection, self.name, what="take over the writer lock",
                       fenced=False)
