@@ -92,6 +92,42 @@ def test_server_killed_mid_ingest_and_restarted(server):
     _sound(loc, _texts(0, 1500, "a") + _texts(5000, 100, "b"))
 
 
+def test_removed_ids_are_not_reused_after_the_server_is_killed_and_restarted(server):
+    """The newest ids removed, the server killed (-9) at once and restarted on its data: the
+    next sentences get ids above every id ever handed out, none of a removed sentence."""
+    b = FakeBackend(dim=D)
+    loc = f"{server.uri}?collection=restarted"
+    first = [f"first {i}" for i in range(100)]
+    with open_store(loc, create=True, fingerprint=b.fingerprint(), index="flat") as s:
+        assert s.add_texts(first, b).ids == list(range(1, 101))
+        assert sorted(s.remove(list(range(91, 101)) + [40])) == [40] + list(range(91, 101))
+    server.kill()
+    server.start()                             # same data, new ports
+    loc = f"{server.uri}?collection=restarted"
+    kept = [t for i, t in enumerate(first, 1) if i != 40 and i <= 90]
+    with open_store(loc, writable=False) as s:
+        assert s.count() == 89 and s.get([40, 91, 100]) == {}
+    second = [f"second {i}" for i in range(10)]
+    w = subprocess.run([sys.executable, "-c", ADD, loc, *second], cwd=ROOT, text=True,
+                       env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, timeout=600)
+    assert w.returncode == 0, w.stderr
+    assert [int(i) for i in w.stdout.split()] == list(range(101, 111))    # a new process's view
+    _sound(loc, kept + second)
+    with open_store(loc, writable=False) as s:
+        ids = {r["text"]: r["id"] for r in s.iter()}
+    assert {ids[t] for t in second} == set(range(101, 111))
+    assert {ids[t] for t in kept} == set(range(1, 91)) - {40}
+
+
+ADD = """
+import sys
+from index.locations import open_store
+from tests.test_store_support import FakeBackend
+with open_store(sys.argv[1]) as s:
+    print(*s.add_texts(sys.argv[2:], FakeBackend(dim={D})).ids)
+""".replace("{D}", str(D))
+
+
 def test_two_writer_processes_on_one_collection(server):
     loc = f"{server.uri}?collection=two"
     open_store(loc, create=True, fingerprint=FakeBackend(dim=D).fingerprint(),
