@@ -10,10 +10,12 @@ class StoreError(EncoderscopeError):
 
 class StoreNotFound(StoreError):
     """No store at the given location (and creating one was not asked for). `location` is where
-    one was looked for, so a caller can offer to create it there (the CLI as an ingest command)."""
+    one was looked for, so a caller can offer to create it there (the CLI as an ingest command).
+    fix {"kind": "location", "given": TEXT, "location": OTHER}: the store the user named
+    (`given`, as written) cannot be, and OTHER is where it can (a server's default database)."""
 
-    def __init__(self, message: str, location=None):
-        super().__init__(message)
+    def __init__(self, message: str, location=None, fix=None):
+        super().__init__(message, fix=fix)
         self.location = location
 
 

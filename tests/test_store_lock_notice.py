@@ -4,11 +4,12 @@ and the app's progress text. The lock is a real one on the session's server, hel
 holder that renews it."""
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
-import threading
+import time
 import uuid
 
 import pytest
@@ -30,8 +31,10 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _held_store(server):
-    """A store of three sentences and its writer lock, held here as `encoderscope ingest`."""
+@contextlib.contextmanager
+def held_store(server):
+    """A store of three sentences and its writer lock, held (and renewed) here as
+    `encoderscope ingest` until `release()` or the end of the block."""
     from index.milvus import lease
     b = FakeBackend(dim=D)
     name = "t" + uuid.uuid4().hex[:12]
@@ -43,26 +46,43 @@ def _held_store(server):
             held = lease.ServerWriterLock(s._client, s._call, name, server.uri).acquire()
         finally:
             lease.command_of = real
-    return loc, name, held
+        try:
+            yield loc, name, held
+        finally:
+            held.release()
 
 
 def test_the_command_line_says_whom_it_waits_for_and_for_how_long(milvus_server, monkeypatch):
-    loc, name, held = _held_store(milvus_server)
-    threading.Timer(4.0, held.release).start()
-    p = subprocess.run([sys.executable, "-c", WAITER, "remove", "2", "--store", loc],
-                       cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True,
-                       text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    notes = [line for line in p.stderr.splitlines() if line.startswith("note: waiting for")]
-    assert len(notes) >= 2, p.stderr                 # said again while the wait goes on
+    with held_store(milvus_server) as (loc, name, held):
+        p = subprocess.Popen([sys.executable, "-c", WAITER, "remove", "2", "--store", loc],
+                             cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        lines = []
+        try:
+            while sum(line.startswith("note: waiting") for line in lines) < 3:
+                line = p.stderr.readline()          # live, while the lock is held
+                assert line, "".join(lines)
+                lines.append(line)
+            held.release()
+            t = time.monotonic()
+            _out, rest = p.communicate(timeout=120)
+        finally:
+            if p.poll() is None:
+                p.kill()
+    assert time.monotonic() - t < 10            # it took the lock once it was given back
+    err = "".join(lines) + rest
+    assert p.returncode == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("note: waiting for")]
+    assert len(notes) >= 2, err                 # said again while the wait goes on
     who = f"`encoderscope ingest`, process {os.getpid()} on {socket.gethostname()} has held it for"
     for line in notes:
         assert f"the writer lock of {name}" in line and who in line
         assert "waited " in line and "giving up after 600 s" in line
     waited = [int(line.split("waited ")[1].split(" s")[0]) for line in notes]
     assert waited == sorted(waited) and waited[-1] > waited[0]
-    assert f"note: took the writer lock of {name} after waiting" in p.stderr
-    assert "WARNING" not in p.stderr and "Traceback" not in p.stderr
+    assert f"note: took the writer lock of {name} after waiting" in err
+    assert "taking over" not in err                        # the holder was alive
+    assert "WARNING" not in err and "Traceback" not in err
     with open_store(loc, writable=False) as s:
         assert sorted(r["text"] for r in s.iter()) == ["one", "three"]
 
@@ -79,25 +99,21 @@ def test_the_app_shows_the_wait_in_its_progress_text(milvus_server, monkeypatch,
 
     monkeypatch.setattr(lease, "NOTICE_AFTER", 0.2)
     monkeypatch.setattr(lease, "SAY_EVERY", 0.5)
-    loc, name, held = _held_store(milvus_server)
     state = State()
     bar = JobProgress(state)
     qtbot.addWidget(bar)
     runner = JobRunner()
-
-    def remove(progress, cancel):
-        with open_store(loc) as s:
-            return s.remove([3])
-    job = runner.start("remove", remove, label="Removing sentences")
-    state.job_started.emit(job)
-    try:
+    with held_store(milvus_server) as (loc, name, held):
+        def remove(progress, cancel):
+            with open_store(loc) as s:
+                return s.remove([3])
+        job = runner.start("remove", remove, label="Removing sentences")
+        state.job_started.emit(job)
         qtbot.waitUntil(lambda: "waiting for the writer lock" in bar.label.text(), timeout=20_000)
         text = bar.label.text()
         assert name in text and f"process {os.getpid()} on {socket.gethostname()}" in text
         assert "`encoderscope ingest`" in text and "has held it for" in text
         assert job.running
-    finally:
-        held.release()
-    qtbot.waitUntil(lambda: not job.running, timeout=30_000)
+    qtbot.waitUntil(lambda: not job.running, timeout=10_000)   # given back: taken at once
     assert job.state == "done" and job.value == [3]
     runner.shutdown()

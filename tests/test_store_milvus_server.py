@@ -5,6 +5,7 @@ kill -9, concurrent writer processes and auth: test_store_milvus_server_faults.p
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import threading
@@ -210,7 +211,7 @@ def test_cli_on_the_server_check_and_missing_database(milvus_server, tmp_path):
     line = missing.stderr.strip()
     assert line.count("\n") == 0 and line.startswith("error:") and "no database nodb:" in line
     assert "ingest" not in line      # the fix is the database, whatever the command was
-    default = line.split("(--store ", 1)[1].rstrip(")")
+    default = shlex.split(line.split("(--store ", 1)[1].rstrip(")"))[0]
     assert default == f"{milvus_server.uri}?collection={name}"
     made = _cli("ingest", str(corpus), "--store", default, "--quiet")
     assert made.returncode == 0, made.stderr

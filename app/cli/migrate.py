@@ -52,16 +52,19 @@ def _model_of(kind: str):
 def cmd_migrate(args) -> int:
     from tqdm import tqdm
 
-    bar = tqdm(total=None, desc="copying", unit=" sentences", disable=args.quiet,
-               file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+    bars = []          # made at the first batch: an error before it shows no empty bar
     last = [0]
 
     def progress(done, total):
-        if bar.total is None:
-            bar.total = total
-            bar.refresh()
-        bar.update(done - last[0])
+        if not bars:
+            bars.append(tqdm(total=total, desc="copying", unit=" sentences", disable=args.quiet,
+                             file=sys.stderr, dynamic_ncols=True, smoothing=0.1))
+        bars[0].update(done - last[0])
         last[0] = done
+
+    def close():
+        for bar in bars:
+            bar.close()
     try:
         if args.verify and args.verify_sample < 1:
             raise InputError("--verify-sample must be at least 1")
@@ -70,12 +73,12 @@ def cmd_migrate(args) -> int:
                       verify_backend=_model_of(args.backend) if args.verify else None,
                       reembed_sample=args.verify_sample)
     except KeyboardInterrupt:
-        bar.close()
+        close()
         print("interrupted: the batches copied so far are in the destination; run the same "
               "command again to finish (sentences already there are skipped)", file=sys.stderr)
         return 130
     finally:
-        bar.close()
+        close()
     if args.json:
         from app.cli.options import emit_json
         emit_json(res.to_dict())

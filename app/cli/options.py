@@ -147,3 +147,14 @@ def add_index_option(p: argparse.ArgumentParser, what: str = "a new store") -> N
                    help=f"index kind of {what}: exact (flat), approximate (hnsw, ivf), 8-bit "
                         "quantised (sq8) or auto (FAISS: exact, ivf from 200k sentences; Milvus Lite "
                         "FLAT; Milvus server HNSW; default)")
+
+
+def index_params_worded(params: dict | None) -> str:
+    """An index's settings as people read them: "(M 32, efConstruction 200; search: ef 128)"."""
+    if not params:
+        return ""
+    build = {k: v for k, v in params.items() if not isinstance(v, dict)}
+    parts = [", ".join(f"{k} {v}" for k, v in build.items())] if build else []
+    parts += [f"{k}: " + ", ".join(f"{kk} {vv}" for kk, vv in v.items())
+              for k, v in params.items() if isinstance(v, dict) and v]
+    return f"({'; '.join(parts)})" if parts else ""

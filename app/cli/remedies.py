@@ -10,13 +10,19 @@ def worded(error: Exception, args) -> str:
     """The error's message, with the command that fixes it where there is one."""
     from index.errors import EmptyStore, ModelMismatch, StoreCorrupted, StoreNotFound
 
-    message = str(error) + _fix_worded(getattr(error, "fix", None))
+    fix = getattr(error, "fix", None)
+    message = str(error) + _fix_worded(fix)
+    if (fix or {}).get("kind") == "location":
+        return f"{message} ({_option_of(fix['given'], args)} {shlex.quote(fix['location'])})"
     store = getattr(args, "store", None)
     store_option = f" --store {shlex.quote(store)}" if store else ""
     if isinstance(error, StoreCorrupted):
         if error.remedy == "repair" and not getattr(args, "repair", False):
             return f"{message}: run `encoderscope info --repair{store_option}`"
     elif isinstance(error, StoreNotFound):
+        if error.location is not None and getattr(args, "command", None) == "migrate":
+            return (f"{message}: nothing to migrate from there; --from names an existing store "
+                    "(a store folder, milvus-lite:FOLDER or http(s)://HOST:PORT?collection=NAME)")
         if error.location is not None:
             return (f"{message}: ingest some files first (encoderscope ingest FILE --store "
                     f"{shlex.quote(error.location)})")
@@ -27,6 +33,16 @@ def worded(error: Exception, args) -> str:
         where = store_option or (f" --store {shlex.quote(error.location)}" if error.location else " --store STORE")
         return f"{message}: add some with `encoderscope ingest FILE{where}`"
     return message
+
+
+def _option_of(given: str, args) -> str:
+    """The option that named a store location: a migrate's --from or --to, else --store."""
+    if getattr(args, "command", None) == "migrate":
+        from index.store_location import parse_location
+        for option, value in (("--from", args.source), ("--to", args.destination)):
+            if value == given or str(parse_location(value)) == str(parse_location(given)):
+                return option
+    return "--store"
 
 
 def _mismatch_commands(error, args) -> str:

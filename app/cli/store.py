@@ -11,7 +11,7 @@ import signal
 import sys
 
 from app.cli.ingest_files import read_inputs, report_inputs
-from app.cli.options import add_index_option
+from app.cli.options import add_index_option, index_params_worded
 from core.encoder.sources import DEFAULT_MODEL
 from core.errors import InputError
 
@@ -371,7 +371,7 @@ def cmd_info(args) -> int:
     if white:
         print(f"whitening {white['dims']} of {white['input_dim']} dimensions (BERT-whitening, "
               f"transform {white['sha256'][:12]} in {white.get('file', 'the store')})")
-    print(f"index     {info['index']} {info['index_params'] or ''}".rstrip())
+    print(f"index     {info['index']} {index_params_worded(info['index_params'])}".rstrip())
     if info.get("index_structure"):               # FAISS folders: what the file holds
         print(f"structure {info['index_structure']}")
     if info.get("engine") == "milvus":       # the server's disks: not measured here
@@ -432,13 +432,15 @@ def _milvus_problems(report: dict) -> list[str]:
         problems.append(f"{extra} sentence{'s are' if extra != 1 else ' is'} stored twice")
     wrong = report["wrong_hash"]
     if wrong:
-        problems.append(f"{len(wrong)} row{'s' if len(wrong) != 1 else ''}' hash is not "
-                        f"{'their' if len(wrong) != 1 else 'its'} text's ({_ids(wrong)})")
+        problems.append(f"1 row's hash is not its text's ({_ids(wrong)})" if len(wrong) == 1 else
+                        f"{len(wrong)} rows' hashes are not their texts' ({_ids(wrong)})")
     off = report["vectors_off"]
     if off:
         of = "" if report.get("full") else f" of {report['sampled']} sampled"
-        problems.append(f"{len(off)}{of} vector{'s are' if len(off) != 1 else ' is'} not "
-                        f"{'their' if len(off) != 1 else 'its'} text's embedding ({_ids(off)})")
+        many = len(off) != 1 or bool(of)
+        problems.append(f"{len(off)}{of} vector{'s' if many else ''} "
+                        + ("is not its text's embedding" if len(off) == 1 else
+                           "are not their texts' embeddings") + f" ({_ids(off)})")
     return problems
 
 

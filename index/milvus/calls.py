@@ -77,7 +77,8 @@ def _missing_database(loc: Location) -> StoreNotFound:
                          else "")
     return StoreNotFound(
         f"the Milvus server {loc.uri} has no database {loc.db_name}: ask its administrator "
-        f"to create it, or use the default database (--store {default})")
+        f"to create it, or use the default database",
+        fix={"kind": "location", "given": loc.text or str(loc), "location": default})
 
 
 def unavailable(loc: Location, e: Exception, what: str, has_token: bool = True) -> StoreError:
