@@ -394,12 +394,15 @@ def _check_milvus(args, loc) -> int:
         raise StoreCorrupted(f"{loc.describe()}: " + "; ".join(found), remedy="repair")
     if args.repair:
         done = report["repaired"]
-        parts = [f"{n} {what}" for n, what in (
-            (done["hidden_dropped"], "hidden rows dropped (ingest their files again to add "
-                                     "those sentences back)"),
-            (done["duplicates_removed"], "second copies of a text removed"),
-            (done["hashes_rewritten"], "hashes written again"),
-            (done["vectors_reembedded"], "vectors embedded again")) if n]
+        parts = [f"{n} {one if n == 1 else many}" for n, one, many in (
+            (done["hidden_dropped"], "hidden row dropped (ingest its file again to add that "
+             "sentence back)", "hidden rows dropped (ingest their files again to add those "
+             "sentences back)"),
+            (done["duplicates_removed"], "second copy of a text removed",
+             "second copies of a text removed"),
+            (done["hashes_rewritten"], "hash written again", "hashes written again"),
+            (done["vectors_reembedded"], "vector embedded again", "vectors embedded again"))
+            if n]
         if parts:
             _err("repair: " + ", ".join(parts))
         report = report["after"]
