@@ -1,10 +1,12 @@
-"""One writer per output folder (a training run's --out, an experiment's --out).
+"""One writer at a time, by an OS lock (flock) on a file that names its holder: ExclusiveFile,
+which the store's lock builds on too (index/durability.py), and one writer per output folder
+(a training run's --out, an experiment's --out).
 
-The lock is an OS lock (flock) on `.<name>.writer` beside the folder, not inside it: a
-checkpoint replaces the whole folder by a fresh copy, which would take a lock file inside with
-it. The OS drops the lock when its process dies (kill -9 included), so a stale file never blocks
-anyone; while held, the file names the holder (pid, host, start time) for the refusal message.
-The file is opened without following a link (O_NOFOLLOW), so it never writes anywhere else.
+The output folder's lock is on `.<name>.writer` beside the folder, not inside it: a checkpoint
+replaces the whole folder by a fresh copy, which would take a lock file inside with it. The OS
+drops the lock when its process dies (kill -9 included), so a stale file never blocks anyone;
+while held, the file names the holder (pid, host, start time) for the refusal message. The file
+is opened without following a link (O_NOFOLLOW), so it never writes anywhere else.
 """
 from __future__ import annotations
 
@@ -15,12 +17,89 @@ import os
 import socket
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from core.errors import EncoderscopeError
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _HELD: dict[str, int] = {}     # lock file -> how many locks of this process hold it
+
+
+class LockBusy(Exception):
+    """Another process holds the lock; `record` is what it wrote in the file (maybe empty)."""
+
+    def __init__(self, record: bytes):
+        super().__init__("held by another process")
+        self.record = record
+
+
+class NotRegularFile(Exception):
+    """Something other than a regular file (a folder, a FIFO) is where the lock file belongs."""
+
+
+class ExclusiveFile:
+    """An exclusive, non-blocking OS lock (flock) on one file, which names its holder.
+
+    The OS drops the lock when its process dies (kill -9 included), so a stale file never
+    blocks anyone. `open_fd(path, flags, mode)` opens the file (default: without following a
+    link); its OSError, NotRegularFile and LockBusy are for the caller to word. Writing the
+    holder's record is best effort: a full disk must not turn taking the lock into an error.
+    """
+
+    def __init__(self, path, open_fd: Callable[[str, int, int], int] | None = None):
+        self.path = Path(path)
+        self._open = open_fd or (lambda p, flags, mode: os.open(p, flags | NOFOLLOW, mode))
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self, record: bytes) -> None:
+        if self._fd is not None:
+            return
+        fd = self._open(str(self.path), os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise NotRegularFile(str(self.path))
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            held_by = _read(fd)
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise LockBusy(held_by) from None
+            raise
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, record, 0)
+        except OSError:
+            pass     # held all the same; only the holder's name is missing
+        self._fd = fd
+
+    def release(self) -> None:
+        """Give the lock back, the holder's record emptied first (a reader sees no holder)."""
+        if self._fd is None:
+            return
+        try:
+            try:
+                os.ftruncate(self._fd, 0)
+            except OSError:
+                pass
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.pread(fd, 4096, 0)
+    except OSError:
+        return b""
 
 
 class FolderBusy(EncoderscopeError):
@@ -43,50 +122,36 @@ class OutputFolderLock:
         self.folder = Path(folder).expanduser()
         self.path = lock_path(self.folder)
         self.what = what
-        self._fd: int | None = None
+        self._file = ExclusiveFile(self.path)
         self._nested = False
 
     def acquire(self) -> OutputFolderLock:
         """Take the lock; an experiment's command and its runs share one process's lock."""
-        if self._fd is not None or self._nested:
+        if self._file.held or self._nested:
             return self
         if _HELD.get(str(self.path)):
             _HELD[str(self.path)] += 1
             self._nested = True
             return self
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
+                  "what": self.what}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | NOFOLLOW, 0o644)
+            self._file.acquire(json.dumps(record).encode())
+        except LockBusy as e:
+            holder = _holder(e.record)
+            raise FolderBusy(f"the output folder {self.folder} is being written by "
+                             f"{describe(holder)}; one writer per folder: wait until it has "
+                             "finished, or choose another --out", holder) from None
+        except NotRegularFile:
+            raise FolderBusy(f"{self.path} (the lock of the output folder {self.folder}) is not "
+                             "a regular file: remove it and run again") from None
         except OSError as e:
             if e.errno == errno.ELOOP:
                 raise FolderBusy(f"{self.path} (the lock of the output folder {self.folder}) is a "
                                  "symbolic link; nothing was written: remove it and run again") from None
             raise FolderBusy(f"cannot lock the output folder {self.folder}: {e.strerror} "
                              f"({self.path})") from None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise FolderBusy(f"{self.path} (the lock of the output folder {self.folder}) is not "
-                                 "a regular file: remove it and run again")
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            holder = _read_holder(fd)
-            os.close(fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise FolderBusy(f"the output folder {self.folder} is being written by "
-                                 f"{describe(holder)}; one writer per folder: wait until it has "
-                                 "finished, or choose another --out", holder) from None
-            raise FolderBusy(f"cannot lock the output folder {self.folder}: {e.strerror}") from None
-        except BaseException:
-            os.close(fd)
-            raise
-        try:
-            record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
-                      "what": self.what}
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(record).encode(), 0)
-        except OSError:
-            pass     # held all the same (a full disk); only the holder's name is missing
-        self._fd = fd
         _HELD[str(self.path)] = 1
         return self
 
@@ -95,18 +160,10 @@ class OutputFolderLock:
             _HELD[str(self.path)] -= 1
             self._nested = False
             return
-        if self._fd is None:
+        if not self._file.held:
             return
         _HELD.pop(str(self.path), None)
-        try:
-            try:
-                os.ftruncate(self._fd, 0)
-            except OSError:
-                pass
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-        finally:
-            os.close(self._fd)
-            self._fd = None
+        self._file.release()
 
     def __enter__(self):
         return self.acquire()
@@ -123,10 +180,9 @@ def describe(holder: dict) -> str:
     return f"{what}process {holder['pid']} on {holder.get('host', '?')}, started {when}"
 
 
-def _read_holder(fd: int) -> dict:
+def _holder(raw: bytes) -> dict:
     try:
-        raw = os.pread(fd, 4096, 0)
         d = json.loads(raw.decode("utf-8")) if raw.strip() else {}
         return d if isinstance(d, dict) else {}
-    except (OSError, ValueError):
+    except ValueError:
         return {}

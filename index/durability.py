@@ -5,12 +5,12 @@ hang or a traceback), and OS write errors (disk full) turned into one clear Stor
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import stat
 from pathlib import Path
 
 from core.atomic import atomic_write, atomic_write_with, fsync_dir, remove_stale_temps  # noqa: F401
+from core.folder_lock import ExclusiveFile, LockBusy, NotRegularFile
 from index.errors import StoreCorrupted, StoreError, StoreLocked, StoreWriteFailed
 from index.store_files import open_own
 
@@ -148,67 +148,46 @@ def describe_holder(pid: int | None) -> str:
 
 
 class WriterLock:
-    """An exclusive, non-blocking OS lock (flock) on `<store>/lock`; the file names the holder.
+    """The store's single-writer lock: core's ExclusiveFile on `<store>/lock`, opened as a store
+    file (never through a link), the holder's pid written in it; refusals worded for a store.
 
     The OS releases the lock when the process dies (kill -9 included), so a stale lock file
-    never blocks anyone. Writing the holder's pid is best effort: a full disk must not turn
-    taking the lock into an error.
+    never blocks anyone.
     """
 
     def __init__(self, folder: Path):
         self.path = Path(folder) / "lock"
-        self._fd: int | None = None
+        self._file = ExclusiveFile(self.path, open_own)
 
     @property
     def held(self) -> bool:
-        return self._fd is not None
+        return self._file.held
 
     def acquire(self) -> WriterLock:
-        if self._fd is not None:
-            return self
         try:
-            fd = open_own(self.path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
+            self._file.acquire(f"{os.getpid()}\n".encode())
+        except LockBusy as e:
+            holder = _pid(e.record)
+            raise StoreLocked(f"the store {self.path.parent} is open for writing in "
+                              f"{describe_holder(holder)} (only one writer at a time)",
+                              pid=holder) from None
+        except NotRegularFile:
+            raise StoreError(f"cannot lock the store: {self.path} is not a regular file; "
+                             "remove it") from None
         except IsADirectoryError:
             raise StoreError(f"cannot lock the store: {self.path} is a folder, not the lock "
                              "file; remove it") from None
-        except OSError as e:
-            raise write_failed(self.path, e, f"the lock file {self.path}") from None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise StoreError(f"cannot lock the store: {self.path} is not a regular file; "
-                                 "remove it")
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            holder = _read_pid(fd)
-            os.close(fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise StoreLocked(f"the store {self.path.parent} is open for writing in "
-                                  f"{describe_holder(holder)} (only one writer at a time)",
-                                  pid=holder) from None
-            raise StoreError(f"cannot lock the store {self.path.parent}: {e.strerror}") from None
-        except BaseException:
-            os.close(fd)
+        except StoreError:
             raise
-        try:
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
-        except OSError:
-            pass     # the lock is held all the same; only the holder's name is missing
-        self._fd = fd
+        except OSError as e:
+            if e.filename is None:            # flock's own failure, not opening the file
+                raise StoreError(f"cannot lock the store {self.path.parent}: "
+                                 f"{e.strerror}") from None
+            raise write_failed(self.path, e, f"the lock file {self.path}") from None
         return self
 
     def release(self) -> None:
-        if self._fd is None:
-            return
-        try:
-            try:
-                os.ftruncate(self._fd, 0)
-            except OSError:
-                pass
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-        finally:
-            os.close(self._fd)
-            self._fd = None
+        self._file.release()
 
     def __enter__(self):
         return self.acquire()
@@ -217,10 +196,9 @@ class WriterLock:
         self.release()
 
 
-def _read_pid(fd: int) -> int | None:
+def _pid(record: bytes) -> int | None:
     try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        raw = os.read(fd, 32).decode("ascii", "replace").strip()
+        raw = record[:32].decode("ascii", "replace").strip()
         return int(raw) if raw else None
-    except (OSError, ValueError):
+    except ValueError:
         return None

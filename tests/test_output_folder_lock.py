@@ -93,3 +93,35 @@ def test_the_folder_lock_never_writes_through_a_link(tmp_path):
     with pytest.raises(FolderBusy):
         OutputFolderLock(tmp_path / "run").acquire()
     assert victim.read_bytes() == b"keep\n"
+
+
+def test_one_lock_implementation_for_output_folders_and_stores(tmp_path):
+    """core's ExclusiveFile is the lock of both: held, it refuses a second holder with the
+    first one's record; given back, its record is emptied and the next holder takes it."""
+    from core.folder_lock import ExclusiveFile, LockBusy, NotRegularFile, OutputFolderLock
+    from index.durability import WriterLock
+    from index.errors import StoreError, StoreLocked
+    path = tmp_path / "lock"
+    first = ExclusiveFile(path)
+    first.acquire(b"first holder")
+    with pytest.raises(LockBusy) as e:
+        ExclusiveFile(path).acquire(b"second")
+    assert e.value.record == b"first holder" and path.read_bytes() == b"first holder"
+    first.release()
+    assert path.read_bytes() == b"" and not first.held
+    store = WriterLock(tmp_path).acquire()            # the store's lock: the same file, format
+    assert isinstance(store._file, ExclusiveFile) and path.read_text() == f"{os.getpid()}\n"
+    with pytest.raises(StoreLocked, match=f"process {os.getpid()}") as e:
+        WriterLock(tmp_path).acquire()
+    assert e.value.pid == os.getpid()
+    store.release()
+    assert path.read_bytes() == b""
+    folder = OutputFolderLock(tmp_path / "run", "train")
+    assert isinstance(folder._file, ExclusiveFile)
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(NotRegularFile):
+        ExclusiveFile(tmp_path / "fifo").acquire(b"x")
+    (tmp_path / "s").mkdir()
+    os.mkfifo(tmp_path / "s" / "lock")
+    with pytest.raises(StoreError, match="is not a regular file; remove it"):
+        WriterLock(tmp_path / "s").acquire()
