@@ -363,6 +363,7 @@ class Store(ABC):
             metas = [m for _, m in chunk]
             part = AddResult(ids=[None] * len(texts))
             with self._mutex, self._commit_guard():
+                fpmod.unchanged_since_embedding(self.model_fingerprint_dict, fp, f"at {self.where}")
                 plan, dup_of, context = self._plan(texts, part)
                 # A text the window did not embed (the store changed since it looked): now.
                 missing = [texts[i] for i in plan if texts[i] not in vectors]

@@ -144,7 +144,8 @@ def describe_holder(pid: int | None) -> str:
                 "the corpus or the app and try again")
     if command:
         return (f"`encoderscope {command}` (process {pid}): try again when it has finished")
-    return f"process {pid} ({' '.join(words[:3])[:80]}): try again when it has finished"
+    shown = " ".join(" ".join(words[:3]).split())[:80]     # one line, whatever argv holds
+    return f"process {pid} ({shown}): try again when it has finished"
 
 
 class WriterLock:

@@ -57,3 +57,18 @@ def check(store_fp: dict, other, what: str, where: str = "", hint: str = "", reb
     if hint:
         msg += f"; {hint}"
     raise ModelMismatch(msg, store_model=store_fp.get("model"), other_model=other.get("model"), rebuild=rebuild)
+
+
+def unchanged_since_embedding(store_fp: dict, embedded_with, where: str) -> None:
+    """Before a commit, under the store's lock: the store still takes vectors of the model the
+    texts were embedded with. A rebuild (another job on the same store, another writer of a
+    server) may have re-embedded it with another model or pooling meanwhile; committing then
+    would mix two in one store. ModelMismatch, in words, when it did."""
+    other = as_dict(embedded_with)
+    if compatible(store_fp, other):
+        return
+    raise ModelMismatch(
+        f"the store {where} was re-embedded with {describe(store_fp)} while this writer embedded "
+        f"texts with {describe(other)}; nothing more was written: what was added before is "
+        "kept; run the command again", store_model=store_fp.get("model"),
+        other_model=other.get("model"))
