@@ -69,7 +69,8 @@ def test_the_command_line_says_whom_it_waits_for_and_for_how_long(milvus_server,
         finally:
             if p.poll() is None:
                 p.kill()
-    assert time.monotonic() - t < 10            # it took the lock once it was given back
+    from index.milvus.lease import LEASE
+    assert time.monotonic() - t < LEASE         # taken once given back, not at the lease's end
     err = "".join(lines) + rest
     assert p.returncode == 0, err
     notes = [line for line in err.splitlines() if line.startswith("note: waiting for")]
