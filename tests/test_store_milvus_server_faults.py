@@ -153,6 +153,18 @@ def test_authentication_on_and_off(tmp_path):
         _out, err = w.communicate(timeout=600)
         assert w.returncode == 0, err
         _sound(loc, _texts(0, 200, "a"), token=ROOT_TOKEN)
+        # A user the server knows, without privileges: told so, not to check the token.
+        from pymilvus import MilvusClient
+        root = MilvusClient(uri=server.uri, token=ROOT_TOKEN)
+        root.create_user("reader", "reader-password")
+        with pytest.raises(StoreUnavailable) as e:
+            with open_store(loc, token="reader:reader-password") as s:
+                s.add_texts(["never written"], FakeBackend(dim=D))
+        said = str(e.value)
+        assert "\n" not in said and "may not" in said and "administrator" in said, said
+        assert "check the token" not in said and "reader-password" not in said
+        root.close()
+        _sound(loc, _texts(0, 200, "a"), token=ROOT_TOKEN)
         # Off again: the same data, no token needed.
         server.kill()
         server.auth = False
