@@ -10,9 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.cli.options import index_params_worded
 from app.cli.remedies import worded
-from app.cli.store import _milvus_problems
+from app.cli.store_info import _milvus_problems, index_params_worded
 from index.errors import StoreNotFound
 from index.locations import open_store
 from tests.test_store_support import FakeBackend

@@ -149,12 +149,24 @@ def add_index_option(p: argparse.ArgumentParser, what: str = "a new store") -> N
                         "FLAT; Milvus server HNSW; default)")
 
 
-def index_params_worded(params: dict | None) -> str:
-    """An index's settings as people read them: "(M 32, efConstruction 200; search: ef 128)"."""
-    if not params:
-        return ""
-    build = {k: v for k, v in params.items() if not isinstance(v, dict)}
-    parts = [", ".join(f"{k} {v}" for k, v in build.items())] if build else []
-    parts += [f"{k}: " + ", ".join(f"{kk} {vv}" for kk, vv in v.items())
-              for k, v in params.items() if isinstance(v, dict) and v]
-    return f"({'; '.join(parts)})" if parts else ""
+def add_store_option(p):
+    p.add_argument("--store", metavar="STORE", default=None,
+                   help="a store folder (FAISS), milvus-lite:FOLDER (embedded Milvus Lite) or "
+                        "http(s)://HOST:PORT[/DB][?collection=NAME] (a Milvus server; token from "
+                        "$ENCODERSCOPE_MILVUS_TOKEN). Default: $ENCODERSCOPE_STORE, else the "
+                        "user data folder, e.g. ~/.local/share/encoderscope/stores/default")
+
+
+def store_location(args):
+    """The --store location (index.locations; None: the default store)."""
+    from index.locations import parse_location
+    return parse_location(args.store)
+
+
+def backend_for(args, model):
+    """`model` on the command's --backend (the from-scratch encoder when not given), --device
+    and --precision."""
+    from core.encoder.backends import get_backend
+    return get_backend(model, getattr(args, "backend", "scratch") or "scratch",
+                       device=getattr(args, "device", None),
+                       precision=getattr(args, "precision", None))
