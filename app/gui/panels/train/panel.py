@@ -25,6 +25,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.gui.panels.train.watch_settings import WatchSettings, read_run_job
 from app.gui.panels.train.watch_views import WatchViews
+from app.gui.widgets.plot_legend import legend_below
 from core.assets import eval_pairs, paraphrase_pairs, sample_corpus
 from core.encoder.sources import DEFAULT_MODEL
 
@@ -262,7 +263,7 @@ class TrainPanel(QtWidgets.QWidget):
         self.plot.setLabel("left", "loss")
         for side in ("left", "bottom"):       # a loss of 0.5, never "500 (x0.001)"
             self.plot.getAxis(side).enableAutoSIPrefix(False)
-        self.plot.addLegend(offset=(-10, 10))
+        legend_below(self.plot)
         self.train_curve = self.plot.plot([], [], pen=pg.mkPen("#2171b5", width=2), name="train")
         self.eval_curve = self.plot.plot([], [], pen=pg.mkPen("#e6550d", width=2), symbol="o",
                                          symbolSize=6, symbolBrush="#e6550d", name="held-out")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6 import QtWidgets
 
+from app.gui.widgets.plot_legend import legend_below
 from core.train.runs import curves
 
 COLORS = ["#2171b5", "#e6550d", "#31a354", "#756bb1", "#d62728", "#8c564b", "#e377c2", "#17becf"]
@@ -41,7 +42,7 @@ class CurvePlot(QtWidgets.QWidget):
         self.plot.setLabel("left", ylabel)
         for side in ("left", "bottom"):       # a cosine of 0.9, never "900 (x0.001)"
             self.plot.getAxis(side).enableAutoSIPrefix(False)
-        self.legend = self.plot.addLegend(offset=(-10, 10))
+        self.legend = legend_below(self.plot, columns=3)
         layout.addWidget(self.picker)
         layout.addWidget(self.plot, 1)
         self.drawn: dict[str, list[tuple[int, float]]] = {}   # run label -> the points drawn
