@@ -1,6 +1,7 @@
-"""No legend is drawn over a curve: every legend of the lab's plots (Run page, its watch views, the
-Runs overlay) and of the Map lies where no plotted point is, on the real window at 1200×780, fed
-from a real (tiny) run's events."""
+"""The plots fit the default window (1200×780): no legend is drawn over a curve (every legend of
+the lab's plots - Run page, its watch views, the Runs overlay - and of the Map lies where no
+plotted point is), and no title is cut (each lies whole inside its view, no wider than its plot).
+Fed from a real (tiny) run's events and the packaged minilm."""
 from __future__ import annotations
 
 import numpy as np
@@ -47,6 +48,26 @@ def legend_overlaps(plot: pg.PlotWidget) -> list[str]:
     return found
 
 
+def cut_titles(root) -> list[str]:
+    """Titles of the visible plots under ``root`` that do not lie whole in their view."""
+    bad = []
+    for view in root.findChildren(pg.GraphicsView):
+        if not view.isVisible() or view.width() < 50:
+            continue
+        shown = view.mapToScene(view.viewport().rect()).boundingRect().adjusted(-1, -1, 1, 1)
+        for item in view.scene().items():
+            if not isinstance(item, pg.PlotItem) or not item.isVisible():
+                continue
+            label = item.titleLabel
+            if not label.isVisible() or not str(label.text).strip():
+                continue
+            text = label.item.sceneBoundingRect()
+            if not shown.contains(text) or text.width() > item.sceneBoundingRect().width() + 1:
+                bad.append(f"{label.text!r}: {text} in view {shown}, plot {item.sceneBoundingRect()}, "
+                           f"label {label.sceneBoundingRect()}")
+    return bad
+
+
 def visible_plots(widget) -> list[pg.PlotWidget]:
     return [p for p in widget.findChildren(pg.PlotWidget) if p.isVisible()]
 
@@ -75,8 +96,9 @@ def test_no_legend_of_the_lab_covers_a_curve_at_1200x780(qtbot, make_window, tin
     qtbot.wait(100)
     for plot in visible_plots(lab.runs_view):
         assert not legend_overlaps(plot), (plot.getPlotItem().titleLabel.text, legend_overlaps(plot))
-        checked += bool(plot.getPlotItem().legend and plot.getPlotItem().legend.items)
-    assert checked >= 6          # the loss plot, the watch views' curves, the four overlay plots
+    key = lab.runs_view.curves.key                  # the runs' colours, named once above the four plots
+    assert key.isVisible() and all(label in key.text() for label in labels)
+    assert checked >= 4          # the loss plot and the watch views' curves
 
 
 def test_the_map_legend_covers_no_point(qtbot, make_window, sample_store_template):
@@ -91,3 +113,33 @@ def test_the_map_legend_covers_no_point(qtbot, make_window, sample_store_templat
     rect = plot.getPlotItem().legend.sceneBoundingRect()
     inside = [tuple(p) for p in plot.xy if rect.contains(plot.vb.mapViewToScene(QPointF(*map(float, p))))]
     assert not inside, f"{len(inside)} sentences' points under the legend"
+
+
+def test_no_plot_title_is_cut_at_1200x780(qtbot, make_window, tiny_store_template, run_events):
+    folder, events = run_events
+    w = make_window(tiny_store_template)
+    w.resize(1200, 780)
+    w.show_panel("Train")
+    lab = w.optional_panels["Train"]
+    lab.run_panel.show_run(folder, events)
+    views = lab.run_panel.views
+    for i in range(views.count()):
+        views.setCurrentIndex(i)
+        qtbot.wait(250)
+        assert not cut_titles(views.currentWidget()), (views.tabText(i), cut_titles(views.currentWidget()))
+    lab.show_page("Runs")
+    lab.runs_view.curves.set_runs({"run-a (2 layers, 30 steps)": events, "run-b (2 layers, 30 steps)": events})
+    for plot in lab.runs_view.curves.plots:                 # every series a plot offers
+        for k in range(plot.picker.count()):
+            plot.picker.setCurrentIndex(k)
+            qtbot.wait(30)
+            assert not cut_titles(lab.runs_view), cut_titles(lab.runs_view)
+
+    w.show_panel("Step by step")
+    walk = w.optional_panels["Step by step"]
+    with qtbot.waitSignal(walk.explained, timeout=60_000) as sig:
+        walk.explain_text("The animal didn't cross the street because it was too tired to walk.")
+    for step in sig.args[0].steps:
+        walk.show_step(step.name)
+        qtbot.wait(30)
+        assert not cut_titles(walk), (step.name, cut_titles(walk))
