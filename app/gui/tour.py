@@ -89,6 +89,7 @@ class Tour(QFrame):
         self.setFixedWidth(380)
         self.highlight = Highlight(window)
         self.action_buttons: list[QPushButton] = []
+        self._placed_for = ""                   # what the panel's place was last chosen for
         self._build()
         self.hide()
         # the ring and the panel follow the window's size and the target's moves (layouts settle late)
@@ -214,7 +215,11 @@ class Tour(QFrame):
     def _place(self) -> None:
         if not self.isVisible():
             return
-        self.adjustSize()
+        fitted = self.heightForWidth(self.width())     # the wrapped text's own height, no gaps
+        if fitted > 0:
+            self.resize(self.width(), fitted)
+        else:
+            self.adjustSize()
         w = self.window_
         tabs = w.tabs.geometry()
         area = QRect(tabs.left(), tabs.top() + w.tabs.tabBar().height(), tabs.width(),
@@ -225,11 +230,15 @@ class Tour(QFrame):
             self.highlight.target = target
         self.highlight.update_place()
         ring = self.highlight.geometry() if self.highlight.isVisible() else None
-        place = tour_place.best_place(
-            area, self.size(), self.pos(), tour_place.other_windows(w, self),
-            self.named_rects(), tour_place.controls_in(page, w) if page is not None else [], ring)
-        if place != self.pos():
-            self.move(place)
+        inputs = (area, self.size(), tour_place.other_windows(w, self), self.named_rects(),
+                  tour_place.controls_in(page, w) if page is not None else [], ring,
+                  tour_place.views_in(page, w) if page is not None else [])
+        key = repr((self.pos(), inputs))
+        if key != self._placed_for:          # the follow timer ticks often; the search runs on a change
+            place = tour_place.best_place(inputs[0], inputs[1], self.pos(), *inputs[2:])
+            if place != self.pos():
+                self.move(place)
+            self._placed_for = repr((self.pos(), inputs))
         self.raise_()
 
     def _fit_beside(self, dialog: QWidget) -> None:

@@ -12,10 +12,13 @@ from __future__ import annotations
 from PySide6.QtCore import QPoint, QRect
 from PySide6.QtWidgets import (
     QAbstractButton,
+    QAbstractItemView,
     QAbstractSlider,
     QAbstractSpinBox,
     QComboBox,
     QDialog,
+    QGraphicsView,
+    QHeaderView,
     QLineEdit,
     QScrollBar,
     QTabBar,
@@ -28,9 +31,11 @@ COLUMNS = 6                       # ... in this many columns between the left an
 WINDOW_COST = 1_000_000           # per pixel of another window over the panel
 NAMED_COST = 1_000                # per pixel of a widget the stop's text names
 CONTROL_COST = 20                 # per pixel of any other control
+VIEW_COST = 2                     # per pixel of a plot, heatmap or table (data: hide words first)
 RING_COST = 1                     # per pixel of the ringed widget ...
 RING_MAX_HIDDEN = 0.25            # ... of which at most this share may be hidden
 CONTROLS = (QAbstractButton, QLineEdit, QComboBox, QAbstractSpinBox, QAbstractSlider, QTabBar)
+VIEWS = (QGraphicsView, QAbstractItemView)
 
 
 def window_rect(window: QWidget, widget: QWidget) -> QRect:
@@ -53,6 +58,29 @@ def controls_in(page: QWidget, window: QWidget) -> list[QRect]:
     return [r for r in rects if not r.isEmpty()]
 
 
+def views_in(page: QWidget, window: QWidget) -> list[QRect]:
+    """The visible plots, heatmaps and tables of a tab page (the outermost: a plot's own
+    children count once)."""
+    found = [v for v in page.findChildren(QWidget) if isinstance(v, VIEWS) and not isinstance(v, QHeaderView)]
+    rects = [_data_rect(window, v) for v in found]
+    return [r for r in rects if not r.isEmpty()]
+
+
+def _data_rect(window: QWidget, view: QWidget) -> QRect:
+    """A table's rows down to its last (its empty part hides nothing); a plot whole."""
+    model = view.model() if isinstance(view, QAbstractItemView) else None
+    if model is None:
+        return window_rect(window, view)
+    rows = model.rowCount()
+    if rows == 0:
+        return QRect()
+    port = view.viewport()
+    last = view.visualRect(model.index(rows - 1, 0))
+    filled = QRect(port.mapTo(window, QPoint(0, 0)), port.size())
+    filled.setHeight(max(0, min(port.height(), last.bottom() + 1)))
+    return filled.intersected(window_rect(window, port))
+
+
 def other_windows(window: QWidget, panel: QWidget) -> list[QRect]:
     """The other visible windows of the app over the main window, in its coordinates."""
     rects = []
@@ -67,8 +95,9 @@ def _area(r: QRect) -> int:
     return max(r.width(), 0) * max(r.height(), 0)
 
 
-def place_cost(rect: QRect, windows, named, controls, ring: QRect | None) -> int:
+def place_cost(rect: QRect, windows, named, controls, ring: QRect | None, views=()) -> int:
     cost = WINDOW_COST * sum(_area(w.intersected(rect)) for w in windows)
+    cost += VIEW_COST * sum(_area(v.intersected(rect)) for v in views)
     cost += NAMED_COST * sum(_area(n.intersected(rect)) for n in named)
     cost += CONTROL_COST * sum(_area(c.intersected(rect)) for c in controls)
     if ring is not None and not ring.isEmpty():
@@ -93,10 +122,10 @@ def candidates(area: QRect, size) -> list[QPoint]:
     return [QPoint(x, y) for y in ys for x in xs]
 
 
-def best_place(area: QRect, size, current: QPoint | None, windows, named, controls, ring) -> QPoint:
+def best_place(area: QRect, size, current: QPoint | None, windows, named, controls, ring, views=()) -> QPoint:
     """The candidate that hides least; the current place when it is as good (no jumping)."""
     def cost(p: QPoint) -> int:
-        return place_cost(QRect(p, size), windows, named, controls, ring)
+        return place_cost(QRect(p, size), windows, named, controls, ring, views)
     places = candidates(area, size)
     best = min(places, key=cost)                 # the first of equals: the order of ``candidates``
     if current is not None and area.contains(QRect(current, size)) and cost(current) <= cost(best):
