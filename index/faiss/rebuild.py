@@ -7,7 +7,8 @@ import numpy as np
 
 from core.errors import Cancelled, InputError
 from index import fingerprint as fpmod
-from index.base import EMBED_WINDOW, encoder_of, normalize
+from index.adding import EMBED_WINDOW, normalize
+from index.base import encoder_of
 from index.faiss.faiss_index import MARKING_KINDS, FaissIndex, resolve_kind
 
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
