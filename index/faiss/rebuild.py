@@ -65,7 +65,7 @@ def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
         raise InputError(
             f"the store at {store.folder} is whitened with a transform fitted on its model's "
             "vectors, which another model's vectors cannot use: ingest its texts into a new "
-            "store instead (with --whiten to whiten them again)")
+            "store instead, whitened again", fix={"kind": "whiten_again"})
     fp = fpmod.as_dict(backend.fingerprint(pooling=pooling or store.pooling))
     db = store._db
     total = db.count()
