@@ -67,7 +67,7 @@ def _fillmask_named(window):
 
 def _ready_mlm_models() -> list[str]:
     """Models with a masked-LM head that load on this machine now (no download)."""
-    from app.gui.panels.fillmask.panel import mlm_models
+    from app.gui.panels.fillmask.no_mlm import mlm_models
     return [m["name"] for m in mlm_models() if m.get("available")]
 
 
