@@ -60,6 +60,11 @@ def _fillmask_panel(state):
     return FillMaskPanel(state)
 
 
+def _intervene_panel(state):
+    from app.gui.panels.intervene.panel import InterventionPanel
+    return InterventionPanel(state)
+
+
 def _train_panel(state):
     from app.gui.panels.train.lab import TrainLab  # the Train tab: Run, Runs, Experiments pages
     return TrainLab(state)
@@ -71,7 +76,7 @@ def _map_panel(state):
 
 
 OPTIONAL_PANELS = {"Attention": _attention_panel, "Step by step": _walkthrough_panel,
-                   "Fill-mask": _fillmask_panel, "Train": _train_panel}
+                   "Fill-mask": _fillmask_panel, "Intervene": _intervene_panel, "Train": _train_panel}
 MAP_PANEL = {"Map": _map_panel}
 PREBUILD_DELAY_MS = 1500   # after the corpus model loaded, build the unbuilt panels one at a time
 
