@@ -3,7 +3,7 @@
 
     effects_fn(backend, EffectsRequest, progress=, cancel=) -> Effects       # one sentence: fast
     metrics_fn(backend, spec, progress=, cancel=) -> list[MetricEffect]      # shipped pairs/queries
-    ranking_fn(backend, store, query, spec, progress=, cancel=) -> list[dict]
+    ranking_fn(backend, store, query, spec, progress=, cancel=) -> RankingChanges
     map_fn(backend, metric, seed, progress=, cancel=) -> ImportanceMap
     head_means(backend, progress, cancel) -> (L, H, Dh), cached per model
 """
@@ -132,7 +132,7 @@ def metrics_fn(backend, spec: Intervention, progress=None, cancel=None) -> list:
     return [spearman, recall, mrr]
 
 
-def ranking_fn(backend, store, query: str, spec: Intervention, k: int = 10, progress=None, cancel=None) -> list:
+def ranking_fn(backend, store, query: str, spec: Intervention, k: int = 10, progress=None, cancel=None):
     """Which of the store's hits for ``query`` move, and by how many places, when only the query
     is embedded under the intervention (the store's vectors stay as they are)."""
     from index.intervene_ranking import ranking_changes

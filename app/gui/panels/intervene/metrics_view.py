@@ -106,16 +106,30 @@ class MetricsView(QtWidgets.QWidget):
         self.table.resizeColumnsToContents()
         self.note.setText("Patch sites belong to one sentence: the metrics measure the other switches.")
 
-    def show_ranking(self, query: str, rows: list) -> None:
-        """rows: {text, rank_before, rank_after, moved} (ranks from 1, None when out of the top k)."""
+    def show_ranking(self, changes) -> None:
+        """index.intervene_ranking.RankingChanges: the top k after (with each one's place before),
+        then the hits of the top k before that left it. Ranks from 1; "—": deeper than searched."""
+        rows = list(changes.hits) + list(changes.left)
         self.ranking.setRowCount(len(rows))
-        for r, row in enumerate(rows):
-            before, after, moved = row.get("rank_before"), row.get("rank_after"), row.get("moved")
-            shown = "—" if moved is None else ("·" if moved == 0 else f"{'↑' if moved > 0 else '↓'}{abs(moved)}")
-            color = None if not moved else ("#1e7b34" if moved > 0 else "#c0392b")
-            for c, text in enumerate(("—" if before is None else str(before), "—" if after is None else str(after),
-                                      shown, row.get("text", ""))):
-                self.ranking.setItem(r, c, _item(text, c < 3, color if c == 2 else None))
+        for r, hit in enumerate(rows):
+            gone = r >= len(changes.hits)
+            moved = hit.moved
+            if gone:
+                shown, color = "left the top k", "#c0392b"
+            elif hit.rank_before is None or hit.rank_before > changes.k:
+                shown, color = "new in the top k", "#1e7b34"
+            else:
+                shown = "·" if moved == 0 else f"{'↑' if moved > 0 else '↓'}{abs(moved)}"
+                color = None if not moved else ("#1e7b34" if moved > 0 else "#c0392b")
+            cells = ("—" if hit.rank_before is None else str(hit.rank_before),
+                     "—" if hit.rank_after is None else str(hit.rank_after), shown, hit.text)
+            for c, text in enumerate(cells):
+                self.ranking.setItem(r, c, _item(text, c < 2, color if c == 2 else None))
         self.ranking.resizeColumnsToContents()
-        moved = sum(1 for row in rows if row.get("moved"))
-        self.note.setText(f"{html.escape(query)!s}: {moved} of {len(rows)} hits moved")
+        moved = sum(1 for h in changes.hits if h.moved)
+        self.note.setText(f"“{html.escape(changes.query)}”: {moved} of the top {changes.k} moved, "
+                          f"{len(changes.entered)} entered, {len(changes.left)} left · the query's vector keeps "
+                          f"cosine {changes.cosine:.4f} with the original")
+
+    def ranking_rows(self) -> list[tuple[str, str, str, str]]:
+        return [tuple(self.ranking.item(r, c).text() for c in range(4)) for r in range(self.ranking.rowCount())]

@@ -35,7 +35,7 @@ def importance_cache_dir():
 class InterventionPanel(QtWidgets.QWidget):
     effects_shown = QtCore.Signal(object)     # compute.Effects, after the views are drawn
     metrics_shown = QtCore.Signal(object)     # [MetricEffect]
-    ranking_shown = QtCore.Signal(object)     # [row dict]
+    ranking_shown = QtCore.Signal(object)     # index.intervene_ranking.RankingChanges
     map_shown = QtCore.Signal(object)         # ImportanceMap
     map_cancelled = QtCore.Signal()
     failed = QtCore.Signal(str)
@@ -237,15 +237,15 @@ class InterventionPanel(QtWidgets.QWidget):
         self.metrics_view.set_running(True, "Ranking" + note)
         ran = self.ranking_follow.run(C.ranking_fn, self.state.store, query, spec,
                                       label="Ranking under the intervention",
-                                      on_result=lambda rows, b: self._on_ranking(query, rows),
+                                      on_result=lambda changes, b: self._on_ranking(changes),
                                       on_error=self._on_metrics_error,
                                       on_finished=lambda: self.metrics_view.set_running(False))
         if not ran:
             self.metrics_view.set_running(False)
 
-    def _on_ranking(self, query: str, rows) -> None:
-        self.metrics_view.show_ranking(query, rows)
-        self.ranking_shown.emit(rows)
+    def _on_ranking(self, changes) -> None:
+        self.metrics_view.show_ranking(changes)
+        self.ranking_shown.emit(changes)
 
     def compute_map(self, metric: str, seed: int) -> None:
         self.importance_view.set_running(True)
