@@ -119,8 +119,9 @@ class MainWindow(QMainWindow):
             # the training lab fits the window (its settings scroll on their own, its plots take
             # the height left); in a scrolling tab its plots' natural heights made the page taller
             # than the window, the newest part of a curve and Start below the fold
-            self._panel_tabs[title] = (plain_holder(f"{panel_object_name(title)}_tab") if title == "Train"
-                                       else scroll_holder(f"{panel_object_name(title)}_scroll"))
+            name = panel_object_name(title)
+            self._panel_tabs[title] = (plain_holder(f"{name}_tab") if title in ("Train", "Intervene")
+                                       else scroll_holder(f"{name}_scroll"))
             self.tabs.addTab(self._panel_tabs[title], title)
         # ---- corpus map: the Map tab follows the search and feeds it back ----
         self._panel_tabs["Map"] = plain_holder("map_tab")
