@@ -18,9 +18,23 @@ HEADS = {(0, 3), (1, 6), (2, 2), (5, 9)}       # 1.4, 2.7, 3.3, 6.10 (0-based he
 QUERY = "a pet sleeping in the sun"
 
 
+def shoot_map(app, w, panel, metric: str) -> None:
+    panel.views.setCurrentWidget(panel.importance_view)
+    maps = []
+    panel.map_shown.connect(maps.append)
+    panel.importance_view.metric.setCurrentIndex(panel.importance_view.metric.findData(metric))
+    panel.importance_view.compute_button.click()
+    if not spin(app, until=lambda: maps and not w.state.jobs.busy, timeout=1800):
+        print("the map did not finish: no importance shot", file=sys.stderr)
+        return
+    spin(app, 0.3)
+    save(w, "intervene_importance")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--map-cache", type=Path, help="folder of cached importance maps")
+    ap.add_argument("--compute-map", action="store_true", help="compute the map here when no cache has it")
     ap.add_argument("--metric", default="spearman")
     args = ap.parse_args(argv)
     app, w = sample_window("encoderscope-intervene-shots-")
@@ -52,17 +66,6 @@ def main(argv=None) -> int:
     spin(app, 0.3)
     save(w, "intervene_metrics")
 
-    panel.views.setCurrentWidget(panel.importance_view)
-    maps = []
-    panel.map_shown.connect(maps.append)
-    panel.importance_view.metric.setCurrentIndex(panel.importance_view.metric.findData(args.metric))
-    panel.importance_view.compute_button.click()
-    if not spin(app, until=lambda: maps and not w.state.jobs.busy, timeout=1800):
-        print("the map did not finish: no importance shot", file=sys.stderr)
-    else:
-        spin(app, 0.3)
-        save(w, "intervene_importance")
-
     walk = w.optional_panels["Step by step"]
     w.show_panel("Step by step")
     explained = []
@@ -72,6 +75,11 @@ def main(argv=None) -> int:
     walk.show_step("heads_concat")
     spin(app, 0.5)
     save(w, "walkthrough_intervened")
+    if args.map_cache is None and not args.compute_map:
+        print("no --map-cache or --compute-map: no importance shot", file=sys.stderr)
+    else:
+        w.show_panel("Intervene")
+        shoot_map(app, w, panel, args.metric)
     w.close()
     w.state.jobs.shutdown(20_000)
     return 0
