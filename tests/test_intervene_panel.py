@@ -197,12 +197,19 @@ def test_switching_the_model_drops_what_it_lacks_and_every_old_number(qtbot, mak
     panel = make_panel(big)
     panel.editor.heads.click(1, 3)                       # 2.4: the small model has no layer 2
     apply_and_wait(qtbot, panel)
-    assert panel.effects_view.effects is not None
+    with qtbot.waitSignal(panel.metrics_shown, timeout=60_000):
+        panel.measure()
+    with qtbot.waitSignal(panel.map_shown, timeout=60_000):
+        panel.compute_map("spearman", 0)
+    assert panel.effects_view.effects is not None and panel.metrics_view.table.rowCount() == 3
     with qtbot.waitSignal(panel.failed, timeout=10_000) as sig:
         switch_model(panel.state, small)
-    assert "cleared" in sig.args[0] and "does not exist" in sig.args[0]
+    assert sig.args[0].startswith("heads 2.4 zeroed was cleared") and "does not exist" in sig.args[0]
+    assert "heads 2.4" in panel.message.text()
     assert panel.current.spec.is_empty and panel.editor.value().is_empty
     assert panel.effects_view.effects is None and panel.importance_view.map is None
+    assert panel.metrics_view.table.rowCount() == 0
+    assert panel.importance_view.heatmap.matrix.size == 0 and panel.effects_view.grids["after"].attentions.size == 0
     assert panel.editor.heads.shape == (1, 2)
     # a part both models have is kept, and the views are redone on the new model
     switch_model(panel.state, big)

@@ -106,3 +106,26 @@ def test_the_walkthrough_panel_follows_the_apps_intervention(qtbot, make_walkthr
     with qtbot.waitSignal(panel.explained, timeout=60_000) as sig:
         current_intervention(panel.state).clear()
     assert sig.args[0].intervention is None and not panel.arch_map.items["ffn_output"].switched_off
+
+
+def test_the_walkthrough_drops_an_intervention_the_new_model_lacks(qtbot, make_walkthrough_panel, tiny, tmp_path):
+    from app.gui.current_intervention import current_intervention
+    from core.encoder.backends import get_backend
+    from tests.app_fixtures import explain_and_wait
+    from tests.helpers import make_tiny_distilbert
+    small = get_backend(str(make_tiny_distilbert(tmp_path / "small", n_layers=1, n_heads=2)), "scratch",
+                        device="cpu", precision="fp32")
+    panel = make_walkthrough_panel(tiny)
+    current = current_intervention(panel.state)
+    current.set(Intervention(heads={(1, 3)}))                # head 2.4: the small model has no layer 2
+    assert explain_and_wait(qtbot, panel, TEXT).intervention == Intervention(heads={(1, 3)})
+    dropped, failed = [], []
+    current.dropped.connect(dropped.append)
+    panel.failed.connect(failed.append)
+    with qtbot.waitSignal(panel.explained, timeout=60_000) as sig:
+        panel.state.backend = small
+        panel.state.backend_changed.emit(small)
+    qtbot.waitUntil(lambda: not panel.state.jobs.busy, timeout=60_000)
+    assert sig.args[0].intervention is None and current.spec.is_empty
+    assert dropped and "does not exist" in dropped[0] and not failed
+    assert panel.walkthrough.intervention is None and panel.walkthrough.model == small.model_name

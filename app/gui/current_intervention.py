@@ -5,6 +5,7 @@
     current.set(spec)                              # the Intervene tab's Apply / a map cell's click
     current.clear()
     current.spec                                   # what is applied now
+    current.fitting(backend)                       # the same, checked against the model to run
 
 The value is only a name of what to switch off: every view applies it inside its own worker
 (core.intervene.apply.intervene is thread-confined), and drops it when the inspected model
@@ -20,6 +21,7 @@ from core.intervene.spec import NOTHING, Intervention
 
 class CurrentIntervention(QtCore.QObject):
     changed = QtCore.Signal(object)               # the Intervention now applied
+    dropped = QtCore.Signal(str)                  # why it was cleared for a model lacking a part
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -41,9 +43,17 @@ class CurrentIntervention(QtCore.QObject):
         try:
             self.spec.check(int(backend.n_layers), int(backend.n_heads))
         except InputError as e:
+            reason = f"{self.spec.describe()} was cleared: {e}"
             self.clear()
-            return f"the intervention was cleared: {e}"
+            self.dropped.emit(reason)
+            return reason
         return ""
+
+    def fitting(self, backend) -> Intervention:
+        """The intervention to run on ``backend``: ``check``ed first, so a view that asks before
+        the model switch reached this object never applies a part the model lacks."""
+        self.check(backend)
+        return self.spec
 
 
 def current_intervention(state) -> CurrentIntervention:
@@ -52,4 +62,6 @@ def current_intervention(state) -> CurrentIntervention:
     if current is None:
         current = CurrentIntervention(state)
         state._current_intervention = current
+        if hasattr(state, "inspect_backend_changed"):
+            state.inspect_backend_changed.connect(current.check)     # whichever tab is built
     return current

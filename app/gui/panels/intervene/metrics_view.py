@@ -97,6 +97,10 @@ class MetricsView(QtWidgets.QWidget):
         self.ranking.setRowCount(0)
         self.note.setText(note)
 
+    def clear_ranking(self) -> None:
+        """Another corpus model: its store's ranking is not this one's."""
+        self.ranking.setRowCount(0)
+
     def show_metrics(self, metrics) -> None:
         self.table.setRowCount(len(metrics))
         for r, m in enumerate(metrics):

@@ -52,7 +52,9 @@ class InterventionPanel(QtWidgets.QWidget):
         self.map_follow = FollowModel(state, JOB_MAP)
         self.ranking_follow = FollowModel(state, JOB_RANKING, corpus=True)   # the store's own model
         self.follow.model_changed.connect(self._on_backend)
+        self.ranking_follow.model_changed.connect(lambda _b: self.metrics_view.clear_ranking())
         self.current.changed.connect(self._current_changed)
+        self.current.dropped.connect(self._on_dropped)
         self._on_backend(getattr(state, "inspect_backend", None))
 
     # ---- layout --------------------------------------------------------------------------------
@@ -285,14 +287,15 @@ class InterventionPanel(QtWidgets.QWidget):
             self.apply_button.setEnabled(False)
             return
         self.apply_button.setEnabled(True)
-        reason = self.current.check(backend)
+        self.current.check(backend)                       # a part the model lacks: _on_dropped says so
         self.editor.set_model(int(backend.n_layers), int(backend.n_heads))
         self.effects_view.clear(f"{backend.model_name}: press Apply to see the intervention's effects")
         self.importance_view.clear(f"{backend.model_name}: compute a map to see which parts the metric needs")
         self.metrics_view.clear()
-        if reason:
-            self.editor.clear()
-            self._last_request = None
-            self._say(reason, error=True)
-        elif self._last_request is not None:
+        if self._last_request is not None:
             self.apply()                                  # the same request, on the new model
+
+    def _on_dropped(self, reason: str) -> None:
+        self.editor.clear()
+        self._last_request = None
+        self._say(reason, error=True)

@@ -264,7 +264,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         text, other, as_pair, layer, head, pooling = request
         self._set_info(f"{self._model_text(backend)} · <i>computing every step …</i>")
         self.follow.run(explain_fn, text, other if as_pair else None, layer, head, pooling,
-                        self.intervention.spec, label="Step by step",
+                        self.intervention.fitting(backend), label="Step by step",
                         show_progress=False, on_result=self._on_result,
                         on_error=self._on_error)
 
