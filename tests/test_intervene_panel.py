@@ -77,6 +77,8 @@ def test_effects_show_the_core_numbers_for_the_clicked_parts(qtbot, make_panel, 
     att = E.compare_attentions(backend, TEXT, spec)
     np.testing.assert_array_equal(view.grids["after"].attentions, att.after.astype(np.float32))
     np.testing.assert_array_equal(view.grids["before"].attentions, att.before.astype(np.float32))
+    assert view.marked_heads() == {(0, 1)}                       # the switched-off head is outlined
+    np.testing.assert_array_equal(panel.importance_view.grid.attentions, att.after.astype(np.float32))
     view.select_head(1, 3)
     np.testing.assert_allclose(view.maps["difference"].matrix, att.difference[1, 3], atol=1e-7)
     vec = E.compare_vector(backend, TEXT, spec)
@@ -238,6 +240,19 @@ def test_a_result_of_the_model_before_a_switch_never_shows(qtbot, make_panel, mo
     assert panel.importance_view.map is None
     if panel.effects_view.effects is not None:
         assert panel.effects_view.effects.model == small.model_name
+
+
+def test_the_transformers_encoder_is_refused_in_the_apps_words(tmp_path):
+    from app.gui.panels.intervene.compute import EffectsRequest, effects_fn, map_fn, metrics_fn
+    from core.encoder.backends import get_backend
+    from core.errors import InputError
+    from tests.helpers import make_tiny_distilbert
+    hf = get_backend(str(make_tiny_distilbert(tmp_path / "m", n_layers=1, n_heads=2)), "hf", device="cpu")
+    spec = Intervention(heads={(0, 0)})
+    for call in (lambda: effects_fn(hf, EffectsRequest(TEXT, spec)), lambda: metrics_fn(hf, spec),
+                 lambda: map_fn(hf, "spearman", 0)):
+        with pytest.raises(InputError, match="choose “From-scratch encoder” in Inspect with"):
+            call()
 
 
 def test_compute_functions_run_without_qt(models):

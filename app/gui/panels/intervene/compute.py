@@ -89,8 +89,18 @@ def resolve_patch(backend, request: EffectsRequest, means):
     return spec, source, alignment
 
 
+def ours(backend):
+    """Interventions hook our encoder's modules: the transformers encoder is refused in the app's words."""
+    if getattr(backend, "backend", "scratch") != "scratch":
+        raise InputError("interventions switch parts of Encoderscope's own encoder off: choose "
+                         "“From-scratch encoder” in Inspect with (the same weights; transformers' modules "
+                         "are not ours to hook)")
+    return backend
+
+
 def effects_fn(backend, request: EffectsRequest, progress=None, cancel=None) -> Effects:
     """Before | after of the attentions, the sentence vector and fill-mask for one sentence."""
+    ours(backend)
     if not request.text.strip():
         raise InputError("type a sentence to see what the intervention changes")
     means = means_for(backend, request.spec, progress, cancel)
@@ -121,6 +131,7 @@ def effects_fn(backend, request: EffectsRequest, progress=None, cancel=None) -> 
 def metrics_fn(backend, spec: Intervention, progress=None, cancel=None) -> list:
     """Spearman on the shipped pairs, recall@10 and MRR of the shipped queries over the sample
     corpus, before | after. Patch sites belong to one sentence and are left out here."""
+    ours(backend)
     spec = spec.without_patch()
     if spec.is_empty:
         raise InputError("switch something off first: the metrics compare the model with and without it")
@@ -136,6 +147,7 @@ def ranking_fn(backend, store, query: str, spec: Intervention, k: int = 10, prog
     """Which of the store's hits for ``query`` move, and by how many places, when only the query
     is embedded under the intervention (the store's vectors stay as they are)."""
     from index.intervene_ranking import ranking_changes
+    ours(backend)
     if store is None:
         raise InputError("open a corpus first (File > Open corpus folder…): the ranking is the store's")
     if not query.strip():
@@ -148,6 +160,7 @@ def ranking_fn(backend, store, query: str, spec: Intervention, k: int = 10, prog
 def map_fn(backend, metric: str, seed: int, cache_dir=None, progress=None, cancel=None):
     """The importance map (core.intervene.importance), cached on disk per model, metric, corpus, seed."""
     from core.intervene.importance import importance_map
+    ours(backend)
     return importance_map(backend, metric, seed=seed, cache_dir=cache_dir,
                           progress=_said(progress, f"Importance map ({metric})"), cancel=_asked(cancel))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 
 import numpy as np
+import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
 from app.gui.panels.attention.head_grid import HeadGrid
@@ -25,6 +26,8 @@ class EffectsView(QtWidgets.QWidget):
         super().__init__(parent)
         self.effects = None
         self.head = (0, 0)
+        self.marks: dict[str, list] = {}             # grid name -> the outlines of the heads switched off
+        self.marked: set = set()
         outer = QtWidgets.QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         self.summary = QtWidgets.QLabel()
@@ -73,6 +76,7 @@ class EffectsView(QtWidgets.QWidget):
     # ---- data -------------------------------------------------------------------------------
     def clear(self, placeholder: str = "") -> None:
         self.effects = None
+        self._mark(())
         self.summary.setText(f"<i>{html.escape(placeholder)}</i>" if placeholder else "")
         for name in COLUMNS:
             self.grids[name].set_attentions(np.zeros((0, 0, 0, 0), np.float32), [])
@@ -91,6 +95,7 @@ class EffectsView(QtWidgets.QWidget):
         self.grids["difference"].set_attentions(np.abs(att.difference), att.tokens)
         for grid in self.grids.values():
             grid.set_per_head_scale(False)          # one scale: a zeroed head's change is not blown up
+        self._mark(effects.spec.heads | {(s.layer, s.head) for s in effects.spec.patch if s.kind == "head"})
         changed = np.abs(att.difference).max(axis=(2, 3))
         l, h = np.unravel_index(int(np.argmax(changed)), changed.shape)
         v = effects.vector
@@ -100,6 +105,29 @@ class EffectsView(QtWidgets.QWidget):
         self.summary.setText(text)
         self.select_head(*self.head)
         self._show_fill(effects)
+
+    def _mark(self, heads) -> None:
+        """A dashed outline round each head switched off (or patched) on the three grids."""
+        self.marked = set(heads)
+        for name, grid in self.grids.items():
+            for item in self.marks.get(name, []):
+                grid.plot.removeItem(item)
+            self.marks[name] = []
+            for layer, head in sorted(heads):
+                box = QtWidgets.QGraphicsRectItem(grid.cell_rect(layer, head))
+                pen = pg.mkPen("#c0392b", width=2, style=QtCore.Qt.PenStyle.DashLine)
+                pen.setCosmetic(True)
+                box.setPen(pen)
+                box.setZValue(9)
+                box.setToolTip(f"head {layer + 1}.{head + 1} is switched off")
+                grid.plot.addItem(box, ignoreBounds=True)
+                self.marks[name].append(box)
+
+    def marked_heads(self) -> set:
+        """(layer, head) of every outlined head: each outline sits on that head's cell."""
+        grid = self.grids["after"]
+        return {(l, h) for l, h in self.marked
+                if any(b.rect() == grid.cell_rect(l, h) for b in self.marks.get("after", []))}
 
     def select_head(self, layer: int, head: int) -> None:
         """Show head (layer, head) large in the three maps (0-based)."""

@@ -12,6 +12,7 @@ import html
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
+from app.gui.panels.attention.head_grid import HeadGrid
 from app.gui.widgets.heatmap import HeatmapWidget
 from core.intervene.spec import Intervention
 
@@ -66,9 +67,23 @@ class ImportanceView(QtWidgets.QWidget):
         self.heatmap = DropHeatmap(row_title="layer", col_title="head · attention · FFN")
         self.heatmap.colorbar.getAxis("right").setLabel("drop")
         self.heatmap.cell_clicked.connect(self._clicked)
-        outer.addWidget(self.heatmap, 1)
+        self.heatmap.set_show_values(True)
+        # beside it, the sentence's attention grid: the same layer x head layout, to read the two together
+        self.grid = HeadGrid()
+        self.grid.setToolTip("The sentence's attention, every head (as in the Attention tab's grid)")
+        self.grid.head_clicked.connect(lambda l, h: self.part_clicked.emit(Intervention(heads={(l, h)})))
+        split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
+        split.addWidget(self.heatmap)
+        split.addWidget(self.grid)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        outer.addWidget(split, 1)
         self.set_running(False)
         self.clear("Compute a map to see which parts the metric needs")
+
+    def set_attentions(self, attentions, tokens) -> None:
+        """The grid beside the map: the sentence's attention (with whatever is applied)."""
+        self.grid.set_attentions(attentions, tokens)
 
     def set_running(self, running: bool) -> None:
         self.cancel_button.setEnabled(running)
@@ -84,6 +99,7 @@ class ImportanceView(QtWidgets.QWidget):
 
     def clear(self, note: str = "") -> None:
         self.map = None
+        self.grid.set_attentions(np.zeros((0, 0, 0, 0), np.float32), [])
         self.heatmap.set_matrix(np.zeros((0, 0)), [], [])
         self.heatmap.set_placeholder(note)
         self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")

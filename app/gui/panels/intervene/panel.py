@@ -183,6 +183,7 @@ class InterventionPanel(QtWidgets.QWidget):
     def _on_effects(self, effects, backend) -> None:
         self.shown_backend = backend
         self.effects_view.show_effects(effects)
+        self.importance_view.set_attentions(effects.attention.after, effects.attention.tokens)
         self.editor.show_alignment(effects.alignment)
         self.effects_shown.emit(effects)
 
