@@ -133,7 +133,8 @@ def test_patching_shows_the_alignment_and_refuses_in_one_message(qtbot, make_pan
     label = panel.editor.alignment_label.text()
     assert "cat ← dog" in label and "L1.H2" in label
     spec, source, _, _ = patched_run(backend, TEXT, b, [parse_site("L1.H2"), parse_site("L1.resid@cat")])
-    assert effects.spec == spec
+    assert effects.spec == spec == panel.current.spec     # Step by step is told of the patch too
+    assert "not applied yet" not in panel.description.text()
     before = backend.embed([TEXT])[0]
     with intervene(backend, spec, patch_source=source):
         after = backend.embed([TEXT])[0]

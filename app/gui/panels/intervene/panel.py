@@ -182,6 +182,7 @@ class InterventionPanel(QtWidgets.QWidget):
     # ---- results ---------------------------------------------------------------------------------
     def _on_effects(self, effects, backend) -> None:
         self.shown_backend = backend
+        self.current.set(effects.spec)           # with the patch sites resolved: Step by step names them
         self.effects_view.show_effects(effects)
         self.importance_view.set_attentions(effects.attention.after, effects.attention.tokens)
         self.editor.show_alignment(effects.alignment)
