@@ -47,6 +47,8 @@ class EffectsView(QtWidgets.QWidget):
             grid.head_clicked.connect(self.select_head)
             grids.addWidget(grid, 1, c)
             heat = HeatmapWidget()
+            if name == "difference":
+                heat.set_colormap("CET-D1")       # signed: blue lost weight, red gained
             heat.setMinimumHeight(160)
             grids.addWidget(heat, 2, c)
             self.grids[name], self.maps[name] = grid, heat

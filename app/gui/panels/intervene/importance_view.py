@@ -16,6 +16,7 @@ from app.gui.panels.attention.head_grid import HeadGrid
 from app.gui.widgets.heatmap import HeatmapWidget
 from core.intervene.spec import Intervention
 
+DIVERGING = "CET-D1"         # blue - white - red: a drop's sign is its colour
 METRICS = (("recall", "recall@10 (shipped queries over the sample corpus)"),
            ("spearman", "Spearman (shipped eval pairs)"),
            ("mlm", "masked-token log-probability (needs a masked-LM head)"))
@@ -68,6 +69,7 @@ class ImportanceView(QtWidgets.QWidget):
         self.heatmap.colorbar.getAxis("right").setLabel("drop")
         self.heatmap.cell_clicked.connect(self._clicked)
         self.heatmap.set_show_values(True)
+        self.heatmap.set_colormap(DIVERGING)          # red: the part helps; blue: the metric is better without it
         # beside it, the sentence's attention grid: the same layer x head layout, to read the two together
         self.grid = HeadGrid()
         self.grid.setToolTip("The sentence's attention, every head (as in the Attention tab's grid)")
@@ -112,7 +114,9 @@ class ImportanceView(QtWidgets.QWidget):
         self.map = m
         L, H = m.heads.shape
         values = self.matrix(m)
-        top = max(float(np.abs(values).max()), 1e-9)
+        # the colours span the heads' drops (a layer's whole attention or FFN costs far more and may
+        # saturate: every cell's number is written in it)
+        top = max(float(np.abs(m.heads).max()), 1e-9)
         self.heatmap.set_matrix(values, [f"layer {l + 1}" for l in range(L)],
                                 [str(h + 1) for h in range(H)] + ["attn", "FFN"],
                                 title=f"drop in {m.metric} when one part is off", levels=(-top, top))

@@ -162,7 +162,7 @@ class InterventionPanel(QtWidgets.QWidget):
         self._set_running(True)
         self.follow.run(C.effects_fn, request, label="Intervention effects", on_result=self._on_effects,
                         on_error=self._on_effects_error, on_progress=self._on_progress,
-                        on_cancelled=lambda: self._set_running(False), on_finished=lambda: self._set_running(False))
+                        on_finished=lambda: self._set_running(self._busy(JOB_EFFECTS)))
 
     def apply_part(self, spec) -> None:
         """A map cell's ablation: shown in the editor and applied to the views."""
@@ -210,6 +210,10 @@ class InterventionPanel(QtWidgets.QWidget):
             text = f"<span style='color:#c0392b'>{html.escape(text)}</span>"
         self.message.setText(text)
 
+    def _busy(self, key: str) -> bool:
+        """Whether a job of ``key`` runs (at a job's end: whether a newer one waiting behind it started)."""
+        return self.state.jobs.is_running(key)
+
     def _cancel(self, key: str) -> None:
         self.state.jobs.cancel(key)
 
@@ -220,9 +224,13 @@ class InterventionPanel(QtWidgets.QWidget):
         ran = self.metrics_follow.run(C.metrics_fn, spec, label="Intervention metrics",
                                       on_result=self._on_metrics, on_error=self._on_metrics_error,
                                       on_progress=self.metrics_view.on_progress,
-                                      on_finished=lambda: self.metrics_view.set_running(False))
+                                      on_finished=self._metrics_finished)
         if not ran:
             self.metrics_view.set_running(False)
+
+    def _metrics_finished(self) -> None:
+        """A newer request may run already (it waited behind this one): the bar stays for it."""
+        self.metrics_view.set_running(self._busy(JOB_METRICS) or self._busy(JOB_RANKING))
 
     def _on_metrics(self, metrics, backend) -> None:
         self.metrics_view.show_metrics(metrics)
@@ -243,7 +251,7 @@ class InterventionPanel(QtWidgets.QWidget):
                                       label="Ranking under the intervention",
                                       on_result=lambda changes, b: self._on_ranking(changes),
                                       on_error=self._on_metrics_error,
-                                      on_finished=lambda: self.metrics_view.set_running(False))
+                                      on_finished=self._metrics_finished)
         if not ran:
             self.metrics_view.set_running(False)
 
@@ -257,7 +265,7 @@ class InterventionPanel(QtWidgets.QWidget):
                                   on_result=self._on_map, on_error=self._on_map_error,
                                   on_progress=self.importance_view.on_progress,
                                   on_cancelled=self._on_map_cancelled,
-                                  on_finished=lambda: self.importance_view.set_running(False))
+                                  on_finished=lambda: self.importance_view.set_running(self._busy(JOB_MAP)))
         if not ran:
             self.importance_view.set_running(False)
 
