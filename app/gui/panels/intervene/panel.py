@@ -123,7 +123,7 @@ class InterventionPanel(QtWidgets.QWidget):
 
         self.editor.changed.connect(self._describe)
         self.metrics_view.measure_requested.connect(self.measure)
-        self.metrics_view.cancel_requested.connect(lambda: self._cancel(JOB_METRICS))
+        self.metrics_view.cancel_requested.connect(lambda: [self._cancel(k) for k in (JOB_METRICS, JOB_RANKING)])
         self.metrics_view.ranking_requested.connect(self.rank)
         self.importance_view.compute_requested.connect(self.compute_map)
         self.importance_view.cancel_requested.connect(lambda: self._cancel(JOB_MAP))
