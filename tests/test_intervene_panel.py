@@ -146,10 +146,11 @@ def test_a_map_cell_click_applies_that_ablation(qtbot, make_panel, models):
     backend = models[0]
     panel = make_panel(backend)
     view = panel.importance_view
+    view.metric.setCurrentIndex(view.metric.findData("spearman"))
     with qtbot.waitSignal(panel.map_shown, timeout=120_000) as sig:
-        view.compute_button.click()                      # recall@10 by default
+        view.compute_button.click()
     m = sig.args[0]
-    expected = importance_map(backend, "recall", seed=0)
+    expected = importance_map(backend, "spearman", seed=0)
     np.testing.assert_allclose(m.heads, expected.heads, atol=1e-12)
     np.testing.assert_allclose(view.heatmap.matrix[:, :4], expected.heads, atol=1e-6)
     np.testing.assert_allclose(view.heatmap.matrix[:, 5], expected.ffn, atol=1e-6)
