@@ -116,8 +116,8 @@ class Backend:
         if pooling == "attention" and self.pooling_query is None:
             raise InputError(
                 f"{self.model_name} has no learned query vector, so it cannot pool by attention: "
-                "train one (encoderscope train --objective simcse --pooling attention --corpus FILE "
-                "--out DIR, then --model DIR) or choose --pooling mean, cls or max")
+                "pool by mean, cls or max, or train a model that has one",
+                fix={"kind": "train", "settings": {"objective": "simcse", "pooling": "attention"}})
         return pooling
 
     def fingerprint(self, pooling: str | None = None) -> Fingerprint:

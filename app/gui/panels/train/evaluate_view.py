@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.state import BACKEND_LABELS
+from app.gui.choice_labels import BACKEND_LABELS
 from app.gui.widgets.model_choice import WeightsCombo, add_trained_checkpoints
 from core.encoder.names import BACKENDS, POOLINGS
 
