@@ -257,6 +257,22 @@ def test_the_transformers_encoder_is_refused_in_the_apps_words(tmp_path):
             call()
 
 
+def test_the_attention_tab_says_it_shows_the_clean_model(qtbot, models):
+    from app.gui.current_intervention import current_intervention
+    from app.gui.panels.attention.panel import AttentionPanel
+    from app.gui.state import AppState
+    state = AppState()
+    panel = AttentionPanel(state, auto_inspect=False)
+    qtbot.addWidget(panel)
+    switch_model(state, models[0])
+    assert "Intervene" not in panel.info_label.text()
+    current_intervention(state).set(Intervention(heads={(0, 1)}))
+    assert "heads 1.2 zeroed: this tab shows the model with every part on" in panel.info_label.text()
+    current_intervention(state).clear()
+    assert "Intervene" not in panel.info_label.text()
+    state.shutdown(5000)
+
+
 def test_compute_functions_run_without_qt(models):
     from app.gui.panels.intervene.compute import EffectsRequest, effects_fn
     request = EffectsRequest(TEXT, Intervention(positions="off"), MASKED, "mat")

@@ -13,6 +13,8 @@ changes to one it does not fit (``check``).
 """
 from __future__ import annotations
 
+import html
+
 from PySide6 import QtCore
 
 from core.errors import InputError
@@ -54,6 +56,14 @@ class CurrentIntervention(QtCore.QObject):
         the model switch reached this object never applies a part the model lacks."""
         self.check(backend)
         return self.spec
+
+
+def intervention_note(spec: Intervention) -> str:
+    """What a tab showing the clean model says while an intervention is applied elsewhere."""
+    if spec.is_empty:
+        return ""
+    return (f"<br><span style='color:#b35900'>The Intervene tab has {html.escape(spec.describe())}: this tab "
+            "shows the model with every part on (Intervene shows both, side by side).</span>")
 
 
 def current_intervention(state) -> CurrentIntervention:
