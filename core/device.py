@@ -17,8 +17,8 @@ import os
 
 import torch
 
-from core.encoder.names import PRECISION_CHOICES, PRECISIONS
 from core.errors import DeviceUnavailable, InputError, settings_fix
+from core.names import PRECISION_CHOICES, PRECISIONS
 
 ENV_VAR = "ENCODERSCOPE_DEVICE"
 PRECISION_ENV = "ENCODERSCOPE_PRECISION"

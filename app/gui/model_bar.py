@@ -15,8 +15,8 @@ from app.gui.widgets.model_choice import (
     add_trained_checkpoints,
     offered_devices,
 )
-from core.encoder.names import BACKENDS, POOLINGS
 from core.encoder.sources import DEFAULT_MODEL
+from core.names import BACKENDS, POOLINGS
 
 
 class ModelBar(QToolBar):

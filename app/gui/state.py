@@ -49,8 +49,6 @@ from app.gui.logs import log
 from app.gui.workers import Job, JobRunner
 from core.encoder.sources import DEFAULT_MODEL
 
-# What the model bar shows for each of core.encoder.names.BACKENDS.
-
 
 @dataclass(frozen=True)
 class ModelChoice:

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from core.encoder.names import ATTENTIONS, POOLINGS
 from core.errors import InputError, settings_fix
+from core.names import ATTENTIONS, POOLINGS
 
 OBJECTIVES = ("mlm", "simcse", "mlm+simcse", "clm")
 LM_HEAD_OBJECTIVES = ("mlm", "mlm+simcse", "clm")   # the objectives that train the LM head

@@ -19,9 +19,9 @@ from core.encoder.backends.base import (
     Inspection,
     check_pooling,
 )
-from core.encoder.names import BACKENDS
 from core.encoder.sources import DEFAULT_MODEL, resolve
 from core.errors import InputError, settings_fix
+from core.names import BACKENDS
 
 __all__ = ["BF16_CHECK_SENTENCES", "MAX_TEXT_CHARS", "Backend", "EmbedStats", "Inspection", "check_pooling",
            "clear_cache", "get_backend"]
