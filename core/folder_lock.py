@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from core.errors import EncoderscopeError
+from core.errors import EncoderscopeError, settings_fix
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _HELD: dict[str, int] = {}     # lock file -> how many locks of this process hold it
@@ -105,8 +105,8 @@ def _read(fd: int) -> bytes:
 class FolderBusy(EncoderscopeError):
     """Another process writes the output folder; `holder` is what it recorded."""
 
-    def __init__(self, message: str, holder: dict | None = None):
-        super().__init__(message)
+    def __init__(self, message: str, holder: dict | None = None, fix: dict | None = None):
+        super().__init__(message, fix=fix)
         self.holder = holder or {}
 
 
@@ -142,7 +142,8 @@ class OutputFolderLock:
             holder = _holder(e.record)
             raise FolderBusy(f"the output folder {self.folder} is being written by "
                              f"{describe(holder)}; one writer per folder: wait until it has "
-                             "finished, or choose another --out", holder) from None
+                             "finished, or choose another output folder", holder,
+                             fix=settings_fix(out=None)) from None
         except NotRegularFile:
             raise FolderBusy(f"{self.path} (the lock of the output folder {self.folder}) is not "
                              "a regular file: remove it and run again") from None

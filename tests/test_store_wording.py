@@ -64,16 +64,16 @@ def _migrate_args(source, destination):
 
 
 def test_a_missing_database_names_the_option_that_named_it():
+    from core.errors import settings_fix
     e = StoreNotFound("the Milvus server http://h:1 has no database nodb: ask its administrator "
                       "to create it, or use the default database",
-                      fix={"kind": "location", "given": "http://h:1/nodb?collection=c",
-                           "location": "http://h:1?collection=c"})
+                      fix=settings_fix(store="http://h:1?collection=c"))
     to = worded(e, _migrate_args("/a/store", "http://h:1/nodb?collection=c"))
-    assert to.endswith("use the default database (--to 'http://h:1?collection=c')")
+    assert to.endswith("use the default database (--to http://h:1?collection=c)")
     frm = worded(e, _migrate_args("http://h:1/nodb?collection=c", "/a/store"))
-    assert frm.endswith("(--from 'http://h:1?collection=c')")
+    assert frm.endswith("(--from http://h:1?collection=c)")
     info = worded(e, SimpleNamespace(command="info", store="http://h:1/nodb?collection=c"))
-    assert info.endswith("(--store 'http://h:1?collection=c')") and "ingest" not in info
+    assert info.endswith("(--store http://h:1?collection=c)") and "ingest" not in info
 
 
 def test_server_store_info_and_migrate_into_a_missing_database(milvus_server, tmp_path, run):

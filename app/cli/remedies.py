@@ -10,10 +10,7 @@ def worded(error: Exception, args) -> str:
     """The error's message, with the command that fixes it where there is one."""
     from index.errors import EmptyStore, ModelMismatch, StoreCorrupted, StoreNotFound
 
-    fix = getattr(error, "fix", None)
-    message = str(error) + _fix_worded(fix)
-    if (fix or {}).get("kind") == "location":
-        return f"{message} ({_option_of(fix['given'], args)} {shlex.quote(fix['location'])})"
+    message = str(error) + _fix_worded(_in_migrates_words(getattr(error, "fix", None), args))
     store = getattr(args, "store", None)
     store_option = f" --store {shlex.quote(store)}" if store else ""
     if isinstance(error, StoreCorrupted):
@@ -35,14 +32,23 @@ def worded(error: Exception, args) -> str:
     return message
 
 
-def _option_of(given: str, args) -> str:
-    """The option that named a store location: a migrate's --from or --to, else --store."""
-    if getattr(args, "command", None) == "migrate":
-        from index.store_location import parse_location
-        for option, value in (("--from", args.source), ("--to", args.destination)):
-            if value == given or str(parse_location(value)) == str(parse_location(given)):
-                return option
-    return "--store"
+def _in_migrates_words(fix: dict | None, args) -> dict | None:
+    """A fix that sets --store, for `migrate`: --from or --to, whichever named that store (a
+    server's default database in place of a missing one: same server and collection)."""
+    settings = (fix or {}).get("settings") or {}
+    if (fix or {}).get("kind") != "settings" or "store" not in settings or \
+            getattr(args, "command", None) != "migrate":
+        return fix
+    from index.store_location import parse_location
+    want = parse_location(settings["store"])
+    side = "store"
+    for option, value in (("from", args.source), ("to", args.destination)):
+        loc = parse_location(value)
+        if (loc.kind, loc.uri, loc.path, loc.collection) == (want.kind, want.uri, want.path,
+                                                             want.collection):
+            side = option
+            break
+    return {**fix, "settings": {(side if k == "store" else k): v for k, v in settings.items()}}
 
 
 def _mismatch_commands(error, args) -> str:
@@ -60,6 +66,8 @@ def _mismatch_commands(error, args) -> str:
                 + (f" --store {shlex.quote(store)}`" if store else "`"))
         again = f", or re-embed it first by {rebuild}" if rebuild else ""
         return f": search with the store's model by {keep}{again}"
+    if command == "ablate" and given:
+        return f": leave out {given}" + (f", or re-embed the store first by {rebuild}" if rebuild else "")
     if command == "ingest" and given:
         if not rebuild:
             return f" (run the same ingest command without {given}, or ingest into a new --store with --whiten)"
@@ -90,4 +98,18 @@ def _fix_worded(fix: dict | None) -> str:
         return " (--clusters)"
     if kind == "whiten_again":
         return ": `encoderscope ingest FILE --whiten --store NEW_STORE`"
+    if kind == "settings":
+        return f" ({_flags(fix['settings'], ', ')})"
+    if kind == "train":
+        return f": `encoderscope train {_flags(fix['settings'])} --corpus FILE --out DIR`, then --model DIR"
+    if kind == "resume":
+        return f" with `encoderscope train --resume {shlex.quote(str(fix['out']))}`"
+    if kind == "reembed":
+        return " (`encoderscope ingest --rebuild`)"
     return ""
+
+
+def _flags(settings: dict, sep: str = " ") -> str:
+    """{"precision": "fp32", "lr": None} -> "--precision fp32, --lr" (None: the option alone)."""
+    return sep.join(f"--{name.replace('_', '-')}" + (f" {value}" if value is not None else "")
+                    for name, value in settings.items())
