@@ -44,6 +44,8 @@ def _mismatch_commands(error, args) -> str:
                 + (f" --store {shlex.quote(store)}`" if store else "`"))
         again = f", or re-embed it first by {rebuild}" if rebuild else ""
         return f": search with the store's model by {keep}{again}"
+    if command == "ablate" and given:
+        return f": leave out {given}" + (f", or re-embed the store first by {rebuild}" if rebuild else "")
     if command == "ingest" and given:
         if not rebuild:
             return f" (run the same ingest command without {given}, or ingest into a new --store with --whiten)"
