@@ -27,11 +27,12 @@ from core.evaluate.pairs import read_queries, read_scored_pairs
 from core.intervene.apply import encoder_of, intervene
 from core.intervene.effects import retrieval_from_vectors, sample_corpus
 from core.intervene.spec import Intervention
+from core.intervene.sweep import layer_sweep, layer_variants
 
 METRICS = ("spearman", "recall", "mlm")
 RECALL_K = 10
 MASK_SHARE = 0.15
-FORMAT = 1          # bump when what a cached map means changes
+FORMAT = 2          # bump when what a cached map means changes
 
 
 @dataclass
@@ -117,36 +118,57 @@ class _Measure:
         return out, targets
 
     def __call__(self, spec: Intervention, from_layer: int = 0) -> float:
+        """The metric with `spec` applied, re-running the layers from `from_layer` on (the first
+        one `spec` touches, or earlier) through the hooked modules: one part at a time."""
         enc = self.encoder
         causal = enc.config.attention == "causal"
-        finals = []
+        parts = []
         # the backend's precision (bf16 where native: about twice as fast), as its embed runs
         with torch.inference_mode(), autocast(self.backend.device, self.backend.precision), intervene(enc, spec):
-            for (_, _, mask), hidden in zip(self.batches, self.cached):
+            for b, ((_, _, mask), hidden) in enumerate(zip(self.batches, self.cached)):
                 x = hidden[from_layer]
                 bias = attention_bias(mask, x.shape[1], x.dtype, x.device, causal)
                 for block in enc.transformer.layer[from_layer:]:
                     x, _ = block(x, bias)
                 if enc.final_layer_norm is not None:
                     x = enc.final_layer_norm(x)
-                finals.append(x)
-        return self._score(finals)
+                parts.append(self._reduce(b, x))
+        return self._finish(parts)
 
-    def _score(self, finals) -> float:
+    def sweep(self, layer: int, progress=None, cancel=None) -> list[float]:
+        """The metric of each of sweep.layer_variants(H, layer) (each head zeroed, attention off,
+        FFN off), all run as one stacked batch from `layer` on (core/intervene/sweep.py).
+        progress(fraction) after each batch; cancel() between batches."""
+        per_variant = None
+        with torch.inference_mode(), autocast(self.backend.device, self.backend.precision):
+            for b, ((_, _, mask), hidden) in enumerate(zip(self.batches, self.cached)):
+                if cancel is not None and cancel():
+                    raise Cancelled("importance map cancelled")
+                finals = layer_sweep(self.encoder, layer, hidden[layer], mask)
+                if per_variant is None:
+                    per_variant = [[] for _ in finals]
+                for parts, x in zip(per_variant, finals):
+                    parts.append(self._reduce(b, x))
+                if progress is not None:
+                    progress((b + 1) / len(self.batches))
+        return [self._finish(parts) for parts in per_variant]
+
+    def _reduce(self, b: int, x: torch.Tensor):
+        """What the metric needs of batch `b`'s final hidden states: the masked tokens'
+        log-probabilities (mlm) or the pooled unit vectors."""
+        rows, _, mask = self.batches[b]
         if self.metric == "mlm":
-            total, count = 0.0, 0
-            with torch.inference_mode():
-                for (rows, _, _), x in zip(self.batches, finals):
-                    logp = self.backend.model.head(x).float().log_softmax(-1)
-                    for r, row in enumerate(rows):
-                        for p, t in self.targets[row]:
-                            total += float(logp[r, p, t])
-                            count += 1
-            return total / count
-        vectors = np.zeros((len(self.texts), finals[0].shape[-1]), dtype=np.float32)
-        for (rows, _, mask), x in zip(self.batches, finals):
-            vectors[rows] = l2_normalize(pool(x.float(), mask, self.pooling,
-                                              query=self.encoder.pooling_query)).cpu().numpy()
+            logp = self.backend.model.head(x).float().log_softmax(-1)
+            return [float(logp[r, p, t]) for r, row in enumerate(rows) for p, t in self.targets[row]]
+        return l2_normalize(pool(x.float(), mask, self.pooling, query=self.encoder.pooling_query)).cpu().numpy()
+
+    def _finish(self, parts) -> float:
+        if self.metric == "mlm":
+            values = [v for part in parts for v in part]
+            return sum(values) / len(values)
+        vectors = np.zeros((len(self.texts), parts[0].shape[-1]), dtype=np.float32)
+        for (rows, _, _), v in zip(self.batches, parts):
+            vectors[rows] = v
         if self.metric == "spearman":
             n = len(self.pairs)
             return float(spearman(np.sum(vectors[:n].astype(np.float64) * vectors[n:], axis=1), self.pairs.scores))
@@ -161,8 +183,10 @@ def measure(backend, metric: str, spec: Intervention, seed: int = 0) -> float:
 
 
 def importance_map(backend, metric: str = "spearman", seed: int = 0, progress=None, cancel=None,
-                   cache_dir: Path | None = None) -> ImportanceMap:
-    """Every part's drop in ``metric``. progress(done, total) per part; cancel() between parts."""
+                   cache_dir: Path | None = None, batched: bool = True) -> ImportanceMap:
+    """Every part's drop in ``metric``. progress(done, total) in parts; cancel() between batches.
+    batched: a layer's parts run as one stacked batch (core/intervene/sweep.py); False runs them
+    one at a time through the hooked modules (the reference the tests compare it with)."""
     m = _Measure(backend, metric, seed)
     cfg = m.encoder.config
     L, H = cfg.n_layers, cfg.n_heads
@@ -173,17 +197,19 @@ def importance_map(backend, metric: str = "spearman", seed: int = 0, progress=No
             return cached
     baseline = m(Intervention())
     heads, attention, ffn = np.zeros((L, H)), np.zeros(L), np.zeros(L)
-    total, done = L * H + 2 * L, 0
+    total, V = L * H + 2 * L, H + 2
     for l in range(L):
-        jobs = [((heads, (l, h)), Intervention(heads={(l, h)})) for h in range(H)]
-        jobs += [((attention, l), Intervention(attention_off={l})), ((ffn, l), Intervention(ffn_off={l}))]
-        for (array, at), spec in jobs:
-            if cancel is not None and cancel():
-                raise Cancelled(f"importance map cancelled after {done} of {total} parts")
-            array[at] = baseline - m(spec, from_layer=l)
-            done += 1
-            if progress is not None:
-                progress(done, total)
+        if cancel is not None and cancel():
+            raise Cancelled(f"importance map cancelled after {l * V} of {total} parts")
+        report = None if progress is None else (lambda f, l=l: progress(l * V + int(f * V), total))
+        if batched:
+            values = m.sweep(l, progress=report, cancel=cancel)
+        else:       # one part at a time through the hooked modules: the reference path
+            values = [m(spec, from_layer=l) for spec in layer_variants(H, l)]
+            if report is not None:
+                report(1.0)
+        heads[l] = baseline - np.asarray(values[:H])
+        attention[l], ffn[l] = baseline - values[H], baseline - values[H + 1]
     result = ImportanceMap(metric, float(baseline), heads, attention, ffn, seed,
                            getattr(backend, "weights_sha256", ""), m.corpus_sha)
     if cache_dir is not None:
@@ -192,8 +218,9 @@ def importance_map(backend, metric: str = "spearman", seed: int = 0, progress=No
 
 
 def _cache_key(backend, metric: str, corpus_sha: str) -> str:
+    # the precision too: a bf16 map may differ from the fp32 one where a query sits on the edge
     parts = [FORMAT, getattr(backend, "weights_sha256", ""), getattr(backend, "network_sha256", ""),
-             backend.choose_pooling(None), metric, corpus_sha]
+             backend.choose_pooling(None), getattr(backend, "precision", "fp32"), metric, corpus_sha]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
 
 
