@@ -5,7 +5,7 @@ from another sentence, and measure what each part is worth (core/intervene, docs
                         [--no-positions | --shuffle-positions] [--no-scale | --temperature T]
                         [--mean-ablation] [--mask-token WORD] [--store S [-k K]] [--json]
     encoderscope patch A B --site L5.H3|L5.resid@TOKEN|L5.ffn [--site ...] [--json]
-    encoderscope importance --metric spearman|recall|mlm [--store S [--sample N]] [--seed N] [--json]
+    encoderscope importance --metric spearman|recall|mlm [--store S [--sample N]] [--prune DROP] [--seed N] [--json]
 
 Layers and heads count from 1 (3.5 = layer 3, head 5). No Qt here.
 """
@@ -67,6 +67,9 @@ def register(sub) -> None:
                    help="with --store: the texts sampled, the first 50 of them the queries (default 600)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the mlm metric's masks and of --store's sample (default 0)")
+    p.add_argument("--prune", type=float, metavar="DROP",
+                   help="then remove heads cumulatively, least important first (ties: the smaller Spearman drop), "
+                        "re-measuring after each, and say how many go before the metric falls by DROP (e.g. 0.05)")
     p.add_argument("--no-cache", action="store_true", help="compute afresh, ignoring a cached map")
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -275,11 +278,13 @@ def cmd_importance(args) -> int:
             print(f"\r{done}/{total} parts", end="", file=sys.stderr, flush=True)
 
     m = importance_map(backend, args.metric, seed=args.seed, progress=progress, cache_dir=cache, texts=texts)
+    removal = _prune(args, backend, m, texts, cache, progress) if args.prune is not None else None
     if progress_shown[0]:
         print(file=sys.stderr)
     if args.json:
         emit_json({**m.to_dict(), "model": backend.model_name, "weights_sha256": m.model,
-                   **({"store": args.store} if args.store else {})})
+                   **({"store": args.store} if args.store else {}),
+                   **({"removal": removal.to_dict(args.prune)} if removal else {})})
         return 0
     print(f"{backend.model_name}: {m.measured or args.metric}")
     print(f"{m.baseline:.4f} with every part on; drop when switched off:")
@@ -287,4 +292,26 @@ def cmd_importance(args) -> int:
         print(f"  head {l + 1}.{h + 1}: {d:+.4f}")
     for name, arr in (("attention", m.attention), ("FFN", m.ffn)):
         print(f"  {name} by layer: " + ", ".join(f"{l + 1}: {v:+.4f}" for l, v in enumerate(arr)))
+    if removal is not None:
+        n = removal.removable(args.prune)
+        print("heads removed together, least important first (metric re-measured at every count):")
+        shown = sorted({0, n, min(n + 1, len(removal.order))} | set(range(0, len(removal.order) + 1, 12)))
+        for k in shown:
+            print(f"  {k:>3} removed: {removal.values[k]:.4f}" + (f" (last: {removal.order[k - 1][0] + 1}."
+                                                                    f"{removal.order[k - 1][1] + 1})" if k else ""))
+        print(f"{n} of {len(removal.order)} heads can be removed before {args.metric} falls by {args.prune:g} "
+              f"(to {removal.baseline - args.prune:.4f} or below)")
     return 0
+
+
+def _prune(args, backend, m, texts, cache, progress):
+    from core.errors import InputError
+    from core.intervene.importance import importance_map
+    from core.intervene.pruning import cumulative_removal, least_important_first
+    if not 0 < args.prune:
+        raise InputError("--prune is the drop of the metric to stop at, above 0 (e.g. --prune 0.05)")
+    tie = None
+    if args.metric != "spearman":
+        tie = importance_map(backend, "spearman", seed=args.seed, cache_dir=cache).heads
+    order = least_important_first(m.heads, tie)
+    return cumulative_removal(backend, order, args.metric, seed=args.seed, texts=texts, progress=progress)

@@ -75,3 +75,33 @@ def layer_sweep(encoder: Encoder, layer: int, x: torch.Tensor, mask: torch.Tenso
     if encoder.final_layer_norm is not None:
         y = encoder.final_layer_norm(y)
     return list(y.split(B))
+
+
+def heads_off_forward(encoder: Encoder, x: torch.Tensor, mask: torch.Tensor | None,
+                      keep: torch.Tensor) -> list[torch.Tensor]:
+    """Final hidden states (B, T, D) of V variants of the model, variant v with the heads where
+    keep[v] (V, L, H) is False zeroed, run as one stacked batch from the embeddings ``x`` (B, T, D,
+    the clean run's input to layer 0). What cumulative head removal measures in one forward."""
+    cfg = encoder.config
+    V, (B, T, D) = keep.shape[0], x.shape
+    bias = attention_bias(mask, T, x.dtype, x.device, cfg.attention == "causal")
+    if bias is not None and bias.shape[0] == B:
+        bias = bias.repeat(V, *([1] * (bias.dim() - 1)))
+    y = x.repeat(V, 1, 1)
+    for layer, block in enumerate(encoder.transformer.layer):
+        att = block.attention
+        h_in = block.sa_layer_norm(y) if block.pre_norm else y
+        q, k, v = (att.split_heads(t) for t in att.project_qkv(h_in))
+        context, _ = att.attend(q, k, v, bias)                       # (V*B, H, T, Dh)
+        gate = keep[:, layer].to(context.dtype).repeat_interleave(B, 0)[:, :, None, None]
+        context = (context * gate).transpose(1, 2).reshape(V * B, T, D)
+        a = att.out_lin(context).to(y.dtype)
+        if block.pre_norm:
+            y = y + a
+            y = y + block.ffn(block.output_layer_norm(y))
+        else:
+            y = block.sa_layer_norm(y + a)
+            y = block.output_layer_norm(y + block.ffn(y))
+    if encoder.final_layer_norm is not None:
+        y = encoder.final_layer_norm(y)
+    return list(y.split(B))
