@@ -294,11 +294,11 @@ def cmd_importance(args) -> int:
         print(f"  {name} by layer: " + ", ".join(f"{l + 1}: {v:+.4f}" for l, v in enumerate(arr)))
     if removal is not None:
         n = removal.removable(args.prune)
-        print("heads removed together, least important first (metric re-measured at every count):")
-        shown = sorted({0, n, min(n + 1, len(removal.order))} | set(range(0, len(removal.order) + 1, 12)))
-        for k in shown:
-            print(f"  {k:>3} removed: {removal.values[k]:.4f}" + (f" (last: {removal.order[k - 1][0] + 1}."
-                                                                    f"{removal.order[k - 1][1] + 1})" if k else ""))
+        print("heads removed together, least important first (the metric re-measured at every count):")
+        for start in range(0, len(removal.values), 12):
+            row = removal.values[start:start + 12]
+            print(f"  {start:>3}-{start + len(row) - 1:<3} " + " ".join(f"{v:.3f}" for v in row))
+        print("  order: " + " ".join(f"{l + 1}.{h + 1}" for l, h in removal.order))
         print(f"{n} of {len(removal.order)} heads can be removed before {args.metric} falls by {args.prune:g} "
               f"(to {removal.baseline - args.prune:.4f} or below)")
     return 0
