@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
 
-from app.gui.corpus_service import SearchResult
+from app.gui.corpus_jobs import SearchResult
 from app.gui.panels.map.panel import MapPanel
 from app.gui.panels.map.plot import inside_polygon, nearest_row
 from app.gui.state import AppState

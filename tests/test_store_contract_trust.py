@@ -20,12 +20,12 @@ import pytest
 
 from index.errors import ModelMismatch, StoreError, StoreLocked, WriterLockLost
 from index.locations import open_store
-from tests.test_store_contract import _milvus_available
+from tests.store_contract_support import milvus_available
 from tests.test_store_support import FakeBackend
 
 D = 16
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-needs_milvus = pytest.mark.skipif(not _milvus_available(), reason="needs the [milvus] extra")
+needs_milvus = pytest.mark.skipif(not milvus_available(), reason="needs the [milvus] extra")
 
 
 def _name():
