@@ -28,6 +28,11 @@ def test_every_count_is_the_metric_with_those_heads_zeroed(spec):
         assert r.values[n] == pytest.approx(measure(backend, "spearman", Intervention(heads=set(order[:n]))),
                                             abs=1e-6), n
     assert len(set(np.round(r.values, 6))) > 2, "removing heads should change the metric"
+    fall = max(r.values[0] - v for v in r.values[1:6])
+    if spec == RANDOM and fall > 0:     # stopping at the first fall: the same values, fewer counts
+        early = cumulative_removal(backend, order, "spearman", chunk=3, stop_drop=fall)
+        assert len(early.values) <= 6 and early.values == r.values[:len(early.values)]
+        assert early.removable(fall) == r.removable(fall)
 
 
 def test_removable_counts_until_the_first_fall():

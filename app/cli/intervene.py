@@ -70,6 +70,8 @@ def register(sub) -> None:
     p.add_argument("--prune", type=float, metavar="DROP",
                    help="then remove heads cumulatively, least important first (ties: the smaller Spearman drop), "
                         "re-measuring after each, and say how many go before the metric falls by DROP (e.g. 0.05)")
+    p.add_argument("--all-counts", action="store_true",
+                   help="with --prune: measure every count up to all heads, not only until the first fall")
     p.add_argument("--no-cache", action="store_true", help="compute afresh, ignoring a cached map")
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -294,11 +296,12 @@ def cmd_importance(args) -> int:
         print(f"  {name} by layer: " + ", ".join(f"{l + 1}: {v:+.4f}" for l, v in enumerate(arr)))
     if removal is not None:
         n = removal.removable(args.prune)
-        print("heads removed together, least important first (the metric re-measured at every count):")
+        print("heads removed together, least important first (the metric re-measured at every count"
+              + ("" if len(removal.values) > len(removal.order) else ", until the first fall") + "):")
         for start in range(0, len(removal.values), 12):
             row = removal.values[start:start + 12]
             print(f"  {start:>3}-{start + len(row) - 1:<3} " + " ".join(f"{v:.3f}" for v in row))
-        print("  order: " + " ".join(f"{l + 1}.{h + 1}" for l, h in removal.order))
+        print("  order: " + " ".join(f"{l + 1}.{h + 1}" for l, h in removal.order[:len(removal.values) - 1]))
         print(f"{n} of {len(removal.order)} heads can be removed before {args.metric} falls by {args.prune:g} "
               f"(to {removal.baseline - args.prune:.4f} or below)")
     return 0
@@ -314,4 +317,5 @@ def _prune(args, backend, m, texts, cache, progress):
     if args.metric != "spearman":
         tie = importance_map(backend, "spearman", seed=args.seed, cache_dir=cache).heads
     order = least_important_first(m.heads, tie)
-    return cumulative_removal(backend, order, args.metric, seed=args.seed, texts=texts, progress=progress)
+    return cumulative_removal(backend, order, args.metric, seed=args.seed, texts=texts, progress=progress,
+                              stop_drop=None if args.all_counts else args.prune)

@@ -23,7 +23,8 @@ class Removal:
     metric: str
     measured: str
     order: list[tuple[int, int]]     # 0-based (layer, head), removed in this order
-    values: list[float]              # values[n]: the metric with order[:n] zeroed (values[0]: clean)
+    values: list[float]              # values[n]: the metric with order[:n] zeroed (values[0]: clean);
+                                     # shorter than order + 1 when the removal stopped at a fall
 
     @property
     def baseline(self) -> float:
@@ -40,16 +41,18 @@ class Removal:
     def to_dict(self, drop: float | None = None) -> dict:
         out = {"metric": self.metric, "measured": self.measured, "baseline": self.baseline,
                "order": [f"{l + 1}.{h + 1}" for l, h in self.order],
-               "values": self.values, "values_are": "values[n]: the metric with the first n heads of order zeroed"}
+               "values": self.values, "values_are": "values[n]: the metric with the first n heads of order zeroed",
+               "every_count": len(self.values) == len(self.order) + 1}
         if drop is not None:
             out["drop"], out["removable"] = drop, self.removable(drop)
         return out
 
 
 def cumulative_removal(backend, order, metric: str = "recall", seed: int = 0, texts=None, chunk: int = 8,
-                       progress=None, cancel=None) -> Removal:
+                       progress=None, cancel=None, stop_drop: float | None = None) -> Removal:
     """The metric with the first n heads of ``order`` zeroed, n = 0 .. len(order).
-    progress(done, total) in counts; cancel() between chunks."""
+    progress(done, total) in counts; cancel() between chunks. stop_drop: stop after the chunk in
+    which the metric first falls by this much (values then ends there)."""
     m = _Measure(backend, metric, seed, texts=texts)
     cfg = m.encoder.config
     order = [tuple(int(i) for i in p) for p in order]
@@ -72,6 +75,8 @@ def cumulative_removal(backend, order, metric: str = "recall", seed: int = 0, te
         values += [m._finish(parts) for parts in per_variant]
         if progress is not None:
             progress(len(values), len(counts))
+        if stop_drop is not None and values[0] - min(values) >= stop_drop - 1e-12:
+            break
     return Removal(metric, m.what, order, values)
 
 
