@@ -113,7 +113,7 @@ def bench_ingest(args, log):
     (the peer, same process), and the share of the time spent outside the model."""
     from app.gui.corpus_jobs import CHUNK as APP_CHUNK
     from core.encoder.backends import get_backend
-    from index.base import ADD_BATCH
+    from index.adding import ADD_BATCH
     from index.faiss.store import VectorStore
     texts = []
     for name in args.ingest_files:

@@ -115,7 +115,8 @@ def test_queries_whose_relevant_text_is_not_stored_count_as_misses(capsys, tmp_p
 @pytest.mark.parametrize("argv, message", [
     (["eval", "--pairs", "{dir}/bad.tsv"], "line 3: the score 'x' is not a number"),
     (["eval", "--pairs", "{dir}/missing.tsv"], "no such file"),
-    (["eval", "--pairs", "{dir}/bad.tsv", "--columns", "a,b"], "--columns takes 3 column names"),
+    (["eval", "--pairs", "{dir}/bad.tsv", "--columns", "a,b"], "the columns are 3 names separated by commas, e.g. "
+                                                              "a,b,score (--columns)"),
     (["eval", "--pairs", "--store", "{dir}/s"], "--store goes with --queries"),
     (["eval", "--pairs", "--whiten-dims", "8"], "go with --whiten"),
     (["eval", "--pairs", "--whiten", "--whiten-dims", "999"], "between 1 and 384"),

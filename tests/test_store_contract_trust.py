@@ -394,7 +394,7 @@ def test_server_errors_are_one_line_and_say_permission_or_token():
 
 def test_ingest_cut_off_words_what_it_kept():
     from app.cli.store import _kept
-    from index.base import AddResult
+    from index.adding import AddResult
     from index.errors import StoreUnavailable
     e = StoreUnavailable("cannot reach the server. Nothing was changed locally.")
     none = str(_kept(e, AddResult(ids=[], added=0)))

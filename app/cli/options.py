@@ -6,9 +6,9 @@ import argparse
 import json
 import sys
 
-from core.encoder.names import BACKENDS, POOLINGS, PRECISION_CHOICES
 from core.encoder.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 from core.errors import EncoderscopeError
+from core.names import BACKENDS, POOLINGS, PRECISION_CHOICES
 
 
 def add_model_options(p: argparse.ArgumentParser, pooling: bool = True, store_default: str | None = None):

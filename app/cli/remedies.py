@@ -76,4 +76,18 @@ def _fix_worded(fix: dict | None) -> str:
         return " (--clusters)"
     if kind == "whiten_again":
         return ": `encoderscope ingest FILE --whiten --store NEW_STORE`"
+    if kind == "settings":
+        return f" ({_flags(fix['settings'], ', ')})"
+    if kind == "train":
+        return f": `encoderscope train {_flags(fix['settings'])} --corpus FILE --out DIR`, then --model DIR"
+    if kind == "resume":
+        return f" with `encoderscope train --resume {shlex.quote(str(fix['out']))}`"
+    if kind == "reembed":
+        return " (`encoderscope ingest --rebuild`)"
     return ""
+
+
+def _flags(settings: dict, sep: str = " ") -> str:
+    """{"precision": "fp32", "lr": None} -> "--precision fp32, --lr" (None: the option alone)."""
+    return sep.join(f"--{name.replace('_', '-')}" + (f" {value}" if value is not None else "")
+                    for name, value in settings.items())

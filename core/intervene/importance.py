@@ -81,8 +81,8 @@ class _Measure:
             raise InputError(f"the metric is one of {', '.join(METRICS)}, not {metric!r}")
         if metric == "mlm" and not getattr(backend, "has_mlm", False):
             raise NoMLMHead(f"{backend.model_name} has no masked-LM head, so the mlm metric cannot be measured: "
-                            "choose --metric spearman or recall, or a model with one (encoderscope train "
-                            "--init minilm --objective mlm --corpus FILE --out DIR, then --model DIR)")
+                            "choose the spearman or recall metric, or a model with one",
+                            fix={"kind": "train_mlm", "init": "minilm"})
         texts = self._own(texts) if texts is not None else self._shipped()
         self.texts = texts
         ids, _ = backend.encode_ids(texts)
@@ -141,14 +141,13 @@ class _Measure:
         clean model's top k among the rest is what the ablated model should still find."""
         if self.metric == "spearman":
             raise InputError("the spearman metric reads the shipped scored pairs: measure a store's texts "
-                             f"with --metric recall (agreement with the model's own top {RECALL_K}) or mlm")
+                             f"with the recall metric (agreement with the model's own top {RECALL_K}) or the mlm metric")
         texts = list(dict.fromkeys(t.strip() for t in texts if t and t.strip()))
         if self.metric == "recall":
             self.n_queries = min(OWN_QUERIES, len(texts) // 4)
             if len(texts) - self.n_queries < 2 * RECALL_K:
                 raise InputError(f"recall@{RECALL_K} over a store needs at least {2 * RECALL_K + 5} different "
-                                 f"texts in it, not {len(texts)}: ingest more, or measure the shipped corpus "
-                                 "(leave out --store)")
+                                 f"texts in it, not {len(texts)}: ingest more, or measure the shipped corpus")
         elif not texts:
             raise InputError("the store holds no texts to measure: ingest some first")
         return texts

@@ -17,7 +17,8 @@ import threading
 import time
 
 from core.errors import InputError
-from index.base import EMBED_WINDOW, AddResult, Store, check_texts, plan_unique
+from index.adding import EMBED_WINDOW, AddResult, check_texts, plan_unique
+from index.base import Store
 from index.durability import WriterLock
 from index.errors import DuplicateText, StoreError, UnknownId
 from index.milvus import lite, rebuild
