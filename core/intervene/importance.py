@@ -140,8 +140,8 @@ class _Measure:
         """The caller's texts (a store's): for recall the first OWN_QUERIES are the queries and the
         clean model's top k among the rest is what the ablated model should still find."""
         if self.metric == "spearman":
-            raise InputError("the spearman metric reads the shipped scored pairs: measure a store's texts "
-                             f"with the recall metric (agreement with the model's own top {RECALL_K}) or the mlm metric")
+            raise InputError("the spearman metric reads the shipped scored pairs: measure a store's texts with "
+                             f"the recall metric (agreement with the model's own top {RECALL_K}) or the mlm metric")
         texts = list(dict.fromkeys(t.strip() for t in texts if t and t.strip()))
         if self.metric == "recall":
             self.n_queries = min(OWN_QUERIES, len(texts) // 4)
