@@ -51,11 +51,13 @@ def main() -> None:
         tag = " positional" if neighbour[l, h] >= 0.9 else " rare-word" if rare[l, h] >= 0.9 else ""
         print(f"{l + 1}.{h + 1:<3} {neighbour[l, h]:>12.2f} {rare[l, h]:>10.2f} {maps['spearman'].heads[l, h]:>+14.4f} "
               f"{maps['recall'].heads[l, h]:>+12.4f}{tag}")
-    pos = [(l, h) for l in range(L) for h in range(H) if neighbour[l, h] >= 0.9]
-    print(f"positional heads (>= 90% to a neighbour): {', '.join(f'{l + 1}.{h + 1}' for l, h in pos) or 'none'}")
     ranks = {p: r for r, p in enumerate(order, 1)}
-    print("their rank by Spearman drop (1 = matters most, of 72): "
-          + ", ".join(f"{l + 1}.{h + 1} #{ranks[(l, h)]}" for l, h in pos))
+    for name, share in (("positional", neighbour), ("rare-word", rare)):
+        found = [(l, h) for l in range(L) for h in range(H) if share[l, h] >= 0.9]
+        most = sorted(((l, h) for l in range(L) for h in range(H)), key=lambda p: -share[p])[:5]
+        print(f"{name} heads (>= 90%): {', '.join(f'{l + 1}.{h + 1}' for l, h in found) or 'none'}; the 5 most "
+              f"{name}, with their rank by Spearman drop (1 = matters most, of {L * H}): "
+              + ", ".join(f"{l + 1}.{h + 1} {share[l, h]:.2f} #{ranks[(l, h)]}" for l, h in most))
 
 
 if __name__ == "__main__":
