@@ -55,6 +55,11 @@ def _fillmask_panel(state):
     return FillMaskPanel(state)
 
 
+def _intervene_panel(state):
+    from app.gui.panels.intervene.panel import InterventionPanel
+    return InterventionPanel(state)
+
+
 def _train_panel(state):
     from app.gui.panels.train.lab import TrainLab  # the Train tab: Run, Runs, Experiments pages
     return TrainLab(state)
@@ -66,7 +71,7 @@ def _map_panel(state):
 
 
 OPTIONAL_PANELS = {"Attention": _attention_panel, "Step by step": _walkthrough_panel,
-                   "Fill-mask": _fillmask_panel, "Train": _train_panel}
+                   "Fill-mask": _fillmask_panel, "Intervene": _intervene_panel, "Train": _train_panel}
 MAP_PANEL = {"Map": _map_panel}
 PREBUILD_DELAY_MS = 1500   # after the corpus model loaded, build the unbuilt panels one at a time
 
@@ -109,8 +114,9 @@ class MainWindow(QMainWindow):
             # the training lab fits the window (its settings scroll on their own, its plots take
             # the height left); in a scrolling tab its plots' natural heights made the page taller
             # than the window, the newest part of a curve and Start below the fold
-            self._panel_tabs[title] = (plain_holder(f"{panel_object_name(title)}_tab") if title == "Train"
-                                       else scroll_holder(f"{panel_object_name(title)}_scroll"))
+            name = panel_object_name(title)
+            self._panel_tabs[title] = (plain_holder(f"{name}_tab") if title in ("Train", "Intervene")
+                                       else scroll_holder(f"{name}_scroll"))
             self.tabs.addTab(self._panel_tabs[title], title)
         # ---- corpus map: the Map tab follows the search and feeds it back ----
         self._panel_tabs["Map"] = plain_holder("map_tab")

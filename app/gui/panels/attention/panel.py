@@ -17,6 +17,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
 from app.gui import panel_state
+from app.gui.current_intervention import current_intervention, intervention_note
 from app.gui.follow_model import FollowModel
 from app.gui.panels.attention.controls import build_controls
 from app.gui.panels.attention.export import AttentionExporter, ExportSource, pair_text
@@ -53,6 +54,9 @@ class AttentionPanel(QtWidgets.QWidget):
         self.matrix = np.zeros((0, 0))       # what the one-head view shows (after hiding)
         self.labels: list[str] = []
         self.exporter = AttentionExporter(state, self, self._export_source, self._saved)
+        self._info_html = ""
+        self.intervention = current_intervention(state)     # said under the info line while one is applied
+        self.intervention.changed.connect(lambda _spec: self._set_info(self._info_html))
         self._build()
         self.follow = FollowModel(state, JOB_KEY)
         self.follow.model_changed.connect(self._on_backend)
@@ -159,7 +163,8 @@ class AttentionPanel(QtWidgets.QWidget):
                 if kind else f"<b>{html.escape(name)}</b> · {backend.n_layers} layers × {backend.n_heads} heads")
 
     def _set_info(self, html: str) -> None:
-        self.info_label.setText(html)
+        self._info_html = html
+        self.info_label.setText(html + intervention_note(self.intervention.spec))
 
     # ---- results --------------------------------------------------------------------------------
     def set_inspection(self, ins, backend=None) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
+from app.gui.widgets.plot_legend import legend_below
+
 
 def build_loss_page(panel) -> QtWidgets.QWidget:
     """The page, its widgets set on `panel` (plot, train_curve, eval_curve, fit_button, ...)."""
@@ -18,7 +20,7 @@ def build_loss_page(panel) -> QtWidgets.QWidget:
     panel.plot.setLabel("left", "loss")
     for side in ("left", "bottom"):       # a loss of 0.5, never "500 (x0.001)"
         panel.plot.getAxis(side).enableAutoSIPrefix(False)
-    panel.plot.addLegend(offset=(-10, 10))
+    legend_below(panel.plot)              # under the plot: never over the curves
     panel.train_curve = panel.plot.plot([], [], pen=pg.mkPen("#2171b5", width=2), name="train")
     panel.eval_curve = panel.plot.plot([], [], pen=pg.mkPen("#e6550d", width=2), symbol="o",
                                        symbolSize=6, symbolBrush="#e6550d", name="held-out")

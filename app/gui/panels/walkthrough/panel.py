@@ -19,6 +19,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
 from app.gui import panel_state
+from app.gui.current_intervention import current_intervention
 from app.gui.follow_model import FollowModel
 from app.gui.panels.walkthrough.batch_view import BatchView
 from app.gui.panels.walkthrough.controls import POOLINGS, build_controls
@@ -34,10 +35,11 @@ POOLING_JOB_KEY = "walkthrough.pooling"
 EXPORT_JOB_KEY = "walkthrough.export"
 
 
-def explain_fn(backend, text: str, pair: str | None, layer: int, head: int, pooling: str):
-    """Worker side: the walkthrough for (layer, head), 0-based."""
-    from core.walkthrough import steps as W
-    return W.explain(backend, text, pair=pair or None, layer=layer, head=head, pooling=pooling)
+def explain_fn(backend, text: str, pair: str | None, layer: int, head: int, pooling: str, intervention=None,
+               progress=None, cancel=None):
+    """Worker side: the walkthrough for (layer, head), 0-based, with the app's intervention applied."""
+    from app.gui.panels.intervene.compute import explain_intervened
+    return explain_intervened(backend, text, pair or None, layer, head, pooling, intervention, progress, cancel)
 
 
 def pooling_fn(backend, text: str, other: str):
@@ -72,6 +74,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.follow = FollowModel(state, JOB_KEY)
         self.follow.model_changed.connect(self._on_backend)
         self.pooling_follow = FollowModel(state, POOLING_JOB_KEY)
+        self.intervention = current_intervention(state)      # set in the Intervene tab; the steps follow it
+        self.intervention.changed.connect(self._controls_changed)
         if hasattr(state, "walkthrough_requested"):
             state.walkthrough_requested.connect(self.request)
         self._on_backend(getattr(state, "backend", None))
@@ -177,8 +181,9 @@ class WalkthroughPanel(QtWidgets.QWidget):
             return                                     # _on_backend runs it
         text, other, as_pair, layer, head, pooling = request
         self._set_info(f"{self._model_text(backend)} · <i>computing every step …</i>")
-        self.follow.run(explain_fn, text, other if as_pair else None, layer, head, pooling, label="Step by step",
-                        wants_progress=False, show_progress=False, on_result=self._on_result,
+        self.follow.run(explain_fn, text, other if as_pair else None, layer, head, pooling,
+                        self.intervention.fitting(backend), label="Step by step",
+                        show_progress=False, on_result=self._on_result,
                         on_error=self._on_error)
 
     def _on_backend(self, backend) -> None:
@@ -243,7 +248,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         if w.config is None:
             self.arch_map.clear()                      # never the last walk's model
             return
-        self.arch_map.set_architecture(architecture(w.config, len(w.tokens), w.layer, w.head),
+        self.arch_map.set_architecture(architecture(w.config, len(w.tokens), w.layer, w.head, w.intervention),
                                        {s.name: f"{i + 1}. {s.title}" for i, s in enumerate(w.steps)})
 
     def jump_to_layer(self, layer: int) -> None:
@@ -267,6 +272,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
             text += (f" · <span style='color:#b35900'><b>truncated:</b> the text is {T + w.truncated} tokens "
                      f"and the model reads at most {w.max_length or T}, so {w.truncated} were cut "
                      f"{where}</span>")
+        if w.intervention is not None:
+            text += f"<br><span style='color:#b35900'><b>Intervened:</b> {_html(w.intervention.describe())}</span>"
         if w.note:
             text += f"<br><span style='color:#b35900'>{_html(w.note)}</span>"
         return text
