@@ -116,3 +116,11 @@ def test_maps_of_each_precision_are_cached_apart(tmp_path):
                           cache_dir=tmp_path)
     assert len(list(tmp_path.glob("*.json"))) == 2
     assert not np.array_equal(fp32.heads, bf16.heads)
+
+
+def test_progress_counts_every_part_once_in_order(tiny):
+    """The stacked sweep finishes a layer's parts together, yet a progress bar (and a Cancel
+    that reacts at a given part) sees 1, 2, ... total, as a part-by-part computation reports."""
+    seen = []
+    importance_map(tiny, "spearman", progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(d, 12) for d in range(1, 13)]

@@ -274,10 +274,18 @@ def importance_map(backend, metric: str = "spearman", seed: int = 0, progress=No
     baseline = m(Intervention())
     heads, attention, ffn = np.zeros((L, H)), np.zeros(L), np.zeros(L)
     total, V = L * H + 2 * L, H + 2
+    reported = [0]
+
+    def report_upto(done: int) -> None:
+        # every count once, in order, as a part-by-part computation would report them
+        for d in range(reported[0] + 1, done + 1):
+            progress(d, total)
+        reported[0] = max(reported[0], done)
+
     for l in range(L):
         if cancel is not None and cancel():
             raise Cancelled(f"importance map cancelled after {l * V} of {total} parts")
-        report = None if progress is None else (lambda f, l=l: progress(l * V + int(f * V), total))
+        report = None if progress is None else (lambda f, l=l: report_upto(l * V + int(f * V)))
         if batched:
             values = m.sweep(l, progress=report, cancel=cancel)
         else:       # one part at a time through the hooked modules: the reference path
