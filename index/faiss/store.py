@@ -59,6 +59,7 @@ from index.faiss.snapshot import (
     load_snapshot,
     set_damaged_aside,
 )
+from index.faiss.torn import clear_torn, refuse_torn, torn_at_creation
 from index.records import split_meta
 from index.store_files import check_readable, refuse_links
 from index.whitening import WHITENING_FILE, describe_whitening, is_whitened, store_fingerprint
@@ -144,7 +145,10 @@ class VectorStore(Store):
             raise StoreError(f"{folder} is a file, not a store folder")
         check_readable(folder)
         refuse_links(folder)
-        if not check_regular(db_path, "sentence database", remedy="restore"):
+        torn = check_regular(db_path, "sentence database", remedy="restore") and torn_at_creation(folder)
+        if torn and not create:
+            refuse_torn(folder)
+        if torn or not check_regular(db_path, "sentence database", remedy="restore"):
             if not create:
                 if (folder / MANIFEST_NAME).exists():
                     raise StoreCorrupted(f"the store at {folder} has lost its sentence database "
@@ -157,7 +161,9 @@ class VectorStore(Store):
                 folder.resolve().mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise write_failed(folder, e, f"the store folder {folder}") from None
-            strangers = [p.name for p in folder.iterdir() if p.name not in ("lock", WHITENING_FILE)
+            # a torn creation's database files are its own, removed under the lock below
+            own = ("lock", WHITENING_FILE, *((DB_NAME, *(DB_NAME + s for s in SIDE_FILES)) if torn else ()))
+            strangers = [p.name for p in folder.iterdir() if p.name not in own
                          and not p.name.startswith(".")]
             if strangers:
                 raise StoreError(f"{folder} is not empty and holds no store; choose an empty or "
@@ -171,6 +177,8 @@ class VectorStore(Store):
         try:
             if writable:
                 remove_stale_temps(folder)
+            if create and torn_at_creation(folder):    # checked again under the lock
+                clear_torn(folder)
             db = SentenceDB(folder)
             if check and db.initialised():
                 db.check()
