@@ -23,6 +23,9 @@ Durability: every batch of added sentences is one SQLite transaction (WAL, synch
 way), then deletes older snapshots; a crash at any point leaves the manifest pointing at a
 complete older snapshot. On open, a snapshot behind the database (crash between commit and
 save) is caught up from the stored vectors, without the model.
+
+Opening and loading: opening.py; writing the snapshot: snapshot_write.py; rebuilding the index and
+re-embedding with another model: rebuild.py.
 """
 from __future__ import annotations
 
@@ -32,54 +35,27 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import Cancelled, InputError
-from index import fingerprint as fpmod
-from index.base import EMBED_WINDOW, AddResult, Hit, Store, check_texts, encoder_of, normalize, plan_unique
-from index.durability import (
-    WriterLock,
-    atomic_write_with,
-    check_regular,
-    move_aside,
-    remove_stale_temps,
-    write_failed,
-)
-from index.errors import DuplicateText, StoreCorrupted, StoreError, StoreNotFound, UnknownId
-from index.faiss.faiss_index import AUTO_IVF_THRESHOLD, MARKING_KINDS, REQUESTS, FaissIndex, resolve_kind
-from index.faiss.manifest import (
-    MANIFEST_NAME,
-    Manifest,
-    UnsupportedFormat,
-    sha256_file,
-    write_manifest,
-)
-from index.faiss.sentences import DB_NAME, SIDE_FILES, SentenceDB
+from index.base import EMBED_WINDOW, AddResult, Hit, Store, check_texts, plan_unique
+from index.durability import WriterLock
+from index.errors import DuplicateText, StoreCorrupted, StoreError, UnknownId
+from index.faiss import rebuild
+from index.faiss.faiss_index import AUTO_IVF_THRESHOLD, REQUESTS, FaissIndex, resolve_kind
+from index.faiss.opening import IVF_THRESHOLD_KEY, load_checked, open_store
+from index.faiss.sentences import SentenceDB
 from index.faiss.snapshot import (
-    RebuildNeeded,
     check_against_db,
     check_hits,
-    load_snapshot,
-    set_damaged_aside,
 )
-from index.faiss.torn import clear_torn, refuse_torn, torn_at_creation
+from index.faiss.snapshot_write import write_snapshot
 from index.records import split_meta
-from index.store_files import check_readable, refuse_links
-from index.whitening import WHITENING_FILE, describe_whitening, is_whitened, store_fingerprint
+from index.whitening import describe_whitening, is_whitened
 from index.whitening import load as load_whitening
-from index.whitening import write as write_whitening
-
-SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
-IVF_REBUILD_GROWTH = 2      # re-partition an ivf index once the store doubles past its build
 
 
 def default_store_dir() -> Path:
     """The CLI's store when none is named: <user data folder>/stores/default (see core.paths)."""
     from core.paths import stores_dir
     return stores_dir() / "default"
-
-
-def _index_name(generation: int) -> str:
-    return f"index-{generation:010d}.faiss"
-# The stored setting "auto" switches at; stores keep the key they were first written with.
-IVF_THRESHOLD_KEY = "hnsw_threshold"
 
 
 class VectorStore(Store):
@@ -133,131 +109,13 @@ class VectorStore(Store):
         keeps; `fingerprint` is then the model's, and the store's becomes the whitened one.
         """
         folder = Path(folder) if folder is not None else default_store_dir()
-        folder = folder.expanduser()
-        if create and not writable:
-            raise ValueError("create=True needs writable=True")
-        if repair and not writable:
-            raise ValueError("repair=True needs writable=True")
-        if index not in REQUESTS:
-            raise InputError(f"unknown index kind {index!r}; choose one of {', '.join(REQUESTS)}")
-        db_path = folder / DB_NAME
-        if folder.exists() and not folder.is_dir():
-            raise StoreError(f"{folder} is a file, not a store folder")
-        check_readable(folder)
-        refuse_links(folder)
-        torn = check_regular(db_path, "sentence database", remedy="restore") and torn_at_creation(folder)
-        if torn and not create:
-            refuse_torn(folder)
-        if torn or not check_regular(db_path, "sentence database", remedy="restore"):
-            if not create:
-                if (folder / MANIFEST_NAME).exists():
-                    raise StoreCorrupted(f"the store at {folder} has lost its sentence database "
-                                         f"({db_path} is missing)", path=db_path, remedy="restore")
-                raise StoreNotFound(f"no store at {folder}", location=str(folder))
-            if fingerprint is None:
-                raise InputError("creating a store needs the model fingerprint")
-            fingerprint = _creation_fingerprint(fingerprint, whitening)
-            try:   # a symlink to a folder not made yet (a dangling link) gets its folder
-                folder.resolve().mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise write_failed(folder, e, f"the store folder {folder}") from None
-            # a torn creation's database files are its own, removed under the lock below
-            own = ("lock", WHITENING_FILE, *((DB_NAME, *(DB_NAME + s for s in SIDE_FILES)) if torn else ()))
-            strangers = [p.name for p in folder.iterdir() if p.name not in own
-                         and not p.name.startswith(".")]
-            if strangers:
-                raise StoreError(f"{folder} is not empty and holds no store; choose an empty or "
-                                 "new folder for the store")
-        moved = []
-        if repair:   # a folder or FIFO where the lock or SQLite's side files belong holds nothing
-            for name in ("lock", *(DB_NAME + suffix for suffix in SIDE_FILES)):
-                moved.append(move_aside(folder / name))
-        lock = WriterLock(folder).acquire() if writable else None
-        db = None
-        try:
-            if writable:
-                remove_stale_temps(folder)
-            if create and torn_at_creation(folder):    # checked again under the lock
-                clear_torn(folder)
-            db = SentenceDB(folder)
-            if check and db.initialised():
-                db.check()
-            if not db.initialised():
-                if not (create and writable):
-                    raise StoreCorrupted(f"{db_path} is not an Encoderscope store database",
-                                         path=db_path, remedy="restore")
-                if whitening is not None:    # first: the database must never name a missing file
-                    write_whitening(folder, whitening)
-                fpd = fpmod.as_dict(fingerprint)
-                db.create({"fingerprint": fpd, "dim": int(fpd["dim"]), "index_request": index,
-                           "index_params": index_params or {}, IVF_THRESHOLD_KEY: int(ivf_threshold),
-                           "generation": 0, "structural_generation": 0, "format_version": 1})
-            if writable:
-                db.stage_drop()               # an interrupted rebuild's staged vectors
-                if db.needs_upgrade():        # a store written before row checksums
-                    db.upgrade()
-            store = cls(folder, db, lock)
-            if whitening is not None and store._fp.get("whitening") != whitening.digest():
-                raise InputError(f"{folder} already holds a store: a whitening is fitted when a "
-                                 "store is created; choose a new folder for the whitened store")
-            if fingerprint is not None:
-                store._check_model(fingerprint, "your vectors and queries")
-            store._load(repair=repair, verify=verify)
-            store.check_report.setdefault("moved", []).extend(m.name for m in moved if m)
-            if writable and (store._saved_gen != store._indexed_gen or store._needs_migration()):
-                store.save()
-            return store
-        except BaseException:
-            if db is not None:
-                db.close()
-            if lock is not None:
-                lock.release()
-            raise
+        return open_store(cls, folder, writable=writable, create=create, fingerprint=fingerprint,
+                          index=index, index_params=index_params, ivf_threshold=ivf_threshold,
+                          repair=repair, check=check, verify=verify, whitening=whitening)
 
-    # ---- loading and checking the snapshot (index/faiss/snapshot.py) -------------------------
+    # ---- loading and checking the snapshot (index/faiss/opening.py) -------------------------
     def _load(self, repair: bool = False, verify: bool = False) -> None:
-        """Load the snapshot named by the manifest, catch it up with the database and check it
-        against the database. One recovery path: whatever is wrong with the snapshot, repair
-        rebuilds the index from the database (setting damaged rows aside first)."""
-        self.check_report = {"rows": None, "damaged": [], "rebuilt": False, "set_aside": []}
-        try:
-            try:
-                self._load_verified(verify)
-            except RebuildNeeded:      # nothing saved yet, or a snapshot of another model
-                self._rebuild_index()
-                self._saved_gen = -1
-                if verify:              # the rows it was built from are checked all the same
-                    check_against_db(self._db, self.folder, self._index, self._dim, full=True,
-                                 report=self.check_report)
-        except StoreCorrupted as problem:
-            if not repair or problem.remedy != "repair" or isinstance(problem, UnsupportedFormat):
-                raise
-            self._repair()
-
-    def _load_verified(self, verify: bool) -> None:
-        reader = self._lock is None
-        for attempt in range(5):
-            try:
-                with self._db.read_snapshot(enabled=reader):
-                    loaded = load_snapshot(self._db, self.folder, self._fp, self._dim)
-                    self._index, self._indexed_gen, self._saved_gen = (loaded.index, loaded.indexed_gen,
-                                                                       loaded.saved_gen)
-                    check_against_db(self._db, self.folder, self._index, self._dim, full=verify,
-                                     report=self.check_report)
-                return
-            except FileNotFoundError:
-                # A writer replaced the snapshot between our manifest read and the index read.
-                if not reader or attempt == 4:
-                    raise StoreCorrupted(
-                        f"the index file named by {self.folder / MANIFEST_NAME} is missing; the "
-                        "sentences are safe in the database, and repairing the store rebuilds the "
-                        "index from them", path=self.folder / MANIFEST_NAME, remedy="repair") from None
-
-    def _repair(self) -> None:
-        """Set aside the rows that fail their checksum, then rebuild the index from the rest."""
-        set_damaged_aside(self._db, self.folder, self._dim, self.check_report)
-        self._rebuild_index()
-        self._saved_gen = -1
+        load_checked(self, repair=repair, verify=verify)
 
     def verify(self) -> dict:
         """Check every row and every index vector against the database (what `info --check`
@@ -273,22 +131,9 @@ class VectorStore(Store):
         """Build the FAISS index from the vectors stored in the database (a cancel raises
         Cancelled and keeps the index held so far)."""
         db = self._db
-        n = db.count()
-        kind = kind or resolve_kind(self._request, n, self._threshold)
-        # Filled in place: chunks joined at the end would hold every vector twice.
-        ids = np.empty(n, np.int64)
-        vecs = np.empty((n, self._dim), np.float32)
-        filled = 0
-        for part_ids, part_vecs in db.vectors(self._dim):
-            end = filled + len(part_ids)
-            if end > n:     # rows committed since count() (another connection): make room
-                ids = np.resize(ids, end)
-                vecs = np.resize(vecs, (end, self._dim))
-            ids[filled:end], vecs[filled:end] = part_ids, part_vecs
-            filled = end
-        ids, vecs = ids[:filled], vecs[:filled]
-        self._index = FaissIndex.build(kind, self._dim, self._params_for(kind), ids, vecs,
-                                       progress=progress, cancel=cancel)
+        kind = kind or resolve_kind(self._request, db.count(), self._threshold)
+        self._index = rebuild.index_from_db(db, self._dim, kind, self._params_for(kind),
+                                            progress=progress, cancel=cancel)
         self._indexed_gen = db.generation
         self._stale = False
 
@@ -317,23 +162,7 @@ class VectorStore(Store):
 
     def pending_reindex(self) -> str | None:
         """What the next save() will rebuild, in words (it can take minutes), or None."""
-        if self._index is None:
-            return None
-        n = self._index.ntotal
-        if self._request == "auto" and self._index.kind == "flat" and n >= self._threshold:
-            kind = resolve_kind("auto", n, self._threshold)
-            return (f"building the approximate ({kind}) index: the store has reached {n:,} "
-                    f"sentences (exact search up to {self._threshold:,})")
-        if self._index.kind in MARKING_KINDS and len(self._index.deleted) > 0.25 * max(self._index.stored, 1):
-            return (f"compacting the {self._index.kind} index ({len(self._index.deleted):,} "
-                    "removed sentences still in it)")
-        if self._index.kind == "ivf" and n >= IVF_REBUILD_GROWTH * self._index.params.get("built_for", n):
-            return f"re-partitioning the ivf index for {n:,} sentences"
-        if self._index.kind == "sq8":
-            trained = int(self._index.params.get("trained_on", 0))
-            if trained < SQ8_RETRAIN_BELOW and n >= 2 * max(trained, 1):
-                return f"retraining the 8-bit quantiser on {n:,} sentences"
-        return None
+        return rebuild.pending_reindex(self._index, self._request, self._threshold)
 
     # ---------------------------------------------------------------------------------------
     # properties
@@ -447,77 +276,15 @@ class VectorStore(Store):
 
     def rebuild(self, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
                 embed_batch_size: int | None = None, progress=None, cancel=None) -> None:
-        """Re-embed every sentence with another model (or pooling) and switch the store to it.
-
-        The new vectors are staged in the database; the switch is one transaction, so an
-        interruption leaves the store on its old model, intact."""
-        self._need_writer()
-        if self._whitening is not None:
-            raise InputError(
-                f"the store at {self.folder} is whitened with a transform fitted on its model's "
-                "vectors, which another model's vectors cannot use: ingest its texts into a new "
-                "store instead (with --whiten to whiten them again)")
-        fp = fpmod.as_dict(backend.fingerprint(pooling=pooling or self.pooling))
-        db = self._db
-        total = db.count()
-        with self._mutex:
-            db.stage_start()
-            done = 0
-            try:
-                chunk = []
-                for pair in db.iter_texts(batch=batch_size):
-                    chunk.append(pair)
-                    if len(chunk) >= batch_size:
-                        done += self._rebuild_chunk(chunk, backend, fp, embed_batch_size, cancel,
-                                                    done, total, progress)
-                        chunk = []
-                if chunk:
-                    done += self._rebuild_chunk(chunk, backend, fp, embed_batch_size, cancel,
-                                                done, total, progress)
-                with db.transaction():
-                    db.apply_staged()
-                    db.set_meta("fingerprint", fp)
-                    db.set_meta("dim", int(fp["dim"]))
-                    db.set_meta("encoders", [encoder_of(backend)])
-                    db.bump(structural=True)
-            finally:
-                db.stage_drop()
-            self._fp = fp
-            self._dim = int(fp["dim"])
-            self._encoders = [encoder_of(backend)]
-            kind = self._index.kind if self._request != "auto" else None
-            self._rebuild_index(kind)
-        self.save()
-
-    def _rebuild_chunk(self, chunk, backend, fp, embed_batch_size, cancel, done, total,
-                       progress) -> int:
-        vecs = normalize(backend.embed([t for _, t in chunk], pooling=fp["pooling"],
-                                       batch_size=embed_batch_size, cancel=cancel,
-                                       progress=progress and (lambda k, _n: progress(done + k, total))))
-        self._db.stage_vectors([i for i, _ in chunk], vecs)
-        if progress:
-            progress(done + len(chunk), total)
-        return len(chunk)
+        """Re-embed every sentence with another model (or pooling) and switch the store to it
+        (see rebuild.py: an interruption leaves the store on its old model, intact)."""
+        rebuild.rebuild(self, backend, pooling, batch_size=batch_size,
+                        embed_batch_size=embed_batch_size, progress=progress, cancel=cancel)
 
     def reindex(self, kind: str | None = None, progress=None, cancel=None) -> None:
         """Rebuild the FAISS index from the stored vectors (no model needed) and save it.
         A cancel (Event, checked between chunks) raises Cancelled and changes nothing."""
-        self._need_writer()
-        if kind is not None:
-            resolve_kind(kind, 0)
-        with self._mutex:
-            old = self._request
-            self._request = kind or old
-            try:
-                self._rebuild_index(progress=progress, cancel=cancel)
-            except Cancelled:
-                self._request = old
-                raise
-            if kind is not None:
-                with self._db.transaction():
-                    self._db.set_meta("index_request", kind)
-            self._saved_gen = -1
-        self.save()
+        rebuild.reindex(self, kind, progress, cancel)
 
     # ---------------------------------------------------------------------------------------
     # snapshot
@@ -531,29 +298,9 @@ class VectorStore(Store):
             gen = self._db.generation
             if self._saved_gen == gen:
                 return
-            name = _index_name(gen)
-            path = self.folder / name
-            check_regular(path, "index file")               # no folder/FIFO in the way
-            check_regular(self.folder / MANIFEST_NAME, "manifest")
-            try:
-                size = atomic_write_with(path, self._index.write)
-            except OSError as e:
-                raise write_failed(path, e, f"the index snapshot {path}") from None
-            man = Manifest(fingerprint=self._fp, dim=self._dim, index_kind=self._index.kind,
-                           index_params=self._index.params, index_file=name, index_bytes=size,
-                           index_sha256=sha256_file(path), count=self._index.ntotal,
-                           max_id=self._db.max_id(), generation=gen, store_id=self._db.store_id,
-                           encoders=self._encoders)
-            try:
-                write_manifest(self.folder, man)
-            except OSError as e:
-                _unlink_quietly(path)     # the snapshot nobody points to
-                raise write_failed(self.folder / MANIFEST_NAME, e,
-                                   f"the manifest {self.folder / MANIFEST_NAME}") from None
+            write_snapshot(self.folder, self._index, self._db, gen, self._fp, self._dim,
+                           self._encoders)
             self._saved_gen = gen
-            for old in self.folder.glob("index-*.faiss"):
-                if old.name != name:
-                    _unlink_quietly(old)
 
     def close(self) -> None:
         if self._closed:
@@ -656,25 +403,9 @@ class VectorStore(Store):
         return f"VectorStore({str(self.folder)!r}, {self.count()} sentences, {self._index.kind})"
 
 
-def _unlink_quietly(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError:
-        pass
-
 
 def _split_meta(meta):
     """-> (source, row, extra-json-dict) from a metadata dict (this store stamps `added`)."""
     source, row, _added, extra = split_meta(meta)
     return source, row, extra
 
-
-
-def _creation_fingerprint(fingerprint, whitening) -> dict:
-    """The fingerprint a new store records: the model's, or with a whitening the whitened one."""
-    if whitening is None:
-        if is_whitened(fingerprint):
-            raise InputError("a whitened store is created with its whitening transform: pass "
-                             "whitening= with the fingerprint of the model's own vectors")
-        return fingerprint
-    return store_fingerprint(fingerprint, whitening)
