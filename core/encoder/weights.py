@@ -316,6 +316,15 @@ def check_fits(folder: Path) -> None:
     with torch.device("meta"):
         expected = (EncoderForMaskedLM if has_head else Encoder)(cfg, init=False).state_dict()
     _check_shapes(expected, state, str(folder))
+    # what loading would find missing or left over (a changed layer count or norm placement);
+    # the MLM head's projection is tied to the word embeddings, so it may be absent
+    missing = [k for k in expected if k not in state and not k.endswith("vocab_projector.weight")]
+    unexpected = [k for k in state if k not in expected]
+    if missing or unexpected:
+        parts = [f"{what} keys: {', '.join(keys[:3])}" + (f" (and {len(keys) - 3} more)" if len(keys) > 3 else "")
+                 for what, keys in (("missing", missing), ("unexpected", unexpected)) if keys]
+        raise WeightsError(f"the weights {folder} do not fit the encoder its config makes: "
+                           + "; ".join(parts) + ": the config was changed or belongs to other weights")
     if cfg.positions == "sinusoidal":      # a learned table relabelled sinusoidal: refused on load too
         key = next((k for k in shapes if k.endswith("position_embeddings.weight")), None)
         if key is not None:
