@@ -240,7 +240,7 @@ class Backend:
         with self._lock, torch.inference_mode(), autocast(self.device, precision or self.precision):
             input_ids, mask = self._batch(rows)
             hidden, _, _ = self._forward(input_ids, mask, None)
-        special = self.tokenizer.get_special_tokens_mask(ids, already_has_special_tokens=True)
+        special = self.model_tokenizer.template_mask(text, len(ids))
         return (self.tokenizer.convert_ids_to_tokens(ids), hidden[0, :len(ids)].float().cpu().numpy(),
                 np.array(special, dtype=bool))
 
