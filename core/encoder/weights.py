@@ -15,6 +15,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from core.atomic import readable_as_umask_allows
 from core.encoder.model import Encoder, EncoderConfig, EncoderForMaskedLM, sinusoidal_table
 from core.encoder.sources import CHECKPOINT_MARKER, read_json
 from core.errors import ModelUnavailable
@@ -341,6 +342,7 @@ def save_checkpoint(model, tokenizer, folder: Path, extra: dict | None = None) -
              if k != "vocab_projector.weight"}          # tied to the word embeddings
     tmp = folder / "model.safetensors.tmp"
     save_file(state, str(tmp), metadata={"format": "pt"})
+    readable_as_umask_allows(tmp)
     tmp.replace(folder / "model.safetensors")
     if tokenizer is not None:
         tokenizer.save_pretrained(str(folder))
