@@ -76,7 +76,7 @@ def prepare(tmp: Path) -> Path:
 
     os.environ["ENCODERSCOPE_DATA_DIR"] = str(tmp / "data")   # never the user's own data folder
     sys.path.insert(0, str(ROOT))
-    from app.gui.corpus_service import create_store_job
+    from app.gui.corpus_jobs import create_store_job
     from core.assets import sample_corpus
     from core.encoder.backends import get_backend
     store, _ = create_store_job(tmp / "sample", get_backend("minilm"), "mean", sample=sample_corpus(),

@@ -111,9 +111,9 @@ def bench_ingest(args, log):
     """minilm on real sentences through VectorStore.add_stream, committed 256 at a time (the
     CLI's default) and 64 (the app's): rate against one plain embed() call of the same texts
     (the peer, same process), and the share of the time spent outside the model."""
-    from app.gui.corpus_service import CHUNK as APP_CHUNK
+    from app.gui.corpus_jobs import CHUNK as APP_CHUNK
     from core.encoder.backends import get_backend
-    from index.base import ADD_BATCH
+    from index.adding import ADD_BATCH
     from index.faiss.store import VectorStore
     texts = []
     for name in args.ingest_files:

@@ -86,7 +86,7 @@ def sentences(n, seed=0):
 def build_big_store(folder: Path, backend, rows: int):
     import numpy as np
 
-    from app.gui.corpus_service import create_store_job
+    from app.gui.corpus_jobs import create_store_job
     from core.assets import sample_corpus
     store, _ = create_store_job(folder, backend, "mean", sample=sample_corpus(), progress=lambda *a, **k: None,
                                 cancel=threading.Event())            # the 576 real sentences
@@ -113,7 +113,7 @@ def make_window(app, folder):
 
 
 def bench_ingest(app, n, tmp):
-    from app.gui.corpus_service import create_store_job
+    from app.gui.corpus_jobs import create_store_job
     from core.encoder.backends import get_backend
     folder = tmp / "ingest"
     backend = get_backend("minilm", "scratch")

@@ -17,8 +17,8 @@ import os
 
 import torch
 
-from core.encoder.names import PRECISION_CHOICES, PRECISIONS
-from core.errors import DeviceUnavailable, InputError
+from core.errors import DeviceUnavailable, InputError, settings_fix
+from core.names import PRECISION_CHOICES, PRECISIONS
 
 ENV_VAR = "ENCODERSCOPE_DEVICE"
 PRECISION_ENV = "ENCODERSCOPE_PRECISION"
@@ -44,7 +44,8 @@ def pick_device(requested: str | None = None) -> torch.device:
         if not torch.cuda.is_available():
             raise DeviceUnavailable(
                 f"device {choice!r} was asked for{source}, but this torch build sees no CUDA GPU "
-                f"(torch {torch.__version__}); use --device cpu or install a CUDA torch")
+                f"(torch {torch.__version__}); run on the CPU or install a CUDA torch",
+                fix=settings_fix(device="cpu"))
         if index and int(index) >= torch.cuda.device_count():
             raise DeviceUnavailable(f"device {choice!r} was asked for{source}, but this machine has "
                                     f"{torch.cuda.device_count()} CUDA GPU(s): cuda:0 .. "

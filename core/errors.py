@@ -8,12 +8,20 @@ class EncoderscopeError(Exception):
     """Base class: anything the user can fix or needs to know, worded for them.
 
     `fix`, where the way out is a setting the user changes, says which as data ({"kind": ...}:
-    "encoding", "column", "train_mlm", "whiten_again"; see app/cli/remedies.py): the message
-    stays free of command-line flags and menu names, and each front end words the fix its way."""
+    "encoding", "column", "train_mlm", "whiten_again", "settings" (settings_fix), "train" (a
+    model trained with these settings), "resume" (continue the run in "out"), "reembed"; see
+    app/cli/remedies.py and app/gui/fix_words.py): the message stays free of command-line flags
+    and menu names, and each front end words the fix its way."""
 
     def __init__(self, *args, fix: dict | None = None):
         super().__init__(*args)
         self.fix = fix
+
+
+def settings_fix(**settings) -> dict:
+    """The fix "change these settings": settings_fix(precision="fp32", lr=None) (None: the
+    setting itself, no one value)."""
+    return {"kind": "settings", "settings": settings}
 
 
 class ModelUnavailable(EncoderscopeError):

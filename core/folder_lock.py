@@ -17,7 +17,7 @@ import stat
 import time
 from pathlib import Path
 
-from core.errors import EncoderscopeError
+from core.errors import EncoderscopeError, settings_fix
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _HELD: dict[str, int] = {}     # lock file -> how many locks of this process hold it
@@ -26,8 +26,8 @@ _HELD: dict[str, int] = {}     # lock file -> how many locks of this process hol
 class FolderBusy(EncoderscopeError):
     """Another process writes the output folder; `holder` is what it recorded."""
 
-    def __init__(self, message: str, holder: dict | None = None):
-        super().__init__(message)
+    def __init__(self, message: str, holder: dict | None = None, fix: dict | None = None):
+        super().__init__(message, fix=fix)
         self.holder = holder or {}
 
 
@@ -74,7 +74,8 @@ class OutputFolderLock:
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise FolderBusy(f"the output folder {self.folder} is being written by "
                                  f"{describe(holder)}; one writer per folder: wait until it has "
-                                 "finished, or choose another --out", holder) from None
+                                 "finished, or choose another output folder", holder,
+                                 fix=settings_fix(out=None)) from None
             raise FolderBusy(f"cannot lock the output folder {self.folder}: {e.strerror}") from None
         except BaseException:
             os.close(fd)

@@ -20,36 +20,30 @@ through here, with one set of rules:
   JSON string; broken JSON and a missing field are ``BadLine``s with their line number.
 
 Rows are 1-based line numbers in the file (CSV: the line a record starts on, header = line 1).
+Encodings, the binary check and a file's numbered lines: core/text_file.py.
 """
 from __future__ import annotations
 
-import codecs
 import csv
 import io
 import json
 import re
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import InputError
+from core.text_file import nul_refusal, numbered_lines, open_checked
 
 TEXT_SUFFIXES = (".txt", ".text", ".md", "")       # one sentence per line
 TABLE_SUFFIXES = (".csv", ".tsv")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 TEXT_FIELDS = ("text", "sentence", "sentences", "content", "body")
-COMMON_ENCODINGS = ("latin-1", "cp1252", "utf-16", "utf-8")   # what a user is offered to pick
-HEAD_BYTES = 8192                # the binary check and encoding sniff look at this much
-BINARY_CONTROL_SHARE = 0.3       # more control characters than this in the head: binary
 MAX_LINE_CHARS = 1_000_000       # the encoders refuse longer texts (core/encoder/backends/base.py MAX_TEXT_CHARS)
 PEEK_LINES = 50                  # JSONL lines list_fields looks at
 GUESS_ROWS = 200                 # CSV rows guess_columns looks at
-_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
-         (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 _ESCAPED = re.compile("[\udc80-\udcff]")    # bytes that did not decode (surrogateescape)
 _SURROGATE = re.compile("[\ud800-\udfff]")  # half a UTF-16 pair: JSON "\\ud800" decodes to it
-_TEXT_CONTROLS = set("\t\n\r\f\v")
 _LETTER_OR_DIGIT = re.compile(r"[^\W_]")    # \w without the underscore (a regex: fast per line)
 
 
@@ -88,10 +82,6 @@ class NoLetters:
     row: int
 
 
-class BinaryFile(InputError):
-    """The file looks binary (an executable, an image, a zip), not text."""
-
-
 @dataclass
 class Collected:
     """Every record of one read, sorted by kind (see ``collect``)."""
@@ -119,78 +109,6 @@ def collect(records) -> Collected:
     return out
 
 
-# ---- encoding and the binary check --------------------------------------------------------------
-def check_encoding(encoding: str | None) -> str | None:
-    """The encoding's canonical name; InputError for one Python does not know."""
-    if encoding is None:
-        return None
-    try:
-        return codecs.lookup(encoding).name
-    except LookupError:
-        raise InputError(f"unknown encoding {encoding!r} (try {', '.join(COMMON_ENCODINGS)})") from None
-
-
-OTHER_ENCODING = {"kind": "encoding", "choices": COMMON_ENCODINGS[:-1]}   # the fix of a file not in UTF-8
-
-
-def _choose_encoding(head: bytes, encoding: str | None) -> str:
-    """A byte-order mark of the encoding given (or of any, when none is given) wins: it is
-    consumed, and UTF-16/32 learn their byte order from it; else the encoding given; else UTF-8."""
-    name = check_encoding(encoding)
-    bom_encoding = next((enc for bom, enc in _BOMS if head.startswith(bom)), None)
-    if bom_encoding and (name is None or name.startswith(bom_encoding.removesuffix("-sig"))):
-        return bom_encoding
-    if name in ("utf-16", "utf-32"):
-        return _byte_order(head, name)
-    return name or "utf-8"
-
-
-def _byte_order(head: bytes, name: str) -> str:
-    """UTF-16/32 without a byte-order mark: the order its zero bytes show (text in Latin
-    script has a zero in the high byte of most characters); little-endian when they don't."""
-    width = 2 if name == "utf-16" else 4
-    units = [head[i:i + width] for i in range(0, len(head) - width + 1, width)]
-    low_zero = sum(u[0] == 0 and u[-1] != 0 for u in units)
-    high_zero = sum(u[-1] == 0 and u[0] != 0 for u in units)
-    return f"{name}-be" if low_zero > high_zero else f"{name}-le"
-
-
-def looks_binary(head: bytes, encoding: str) -> str | None:
-    """Why ``head`` (a file's first bytes) is not text in ``encoding``, or None if it is."""
-    text = head.decode(encoding, errors="replace")
-    if not text:
-        return None
-    if "\x00" in text:
-        return "it holds NUL bytes"
-    controls = sum(1 for c in text if unicodedata.category(c) == "Cc" and c not in _TEXT_CONTROLS)
-    if controls > BINARY_CONTROL_SHARE * len(text):
-        return f"{controls / len(text):.0%} of its first characters are control characters"
-    return None
-
-
-def _open_checked(path, encoding: str | None) -> tuple[Path, str]:
-    """(path, encoding to read it with), after refusing a missing or binary file."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file" if not path.exists() else f"{path} is not a file")
-    try:
-        with open(path, "rb") as f:
-            head = f.read(HEAD_BYTES)
-    except OSError as e:
-        raise InputError(f"cannot open {path}: {e.strerror or e}") from None
-    enc = _choose_encoding(head, encoding)
-    why = looks_binary(head, enc)
-    if why:
-        from core.file_kind import refusal
-        raise BinaryFile(refusal(path.name, head, path.stat().st_size, enc, why))
-    if enc in ("utf-16-le", "utf-16-be"):      # given as UTF-16, no byte-order mark to confirm it
-        from core.file_kind import not_utf16
-        if not_utf16(head):
-            raise InputError(f"{path.name} is not UTF-16 text: its line breaks are single bytes "
-                             "(8-bit text such as ASCII or UTF-8); read it without the utf-16 encoding")
-    return path, enc
-
-
 def _surrogate_reason(text: str) -> str:
     m = _SURROGATE.search(text)
     return (f"holds a lone surrogate \\u{ord(m.group()):04x} (character {m.start() + 1} of its text), "
@@ -201,27 +119,6 @@ def _escaped_reason(text: str, encoding: str) -> str:
     m = _ESCAPED.search(text)
     label = "UTF-8" if encoding.startswith("utf-8") else encoding
     return f"not valid {label} (byte {ord(m.group()) - 0xDC00:#04x} at column {m.start() + 1})"
-
-
-def _lines(stream, source: str, encoding: str):
-    """(line number, line) with universal newlines; a decoder that fails outright (UTF-16 with
-    an odd byte count, say) becomes one InputError naming the line."""
-    n = 0
-    try:
-        for n, line in enumerate(stream, 1):
-            if "\x00" in line:
-                raise _nul_in(source, n)
-            yield n, line
-    except UnicodeError as e:
-        reason = getattr(e, "reason", str(e))
-        raise InputError(f"{source}, line {n + 1}: cannot be read as {encoding} ({reason}); "
-                         f"choose another encoding (one of {', '.join(COMMON_ENCODINGS)})") from None
-
-
-def _nul_in(source: str, row: int) -> BinaryFile:
-    """A NUL byte past the head refuses the file as one in the head does."""
-    return BinaryFile(f"{Path(source).name} looks like a binary file, not text (line {row} "
-                      "holds a NUL byte): refused")
 
 
 def _record(text: str, source: str, row: int, encoding: str, clean=str.strip):
@@ -255,14 +152,14 @@ def read_text(text: str, source: str = "clipboard"):
 
 def read_txt(path, encoding: str | None = None):
     """One sentence per line, whatever the file's suffix (``embed --file``)."""
-    path, enc = _open_checked(path, encoding)
+    path, enc = open_checked(path, encoding)
     return _txt(path, enc)
 
 
 def _txt(path: Path, enc: str):
     src = str(path)
     with open(path, encoding=enc, errors="surrogateescape", newline=None) as f:
-        for n, line in _lines(f, src, enc):
+        for n, line in numbered_lines(f, src, enc):
             yield _record(line, src, n, enc)
 
 
@@ -303,7 +200,7 @@ def _looks_like_prose(values: list[str]) -> bool:
 
 
 def read_csv(path, column: str | None = None, encoding: str | None = None, guess_columns: bool = False):
-    path, enc = _open_checked(path, encoding)
+    path, enc = open_checked(path, encoding)
     return _csv(path, column, enc, guess_columns)
 
 
@@ -349,7 +246,7 @@ def _csv_rows(reader, src: str, enc: str):
             raise InputError(f"{src}, line {start}: cannot be read as {enc} ({e.reason})") from None
         line = reader.line_num
         if isinstance(row, list) and any("\x00" in c for c in row):
-            raise _nul_in(src, start)
+            raise nul_refusal(src, start)
         yield start, row
 
 
@@ -362,7 +259,7 @@ def read_table(path, encoding: str | None = None):
     """(column names, rows) of a .csv/.tsv file read by the same rules as read_csv: rows are
     (line number, list of fields or a BadLine) after the header, read as they are iterated.
     For files whose rows hold several values (evaluation pairs and queries)."""
-    path, enc = _open_checked(path, encoding)
+    path, enc = open_checked(path, encoding)
     src = str(path)
     f = open(path, encoding=enc, errors="surrogateescape", newline="")
     try:
@@ -401,14 +298,14 @@ def _csv_header(f, path: Path, enc: str):
 
 
 def read_jsonl(path, field: str | None = None, encoding: str | None = None):
-    path, enc = _open_checked(path, encoding)
+    path, enc = open_checked(path, encoding)
     return _jsonl(path, field, enc)
 
 
 def _jsonl(path: Path, field: str | None, enc: str):
     src = str(path)
     with open(path, encoding=enc, errors="surrogateescape", newline=None) as f:
-        for n, line in _lines(f, src, enc):
+        for n, line in numbered_lines(f, src, enc):
             if _ESCAPED.search(line):
                 yield BadLine(src, n, _escaped_reason(line, enc), undecodable=True)
                 continue
@@ -476,7 +373,7 @@ def list_fields(path, encoding: str | None = None) -> list[str]:
         if suffix not in TEXT_SUFFIXES:
             raise InputError(f"{path.name}: unsupported file type '{suffix}' (use .txt, .csv or .jsonl)")
         return []
-    path, enc = _open_checked(path, encoding)
+    path, enc = open_checked(path, encoding)
     try:
         with open(path, encoding=enc, errors="replace", newline="") as f:
             if suffix in TABLE_SUFFIXES:

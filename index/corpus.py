@@ -23,7 +23,8 @@ from core.encoder.sources import DEFAULT_MODEL
 from core.errors import Cancelled
 from core.train.data import dedupe_sentences, read_corpus
 from index import fingerprint as fpmod
-from index.base import AddResult, Store
+from index.adding import AddResult
+from index.base import Store
 from index.errors import EmptyStore, StoreNotFound
 from index.faiss.sentences import DB_NAME
 from index.locations import open_store, parse_location, refuse_whitening, store_exists
@@ -72,7 +73,7 @@ def create_whitened_corpus(location, backend, pooling: str, items, *, dims: int 
     embedded once, before the store exists: a cancel leaves no store behind."""
     from core.errors import InputError
     from core.evaluate.whitening import fit_whitening
-    from index.base import normalize
+    from index.adding import normalize
     refuse_whitening(location)
     items = [(it, None) if isinstance(it, str) else tuple(it) for it in items]
     texts = list(dict.fromkeys(t.strip() for t, _ in items if t.strip()))

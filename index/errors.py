@@ -12,8 +12,8 @@ class StoreNotFound(StoreError):
     """No store at the given location (and creating one was not asked for). `location` is where
     one was looked for, so a caller can offer to create it there (the CLI as an ingest command)."""
 
-    def __init__(self, message: str, location=None):
-        super().__init__(message)
+    def __init__(self, message: str, location=None, fix=None):
+        super().__init__(message, fix=fix)
         self.location = location
 
 
@@ -86,6 +86,6 @@ class EmptyStore(InputError):
     """The store holds no sentence: nothing to search or map. `location` is the store, so a
     caller can offer to ingest there."""
 
-    def __init__(self, message: str, location=None):
-        super().__init__(message)
+    def __init__(self, message: str, location=None, fix=None):
+        super().__init__(message, fix=fix)
         self.location = location

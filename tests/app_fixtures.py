@@ -13,7 +13,7 @@ def noop_progress(*_a, **_k):
 
 
 def build_store(folder: Path, minilm, texts=None):
-    from app.gui.corpus_service import create_store_job, ingest_job
+    from app.gui.corpus_jobs import create_store_job, ingest_job
 
     if texts is None:
         store, _ = create_store_job(folder, minilm, "mean", sample=ASSETS / "sample_corpus.txt",

@@ -88,7 +88,7 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(no_qt)
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if params.get("kind") == "server" and item.originalname not in SERVER_CONTRACT_DEFAULT:
+        if params.get("store_kind") == "server" and item.originalname not in SERVER_CONTRACT_DEFAULT:
             item.add_marker(pytest.mark.slow)
 
 
@@ -185,3 +185,27 @@ def make_walkthrough_panel(qtbot):
     yield make
     for state in states:
         state.shutdown(10000)
+
+
+@pytest.fixture
+def opened():
+    """Closes every store a test opened (Milvus Lite keeps a server per folder until then)."""
+    stores = []
+    yield stores
+    for s in reversed(stores):
+        try:
+            s.close()
+        except Exception:
+            pass
+
+
+@pytest.fixture(params=["faiss", "milvus", "server"])
+def store_kind(request):
+    """The store contract's implementation under test (tests/store_contract_support.py): a FAISS
+    folder, Milvus Lite, or a collection on the session's Milvus server."""
+    from tests.store_contract_support import SERVER, milvus_available
+    if request.param != "faiss" and not milvus_available():
+        pytest.skip("needs the [milvus] extra (pymilvus, milvus-lite)")
+    if request.param == "server":
+        SERVER["uri"] = request.getfixturevalue("milvus_server").uri
+    return request.param

@@ -335,7 +335,7 @@ def test_opening_a_corpus_of_another_model_offers_reembed(qtbot, make_window, ti
     """The window runs minilm + mean; a corpus embedded with CLS pooling must not be mixed."""
     import threading
 
-    from app.gui.corpus_service import create_store_job, ingest_job
+    from app.gui.corpus_jobs import create_store_job, ingest_job
     from tests.app_fixtures import noop_progress
     store, _ = create_store_job(tmp_path / "cls", minilm, "cls", sample=None,
                                 progress=noop_progress, cancel=threading.Event())

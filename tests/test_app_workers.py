@@ -387,7 +387,7 @@ def test_opening_a_store_a_cli_ingest_writes_logs_its_message_not_a_traceback(
     """The app's open job meets the CLI's writer lock: the message names the holder, and the
     log holds that line, not a traceback."""
 
-    from app.gui.corpus_service import open_store_job
+    from app.gui.corpus_jobs import open_store_job
     from app.gui.logs import log_file, setup_logging
     from core.encoder.fingerprint import Fingerprint
     from index.locations import open_store

@@ -40,3 +40,35 @@ def test_a_fix_given_as_data_is_worded_as_the_options_that_apply_it():
                   args()).startswith("line 3: not UTF-8; if the file is in another encoding, add --encoding ")
     assert "`encoderscope train --init minilm" in worded(NoMLMHead("no head", fix={"kind": "train_mlm",
                                                                                    "init": "minilm"}), args())
+
+
+FIXES = [   # one of each kind core/ and index/ give (EncoderscopeError.fix)
+    {"kind": "settings", "settings": {"lr": None, "precision": "fp32"}},
+    {"kind": "train", "settings": {"objective": "simcse", "pooling": "attention"}},
+    {"kind": "train_mlm", "init": "minilm"},
+    {"kind": "resume", "out": "/runs/my run"},
+    {"kind": "reembed"},
+    {"kind": "whiten_again"},
+]
+
+
+def test_a_setting_fix_is_worded_as_options_on_the_command_line():
+    from core.errors import EncoderscopeError, settings_fix
+    error = EncoderscopeError("the loss became nan at step 3: lower the learning rate or use fp32",
+                              fix=settings_fix(lr=None, precision="fp32"))
+    assert worded(error, args()) == ("the loss became nan at step 3: lower the learning rate or use fp32 "
+                                     "(--lr, --precision fp32)")
+    assert worded(EncoderscopeError("x", fix=FIXES[1]), args()) == (
+        "x: `encoderscope train --objective simcse --pooling attention --corpus FILE --out DIR`, then --model DIR")
+    assert worded(EncoderscopeError("x", fix=FIXES[3]), args()) == "x with `encoderscope train --resume '/runs/my run'`"
+
+
+def test_every_fix_is_worded_by_both_front_ends_and_the_app_names_no_option():
+    from app.cli.remedies import _fix_worded
+    from app.gui.fix_words import gui_fix
+    for fix in FIXES:
+        cli, app = _fix_worded(fix), gui_fix(fix)
+        assert cli and app, fix
+        assert "--" not in app and "encoderscope " not in app, app
+    assert gui_fix({"kind": "settings", "settings": {"backend": "hf", "lr": None}}) == (
+        " (Encoder: Hugging Face transformers; Train: Learning rate)")

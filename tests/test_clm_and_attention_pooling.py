@@ -81,10 +81,12 @@ def test_the_query_is_a_saved_parameter(tmp_path):
 # ---- the settings -------------------------------------------------------------------------
 
 def test_config_errors(corpus, tmp_path):
-    with pytest.raises(InputError, match="clm objective .* needs a causal attention mask.*--attention causal"):
+    with pytest.raises(InputError, match="clm objective .* needs a causal attention mask.*causal attention") as e:
         tiny_config(corpus, tmp_path / "x", objective="clm").validate()
-    with pytest.raises(InputError, match="attention pooling learns its query .* --objective simcse"):
+    assert e.value.fix == {"kind": "settings", "settings": {"attention": "causal"}}
+    with pytest.raises(InputError, match=r"attention pooling learns its query .* simcse or mlm\+simcse") as e:
         tiny_config(corpus, tmp_path / "x", pooling="attention").validate()
+    assert e.value.fix == {"kind": "settings", "settings": {"objective": "simcse", "pooling": "attention"}}
     with pytest.raises(InputError, match="attention must be bidirectional or causal"):
         tiny_config(corpus, tmp_path / "x", attention="sideways").validate()
     tiny_config(corpus, tmp_path / "x", objective="clm", attention="causal").validate()
@@ -163,8 +165,9 @@ def test_clm_checkpoint_under_transformers_is_refused_with_one_clear_message(clm
     from core.encoder.hf_checkpoint import transformers_layout
     cfg = small_config(attention="causal", norm="post")
     with pytest.raises(ModelUnavailable, match="causal attention mask, which transformers' DistilBERT "
-                                               "does not have.*--backend scratch"):
+                                               "does not have.*from-scratch encoder") as e:
         transformers_layout(cfg)
+    assert e.value.fix == {"kind": "settings", "settings": {"backend": "scratch"}}
 
 
 @pytest.fixture(scope="module")
@@ -214,9 +217,9 @@ def test_attention_pooled_checkpoint_embeds_with_its_pooling_by_default(pooled_r
 def test_pooling_attention_without_a_query_is_one_clear_error():
     from core.encoder.backends import get_backend
     b = get_backend("random:dim=32,layers=1,heads=2,ffn=64", "scratch", device="cpu", precision="fp32")
-    with pytest.raises(InputError, match="has no learned query vector.*encoderscope train --objective simcse "
-                                         "--pooling attention"):
+    with pytest.raises(InputError, match="has no learned query vector.*train a model that has one") as e:
         b.embed(["a cat"], pooling="attention")
+    assert e.value.fix == {"kind": "train", "settings": {"objective": "simcse", "pooling": "attention"}}
     with pytest.raises(InputError, match="no learned query"):
         b.fingerprint("attention")
 

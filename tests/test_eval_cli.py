@@ -14,7 +14,7 @@ import pytest
 from core import assets
 from core.evaluate.pairs import read_queries, read_scored_pairs
 from tests.helpers import one_error, run_cli
-from tests.test_store_contract import _milvus_available
+from tests.store_contract_support import milvus_available
 
 scipy_stats = pytest.importorskip("scipy.stats")
 
@@ -77,7 +77,7 @@ def test_pairs_whitened_equal_an_eigen_decomposition_and_lower_anisotropy(capsys
 
 
 @pytest.mark.parametrize("kind", ["faiss", pytest.param("milvus", marks=pytest.mark.skipif(
-    not _milvus_available(), reason="needs the [milvus] extra"))])
+    not milvus_available(), reason="needs the [milvus] extra"))])
 def test_queries_recall_and_mrr_equal_a_brute_force_ranking(capsys, minilm, tmp_path, kind):
     queries = read_queries(assets.eval_queries())
     others = [t for t in assets.sample_corpus().read_text(encoding="utf-8").splitlines()
@@ -115,7 +115,8 @@ def test_queries_whose_relevant_text_is_not_stored_count_as_misses(capsys, tmp_p
 @pytest.mark.parametrize("argv, message", [
     (["eval", "--pairs", "{dir}/bad.tsv"], "line 3: the score 'x' is not a number"),
     (["eval", "--pairs", "{dir}/missing.tsv"], "no such file"),
-    (["eval", "--pairs", "{dir}/bad.tsv", "--columns", "a,b"], "--columns takes 3 column names"),
+    (["eval", "--pairs", "{dir}/bad.tsv", "--columns", "a,b"], "the columns are 3 names separated by commas, e.g. "
+                                                              "a,b,score (--columns)"),
     (["eval", "--pairs", "--store", "{dir}/s"], "--store goes with --queries"),
     (["eval", "--pairs", "--whiten-dims", "8"], "go with --whiten"),
     (["eval", "--pairs", "--whiten", "--whiten-dims", "999"], "between 1 and 384"),

@@ -111,8 +111,9 @@ def test_pairs_columns_by_header_name_or_named(tmp_path):
     assert p.a == ["A cat sleeps.", "A dog runs."] and list(p.scores) == [4.5, 0.0]
     g = tmp_path / "q.tsv"
     g.write_text("x\ty\tz\nA cat sleeps.\tA cat naps.\t4.5\nA dog runs.\tRain falls.\t0\n")
-    with pytest.raises(InputError, match="--columns"):
+    with pytest.raises(InputError, match="no sentence columns .* name them") as e:
         read_scored_pairs(g)
+    assert e.value.fix == {"kind": "settings", "settings": {"columns": "A,B,SCORE"}}    # worded by the CLI
     assert read_scored_pairs(g, columns="x,y,z").b == ["A cat naps.", "Rain falls."]
 
 

@@ -1,8 +1,11 @@
-"""Fill-mask panel (app/gui/panels/fillmask/panel.py) on a tiny local MLM model and on minilm (no head)."""
+"""Fill-mask panel (app/gui/panels/fillmask/) on a tiny local MLM model and on minilm (no head)."""
 import pytest
 from PySide6 import QtCore
 
 from app.gui.panels.fillmask import panel as F  # noqa: E402
+from app.gui.panels.fillmask.mask_text import fill_mask_at, mask_spans, mask_word, words
+from app.gui.panels.fillmask.no_mlm import mlm_models
+from app.gui.panels.fillmask.per_layer import layer_names
 from app.gui.state import AppState  # noqa: E402
 from core.encoder.backends import get_backend
 
@@ -13,21 +16,21 @@ TEXT = "the [MASK] sat on the mat ."
 
 def test_words_and_masking():
     text = "The cat's toy, [MASK] here."
-    assert [w for _, _, w in F.words(text)] == ["The", "cat's", "toy", ",", "[MASK]", "here", "."]
-    assert F.mask_word(text, 1) == "The [MASK] toy, [MASK] here."
-    assert F.mask_spans("a [MASK] b [MASK]") == [(2, 8), (11, 17)]
+    assert [w for _, _, w in words(text)] == ["The", "cat's", "toy", ",", "[MASK]", "here", "."]
+    assert mask_word(text, 1) == "The [MASK] toy, [MASK] here."
+    assert mask_spans("a [MASK] b [MASK]") == [(2, 8), (11, 17)]
 
 
 def test_fill_mask_at():
-    assert F.fill_mask_at("a [MASK] b [MASK]", 1, "c") == "a [MASK] b c"
-    assert F.fill_mask_at("the cat [MASK] ran", 0, "##s") == "the cats ran"
+    assert fill_mask_at("a [MASK] b [MASK]", 1, "c") == "a [MASK] b c"
+    assert fill_mask_at("the cat [MASK] ran", 0, "##s") == "the cats ran"
     with pytest.raises(IndexError):
-        F.fill_mask_at("no mask", 0, "x")
+        fill_mask_at("no mask", 0, "x")
 
 
 def test_layer_names():
-    assert F.layer_names(3, 2) == ["embeddings", "layer 1", "layer 2"]
-    assert F.layer_names(2, 2) == ["layer 1", "layer 2"]
+    assert layer_names(3, 2) == ["embeddings", "layer 1", "layer 2"]
+    assert layer_names(2, 2) == ["layer 1", "layer 2"]
 
 
 # ---- the panel ------------------------------------------------------------------------------
@@ -99,7 +102,7 @@ def test_clicking_a_prediction_fills_it_in(qtbot, panel):
     rect = table.visualItemRect(table.item(2, 1))
     with qtbot.waitSignal(panel.predicted, timeout=15000):     # one mask left: predicts again
         qtbot.mouseClick(table.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
-    assert panel.text_edit.text() == F.fill_mask_at("the [MASK] sat on the [MASK] .", 1, token)
+    assert panel.text_edit.text() == fill_mask_at("the [MASK] sat on the [MASK] .", 1, token)
     assert len(panel.mask_tables) == 1
     # filling the last one leaves a full sentence and a hint
     last = panel.mask_tables[0]
@@ -159,7 +162,7 @@ def test_model_without_mlm_head_explains(qtbot, minilm):
 
 
 def test_real_listing_names_distilbert(qtbot):
-    names = [m["name"] for m in F.mlm_models()]
+    names = [m["name"] for m in mlm_models()]
     assert "distilbert-base-uncased" in names and "minilm" not in names
 
 

@@ -262,5 +262,7 @@ def test_user_surface_counts_from_one_and_refuses_clearly():
 
 
 def test_the_transformers_backend_is_refused_with_the_fix(minilm_hf):
-    with pytest.raises(InputError, match="--backend scratch"), intervene(minilm_hf, Intervention(ffn_off={0})):
+    with pytest.raises(InputError, match="the from-scratch encoder") as e, \
+            intervene(minilm_hf, Intervention(ffn_off={0})):
         pass
+    assert e.value.fix == {"kind": "settings", "settings": {"backend": "scratch"}}

@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
 
-from app.gui.corpus_service import SearchResult
+from app.gui.corpus_jobs import SearchResult
 from app.gui.panels.map.panel import MapPanel
 from app.gui.panels.map.plot import inside_polygon, nearest_row
 from app.gui.state import AppState
@@ -261,7 +261,7 @@ def test_the_legend_names_every_cluster_past_twelve(qtbot):
     plot.set_points(rng.normal(size=(300, 2)), np.arange(300) % n, [f"cluster {c}" for c in range(n)])
     names = [label.text for _, label in plot.legend.items]
     assert names == [f"cluster {c}" for c in range(n)]
-    assert plot.legend.columnCount == -(-n // LEGEND_ROWS)
+    assert plot.legend.columnCount == -(-n // LEGEND_ROWS)       # at most LEGEND_ROWS rows under the map
 
 
 def test_the_tab_says_how_well_the_map_keeps_neighbours(panel, store):

@@ -53,7 +53,7 @@ def test_a_second_train_into_a_folder_being_trained_is_refused(corpus, tmp_path,
                            "--overwrite", "--no-progress", *TINY)
         msg = one_error(code, err)
         assert f"process {first.pid} on {socket.gethostname()}" in msg, msg
-        assert "`encoderscope train`" in msg and "choose another --out" in msg
+        assert "`encoderscope train`" in msg and "choose another output folder (--out)" in msg
     finally:
         first.send_signal(signal.SIGINT)
         first.communicate(timeout=60)

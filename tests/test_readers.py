@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from core.errors import InputError
 from core.readers import (
     BadLine,
-    BinaryFile,
     Blank,
     NoLetters,
     Sentence,
@@ -23,6 +22,7 @@ from core.readers import (
     read_text,
     read_txt,
 )
+from core.text_file import BinaryFile
 
 
 def texts(records):

@@ -58,7 +58,7 @@ def test_a_search_through_the_door_checks_the_model_once_and_counts_nothing(stor
 
 def test_encoderscope_search_checks_the_model_once_and_counts_nothing(store_dir, counted, capsys, monkeypatch):
     import app.cli.store as cli_store
-    monkeypatch.setattr(cli_store, "_backend", lambda args, model: FakeBackend(model, D))
+    monkeypatch.setattr(cli_store, "backend_for", lambda args, model: FakeBackend(model, D))
     counted.update(checks=0, counts=0)
     rc, out, err = run_cli(["search", TEXTS[5], "--store", store_dir, "--model", "fake", "-k", "3"], capsys)
     assert rc == 0, err

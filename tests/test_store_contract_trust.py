@@ -20,12 +20,12 @@ import pytest
 
 from index.errors import ModelMismatch, StoreError, StoreLocked, WriterLockLost
 from index.locations import open_store
-from tests.test_store_contract import _milvus_available
+from tests.store_contract_support import milvus_available
 from tests.test_store_support import FakeBackend
 
 D = 16
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-needs_milvus = pytest.mark.skipif(not _milvus_available(), reason="needs the [milvus] extra")
+needs_milvus = pytest.mark.skipif(not milvus_available(), reason="needs the [milvus] extra")
 
 
 def _name():
@@ -394,7 +394,7 @@ def test_server_errors_are_one_line_and_say_permission_or_token():
 
 def test_ingest_cut_off_words_what_it_kept():
     from app.cli.store import _kept
-    from index.base import AddResult
+    from index.adding import AddResult
     from index.errors import StoreUnavailable
     e = StoreUnavailable("cannot reach the server. Nothing was changed locally.")
     none = str(_kept(e, AddResult(ids=[], added=0)))

@@ -81,8 +81,8 @@ def test_a_store_that_does_not_record_it_is_read_and_says_so(hf_store, capsys):
 def test_search_runs_the_stores_encoder(hf_store, capsys, monkeypatch):
     import app.cli.store as cli_store
     ran = []
-    real = cli_store._backend
-    monkeypatch.setattr(cli_store, "_backend", lambda args, model: ran.append(args.backend) or real(args, model))
+    real = cli_store.backend_for
+    monkeypatch.setattr(cli_store, "backend_for", lambda args, model: ran.append(args.backend) or real(args, model))
     rc, out, err = run_cli(["search", QUERY, "--store", hf_store, "--precision", "fp32", "-k", "2"], capsys)
     assert rc == 0, err
     assert ran == ["hf"] and "note:" not in err
@@ -133,7 +133,7 @@ def test_the_why_dialog_names_both_encoders_and_how_far_apart(qtbot, tiny_distil
 
 def test_ingest_quiet_says_truncation_once(tiny_distilbert, tmp_path, capsys, caplog):
     """Three embedding windows of over-long texts: one line for all, not one per window."""
-    from index.base import EMBED_WINDOW
+    from index.adding import EMBED_WINDOW
     words = "the cat sat on the mat and the dog ran to the river".split()
     n = 2 * EMBED_WINDOW + 10
     lines = [" ".join(words[(i + j) % len(words)] for j in range(200)) + f" {i}" for i in range(n)]

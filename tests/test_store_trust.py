@@ -365,7 +365,7 @@ def test_the_app_words_the_repair_as_its_own_action(tmp_path, capsys):
     assert "File > Open corpus folder" in app_text and "encoderscope" not in app_text
     rc, _out, err = cli(["info", "--store", a], capsys)
     assert rc == 2 and "run `encoderscope info --repair --store" in err and "File >" not in err
-    from app.gui.corpus_service import open_store_job
+    from app.gui.corpus_jobs import open_store_job
     store, _ids, texts = open_store_job(a, progress=lambda *x: None)   # the app's open repairs
     store.close()
     assert sorted(texts) == sorted(texts_of("alpha"))

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import shlex
 
-from app.cli.options import add_model_options, emit_json
-from app.cli.store import add_store_option
+from app.cli.options import add_model_options, add_store_option, emit_json
 from core.encoder.sources import DEFAULT_MODEL
 from core.errors import InputError
 

@@ -3,7 +3,7 @@ from another sentence, and measure what each part is worth (core/intervene, docs
 
     encoderscope ablate TEXT [--heads 3.5,4.1] [--ffn L] [--attn-off L] [--skip-layer L]
                         [--no-positions | --shuffle-positions] [--no-scale | --temperature T]
-                        [--mean-ablation] [--mask-token WORD] [--json]
+                        [--mean-ablation] [--mask-token WORD] [--store S [-k K]] [--json]
     encoderscope patch A B --site L5.H3|L5.resid@TOKEN|L5.ffn [--site ...] [--json]
     encoderscope importance --metric spearman|recall|mlm [--seed N] [--json]
 
@@ -36,9 +36,14 @@ def register(sub) -> None:
     p.add_argument("--mask-token", metavar="WORD",
                    help="with [MASK] in TEXT: also the probability of WORD at the first mask")
     p.add_argument("--top", type=int, default=5, metavar="K", help="fill-mask guesses shown (default 5)")
+    p.add_argument("--store", metavar="S",
+                   help="also search the store S with TEXT as the query and show which hits move (the stored "
+                        "vectors stay as they are; only the query is embedded with the parts off); the model "
+                        "is then the store's unless --model is given")
+    p.add_argument("-k", type=int, default=10, help="with --store: the hits compared (default 10)")
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_ablate)
+    p.set_defaults(func=cmd_ablate, model=None)     # None: the store's with --store, else the default
 
     p = sub.add_parser("patch", help="run sentence A with one site's numbers taken from sentence B")
     p.add_argument("a", metavar="A", help="the sentence that runs")
@@ -90,12 +95,21 @@ def cmd_ablate(args) -> int:
     if spec.is_empty:
         raise InputError("nothing to switch off: give --heads, --ffn, --attn-off, --skip-layer, --no-positions, "
                          "--shuffle-positions, --no-scale or --temperature (e.g. encoderscope ablate TEXT --heads 3.5)")
-    backend = get_backend(args.model, args.backend, device=args.device, precision=args.precision)
+    if args.k < 1:
+        raise InputError("-k must be at least 1")
+    backend = get_backend(_ablate_model(args), args.backend, device=args.device, precision=args.precision)
     if args.mean_ablation and not spec.heads:
         raise InputError("--mean-ablation replaces ablated heads: give them with --heads (e.g. --heads 3.5)")
     spec.check(backend.n_layers, backend.n_heads)
     means = mean_head_outputs(backend, effects.sample_corpus()) if args.mean_ablation else None
-    pooling = backend.choose_pooling(args.pooling)
+    ranking = None
+    if args.store:
+        from index.intervene_ranking import ranking_changes
+        if args.pooling and args.pooling != _store_pooling(args.store):
+            raise InputError(f"the store at {args.store} holds {_store_pooling(args.store)}-pooled vectors: "
+                             "leave out --pooling to compare rankings with them")
+        ranking = ranking_changes(args.store, backend, args.text, spec, k=args.k, means=means)
+    pooling = _store_pooling(args.store) if args.store else backend.choose_pooling(args.pooling)
     vec = effects.compare_vector(backend, args.text, spec, pooling, means)
     att = effects.compare_attentions(backend, args.text, spec, means)
     mask = backend.tokenizer.mask_token
@@ -113,6 +127,8 @@ def cmd_ablate(args) -> int:
                "vector_before": _vector(vec.before), "vector_after": _vector(vec.after), "cosine": vec.cosine,
                "attentions_after": np.round(att.after, DIGITS).tolist(),
                "attention_max_change": np.round(changed, DIGITS).tolist()}
+        if ranking is not None:
+            out["ranking"] = {"store": args.store, **ranking.to_dict()}
         if fill is not None:
             out["fill_mask"] = {"before": fill.before.to_dict(), "after": fill.after.to_dict(),
                                 "target": fill.target, "target_before": fill.target_before,
@@ -131,7 +147,60 @@ def cmd_ablate(args) -> int:
             print(f"{'':>{len(str(m_before['position'])) + 9}}after  {show(m_after['predictions'])}")
         if fill.target:
             print(f"p({fill.target}) at the first mask: {fill.target_before:.4f} -> {fill.target_after:.4f}")
+    if ranking is not None:
+        print_ranking(ranking, args.store)
     return 0
+
+
+def _ablate_model(args) -> str:
+    """--model, else with --store the store's model, else the default."""
+    from core.encoder.sources import DEFAULT_MODEL
+    if args.model:
+        return args.model
+    if args.store:
+        from index.corpus import open_corpus
+        store = open_corpus(args.store)
+        if store is not None:
+            try:
+                return store.model_name
+            finally:
+                store.close()
+    return DEFAULT_MODEL
+
+
+def _store_pooling(location) -> str:
+    from index.corpus import open_corpus
+    store = open_corpus(location)
+    if store is None:
+        return "mean"          # ranking_changes refuses the missing store with its fix
+    try:
+        return store.pooling
+    finally:
+        store.close()
+
+
+def print_ranking(r, store) -> None:
+    """The top k after the intervention, each with its place before, and what left the top k."""
+    def place(rank):
+        return f">{r.depth}" if rank is None else str(rank)
+
+    def moved(h):
+        if h.moved is None:
+            return "new" if h.rank_before is None else "out"
+        return "=" if h.moved == 0 else f"{h.moved:+d}"
+
+    print(f"search of {store} (top {r.k}; the stored vectors are the clean model's, only the query is "
+          f"embedded with the parts off; query cosine {r.cosine:.6f}):")
+    if r.unchanged:
+        print(f"  the top {r.k} is unchanged")
+    print(f"  {'after':>5} {'before':>6} {'moved':>5} {'score':>7}  text")
+    for h in r.hits:
+        print(f"  {h.rank_after:>5} {place(h.rank_before):>6} {moved(h):>5} {h.score_after:>7.4f}  {h.text}")
+    if r.left:
+        print(f"  left the top {r.k}:")
+        for h in r.left:
+            print(f"  {place(h.rank_after):>5} {h.rank_before:>6} {moved(h):>5} "
+                  f"{'' if h.score_after is None else f'{h.score_after:.4f}':>7}  {h.text}")
 
 
 def cmd_patch(args) -> int:

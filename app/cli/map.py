@@ -14,7 +14,7 @@ import sys
 
 
 def register(sub) -> None:
-    from app.cli.store import add_store_option
+    from app.cli.options import add_store_option
     from index.corpus_map import DEFAULT_CLUSTERS, DEFAULT_SEED
     from index.map_projection import METHODS
 

@@ -6,9 +6,9 @@ import argparse
 import json
 import sys
 
-from core.encoder.names import BACKENDS, POOLINGS, PRECISION_CHOICES
 from core.encoder.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
 from core.errors import EncoderscopeError
+from core.names import BACKENDS, POOLINGS, PRECISION_CHOICES
 
 
 def add_model_options(p: argparse.ArgumentParser, pooling: bool = True, store_default: str | None = None):
@@ -147,3 +147,26 @@ def add_index_option(p: argparse.ArgumentParser, what: str = "a new store") -> N
                    help=f"index kind of {what}: exact (flat), approximate (hnsw, ivf), 8-bit "
                         "quantised (sq8) or auto (FAISS: exact, ivf from 200k sentences; Milvus Lite "
                         "FLAT; Milvus server HNSW; default)")
+
+
+def add_store_option(p):
+    p.add_argument("--store", metavar="STORE", default=None,
+                   help="a store folder (FAISS), milvus-lite:FOLDER (embedded Milvus Lite) or "
+                        "http(s)://HOST:PORT[/DB][?collection=NAME] (a Milvus server; token from "
+                        "$ENCODERSCOPE_MILVUS_TOKEN). Default: $ENCODERSCOPE_STORE, else the "
+                        "user data folder, e.g. ~/.local/share/encoderscope/stores/default")
+
+
+def store_location(args):
+    """The --store location (index.locations; None: the default store)."""
+    from index.locations import parse_location
+    return parse_location(args.store)
+
+
+def backend_for(args, model):
+    """`model` on the command's --backend (the from-scratch encoder when not given), --device
+    and --precision."""
+    from core.encoder.backends import get_backend
+    return get_backend(model, getattr(args, "backend", "scratch") or "scratch",
+                       device=getattr(args, "device", None),
+                       precision=getattr(args, "precision", None))

@@ -53,6 +53,8 @@ def _mismatch_commands(error, args) -> str:
         files = " ".join(shlex.quote(f) for f in getattr(args, "files", None) or ["FILE"])
         model = shlex.quote(str(error.other_model))
         return f": `encoderscope ingest {files} --whiten --model {model} --store NEW_STORE`"
+    if command == "ablate" and given:
+        return f": leave out {given}" + (f", or re-embed the store first by {rebuild}" if rebuild else "")
     if command == "ingest" and given:
         if not rebuild:
             return f" (run the same ingest command without {given}, or ingest into a new --store with --whiten)"
@@ -62,7 +64,7 @@ def _mismatch_commands(error, args) -> str:
 
 def encoding_hint() -> str:
     """The command line's way out of a file that is not UTF-8 (tests run it)."""
-    from core.readers import OTHER_ENCODING
+    from core.text_file import OTHER_ENCODING
     first, *more = OTHER_ENCODING["choices"]
     return f"if the file is in another encoding, add --encoding {first} (or {', '.join(more)})"
 
@@ -83,4 +85,18 @@ def _fix_worded(fix: dict | None) -> str:
         return " (--clusters)"
     if kind == "whiten_again":
         return ": `encoderscope ingest FILE --whiten --store NEW_STORE`"
+    if kind == "settings":
+        return f" ({_flags(fix['settings'], ', ')})"
+    if kind == "train":
+        return f": `encoderscope train {_flags(fix['settings'])} --corpus FILE --out DIR`, then --model DIR"
+    if kind == "resume":
+        return f" with `encoderscope train --resume {shlex.quote(str(fix['out']))}`"
+    if kind == "reembed":
+        return " (`encoderscope ingest --rebuild`)"
     return ""
+
+
+def _flags(settings: dict, sep: str = " ") -> str:
+    """{"precision": "fp32", "lr": None} -> "--precision fp32, --lr" (None: the option alone)."""
+    return sep.join(f"--{name.replace('_', '-')}" + (f" {value}" if value is not None else "")
+                    for name, value in settings.items())

@@ -27,7 +27,7 @@ EXIT_INTERRUPTED = 130
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    from core.encoder.names import ATTENTIONS, POOLINGS
+    from core.names import ATTENTIONS, POOLINGS
     from core.train.config import OBJECTIVES, TrainConfig
 
     d = TrainConfig()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl
-from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
+from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
@@ -19,10 +19,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui import panel_state
-from app.gui.about import show_about
 from app.gui.corpus_service import SAMPLE_STORE, CorpusService
 from app.gui.inspect_bar import InspectBar
 from app.gui.logs import log, log_dir, setup_logging
+from app.gui.menus import build_menus
 from app.gui.model_bar import ModelBar
 from app.gui.panel_tabs import LazyPanels, plain_holder, put_in_holder, scroll_holder
 from app.gui.panels.corpus.panel import CorpusPanel
@@ -35,12 +35,7 @@ from app.gui.widgets.wheel_guard import WheelGuard
 from index.locations import LOCATION_ENV
 
 TITLE = "Encoderscope"
-PRECISION_MENU = [
-    ("auto", "&Auto (bf16 where the CPU/GPU has it natively)",
-     "bf16 where it is native and the model's bf16 vectors keep cosine >= 0.9999 with fp32"),
-    ("fp32", "&fp32", "Full precision: the reference numbers"),
-    ("bf16", "&bf16", "Faster on CPUs with AVX512-BF16/AMX and on GPUs; slower where emulated"),
-]
+
 
 
 # The panels built when first needed (app/gui/panel_tabs.py): each imports pyqtgraph, so its module is
@@ -60,6 +55,11 @@ def _fillmask_panel(state):
     return FillMaskPanel(state)
 
 
+def _intervene_panel(state):
+    from app.gui.panels.intervene.panel import InterventionPanel
+    return InterventionPanel(state)
+
+
 def _train_panel(state):
     from app.gui.panels.train.lab import TrainLab  # the Train tab: Run, Runs, Experiments pages
     return TrainLab(state)
@@ -71,7 +71,7 @@ def _map_panel(state):
 
 
 OPTIONAL_PANELS = {"Attention": _attention_panel, "Step by step": _walkthrough_panel,
-                   "Fill-mask": _fillmask_panel, "Train": _train_panel}
+                   "Fill-mask": _fillmask_panel, "Intervene": _intervene_panel, "Train": _train_panel}
 MAP_PANEL = {"Map": _map_panel}
 PREBUILD_DELAY_MS = 1500   # after the corpus model loaded, build the unbuilt panels one at a time
 
@@ -114,8 +114,9 @@ class MainWindow(QMainWindow):
             # the training lab fits the window (its settings scroll on their own, its plots take
             # the height left); in a scrolling tab its plots' natural heights made the page taller
             # than the window, the newest part of a curve and Start below the fold
-            self._panel_tabs[title] = (plain_holder(f"{panel_object_name(title)}_tab") if title == "Train"
-                                       else scroll_holder(f"{panel_object_name(title)}_scroll"))
+            name = panel_object_name(title)
+            self._panel_tabs[title] = (plain_holder(f"{name}_tab") if title in ("Train", "Intervene")
+                                       else scroll_holder(f"{name}_scroll"))
             self.tabs.addTab(self._panel_tabs[title], title)
         # ---- corpus map: the Map tab follows the search and feeds it back ----
         self._panel_tabs["Map"] = plain_holder("map_tab")
@@ -130,7 +131,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.tabs)
 
         self._build_status_bar()
-        self._build_menus()
+        build_menus(self)
 
         self.state.status.connect(lambda m: self.status_message.show_message(m, 12000))
         self.state.error.connect(self.show_error)
@@ -162,72 +163,6 @@ class MainWindow(QMainWindow):
         bar.addPermanentWidget(self.count_label)
         bar.addPermanentWidget(self.model_label)
         bar.addPermanentWidget(self.device_label)
-
-    def _action(self, menu, text, slot, shortcut=None, tip=""):
-        act = QAction(text, self)
-        if shortcut:
-            act.setShortcut(QKeySequence(shortcut))
-        if tip:
-            act.setStatusTip(tip)
-        act.triggered.connect(slot)
-        menu.addAction(act)
-        return act
-
-    def _build_menus(self):
-        mb = self.menuBar()
-        file_menu = mb.addMenu("&File")
-        self._action(file_menu, "&Open corpus folder…", self.open_corpus_dialog, "Ctrl+Shift+O",
-                     "Open a corpus folder; an empty folder becomes a new, empty corpus")
-        self._action(file_menu, "Open corpus &location…", self.open_location_dialog, "Ctrl+L",
-                     "Open a folder, an embedded Milvus Lite store or a Milvus server by address")
-        self._action(file_menu, "Open the &sample corpus", self.open_sample)
-        file_menu.addSeparator()
-        self.import_action = self._action(file_menu, "&Import sentences…", self.corpus_panel.import_dialog,
-                                          QKeySequence.StandardKey.Open, "Import a .txt, .csv or .jsonl file")
-        self._action(file_menu, "&Paste sentences", self.corpus_panel.paste_lines, "Ctrl+Shift+V",
-                     "Add every line on the clipboard")
-        file_menu.addSeparator()
-        self._action(file_menu, "Open &log folder", self.open_log_folder)
-        file_menu.addSeparator()
-        self._action(file_menu, "&Quit", self.close, "Ctrl+Q")
-
-        edit_menu = mb.addMenu("&Edit")
-        self._action(edit_menu, "&Find in search", self.focus_search, QKeySequence.StandardKey.Find)
-        self._action(edit_menu, "&Add a sentence", self.focus_add, "Ctrl+N")
-        self.delete_action = self._action(edit_menu, "&Delete selected sentences", self.delete_selected,
-                                          QKeySequence.StandardKey.Delete)
-        self.undo_delete_action = self._action(
-            edit_menu, "&Undo delete", self.service.undo_delete, QKeySequence.StandardKey.Undo,
-            "Add the sentences of the last delete back (embedded again with the corpus model)")
-        self.delete_action.setEnabled(False)
-        self.undo_delete_action.setEnabled(False)
-        self.corpus_panel.selection_changed.connect(lambda n: self.delete_action.setEnabled(n > 0))
-        self.service.undo_changed.connect(self._on_undo_changed)
-
-        model_menu = mb.addMenu("&Model")
-        self._action(model_menu, "&Re-embed the corpus with the current model", self.corpus_panel.reembed,
-                     "Ctrl+R")
-        self._action(model_menu, "&Cancel the running job", self.job_progress.cancel_current, "Esc")
-        model_menu.addSeparator()
-        precision_menu = model_menu.addMenu("&Precision")
-        group = QActionGroup(self)
-        self.precision_actions = {}
-        for key, text, tip in PRECISION_MENU:
-            act = self._action(precision_menu, text, lambda _=False, k=key: self.set_precision(k), tip=tip)
-            act.setCheckable(True)
-            act.setChecked(key == self.state.choice.precision)
-            group.addAction(act)
-            self.precision_actions[key] = act
-
-        view_menu = mb.addMenu("&View")
-        for i in range(self.tabs.count()):
-            self._action(view_menu, self.tabs.tabText(i), lambda _=False, i=i: self.tabs.setCurrentIndex(i),
-                         f"Ctrl+{i + 1}")
-
-        help_menu = mb.addMenu("&Help")
-        self._action(help_menu, "&Start here (a five-minute tour)", self.show_tour, tip="Which tab first, and a "
-                     "path through Search, Attention, Step by step, Why and Fill-mask")
-        self._action(help_menu, "&About Encoderscope", lambda: show_about(self, self.state), "F1")
 
     # ---- Start here (app/gui/tour.py) ---------------------------------------------------------------
     def show_tour(self):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QSizePolicy, QToolBar, QToolButton, QWidget
 
-from app.gui.state import BACKEND_LABELS, ModelChoice
+from app.gui.choice_labels import BACKEND_LABELS
+from app.gui.state import ModelChoice
 from app.gui.widgets.model_choice import (
     DEVICE_LABELS,
     POOLING_LABELS,
@@ -14,8 +15,8 @@ from app.gui.widgets.model_choice import (
     add_trained_checkpoints,
     offered_devices,
 )
-from core.encoder.names import BACKENDS, POOLINGS
 from core.encoder.sources import DEFAULT_MODEL
+from core.names import BACKENDS, POOLINGS
 
 
 class ModelBar(QToolBar):

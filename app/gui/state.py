@@ -44,12 +44,10 @@ from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QObject, Signal
 
+from app.gui.choice_labels import BACKEND_LABELS
 from app.gui.logs import log
 from app.gui.workers import Job, JobRunner
 from core.encoder.sources import DEFAULT_MODEL
-
-# What the model bar shows for each of core.encoder.names.BACKENDS.
-BACKEND_LABELS = {"scratch": "From-scratch encoder", "hf": "Hugging Face transformers"}
 
 
 @dataclass(frozen=True)

@@ -1,99 +1,36 @@
 """Help → Start here: a five-minute tour of the app, shown on first launch until dismissed.
 
-A small panel floats over the window's bottom-right corner (not a dialog: the app stays usable
-underneath, so the learner does each stop's task for real). Each stop brings its tab forward
-and rings the widget to use; Back / Next walk the path search → attention → step by step →
-why → fill-mask. "Don't show this again" is kept in the settings (``tour/dont_show``); the
-Help menu opens the tour whatever it says.
+A small panel floats over the window (not a dialog: the app stays usable underneath, so the
+learner does each stop's task for real), where it hides none of what the stop names
+(tour_place.py). Each stop (tour_stops.py) brings its tab forward, rings the widget to use and
+may offer buttons; Back / Next walk the path search → attention → step by step → why →
+fill-mask → map. A window opened during the tour is fitted beside the panel. "Don't show this
+again" is kept in the settings (``tour/dont_show``); the Help menu opens the tour whatever it says.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
-from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import (
-    QAbstractButton,
     QCheckBox,
+    QDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
-    QLineEdit,
     QPushButton,
     QScrollArea,
     QVBoxLayout,
     QWidget,
 )
 
+from app.gui import tour_place
+from app.gui.tour_stops import STOPS, TourStop
+
+__all__ = ["DONT_SHOW_KEY", "STOPS", "Highlight", "Tour", "TourStop", "should_show_at_start"]
+
 DONT_SHOW_KEY = "tour/dont_show"
 RING = QColor("#ff8c00")          # the highlight's colour: visible on white and on heatmaps
 RING_WIDTH = 3
-TARGET_WEIGHT = 4                 # hiding a pixel of the ringed widget costs as much as 4 of a button
-MARGIN = 12                       # the panel's distance from the window's edges
-
-
-@dataclass(frozen=True)
-class TourStop:
-    tab: str                                   # the tab this stop shows
-    title: str                                 # the stop's heading
-    text: str                                  # what to look at and what to do (rich text)
-    target: Callable[[QWidget], QWidget | None]  # main window -> the widget to ring (None: none)
-
-
-def _panel(window, title):
-    return window.optional_panels[title] if title in window.optional_panels else None
-
-
-def _attr(getter, name):
-    def find(window):
-        owner = getter(window)
-        return getattr(owner, name, None) if owner is not None else None
-    return find
-
-
-def _fillmask_target(panel):
-    """The sentence box; when the model has no masked-language head, the page that says so."""
-    if panel is None:
-        return None
-    return panel.text_edit if panel.pages.currentIndex() == 0 else panel.pages.currentWidget()
-
-
-STOPS = (
-    TourStop("Search", "Start here: Search",
-             "Encoderscope turns sentences into vectors and finds the nearest ones. Start with "
-             "<b>Search</b>: the sample corpus is open (576 sentences). Type a query in the ringed "
-             "box, for example <i>a cat sleeping in the sun</i>: the hits and their cosine scores "
-             "appear as you type.",
-             _attr(lambda w: w.search_panel, "query")),
-    TourStop("Attention", "Attention: who looks at whom",
-             "Each head of each layer decides how much every token reads from every other token. "
-             "Type a sentence in the <b>Text</b> box and press Enter, then hover a cell of the "
-             "ringed map: row = the token reading, column = the token read. Try the "
-             "<b>All heads</b> view and the Up/Down, Left/Right keys.",
-             _attr(lambda w: _panel(w, "Attention"), "heatmap")),
-    TourStop("Step by step", "Step by step: inside the encoder",
-             "The same sentence, one operation at a time: embeddings, Q, K, V, scores, softmax, "
-             "the feed-forward network, pooling. Each step shows its formula, its real numbers and "
-             "a badge proving they are the model's. Click a block of the ringed architecture map "
-             "(or a step in its <b>List</b> tab), or use <b>Next ▶</b> (Alt+Right).",
-             _attr(lambda w: _panel(w, "Step by step"), "left_tabs")),
-    TourStop("Search", "Why: a hit explained",
-             "Back in Search: select a hit and press the ringed <b>Why?</b> button. The score is "
-             "split exactly over pairs of query and hit tokens: which words made it a match.",
-             _attr(lambda w: w.search_panel, "why_button")),
-    TourStop("Fill-mask", "Fill-mask: what the model expects",
-             "Write a sentence with <b>[MASK]</b> where a word is missing, e.g. <i>The cat sat on "
-             "the [MASK].</i>: the model's top guesses and their probabilities. It needs a model "
-             "with a masked-language head: when the tab says the model has none, choose one in the "
-             "<b>Inspect with</b> bar.",
-             lambda w: _fillmask_target(_panel(w, "Fill-mask"))),
-    TourStop("Map", "And then",
-             "The <b>Map</b> draws the whole corpus in 2-D, clustered; <b>Train</b> trains the "
-             "from-scratch encoder; <b>Step by step → Export notebook…</b> writes all of it as a "
-             "NumPy notebook to hand out. This tour stays in <b>Help → Start here</b>.",
-             lambda w: None),
-)
 
 
 class Highlight(QWidget):
@@ -132,7 +69,8 @@ class Highlight(QWidget):
 
 
 class Tour(QFrame):
-    """The tour's floating panel: a stop's text, Back / Next / Close, "Don't show this again"."""
+    """The tour's floating panel: a stop's text, its offers, Back / Next / Close, "Don't show
+    this again"."""
 
     stop_changed = Signal(int)       # the index of the stop now shown
     closed = Signal()
@@ -143,18 +81,27 @@ class Tour(QFrame):
         self.settings = settings
         self.stops = stops
         self.index = 0
+        self.stop: TourStop | None = None       # the stop shown: stops[index], or a detour from it
         self.setObjectName("tour")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setAutoFillBackground(True)
         self.setStyleSheet("#tour { background: #fffaf0; border: 2px solid #ff8c00; border-radius: 8px; }")
         self.setFixedWidth(380)
         self.highlight = Highlight(window)
+        self.action_buttons: list[QPushButton] = []
+        self._placed_for = ""                   # what the panel's place was last chosen for
         self._build()
         self.hide()
         # the ring and the panel follow the window's size and the target's moves (layouts settle late)
         self._follow = QTimer(self, interval=300)
         self._follow.timeout.connect(self._place)
         window.installEventFilter(self)
+        for child in window.children():         # windows made before the tour, shown during it
+            if isinstance(child, QDialog):
+                child.installEventFilter(self)
+        inspect_changed = getattr(window.state, "inspect_backend_changed", None)
+        if inspect_changed is not None:          # the fill-mask stop's words depend on the model
+            inspect_changed.connect(lambda _b: self.refresh())
 
     def _build(self) -> None:
         layout = QVBoxLayout(self)
@@ -165,6 +112,7 @@ class Tour(QFrame):
         self.body.setObjectName("tour_body")
         self.body.setWordWrap(True)
         self.body.setTextFormat(Qt.TextFormat.RichText)
+        self.offers = QHBoxLayout()               # the stop's own buttons (e.g. Train one in the lab)
         self.counter = QLabel()
         self.dont_show = QCheckBox("Don't show this again at start-up")
         self.dont_show.setObjectName("tour_dont_show")
@@ -182,6 +130,7 @@ class Tour(QFrame):
             row.addWidget(b)
         for w in (self.heading, self.body):
             layout.addWidget(w)
+        layout.addLayout(self.offers)
         layout.addLayout(row)
         layout.addWidget(self.dont_show)
 
@@ -194,20 +143,47 @@ class Tour(QFrame):
 
     def go(self, index: int) -> None:
         self.index = max(0, min(index, len(self.stops) - 1))
-        stop = self.stops[self.index]
-        self.window_.show_panel(stop.tab)
+        self._show_stop(self.stops[self.index])
+
+    def detour(self, stop: TourStop) -> None:
+        """Show ``stop`` in place of the current one (an offer's next step): Back returns to the
+        current stop, Next goes on from it."""
+        self._show_stop(stop, detour=True)
+
+    def refresh(self) -> None:
+        """Say the current stop again (its words and offers depend on the inspected model)."""
+        if self.isVisible() and self.stop is self.stops[self.index]:
+            self._show_stop(self.stop, switch_tab=False)
+
+    def _show_stop(self, stop: TourStop, detour: bool = False, switch_tab: bool = True) -> None:
+        self.stop = stop
+        if switch_tab:
+            self.window_.show_panel(stop.tab)
         target = stop.target(self.window_)
         if target is not None:
             _scroll_to(target)
         self.heading.setText(stop.title)
-        self.body.setText(stop.text)
+        self.body.setText(stop.text(self.window_) if callable(stop.text) else stop.text)
+        self._set_offers(stop.actions(self.window_))
         self.counter.setText(f"{self.index + 1} of {len(self.stops)}")
-        self.back_button.setEnabled(self.index > 0)
+        self.back_button.setEnabled(self.index > 0 or detour)
         last = self.index == len(self.stops) - 1
         self.next_button.setText("Done" if last else "Next ▶")
         self.highlight.follow(target)
         self._place()
         self.stop_changed.emit(self.index)
+
+    def _set_offers(self, actions) -> None:
+        for b in self.action_buttons:
+            self.offers.removeWidget(b)
+            b.deleteLater()
+        self.action_buttons = []
+        for label, act in actions:
+            b = QPushButton(label)
+            b.setObjectName("tour_offer")
+            b.clicked.connect(lambda _=False, a=act: a(self))
+            self.offers.addWidget(b)
+            self.action_buttons.append(b)
 
     def next(self) -> None:
         if self.index == len(self.stops) - 1:
@@ -216,7 +192,7 @@ class Tour(QFrame):
             self.go(self.index + 1)
 
     def back(self) -> None:
-        self.go(self.index - 1)
+        self.go(self.index if self.stop is not self.stops[self.index] else self.index - 1)
 
     def dismiss(self) -> None:
         self._follow.stop()
@@ -228,42 +204,59 @@ class Tour(QFrame):
         self.settings.setValue(DONT_SHOW_KEY, on)
         self.settings.sync()
 
-    # ---- placing --------------------------------------------------------------------------------
+    # ---- placing (tour_place.py) -------------------------------------------------------------------
+    def named_rects(self) -> list[QRect]:
+        """Where the widgets the current stop names are, in the window's coordinates."""
+        if self.stop is None:
+            return []
+        rects = [tour_place.window_rect(self.window_, n) for n in self.stop.named(self.window_) if n.isVisible()]
+        return [r for r in rects if not r.isEmpty()]
+
     def _place(self) -> None:
         if not self.isVisible():
             return
-        self.adjustSize()
-        self.move(self._best_place())
-        self.raise_()
-        self.highlight.update_place()
-
-    def _best_place(self) -> QPoint:
-        """The corner or side where the panel hides least of the ringed widget and of the tab's
-        buttons and text boxes (bottom-right when nothing is in the way)."""
+        fitted = self.heightForWidth(self.width())     # the wrapped text's own height, no gaps
+        if fitted > 0:
+            self.resize(self.width(), fitted)
+        else:
+            self.adjustSize()
         w = self.window_
         tabs = w.tabs.geometry()
-        top = tabs.top() + w.tabs.tabBar().height() + MARGIN
-        bottom = tabs.bottom() - self.height() - MARGIN
-        left, right = tabs.left() + MARGIN, tabs.right() - self.width() - MARGIN
-        middle = (top + bottom) // 2
-        places = [QPoint(right, bottom), QPoint(left, bottom), QPoint(right, middle), QPoint(left, middle),
-                  QPoint(right, top), QPoint(left, top)]
-        # (rect, weight): hiding the ringed widget costs more than hiding a button
-        avoid = [(self.highlight.geometry(), TARGET_WEIGHT)] if self.highlight.isVisible() else []
+        area = QRect(tabs.left(), tabs.top() + w.tabs.tabBar().height(), tabs.width(),
+                     tabs.height() - w.tabs.tabBar().height())
         page = w.tabs.currentWidget()
-        if page is not None:
-            avoid += [(QRect(c.mapTo(w, c.rect().topLeft()), c.size()), 1)
-                      for c in page.findChildren(QAbstractButton) + page.findChildren(QLineEdit)
-                      if c.isVisible()]
+        target = self.stop.target(w) if self.stop is not None else None
+        if target is not self.highlight.target:     # the stop's widget changed (fill-mask's page)
+            self.highlight.target = target
+        self.highlight.update_place()
+        ring = self.highlight.geometry() if self.highlight.isVisible() else None
+        inputs = (area, self.size(), tour_place.other_windows(w, self), self.named_rects(),
+                  tour_place.controls_in(page, w) if page is not None else [], ring,
+                  tour_place.views_in(page, w) if page is not None else [])
+        key = repr((self.pos(), inputs))
+        if key != self._placed_for:          # the follow timer ticks often; the search runs on a change
+            place = tour_place.best_place(inputs[0], inputs[1], self.pos(), *inputs[2:])
+            if place != self.pos():
+                self.move(place)
+            self._placed_for = repr((self.pos(), inputs))
+        self.raise_()
 
-        def hidden(point: QPoint) -> int:
-            rect = QRect(point, self.size())
-            return sum(weight * r.intersected(rect).width() * r.intersected(rect).height() for r, weight in avoid)
-        return min(places, key=hidden)      # the first of equals: the order above
+    def _fit_beside(self, dialog: QWidget) -> None:
+        if self.isVisible() and dialog.isVisible():
+            tour_place.fit_beside(self.window_, self, dialog)
+            self._place()
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:
-        if event.type() in (QEvent.Type.Resize, QEvent.Type.LayoutRequest):
-            self._place()
+        kind = event.type()
+        if obj is self.window_:
+            if kind == QEvent.Type.ChildAdded and event.child().isWidgetType():
+                event.child().installEventFilter(self)    # a window made now is filtered when shown
+            elif kind in (QEvent.Type.Resize, QEvent.Type.LayoutRequest):
+                self._place()
+        elif (kind == QEvent.Type.Show and self.isVisible() and isinstance(obj, QDialog)
+              and obj.isWindow() and not obj.isModal()):
+            # once the dialog has placed itself (QDialog centres in its showEvent): beside the panel
+            QTimer.singleShot(0, lambda d=obj: self._fit_beside(d))
         return False
 
 

@@ -22,7 +22,7 @@ from core.encoder.model import EncoderConfig
 from core.encoder.sources import CHECKPOINT_MARKER, read_json
 from core.encoder.transformers_import import from_transformers
 from core.encoder.weights import ATTENTION_POOLING_KEYS, CHECKPOINT_FORMAT, MLM_HEAD_KEYS, read_state_dict
-from core.errors import ModelUnavailable
+from core.errors import ModelUnavailable, settings_fix
 
 HF_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh"}
 
@@ -69,13 +69,11 @@ def transformers_layout(cfg: EncoderConfig) -> str:
         raise ModelUnavailable(
             "this checkpoint uses a causal attention mask, which transformers' DistilBERT does not "
             "have (BERT has one, as a decoder, but only checkpoints with token types map to it): run "
-            "it with the from-scratch encoder (--backend scratch; in the app: Encoder → "
-            "From-scratch encoder)")
+            "it with the from-scratch encoder", fix=settings_fix(backend="scratch"))
     if why:
         raise ModelUnavailable(
             f"this checkpoint uses {why}, which transformers' DistilBERT and BERT do not have: "
-            "run it with the from-scratch encoder (--backend scratch; in the app: Encoder → "
-            "From-scratch encoder)")
+            "run it with the from-scratch encoder", fix=settings_fix(backend="scratch"))
     return "bert" if cfg.type_vocab_size else "distilbert"
 
 

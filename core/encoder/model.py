@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.encoder.kernels import Linear
-from core.encoder.names import ATTENTIONS, POOLINGS
+from core.names import ATTENTIONS, POOLINGS
 
 
 @dataclass

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from core.encoder.names import POOLINGS
+from core.names import POOLINGS
 
 
 class NoPoolingQuery(ValueError):

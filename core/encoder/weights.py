@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 from core.atomic import readable_as_umask_allows
 from core.encoder.model import Encoder, EncoderConfig, EncoderForMaskedLM, sinusoidal_table
 from core.encoder.sources import CHECKPOINT_MARKER, read_json
-from core.errors import ModelUnavailable
+from core.errors import ModelUnavailable, settings_fix
 
 CHECKPOINT_FORMAT = "encoderscope-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -83,7 +83,8 @@ def _config_from_hf(cfg: dict) -> tuple[EncoderConfig, str]:
     if kind == "bert":
         if cfg.get("position_embedding_type", "absolute") != "absolute":
             raise ModelUnavailable(f"BERT with {cfg['position_embedding_type']!r} positions is not supported "
-                                   "by the from-scratch encoder; use --backend hf")
+                                   "by the from-scratch encoder; run it with the transformers encoder",
+                                   fix=settings_fix(backend="hf"))
         return EncoderConfig(
             vocab_size=cfg["vocab_size"], max_position_embeddings=cfg.get("max_position_embeddings", 512),
             dim=cfg["hidden_size"], n_layers=cfg["num_hidden_layers"], n_heads=cfg["num_attention_heads"],
@@ -94,7 +95,8 @@ def _config_from_hf(cfg: dict) -> tuple[EncoderConfig, str]:
             layer_norm_eps=cfg.get("layer_norm_eps", 1e-12), pad_token_id=cfg.get("pad_token_id") or 0,
         ), "bert"
     raise ModelUnavailable(f"model type {kind!r} is not supported by the from-scratch encoder "
-                           "(it reads DistilBERT and BERT layouts); try --backend hf")
+                           "(it reads DistilBERT and BERT layouts); try the transformers encoder",
+                           fix=settings_fix(backend="hf"))
 
 
 def _activation(name: str) -> str:
@@ -219,7 +221,7 @@ def build_model(cfg: EncoderConfig, state: dict[str, torch.Tensor] | None, mlm_h
             raise WeightsError(f"the weights {where} have an output projection (vocab_projector / "
                                "cls.predictions.decoder) that is not tied to the word embeddings; "
                                "the encoder's MLM head ties them, so these weights cannot be loaded "
-                               "into it (try --backend hf)")
+                               "into it (try the transformers encoder)", fix=settings_fix(backend="hf"))
     if cfg.positions == "sinusoidal":
         # Fixed encodings: our table is the closed form whatever the checkpoint stored.
         key = ("distilbert." if mlm_head else "") + "embeddings.position_embeddings.weight"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.errors import InputError
+from core.errors import InputError, settings_fix
 from core.evaluate.metrics import Anisotropy, anisotropy, pair_cosines, pearson, spearman
 from core.evaluate.whitening import Whitening, fit_whitening
 from core.readers import TABLE_SUFFIXES, BadLine, read_table
@@ -73,17 +73,26 @@ def _column_names(columns, wanted: int, flag_example: str) -> list | None:
         return None
     names = [c.strip() for c in (columns.split(",") if isinstance(columns, str) else columns)]
     if len(names) != wanted or not all(names):
-        raise InputError(f"--columns takes {wanted} column names separated by commas, e.g. {flag_example}")
+        raise InputError(f"the columns are {wanted} names separated by commas, e.g. {flag_example}",
+                         fix=settings_fix(columns=None))
     return names
 
 
-def _find(names: list, candidates, what: str, src: str, remedy: str = "name them with --columns") -> int:
+def _find(names: list, candidates, what: str, src: str, remedy: str | None = None, example: str = "") -> int:
     lower = [n.lower() for n in names]
     for c in candidates:
         if c in lower:
             return lower.index(c)
-    raise InputError(f"{src}: no {what} column (looked for {', '.join(candidates)}; it has "
-                     f"{', '.join(names) or 'none'}); {remedy}")
+    raise _unnamed(f"{src}: no {what} column (looked for {', '.join(candidates)}; it has "
+                   f"{', '.join(names) or 'none'})", remedy, example)
+
+
+def _unnamed(message: str, remedy: str | None, example: str) -> InputError:
+    """Columns not found by their usual names: the caller's remedy, or naming them (the
+    columns setting, e.g. `example`)."""
+    if remedy is not None:
+        return InputError(f"{message}; {remedy}")
+    return InputError(f"{message}; name them", fix=settings_fix(columns=example or None))
 
 
 def _indices(names: list, chosen: list | None, src: str, finders) -> list[int]:
@@ -115,27 +124,28 @@ def _fields(src: str, line: int, row, idx: list[int], names: list) -> list[str]:
     return values
 
 
-def _pair_columns(names: list, src: str, remedy: str) -> list[int]:
+def _pair_columns(names: list, src: str, remedy: str | None) -> list[int]:
     lower = [n.lower() for n in names]
     for a, b in PAIR_COLUMNS:
         if a in lower and b in lower:
             return [lower.index(a), lower.index(b)]
-    raise InputError(f"{src}: no sentence columns (looked for "
-                     f"{', '.join('/'.join(p) for p in PAIR_COLUMNS)}; it has {', '.join(names) or 'none'}); "
-                     f"{remedy}")
+    raise _unnamed(f"{src}: no sentence columns (looked for "
+                   f"{', '.join('/'.join(p) for p in PAIR_COLUMNS)}; it has {', '.join(names) or 'none'})",
+                   remedy, PAIRS_EXAMPLE)
 
 
-COLUMNS_REMEDY = "name them with --columns A,B,SCORE"
+PAIRS_EXAMPLE = "A,B,SCORE"
 
 
-def read_scored_pairs(path, columns=None, encoding: str | None = None, remedy: str = COLUMNS_REMEDY) -> ScoredPairs:
+def read_scored_pairs(path, columns=None, encoding: str | None = None, remedy: str | None = None) -> ScoredPairs:
     """The pairs of a .tsv/.csv file with two sentence columns and a numeric score column.
-    ``remedy``: what a message about unnamed columns tells the user to do (a caller without
-    --columns words its own)."""
+    ``remedy``: what a message about unnamed columns tells the user to do (None: name them,
+    as a fix the front ends word; a caller that cannot name columns words its own)."""
     src, names, rows = _rows(path, encoding)
     chosen = _column_names(columns, 3, "a,b,score")
     if chosen is None:
-        idx = _pair_columns(names, src, remedy) + [_find(names, SCORE_COLUMNS, "score", src, remedy)]
+        idx = _pair_columns(names, src, remedy) + [_find(names, SCORE_COLUMNS, "score", src, remedy,
+                                                         PAIRS_EXAMPLE)]
     else:
         idx = _indices(names, chosen, src, ())
     a, b, scores = [], [], []

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import torch
 
 from core.encoder.model import Encoder
-from core.errors import InputError
+from core.errors import InputError, settings_fix
 from core.intervene.spec import Intervention, Site, shuffled_positions
 
 
@@ -28,7 +28,7 @@ def encoder_of(model) -> Encoder:
     if isinstance(inner, Encoder):
         return inner
     raise InputError("interventions run on Encoderscope's own encoder: load the model with "
-                     "--backend scratch (the default)")
+                     "the from-scratch encoder (the default)", fix=settings_fix(backend="scratch"))
 
 
 @contextmanager

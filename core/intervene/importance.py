@@ -79,8 +79,8 @@ class _Measure:
         elif metric == "mlm":
             if not getattr(backend, "has_mlm", False):
                 raise NoMLMHead(f"{backend.model_name} has no masked-LM head, so the mlm metric cannot be measured: "
-                                "choose --metric spearman or recall, or a model with one (encoderscope train "
-                                "--init minilm --objective mlm --corpus FILE --out DIR, then --model DIR)")
+                                "choose the spearman or recall metric, or a model with one",
+                                fix={"kind": "train_mlm", "init": "minilm"})
             texts = sample_corpus()
         else:
             raise InputError(f"the metric is one of {', '.join(METRICS)}, not {metric!r}")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import json
-import shlex
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import torch
 
 from core.encoder.sources import CHECKPOINT_MARKER
-from core.errors import EncoderscopeError, InputError
+from core.errors import EncoderscopeError, InputError, settings_fix
 
 STATE_JSON = "trainer_state.json"
 STATE_TENSORS = "trainer_state.safetensors"
@@ -32,7 +31,7 @@ def read_trainer_state(folder: Path) -> dict:
         what = "a model folder without training state" if (folder / CHECKPOINT_MARKER).is_file() \
             else "not a training checkpoint"
         raise InputError(f"cannot resume from {folder}: it is {what} (no {STATE_JSON}); "
-                         "use --init FOLDER to start a new run from its weights")
+                         "start a new run from its weights instead", fix=settings_fix(init=str(folder)))
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -44,12 +43,13 @@ class OutputWriteFailed(EncoderscopeError):
     I/O error. What was saved before is kept."""
 
 
-def after_write_failure(out: Path) -> str:
-    """What to do once space is freed: continue from the checkpoint kept, or start again."""
+def after_write_failure(out: Path) -> tuple[str, dict | None]:
+    """What to do once space is freed, and its fix: continue from the checkpoint kept (resume
+    the run in `out`), or start again."""
     if (Path(out) / CHECKPOINT_MARKER).is_file():
-        return (f"it holds the last checkpoint; free some space and continue from it with "
-                f"`encoderscope train --resume {shlex.quote(str(out))}`")
-    return "free some space and run the same command again"
+        return ("it holds the last checkpoint; free some space and continue from it",
+                {"kind": "resume", "out": str(out)})
+    return "free some space and run the same command again", None
 
 
 def write_reason(e: Exception) -> str:
@@ -103,9 +103,10 @@ def atomic_folder(out: Path, write: Callable[[Path], None]) -> Path:
             raise
         failed = _newest_file(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
+        advice, fix = after_write_failure(out)
         raise OutputWriteFailed(
             f"could not write the checkpoint {out / failed.name if failed else out}: "
-            f"{write_reason(e)}; {out} is unchanged: {after_write_failure(out)}") from None
+            f"{write_reason(e)}; {out} is unchanged: {advice}", fix=fix) from None
     if out.exists():
         out.rename(old)          # from here until the next line, recover() can undo it
     tmp.rename(out)

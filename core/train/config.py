@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from core.encoder.names import ATTENTIONS, POOLINGS
-from core.errors import InputError
+from core.errors import InputError, settings_fix
+from core.names import ATTENTIONS, POOLINGS
 
 OBJECTIVES = ("mlm", "simcse", "mlm+simcse", "clm")
 LM_HEAD_OBJECTIVES = ("mlm", "mlm+simcse", "clm")   # the objectives that train the LM head
@@ -83,10 +83,11 @@ class TrainConfig:
         if self.objective == "clm" and self.attention != "causal":
             raise InputError("the clm objective (next-token prediction) needs a causal attention mask: with "
                              "bidirectional attention every token sees the token it must predict; use "
-                             "--attention causal")
+                             "causal attention", fix=settings_fix(attention="causal"))
         if self.pooling == "attention" and "simcse" not in self.objective:
             raise InputError("attention pooling learns its query vector from the contrastive objective: "
-                             "use --objective simcse or mlm+simcse with --pooling attention")
+                             "use the simcse or mlm+simcse objective with attention pooling",
+                             fix=settings_fix(objective="simcse", pooling="attention"))
         if self.precision not in ("auto", "fp32", "bf16"):
             raise InputError(f"precision must be auto, fp32 or bf16, not {self.precision!r}")
         for name in ("steps", "batch_size", "layers", "dim", "heads", "ffn", "max_length"):
@@ -116,7 +117,8 @@ class TrainConfig:
                                  "(the other sentences of the batch are the negatives)")
             if self.init == "fresh" and not self.resume and self.dropout <= 0:
                 raise InputError("contrastive (SimCSE) training needs dropout > 0: the two dropout "
-                                 "views of a sentence are its positive pair (e.g. --dropout 0.1)")
+                                 "views of a sentence are its positive pair (e.g. a dropout of 0.1)",
+                                 fix=settings_fix(dropout="0.1"))
         if not self.corpus:
             raise InputError("no corpus given: a .txt/.csv/.jsonl file or a store folder")
         if not self.out:

@@ -163,8 +163,8 @@ def start_run(out, resume=None, step: int = 0) -> MetricsLog:
 
 def _write_failed(path: Path, e: OSError, out: Path):
     from core.train.checkpoint import OutputWriteFailed, after_write_failure, write_reason
-    raise OutputWriteFailed(f"could not write {path}: {write_reason(e)}; "
-                            f"{after_write_failure(out)}") from None
+    advice, fix = after_write_failure(out)
+    raise OutputWriteFailed(f"could not write {path}: {write_reason(e)}; {advice}", fix=fix) from None
 
 
 def clear(out) -> None:

@@ -14,7 +14,7 @@ from core.encoder.model import Encoder, EncoderConfig, EncoderForMaskedLM
 from core.encoder.sources import CHECKPOINT_MARKER, DEFAULT_MODEL
 from core.encoder.transformers_import import from_transformers
 from core.encoder.weights import load_folder
-from core.errors import InputError, ModelUnavailable
+from core.errors import InputError, ModelUnavailable, settings_fix
 from core.evaluate.pairs import read_scored_pairs
 from core.train import run_folder
 from core.train.checkpoint import read_trainer_state, recover
@@ -42,7 +42,8 @@ class TrainerSetup:
         if c.precision == "auto":
             self.precision = "bf16" if bf16_native(self.device) else "fp32"
         elif c.precision == "bf16" and not bf16_supported(self.device):
-            raise InputError(f"bf16 is not supported on {describe_device(self.device)}; use --precision fp32")
+            raise InputError(f"bf16 is not supported on {describe_device(self.device)}; use fp32",
+                             fix=settings_fix(precision="fp32"))
         else:
             self.precision = c.precision
         out = Path(c.out).expanduser()
@@ -57,7 +58,8 @@ class TrainerSetup:
                                  "choose a new or empty folder")
             if not same and not c.overwrite and (out / CHECKPOINT_MARKER).is_file():
                 raise InputError(f"output folder {out} already holds a checkpoint: choose another folder, "
-                                 "resume it (--resume), or allow overwriting it")
+                                 "resume it, or allow overwriting it", fix=settings_fix(out=None, resume=None,
+                                                                                     overwrite=None))
 
         saved = read_trainer_state(resume) if resume is not None else None
         self.metrics = run_folder.start_run(out, resume, saved["step"] if saved else 0)
@@ -134,7 +136,8 @@ class TrainerSetup:
         else:
             folder = Path(c.init).expanduser()
             if not folder.is_dir():
-                raise InputError(f"--init {c.init!r}: use 'fresh', 'minilm' or a model folder")
+                raise InputError(f"no model folder {c.init!r} to start from: start from 'fresh', 'minilm' or "
+                                 "a model folder", fix=settings_fix(init=None))
         try:
             self._load_model(folder)
         except ModelUnavailable as e:

@@ -49,7 +49,7 @@ from pathlib import Path
 import torch
 
 from core.device import describe_device
-from core.errors import EncoderscopeError
+from core.errors import EncoderscopeError, settings_fix
 from core.folder_lock import OutputFolderLock
 from core.train.checkpoint import STATE_JSON
 from core.train.config import TrainConfig
@@ -137,7 +137,7 @@ class Trainer(TrainerSetup, TrainingStep, TrainerCheckpoints):
                 mean = float(win_loss) / win_n
                 if not math.isfinite(mean):
                     raise EncoderscopeError(f"the loss became {mean} at step {self.step}: lower the "
-                                            "learning rate (--lr) or use fp32 (--precision fp32)")
+                                            "learning rate or use fp32", fix=settings_fix(lr=None, precision="fp32"))
                 per_step = (now - run_start_time) / max(1, self.step - run_start_step)
                 ev = dict(phase=phase, loss=mean, lr=lr, tokens_per_s=win_tokens / max(now - win_start, 1e-9),
                           elapsed_s=now - started, eta_s=per_step * (total - self.step))

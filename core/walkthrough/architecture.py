@@ -48,6 +48,8 @@ class Architecture:
     edges: list = field(default_factory=list)    # Edge
     layer_rows: tuple = (0, 0)      # first and last grid row inside the repeated layer frame
     repeat_text: str = ""           # "Layers 1 … 6 repeat this block, each with its own weights"
+    switched_off: dict = field(default_factory=dict)    # step -> what an intervention does to it
+    layers_switched: frozenset = frozenset()            # layers (0-based) an intervention touches
 
     def block(self, step: str) -> Block:
         for b in self.blocks:
@@ -60,8 +62,9 @@ class Architecture:
         return [b.step for b in self.blocks]
 
 
-def architecture(cfg, T: int, layer: int = 0, head: int = 0) -> Architecture:
-    """The block diagram of a model with config ``cfg`` on a sentence of ``T`` tokens."""
+def architecture(cfg, T: int, layer: int = 0, head: int = 0, intervention=None) -> Architecture:
+    """The block diagram of a model with config ``cfg`` on a sentence of ``T`` tokens; with an
+    ``intervention``, the blocks it switches off or changes are named (``switched_off``)."""
     D, H, F = cfg.dim, cfg.n_heads, cfg.hidden_dim
     Dh = D // H
     pre = cfg.norm == "pre"
@@ -161,7 +164,51 @@ def architecture(cfg, T: int, layer: int = 0, head: int = 0) -> Architecture:
     edge(last, "pooled", td)
     add("normalized", "unit vector  s/‖s‖", "output", tip="length 1: dot product = cosine")
     edge("pooled", "normalized", f"{D}")
+    if intervention is not None:
+        arch.switched_off = {step: why for step, why in switched_off(intervention, layer, head, pre).items()
+                             if step in arch.steps}
+        arch.layers_switched = layers_switched(intervention)
     return arch
+
+
+def switched_off(spec, layer: int, head: int, pre_norm: bool = False) -> dict[str, str]:
+    """The steps of the drawn layer (and the embeddings) that ``spec`` switches off or changes,
+    each with a few words for the map's tooltip. Layer and head 0-based."""
+    off: dict[str, str] = {}
+    if spec.positions == "off":
+        off["position_embeddings"] = "positions off: this lookup adds zeros"
+    elif spec.positions == "shuffle":
+        off["position_embeddings"] = f"positions shuffled (seed {spec.shuffle_seed})"
+    if spec.no_scale or spec.temperature != 1.0:
+        off["scores"] = " and ".join(filter(None, ["no 1/√d_k scaling" if spec.no_scale else "",
+                                                   f"temperature {spec.temperature:g}"
+                                                   if spec.temperature != 1.0 else ""]))
+    mode = "zeroed" if spec.head_mode == "zero" else "mean-ablated"
+    heads = sorted(h for l, h in spec.heads if l == layer)
+    if head in heads:
+        off["head_output"] = f"head {layer + 1}.{head + 1} {mode}"
+    if heads:
+        off["heads_concat"] = f"head{'s' if len(heads) > 1 else ''} {', '.join(str(h + 1) for h in heads)} {mode}"
+    if layer in spec.attention_off:
+        off["attention_output"] = f"attention of layer {layer + 1} off: the residual adds 0"
+    if layer in spec.ffn_off:
+        for step in ("ffn_hidden", "ffn_activation", "ffn_output"):
+            off[step] = f"FFN of layer {layer + 1} off: the residual adds 0"
+    if layer in spec.skip:
+        out = "residual_2" if pre_norm else "layernorm_2"
+        off[out] = f"layer {layer + 1} skipped: its input is passed on unchanged"
+    for s in spec.patch:
+        if s.layer == layer:
+            layer_out = "residual_2" if pre_norm else "layernorm_2"
+            step = {"head": "heads_concat", "ffn": "ffn_output"}.get(s.kind, layer_out)
+            off.setdefault(step, f"patched from sentence B ({s.describe()})")
+    return off
+
+
+def layers_switched(spec) -> frozenset:
+    """Every layer (0-based) in which ``spec`` changes something."""
+    layers = {l for l, _ in spec.heads} | spec.attention_off | spec.ffn_off | spec.skip | {s.layer for s in spec.patch}
+    return frozenset(layers)
 
 
 class _Rows:

@@ -97,11 +97,11 @@ def capture(encoder: Encoder, ids: list[int], types: list[int] | None, layer: in
              (att.q_lin, "out", out("q_all")), (att.k_lin, "out", out("k_all")),
              (att.v_lin, "out", out("v_all")),
              (att, "out", out("attention_weights", 1)),
+             (att, "out", out("attention_output", 0)),     # what the residual adds (an intervention's too)
              (att.out_lin, "pre", inp("heads_concat")),
-             (att.out_lin, "out", out("attention_output")),
              (ffn.lin1, "pre", inp("ffn_input")),
              (ffn.lin1, "out", out("ffn_activation")),
-             (ffn.lin2, "out", out("ffn_output")),
+             (ffn, "out", out("ffn_output")),
              (block.sa_layer_norm, "pre", inp("sa_ln_input")),
              (block.sa_layer_norm, "out", out("sa_ln_output")),
              (block.output_layer_norm, "pre", inp("out_ln_input")),

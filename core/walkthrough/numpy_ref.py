@@ -149,17 +149,23 @@ def feed_forward(x, p, name, approximate):
     return linear(gelu(linear(x, p, name + ".lin1"), approximate), p, name + ".lin2")
 
 
-def block_steps(x, p, name, cfg, keep, fill=-1e30) -> dict:
+def block_steps(x, p, name, cfg, keep, fill=-1e30, score_factor=1.0, replace_heads=None,
+                attention_off=False, ffn_off=False) -> dict:
     """One transformer block, every intermediate kept (self_attention_steps' too): layer_input,
     layernorm_1, residual_1, layernorm_2, ffn_hidden, ffn_activation, ffn_output, residual_2 and
-    output. Pre-norm normalises each sublayer's input; post-norm each residual sum."""
+    output. Pre-norm normalises each sublayer's input; post-norm each residual sum.
+    score_factor, replace_heads: see self_attention_steps; attention_off / ffn_off: that sublayer's
+    output is dropped (zeros), so its residual add passes the input through (an intervention)."""
     ln1 = (p[name + ".sa_layer_norm.weight"], p[name + ".sa_layer_norm.bias"], cfg.layer_norm_eps)
     ln2 = (p[name + ".output_layer_norm.weight"], p[name + ".output_layer_norm.bias"], cfg.layer_norm_eps)
     pre = cfg.norm == "pre"
     s = {"layer_input": x}
     if pre:
         s["layernorm_1"] = layer_norm(x, *ln1)
-    s.update(self_attention_steps(s["layernorm_1"] if pre else x, p, name + ".attention", cfg.n_heads, keep, fill))
+    s.update(self_attention_steps(s["layernorm_1"] if pre else x, p, name + ".attention", cfg.n_heads, keep, fill,
+                                  score_factor, replace_heads))
+    if attention_off:
+        s["attention_output"] = np.zeros_like(s["attention_output"])
     s["residual_1"] = x + s["attention_output"]
     if pre:
         s["layernorm_2"] = ffn_input = layer_norm(s["residual_1"], *ln2)
@@ -168,6 +174,8 @@ def block_steps(x, p, name, cfg, keep, fill=-1e30) -> dict:
     s["ffn_hidden"] = linear(ffn_input, p, name + ".ffn.lin1")
     s["ffn_activation"] = gelu(s["ffn_hidden"], cfg.activation == "gelu_tanh")
     s["ffn_output"] = linear(s["ffn_activation"], p, name + ".ffn.lin2")
+    if ffn_off:
+        s["ffn_output"] = np.zeros_like(s["ffn_output"])
     s["residual_2"] = (s["residual_1"] if pre else s["layernorm_1"]) + s["ffn_output"]
     s["output"] = s["residual_2"] if pre else layer_norm(s["residual_2"], *ln2)
     if not pre:
@@ -184,34 +192,20 @@ def block(x, p, name, cfg, keep, switch=None, layer=0, means=None):
     return s["output"], s["weights"]
 
 
+def switch_arguments(switch, layer, dh, means) -> dict:
+    """block_steps' keyword arguments for an Intervention's parts of layer ``layer``: the scores'
+    extra factor, each ablated head's replacement (0 or its mean), the sublayers dropped."""
+    return {"score_factor": (math.sqrt(dh) if switch.no_scale else 1.0) / switch.temperature,
+            "replace_heads": {h: (0.0 if switch.head_mode == "zero" else np.asarray(means[layer][h], np.float64))
+                              for l, h in switch.heads if l == layer},
+            "attention_off": layer in switch.attention_off, "ffn_off": layer in switch.ffn_off}
+
+
 def _switched_block(x, p, name, cfg, keep, switch, layer, means):
-    """``block`` with the intervention's parts of this layer switched off."""
-    ln1 = (p[name + ".sa_layer_norm.weight"], p[name + ".sa_layer_norm.bias"], cfg.layer_norm_eps)
-    ln2 = (p[name + ".output_layer_norm.weight"], p[name + ".output_layer_norm.bias"], cfg.layer_norm_eps)
-    approx = cfg.activation == "gelu_tanh"
-    dh = cfg.dim // cfg.n_heads
-    factor = (math.sqrt(dh) if switch.no_scale else 1.0) / switch.temperature
-    replace = {h: (0.0 if switch.head_mode == "zero" else means[layer][h])
-               for l, h in switch.heads if l == layer}
-
-    def attention(h):
-        a, w = self_attention(h, p, name + ".attention", cfg.n_heads, keep, factor, replace)
-        return (np.zeros_like(a) if layer in switch.attention_off else a), w
-
-    def ffn(h):
-        f = feed_forward(h, p, name + ".ffn", approx)
-        return np.zeros_like(f) if layer in switch.ffn_off else f
-
-    x_in = x
-    if cfg.norm == "pre":
-        a, w = attention(layer_norm(x, *ln1))
-        x = x + a
-        x = x + ffn(layer_norm(x, *ln2))
-    else:
-        a, w = attention(x)
-        x = layer_norm(x + a, *ln1)
-        x = layer_norm(x + ffn(x), *ln2)
-    return (x_in if layer in switch.skip else x), w
+    """``block`` with the intervention's parts of this layer switched off; a skipped block passes
+    its input through."""
+    s = block_steps(x, p, name, cfg, keep, **switch_arguments(switch, layer, cfg.dim // cfg.n_heads, means))
+    return (x if layer in switch.skip else s["output"]), s["weights"]
 
 
 def forward(p, cfg, ids, keep=None, prefix="", types=None, switch=None, means=None):

@@ -95,6 +95,7 @@ class Walkthrough:
     text: str = ""                  # the sentence walked through
     pair: str | None = None         # the second sentence of a pair, if any
     config: object = None           # the EncoderConfig the steps ran with (the architecture map draws it)
+    intervention: object = None     # the core.intervene Intervention both sides ran with, or None
 
     def step(self, name: str) -> Step:
         for s in self.steps:
@@ -184,9 +185,11 @@ def check_choice(cfg, layer: int, head: int, pooling: str):
 
 # ------------------------------------------------------------------------------ NumPy steps
 
-def numpy_steps(p: dict, cfg, ids, types, layer: int, head: int, pooling: str) -> dict:
+def numpy_steps(p: dict, cfg, ids, types, layer: int, head: int, pooling: str, switch=None,
+                means=None) -> dict:
     """Every step by name, computed with numpy_ref's functions (float64). ``p`` is the
-    encoder's state_dict as NumPy arrays (numpy_ref.params_from_torch)."""
+    encoder's state_dict as NumPy arrays (numpy_ref.params_from_torch). ``switch``: an
+    Intervention applied the NumPy way (means (L, H, Dh) for mean ablation)."""
     ids = np.asarray(ids)
     T, eps = len(ids), cfg.layer_norm_eps
     keep = np.ones(T, bool)                          # one sentence: no padding
@@ -196,6 +199,10 @@ def numpy_steps(p: dict, cfg, ids, types, layer: int, head: int, pooling: str) -
         v["position_embeddings"] = nr.sinusoidal_positions(T, cfg.dim)
     else:
         v["position_embeddings"] = p["embeddings.position_embeddings.weight"][:T]
+    if switch is not None and switch.positions == "shuffle":
+        v["position_embeddings"] = v["position_embeddings"][np.random.default_rng(switch.shuffle_seed).permutation(T)]
+    elif switch is not None and switch.positions == "off":
+        v["position_embeddings"] = np.zeros_like(v["position_embeddings"])
     total = v["token_embeddings"] + v["position_embeddings"]
     if cfg.type_vocab_size:
         v["token_type_embeddings"] = p["embeddings.token_type_embeddings.weight"][np.asarray(types)]
@@ -206,10 +213,12 @@ def numpy_steps(p: dict, cfg, ids, types, layer: int, head: int, pooling: str) -
     x = v["embeddings_layernorm"]
     for i in range(cfg.n_layers):
         if i == layer:
-            v.update(_layer_steps(x, p, f"transformer.layer.{i}", cfg, head, seen))
+            v.update(_layer_steps(x, p, f"transformer.layer.{i}", cfg, head, seen, switch, i, means))
             x = v["layernorm_2"] if cfg.norm == "post" else v["residual_2"]   # the block's output
+            if switch is not None and i in switch.skip:
+                x = v["layer_input"]                 # a skipped block passes its input on
         else:
-            x, _ = nr.block(x, p, f"transformer.layer.{i}", cfg, seen)
+            x, _ = nr.block(x, p, f"transformer.layer.{i}", cfg, seen, switch, i, means)
     if cfg.norm == "pre":
         v["_final_input"] = x                        # the last layer's output (for its mean/var)
         x = v["final_layernorm"] = nr.layer_norm(x, p["final_layer_norm.weight"], p["final_layer_norm.bias"], eps)
@@ -218,10 +227,14 @@ def numpy_steps(p: dict, cfg, ids, types, layer: int, head: int, pooling: str) -
     return v
 
 
-def _layer_steps(x, p, name, cfg, head, keep) -> dict:
+def _layer_steps(x, p, name, cfg, head, keep, switch=None, layer=0, means=None) -> dict:
     """One block's intermediates (numpy_ref.block_steps, the reference's own), the attention's
     for the chosen head. keep: which keys each query sees, (T,) or causal (T, T)."""
-    v = nr.block_steps(x, p, name, cfg, keep, fill=-np.inf)
+    switched = {} if switch is None else nr.switch_arguments(switch, layer, cfg.dim // cfg.n_heads, means)
+    v = nr.block_steps(x, p, name, cfg, keep, fill=-np.inf, **switched)
+    if switched.get("score_factor", 1.0) != 1.0:
+        # the intervention scales the queries (the model's q_lin output), so Q shows them scaled
+        v["q"] = v["q"] * switched["score_factor"]
     for key in ("q", "k", "v", "scores", "masked_scores", "weights"):
         v[key] = v[key][head]
     v["head_output"] = v.pop("head_outputs")[head]
@@ -232,8 +245,13 @@ def _layer_steps(x, p, name, cfg, head, keep) -> dict:
 # ------------------------------------------------------------------------------ the walk
 
 def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: int = 0,
-            pooling: str = "mean") -> Walkthrough:
-    """Walk one text (or a sentence pair) through the encoder; layer and head are 0-based."""
+            pooling: str = "mean", intervention=None, means=None) -> Walkthrough:
+    """Walk one text (or a sentence pair) through the encoder; layer and head are 0-based.
+
+    ``intervention`` (core.intervene Intervention): the model side runs inside ``intervene`` and
+    the NumPy side switches the same parts off, so each step and its badge are the intervened
+    model's. Patching has no NumPy side: its sites are left out, and the note says so.
+    ``means`` (L, H, Dh): the heads' mean outputs, for mean ablation."""
     from core.walkthrough.capture import capture, float64_copy
     from core.walkthrough.text import describe
     from core.walkthrough.weights import step_input, step_weights
@@ -241,15 +259,19 @@ def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: i
     cfg = ref.config
     pooling = ref.choose_pooling(pooling)
     check_choice(cfg, layer, head, pooling)
+    switch, note = _switch(intervention, cfg, note)
     ids, types, cut = tokenize(ref, text, pair)
     tokens = ref.tokenizer.convert_ids_to_tokens(ids)
     with ref._lock:                     # hooks see only this forward pass (and the copy is shared)
-        as_run = capture(ref.encoder, ids, types, layer, head, pooling)
+        with _intervened(ref.encoder, switch, means):
+            as_run = capture(ref.encoder, ids, types, layer, head, pooling)
         exact_model = float64_copy(ref.encoder)
-        model = capture(exact_model, ids, types, layer, head, pooling)
+        with _intervened(exact_model, switch, means):
+            model = capture(exact_model, ids, types, layer, head, pooling)
     # The NumPy side reads the same float64 tensors (views, no copy).
     p = {k: t.numpy() for k, t in exact_model.state_dict().items()}
-    ours = numpy_steps(p, cfg, ids, types, layer, head, pooling)
+    ours = numpy_steps(p, cfg, ids, types, layer, head, pooling, switch,
+                       None if means is None else np.asarray(means, np.float64))
     order = PRE_ORDER if cfg.norm == "pre" else POST_ORDER
     steps = []
     for name in order:
@@ -277,7 +299,27 @@ def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: i
     return Walkthrough(model=backend.model_name, tokens=list(tokens), ids=ids, token_type_ids=types,
                        layer=layer, head=head, pooling=pooling, norm=cfg.norm, truncated=cut,
                        steps=steps, note=note, max_length=ref.max_length, text=text,
-                       pair=pair if pair and pair.strip() else None, config=cfg)
+                       pair=pair if pair and pair.strip() else None, config=cfg, intervention=switch)
+
+
+def _switch(intervention, cfg, note: str):
+    """The intervention both sides apply (None: nothing switched off) and the walk's note."""
+    if intervention is None or intervention.is_empty:
+        return None, note
+    intervention.check(cfg.n_layers, cfg.n_heads)
+    if intervention.patch:
+        left_out = ", ".join(s.describe() for s in intervention.patch)
+        note = "; ".join(filter(None, [note, f"patching ({left_out}) is not followed step by step: the NumPy "
+                                              "reference has no second sentence; the other switches are"]))
+        intervention = intervention.without_patch()
+    return (None if intervention.is_empty else intervention), note
+
+
+def _intervened(encoder, switch, means):
+    from contextlib import nullcontext
+
+    from core.intervene.apply import intervene
+    return nullcontext() if switch is None else intervene(encoder, switch, means)
 
 
 def _ln_input(name: str, v: dict, cfg) -> np.ndarray:

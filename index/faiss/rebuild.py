@@ -7,7 +7,8 @@ import numpy as np
 
 from core.errors import Cancelled, InputError
 from index import fingerprint as fpmod
-from index.base import EMBED_WINDOW, encoder_of, normalize
+from index.adding import EMBED_WINDOW, normalize
+from index.base import encoder_of
 from index.faiss.faiss_index import MARKING_KINDS, FaissIndex, resolve_kind
 
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
@@ -64,7 +65,7 @@ def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
         raise InputError(
             f"the store at {store.folder} is whitened with a transform fitted on its model's "
             "vectors, which another model's vectors cannot use: ingest its texts into a new "
-            "store instead (with --whiten to whiten them again)")
+            "store instead, whitened again", fix={"kind": "whiten_again"})
     fp = fpmod.as_dict(backend.fingerprint(pooling=pooling or store.pooling))
     db = store._db
     total = db.count()

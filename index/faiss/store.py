@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import Cancelled, InputError
-from index.base import EMBED_WINDOW, AddResult, Hit, Store, check_texts, plan_unique
+from index.adding import EMBED_WINDOW, AddResult, check_texts, plan_unique
+from index.base import Hit, Store
 from index.durability import WriterLock
 from index.errors import DuplicateText, StoreCorrupted, StoreError, UnknownId
 from index.faiss import rebuild

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
+from core.errors import settings_fix
 from index.errors import StoreError, StoreNotFound, StoreUnavailable
 from index.milvus.schema import MIN_SERVER, server_version
 from index.store_location import DEFAULT_COLLECTION, TOKEN_ENV, Location
@@ -77,7 +78,7 @@ def _missing_database(loc: Location) -> StoreNotFound:
                          else "")
     return StoreNotFound(
         f"the Milvus server {loc.uri} has no database {loc.db_name}: ask its administrator "
-        f"to create it, or use the default database (--store {default})")
+        f"to create it, or use the default database", fix=settings_fix(store=default))
 
 
 def unavailable(loc: Location, e: Exception, what: str, has_token: bool = True) -> StoreError:

@@ -6,7 +6,7 @@ import json
 import time
 
 from index import fingerprint as fpmod
-from index.base import EMBED_WINDOW, normalize
+from index.adding import EMBED_WINDOW, normalize
 from index.errors import StoreError
 from index.milvus.ids import MARK_ID
 from index.milvus.schema import (

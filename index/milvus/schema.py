@@ -163,8 +163,8 @@ def half_made_or_foreign(client, call, loc: Location, name: str) -> bool:
     if rows:
         raise StoreCorrupted(
             f"the collection {name} on {loc.describe()} has lost its indexes but holds {rows} "
-            "rows; it was left as it is: rebuild its indexes with `encoderscope ingest "
-            "--rebuild`, or choose another collection with ?collection=NAME", path=loc.path)
+            "rows; it was left as it is: rebuild its indexes by re-embedding the store, or choose "
+            "another collection with ?collection=NAME", path=loc.path, fix={"kind": "reembed"})
     return True
 
 

@@ -7,7 +7,7 @@ Open it through index.locations.open_store("milvus-lite:FOLDER" | "http(s)://HOS
 pymilvus is imported only when a Milvus store is opened (optional extra: encoderscope[milvus]).
 The collection's fields and properties: schema.py; the Lite folder: lite.py; the repair after a
 killed Lite writer: repair.py; re-embedding and reindexing: rebuild.py; calls, their errors and
-reading results back: calls.py.
+reading results back: calls.py; opening: opening.py; search, count and reading rows: reading.py.
 """
 from __future__ import annotations
 
@@ -16,54 +16,31 @@ import os
 import threading
 import time
 
-import numpy as np
-
 from core.errors import InputError
-from index import fingerprint as fpmod
-from index.base import EMBED_WINDOW, AddResult, Hit, Store, check_texts, plan_unique
+from index.adding import EMBED_WINDOW, AddResult, check_texts, plan_unique
+from index.base import Store
 from index.durability import WriterLock
-from index.errors import DuplicateText, StoreError, StoreNotFound, UnknownId
+from index.errors import DuplicateText, StoreError, UnknownId
 from index.milvus import lite, rebuild
-from index.milvus.calls import Caller, close_quietly, connect_server, import_pymilvus, plain_rows
-from index.milvus.ids import MARK_ID, QUERY_CHUNK, ServerCommits
-from index.milvus.repair import after_crash_check, remove_damaged_index_files
+from index.milvus.calls import close_quietly
+from index.milvus.ids import QUERY_CHUNK, ServerCommits
+from index.milvus.opening import open_store
+from index.milvus.reading import MilvusReading
 from index.milvus.schema import (
-    FIELDS,
-    KINDS,
     MAX_SOURCE_BYTES,
     MAX_TEXT_BYTES,
     NO_ROW,
     PROP,
-    check_collection,
-    create_collection,
     cut,
-    finish_interrupted_rebuild,
-    half_made_or_foreign,
 )
-from index.records import make_record, split_meta
-from index.store_location import Location, parse_location
+from index.records import split_meta
+from index.store_location import Location
 from index.text_hash import hash_for_format
 
 INSERT_CHUNK = 1000          # rows per insert call (keeps gRPC messages ~2 MB at 384-d)
-SCAN_WINDOW = 10_000         # ids per query while iterating (Milvus caps a query at 16384)
-MAX_TOPK = 16_384            # Milvus's limit on k
 
 
-def _record(ent: dict, placeholders: bool = False) -> dict:
-    """A row read from Milvus -> {"id", "text", "metadata"} (placeholders: "", -1 and {} stand
-    for a missing source, row and meta on servers without nullable fields)."""
-    extra = ent.get("meta")
-    if isinstance(extra, str):
-        extra = json.loads(extra) if extra else None
-    source, row = ent.get("source"), ent.get("row")
-    if placeholders:
-        source = source or None
-        row = None if row == NO_ROW else row
-        extra = extra or None
-    return make_record(ent["id"], ent["text"], source, row, ent.get("added"), extra)
-
-
-class MilvusStore(ServerCommits, Store):
+class MilvusStore(ServerCommits, MilvusReading, Store):
     """Open with `MilvusStore.open(location, ...)` or index.locations.open_store."""
 
     def __init__(self, loc: Location, client, collection: str, props: dict, dim: int,
@@ -117,84 +94,9 @@ class MilvusStore(ServerCommits, Store):
         repair, check, ivf_threshold: FAISS-store options, accepted so callers need not
         branch; Milvus keeps its own WAL/segments consistent (nothing to repair here).
         """
-        loc = parse_location(location)
-        if not loc.is_milvus:
-            raise InputError(f"{loc.text} is not a Milvus location (milvus-lite:FOLDER or "
-                             "http(s)://HOST:PORT)")
-        if create and not writable:
-            raise ValueError("create=True needs writable=True")
-        if index not in KINDS:
-            raise InputError(f"unknown index kind {index!r} for Milvus; choose one of "
-                             f"{', '.join(KINDS)}")
-        pymilvus = import_pymilvus()
-        lock = None
-        client = None
-        lite_key = None
-        registered = False
-        try:
-            if loc.kind == "lite":
-                lock = lite.prepare(loc, writable, create, fingerprint)
-                data = lite.reading_copy(loc) if not writable and lite.on_read_only_media(loc) \
-                    else None
-                lite_key = str(data or loc.lite_db)
-                client = lite.connect(loc, pymilvus, data)
-            version = None
-            if loc.kind == "server":
-                client, version = connect_server(loc, pymilvus, token, timeout)
-            call = Caller(loc, timeout if loc.kind == "server" else None)
-            name = loc.collection
-            if writable:
-                finish_interrupted_rebuild(client, call, name, name + "__rebuild")
-            exists = call(client.has_collection, name, what="look up the collection")
-            if exists and half_made_or_foreign(client, call, loc, name):
-                if not writable:
-                    raise StoreNotFound(
-                        f"the store at {loc} was left half-made by an interrupted first "
-                        f"ingest (it holds no sentences)", location=str(loc))
-                call(client.drop_collection, name, what="remove a half-made collection")
-                exists = False
-            if not exists:
-                if not create:
-                    raise StoreNotFound(f"no store at {loc}", location=str(loc))
-                if fingerprint is None:
-                    raise InputError("creating a store needs the model fingerprint")
-                create_collection(client, call, loc, name, fpmod.as_dict(fingerprint), index,
-                                  index_params or {}, version=version)
-            if loc.kind == "lite" and writable and not lite.has_manifest(loc):
-                lite.write_manifest(loc)     # also ends a creation cut off before it was written
-            desc = call(client.describe_collection, name, what="read the collection")
-            props, dim, _version = check_collection(loc, name, desc)
-            if dedup is None:
-                dedup = "map" if loc.kind == "lite" else "query"
-            store = cls(loc, client, name, props, dim, lock, writable,
-                        timeout if loc.kind == "server" else None, dedup)
-            store._call = call
-            store._lite_key = lite_key
-            store._version = version
-            if lite_key:
-                lite.register(lite_key)
-                registered = True
-            try:
-                if not _loaded(client, call, name):
-                    call(client.load_collection, name, what="load the collection")
-            except StoreError:
-                if loc.kind != "lite" or not remove_damaged_index_files(store):
-                    raise
-                call(client.load_collection, name, what="load the collection")
-            if loc.kind == "lite":
-                after_crash_check(store)
-            if fingerprint is not None:
-                fpmod.check(store._fp, fingerprint, "your vectors and queries",
-                            where=f"at {loc}", **store.mismatch_remedy(fingerprint))
-            return store
-        except BaseException:
-            if client is not None:
-                close_quietly(client)
-            if lite_key is not None:
-                lite.release(lite_key, registered=registered)
-            if lock is not None:
-                lock.release()
-            raise
+        return open_store(cls, location, writable=writable, create=create, fingerprint=fingerprint,
+                          index=index, index_params=index_params, timeout=timeout, token=token,
+                          dedup=dedup)
 
     # ---------------------------------------------------------------------------------------
     # properties
@@ -413,111 +315,6 @@ class MilvusStore(ServerCommits, Store):
                     (self.folder / lite.UNCLEAN).unlink(missing_ok=True)
                 self._lock.release()
 
-    # ---------------------------------------------------------------------------------------
-    # reading
-    # ---------------------------------------------------------------------------------------
-    def search(self, vectors, k: int = 10, *, fingerprint=None):
-        """Nearest sentences by cosine similarity (see Store.search)."""
-        self._need_open()
-        q, single = self._query_vectors(vectors, fingerprint)
-        k = int(k)
-        if k < 1:
-            raise InputError("k must be at least 1")
-        with self._mutex:
-            if self.loc.kind == "lite":
-                self._flush()     # Lite scans unflushed rows in Python: ~30x slower
-            limit = min(k + (self.loc.kind == "server"), MAX_TOPK)   # + the id mark row
-            params = {"metric_type": "COSINE", "params": dict(self._index.get("search", {}))}
-            if "ef" in params["params"]:
-                params["params"]["ef"] = max(int(params["params"]["ef"]), limit)
-            res = self._call(self._client.search, self._name, data=list(q), limit=limit,
-                             output_fields=FIELDS, search_params=params, anns_field="vector",
-                             what="search", **self._read_kw())
-        out = []
-        for row in res:
-            hits = []
-            for r in row:
-                if int(r["id"]) == MARK_ID:
-                    continue
-                ent = dict(r.get("entity") or {})
-                ent["id"] = r["id"]
-                rec = _record(ent, self._placeholders)
-                hits.append(Hit(float(r["distance"]), rec["id"], rec["text"], rec["metadata"]))
-            hits.sort(key=lambda h: (-h.score, h.id))
-            out.append(hits[:k])
-        return out[0] if single else out
-
-    def count(self) -> int:
-        self._need_open()
-        with self._mutex:
-            if self.loc.kind == "lite":
-                self._flush()
-            rows = self._call(self._client.query, self._name,
-                              filter="id >= 0" if self.loc.kind == "server" else "",
-                              output_fields=["count(*)"], what="count sentences",
-                              **self._read_kw())
-        return int(rows[0]["count(*)"]) if rows else 0
-
-    def _scan(self, fields, window: int = SCAN_WINDOW, dedupe: bool = True):
-        """Rows (dicts with "id" + fields) in id order, a window of ids per query."""
-        self._need_open()
-        if self.loc.kind == "lite":
-            with self._mutex:
-                self._flush()
-        lo = 0
-        top = self._next_id
-        fields = ["id"] + [f for f in fields if f != "id"]
-        while lo < top:
-            hi = lo + window
-            rows = plain_rows(self._call(self._client.query, self._name,
-                                         filter=f"id >= {lo} and id < {hi}",
-                                         output_fields=fields, limit=window,
-                                         what="read sentences", **self._read_kw()))
-            rows.sort(key=lambda r: int(r["id"]))
-            if dedupe:     # an id twice only after an interrupted Lite write (see above)
-                rows = [r for k, r in enumerate(rows) if k == 0 or rows[k - 1]["id"] != r["id"]]
-            yield from rows
-            lo = hi
-            if lo >= top and self.loc.kind == "server":
-                top = self._server_top(top)
-
-    def iter(self):
-        """Every sentence as {"id", "text", "metadata"}, in id order."""
-        return (_record(r, self._placeholders) for r in self._scan(FIELDS))
-
-    def iter_batches(self, batch: int = 2000, vectors: bool = True):
-        """(ids int64, vectors float32 (n, dim) or None, records) in id order, `batch` ids'
-        worth at a time (what migrate reads)."""
-        fields = FIELDS + (["vector"] if vectors else [])
-        for rows in _chunks(self._scan(fields, window=min(max(batch, 1), SCAN_WINDOW)), batch):
-            ids = np.fromiter((int(r["id"]) for r in rows), np.int64, len(rows))
-            vecs = (np.asarray([r["vector"] for r in rows], dtype=np.float32).reshape(-1, self._dim)
-                    if vectors else None)
-            yield ids, vecs, [_record(r, self._placeholders) for r in rows]
-
-    def vectors(self):
-        """(ids, vectors) of the whole store, as stored (like VectorStore.vectors)."""
-        parts = list(self.iter_batches(SCAN_WINDOW))
-        if not parts:
-            return np.zeros(0, np.int64), np.zeros((0, self._dim), np.float32)
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-
-    def _records(self, ids, fields) -> dict[int, dict]:
-        out = {}
-        ids = [int(i) for i in ids if int(i) >= 0]
-        for s in range(0, len(ids), QUERY_CHUNK):
-            part = ids[s:s + QUERY_CHUNK]
-            rows = plain_rows(self._call(self._client.get, self._name, ids=part,
-                                         output_fields=["id"] + fields, what="read sentences",
-                                         **self._read_kw()))
-            for r in rows:
-                out[int(r["id"])] = dict(r)
-        return out
-
-    def get(self, ids) -> dict:
-        self._need_open()
-        return {i: _record(r, self._placeholders) for i, r in self._records(ids, FIELDS).items()}
-
     def bytes_on_disk(self) -> int:
         if self.loc.kind != "lite":
             return 0
@@ -567,15 +364,6 @@ class MilvusStore(ServerCommits, Store):
         return f"MilvusStore({self.location!r}, {self.engine}, {self.index_kind})"
 
 
-def _loaded(client, call, name: str) -> bool:
-    """Whether the collection is loaded already (another client did; loading again waits)."""
-    try:
-        state = call(client.get_load_state, name, what="read the load state")
-    except StoreError:
-        return False
-    st = (state or {}).get("state")
-    return getattr(st, "name", str(st)) == "Loaded"
-
 
 def _number(value):
     """A numeric string as its number ("32" -> 32); anything else as it is."""
@@ -587,13 +375,3 @@ def _number(value):
                 pass
     return value
 
-
-def _chunks(it, n):
-    buf = []
-    for x in it:
-        buf.append(x)
-        if len(buf) >= n:
-            yield buf
-            buf = []
-    if buf:
-        yield buf

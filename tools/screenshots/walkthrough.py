@@ -36,7 +36,7 @@ def show_step(panel, name: str) -> None:
         it = tokens.index("it") if "it" in tokens else 1
         panel.step_view._cell_clicked(it, int(panel.walkthrough.step("weights").values[it].argmax()))
         qt_app().processEvents()
-        panel.page.ensureWidgetVisible(panel.step_view.build_up.label, 0, 0)
+        panel.page.ensureWidgetVisible(panel.step_view.build_up, 0, 0)    # the whole sum, its rows readable
     if name == "pooled":
         panel.state.jobs.wait(60000)         # the comparison job
     for _ in range(5):

@@ -21,6 +21,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.gui.widgets.cell_format import CellFormat
+from app.gui.widgets.plot_title import fitted_title
 from app.gui.widgets.token_axis import TokenAxis
 
 COLORMAPS = {"Blues": "blues", "Viridis": "viridis", "Inferno": "inferno", "Magma": "magma",
@@ -155,6 +156,7 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.plot.vb.setMouseEnabled(x=True, y=True)
         self.plot.vb.setLimits(minXRange=3, minYRange=3)
         title_style = {"color": fg.name(), "size": "10pt"}
+        fitted_title(self.plot)                 # a long title shrinks or wraps, never widens the plot
         self.plot.setTitle("", **title_style)
         self._title_style = title_style
         self.left_axis.setLabel(row_title, color=fg.name())

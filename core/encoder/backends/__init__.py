@@ -19,9 +19,9 @@ from core.encoder.backends.base import (
     Inspection,
     check_pooling,
 )
-from core.encoder.names import BACKENDS
 from core.encoder.sources import DEFAULT_MODEL, resolve
-from core.errors import InputError
+from core.errors import InputError, settings_fix
+from core.names import BACKENDS
 
 __all__ = ["BF16_CHECK_SENTENCES", "MAX_TEXT_CHARS", "Backend", "EmbedStats", "Inspection", "check_pooling",
            "clear_cache", "get_backend"]
@@ -45,7 +45,8 @@ def get_backend(model: str = DEFAULT_MODEL, backend: str = "scratch", device=Non
     run_in = resolve_precision(dev, asked)
     if model == "random" or model.startswith("random:"):
         if backend != "scratch":
-            raise InputError("random weights exist only for the from-scratch encoder (--backend scratch)")
+            raise InputError("random weights exist only for the from-scratch encoder",
+                             fix=settings_fix(backend="scratch"))
         key = (model, backend, str(dev), asked, run_in)
         from core.encoder.backends.scratch import RandomScratchBackend as cls
         where = model

@@ -22,10 +22,10 @@ from core.encoder import fillmask
 from core.encoder.batching import plan_batches, row_cap, token_budget
 from core.encoder.fingerprint import Fingerprint
 from core.encoder.model import FUSED_BF16_MAX_ROWS
-from core.encoder.names import POOLINGS
 from core.encoder.pooling import l2_normalize, pool
 from core.encoder.sources import ModelSource
 from core.errors import Cancelled, InputError
+from core.names import POOLINGS
 
 log = logging.getLogger(__name__)
 # Before "auto" runs a model in bf16, its bf16 vectors of these sentences must keep this cosine
@@ -120,8 +120,8 @@ class Backend:
         if pooling == "attention" and self.pooling_query is None:
             raise InputError(
                 f"{self.model_name} has no learned query vector, so it cannot pool by attention: "
-                "train one (encoderscope train --objective simcse --pooling attention --corpus FILE "
-                "--out DIR, then --model DIR) or choose --pooling mean, cls or max")
+                "pool by mean, cls or max, or train a model that has one",
+                fix={"kind": "train", "settings": {"objective": "simcse", "pooling": "attention"}})
         return pooling
 
     def fingerprint(self, pooling: str | None = None) -> Fingerprint:

@@ -17,29 +17,17 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
 from app.gui import panel_state
+from app.gui.current_intervention import current_intervention, intervention_note
 from app.gui.follow_model import FollowModel
+from app.gui.panels.attention.controls import build_controls
 from app.gui.panels.attention.export import AttentionExporter, ExportSource, pair_text
-from app.gui.panels.attention.head_grid import HeadGrid
-from app.gui.widgets.heatmap import COLORMAPS, DEFAULT_COLORMAP, HeatmapWidget
+from app.gui.panels.attention.view_pages import EXPLAIN, build_view_pages
 from app.gui.widgets.labels import rich_label
 from app.gui.widgets.line_edit import long_line_edit
 from core.encoder import attention as A
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "attention.inspect"
-
-EXPLAIN = {
-    "head": ("<b>One head.</b> Row = the token doing the looking (query); column = the token looked "
-             "at (key). Each row sums to 1: it is how that token shares its attention. Many heads "
-             "park weight on [CLS]/[SEP] when they have nothing better to do - hide them to see the rest."),
-    "mean": ("<b>Mean over heads.</b> The average of every head in this layer: a summary of where "
-             "the layer as a whole moves information. Rows still sum to 1."),
-    "rollout": ("<b>Attention rollout</b> (Abnar &amp; Zuidema, 2020). The residual connection is "
-                "modelled by adding the identity to each layer's mean attention and renormalising "
-                "(½A + ½I); the layers are then multiplied from layer 1 up to the chosen one. "
-                "Row i estimates how much of each input token flows into token i after that layer."),
-}
-
 
 def inspect_fn(backend, text: str, compare_with: str = ""):
     """Worker side. A second sentence is read as a BERT pair: [CLS] a [SEP] b [SEP], token types 0/1."""
@@ -66,6 +54,9 @@ class AttentionPanel(QtWidgets.QWidget):
         self.matrix = np.zeros((0, 0))       # what the one-head view shows (after hiding)
         self.labels: list[str] = []
         self.exporter = AttentionExporter(state, self, self._export_source, self._saved)
+        self._info_html = ""
+        self.intervention = current_intervention(state)     # said under the info line while one is applied
+        self.intervention.changed.connect(lambda _spec: self._set_info(self._info_html))
         self._build()
         self.follow = FollowModel(state, JOB_KEY)
         self.follow.model_changed.connect(self._on_backend)
@@ -102,147 +93,9 @@ class AttentionPanel(QtWidgets.QWidget):
         self.info_label = rich_label("attention_info")
         outer.addWidget(self.info_label)
 
-        # controls
-        bar = QtWidgets.QHBoxLayout()
-        bar.setSpacing(6)
-        self.view_group = QtWidgets.QButtonGroup(self)
-        self.one_button = QtWidgets.QToolButton(text="One head")
-        self.grid_button = QtWidgets.QToolButton(text="All heads")
-        for i, b in enumerate((self.one_button, self.grid_button)):
-            b.setCheckable(True)
-            b.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-            self.view_group.addButton(b, i)
-            bar.addWidget(b)
-        self.one_button.setChecked(True)
-        self.one_button.setToolTip("One attention matrix, large, with token labels")
-        self.grid_button.setToolTip("Every head of every layer at once; click one to open it large")
-        self.view_group.idClicked.connect(self.set_view)
-        bar.addSpacing(10)
+        build_controls(self, outer)
 
-        bar.addWidget(QtWidgets.QLabel("Show"))
-        self.mode_combo = QtWidgets.QComboBox()
-        for mode in A.MODES:
-            self.mode_combo.addItem(A.MODE_LABELS[mode], mode)
-        self.mode_combo.setToolTip("Single head · mean over the heads of a layer · attention rollout "
-                                   "through the layers up to the chosen one")
-        self.mode_combo.currentIndexChanged.connect(self._mode_changed)
-        bar.addWidget(self.mode_combo)
-
-        def stepper(name, tip):
-            label = QtWidgets.QLabel(name)
-            spin = QtWidgets.QSpinBox()
-            spin.setRange(1, 1)
-            spin.setToolTip(tip)
-            slider = QtWidgets.QSlider(Qt.Orientation.Horizontal)
-            slider.setRange(1, 1)
-            slider.setFixedWidth(90)
-            slider.setPageStep(1)
-            slider.setToolTip(tip)
-            spin.valueChanged.connect(slider.setValue)
-            slider.valueChanged.connect(spin.setValue)
-            spin.valueChanged.connect(self.refresh)
-            for w in (label, spin, slider):
-                bar.addWidget(w)
-            return label, spin, slider
-
-        self.layer_label, self.layer_spin, self.layer_slider = stepper("Layer", "Layer (Up/Down keys)")
-        self.head_label, self.head_spin, self.head_slider = stepper("Head", "Head (Left/Right keys)")
-        # Two rows: in one, the controls overflowed a 1,200 px window in rollout mode.
-        bar.addStretch(1)
-        outer.addLayout(bar)
-        bar = QtWidgets.QHBoxLayout()
-        bar.setSpacing(6)
-
-        self.hide_special = QtWidgets.QCheckBox("Hide [CLS]/[SEP]")
-        self.hide_special.setToolTip("Remove the special tokens' rows and columns (padding is always hidden)")
-        self.renormalise = QtWidgets.QCheckBox("Renormalise")
-        self.renormalise.setToolTip("With special tokens hidden: rescale each row to sum to 1 over the "
-                                    "visible tokens.\nOff: show the raw weights (rows sum to less than 1; "
-                                    "the rest went to the hidden tokens).")
-        self.renormalise.setEnabled(False)
-        self.show_values = QtWidgets.QCheckBox("Numbers")
-        self.show_values.setToolTip("Write each weight in its cell (for long texts, zoom in with the wheel)")
-        self.hide_special.toggled.connect(self.renormalise.setEnabled)
-        for cb in (self.hide_special, self.renormalise, self.show_values):
-            cb.toggled.connect(self.refresh)
-            bar.addWidget(cb)
-        bar.addStretch(1)
-
-        self.colormap_combo = QtWidgets.QComboBox()
-        self.colormap_combo.addItems(list(COLORMAPS))
-        self.colormap_combo.setCurrentText(DEFAULT_COLORMAP)
-        self.colormap_combo.setToolTip("Colour map")
-        self.colormap_combo.currentTextChanged.connect(self._colormap_changed)
-        bar.addWidget(self.colormap_combo)
-
-        self.export_button = QtWidgets.QToolButton(text="Export")
-        self.export_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QtWidgets.QMenu(self.export_button)
-        self.export_png_action = menu.addAction("View as PNG…", lambda: self.export_png())
-        self.export_csv_action = menu.addAction("This matrix as CSV…", lambda: self.export_csv())
-        menu.addSeparator()
-        self.export_all_csv_action = menu.addAction("All heads as CSV…", lambda: self.export_all_csv())
-        self.export_npz_action = menu.addAction("All heads as NPZ (numpy)…", lambda: self.export_npz())
-        self.export_button.setMenu(menu)
-        self.export_button.setEnabled(False)
-        bar.addWidget(self.export_button)
-        outer.addLayout(bar)
-
-        # views
-        self.stack = QtWidgets.QStackedWidget()
-        one = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
-        self.heatmap = HeatmapWidget(self)
-        self.heatmap.hovered.connect(self._hovered)
-        self.heatmap.cell_clicked.connect(self._cell_clicked)
-        self.heatmap.arrow_key.connect(self._arrow)
-        self.heatmap.set_placeholder("Type a sentence above and press Enter")
-        one.addWidget(self.heatmap)
-        side = QtWidgets.QWidget()
-        side_layout = QtWidgets.QVBoxLayout(side)
-        side_layout.setContentsMargins(6, 0, 0, 0)
-        self.explain_label = QtWidgets.QLabel(EXPLAIN["head"])
-        self.explain_label.setWordWrap(True)
-        self.explain_label.setTextFormat(Qt.TextFormat.RichText)
-        self.hover_label = QtWidgets.QLabel("Hover a cell to read its weight.")
-        self.hover_label.setObjectName("attention_hover")
-        self.hover_label.setWordWrap(True)
-        self.hover_label.setTextFormat(Qt.TextFormat.RichText)
-        self.hover_label.setMinimumHeight(48)
-        self.links_label = QtWidgets.QLabel("")
-        self.links_label.setWordWrap(True)
-        self.links_label.setTextFormat(Qt.TextFormat.RichText)
-        self.links_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-        for w in (self.explain_label, _rule(), self.hover_label, _rule(), self.links_label):
-            side_layout.addWidget(w)
-        side_layout.addStretch(1)
-        side.setMinimumWidth(200)
-        side.setMaximumWidth(320)
-        one.addWidget(side)
-        one.setStretchFactor(0, 1)
-        one.setStretchFactor(1, 0)
-        one.setSizes([800, 260])
-        self.stack.addWidget(one)
-
-        grid_page = QtWidgets.QWidget()
-        gl = QtWidgets.QVBoxLayout(grid_page)
-        gl.setContentsMargins(0, 0, 0, 0)
-        self.grid = HeadGrid(self)
-        self.grid.head_clicked.connect(self.open_head)
-        self.grid.head_hovered.connect(self._grid_hovered)
-        gl.addWidget(self.grid, 1)
-        grid_bar = QtWidgets.QHBoxLayout()
-        self.grid_hint = QtWidgets.QLabel("Each square is one head (rows: layers, columns: heads), "
-                                          "its own query × key matrix. Click one to open it large.")
-        self.grid_hint.setWordWrap(True)
-        self.per_head_scale = QtWidgets.QCheckBox("Scale each head to its own maximum")
-        self.per_head_scale.setChecked(True)
-        self.per_head_scale.setToolTip("On: weak heads show their pattern too. Off: one colour scale "
-                                       "for all heads (compare strength across heads).")
-        self.per_head_scale.toggled.connect(self.grid.set_per_head_scale)
-        grid_bar.addWidget(self.grid_hint, 1)
-        grid_bar.addWidget(self.per_head_scale)
-        gl.addLayout(grid_bar)
-        self.stack.addWidget(grid_page)
+        self.stack = build_view_pages(self)
         outer.addWidget(self.stack, 1)
 
         QtGui.QShortcut(QtGui.QKeySequence("Ctrl+Return"), self, self.inspect_current,
@@ -310,7 +163,8 @@ class AttentionPanel(QtWidgets.QWidget):
                 if kind else f"<b>{html.escape(name)}</b> · {backend.n_layers} layers × {backend.n_heads} heads")
 
     def _set_info(self, html: str) -> None:
-        self.info_label.setText(html)
+        self._info_html = html
+        self.info_label.setText(html + intervention_note(self.intervention.spec))
 
     # ---- results --------------------------------------------------------------------------------
     def set_inspection(self, ins, backend=None) -> None:
@@ -532,9 +386,3 @@ class AttentionPanel(QtWidgets.QWidget):
         if self._last_request is not None:     # the example already ran: show the saved sentence
             self.inspect_current()
 
-
-def _rule() -> QtWidgets.QFrame:
-    f = QtWidgets.QFrame()
-    f.setFrameShape(QtWidgets.QFrame.Shape.HLine)
-    f.setFrameShadow(QtWidgets.QFrame.Shadow.Sunken)
-    return f

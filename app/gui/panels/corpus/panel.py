@@ -185,7 +185,7 @@ class CorpusPanel(QWidget):
 
     def ask_encoding(self, need):
         """The file is not UTF-8: offer the common encodings, then import it again with the one
-        chosen (``need``: corpus_service.NeedsEncoding)."""
+        chosen (``need``: corpus_jobs.NeedsEncoding)."""
         dialog = QInputDialog(self)
         dialog.setObjectName("encoding_dialog")
         dialog.setWindowTitle(f"Import {Path(need.path).name}")

@@ -23,66 +23,19 @@ from PySide6.QtCore import Qt
 from app.gui import panel_state
 from app.gui.follow_model import FollowModel
 from app.gui.panels.fillmask.mask_table import MaskTable
+from app.gui.panels.fillmask.mask_text import MASK, fill_mask_at, mask_spans, words
+from app.gui.panels.fillmask.no_mlm import mlm_models, no_mlm_html, no_mlm_page
+from app.gui.panels.fillmask.per_layer import build_layer_box, paint_layer_table
 from app.gui.widgets.labels import rich_label
 from app.gui.widgets.line_edit import long_line_edit
 
-MASK = "[MASK]"
 EXAMPLE = "The [MASK] sat on the mat because it was [MASK]."
 JOB_KEY = "fillmask.predict"
-WORD_RE = re.compile(r"\[MASK\]|\w+(?:['’]\w+)*|[^\w\s]")
-
-
-# ---------------------------------------------------------------------------- text helpers (pure)
-
-def words(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, word) for each word, punctuation mark and [MASK] of the text."""
-    return [(m.start(), m.end(), m.group()) for m in WORD_RE.finditer(text)]
-
-
-def mask_word(text: str, index: int) -> str:
-    """The text with its ``index``-th word (see ``words``) replaced by [MASK]."""
-    start, end, _ = words(text)[index]
-    return text[:start] + MASK + text[end:]
-
-
-def mask_spans(text: str) -> list[tuple[int, int]]:
-    return [(m.start(), m.end()) for m in re.finditer(re.escape(MASK), text)]
-
-
-def fill_mask_at(text: str, n: int, token: str) -> str:
-    """Put ``token`` in place of the ``n``-th [MASK]. A WordPiece continuation ("##s") joins the
-    word before it ("cat [MASK]" + "##s" -> "cats")."""
-    spans = mask_spans(text)
-    if not 0 <= n < len(spans):
-        raise IndexError(f"the text has {len(spans)} masks, not {n + 1}")
-    start, end = spans[n]
-    if token.startswith("##") and len(token) > 2:
-        token = token[2:]
-        while start > 0 and text[start - 1] == " ":
-            start -= 1
-    return text[:start] + token + text[end:]
-
-
-def layer_names(n_rows: int, n_layers: int) -> list[str]:
-    """Row names of the per-layer table: "embeddings", then layers 1..L."""
-    if n_rows == n_layers + 1:
-        return ["embeddings"] + [f"layer {i}" for i in range(1, n_rows)]
-    return [f"layer {i}" for i in range(1, n_rows + 1)]
 
 
 def predict_fn(backend, text, top_k=10, targets=None, per_layer=False):
     """Worker side: the core call, as a plain dict."""
     return backend.fill_mask(text, top_k=top_k, targets=targets or None, per_layer=per_layer).to_dict()
-
-
-def mlm_models(list_fn=None) -> list[dict]:
-    """Models known to have a masked-LM head (``core.encoder.catalog.list_models()`` filtered)."""
-    if list_fn is None:
-        from core.encoder.catalog import list_models as list_fn
-    try:
-        return [m for m in list_fn() if m.get("mlm_head")]
-    except Exception:  # noqa: BLE001 - the explanation must show even if listing fails
-        return [{"name": "distilbert-base-uncased", "source": "hub", "available": False, "mlm_head": True}]
 
 
 # ---------------------------------------------------------------------------- widgets
@@ -193,46 +146,12 @@ class FillMaskPanel(QtWidgets.QWidget):
         self.tables_area.setWidget(self.tables_host)
         split.addWidget(self.tables_area)
 
-        layer_box = QtWidgets.QWidget()
-        ll = QtWidgets.QVBoxLayout(layer_box)
-        ll.setContentsMargins(0, 4, 0, 0)
-        lh = QtWidgets.QHBoxLayout()
-        self.layer_title = QtWidgets.QLabel("<b>Per layer</b>: the top guesses if the model stopped "
-                                            "after each layer (darker = more probable; bold = the final top guess)")
-        self.layer_title.setTextFormat(Qt.TextFormat.RichText)
-        self.layer_mask_combo = QtWidgets.QComboBox()
-        self.layer_mask_combo.currentIndexChanged.connect(self._show_layers)
-        lh.addWidget(self.layer_title, 1)
-        lh.addWidget(self.layer_mask_combo)
-        ll.addLayout(lh)
-        self.layer_table = QtWidgets.QTableWidget()
-        self.layer_table.setObjectName("fillmask_layers")
-        self.layer_table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.layer_table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.NoSelection)
-        self.layer_table.horizontalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Stretch)
-        self.layer_table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
-        ll.addWidget(self.layer_table)
-        self.layer_box = layer_box
-        layer_box.hide()
-        split.addWidget(layer_box)
+        split.addWidget(build_layer_box(self))
         split.setSizes([380, 220])
         lay.addWidget(split, 1)
         self.pages.addWidget(tool)
 
-        # page 1: no MLM head
-        self.no_mlm_label = QtWidgets.QLabel()
-        self.no_mlm_label.setObjectName("no_mlm_explanation")
-        self.no_mlm_label.setTextFormat(Qt.TextFormat.RichText)
-        self.no_mlm_label.setWordWrap(True)
-        self.no_mlm_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-        self.no_mlm_label.setOpenExternalLinks(False)
-        self.no_mlm_label.linkActivated.connect(self._switch_model)
-        self.no_mlm_label.setMargin(24)
-        self.no_mlm_label.setMaximumWidth(760)
-        no_page = QtWidgets.QScrollArea()
-        no_page.setWidgetResizable(True)
-        no_page.setWidget(self.no_mlm_label)
-        self.pages.addWidget(no_page)
+        self.pages.addWidget(no_mlm_page(self))    # page 1: no MLM head
 
         QtGui.QShortcut(QtGui.QKeySequence("Ctrl+M"), self, self.insert_mask,
                         context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
@@ -270,30 +189,7 @@ class FillMaskPanel(QtWidgets.QWidget):
     def show_no_mlm(self, backend, message: str = "") -> None:
         name = Path(str(getattr(backend, "model_name", "this model"))).name
         models = mlm_models(self._list_models_fn)
-        items = []
-        for m in models:
-            label = html.escape(m["name"])
-            if m.get("available"):
-                note = f"{m.get('source', '')}, on this machine"
-            else:
-                note = m.get("note") or "not on this machine"
-            items.append(f"<li><a href='{html.escape(m['name'])}'><b>{label}</b></a> &nbsp;"
-                         f"<span style='color:gray'>({html.escape(note)})</span></li>")
-        items.append("<li>a checkpoint you trained in the app (Train panel, or "
-                     "<code>encoderscope train</code>): choose its folder with <i>Inspect with → Folder…</i></li>")
-        self.no_mlm_label.setText(
-            f"<h3>“{html.escape(name)}” cannot fill in masks</h3>"
-            f"<p>Fill-mask needs a <b>masked-language-model head</b>: the small network on top of "
-            f"the encoder that turns each token's vector into a probability for every word in the "
-            f"vocabulary. Models trained to predict hidden words (BERT, DistilBERT) keep it.</p>"
-            f"<p><b>{html.escape(name)}</b> is a sentence-embedding model: after its masked-LM pre-training "
-            f"it was fine-tuned to produce sentence vectors and published <i>without</i> that head, "
-            f"so there is nothing to turn its vectors back into words. It still works for search, "
-            f"the corpus and the attention inspector.</p>"
-            f"<p>Switching the <b>inspected</b> model leaves the corpus and search as they are.</p>"
-            + (f"<p style='color:gray'>{html.escape(message)}</p>" if message else "")
-            + f"<p><b>Models with a masked-LM head</b> (click a name to switch to it):</p>"
-            f"<ul>{''.join(items)}</ul>")
+        self.no_mlm_label.setText(no_mlm_html(name, models, message))
         self.pages.setCurrentIndex(1)
 
     def _switch_model(self, name: str) -> None:
@@ -444,28 +340,9 @@ class FillMaskPanel(QtWidgets.QWidget):
         if not per_layer or idx < 0:
             t.setRowCount(0)
             return
-        layers = per_layer[idx]["layers"]
-        k = max(len(r) for r in layers)
-        t.setRowCount(len(layers))
-        t.setColumnCount(k)
-        t.setHorizontalHeaderLabels([f"#{i + 1}" for i in range(k)])
-        t.setVerticalHeaderLabels(layer_names(len(layers), self._n_layers))
-        top = max((float(p["score"]) for row in layers for p in row), default=1.0) or 1.0
         masks = self.result["masks"]
         final = {p["token"] for p in (masks[idx]["predictions"] if idx < len(masks) else [])[:1]}
-        for r, row in enumerate(layers):
-            for c, p in enumerate(row):
-                item = QtWidgets.QTableWidgetItem(f"{p['token']}  {100 * p['score']:.1f}%")
-                s = max(0.0, min(1.0, float(p["score"]) / top))     # colour: share of the table's maximum
-                bg = _blend(s)
-                item.setBackground(bg)
-                item.setForeground(QtGui.QColor("white") if bg.lightness() < 150 else QtGui.QColor("black"))
-                if p["token"] in final:
-                    f = item.font()
-                    f.setBold(True)
-                    item.setFont(f)
-                item.setToolTip(f"{p['token']}: p = {p['score']:.4f}")
-                t.setItem(r, c, item)
+        paint_layer_table(t, per_layer[idx]["layers"], self._n_layers, final)
 
     def _fit_split(self) -> None:
         """Give the per-layer table the height it needs to show every layer (the last, the
@@ -540,10 +417,3 @@ class FillMaskPanel(QtWidgets.QWidget):
             self.topk_spin.setValue(saved["top_k"])
         self.text_edit.setText(panel_state.text(saved, "text", self.text_edit.text()))
 
-
-def _blend(s: float) -> QtGui.QColor:
-    """White -> deep blue for a probability (same palette as the attention views)."""
-    lo, hi = QtGui.QColor("#f7fbff"), QtGui.QColor("#08306b")
-    s = s ** 0.6                          # small probabilities stay visible
-    return QtGui.QColor(int(lo.red() + (hi.red() - lo.red()) * s), int(lo.green() + (hi.green() - lo.green()) * s),
-                        int(lo.blue() + (hi.blue() - lo.blue()) * s))

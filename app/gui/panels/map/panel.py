@@ -267,7 +267,7 @@ class MapPanel(QWidget):
 
     # ---- the search on the map ------------------------------------------------------------------
     def show_search(self, result) -> None:
-        """Ring a search's hits and place its query (app.gui.corpus_service.SearchResult)."""
+        """Ring a search's hits and place its query (app.gui.corpus_jobs.SearchResult)."""
         self._last_search = result
         if self.map is None:
             return

@@ -14,12 +14,13 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
 
 from app.gui.panels.map.points import ClusterPoints
+from app.gui.widgets.plot_legend import legend_below
 
 POINT_PX = 5                # symbol size of a sentence
 HOVER_PX = 8                # the pointer must be this close to a point to pick it
 LASSO_STEP_PX = 3           # a lasso vertex every few pixels of mouse travel
 TIP_WIDTH = 70              # characters per line in the hover box
-LEGEND_ROWS = 12            # clusters per legend column; more clusters add columns
+LEGEND_ROWS = 4             # rows of the legend under the map; more clusters add columns
 # Qualitative colours (Tableau 10); more clusters cycle through pyqtgraph's hues.
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac")
@@ -106,9 +107,7 @@ class MapPlot(pg.PlotWidget):
         self.setObjectName("map_plot")
         self.setMenuEnabled(False)
         self.hideButtons()
-        self.legend = self.plotItem.addLegend(offset=(-10, 10), labelTextSize="8pt",
-                                              labelTextColor="#333333",
-                                              brush=pg.mkBrush(255, 255, 255, 210))
+        self.legend = legend_below(self, labelTextSize="8pt")       # under the map: never over a point
         self.xy = np.zeros((0, 2), np.float32)
         self.cluster_items: list = []
         self.cluster_labels: list = []    # each cluster's name, written at its middle on the map
@@ -144,7 +143,7 @@ class MapPlot(pg.PlotWidget):
             self.cluster_items.append(item)
             self.legend.addItem(item, labels[c])
             self._name_cluster(item, labels[c], cluster_colour(c, n))
-        self.legend.setColumnCount(max(1, -(-n // LEGEND_ROWS)))     # every cluster is named
+        self.legend.setColumnCount(max(4, -(-n // LEGEND_ROWS)))     # every cluster is named
         self.vb.autoRange(padding=0.04)
 
     def _name_cluster(self, item, name: str, colour) -> None:

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.corpus_service import search_job
+from app.gui.corpus_jobs import search_job
 from app.gui.follow_model import FollowModel
 from app.gui.panels.search.results_model import ResultsModel
 from app.gui.settings import as_int

@@ -29,9 +29,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.state import BACKEND_LABELS
+from app.gui.choice_labels import BACKEND_LABELS
 from app.gui.widgets.model_choice import WeightsCombo, add_trained_checkpoints
-from core.encoder.names import BACKENDS, POOLINGS
+from core.names import BACKENDS, POOLINGS
 
 JOB_KEY = "evaluate"
 CORPUS_MODEL, FOLDER_MODEL = "corpus", "folder"

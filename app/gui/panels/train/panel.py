@@ -13,50 +13,22 @@ Start / Cancel / Resume run ``core.train.trainer.Trainer`` through ``state.run``
 trainer's events reach this panel through a queued Qt signal, so the UI stays responsive. Cancel
 stops at the next step and saves a checkpoint; Resume continues a checkpoint's run; "Use this
 model" makes the trained folder the inspected model (attention, fill-mask; the corpus keeps its own).
+The settings' widgets: settings_form.py; the Loss page: loss_page.py.
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import QObject, Signal
 
-from app.gui.panels.train.watch_settings import WatchSettings, read_run_job
+from app.gui.panels.train.loss_page import build_loss_page
+from app.gui.panels.train.settings_form import build_settings, default_output_folder, output_folder
+from app.gui.panels.train.watch_settings import read_run_job
 from app.gui.panels.train.watch_views import WatchViews
 from core.assets import eval_pairs, paraphrase_pairs, sample_corpus
-from core.encoder.sources import DEFAULT_MODEL
 
 JOB_KEY = "train"
-
-STARTS = [  # (label, init, tokenizer)
-    ("Fresh encoder, word vocabulary from the corpus", "fresh", "word"),
-    ("Fresh encoder, minilm's WordPiece vocabulary", "fresh", "wordpiece"),
-    (f"{DEFAULT_MODEL} (+ a fresh MLM head)", DEFAULT_MODEL, "wordpiece"),
-]
-OBJECTIVES = [
-    ("Masked-LM (predict hidden words)", "mlm"),
-    ("Contrastive (SimCSE: better search embeddings)", "simcse"),
-    ("Masked-LM, then contrastive", "mlm+simcse"),
-    ("Next token (causal mask)", "clm"),
-]
-ATTENTIONS = [("Bidirectional (each token sees all)", "bidirectional"),
-              ("Causal (each token sees itself and earlier ones)", "causal")]
-
-
-def default_output_folder() -> Path:
-    from core.paths import models_dir
-    return models_dir() / time.strftime("run-%Y%m%d-%H%M%S")
-
-
-def output_folder(text: str) -> Path:
-    """The output folder as typed, ~ expanded; a relative name goes under the models folder: a
-    desktop app's working directory is wherever it was started from, not a place to write."""
-    from core.paths import models_dir
-    path = Path(text.strip()).expanduser()
-    return path if path.is_absolute() else models_dir() / path
-
 
 def train_job(config, sink, progress=None, cancel=None):
     """Worker side: run the trainer; every event goes to ``sink`` (a queued signal's emit)."""
@@ -124,106 +96,7 @@ class TrainPanel(QtWidgets.QWidget):
         self.form_scroll.setWidget(form_page)
         column.addWidget(self.form_scroll, 1)
 
-        box = QtWidgets.QGroupBox("Data")
-        form = QtWidgets.QFormLayout(box)
-        row = QtWidgets.QHBoxLayout()
-        self.corpus = QtWidgets.QComboBox()
-        self.corpus.setMinimumContentsLength(24)
-        self.corpus.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.corpus.setToolTip("The sentences to train on: the open store, the bundled sample corpus, "
-                               "or a .txt (one sentence per line, or prose), .csv/.tsv ('text' column) "
-                               "or .jsonl ('text' field) file")
-        self.corpus_browse = QtWidgets.QPushButton("File…")
-        self.corpus_browse.clicked.connect(self._browse_corpus)
-        row.addWidget(self.corpus, 1)
-        row.addWidget(self.corpus_browse)
-        form.addRow("Corpus", row)
-        self.heldout = QtWidgets.QDoubleSpinBox(decimals=1, minimum=0.0, maximum=50.0, value=5.0, suffix=" %")
-        self.heldout.setToolTip("Sentences kept out of training to measure how well the model generalises")
-        form.addRow("Held out", self.heldout)
-        left.addWidget(box)
-
-        box = QtWidgets.QGroupBox("Model")
-        form = QtWidgets.QFormLayout(box)
-        row = QtWidgets.QHBoxLayout()
-        self.start_from = QtWidgets.QComboBox()
-        for label, init, tok in STARTS:
-            self.start_from.addItem(label, (init, tok))
-        self.start_from.currentIndexChanged.connect(self._update_enabled)
-        self.init_browse = QtWidgets.QPushButton("Folder…")
-        self.init_browse.setToolTip("Continue training a model folder (a checkpoint, or a DistilBERT/BERT folder)")
-        self.init_browse.clicked.connect(self._browse_init)
-        row.addWidget(self.start_from, 1)
-        row.addWidget(self.init_browse)
-        form.addRow("Start from", row)
-        self.objective = QtWidgets.QComboBox()
-        for label, key in OBJECTIVES:
-            self.objective.addItem(label, key)
-        form.addRow("Objective", self.objective)
-        self.attention = QtWidgets.QComboBox()
-        for label, key in ATTENTIONS:
-            self.attention.addItem(label, key)
-        self.attention.setToolTip("Next-token prediction needs the causal mask: choosing it sets causal")
-        self.pooling = QtWidgets.QComboBox()
-        from app.gui.widgets.model_choice import POOLING_LABELS
-        for key, label in POOLING_LABELS.items():
-            self.pooling.addItem(label, key)
-        self.pooling.setCurrentIndex(self.pooling.findData("mean"))
-        self.pooling.setToolTip("The sentence vector contrastive training shapes, and the model's default "
-                                "pooling; attention pooling learns a query vector (contrastive objectives)")
-        self.objective.currentIndexChanged.connect(self._objective_changed)
-        form.addRow("Attention", self.attention)
-        form.addRow("Pooling", self.pooling)
-        self.layers = QtWidgets.QSpinBox(minimum=1, maximum=24, value=2)
-        self.dim = QtWidgets.QSpinBox(minimum=8, maximum=2048, value=128, singleStep=32)
-        self.heads = QtWidgets.QSpinBox(minimum=1, maximum=32, value=4)
-        self.ffn = QtWidgets.QSpinBox(minimum=8, maximum=8192, value=512, singleStep=128)
-        self.positions = QtWidgets.QComboBox()
-        self.positions.addItems(["learned", "sinusoidal"])
-        self.norm = QtWidgets.QComboBox()
-        self.norm.addItem("pre-norm (trains easily)", "pre")
-        self.norm.addItem("post-norm (BERT)", "post")
-        arch = QtWidgets.QGridLayout()
-        for i, (name, w) in enumerate((("Layers", self.layers), ("Dim", self.dim),
-                                       ("Heads", self.heads), ("FFN", self.ffn))):
-            arch.addWidget(QtWidgets.QLabel(name), i // 2, 2 * (i % 2))
-            arch.addWidget(w, i // 2, 2 * (i % 2) + 1)
-        arch.addWidget(QtWidgets.QLabel("Positions"), 2, 0)
-        arch.addWidget(self.positions, 2, 1)
-        arch.addWidget(QtWidgets.QLabel("Norm"), 2, 2)
-        arch.addWidget(self.norm, 2, 3)
-        self.arch_box = QtWidgets.QWidget()
-        self.arch_box.setLayout(arch)
-        form.addRow(self.arch_box)
-        left.addWidget(box)
-
-        box = QtWidgets.QGroupBox("Training")
-        form = QtWidgets.QFormLayout(box)
-        self.steps = QtWidgets.QSpinBox(minimum=1, maximum=10_000_000, value=1000, singleStep=100)
-        self.batch = QtWidgets.QSpinBox(minimum=2, maximum=4096, value=32)
-        self.lr = QtWidgets.QLineEdit()
-        self.lr.setPlaceholderText("auto (5e-4 fresh, 2e-4 minilm + new head, 5e-5 imported)")
-        self.seed = QtWidgets.QSpinBox(minimum=0, maximum=2**31 - 1, value=0)
-        self.device = QtWidgets.QComboBox()
-        from app.gui.widgets.model_choice import offered_devices  # no torch import on the UI thread
-        for d in offered_devices():
-            self.device.addItem({"auto": "Auto (GPU when present)", "cpu": "CPU"}.get(d, d.upper()), d)
-        form.addRow("Steps", self.steps)
-        form.addRow("Batch size", self.batch)
-        form.addRow("Learning rate", self.lr)
-        form.addRow("Seed", self.seed)
-        form.addRow("Device", self.device)
-        row = QtWidgets.QHBoxLayout()
-        self.out = QtWidgets.QLineEdit(str(default_output_folder()))
-        self.out.setToolTip("Where checkpoints go; the folder becomes a model folder")
-        out_browse = QtWidgets.QPushButton("…")
-        out_browse.clicked.connect(self._browse_out)
-        row.addWidget(self.out, 1)
-        row.addWidget(out_browse)
-        form.addRow("Output", row)
-        left.addWidget(box)
-        self.watch_box = WatchSettings()
-        left.addWidget(self.watch_box)
+        build_settings(self, left)
 
         buttons = QtWidgets.QHBoxLayout()
         self.start_button = QtWidgets.QPushButton("Start")
@@ -251,43 +124,8 @@ class TrainPanel(QtWidgets.QWidget):
 
         self.views = WatchViews()
         outer.addWidget(self.views, 1)
-        loss_page = QtWidgets.QWidget()
-        self.views.insertTab(0, loss_page, "Loss")
+        self.views.insertTab(0, build_loss_page(self), "Loss")
         self.views.setCurrentIndex(0)
-        right = QtWidgets.QVBoxLayout(loss_page)
-        self.plot = pg.PlotWidget()
-        self.plot.setBackground("w")
-        self.plot.showGrid(x=True, y=True, alpha=0.3)
-        self.plot.setLabel("bottom", "step")
-        self.plot.setLabel("left", "loss")
-        for side in ("left", "bottom"):       # a loss of 0.5, never "500 (x0.001)"
-            self.plot.getAxis(side).enableAutoSIPrefix(False)
-        self.plot.addLegend(offset=(-10, 10))
-        self.train_curve = self.plot.plot([], [], pen=pg.mkPen("#2171b5", width=2), name="train")
-        self.eval_curve = self.plot.plot([], [], pen=pg.mkPen("#e6550d", width=2), symbol="o",
-                                         symbolSize=6, symbolBrush="#e6550d", name="held-out")
-        right.addWidget(self.plot, 1)
-        fit_row = QtWidgets.QHBoxLayout()
-        self.plot_hint = QtWidgets.QLabel("Wheel: zoom · drag: pan")
-        self.plot_hint.setStyleSheet("color: gray;")
-        self.fit_button = QtWidgets.QPushButton("Fit")
-        self.fit_button.setObjectName("fit_plot_button")
-        self.fit_button.setToolTip("Show the whole curve again, and follow it as it grows")
-        self.fit_button.clicked.connect(self.fit_plot)
-        fit_row.addWidget(self.plot_hint, 1)
-        fit_row.addWidget(self.fit_button)
-        right.addLayout(fit_row)
-        self.progress = QtWidgets.QProgressBar()
-        self.progress.setFormat("%v / %m steps")
-        right.addWidget(self.progress)
-        self.stats = QtWidgets.QLabel("Not started")
-        self.stats.setWordWrap(True)
-        self.stats.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.eval_label = QtWidgets.QLabel("")
-        self.eval_label.setWordWrap(True)
-        self.eval_label.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
-        right.addWidget(self.stats)
-        right.addWidget(self.eval_label)
 
     # ---- choices -----------------------------------------------------------------------------
     def _refresh_corpora(self):

@@ -1,11 +1,15 @@
 """Several runs' curves overlaid, one colour per run: training loss, gradient norm, anisotropy and
 an evaluation metric, each in its own plot (the gradient-norm and evaluation plots let the user
-pick which of the runs' series to draw)."""
+pick which of the runs' series to draw). One key above the four plots names the runs' colours:
+a legend in each small plot would cover its curves or squeeze it."""
 from __future__ import annotations
 
-import pyqtgraph as pg
-from PySide6 import QtWidgets
+import html
 
+import pyqtgraph as pg
+from PySide6 import QtCore, QtWidgets
+
+from app.gui.widgets.plot_title import fitted_title
 from core.train.runs import curves
 
 COLORS = ["#2171b5", "#e6550d", "#31a354", "#756bb1", "#d62728", "#8c564b", "#e377c2", "#17becf"]
@@ -34,14 +38,15 @@ class CurvePlot(QtWidgets.QWidget):
         self.picker = QtWidgets.QComboBox()
         self.picker.setToolTip("Which of the runs' series this plot draws")
         self.picker.currentIndexChanged.connect(self._draw)
-        self.plot = pg.PlotWidget(title=title)
+        self.plot = pg.PlotWidget()
+        fitted_title(self.plot)                 # "Gradient norm: layer 1 attention" fits a quarter of the page
+        self.plot.setTitle(title)
         self.plot.setBackground("w")
         self.plot.showGrid(x=True, y=True, alpha=0.3)
         self.plot.setLabel("bottom", "step")
         self.plot.setLabel("left", ylabel)
         for side in ("left", "bottom"):       # a cosine of 0.9, never "900 (x0.001)"
             self.plot.getAxis(side).enableAutoSIPrefix(False)
-        self.legend = self.plot.addLegend(offset=(-10, 10))
         layout.addWidget(self.picker)
         layout.addWidget(self.plot, 1)
         self.drawn: dict[str, list[tuple[int, float]]] = {}   # run label -> the points drawn
@@ -66,7 +71,6 @@ class CurvePlot(QtWidgets.QWidget):
 
     def _draw(self, *_):
         self.plot.clear()
-        self.legend.clear()
         self.drawn = {}
         name = self.series_name
         for i, (label, series) in enumerate(self.named_series.items()):
@@ -88,9 +92,16 @@ class RunCurves(QtWidgets.QWidget):
         super().__init__(parent)
         grid = QtWidgets.QGridLayout(self)
         grid.setContentsMargins(0, 0, 0, 0)
+        self.key = QtWidgets.QLabel("")          # each run's colour, for all four plots
+        self.key.setObjectName("run_curves_key")
+        self.key.setWordWrap(True)
+        self.key.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        grid.addWidget(self.key, 0, 0, 1, 2)
         self.plots = [CurvePlot(*spec) for spec in PLOTS]
         for i, p in enumerate(self.plots):
-            grid.addWidget(p, i // 2, i % 2)
+            grid.addWidget(p, 1 + i // 2, i % 2)
+        grid.setRowStretch(1, 1)
+        grid.setRowStretch(2, 1)
         self.loss_plot, self.grad_plot, self.anisotropy_plot, self.eval_plot = self.plots
 
     def set_runs(self, named_events: dict[str, list[dict]], evaluation: str | None = None) -> None:
@@ -98,5 +109,8 @@ class RunCurves(QtWidgets.QWidget):
         ``evaluation``: the series the Evaluation plot shows first (None: the held-out loss)."""
         named_series = {label: curves(events) for label, events in named_events.items()}
         self.eval_plot.preferred = evaluation or PLOTS[3][3]
+        self.key.setText("&nbsp;&nbsp; ".join(
+            f"<span style='color:{color(i)}; font-weight:bold'>━━</span>&nbsp;{html.escape(label)}"
+            for i, label in enumerate(named_events)))
         for p in self.plots:
             p.set_runs(named_series)

@@ -26,6 +26,7 @@ from PySide6 import QtCore, QtWidgets
 
 from app.gui.panels.attention.head_grid import HeadGrid
 from app.gui.widgets.matrix_heatmap import MatrixHeatmap
+from app.gui.widgets.plot_legend import legend_below
 
 REDRAW_MS = 100              # at most ~10 redraws a second
 MEASURES = [("gradient norm", "grad_norm"), ("update / weight", "update_ratio")]
@@ -44,7 +45,7 @@ def _plot(left: str, log_y: bool = False) -> pg.PlotWidget:
     w.setLabel("left", left)
     w.setLogMode(y=log_y)
     w.getAxis("left").enableAutoSIPrefix(False)          # an accuracy of 0.2, never "200 (x0.001)"
-    w.addLegend(offset=(-10, 10))
+    legend_below(w)
     return w
 
 

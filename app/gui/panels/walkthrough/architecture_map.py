@@ -25,6 +25,7 @@ SKIP_X = 3 * COL_W + 8                           # where residual skips run down
 FILL = {"embedding": "#e3effb", "norm": "#fdf0c8", "attention": "#def3e3", "ffn": "#f5e1f1",
         "add": "#ececec", "output": "#e2e2f7"}
 CURRENT = QtGui.QColor("#d62728")
+SWITCHED_OFF = QtGui.QColor("#8c8c8c")      # a block an intervention switches off: grey, hatched
 MIN_LABEL_PX = 9.0        # a block's label is never drawn smaller on screen: the map scrolls instead
 
 
@@ -34,6 +35,7 @@ class BlockItem(QtWidgets.QGraphicsRectItem):
     def __init__(self, block, x: float, y: float, on_click):
         super().__init__(0, 0, BOX_W, BOX_H)
         self.block, self.on_click = block, on_click
+        self.switched_off = ""                    # why an intervention switches it off, if it does
         self.setPos(x, y)
         self.setBrush(QtGui.QColor(FILL.get(block.kind, "#eeeeee")))
         self.setAcceptHoverEvents(True)
@@ -44,6 +46,14 @@ class BlockItem(QtWidgets.QGraphicsRectItem):
         self.text.setFont(font)
         self._fit_text()
         self.set_current(False)
+
+    def mark_switched_off(self, why: str) -> None:
+        """Drawn hatched grey with its label struck through: an intervention switches it off."""
+        self.switched_off = why
+        self.setBrush(QtGui.QBrush(SWITCHED_OFF, Qt.BrushStyle.BDiagPattern))
+        font = self.text.font()
+        font.setStrikeOut(True)
+        self.text.setFont(font)
 
     def _fit_text(self) -> None:
         r = self.text.boundingRect()
@@ -77,8 +87,9 @@ class BlockItem(QtWidgets.QGraphicsRectItem):
 class LayerLink(QtWidgets.QGraphicsSimpleTextItem):
     """A layer number under the frame: click to see the same step in that layer."""
 
-    def __init__(self, layer: int, current: bool, on_click, parent=None):
-        super().__init__(str(layer + 1), parent)
+    def __init__(self, layer: int, current: bool, on_click, parent=None, switched: bool = False):
+        super().__init__(f"{layer + 1}✕" if switched else str(layer + 1), parent)
+        self.switched = switched
         self.layer, self.on_click = layer, on_click
         font = QtGui.QFont()
         font.setPointSizeF(8.5)
@@ -87,7 +98,8 @@ class LayerLink(QtWidgets.QGraphicsSimpleTextItem):
         self.setFont(font)
         self.setBrush(CURRENT if current else QtGui.QColor("#1f5fa8"))
         self.setCursor(Qt.CursorShape.PointingHandCursor)
-        self.setToolTip(f"Layer {layer + 1}: the same step, with layer {layer + 1}'s weights")
+        self.setToolTip(f"Layer {layer + 1}: the same step, with layer {layer + 1}'s weights"
+                        + (" (the intervention switches part of it off)" if switched else ""))
 
     def mousePressEvent(self, event):
         self.on_click(self.layer)
@@ -129,6 +141,10 @@ class ArchitectureMap(QtWidgets.QGraphicsView):
             shapes = sorted({e.shape for e in arch.edges if e.target == b.step})
             if shapes:
                 tip += "<br>in: " + ", ".join(html.escape(s) for s in shapes)
+            why = arch.switched_off.get(b.step)
+            if why:
+                item.mark_switched_off(why)
+                tip += f"<br><b style='color:#b35900'>{html.escape(why)}</b>"
             item.setToolTip(tip + "<br><i>click: show this step</i>")
             scene.addItem(item)
             self.items[b.step] = item
@@ -178,7 +194,8 @@ class ArchitectureMap(QtWidgets.QGraphicsView):
                                        self.palette().base())
         backing.setZValue(3.5)
         for layer in range(self.arch.n_layers):
-            link = LayerLink(layer, layer == self.arch.layer, self.layer_clicked.emit)
+            link = LayerLink(layer, layer == self.arch.layer, self.layer_clicked.emit,
+                             switched=layer in self.arch.layers_switched)
             self.scene().addItem(link)
             link.setPos(x, below - 1)
             link.setZValue(4)

@@ -19,27 +19,27 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
 from app.gui import panel_state
+from app.gui.current_intervention import current_intervention
 from app.gui.follow_model import FollowModel
-from app.gui.panels.walkthrough.architecture_map import ArchitectureMap
 from app.gui.panels.walkthrough.batch_view import BatchView
-from app.gui.panels.walkthrough.pooling_view import PoolingView
+from app.gui.panels.walkthrough.controls import POOLINGS, build_controls
 from app.gui.panels.walkthrough.positions_view import PositionsView
-from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, StepView, badge_color
+from app.gui.panels.walkthrough.steps_page import build_steps_page
+from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, badge_color
 from app.gui.widgets.labels import rich_label
 from app.gui.widgets.line_edit import long_line_edit
-from app.gui.widgets.page_wheel import PageWheel
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "walkthrough.explain"
 POOLING_JOB_KEY = "walkthrough.pooling"
 EXPORT_JOB_KEY = "walkthrough.export"
-POOLINGS = ("mean", "cls", "max", "attention")     # attention: models trained with a learned query
 
 
-def explain_fn(backend, text: str, pair: str | None, layer: int, head: int, pooling: str):
-    """Worker side: the walkthrough for (layer, head), 0-based."""
-    from core.walkthrough import steps as W
-    return W.explain(backend, text, pair=pair or None, layer=layer, head=head, pooling=pooling)
+def explain_fn(backend, text: str, pair: str | None, layer: int, head: int, pooling: str, intervention=None,
+               progress=None, cancel=None):
+    """Worker side: the walkthrough for (layer, head), 0-based, with the app's intervention applied."""
+    from app.gui.panels.intervene.compute import explain_intervened
+    return explain_intervened(backend, text, pair or None, layer, head, pooling, intervention, progress, cancel)
 
 
 def pooling_fn(backend, text: str, other: str):
@@ -74,6 +74,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.follow = FollowModel(state, JOB_KEY)
         self.follow.model_changed.connect(self._on_backend)
         self.pooling_follow = FollowModel(state, POOLING_JOB_KEY)
+        self.intervention = current_intervention(state)      # set in the Intervene tab; the steps follow it
+        self.intervention.changed.connect(self._controls_changed)
         if hasattr(state, "walkthrough_requested"):
             state.walkthrough_requested.connect(self.request)
         self._on_backend(getattr(state, "backend", None))
@@ -101,93 +103,13 @@ class WalkthroughPanel(QtWidgets.QWidget):
         form.addWidget(self.as_pair, 1, 2)
         outer.addLayout(form)
 
-        bar = QtWidgets.QHBoxLayout()
-        self.layer_spin = QtWidgets.QSpinBox(prefix="Layer ")
-        self.head_spin = QtWidgets.QSpinBox(prefix="Head ")
-        layer_tip = "The layer whose attention and feed-forward steps are shown (the other layers still run)"
-        for spin, tip in ((self.layer_spin, layer_tip),
-                          (self.head_spin, "The attention head shown in the Q, K, V, scores and weights steps")):
-            spin.setRange(1, 1)
-            spin.setToolTip(tip)
-            spin.valueChanged.connect(lambda _v: self._debounce.start())
-            bar.addWidget(spin)
-        self.pooling_combo = QtWidgets.QComboBox()
-        self.pooling_combo.addItems(POOLINGS)
-        self.pooling_combo.setCurrentText(getattr(self.state, "pooling", "mean"))
-        self.pooling_combo.setToolTip("How the token vectors become one sentence vector (the pooled step)")
-        self.pooling_combo.currentTextChanged.connect(lambda _t: self._debounce.start())
-        bar.addWidget(self.pooling_combo)
-        bar.addSpacing(12)
-        self.view_group = QtWidgets.QButtonGroup(self)
-        for i, text in enumerate(("Steps", "Positions", "Batch of two")):
-            b = QtWidgets.QToolButton(text=text)
-            b.setCheckable(True)
-            self.view_group.addButton(b, i)
-            bar.addWidget(b)
-        self.view_group.button(0).setChecked(True)
-        self.view_group.idClicked.connect(self.set_view)
-        bar.addStretch(1)
-        self.export_button = QtWidgets.QPushButton("Export notebook…")
-        self.export_button.setToolTip("A Jupyter notebook that recomputes every step from the model's "
-                                      "weights with NumPy and checks each against these numbers")
-        self.export_button.setEnabled(False)
-        self.export_button.clicked.connect(lambda: self.export_notebook())
-        bar.addWidget(self.export_button)
-        outer.addLayout(bar)
+        build_controls(self, outer)
 
         self.info_label = rich_label("walkthrough_info")
         outer.addWidget(self.info_label)
 
         self.stack = QtWidgets.QStackedWidget()
-        steps_page = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
-        self.step_list = QtWidgets.QListWidget()
-        self.step_list.setObjectName("walkthrough_steps")
-        self.step_list.currentRowChanged.connect(self._row_changed)
-        self.arch_map = ArchitectureMap(self)            # the model as blocks; the current step in red
-        self.arch_map.step_clicked.connect(self.show_step)
-        self.arch_map.layer_clicked.connect(self.jump_to_layer)
-        self.left_tabs = QtWidgets.QTabWidget()
-        self.left_tabs.addTab(self.arch_map, "Map")
-        self.left_tabs.addTab(self.step_list, "List")
-        self.left_tabs.setTabToolTip(0, "The model's blocks: click one to see its step; the numbers under the "
-                                        "layer jump to the same step in another layer")
-        steps_page.addWidget(self.left_tabs)
-        right = QtWidgets.QWidget()
-        rl = QtWidgets.QVBoxLayout(right)
-        rl.setContentsMargins(6, 0, 0, 0)
-        self.page = QtWidgets.QScrollArea()             # the step scrolls; Previous / Next stay below it
-        self.page.setObjectName("walkthrough_page")
-        self.page.setWidgetResizable(True)
-        self.page.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
-        self.page.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        content = QtWidgets.QWidget()
-        cl = QtWidgets.QVBoxLayout(content)
-        cl.setContentsMargins(0, 0, 4, 0)
-        self.step_view = StepView(self)
-        self.step_view.step_requested.connect(self.show_step)
-        self.pooling_view = PoolingView(self)        # under the "pooled" step only
-        self.pooling_view.hide()
-        cl.addWidget(self.step_view, 3)
-        cl.addWidget(self.pooling_view, 2)
-        self.page.setWidget(content)
-        self.page_wheel = PageWheel(self.page)        # plain wheel scrolls the page, Ctrl + wheel zooms a plot
-        self.page_wheel.watch_all(content)
-        rl.addWidget(self.page, 1)
-        nav = QtWidgets.QHBoxLayout()
-        self.prev_button = QtWidgets.QPushButton("◀ Previous")
-        self.next_button = QtWidgets.QPushButton("Next ▶")
-        self.prev_button.clicked.connect(self.previous_step)
-        self.next_button.clicked.connect(self.next_step)
-        self.position_label = QtWidgets.QLabel("")
-        self.position_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        nav.addWidget(self.prev_button)
-        nav.addWidget(self.position_label, 1)
-        nav.addWidget(self.next_button)
-        rl.addLayout(nav)
-        steps_page.addWidget(right)
-        steps_page.setStretchFactor(1, 1)
-        steps_page.setSizes([300, 900])
-        self.stack.addWidget(steps_page)
+        self.stack.addWidget(build_steps_page(self))
         self.positions_view = PositionsView(self.state, self)
         self.stack.addWidget(self.positions_view)
         # its size hint (a tall step) must not make the tab's own scroll area scroll Previous/Next away
@@ -259,8 +181,9 @@ class WalkthroughPanel(QtWidgets.QWidget):
             return                                     # _on_backend runs it
         text, other, as_pair, layer, head, pooling = request
         self._set_info(f"{self._model_text(backend)} · <i>computing every step …</i>")
-        self.follow.run(explain_fn, text, other if as_pair else None, layer, head, pooling, label="Step by step",
-                        wants_progress=False, show_progress=False, on_result=self._on_result,
+        self.follow.run(explain_fn, text, other if as_pair else None, layer, head, pooling,
+                        self.intervention.fitting(backend), label="Step by step",
+                        show_progress=False, on_result=self._on_result,
                         on_error=self._on_error)
 
     def _on_backend(self, backend) -> None:
@@ -325,7 +248,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         if w.config is None:
             self.arch_map.clear()                      # never the last walk's model
             return
-        self.arch_map.set_architecture(architecture(w.config, len(w.tokens), w.layer, w.head),
+        self.arch_map.set_architecture(architecture(w.config, len(w.tokens), w.layer, w.head, w.intervention),
                                        {s.name: f"{i + 1}. {s.title}" for i, s in enumerate(w.steps)})
 
     def jump_to_layer(self, layer: int) -> None:
@@ -349,6 +272,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
             text += (f" · <span style='color:#b35900'><b>truncated:</b> the text is {T + w.truncated} tokens "
                      f"and the model reads at most {w.max_length or T}, so {w.truncated} were cut "
                      f"{where}</span>")
+        if w.intervention is not None:
+            text += f"<br><span style='color:#b35900'><b>Intervened:</b> {_html(w.intervention.describe())}</span>"
         if w.note:
             text += f"<br><span style='color:#b35900'>{_html(w.note)}</span>"
         return text

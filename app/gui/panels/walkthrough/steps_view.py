@@ -26,6 +26,8 @@ from core.walkthrough.steps import TOLERANCE as MATCH_LIMIT
 
 NUMBERS_MAX_ROWS = 64      # with "Numbers" on, matrices up to this many rows grow tall enough to print in
 NUMBER_ROW_PX = 26         # a row's height then (cells need MIN_CELL_PX_FOR_VALUES to be written in)
+READABLE_ROW_PX = 18       # the weighted sum's rows: never lower than a line of its labels (the page scrolls)
+HEATMAP_CHROME_PX = 110    # a heatmap's title, column labels and margins around its rows
 # a step whose max |difference| from the model is above MATCH_LIMIT shows red
 GREEN, RED, GREY = "#1e7b34", "#c0392b", "#777777"
 
@@ -105,6 +107,7 @@ class BuildUpView(QtWidgets.QWidget):
         self.heatmap = MatrixHeatmap(self, row_title="weights[i, j] · v[j] (weight · token)",
                                      col_title="head dimension")
         self.heatmap.setMinimumHeight(160)
+        self.numbers = False               # "Numbers" on: rows tall enough to print in
         lay.addWidget(self.label)
         lay.addWidget(self.heatmap, 1)
         self.query = -1
@@ -120,6 +123,7 @@ class BuildUpView(QtWidgets.QWidget):
         labels = [f"{weights[i, j]:.3f}·{tok}" for j, tok in enumerate(tokens)] + ["Σ = head_output"]
         self.heatmap.show_matrix(self.rows, labels, title=f"Weighted sum of V for query {tokens[i]!r} (row {i})",
                                  signed=True)
+        self._fit_rows()
         top = np.argsort(-weights[i])[:3]
         parts = ", ".join(f"{html.escape(tokens[j])} {weights[i, j]:.2f}" for j in top)
         check = ""
@@ -129,6 +133,19 @@ class BuildUpView(QtWidgets.QWidget):
                      f"(max |Δ| {format_diff(diff)}).")
         self.label.setText(f"<b>{html.escape(tokens[i])}</b> takes most from {parts}. Each row below is one "
                            f"value vector v[j] scaled by its weight; the last row is their sum.{check}")
+
+    def set_numbers(self, on: bool) -> None:
+        self.numbers = bool(on)
+        self._fit_rows()
+        self.heatmap.set_show_values(on)
+
+    def _fit_rows(self) -> None:
+        """One row per token and the sum: each tall enough to read its label (to print in, with
+        Numbers on), however long the sentence; the page scrolls instead."""
+        rows = self.rows.shape[0]
+        pitch = max(NUMBER_ROW_PX if self.numbers and rows <= NUMBERS_MAX_ROWS else READABLE_ROW_PX,
+                    self.fontMetrics().height() + 2)
+        self.heatmap.setMinimumHeight(max(160, rows * pitch + HEATMAP_CHROME_PX))
 
 
 class StepView(QtWidgets.QWidget):
@@ -190,7 +207,6 @@ class StepView(QtWidgets.QWidget):
         self.side.setMinimumWidth(230)
         self.side.setMaximumWidth(300)
         self.build_up = BuildUpView(self)
-        self.build_up.setMinimumHeight(220)
         self.value_panel = ValuePanel(self)               # the clicked cell, pinned
         self.split.addWidget(self.heatmap)
         self.split.addWidget(self.side)
@@ -241,11 +257,13 @@ class StepView(QtWidgets.QWidget):
         self.build_up.setVisible(builds_up)
         if builds_up:       # not isVisible(): a hidden tab must not keep the last model's sum
             self.build_up.label.setText("Click a query row to build its weighted sum of V.")
+            self.build_up.set_numbers(self.numbers.isChecked())
             self._row_clicked(self.build_up.query if 0 <= self.build_up.query < len(walkthrough.tokens) else 0)
 
     def _numbers_toggled(self, on: bool) -> None:
         self._size_for_numbers()
         self.heatmap.set_show_values(on)
+        self.build_up.set_numbers(on)
 
     def _size_for_numbers(self) -> None:
         """With Numbers on, a small matrix gets rows tall enough to print in (the page scrolls)."""

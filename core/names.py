@@ -1,4 +1,4 @@
-"""The names a user chooses among: backends, poolings and attention masks.
+"""The names a user chooses among: backends, poolings, attention masks and precisions.
 
 No torch here: the app and the CLI build their menus and flags from these at start-up.
 """

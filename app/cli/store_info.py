@@ -1,0 +1,178 @@
+"""`encoderscope info`: what a store holds, and with --check / --repair what is wrong with it
+and what was repaired (FAISS folders and Milvus stores), in words on stderr."""
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+from app.cli.options import add_store_option, backend_for, store_location
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("info", help="what a store holds")
+    add_store_option(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--check", action="store_true",
+                   help="verify every sentence (checksum, unit-length vector) and every index "
+                        "vector against the database; names damaged rows by id (FAISS stores). "
+                        "Milvus: every row read back against the server's count (ids hiding "
+                        "another row), texts stored twice, and a sample of vectors re-embedded")
+    p.add_argument("--repair", action="store_true",
+                   help="verify like --check, set rows that fail their checksum aside (kept in "
+                        "the database's 'damaged' table) and rebuild a damaged, missing or "
+                        "foreign index and manifest from the database. Milvus: drop hidden rows "
+                        "and second copies of a text, write wrong hashes again and embed wrong "
+                        "vectors again")
+    p.add_argument("--full", action="store_true",
+                   help="with --check or --repair on a Milvus store: embed every sentence again "
+                        "and compare it with its stored vector (default: a sample of 32)")
+    p.set_defaults(func=cmd_info)
+
+
+def _err(msg):
+    print(msg, file=sys.stderr)
+
+
+def cmd_info(args) -> int:
+    from index import corpus
+    loc = store_location(args)
+    if (args.repair or args.check) and loc.is_milvus:
+        return _check_milvus(args, loc)
+    found = corpus.describe(loc, check=args.check, repair=args.repair,
+                            load_backend=(lambda model: backend_for(args, model)) if args.check else None)
+    info = found.info
+    if found.report is not None:
+        _print_check(found.report, info, repaired=args.repair)
+    if found.model_error is not None:
+        _err(f"check: the texts were not embedded again: the store's model cannot be loaded ({found.model_error})")
+    elif found.meaning is not None:
+        _err(f"check: ok: {found.meaning.checked} sampled sentences embedded again with "
+             f"{info['model']} give their stored vectors")
+    source = found.incomplete_source
+    if source is not None:
+        _err(f"warning: {loc.describe()} is an incomplete copy: migrating {source} into it was "
+             "interrupted or failed before the copy was verified; run the same "
+             f"`encoderscope migrate --from {shlex.quote(source)} --to {shlex.quote(str(loc))}` again")
+    if args.json:
+        keys = ("count", "model", "dim", "index", "bytes")
+        json.dump({**{k: info[k] for k in keys}, "whitening": info.get("whitening"),
+                   "complete": source is None}, sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    fp = info["fingerprint"]
+    print(f"store     {info['path']}" + ("  (INCOMPLETE: an unverified migrate copy)" if source else ""))
+    print(f"sentences {info['count']}")
+    print(f"model     {info['model']} ({info['pooling']} pooling, weights "
+          f"{str(fp.get('weights_sha256', ''))[:12]})")
+    print(f"dim       {info['dim']}")
+    white = info.get("whitening")
+    if white:
+        print(f"whitening {white['dims']} of {white['input_dim']} dimensions (BERT-whitening, "
+              f"transform {white['sha256'][:12]} in {white.get('file', 'the store')})")
+    print(f"index     {info['index']} {info['index_params'] or ''}".rstrip())
+    if info.get("index_structure"):               # FAISS folders: what the file holds
+        print(f"structure {info['index_structure']}")
+    if info.get("engine") == "milvus":       # the server's disks: not measured here
+        print("on disk   on the server (not measured from here)")
+    else:
+        print(f"on disk   {_human(info['bytes'])}")
+    return 0
+
+
+def _check_milvus(args, loc) -> int:
+    """info --check / --repair on a Milvus store: every row read back (index/milvus/check.py)
+    and a sample (--full: every one) of vectors re-embedded with the store's model."""
+    from index import corpus
+    from index.errors import StoreCorrupted, StoreError
+    report, count = corpus.check_milvus(loc, lambda model: backend_for(args, model),
+                                        getattr(args, "model", None), repair=bool(args.repair),
+                                        full=bool(getattr(args, "full", False)))
+    found = _milvus_problems(report)
+    if found and not args.repair:
+        raise StoreCorrupted(f"{loc.describe()}: " + "; ".join(found), remedy="repair")
+    if args.repair:
+        done = report["repaired"]
+        parts = [f"{n} {what}" for n, what in (
+            (done["hidden_dropped"], "hidden rows dropped (ingest their files again to add "
+                                     "those sentences back)"),
+            (done["duplicates_removed"], "second copies of a text removed"),
+            (done["hashes_rewritten"], "hashes written again"),
+            (done["vectors_reembedded"], "vectors embedded again")) if n]
+        if parts:
+            _err("repair: " + ", ".join(parts))
+        report = report["after"]
+        left = _milvus_problems(report)
+        if left:
+            raise StoreError(f"repair: {loc.describe()} still has problems it could not "
+                             "repair: " + "; ".join(left))
+    what = "repair" if args.repair else "check"
+    vectors = ("every vector re-embedded and compared" if report.get("full") else
+               f"{report['sampled']} sampled vector{'s' if report['sampled'] != 1 else ''} "
+               "re-embedded and compared")
+    _err(f"{what}: ok: {report['readable']} sentence{'s' if report['readable'] != 1 else ''} "
+         f"read back of {report['rows']} row{'s' if report['rows'] != 1 else ''} the server "
+         f"counts, no text stored twice, every hash its text's, {vectors}; the store holds "
+         f"{count}")
+    return 0
+
+
+def _milvus_problems(report: dict) -> list[str]:
+    """What a Milvus check found, in words (empty: nothing)."""
+    hidden, twice = report["hidden_ids"], report["duplicates"]
+    extra = sum(len(ids) - 1 for ids in twice.values())
+    problems = []
+    if hidden:
+        problems.append(f"{len(hidden)} id{'s' if len(hidden) != 1 else ''} "
+                        f"hide{'' if len(hidden) != 1 else 's'} another sentence behind "
+                        f"{'them' if len(hidden) != 1 else 'it'} "
+                        f"({_ids(hidden)})")
+    if extra:
+        problems.append(f"{extra} sentence{'s are' if extra != 1 else ' is'} stored twice")
+    wrong = report["wrong_hash"]
+    if wrong:
+        problems.append(f"{len(wrong)} row{'s' if len(wrong) != 1 else ''}' hash is not "
+                        f"{'their' if len(wrong) != 1 else 'its'} text's ({_ids(wrong)})")
+    off = report["vectors_off"]
+    if off:
+        of = "" if report.get("full") else f" of {report['sampled']} sampled"
+        problems.append(f"{len(off)}{of} vector{'s are' if len(off) != 1 else ' is'} not "
+                        f"{'their' if len(off) != 1 else 'its'} text's embedding ({_ids(off)})")
+    return problems
+
+
+def _ids(ids) -> str:
+    ids = list(ids)
+    return "id" + ("s " if len(ids) != 1 else " ") + ", ".join(map(str, ids[:10])) + \
+        (" ..." if len(ids) > 10 else "")
+
+
+def _print_check(report: dict, info: dict, repaired: bool) -> None:
+    """What --check / --repair found, on stderr (stdout keeps the info, JSON included)."""
+    rows = report.get("rows")
+    aside = report.get("set_aside") or []
+    if aside:
+        shown = ", ".join(map(str, aside[:20])) + (" ..." if len(aside) > 20 else "")
+        _err(f"repair: set aside {len(aside)} damaged row{'s' if len(aside) != 1 else ''} "
+             f"(id {shown}) into the table 'damaged' of store.db; ingest those texts again")
+    for name in report.get("moved", []):
+        _err(f"repair: moved {name.split('.not-a-file-')[0]}, which was not a regular file, "
+             f"out of the way as {name}")
+    if repaired and report.get("rebuilt"):
+        _err(f"repair: rebuilt the index and manifest from the {info['count']} sentences in the "
+             "database")
+    what = "repair" if repaired else "check"
+    verified = info["count"] if rows is None else rows - len(aside)
+    kept = f" (the {len(aside)} set aside not counted)" if aside else ""
+    _err(f"{what}: ok: {verified} sentences verified{kept} (checksums, unit vectors), the index "
+         "holds exactly the database's vectors")
+    if report.get("unchecked"):
+        _err(f"{what}: {report['unchecked']} of them were written before row checksums: only "
+             "their vectors could be checked; the next ingest, remove or repair adds checksums")
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024

@@ -1,0 +1,77 @@
+"""The one intervention the app applies: set in the Intervene tab, followed by Step by step.
+
+    current = current_intervention(state)        # one per AppState, made on first use
+    current.changed.connect(lambda spec: ...)     # a core.intervene Intervention (NOTHING when cleared)
+    current.set(spec)                              # the Intervene tab's Apply / a map cell's click
+    current.clear()
+    current.spec                                   # what is applied now
+    current.fitting(backend)                       # the same, checked against the model to run
+
+The value is only a name of what to switch off: every view applies it inside its own worker
+(core.intervene.apply.intervene is thread-confined), and drops it when the inspected model
+changes to one it does not fit (``check``).
+"""
+from __future__ import annotations
+
+import html
+
+from PySide6 import QtCore
+
+from core.errors import InputError
+from core.intervene.spec import NOTHING, Intervention
+
+
+class CurrentIntervention(QtCore.QObject):
+    changed = QtCore.Signal(object)               # the Intervention now applied
+    dropped = QtCore.Signal(str)                  # why it was cleared for a model lacking a part
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.spec: Intervention = NOTHING
+
+    def set(self, spec: Intervention) -> None:
+        if spec != self.spec:
+            self.spec = spec
+            self.changed.emit(spec)
+
+    def clear(self) -> None:
+        self.set(NOTHING)
+
+    def check(self, backend) -> str:
+        """Drop the intervention if ``backend`` (a newly inspected model) lacks one of its layers or
+        heads; returns why it was dropped ('' when it fits, or nothing was applied)."""
+        if backend is None or self.spec.is_empty:
+            return ""
+        try:
+            self.spec.check(int(backend.n_layers), int(backend.n_heads))
+        except InputError as e:
+            reason = f"{self.spec.describe()} was cleared: {e}"
+            self.clear()
+            self.dropped.emit(reason)
+            return reason
+        return ""
+
+    def fitting(self, backend) -> Intervention:
+        """The intervention to run on ``backend``: ``check``ed first, so a view that asks before
+        the model switch reached this object never applies a part the model lacks."""
+        self.check(backend)
+        return self.spec
+
+
+def intervention_note(spec: Intervention) -> str:
+    """What a tab showing the clean model says while an intervention is applied elsewhere."""
+    if spec.is_empty:
+        return ""
+    return (f"<br><span style='color:#b35900'>The Intervene tab has {html.escape(spec.describe())}: this tab "
+            "shows the model with every part on (Intervene shows both, side by side).</span>")
+
+
+def current_intervention(state) -> CurrentIntervention:
+    """The AppState's CurrentIntervention (a child object, made on first use)."""
+    current = getattr(state, "_current_intervention", None)
+    if current is None:
+        current = CurrentIntervention(state)
+        state._current_intervention = current
+        if hasattr(state, "inspect_backend_changed"):
+            state.inspect_backend_changed.connect(current.check)     # whichever tab is built
+    return current

@@ -1,0 +1,311 @@
+"""The Intervene tab: switch parts of the inspected model off (or patch them from sentence B) and
+see what changes, side by side, on the real model; and what every part is worth (the map).
+
+Every number is computed in a worker (compute.py; the hooks of core.intervene act only on the
+thread that applies them) with progress and Cancel; what is drawn is always the followed model's
+(FollowModel). The intervention applied is one value (current_intervention), which Step by step
+follows too. Switching the inspected model re-checks it: a part the new model lacks clears it.
+"""
+from __future__ import annotations
+
+import html
+
+from PySide6 import QtCore, QtWidgets
+
+from app.gui.current_intervention import current_intervention
+from app.gui.follow_model import FollowModel
+from app.gui.panels.intervene import compute as C
+from app.gui.panels.intervene.editor import InterventionEditor
+from app.gui.panels.intervene.effects_view import EffectsView
+from app.gui.panels.intervene.importance_view import ImportanceView
+from app.gui.panels.intervene.metrics_view import MetricsView
+from app.gui.widgets.line_edit import long_line_edit
+
+EXAMPLE = "The cat sat on the mat because it was tired."
+MASKED_EXAMPLE = "The cat sat on the [MASK]."
+JOB_EFFECTS, JOB_METRICS = "intervene.effects", "intervene.metrics"
+JOB_RANKING, JOB_MAP = "intervene.ranking", "intervene.importance"
+
+
+def importance_cache_dir():
+    from core.paths import data_dir
+    return data_dir() / "cache" / "importance"
+
+
+class InterventionPanel(QtWidgets.QWidget):
+    effects_shown = QtCore.Signal(object)     # compute.Effects, after the views are drawn
+    metrics_shown = QtCore.Signal(object)     # [MetricEffect]
+    ranking_shown = QtCore.Signal(object)     # index.intervene_ranking.RankingChanges
+    map_shown = QtCore.Signal(object)         # ImportanceMap
+    map_cancelled = QtCore.Signal()
+    failed = QtCore.Signal(str)
+
+    def __init__(self, state, parent=None):
+        super().__init__(parent)
+        self.state = state
+        self.current = current_intervention(state)
+        self.shown_backend = None             # the model whose numbers are drawn
+        self._last_request: C.EffectsRequest | None = None
+        self._build()
+        self.follow = FollowModel(state, JOB_EFFECTS)
+        self.metrics_follow = FollowModel(state, JOB_METRICS)
+        self.map_follow = FollowModel(state, JOB_MAP)
+        self.ranking_follow = FollowModel(state, JOB_RANKING, corpus=True)   # the store's own model
+        self.follow.model_changed.connect(self._on_backend)
+        self.ranking_follow.model_changed.connect(lambda _b: self.metrics_view.clear_ranking())
+        self.current.changed.connect(self._current_changed)
+        self.current.dropped.connect(self._on_dropped)
+        self._on_backend(getattr(state, "inspect_backend", None))
+
+    # ---- layout --------------------------------------------------------------------------------
+    def _build(self) -> None:
+        outer = QtWidgets.QVBoxLayout(self)
+        outer.setContentsMargins(8, 8, 8, 8)
+        form = QtWidgets.QGridLayout()
+        self.text_edit = long_line_edit(EXAMPLE, "Sentence A: the sentence whose attention and vector are shown",
+                                        "intervene_text", on_enter=self.apply)
+        self.masked_edit = long_line_edit(MASKED_EXAMPLE, "A sentence with [MASK] for fill-mask", "intervene_masked",
+                                          on_enter=self.apply)
+        self.target_edit = long_line_edit("mat", "token to follow", "intervene_target", on_enter=self.apply)
+        self.target_edit.setMaximumWidth(140)
+        self.target_edit.setToolTip("Its probability at the first [MASK], before and after")
+        form.addWidget(QtWidgets.QLabel("Sentence"), 0, 0)
+        form.addWidget(self.text_edit, 0, 1, 1, 3)
+        form.addWidget(QtWidgets.QLabel("Fill-mask"), 1, 0)
+        form.addWidget(self.masked_edit, 1, 1)
+        form.addWidget(QtWidgets.QLabel("p of"), 1, 2)
+        form.addWidget(self.target_edit, 1, 3)
+        outer.addLayout(form)
+
+        bar = QtWidgets.QHBoxLayout()
+        self.description = QtWidgets.QLabel()
+        self.description.setObjectName("intervention_description")
+        self.description.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.description.setWordWrap(True)
+        self.apply_button = QtWidgets.QPushButton("Apply")
+        self.apply_button.setDefault(True)
+        self.apply_button.setToolTip("Run the sentence with these parts switched off (Step by step follows too)")
+        self.apply_button.clicked.connect(self.apply)
+        self.clear_button = QtWidgets.QPushButton("Clear")
+        self.clear_button.setToolTip("Switch everything back on")
+        self.clear_button.clicked.connect(self.clear)
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setMaximumWidth(200)
+        self.cancel_button = QtWidgets.QPushButton("Cancel")
+        self.cancel_button.clicked.connect(lambda: self.state.jobs.cancel(JOB_EFFECTS))
+        bar.addWidget(self.description, 1)
+        for w in (self.progress, self.cancel_button, self.apply_button, self.clear_button):
+            bar.addWidget(w)
+        outer.addLayout(bar)
+        self.message = QtWidgets.QLabel()
+        self.message.setObjectName("intervene_message")
+        self.message.setWordWrap(True)
+        self.message.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        outer.addWidget(self.message)
+
+        split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
+        self.editor = InterventionEditor()
+        scroll = QtWidgets.QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.editor)
+        scroll.setMinimumWidth(300)
+        split.addWidget(scroll)
+        self.views = QtWidgets.QTabWidget()
+        self.effects_view = EffectsView()
+        self.metrics_view = MetricsView()
+        self.importance_view = ImportanceView()
+        self.views.addTab(self.effects_view, "Before | after | difference")
+        self.views.addTab(self.metrics_view, "Metrics and ranking")
+        self.views.addTab(self.importance_view, "Importance map")
+        split.addWidget(self.views)
+        split.setStretchFactor(1, 3)
+        outer.addWidget(split, 1)
+
+        self.editor.changed.connect(self._describe)
+        self.metrics_view.measure_requested.connect(self.measure)
+        self.metrics_view.cancel_requested.connect(lambda: [self._cancel(k) for k in (JOB_METRICS, JOB_RANKING)])
+        self.metrics_view.ranking_requested.connect(self.rank)
+        self.importance_view.compute_requested.connect(self.compute_map)
+        self.importance_view.cancel_requested.connect(lambda: self._cancel(JOB_MAP))
+        self.importance_view.part_clicked.connect(self.apply_part)
+        self._set_running(False)
+        self._describe()
+
+    # ---- the intervention ----------------------------------------------------------------------
+    def _describe(self) -> None:
+        spec = self.editor.value()
+        b, sites = self.editor.patch_request()
+        text = spec.describe() if not spec.is_empty or not sites else ""
+        if sites:
+            text = "; ".join(filter(None, [text, f"patched {', '.join(sites)} from B"]))
+        applied = "" if self.editor.value() == self.current.spec.without_patch() else " <i>(not applied yet)</i>"
+        self.description.setText(f"<b>Switched off:</b> {html.escape(text or 'nothing')}{applied}")
+
+    def _current_changed(self, spec) -> None:
+        if spec.without_patch() != self.editor.value():
+            self.editor.set_value(spec)
+        self._describe()
+
+    def apply(self) -> None:
+        """Apply what the editor names and compute its effects on the sentence."""
+        backend = self.follow.backend
+        spec = self.editor.value()
+        b, sites = self.editor.patch_request()
+        self.current.set(spec)
+        request = C.EffectsRequest(self.text_edit.text(), spec, self.masked_edit.text(), self.target_edit.text(),
+                                   b, sites)
+        self._last_request = request
+        if backend is None:
+            self._say("Waiting for the model to load …")
+            return
+        self._say("")
+        self._set_running(True)
+        self.follow.run(C.effects_fn, request, label="Intervention effects", on_result=self._on_effects,
+                        on_error=self._on_effects_error, on_progress=self._on_progress,
+                        on_finished=lambda: self._set_running(self._busy(JOB_EFFECTS)))
+
+    def apply_part(self, spec) -> None:
+        """A map cell's ablation: shown in the editor and applied to the views."""
+        self.editor.set_value(spec)
+        self.views.setCurrentWidget(self.effects_view)
+        self.apply()
+
+    def clear(self) -> None:
+        self.editor.clear()
+        self.current.clear()
+        self._last_request = None
+        self.follow.drop()
+        self.effects_view.clear("Everything is switched on: choose parts to switch off and press Apply")
+        self.metrics_view.clear()
+        self._say("")
+
+    # ---- results ---------------------------------------------------------------------------------
+    def _on_effects(self, effects, backend) -> None:
+        self.shown_backend = backend
+        self.current.set(effects.spec)           # with the patch sites resolved: Step by step names them
+        self.effects_view.show_effects(effects)
+        self.importance_view.set_attentions(effects.attention.after, effects.attention.tokens)
+        self.editor.show_alignment(effects.alignment)
+        self.effects_shown.emit(effects)
+
+    def _on_effects_error(self, message: str) -> None:
+        if self._last_request is not None and self._last_request.sites:
+            self.editor.show_refusal(message)       # the patch refused: the last good views stay
+        self._say(message, error=True)
+
+    def _on_progress(self, done: int, total: int, message: str) -> None:
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setValue(done)
+        self.progress.setFormat(message or "%v/%m")
+
+    def _set_running(self, running: bool) -> None:
+        self.progress.setVisible(running)
+        self.cancel_button.setVisible(running)
+        if running:
+            self.progress.setRange(0, 0)
+
+    def _say(self, text: str, error: bool = False) -> None:
+        if error:
+            self.failed.emit(text)
+            text = f"<span style='color:#c0392b'>{html.escape(text)}</span>"
+        self.message.setText(text)
+
+    def _busy(self, key: str) -> bool:
+        """Whether a job of ``key`` runs (at a job's end: whether a newer one waiting behind it started)."""
+        return self.state.jobs.is_running(key)
+
+    def _cancel(self, key: str) -> None:
+        self.state.jobs.cancel(key)
+
+    # ---- metrics, ranking, the map -------------------------------------------------------------
+    def measure(self) -> None:
+        spec = self.current.spec if not self.current.spec.is_empty else self.editor.value()
+        self.metrics_view.set_running(True, "Measuring")
+        ran = self.metrics_follow.run(C.metrics_fn, spec, label="Intervention metrics",
+                                      on_result=self._on_metrics, on_error=self._on_metrics_error,
+                                      on_progress=self.metrics_view.on_progress,
+                                      on_finished=self._metrics_finished)
+        if not ran:
+            self.metrics_view.set_running(False)
+
+    def _metrics_finished(self) -> None:
+        """A newer request may run already (it waited behind this one): the bar stays for it."""
+        self.metrics_view.set_running(self._busy(JOB_METRICS) or self._busy(JOB_RANKING))
+
+    def _on_metrics(self, metrics, backend) -> None:
+        self.metrics_view.show_metrics(metrics)
+        self.metrics_shown.emit(metrics)
+
+    def _on_metrics_error(self, message: str) -> None:
+        self.metrics_view.note.setText(message)
+        self.failed.emit(message)
+
+    def rank(self, query: str) -> None:
+        spec = self.current.spec if not self.current.spec.is_empty else self.editor.value()
+        note = ""
+        inspected, corpus = self.state.inspect_backend, self.state.backend
+        if inspected is not None and corpus is not None and inspected is not corpus:
+            note = f" (the ranking runs on the corpus model, {corpus.model_name})"
+        self.metrics_view.set_running(True, "Ranking" + note)
+        ran = self.ranking_follow.run(C.ranking_fn, self.state.store, query, spec,
+                                      label="Ranking under the intervention",
+                                      on_result=lambda changes, b: self._on_ranking(changes),
+                                      on_error=self._on_metrics_error,
+                                      on_finished=self._metrics_finished)
+        if not ran:
+            self.metrics_view.set_running(False)
+
+    def _on_ranking(self, changes) -> None:
+        self.metrics_view.show_ranking(changes)
+        self.ranking_shown.emit(changes)
+
+    def compute_map(self, metric: str, seed: int) -> None:
+        self.importance_view.set_running(True)
+        ran = self.map_follow.run(C.map_fn, metric, seed, importance_cache_dir(), label=f"Importance map ({metric})",
+                                  on_result=self._on_map, on_error=self._on_map_error,
+                                  on_progress=self.importance_view.on_progress,
+                                  on_cancelled=self._on_map_cancelled,
+                                  on_finished=lambda: self.importance_view.set_running(self._busy(JOB_MAP)))
+        if not ran:
+            self.importance_view.set_running(False)
+
+    def _on_map(self, m, backend) -> None:
+        self.importance_view.show_map(m)
+        self.map_shown.emit(m)
+
+    def _on_map_error(self, message: str) -> None:
+        self.importance_view.info.setText(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
+        self.failed.emit(message)
+
+    def _on_map_cancelled(self) -> None:
+        self.importance_view.info.setText("<i>Cancelled: no map computed (a finished map is cached).</i>")
+        self.map_cancelled.emit()
+
+    # ---- following the inspected model ----------------------------------------------------------
+    def _on_backend(self, backend) -> None:
+        """A newly inspected model: nothing of the last one stays on screen; the intervention is
+        kept when the model has all its parts, else cleared with the reason."""
+        self.shown_backend = None
+        for key in (JOB_EFFECTS, JOB_METRICS, JOB_MAP):
+            self.state.jobs.cancel(key)                   # the old model's work is not wanted any more
+        self.metrics_follow.drop()
+        self.map_follow.drop()
+        if backend is None:
+            self.effects_view.clear("Loading the model …")
+            self.importance_view.clear("Loading the model …")
+            self.metrics_view.clear()
+            self.apply_button.setEnabled(False)
+            return
+        self.apply_button.setEnabled(True)
+        self.current.check(backend)                       # a part the model lacks: _on_dropped says so
+        self.editor.set_model(int(backend.n_layers), int(backend.n_heads))
+        self.effects_view.clear(f"{backend.model_name}: press Apply to see the intervention's effects")
+        self.importance_view.clear(f"{backend.model_name}: compute a map to see which parts the metric needs")
+        self.metrics_view.clear()
+        if self._last_request is not None:
+            self.apply()                                  # the same request, on the new model
+
+    def _on_dropped(self, reason: str) -> None:
+        self.editor.clear()
+        self._last_request = None
+        self._say(reason, error=True)

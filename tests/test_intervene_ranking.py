@@ -1,0 +1,152 @@
+"""The store ranking under an intervention (index/intervene_ranking.py, `ablate --store`): against
+a brute-force NumPy ranking of the store's own vectors with the intervened query vector, and
+refused when the store was built by another model."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from core.encoder.backends import get_backend
+from core.intervene.apply import intervene
+from core.intervene.effects import sample_corpus
+from core.intervene.spec import NOTHING, Intervention
+from index.corpus import create_corpus, ingest, open_corpus
+from index.errors import ModelMismatch, StoreNotFound
+from index.intervene_ranking import ranking_changes
+from tests.helpers import one_error, run_cli
+
+RANDOM = "random:dim=32,layers=2,heads=4,ffn=64,seed=3"
+OTHER = "random:dim=32,layers=2,heads=4,ffn=64,seed=4"
+QUERY = "a man is playing a guitar on the street"
+# a random model's vectors are mostly its embeddings: positions off moves the query enough
+# that hits enter and leave the top 10 (heads alone barely move it)
+HEAVY = Intervention(heads={(0, 0)}, positions="off")
+HEAVY_ARGS = ["--heads", "1.1", "--no-positions"]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return get_backend(RANDOM, "scratch", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory, tiny):
+    path = tmp_path_factory.mktemp("ranking") / "s"
+    store = create_corpus(str(path), tiny, "mean", index="flat")
+    ingest(store, sample_corpus()[:120], tiny)
+    store.close()
+    return str(path)
+
+
+def brute_force(store_path, vector):
+    """Rank (1 = best) of every stored id by cosine with `vector`, ties by id."""
+    store = open_corpus(store_path)
+    try:
+        ids, vectors = store.vectors()
+    finally:
+        store.close()
+    q = vector / np.linalg.norm(vector)
+    scores = vectors.astype(np.float64) @ q.astype(np.float64)
+    order = sorted(range(len(ids)), key=lambda i: (-round(scores[i], 6), ids[i]))
+    return {int(ids[i]): r for r, i in enumerate(order, 1)}, {int(ids[i]): float(scores[i]) for i in order}
+
+
+def test_ranks_are_the_brute_force_ranks_of_the_intervened_query(tiny, store_path):
+    k = 10
+    r = ranking_changes(store_path, tiny, QUERY, HEAVY, k=k)
+    clean = tiny.embed([QUERY], pooling="mean")[0]
+    with intervene(tiny, HEAVY):
+        hurt = tiny.embed([QUERY], pooling="mean")[0]
+    ranks_before, _ = brute_force(store_path, clean)
+    ranks_after, scores_after = brute_force(store_path, hurt)
+    assert [h.rank_after for h in r.hits] == list(range(1, k + 1))
+    top_after = sorted(ranks_after, key=ranks_after.get)[:k]
+    assert [h.id for h in r.hits] == top_after
+    for h in r.hits + r.left:
+        assert h.rank_before == ranks_before[h.id]          # 120 texts: every rank is within the depth
+        assert h.rank_after == ranks_after[h.id]
+        assert h.moved == ranks_before[h.id] - ranks_after[h.id]
+    for h in r.hits:
+        assert h.score_after == pytest.approx(scores_after[h.id], abs=1e-5)
+    top_before = set(sorted(ranks_before, key=ranks_before.get)[:k])
+    assert {h.id for h in r.left} == top_before - set(top_after)
+    assert {h.id for h in r.entered} == set(top_after) - top_before
+    assert r.left and r.entered, "the intervention should change the top 10 (else this test proves little)"
+    assert r.cosine == pytest.approx(float(np.dot(clean, hurt) / np.linalg.norm(clean) / np.linalg.norm(hurt)))
+
+
+def test_no_intervention_changes_nothing(tiny, store_path):
+    r = ranking_changes(store_path, tiny, QUERY, NOTHING, k=5)
+    assert r.unchanged and not r.left and not r.entered
+    assert all(h.moved == 0 for h in r.hits) and r.cosine == pytest.approx(1.0)
+
+
+def test_ranks_deeper_than_the_depth_are_none(tiny, store_path):
+    r = ranking_changes(store_path, tiny, QUERY, HEAVY, k=10, depth=12)
+    assert r.depth == 12
+    beyond = [h for h in r.hits + r.left if h.rank_before is None or h.rank_after is None]
+    assert beyond and all(h.moved is None for h in beyond)
+
+
+def test_a_store_of_another_model_is_refused(store_path):
+    other = get_backend(OTHER, "scratch", device="cpu")
+    with pytest.raises(ModelMismatch):
+        ranking_changes(store_path, other, QUERY, HEAVY)
+
+
+def test_no_store_is_refused(tiny, tmp_path):
+    with pytest.raises(StoreNotFound):
+        ranking_changes(str(tmp_path / "none"), tiny, QUERY, HEAVY)
+
+
+def test_ablate_store_json_and_text(capsys, tiny, store_path):
+    code, out, err = run_cli(["ablate", QUERY, *HEAVY_ARGS,
+                              "--store", store_path, "-k", "5", "--json"], capsys)
+    assert code == 0, err
+    d = json.loads(out)["ranking"]
+    want = ranking_changes(store_path, tiny, QUERY, HEAVY, k=5).to_dict()
+    assert [h["id"] for h in d["hits"]] == [h["id"] for h in want["hits"]]
+    assert [h["rank_before"] for h in d["hits"]] == [h["rank_before"] for h in want["hits"]]
+    assert d["left"] == want["left"] and d["k"] == 5
+    code, out, err = run_cli(["ablate", QUERY, *HEAVY_ARGS,
+                              "--store", store_path, "-k", "5"], capsys)
+    assert code == 0, err
+    assert "only the query is embedded with the parts off" in out
+    first = want["hits"][0]
+    assert f"{first['text']}" in out and "left the top 5:" in out
+
+
+def test_ablate_store_with_another_model_is_one_error(capsys, store_path):
+    code, out, err = run_cli(["ablate", QUERY, "--heads", "1.1", "--store", store_path, "--model", OTHER], capsys)
+    message = one_error(code, err)
+    assert "leave out --model" in message
+    code, out, err = run_cli(["ablate", QUERY, "--heads", "1.1", "--store", store_path, "--model", OTHER,
+                              "--pooling", "cls"], capsys)
+    assert "leave out --pooling" in one_error(code, err)
+
+
+def test_ablate_without_a_store_is_one_error_naming_the_ingest(capsys, tmp_path):
+    code, out, err = run_cli(["ablate", QUERY, "--heads", "1.1", "--store", str(tmp_path / "none"),
+                              "--model", RANDOM], capsys)
+    message = one_error(code, err)
+    assert f"there is no store at {tmp_path / 'none'}" in message and "encoderscope ingest FILE --store" in message
+
+
+def test_a_whitened_store_ranks_in_its_own_space(tiny, tmp_path):
+    """The query goes through the store's whitening, as its search does: brute force there."""
+    from index.base import normalize
+    from index.corpus import create_whitened_corpus
+    store, _ = create_whitened_corpus(str(tmp_path / "w"), tiny, "mean", sample_corpus()[:80], dims=16,
+                                      index="flat")
+    try:
+        r = ranking_changes(store, tiny, QUERY, HEAVY, k=5)
+        ids, vectors = store.vectors()
+        with intervene(tiny, HEAVY):
+            q = store.whitening.apply(normalize(tiny.embed([QUERY], pooling="mean")))[0]
+    finally:
+        store.close()
+    scores = vectors.astype(np.float64) @ q
+    want = [int(ids[i]) for i in sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))[:5]]
+    assert [h.id for h in r.hits] == want
