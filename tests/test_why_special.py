@@ -40,3 +40,21 @@ def test_the_special_pair_count_matches_the_pairs_listed(model, capsys, backend)
     listed = re.search(r"top pairs: (.*)", out).group(1)
     assert "[CLS]" not in listed and "[SEP]" not in listed and "[MASK]" in listed
     assert f"their {with_special} pairs" in out
+
+
+def test_the_why_dialog_hides_the_template_tokens_and_keeps_a_typed_mask(qtbot, model):
+    from app.gui.panels.why.view import WhyDialog
+    from app.gui.state import AppState
+    from core.encoder.backends import get_backend
+    from core.evaluate.why import explain
+    state = AppState()
+    state.backend = get_backend(str(model), "scratch")
+    dialog = WhyDialog(state)
+    qtbot.addWidget(dialog)
+    why = explain(state.backend, "[MASK]", "The cat sat.", "mean")
+    dialog._on_result(why, "[MASK]", "The cat sat.", None)
+    assert "the 14 pairs with a special token" in dialog.hidden_label.text()
+    dialog.hide_special.setChecked(True)
+    hm = dialog.heatmap
+    assert hm.row_labels == ["[MASK]"] and not TEMPLATE & set(hm.col_labels)
+    assert "their 14 pairs" in dialog.hidden_label.text()
