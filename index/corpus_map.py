@@ -129,7 +129,9 @@ def map_vectors(ids, vectors, texts, method: str | None = None, clusters: int | 
     seconds = {}
     t0 = time.perf_counter()
     stage = f"Projecting {n:,} sentences ({method.upper()})"
-    _report(progress, 0, 3, stage)
+    # UMAP first finds every sentence's neighbours and a first layout (no progress inside
+    # umap-learn for those; a cancel is honoured once they end), then reports its epochs
+    _report(progress, 0, 3, f"{stage}: finding each sentence's neighbours" if method == "umap" else stage)
     _check_cancel(cancel)
 
     def epochs(done, total):
