@@ -297,7 +297,7 @@ def test_corpus_table_is_fast_at_100k_rows(qtbot):
 def test_column_preview_reads_a_bounded_number_of_lines(tmp_path, monkeypatch):
     """The column picker's preview runs on the UI thread: a huge file whose column is empty
     must not be read to its end."""
-    import app.gui.panels.corpus.importers as importers
+    import app.gui.importers as importers
     path = tmp_path / "big.csv"
     path.write_text("id,body\n" + "".join(f"{i},\n" for i in range(50_000)) + "50000,The last row.\n",
                     encoding="utf-8")

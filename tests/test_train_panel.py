@@ -112,3 +112,11 @@ def test_start_curve_cancel_resume_and_use(panel, qtbot):
     assert state.choice == corpus_choice
     qtbot.waitUntil(lambda: state.inspect_backend is not None and not state.jobs.busy, timeout=60_000)
     assert state.inspect_backend.has_mlm and state.inspect_backend.dim == 32
+
+
+def test_choosing_the_same_init_folder_twice_adds_it_once(panel, tmp_path):
+    before = panel.start_from.count()
+    panel.set_init_folder(tmp_path / "ck")
+    panel.set_init_folder(tmp_path / "ck")
+    assert panel.start_from.count() == before + 1
+    assert tuple(panel.start_from.currentData()) == (str(tmp_path / "ck"), "word")

@@ -105,7 +105,7 @@ class NeedsEncoding:
 
 
 def import_job(store, backend, pooling, path, column=None, encoding=None, progress=None, cancel=None):
-    from app.gui.panels.corpus.importers import NotInEncoding, read_sentences
+    from app.gui.importers import NotInEncoding, read_sentences
 
     progress(0, 0, f"Reading {Path(path).name} …")
     try:   # the first try is strict about the encoding; a chosen one skips what it cannot read
@@ -124,7 +124,7 @@ def import_job(store, backend, pooling, path, column=None, encoding=None, progre
 def create_store_job(location, backend, pooling, sample=None, progress=None, cancel=None):
     """Create a store for ``backend`` and fill it with the sentences of the file ``sample`` (None:
     leave it empty)."""
-    from app.gui.panels.corpus.importers import read_sentences
+    from app.gui.importers import read_sentences
     from index.corpus import create_corpus
 
     store = create_corpus(location, backend, pooling)

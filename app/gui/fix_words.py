@@ -30,9 +30,7 @@ def gui_fix(fix: dict | None) -> str:
         return " with Resume… on the Train tab"
     if kind == "reembed":
         return " (Model → Re-embed the corpus with the current model)"
-    if kind == "whiten_again":
-        return ": ingest its texts into a new whitened store"
-    return ""
+    return ""     # whiten_again: the message says it; the app makes no whitened stores
 
 
 def _settings(settings: dict) -> str:

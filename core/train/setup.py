@@ -136,8 +136,8 @@ class TrainerSetup:
         else:
             folder = Path(c.init).expanduser()
             if not folder.is_dir():
-                raise InputError(f"no model folder {c.init!r} to start from: start from 'fresh', 'minilm' or "
-                                 "a model folder", fix=settings_fix(init=None))
+                raise InputError(f"the initial weights {c.init!r} are not a model folder: start from 'fresh', "
+                                 "'minilm' or a model folder", fix=settings_fix(init=None))
         try:
             self._load_model(folder)
         except ModelUnavailable as e:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QComboBox, QDialog, QDialogButtonBox, QFormLayout, QLabel, QListWidget, QVBoxLayout
 
-from app.gui.panels.corpus.importers import list_fields, preview
+from app.gui.importers import list_fields, preview
 
 
 class ColumnDialog(QDialog):

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.corpus_service import CorpusService
+from app.gui.importers import COMMON_ENCODINGS, needs_field
 from app.gui.panels.corpus.column_dialog import ColumnDialog
-from app.gui.panels.corpus.importers import COMMON_ENCODINGS, needs_field
 from app.gui.panels.corpus.table_model import CorpusModel
 from app.gui.widgets.line_edit import long_line_edit
 from core.errors import EncoderscopeError

@@ -154,7 +154,10 @@ class TrainPanel(QtWidgets.QWidget):
 
     def set_init_folder(self, folder) -> None:
         folder = str(folder)
-        i = self.start_from.findData((folder, "word"))
+        # findData cannot match a tuple (Qt compares a converted copy), so look item by item.
+        wanted = (folder, "word")
+        i = next((k for k in range(self.start_from.count())
+                  if tuple(self.start_from.itemData(k) or ()) == wanted), -1)
         if i < 0:
             self.start_from.addItem(f"Folder: {Path(folder).name}", (folder, "word"))
             i = self.start_from.count() - 1
