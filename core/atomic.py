@@ -90,3 +90,23 @@ def remove_stale_temps(folder: Path) -> None:
             p.unlink()
         except OSError:
             pass
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (/proc), else by
+    setting it and back."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def readable_as_umask_allows(path) -> None:
+    """Give a file a library wrote with mode 0o600 (safetensors does) the mode any other new
+    file gets, 0o666 less the umask: readable by the group and others where the user allows."""
+    os.chmod(path, 0o666 & ~current_umask())

@@ -152,6 +152,10 @@ class Store(ABC):
         except StoreError:
             n = ""
         model, pooling = other.get("model"), other.get("pooling", "mean")
+        if self._whitening is not None and fpmod.only_network_differs(self.model_fingerprint_dict, other):
+            return {"hint": f"the config or tokenizer files of {model} changed since the store was built "
+                            "(the weights did not): put them back, or ingest the texts into a new "
+                            "whitened store (its whitening was fitted for the model as it was)", "rebuild": None}
         if self._whitening is not None:     # its transform belongs to its model: no re-embedding
             return {"hint": f"use it with {self._fp.get('model')} ({self.pooling} pooling); a whitened "
                             f"store keeps the model its whitening was fitted for, so for {model} "

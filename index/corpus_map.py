@@ -95,7 +95,7 @@ def read_vectors(store, progress=None, cancel=None, batch: int = READ_BATCH):
         vecs.append(np.asarray(part_vecs, np.float32))
         texts += [r["text"] for r in records]
         done += len(records)
-        _report(progress, done, total, "Reading the vectors")
+        _report(progress, done, total, f"Reading the vectors: {done:,}/{total:,}")
     if not ids:
         return np.zeros(0, np.int64), np.zeros((0, store.dim), np.float32), []
     return np.concatenate(ids), np.concatenate(vecs), texts
@@ -128,8 +128,15 @@ def map_vectors(ids, vectors, texts, method: str | None = None, clusters: int | 
             notes.append(f"UMAP needs at least {UMAP_MIN_POINTS} sentences: the map is PCA")
     seconds = {}
     t0 = time.perf_counter()
-    _report(progress, 0, 3, f"Projecting {n:,} sentences ({method.upper()})")
-    projection = fit_projection(vectors, method, seed)
+    stage = f"Projecting {n:,} sentences ({method.upper()})"
+    # UMAP first finds every sentence's neighbours and a first layout (no progress inside
+    # umap-learn for those; a cancel is honoured once they end), then reports its epochs
+    _report(progress, 0, 3, f"{stage}: finding each sentence's neighbours" if method == "umap" else stage)
+    _check_cancel(cancel)
+
+    def epochs(done, total):
+        _report(progress, done, total, f"{stage}: layout epoch {done}/{total}")
+    projection = fit_projection(vectors, method, seed, epochs, cancel)
     xy = projection.project(vectors) if method == "pca" else \
         np.asarray(projection.reducer.embedding_, np.float32)
     seconds["project"] = time.perf_counter() - t0

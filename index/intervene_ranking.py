@@ -14,6 +14,8 @@ store rebuilt by the intervened model would rank (that would move the stored vec
 
 Ranks count from 1 and are the store's own (exact for a flat index; an approximate index, HNSW
 or IVF, ranks as its search does). A rank deeper than `depth` is None ("beyond depth").
+
+    texts = store_sample(store_or_location, n=600, seed=0)   # for importance maps over a store
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from core.intervene.apply import intervene
 from core.intervene.spec import Intervention
 from index.base import Store
 
+SAMPLE = 600          # texts of a store an importance map reads (each ablation embeds them all)
 DEPTH = 1000          # how deep ranks outside the top k are looked up
 MAX_DEPTH = 16384     # the deepest search every store kind answers (Milvus's topk limit)
 
@@ -89,18 +92,44 @@ def ranking_changes(store_or_corpus, backend, query: str, spec: Intervention, k:
     from core.errors import InputError
     if k < 1:
         raise InputError("k must be at least 1")
+    store = _open(store_or_corpus)
+    try:
+        return _changes(store, backend, query, spec, k, means, source, depth)
+    finally:
+        if store is not store_or_corpus:
+            store.close()
+
+
+def store_sample(store_or_corpus, n: int = SAMPLE, seed: int = 0) -> list[str]:
+    """A seeded sample of ``n`` different texts of the store (all of them, shuffled, when it holds
+    fewer), in a seeded order: what core.intervene.importance measures over a store. The same
+    store contents and seed give the same sample; a changed store gives another (and so its own
+    cached map)."""
+    from core.errors import InputError
+    from index.corpus import read_rows
+    if n < 1:
+        raise InputError("the sample needs at least one text")
+    store = _open(store_or_corpus)
+    try:
+        _, texts = read_rows(store)
+    finally:
+        if store is not store_or_corpus:
+            store.close()
+    texts = list(dict.fromkeys(t.strip() for t in texts if t.strip()))
+    pick = np.random.default_rng(seed).permutation(len(texts))[:n]
+    return [texts[i] for i in pick]
+
+
+def _open(store_or_corpus) -> Store:
     if isinstance(store_or_corpus, Store):
-        return _changes(store_or_corpus, backend, query, spec, k, means, source, depth)
+        return store_or_corpus
     from index.corpus import open_corpus
     from index.errors import StoreNotFound
     store = open_corpus(store_or_corpus)
     if store is None:
         # the location is the fix as data: a caller offers to ingest there
         raise StoreNotFound(f"there is no store at {store_or_corpus}", location=str(store_or_corpus))
-    try:
-        return _changes(store, backend, query, spec, k, means, source, depth)
-    finally:
-        store.close()
+    return store
 
 
 def _changes(store: Store, backend, query, spec, k, means, source, depth) -> RankingChanges:

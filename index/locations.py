@@ -39,7 +39,8 @@ def store_exists(location) -> bool:
     loc = parse_location(location)
     if loc.kind == "faiss":
         from index.faiss.sentences import DB_NAME
-        return (loc.path / DB_NAME).exists()
+        from index.faiss.torn import torn_at_creation
+        return (loc.path / DB_NAME).exists() and not torn_at_creation(loc.path)
     if loc.kind == "lite":
         return (loc.path / LITE_MANIFEST).exists()
     return True

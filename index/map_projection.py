@@ -99,8 +99,10 @@ def import_umap():
     return umap
 
 
-def fit_umap(vectors: np.ndarray, seed: int = 0) -> UmapProjection:
-    """UMAP (cosine metric, 15 neighbours or fewer on a small corpus) with a fixed seed."""
+def fit_umap(vectors: np.ndarray, seed: int = 0, progress=None, cancel=None) -> UmapProjection:
+    """UMAP (cosine metric, 15 neighbours or fewer on a small corpus) with a fixed seed;
+    progress(epoch, epochs) as its layout is optimised, and a set `cancel` Event ends it at the
+    next epoch with Cancelled."""
     umap = import_umap()
     n = len(vectors)
     if n < UMAP_MIN_POINTS:
@@ -108,7 +110,9 @@ def fit_umap(vectors: np.ndarray, seed: int = 0) -> UmapProjection:
                          "project with PCA", fix={"kind": "method", "method": "pca"})
     reducer = umap.UMAP(n_components=2, n_neighbors=min(15, n - 1), metric="cosine",
                         random_state=seed, n_jobs=1, init="spectral" if n > 10 else "random")
-    reducer.fit(np.asarray(vectors, dtype=np.float32))
+    from index.umap_epochs import epoch_hook
+    with epoch_hook(umap, progress, cancel):
+        reducer.fit(np.asarray(vectors, dtype=np.float32))
     return UmapProjection(reducer)
 
 
@@ -130,10 +134,11 @@ def default_method() -> tuple[str, str]:
                    f"neighbourhoods): {UMAP_INSTALL} for the neighbour-preserving default")
 
 
-def fit_projection(vectors: np.ndarray, method: str = "pca", seed: int = 0):
-    """A fitted PcaProjection or UmapProjection; its .project(vectors) gives (n, 2)."""
+def fit_projection(vectors: np.ndarray, method: str = "pca", seed: int = 0, progress=None, cancel=None):
+    """A fitted PcaProjection or UmapProjection; its .project(vectors) gives (n, 2). UMAP
+    reports progress(epoch, epochs) and stops at a set `cancel` (see fit_umap)."""
     if method == "pca":
         return fit_pca(vectors)
     if method == "umap":
-        return fit_umap(vectors, seed)
+        return fit_umap(vectors, seed, progress, cancel)
     raise InputError(f"unknown projection {method!r}: use one of {', '.join(METHODS)}")

@@ -114,7 +114,10 @@ def parse_location(location) -> Location:
 def _folder(path: Path, text: str) -> Location:
     path = path.expanduser()
     try:
-        lite = (path / LITE_MANIFEST).exists()
+        # A Lite folder whose creation was cut off before its manifest was written still has
+        # Milvus Lite's data folder (and no FAISS database): it is that Lite store, half-made.
+        lite = (path / LITE_MANIFEST).exists() or (
+            (path / LITE_DB_NAME).is_dir() and not (path / "store.db").exists())
     except OSError:     # an unreadable folder: opening the store says what is wrong with it
         lite = False
     if lite:            # a folder created with milvus-lite:

@@ -150,3 +150,51 @@ def test_a_whitened_store_ranks_in_its_own_space(tiny, tmp_path):
     scores = vectors.astype(np.float64) @ q
     want = [int(ids[i]) for i in sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))[:5]]
     assert [h.id for h in r.hits] == want
+
+
+# ---- importance over a store: recall of the clean model's own top 10 --------------------------
+
+def agreement_by_hand(backend, texts, spec, queries=25, k=10):
+    """The metric computed plainly: embed() clean and inside the intervention, top k by NumPy."""
+    from core.intervene.apply import intervene as hooked
+    clean = backend.embed(texts, pooling="mean")
+    with hooked(backend, spec):
+        hurt = backend.embed(texts, pooling="mean")
+
+    def top(v):
+        sims = v[:queries].astype(np.float64) @ v[queries:].astype(np.float64).T
+        return [set(np.argsort(-row, kind="stable")[:k]) for row in sims]
+    return float(np.mean([len(a & b) for a, b in zip(top(clean), top(hurt))]) / k)
+
+
+def test_importance_over_a_store_is_the_agreement_measured_plainly(tiny, store_path, tmp_path):
+    from core.intervene.importance import importance_map, measure
+    from index.intervene_ranking import store_sample
+    texts = store_sample(store_path, 100, seed=0)
+    assert len(texts) == 100 and texts == store_sample(store_path, 100, seed=0)
+    assert texts != store_sample(store_path, 100, seed=1)
+    m = importance_map(tiny, "recall", texts=texts, cache_dir=tmp_path)
+    assert m.baseline == 1.0 and "own top 10: 25 queries over 75 other texts" in m.measured
+    (l, h), drop = m.top(1)[0]
+    assert drop > 0, "some head should matter on this sample (else the test proves little)"
+    spec = Intervention(heads={(l, h)})
+    assert 1.0 - measure(tiny, "recall", spec, texts=texts) == pytest.approx(drop, abs=1e-9)
+    assert 1.0 - agreement_by_hand(tiny, texts, spec) == pytest.approx(drop, abs=1e-9)
+    assert m.ffn[0] == pytest.approx(1.0 - agreement_by_hand(tiny, texts, Intervention(ffn_off={0})), abs=1e-9)
+    # cached per sample: the same texts read back, another sample is another map
+    assert importance_map(tiny, "recall", texts=texts, cache_dir=tmp_path).heads.tolist() == m.heads.tolist()
+    importance_map(tiny, "recall", texts=store_sample(store_path, 100, seed=1), cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("*.json"))) == 2
+
+
+def test_importance_store_cli(capsys, store_path):
+    code, out, err = run_cli(["importance", "--metric", "recall", "--store", store_path, "--sample", "100",
+                              "--no-cache", "--json"], capsys)
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["store"] == store_path and d["model"] == RANDOM and d["baseline"] == 1.0
+    assert "own top 10" in d["measured"]
+    code, out, err = run_cli(["importance", "--metric", "spearman", "--store", store_path], capsys)
+    assert "--metric recall or mlm" in one_error(code, err)
+    code, out, err = run_cli(["importance", "--metric", "recall", "--store", store_path, "--sample", "20"], capsys)
+    assert "needs at least 25 different texts" in one_error(code, err)

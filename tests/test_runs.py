@@ -180,3 +180,33 @@ def test_csv_exports_hold_every_point_and_row(tmp_path, two_runs):
     table = list(csv.DictReader(open(tmp_path / "table.csv")))
     assert [r["norm"] for r in table] == ["pre", "post"]
     assert float(table[1]["loss"]) == comparison["runs"][1]["final"]["loss"]
+
+
+def test_an_export_cut_short_keeps_the_previous_file(two_runs, tmp_path, monkeypatch):
+    """A write that fails half-way (a full disk) leaves the earlier export whole and no temp file."""
+    import csv
+
+    from core.train.run_folder import read_metrics
+    from core.train.runs import write_curves_csv
+
+    events = {str(f): read_metrics(f) for f in two_runs}
+    target = tmp_path / "curves.csv"
+    write_curves_csv(target, events)
+    before = target.read_bytes()
+    real_writer = csv.writer
+
+    class FullDisk:
+        def __init__(self, f):
+            self.out, self.rows = real_writer(f), 0
+
+        def writerow(self, row):
+            self.rows += 1
+            if self.rows > 3:
+                raise OSError(28, "No space left on device")
+            self.out.writerow(row)
+
+    monkeypatch.setattr(csv, "writer", FullDisk)
+    with pytest.raises(OSError):
+        write_curves_csv(target, events)
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

@@ -5,7 +5,7 @@ from another sentence, and measure what each part is worth (core/intervene, docs
                         [--no-positions | --shuffle-positions] [--no-scale | --temperature T]
                         [--mean-ablation] [--mask-token WORD] [--store S [-k K]] [--json]
     encoderscope patch A B --site L5.H3|L5.resid@TOKEN|L5.ffn [--site ...] [--json]
-    encoderscope importance --metric spearman|recall|mlm [--seed N] [--json]
+    encoderscope importance --metric spearman|recall|mlm [--store S [--sample N]] [--prune DROP] [--seed N] [--json]
 
 Layers and heads count from 1 (3.5 = layer 3, head 5). No Qt here.
 """
@@ -59,11 +59,23 @@ def register(sub) -> None:
     p.add_argument("--metric", choices=("spearman", "recall", "mlm"), default="spearman",
                    help="spearman: shipped eval pairs; recall: recall@10 of the shipped queries over the "
                         "sample corpus; mlm: masked-token log-probability on the sample corpus (default spearman)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the mlm metric's masks (default 0)")
+    p.add_argument("--store", metavar="S",
+                   help="measure over a seeded sample of the store's texts instead of the shipped data: recall "
+                        "becomes how much of the clean model's own top 10 the ablated model still finds (a "
+                        "store has no relevance labels); the model is then the store's unless --model is given")
+    p.add_argument("--sample", type=int, default=600, metavar="N",
+                   help="with --store: the texts sampled, the first 50 of them the queries (default 600)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the mlm metric's masks and of --store's sample (default 0)")
+    p.add_argument("--prune", type=float, metavar="DROP",
+                   help="then remove heads cumulatively, least important first (ties: the smaller Spearman drop), "
+                        "re-measuring after each, and say how many go before the metric falls by DROP (e.g. 0.05)")
+    p.add_argument("--all-counts", action="store_true",
+                   help="with --prune: measure every count up to all heads, not only until the first fall")
     p.add_argument("--no-cache", action="store_true", help="compute afresh, ignoring a cached map")
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_importance)
+    p.set_defaults(func=cmd_importance, model=None)     # None: the store's with --store, else the default
 
 
 def spec_from_args(args):
@@ -97,7 +109,7 @@ def cmd_ablate(args) -> int:
                          "--shuffle-positions, --no-scale or --temperature (e.g. encoderscope ablate TEXT --heads 3.5)")
     if args.k < 1:
         raise InputError("-k must be at least 1")
-    backend = get_backend(_ablate_model(args), args.backend, device=args.device, precision=args.precision)
+    backend = get_backend(_model_for(args), args.backend, device=args.device, precision=args.precision)
     if args.mean_ablation and not spec.heads:
         raise InputError("--mean-ablation replaces ablated heads: give them with --heads (e.g. --heads 3.5)")
     spec.check(backend.n_layers, backend.n_heads)
@@ -152,7 +164,7 @@ def cmd_ablate(args) -> int:
     return 0
 
 
-def _ablate_model(args) -> str:
+def _model_for(args) -> str:
     """--model, else with --store the store's model, else the default."""
     from core.encoder.sources import DEFAULT_MODEL
     if args.model:
@@ -246,23 +258,64 @@ def cmd_importance(args) -> int:
 
     from app.cli.options import emit_json
     from core.encoder.backends import get_backend
+    from core.errors import InputError
     from core.intervene.importance import importance_map
     from core.paths import data_dir
 
-    backend = get_backend(args.model, args.backend, device=args.device, precision=args.precision)
+    texts = None
+    if args.store:
+        from index.intervene_ranking import store_sample
+        if args.metric == "spearman":
+            raise InputError("the spearman metric reads the shipped scored pairs: with --store choose "
+                             "--metric recall or mlm")
+        texts = store_sample(args.store, args.sample, args.seed)
+    backend = get_backend(_model_for(args), args.backend, device=args.device, precision=args.precision)
     cache = None if args.no_cache else data_dir() / "cache" / "importance"
+
+    progress_shown = [False]
 
     def progress(done, total):
         if not args.json and sys.stderr.isatty():
+            progress_shown[0] = True
             print(f"\r{done}/{total} parts", end="", file=sys.stderr, flush=True)
 
-    m = importance_map(backend, args.metric, seed=args.seed, progress=progress, cache_dir=cache)
+    m = importance_map(backend, args.metric, seed=args.seed, progress=progress, cache_dir=cache, texts=texts)
+    removal = _prune(args, backend, m, texts, cache, progress) if args.prune is not None else None
+    if progress_shown[0]:
+        print(file=sys.stderr)
     if args.json:
-        emit_json({"model": backend.model_name, **m.to_dict()})
+        emit_json({**m.to_dict(), "model": backend.model_name, "weights_sha256": m.model,
+                   **({"store": args.store} if args.store else {}),
+                   **({"removal": removal.to_dict(args.prune)} if removal else {})})
         return 0
-    print(f"{backend.model_name}: {args.metric} {m.baseline:.4f} with every part on; drop when switched off:")
+    print(f"{backend.model_name}: {m.measured or args.metric}")
+    print(f"{m.baseline:.4f} with every part on; drop when switched off:")
     for (l, h), d in m.top(10):
         print(f"  head {l + 1}.{h + 1}: {d:+.4f}")
     for name, arr in (("attention", m.attention), ("FFN", m.ffn)):
         print(f"  {name} by layer: " + ", ".join(f"{l + 1}: {v:+.4f}" for l, v in enumerate(arr)))
+    if removal is not None:
+        n = removal.removable(args.prune)
+        print("heads removed together, least important first (the metric re-measured at every count"
+              + ("" if len(removal.values) > len(removal.order) else ", until the first fall") + "):")
+        for start in range(0, len(removal.values), 12):
+            row = removal.values[start:start + 12]
+            print(f"  {start:>3}-{start + len(row) - 1:<3} " + " ".join(f"{v:.3f}" for v in row))
+        print("  order: " + " ".join(f"{l + 1}.{h + 1}" for l, h in removal.order[:len(removal.values) - 1]))
+        print(f"{n} of {len(removal.order)} heads can be removed before {args.metric} falls by {args.prune:g} "
+              f"(to {removal.baseline - args.prune:.4f} or below)")
     return 0
+
+
+def _prune(args, backend, m, texts, cache, progress):
+    from core.errors import InputError
+    from core.intervene.importance import importance_map
+    from core.intervene.pruning import cumulative_removal, least_important_first
+    if not 0 < args.prune:
+        raise InputError("--prune is the drop of the metric to stop at, above 0 (e.g. --prune 0.05)")
+    tie = None
+    if args.metric != "spearman":
+        tie = importance_map(backend, "spearman", seed=args.seed, cache_dir=cache).heads
+    order = least_important_first(m.heads, tie)
+    return cumulative_removal(backend, order, args.metric, seed=args.seed, texts=texts, progress=progress,
+                              stop_drop=None if args.all_counts else args.prune)

@@ -1,11 +1,12 @@
 """`encoderscope map`: the corpus map on the command line.
 
-    encoderscope map --store S [--method umap|pca] [--clusters K] [--seed N] --out map.csv [--json]
+    encoderscope map --store S [--method umap|pca] [--clusters K] [--seed N] --out map.csv [--json] [--quiet]
 
 Writes the CSV `id, x, y, cluster, text` (the same file the app's Map tab exports) and prints
 how well the map keeps neighbours and the clusters with their labels, or with --json {"count",
 "method", "explained_variance", "neighbours": {"knn_recall", "k", "sample", "chance"},
-"clusters": [{"id", "size", "label"}]}. No Qt here.
+"clusters": [{"id", "size", "label"}]}. A progress line (stages, UMAP's epochs) goes to stderr;
+Ctrl-C ends it with one line and writes nothing. No Qt here.
 """
 from __future__ import annotations
 
@@ -28,17 +29,28 @@ def register(sub) -> None:
                    help=f"seed of k-means and UMAP (default {DEFAULT_SEED})")
     p.add_argument("--out", metavar="FILE", help="write the map as CSV: id, x, y, cluster, text")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     p.set_defaults(func=cmd_map)
 
 
 def cmd_map(args) -> int:
     from app.cli.options import emit_json
+    from app.cli.progress_line import ProgressLine
     from core.errors import InputError
     from index.corpus_map import build_map, write_map_csv
     from index.locations import open_store, parse_location
-
-    with open_store(parse_location(args.store), writable=False) as store:
-        m = build_map(store, method=args.method, clusters=args.clusters, seed=args.seed)
+    line = ProgressLine(sys.stderr, quiet=args.quiet)
+    try:
+        with open_store(parse_location(args.store), writable=False) as store:
+            m = build_map(store, method=args.method, clusters=args.clusters, seed=args.seed,
+                          progress=line.update)
+    except KeyboardInterrupt:
+        line.end()
+        print("interrupted: no map was made" + (f" and {args.out} was not written" if args.out else ""),
+              file=sys.stderr)
+        return 130
+    finally:
+        line.end()
     for note in m.notes:
         print(f"note: {note}", file=sys.stderr)
     if args.out:

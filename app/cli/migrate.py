@@ -42,9 +42,13 @@ def _model_of(kind: str):
     def load(fp: dict):
         from core.encoder.backends import get_backend
         backend = get_backend(fp.get("model"), kind)
-        fpmod.check(fp, backend.fingerprint(pooling=fp.get("pooling", "mean")),
-                    f"--verify's model ({fp.get('model')} run by --backend {kind})",
-                    where="being copied", hint="try the other --backend, or leave out --verify")
+        now = fpmod.as_dict(backend.fingerprint(pooling=fp.get("pooling", "mean")))
+        # Both encoders hash the same files, so another --backend never helps: say what changed.
+        changed = ("its config or tokenizer files changed since the store was built"
+                   if fpmod.only_network_differs(fp, now) else "it holds other weights than the store's")
+        fpmod.check(fp, now, f"the vectors of --verify's model ({fp.get('model')})", where="being copied",
+                    hint=f"{changed}: put back the model's files, or leave out --verify (every copied "
+                         "row is still compared with the source by id)")
         return backend
     return load
 

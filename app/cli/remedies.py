@@ -66,6 +66,15 @@ def _mismatch_commands(error, args) -> str:
                 + (f" --store {shlex.quote(store)}`" if store else "`"))
         again = f", or re-embed it first by {rebuild}" if rebuild else ""
         return f": search with the store's model by {keep}{again}"
+    # the model given is the store's own, changed since (its config or tokenizer files):
+    # leaving out --model would load the same files, so only the re-embed or a new store helps
+    same = not given or (given == "--model" and error.store_model == error.other_model)
+    if command == "ingest" and same:
+        if rebuild:
+            return f": {rebuild}, then run the same ingest command again"
+        files = " ".join(shlex.quote(f) for f in getattr(args, "files", None) or ["FILE"])
+        model = shlex.quote(str(error.other_model))
+        return f": `encoderscope ingest {files} --whiten --model {model} --store NEW_STORE`"
     if command == "ablate" and given:
         return f": leave out {given}" + (f", or re-embed the store first by {rebuild}" if rebuild else "")
     if command == "ingest" and given:

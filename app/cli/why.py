@@ -107,8 +107,13 @@ def cmd_why(args) -> int:
         print(view.describe_hidden())
     else:
         specials = why.view(hide_special=True)
-        print(f"the {specials.hidden_pairs} pairs with a special token ([CLS], [SEP]) add "
-              f"{specials.hidden_sum:+.4f} ({specials.hidden_share:.0%} of the score); --hide-special leaves them out")
+        if specials.hidden_pairs:
+            print(f"the {specials.hidden_pairs} pairs with a special token ([CLS], [SEP]) add "
+                  f"{specials.hidden_sum:+.4f} ({specials.hidden_share:.0%} of the score); "
+                  "--hide-special leaves them out")
+        elif why.special_a.any() or why.special_b.any():
+            print("one text is nothing but special tokens ([CLS], [SEP]): every pair is shown, "
+                  "--hide-special included")
     print(f"top pairs: {format_pairs(view.top_pairs(args.top), digits=3) or '(none positive)'}")
     negative = view.top_pairs(min(args.top, 3), negative=True)
     if negative:

@@ -45,6 +45,7 @@ def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
     folder, and any folders given."""
     from core.encoder.model import EncoderConfig
     from core.encoder.sources import CHECKPOINT_MARKER, check_folder, read_json
+    from core.encoder.tokenizer import check_has_tokenizer
     from core.encoder.weights import UnsafeWeights, check_fits, check_weights, config_from_hf
 
     rows = []
@@ -64,6 +65,7 @@ def list_models(extra_folders=(), include_trained: bool = True) -> list[dict]:
                            attention=cfg.attention, pooling=cfg.pooling, folder=str(folder))
                 check_weights(folder)      # "available" only if its weights can be read safely
                 check_fits(folder)         # ... and have the shapes its config makes
+                check_has_tokenizer(folder)  # ... and it can read text
             except Exception as e:
                 row.update(available=False, error=str(e))
                 if isinstance(e, UnsafeWeights):

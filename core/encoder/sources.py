@@ -114,7 +114,10 @@ def _hub_folder(repo_id: str, progress=None) -> Path:
 
 
 def _offline_message(repo_id: str, why: str) -> str:
-    return (f"'{repo_id}' is not in the Hugging Face cache and {why}. "
+    # A store made with a folder named relative to where it was ingested names it that way.
+    here = (f"If '{repo_id}' is a model folder, it is not in {Path.cwd()}: give its full path. "
+            if not Path(repo_id).is_absolute() else "")
+    return (f"'{repo_id}' is not in the Hugging Face cache and {why}. {here}"
             "Offline, 'minilm' (installed with the app) embeds and shows attention, but it has no "
             "masked-LM head and cannot fill in masks; for fill-mask choose a local folder of a model "
             "that has one, or train a masked-LM (it fills masks from its first checkpoint). Or "

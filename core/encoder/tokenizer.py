@@ -233,6 +233,16 @@ class ModelTokenizer:
             return self._encode_hf(texts)
         return self._encode_with(self._pipeline, texts)
 
+    def template_mask(self, text: str, length: int) -> list[bool]:
+        """Which of the text's first `length` tokens (as encode() gives them) the tokenizer's
+        template added ([CLS], [SEP]): a [MASK] typed in the text is the text's own token."""
+        if self._pipeline is not None:
+            mask = self._pipeline.encode(text, add_special_tokens=True).special_tokens_mask
+        else:
+            mask = self.hf(text, add_special_tokens=True, truncation=True, max_length=self.max_length,
+                           return_special_tokens_mask=True)["special_tokens_mask"]
+        return [bool(m) for m in mask[:length]]
+
     @staticmethod
     def _encode_with(pipeline, texts):
         ids, cut = [], []

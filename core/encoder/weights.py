@@ -15,6 +15,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from core.atomic import readable_as_umask_allows
 from core.encoder.model import Encoder, EncoderConfig, EncoderForMaskedLM, sinusoidal_table
 from core.encoder.sources import CHECKPOINT_MARKER, read_json
 from core.errors import ModelUnavailable, settings_fix
@@ -318,6 +319,15 @@ def check_fits(folder: Path) -> None:
     with torch.device("meta"):
         expected = (EncoderForMaskedLM if has_head else Encoder)(cfg, init=False).state_dict()
     _check_shapes(expected, state, str(folder))
+    # what loading would find missing or left over (a changed layer count or norm placement);
+    # the MLM head's projection is tied to the word embeddings, so it may be absent
+    missing = [k for k in expected if k not in state and not k.endswith("vocab_projector.weight")]
+    unexpected = [k for k in state if k not in expected]
+    if missing or unexpected:
+        parts = [f"{what} keys: {', '.join(keys[:3])}" + (f" (and {len(keys) - 3} more)" if len(keys) > 3 else "")
+                 for what, keys in (("missing", missing), ("unexpected", unexpected)) if keys]
+        raise WeightsError(f"the weights {folder} do not fit the encoder its config makes: "
+                           + "; ".join(parts) + ": the config was changed or belongs to other weights")
     if cfg.positions == "sinusoidal":      # a learned table relabelled sinusoidal: refused on load too
         key = next((k for k in shapes if k.endswith("position_embeddings.weight")), None)
         if key is not None:
@@ -334,6 +344,7 @@ def save_checkpoint(model, tokenizer, folder: Path, extra: dict | None = None) -
              if k != "vocab_projector.weight"}          # tied to the word embeddings
     tmp = folder / "model.safetensors.tmp"
     save_file(state, str(tmp), metadata={"format": "pt"})
+    readable_as_umask_allows(tmp)
     tmp.replace(folder / "model.safetensors")
     if tokenizer is not None:
         tokenizer.save_pretrained(str(folder))

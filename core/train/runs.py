@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from core.atomic import atomic_write_with
 from core.errors import InputError
 from core.train.config import TrainConfig
 from core.train.run_folder import read_metrics
@@ -180,14 +181,16 @@ def curves(events: list[dict]) -> dict[str, list[tuple[int, float]]]:
 def write_curves_csv(path: str | Path, named_events: dict[str, list[dict]]) -> int:
     """One row per (run, series, step, value) of every run's curves; returns the rows written."""
     rows = 0
-    with open(Path(path).expanduser(), "w", newline="", encoding="utf-8") as f:
-        out = csv.writer(f)
+
+    def fill(out) -> None:
+        nonlocal rows
         out.writerow(["run", "series", "step", "value"])
         for run, events in named_events.items():
             for name, points in curves(events).items():
                 for step, value in points:
                     out.writerow([run, name, step, repr(value)])
                     rows += 1
+    _write_csv(path, fill)
     return rows
 
 
@@ -195,12 +198,22 @@ def write_comparison_csv(path: str | Path, comparison: dict) -> None:
     """The comparison table: one row per run, its differing settings then its final metrics."""
     differs = comparison["differs"]
     metrics = sorted(set().union(*(r["final"].keys() for r in comparison["runs"])))
-    with open(Path(path).expanduser(), "w", newline="", encoding="utf-8") as f:
-        out = csv.writer(f)
+
+    def fill(out) -> None:
         out.writerow(["run", *differs, *metrics])
         for r in comparison["runs"]:
             out.writerow([r["path"], *(_cell(r["config"].get(n)) for n in differs),
                           *(repr(r["final"][m]) if m in r["final"] else "" for m in metrics)])
+    _write_csv(path, fill)
+
+
+def _write_csv(path: str | Path, fill) -> None:
+    """An export is written beside its target and renamed over it, so a full disk or a crash
+    leaves the previous file (or none), never a half-written table."""
+    def write(tmp: str) -> None:
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            fill(csv.writer(f))
+    atomic_write_with(Path(path).expanduser(), write, durable=False)
 
 
 def _cell(value) -> str:

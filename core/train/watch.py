@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from safetensors.numpy import save_file
 
+from core.atomic import readable_as_umask_allows
 from core.encoder.attention import entropy
 from core.errors import InputError
 from core.train import run_folder
@@ -246,6 +247,7 @@ class Probe:
                    "probe_vectors": vecs.astype(np.float16), "probe_cosine": cos.astype(np.float32)},
                   str(tmp), metadata={"step": str(step), "tokens": json.dumps(self.tokens),
                                       "probe_texts": json.dumps(self.texts)})
+        readable_as_umask_allows(tmp)
         os.replace(tmp, path)
 
 

@@ -13,6 +13,7 @@ from index.faiss.faiss_index import REQUESTS
 from index.faiss.manifest import MANIFEST_NAME, UnsupportedFormat
 from index.faiss.sentences import DB_NAME, SIDE_FILES, SentenceDB
 from index.faiss.snapshot import RebuildNeeded, check_against_db, load_snapshot, set_damaged_aside
+from index.faiss.torn import clear_torn, refuse_torn, torn_at_creation
 from index.store_files import check_readable, refuse_links
 from index.whitening import WHITENING_FILE, is_whitened, store_fingerprint
 from index.whitening import write as write_whitening
@@ -37,7 +38,10 @@ def open_store(cls, folder: Path, *, writable: bool, create: bool, fingerprint, 
         raise StoreError(f"{folder} is a file, not a store folder")
     check_readable(folder)
     refuse_links(folder)
-    if not check_regular(db_path, "sentence database", remedy="restore"):
+    torn = check_regular(db_path, "sentence database", remedy="restore") and torn_at_creation(folder)
+    if torn and not create:
+        refuse_torn(folder)
+    if torn or not check_regular(db_path, "sentence database", remedy="restore"):
         if not create:
             if (folder / MANIFEST_NAME).exists():
                 raise StoreCorrupted(f"the store at {folder} has lost its sentence database "
@@ -50,7 +54,9 @@ def open_store(cls, folder: Path, *, writable: bool, create: bool, fingerprint, 
             folder.resolve().mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise write_failed(folder, e, f"the store folder {folder}") from None
-        strangers = [p.name for p in folder.iterdir() if p.name not in ("lock", WHITENING_FILE)
+        # a torn creation's database files are its own, removed under the lock below
+        own = ("lock", WHITENING_FILE, *((DB_NAME, *(DB_NAME + s for s in SIDE_FILES)) if torn else ()))
+        strangers = [p.name for p in folder.iterdir() if p.name not in own
                      and not p.name.startswith(".")]
         if strangers:
             raise StoreError(f"{folder} is not empty and holds no store; choose an empty or "
@@ -64,6 +70,8 @@ def open_store(cls, folder: Path, *, writable: bool, create: bool, fingerprint, 
     try:
         if writable:
             remove_stale_temps(folder)
+        if create and torn_at_creation(folder):    # checked again under the lock
+            clear_torn(folder)
         db = SentenceDB(folder)
         if check and db.initialised():
             db.check()

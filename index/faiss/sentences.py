@@ -68,6 +68,15 @@ def on_read_only_media(path: Path) -> bool:
                 and (not path.exists() or os.access(path, os.W_OK)))
 
 
+def mounted_read_only(folder: Path) -> bool:
+    """Whether the file system holding `folder` is mounted read-only (not merely unwritable
+    to this user)."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 class SentenceDB:
     def __init__(self, folder: Path, readonly: bool = False):
         self.path = Path(folder) / DB_NAME
@@ -86,7 +95,12 @@ class SentenceDB:
         for suffix in SIDE_FILES[1:]:  # -shm and -journal hold nothing SQLite cannot rebuild
             check_regular(self.path.with_name(DB_NAME + suffix), "sentence database file")
         immutable = on_read_only_media(self.path)
-        if immutable and wal.is_file() and wal.stat().st_size > 0:
+        pending = wal.is_file() and wal.stat().st_size > 0
+        # No write permission on a writable file system, with commits in the WAL (its owner is
+        # writing, or was cut off): SQLite reads them through the shared-memory file the writer
+        # keeps, as a plain read-only connection.
+        shared = immutable and pending and not mounted_read_only(self.path.parent)
+        if immutable and pending and not shared:
             raise StoreError(f"the store at {self.path.parent} is on read-only media and was not "
                              f"closed cleanly: its last commits are still in {wal.name}, which "
                              "only a writer can fold in; copy the store folder to writable "
@@ -95,13 +109,25 @@ class SentenceDB:
             # Read-only media (a shared corpus, a read-only mount, chattr +i): SQLite cannot
             # make the WAL's shared-memory file, so the cleanly closed database is opened as
             # the immutable file it is.
-            target = f"{self.path.resolve().as_uri()}?immutable=1" if immutable else str(self.path)
+            uri = self.path.resolve().as_uri()
+            target = f"{uri}?mode=ro" if shared else f"{uri}?immutable=1" if immutable else str(self.path)
             self.conn = sqlite3.connect(target, isolation_level=None, timeout=30,
                                         check_same_thread=False, uri=immutable)
-            self.immutable = immutable
+            self.immutable = immutable and not shared
             self.conn.execute("PRAGMA busy_timeout=30000")
             # synchronous=FULL: a commit is on disk before it returns (WAL is set at create).
             self.conn.execute("PRAGMA synchronous=FULL")
+            if shared:
+                self.conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError as e:
+            if not shared:
+                raise self._corrupt(e) from None
+            raise StoreError(
+                f"you may read the store at {self.path.parent} but not write to it, and its last "
+                f"commits are still in {wal.name} (its owner is writing it, or was cut off); reading "
+                f"them needs the shared-memory file beside it, which SQLite could not use ({e}): ask "
+                "the store's owner for write permission on the folder (a shared group), or open it "
+                "once its writer has closed it") from None
         except sqlite3.DatabaseError as e:
             raise self._corrupt(e) from None
 

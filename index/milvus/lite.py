@@ -94,6 +94,9 @@ def prepare(loc: Location, writable: bool, create: bool, fingerprint) -> WriterL
             if (folder / "store.db").exists():
                 raise StoreNotFound(f"{folder} holds a FAISS store, not a Milvus Lite one: open the "
                                     f"folder itself, without milvus-lite:")
+            if loc.lite_db.is_dir():
+                raise StoreNotFound(f"the store at {loc} was left half-made by an interrupted first "
+                                    "ingest (its creation never completed)", location=str(loc))
             raise StoreNotFound(f"no store at {loc}", location=str(loc))
         if fingerprint is None:
             raise InputError("creating a store needs the model fingerprint")
@@ -180,6 +183,10 @@ def connect(loc: Location, pymilvus, data_dir: Path | None = None):
                              f"({getattr(e, 'message', e)})", path=loc.lite_db) from None
     log.info("Milvus Lite %s opened in %.2f s", loc.lite_db, time.perf_counter() - t0)
     return client
+
+
+def has_manifest(loc: Location) -> bool:
+    return (loc.path / LITE_MANIFEST).exists()
 
 
 def write_manifest(loc: Location) -> None:

@@ -65,8 +65,8 @@ def open_store(cls, location, *, writable: bool, create: bool, fingerprint, inde
                 raise InputError("creating a store needs the model fingerprint")
             create_collection(client, call, loc, name, fpmod.as_dict(fingerprint), index,
                               index_params or {}, version=version)
-            if loc.kind == "lite":
-                lite.write_manifest(loc)
+        if loc.kind == "lite" and writable and not lite.has_manifest(loc):
+            lite.write_manifest(loc)     # also ends a creation cut off before it was written
         desc = call(client.describe_collection, name, what="read the collection")
         props, dim, _version = check_collection(loc, name, desc)
         if dedup is None:

@@ -88,6 +88,10 @@ class Backend:
     def __init__(self, source: ModelSource, device: torch.device, precision: str):
         self.source = source
         self.model_name = source.name
+        # What a store records: a folder by its absolute path, so the store's model is found
+        # again from any working folder (a packaged or hub model by its name).
+        self.model_location = (str(source.folder.absolute()) if source.kind in ("folder", "trained")
+                               else source.name)
         self.device = device
         self.device_name = describe_device(device)
         self.precision = precision      # "fp32" or "bf16": what embed() runs in
@@ -122,7 +126,7 @@ class Backend:
 
     def fingerprint(self, pooling: str | None = None) -> Fingerprint:
         pooling = self.choose_pooling(pooling)
-        return Fingerprint(self.model_name, self.weights_sha256, pooling, self.dim, True,
+        return Fingerprint(self.model_location, self.weights_sha256, pooling, self.dim, True,
                            network_sha256=self.network_sha256, precision_policy=PRECISION_POLICY)
 
     def encode_ids(self, texts: list[str]) -> tuple[list[list[int]], list[int]]:
@@ -240,7 +244,7 @@ class Backend:
         with self._lock, torch.inference_mode(), autocast(self.device, precision or self.precision):
             input_ids, mask = self._batch(rows)
             hidden, _, _ = self._forward(input_ids, mask, None)
-        special = self.tokenizer.get_special_tokens_mask(ids, already_has_special_tokens=True)
+        special = self.model_tokenizer.template_mask(text, len(ids))
         return (self.tokenizer.convert_ids_to_tokens(ids), hidden[0, :len(ids)].float().cpu().numpy(),
                 np.array(special, dtype=bool))
 
