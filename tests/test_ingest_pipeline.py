@@ -213,6 +213,7 @@ def stored_texts(folder):
         return [r["text"] for r in rows]
 
 
+@pytest.mark.slow   # over 10 s: `make test-slow` (keeps `make test` in its budget)
 def test_kill9_during_overlapped_ingest_keeps_a_prefix_and_a_rerun_adds_the_rest_once(tmp_path):
     n = 3000
     unique = list(dict.fromkeys(f"sentence {i % (n - 50)}" for i in range(n)))

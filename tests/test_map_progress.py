@@ -26,6 +26,7 @@ def store(tmp_path):
     s.close()
 
 
+@pytest.mark.slow   # over 10 s: `make test-slow` (keeps `make test` in its budget)
 def test_umap_reports_its_epochs_and_a_cancel_stops_it_at_the_next_one(store):
     seen, cancel = [], threading.Event()
 
@@ -73,6 +74,7 @@ def test_the_cli_shows_progress_and_ctrl_c_ends_it_with_one_line(store, tmp_path
     assert not target.exists()
 
 
+@pytest.mark.slow   # over 10 s: `make test-slow` (keeps `make test` in its budget)
 def test_the_map_tab_shows_the_epochs_and_its_cancel_ends_the_fit(qtbot, store):
     from app.gui.panels.map.panel import MapPanel
     from app.gui.state import AppState
@@ -86,7 +88,7 @@ def test_the_map_tab_shows_the_epochs_and_its_cancel_ends_the_fit(qtbot, store):
         lambda d, t, msg: (messages.append((d, t, msg)), "layout epoch" in msg and d >= 1 and job.cancel())))
     state.store = store
     panel.show()
-    qtbot.waitUntil(lambda: "cancelled" in panel.info.text(), timeout=120_000)
+    qtbot.waitUntil(lambda: "cancelled" in panel.info.text(), timeout=30_000)
     epochs = [(d, t) for d, t, msg in messages if "layout epoch" in msg]
     assert epochs and epochs[-1][0] < epochs[-1][1], epochs[-3:]
     assert panel.map is None

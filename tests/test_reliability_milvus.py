@@ -145,6 +145,7 @@ def kill_trials(tmp_path, model, trials, seed, max_wait=2.5):
     return done_all
 
 
+@pytest.mark.slow   # over 10 s: `make test-slow` (keeps `make test` in its budget)
 def test_kill9_lite_ingest_every_row_keeps_its_vector(tmp_path):
     done = kill_trials(tmp_path, TINY, trials=3, seed=3)
     assert done, "the child never finished an ingest before the kill; timing too tight"

@@ -221,6 +221,7 @@ def test_errors_are_messages_not_tracebacks(tmp_path, inputs, capsys):
 
 
 
+@pytest.mark.slow   # over 10 s: `make test-slow` (keeps `make test` in its budget)
 def test_ctrl_c_keeps_committed_sentences(tmp_path):
     """SIGINT in the middle of an ingest: exit 130, a summary, committed batches kept."""
     store = tmp_path / "store"

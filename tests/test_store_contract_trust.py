@@ -98,7 +98,7 @@ def test_a_foreign_server_collection_is_never_dropped_or_written(milvus_server):
 
 
 @needs_milvus
-@pytest.mark.parametrize("kind", ["milvus", "server"])
+@pytest.mark.parametrize("kind", ["milvus", pytest.param("server", marks=pytest.mark.slow)])
 def test_foreign_rebuild_and_writer_companions_are_kept(kind, tmp_path, request):
     server = request.getfixturevalue("milvus_server") if kind == "server" else None
     b = FakeBackend(dim=D)
@@ -153,6 +153,7 @@ def test_a_second_writer_on_a_folder_is_refused_while_one_writes(kind, tmp_path)
         sound(s, b, ["one"])
 
 
+@pytest.mark.slow   # over 10 s: `make test-slow` (keeps `make test` in its budget)
 @needs_milvus
 def test_a_rebuild_racing_a_writer_loses_nothing_and_keeps_one_pooling(milvus_server):
     b = FakeBackend(dim=D)

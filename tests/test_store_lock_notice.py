@@ -52,6 +52,7 @@ def held_store(server):
             held.release()
 
 
+@pytest.mark.slow   # over 10 s: `make test-slow` (keeps `make test` in its budget)
 def test_the_command_line_says_whom_it_waits_for_and_for_how_long(milvus_server, monkeypatch):
     with held_store(milvus_server) as (loc, name, held):
         p = subprocess.Popen([sys.executable, "-c", WAITER, "remove", "2", "--store", loc],

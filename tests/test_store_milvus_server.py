@@ -202,6 +202,7 @@ def _cli(*args, env=None):
                           text=True, env=env, cwd=ROOT, timeout=300)
 
 
+@pytest.mark.slow   # over 10 s: `make test-slow` (keeps `make test` in its budget)
 def test_cli_on_the_server_check_and_missing_database(milvus_server, tmp_path):
     corpus = tmp_path / "c.txt"
     corpus.write_text("The cat sat on the mat.\nA dog barked at night.\nRain fell.\n")

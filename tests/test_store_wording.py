@@ -76,6 +76,7 @@ def test_a_missing_database_names_the_option_that_named_it():
     assert info.endswith("(--store http://h:1?collection=c)") and "ingest" not in info
 
 
+@pytest.mark.slow   # over 10 s: `make test-slow` (keeps `make test` in its budget)
 def test_server_store_info_and_migrate_into_a_missing_database(milvus_server, tmp_path, run):
     pytest.importorskip("pymilvus")
     b = FakeBackend(dim=D)

@@ -36,6 +36,7 @@ cp "$FS/run/trainer_state.json" "$OUTDIR/state2.json"
 """
 
 
+@pytest.mark.slow   # over 10 s: `make test-slow` (keeps `make test` in its budget)
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare for a private tmpfs")
 def test_a_full_disk_during_training_keeps_the_last_checkpoint(tmp_path, capsys):
     from app.cli import main

@@ -223,6 +223,7 @@ def test_pooling_step_compares_cls_mean_max(qtbot, panel, minilm):
     assert panel.pooling_view.heatmap.row_labels == ["mean", "cls", "max"]
 
 
+@pytest.mark.slow   # over 10 s: `make test-slow` (keeps `make test` in its budget)
 def test_export_notebook_writes_what_the_cli_writes(qtbot, panel, tmp_path):
     import json
     import os
