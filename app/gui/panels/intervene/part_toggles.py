@@ -30,10 +30,7 @@ class HeadToggles(QtWidgets.QWidget):
         if (n_layers, n_heads) == self.shape:
             return
         keep = self.value()
-        while self.grid.count():
-            item = self.grid.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+        _empty(self.grid)
         self.buttons = {}
         self.shape = (n_layers, n_heads)
         for h in range(n_heads):
@@ -90,10 +87,7 @@ class LayerToggles(QtWidgets.QWidget):
         if n_layers == self.n_layers:
             return
         keep = self.value()
-        while self.grid.count():
-            item = self.grid.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+        _empty(self.grid)
         self.boxes, self.n_layers = {}, n_layers
         for c, (_, title, _tip) in enumerate(self.KINDS):
             self.grid.addWidget(QtWidgets.QLabel(f"<i>{title}</i>"), 0, c + 1)
@@ -119,3 +113,11 @@ class LayerToggles(QtWidgets.QWidget):
             box.setChecked(l in wanted[kind])
             box.blockSignals(False)
         self.toggled.emit()
+
+
+def _empty(grid: QtWidgets.QGridLayout) -> None:
+    """Remove every widget of a grid that is rebuilt for another model's shape."""
+    while grid.count():
+        item = grid.takeAt(0)
+        if item.widget() is not None:
+            item.widget().deleteLater()
