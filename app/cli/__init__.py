@@ -20,6 +20,7 @@ from collections.abc import Callable
 from app.cli import eval as eval_command  # not `eval`: the builtin stays itself here
 from app.cli import experiment, explain, intervene, migrate, model, runs, store, train, why
 from app.cli import map as map_command  # not `map`: the builtin stays itself here
+from app.cli.output import OutputFailed, guarded_stdout, result_follows
 from app.cli.remedies import worded
 from core.errors import EncoderscopeError, InputError, Terminated
 from core.notices import listening
@@ -93,8 +94,14 @@ def _main(argv, open_gui) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         check_arguments(args)
-        with listening(_note):
-            return args.func(args) or 0
+        with listening(_note), guarded_stdout():
+            code = args.func(args) or 0
+            result_follows()
+            sys.stdout.flush()   # here, so that a full disk is an error line, not a failure at exit
+            return code
+    except OutputFailed as e:
+        print(f"error: {e.words()}", file=sys.stderr)
+        return EXIT_USAGE
     except EncoderscopeError as e:
         print(f"error: {worded(e, args)}", file=sys.stderr)
         return EXIT_USAGE

@@ -70,48 +70,12 @@ def store_backend(args, store) -> tuple[str, str | None]:
 
 
 def emit_json(obj):
-    """The result as one JSON line on stdout, written and flushed here, so that a full disk or
-    a failing output file is one error naming that file (nothing else was changed)."""
-    text = json.dumps(obj, ensure_ascii=False) + "\n"
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except OSError as e:
-        where = _stdout_name()
-        _drop_stdout()
-        raise EncoderscopeError(f"could not write the JSON output to {where}: "
-                                f"{_os_reason(e)}; the command's work is done and kept, only "
-                                "its printed result is missing: free some space or write it "
-                                "elsewhere, and run it again") from None
-
-
-def _stdout_name() -> str:
-    import os
-    try:
-        target = os.readlink(f"/proc/self/fd/{sys.stdout.fileno()}")
-        return target if target.startswith("/") else "standard output"
-    except (OSError, ValueError, AttributeError):
-        return "standard output"
-
-
-def _os_reason(e: OSError) -> str:
-    import errno
-    if e.errno == errno.ENOSPC:
-        return "the disk is full (ENOSPC)"
-    if e.errno == errno.EDQUOT:
-        return "the disk quota is used up"
-    return f"{e.strerror or e}"
-
-
-def _drop_stdout() -> None:
-    """Nothing more goes to the failed output (no second error when Python flushes at exit)."""
-    import os
-    try:
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
-        os.close(null)
-    except (OSError, ValueError, AttributeError):
-        pass
+    """The result as one JSON line on stdout, written and flushed here; a full disk or a failing
+    output file is one error naming that file (app/cli/output.py)."""
+    from app.cli.output import result_follows
+    result_follows("the JSON output")
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
 
 
 def read_texts(args) -> list[str]:

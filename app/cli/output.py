@@ -1,0 +1,111 @@
+"""The one door every command's printed result goes through: standard output wrapped so that a
+write or flush that fails (a full disk, a lost file system) becomes one `error:` line naming the
+file, never a traceback, whichever command printed and however (print, JSON, flush=True)."""
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from contextlib import contextmanager
+
+
+class OutputFailed(Exception):
+    """Standard output could not be written; `reason` says why in words, `finished` whether the
+    command's work was done when it failed (its result was being printed)."""
+
+    def __init__(self, what: str, where: str, reason: str, finished: bool):
+        super().__init__(f"{where}: {reason}")
+        self.what, self.where, self.reason, self.finished = what, where, reason, finished
+
+    def words(self) -> str:
+        after = ("the command's work is done and kept, only its printed result is missing"
+                 if self.finished else "the command stopped there")
+        return (f"could not write {self.what} to {self.where}: {self.reason}; {after}: free some "
+                "space or send the output elsewhere, and run it again")
+
+
+class GuardedStdout:
+    """Standard output that turns an OSError of write or flush into OutputFailed (a broken pipe
+    stays itself: the reader went away, `... | head`, which is not an error of ours)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.what = "the output"
+        self.finished = False
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise self._failed(e) from None
+
+    def flush(self):
+        try:
+            return self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise self._failed(e) from None
+
+    def _failed(self, e: OSError) -> OutputFailed:
+        where = stream_name(self._stream)
+        _drop(self._stream)
+        return OutputFailed(self.what, where, os_reason(e), self.finished)
+
+    def __getattr__(self, name):   # fileno, isatty, encoding...: the real stream's own
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def guarded_stdout():
+    """sys.stdout guarded for the time of one command, then given back as it was."""
+    previous = sys.stdout
+    sys.stdout = GuardedStdout(previous)
+    try:
+        yield
+    except BaseException:   # an error line follows: what was printed before it goes out now, or not at all
+        try:
+            previous.flush()
+        except OSError:
+            _drop(previous)
+        raise
+    finally:
+        if sys.stdout.__class__ is GuardedStdout:
+            sys.stdout = previous
+
+
+def result_follows(what: str = "the output") -> None:
+    """What is printed from here on is the command's result, its work done (a JSON line at the
+    end): a failure to print it says so."""
+    if isinstance(sys.stdout, GuardedStdout):
+        sys.stdout.what = what
+        sys.stdout.finished = True
+
+
+def stream_name(stream) -> str:
+    try:
+        target = os.readlink(f"/proc/self/fd/{stream.fileno()}")
+        return target if target.startswith("/") else "standard output"
+    except (OSError, ValueError, AttributeError):
+        return "standard output"
+
+
+def os_reason(e: OSError) -> str:
+    if e.errno == errno.ENOSPC:
+        return "the disk is full (ENOSPC)"
+    if e.errno == errno.EDQUOT:
+        return "the disk quota is used up"
+    return f"{e.strerror or e}"
+
+
+def _drop(stream) -> None:
+    """Nothing more goes to the failed output: its descriptor now points at the null device, so
+    what is still buffered is thrown away when Python flushes at exit (no second error)."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
