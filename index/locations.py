@@ -35,10 +35,13 @@ def describe_location(location) -> str:
 
 
 def store_exists(location) -> bool:
-    """Whether a store is already there (a server is asked only when opening)."""
+    """Whether a store is already there (a server is asked only when opening); StoreError when
+    this user may not look inside its folder."""
     loc = parse_location(location)
     if loc.kind == "faiss":
         from index.faiss.sentences import DB_NAME
+        from index.store_files import check_readable
+        check_readable(loc.path)
         from index.faiss.torn import torn_at_creation
         return (loc.path / DB_NAME).exists() and not torn_at_creation(loc.path)
     if loc.kind == "lite":
