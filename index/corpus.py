@@ -64,13 +64,31 @@ def create_corpus(location, backend, pooling: str, index: str = "auto") -> Store
                       index=index)
 
 
+def unfinished_whitened(location) -> dict | None:
+    """The fingerprint of the store at `location` when it is a whitened one whose first ingest
+    was cut off after its transform was written (it holds no sentence; create_whitened_corpus
+    finishes it), else None."""
+    from index.whitening import is_whitened
+    try:
+        store = open_store(location, writable=False)
+    except StoreNotFound:
+        return None
+    try:
+        fp = store.fingerprint_dict
+        return fp if is_whitened(fp) and store.count() == 0 else None
+    finally:
+        store.close()
+
+
 def create_whitened_corpus(location, backend, pooling: str, items, *, dims: int | None = None,
                            index: str = "auto", batch_size: int = 32, progress=None,
                            cancel=None) -> tuple[Store, AddResult]:
     """A new corpus at `location` holding `items` ((text, metadata) pairs or texts) whitened with
     BERT-whitening fitted on their own vectors (core/evaluate/whitening.py; `dims` directions, all by
     default), and what was added. progress(done, total) counts texts embedded. The texts are
-    embedded once, before the store exists: a cancel leaves no store behind."""
+    embedded once, before the store exists: a cancel leaves no store behind. A whitened store
+    there that holds no sentence (an earlier call cut off after creating it) is finished: it
+    takes the transform fitted now."""
     from core.errors import InputError
     from core.evaluate.whitening import fit_whitening
     from index.adding import normalize

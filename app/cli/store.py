@@ -12,7 +12,7 @@ from app.cli import store_info
 from app.cli.ingest_files import read_inputs, report_inputs
 from app.cli.options import add_index_option, add_store_option, backend_for, store_backend, store_location
 from core.encoder.sources import DEFAULT_MODEL
-from core.errors import InputError
+from core.errors import InputError, Terminated
 
 
 def _add_model_options(p, store_default: bool = False):
@@ -191,15 +191,24 @@ def _ingest_whitened(args, items, rest, loc) -> int:
     from index.locations import store_exists
     if args.rebuild:
         raise InputError("--whiten creates a new store; --rebuild re-embeds an existing one: use one of them")
-    if store_exists(loc):
+    unfinished = corpus.unfinished_whitened(loc) if store_exists(loc) else {}
+    if unfinished is None:
         raise InputError(f"{loc.describe()} already exists: a whitening is fitted on the sentences "
                          "of a new store; choose a new --store for the whitened one")
-    backend = backend_for(args, args.model or DEFAULT_MODEL)
+    # an interrupted whitened store is finished with its own model unless another is named
+    backend = backend_for(args, args.model or unfinished.get("model") or DEFAULT_MODEL)
     bar = _progress_bar(len(items), args.quiet)
     try:
         store, result = corpus.create_whitened_corpus(
-            loc, backend, args.pooling or "mean", list(items), dims=args.whiten_dims, index=args.index,
+            loc, backend, args.pooling or unfinished.get("pooling") or "mean", list(items),
+            dims=args.whiten_dims, index=args.index,
             progress=lambda done, _total: bar.update(done - bar.n))
+    except (KeyboardInterrupt, Terminated) as e:
+        bar.close()
+        sigterm = isinstance(e, Terminated)
+        _err(f"interrupted by {'SIGTERM' if sigterm else 'Ctrl-C'}: no sentence was stored; run the "
+             "same command again to make the whitened store")
+        return 128 + signal.SIGTERM if sigterm else 130
     finally:
         bar.close()
     try:

@@ -90,6 +90,9 @@ def open_store(cls, folder: Path, *, writable: bool, create: bool, fingerprint, 
             if db.needs_upgrade():        # a store written before row checksums
                 db.upgrade()
         store = cls(folder, db, lock)
+        if (whitening is not None and writable and store._fp.get("whitening") != whitening.digest()
+                and is_whitened(store._fp) and db.count() == 0):
+            store = _whiten_afresh(cls, store, folder, db, lock, fingerprint, whitening)
         if whitening is not None and store._fp.get("whitening") != whitening.digest():
             raise InputError(f"{folder} already holds a store: a whitening is fitted when a "
                              "store is created; choose a new folder for the whitened store")
@@ -106,6 +109,21 @@ def open_store(cls, folder: Path, *, writable: bool, create: bool, fingerprint, 
         if lock is not None:
             lock.release()
         raise
+
+
+def _whiten_afresh(cls, store, folder, db, lock, model_fp, whitening):
+    """A whitened store that holds no sentence yet (its first ingest was cut off after the
+    transform was written) takes the transform fitted now: nothing stored was whitened with
+    the old one. Done under the writer lock, checked empty under it."""
+    if model_fp is None:
+        return store
+    store._check_model(model_fp, "your vectors and queries")    # the same model, else refused
+    fpd = store_fingerprint(model_fp, whitening)
+    write_whitening(folder, whitening)
+    with db.transaction():
+        db.set_meta("fingerprint", fpd)
+        db.set_meta("dim", int(fpd["dim"]))
+    return cls(folder, db, lock)
 
 
 def load_checked(store, *, repair: bool = False, verify: bool = False) -> None:
