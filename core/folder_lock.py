@@ -4,7 +4,8 @@ which the store's lock builds on too (index/durability.py), and one writer per o
 
 The output folder's lock is on `.<name>.writer` beside the folder, not inside it: a checkpoint
 replaces the whole folder by a fresh copy, which would take a lock file inside with it. The OS
-drops the lock when its process dies (kill -9 included), so a stale file never blocks anyone;
+drops the lock when its process dies (kill -9 included), so a stale file never blocks anyone, and
+its holder removes the file when done (nothing is left beside the folder);
 while held, the file names the holder (pid, host, start time) for the refusal message. The file
 is opened without following a link (O_NOFOLLOW), so it never writes anywhere else.
 """
@@ -47,10 +48,14 @@ class ExclusiveFile:
     holder's record is best effort: a full disk must not turn taking the lock into an error.
     """
 
-    def __init__(self, path, open_fd: Callable[[str, int, int], int] | None = None):
+    def __init__(self, path, open_fd: Callable[[str, int, int], int] | None = None, *,
+                 remove_on_release: bool = False):
         self.path = Path(path)
         self._open = open_fd or (lambda p, flags, mode: os.open(p, flags | NOFOLLOW, mode))
         self._fd: int | None = None
+        # removed by its holder when given back: then a lock taken on a file another holder has
+        # just removed is no lock, and acquire() checks that the file it locked is still there
+        self.remove_on_release = remove_on_release
 
     @property
     def held(self) -> bool:
@@ -59,6 +64,21 @@ class ExclusiveFile:
     def acquire(self, record: bytes) -> None:
         if self._fd is not None:
             return
+        for _ in range(100):
+            fd = self._lock_once()
+            if not self.remove_on_release or _same_file(fd, self.path):
+                break
+            os.close(fd)     # the holder removed it as we took it: take the new one
+        else:
+            raise LockBusy(b"")
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, record, 0)
+        except OSError:
+            pass     # held all the same; only the holder's name is missing
+        self._fd = fd
+
+    def _lock_once(self) -> int:
         fd = self._open(str(self.path), os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -73,26 +93,34 @@ class ExclusiveFile:
         except BaseException:
             os.close(fd)
             raise
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, record, 0)
-        except OSError:
-            pass     # held all the same; only the holder's name is missing
-        self._fd = fd
+        return fd
 
     def release(self) -> None:
-        """Give the lock back, the holder's record emptied first (a reader sees no holder)."""
+        """Give the lock back, the holder's record emptied first (a reader sees no holder), or
+        with remove_on_release the file removed first (nothing left behind)."""
         if self._fd is None:
             return
         try:
             try:
-                os.ftruncate(self._fd, 0)
+                if self.remove_on_release and _same_file(self._fd, self.path):
+                    os.unlink(self.path)
+                else:
+                    os.ftruncate(self._fd, 0)
             except OSError:
                 pass
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         finally:
             os.close(self._fd)
             self._fd = None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether `path` still names the file open as `fd` (not removed, not replaced)."""
+    try:
+        a, b = os.fstat(fd), os.lstat(path)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _read(fd: int) -> bytes:
@@ -122,7 +150,7 @@ class OutputFolderLock:
         self.folder = Path(folder).expanduser()
         self.path = lock_path(self.folder)
         self.what = what
-        self._file = ExclusiveFile(self.path)
+        self._file = ExclusiveFile(self.path, remove_on_release=True)   # no file left beside --out
         self._nested = False
 
     def acquire(self) -> OutputFolderLock:
