@@ -71,3 +71,21 @@ def test_importance_json(capsys):
     d = json.loads(out)
     assert set(d["heads"]) == {f"{l}.{h}" for l in (1, 2) for h in (1, 2, 3, 4)}
     assert d["top_heads"][0]["drop"] == max(d["heads"].values())
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["ablate", "LONG", "--heads", "1.2"], ["the text"]),
+    (["ablate", "LONG", "--heads", "1.2", "--json"], ["the text"]),
+    (["patch", "LONG", "LONG", "--site", "L1.resid"], ["A", "B"]),
+    (["patch", "LONG", "LONG", "--site", "L2.resid", "--json"], ["A", "B"]),
+])
+def test_a_text_longer_than_the_model_reads_is_noted_once(capsys, caplog, argv, names):
+    """ablate and patch run a text several times: its truncation is one note per text, not one
+    model warning per run (ablate said it twice, patch not at all in words of its own)."""
+    long = " ".join(["word"] * 600)
+    code, out, err = run_cli([long if a == "LONG" else a for a in argv] + ["--model", RANDOM], capsys)
+    assert code == 0, err
+    notes = [x for x in err.splitlines() if "longer than" in x]
+    assert notes == [f"note: {n} is longer than the 512 tokens {RANDOM} reads: only its first 512 tokens "
+                     "were used" for n in names], err
+    assert not [r for r in caplog.records if "longer than" in r.getMessage()]

@@ -11,6 +11,8 @@ Layers and heads count from 1 (3.5 = layer 3, head 5). No Qt here.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 DIGITS = 6          # decimals of the vectors and attentions printed in --json
 
 
@@ -113,25 +115,26 @@ def cmd_ablate(args) -> int:
     if args.mean_ablation and not spec.heads:
         raise InputError("--mean-ablation replaces ablated heads: give them with --heads (e.g. --heads 3.5)")
     spec.check(backend.n_layers, backend.n_heads)
-    means = mean_head_outputs(backend, effects.sample_corpus()) if args.mean_ablation else None
-    ranking = None
-    if args.store:
-        from index.intervene_ranking import ranking_changes
-        if args.pooling and args.pooling != _store_pooling(args.store):
-            raise InputError(f"the store at {args.store} holds {_store_pooling(args.store)}-pooled vectors: "
-                             "leave out --pooling to compare rankings with them")
-        ranking = ranking_changes(args.store, backend, args.text, spec, k=args.k, means=means)
-    pooling = _store_pooling(args.store) if args.store else backend.choose_pooling(args.pooling)
-    vec = effects.compare_vector(backend, args.text, spec, pooling, means)
-    att = effects.compare_attentions(backend, args.text, spec, means)
-    mask = backend.tokenizer.mask_token
-    fill = None
-    if mask and mask in args.text or args.mask_token:
-        if not backend.has_mlm:
-            raise NoMLMHead(f"{backend.model_name} has no masked-LM head, so fill-mask effects cannot be shown: "
-                            "leave out [MASK] and --mask-token, or use a model with one (encoderscope train "
-                            "--init minilm --objective mlm --corpus FILE --out DIR, then --model DIR)")
-        fill = effects.compare_fill_mask(backend, args.text, spec, args.top, args.mask_token, means)
+    with truncation_said_once(backend, {"the text": args.text}):
+        means = mean_head_outputs(backend, effects.sample_corpus()) if args.mean_ablation else None
+        ranking = None
+        if args.store:
+            from index.intervene_ranking import ranking_changes
+            if args.pooling and args.pooling != _store_pooling(args.store):
+                raise InputError(f"the store at {args.store} holds {_store_pooling(args.store)}-pooled vectors: "
+                                 "leave out --pooling to compare rankings with them")
+            ranking = ranking_changes(args.store, backend, args.text, spec, k=args.k, means=means)
+        pooling = _store_pooling(args.store) if args.store else backend.choose_pooling(args.pooling)
+        vec = effects.compare_vector(backend, args.text, spec, pooling, means)
+        att = effects.compare_attentions(backend, args.text, spec, means)
+        mask = backend.tokenizer.mask_token
+        fill = None
+        if mask and mask in args.text or args.mask_token:
+            if not backend.has_mlm:
+                raise NoMLMHead(f"{backend.model_name} has no masked-LM head, so fill-mask effects cannot be shown: "
+                                "leave out [MASK] and --mask-token, or use a model with one (encoderscope train "
+                                "--init minilm --objective mlm --corpus FILE --out DIR, then --model DIR)")
+            fill = effects.compare_fill_mask(backend, args.text, spec, args.top, args.mask_token, means)
     changed = np.abs(att.difference).max(axis=(2, 3))          # (L, H)
     if args.json:
         out = {"model": backend.model_name, "intervention": spec.describe(), "pooling": pooling,
@@ -227,11 +230,12 @@ def cmd_patch(args) -> int:
     backend = get_backend(args.model, args.backend, device=args.device, precision=args.precision)
     pooling = backend.choose_pooling(args.pooling)
     sites = [parse_site(s) for s in args.site]
-    spec, source, alignment, _ = patched_run(backend, args.a, args.b, sites)
-    before_a = backend.embed([args.a], pooling=pooling)[0]
-    run_b = backend.embed([args.b], pooling=pooling)[0]
-    with intervene(backend, spec, patch_source=source):
-        after = backend.embed([args.a], pooling=pooling)[0]
+    with truncation_said_once(backend, {"A": args.a, "B": args.b}):
+        spec, source, alignment, _ = patched_run(backend, args.a, args.b, sites)
+        before_a = backend.embed([args.a], pooling=pooling)[0]
+        run_b = backend.embed([args.b], pooling=pooling)[0]
+        with intervene(backend, spec, patch_source=source):
+            after = backend.embed([args.a], pooling=pooling)[0]
     cos = lambda x, y: float(np.dot(x.astype(np.float64), y.astype(np.float64)))  # noqa: E731
     # how far the patch moves A's vector toward B's: 0 = A unchanged, 1 = B's vector
     gap = 1.0 - cos(before_a, run_b)
@@ -319,3 +323,29 @@ def _prune(args, backend, m, texts, cache, progress):
     order = least_important_first(m.heads, tie)
     return cumulative_removal(backend, order, args.metric, seed=args.seed, texts=texts, progress=progress,
                               stop_drop=None if args.all_counts else args.prune)
+
+
+@contextmanager
+def truncation_said_once(backend, texts: dict):
+    """A note on stderr for each of `texts` ({name: text}) longer than the model reads, said
+    once here: the command runs the text several times (before, after, patched), and the
+    model's own warning would come with every run."""
+    import logging
+    import sys
+    _, cut = backend.encode_ids(list(texts.values()))
+    for i in cut:
+        name = list(texts)[i]
+        print(f"note: {name} is longer than the {backend.max_length} tokens {backend.model_name} reads: "
+              f"only its first {backend.max_length} tokens were used", file=sys.stderr)
+    log = logging.getLogger("core.encoder.backends.base")
+    said = _DropTruncationWarnings()
+    log.addFilter(said)
+    try:
+        yield
+    finally:
+        log.removeFilter(said)
+
+
+class _DropTruncationWarnings:
+    def filter(self, record) -> bool:
+        return not str(record.msg).startswith("%d of %d texts were longer than")
