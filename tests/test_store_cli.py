@@ -77,6 +77,7 @@ def test_ingest_search_info_remove(tmp_path, inputs, capsys):
     assert query not in [r["text"] for r in json.loads(out)["results"]]
     rc, out, err = cli(["remove", "999999", "--store", store], capsys)
     assert rc == 2 and err.startswith("error: no sentence with id 999999")
+    assert out == "" and len(err.splitlines()) == 1 and "nothing was removed" in err   # no "removed 0"
 
     # Ingesting the same files again adds nothing; the removed sentence comes back.
     rc, out, err = cli(["ingest", inputs["txt"], "--store", store, "--quiet"], capsys)

@@ -313,6 +313,9 @@ def cmd_remove(args) -> int:
         gone, _ = corpus.remove(store, args.ids)
         left = store.count()
     missing = [i for i in dict.fromkeys(args.ids) if i not in set(gone)]
+    if not gone:      # nothing done: the error alone, no "removed 0" result before it
+        raise InputError(f"no sentence with id {', '.join(map(str, missing))} in {loc.describe()}, so "
+                         "nothing was removed: give the ids a search shows beside each sentence")
     print(f"removed {len(gone)} sentence{'s' if len(gone) != 1 else ''}; the store holds {left}")
     if missing:
         _err(f"error: no sentence with id {', '.join(map(str, missing))} in {loc.describe()}"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -141,15 +143,26 @@ def check_weights(folder: Path) -> None:
         raise WeightsError(f"cannot read the weights in {folder}: {e}") from None
 
 
+@contextmanager
+def quiet_pickle_notes():
+    """torch's UserWarnings about a pickle it reads under weights_only ("Detected pickle protocol
+    4..."): a file it refuses gets our one error line, with no torch warning printed before it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+        yield
+
+
 def _load_bin(path: Path, mmap: bool = False) -> dict[str, torch.Tensor]:
     """A .bin is a pickle: weights_only lets it build tensors and nothing else, so a file that
     asks for anything more (code to run) is refused, with a message that says so."""
     try:
         try:
-            return torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap)
+            with quiet_pickle_notes():
+                return torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap)
         except RuntimeError as e:
             if mmap and "mmap" in str(e):     # the legacy (non-zip) format cannot be mapped
-                return torch.load(str(path), map_location="cpu", weights_only=True)
+                with quiet_pickle_notes():
+                    return torch.load(str(path), map_location="cpu", weights_only=True)
             raise
     except Exception as e:
         # pickle.UnpicklingError, matched by name: this package never imports pickle (tests/test_layering.py)

@@ -7,6 +7,7 @@ from core.encoder.fingerprint import network_hash, weights_hash
 from core.encoder.sources import ModelSource
 from core.encoder.tokenizer import ModelTokenizer
 from core.encoder.transformers_import import from_transformers
+from core.encoder.weights import quiet_pickle_notes
 from core.errors import InputError, ModelUnavailable
 
 
@@ -52,8 +53,9 @@ class HFBackend(Backend):
         bars = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()
         try:
-            self.model = cls.from_pretrained(folder, attn_implementation="eager",
-                                             trust_remote_code=False).to(device).eval()
+            with quiet_pickle_notes():
+                self.model = cls.from_pretrained(folder, attn_implementation="eager",
+                                                 trust_remote_code=False).to(device).eval()
         except Exception as e:
             why = library_reason(e)
             if "ignore_mismatched_sizes" in why:   # its details went to a log we do not show
