@@ -7,8 +7,10 @@ leaves no temporary file and the old file untouched.
 """
 from __future__ import annotations
 
+import errno
 import os
 import secrets
+from contextlib import contextmanager
 from pathlib import Path
 
 TEMP_GLOB = ".*.tmp"   # the temporary files' names: .<name>.<random>.tmp
@@ -110,3 +112,22 @@ def readable_as_umask_allows(path) -> None:
     """Give a file a library wrote with mode 0o600 (safetensors does) the mode any other new
     file gets, 0o666 less the umask: readable by the group and others where the user allows."""
     os.chmod(path, 0o666 & ~current_umask())
+
+
+@contextmanager
+def writing(path):
+    """Around the writing of one file: its failure is an OSError that names `path` (an OSError
+    raised by write() or close() names none, safetensors' own error is not an OSError), so a
+    message can say which file could not be written."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None:
+            e.filename = str(path)
+        raise
+    except Exception as e:
+        if type(e).__name__ != "SafetensorError":
+            raise
+        text = str(e)
+        code = errno.ENOSPC if "No space left" in text or "os error 28" in text else errno.EIO
+        raise OSError(code, text, str(path)) from e

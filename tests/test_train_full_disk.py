@@ -65,3 +65,48 @@ def test_a_full_disk_during_training_keeps_the_last_checkpoint(tmp_path, capsys)
     # the suggested command continues the run once there is space
     assert (outdir / "rc2").read_text().strip() == "0", (outdir / "stderr2").read_text()
     assert json.loads((outdir / "state2.json").read_text())["step"] >= 2
+
+
+class _FullDisk(Exception):
+    """What safetensors raises when the disk fills under it (not an OSError, no file named)."""
+
+
+_FullDisk.__name__ = "SafetensorError"
+
+
+@pytest.mark.parametrize("failing, raised, wrote", [
+    ("trainer_state.safetensors", _FullDisk("Io error: No space left on device (os error 28)"), False),
+    ("trainer_state.safetensors", OSError(28, "No space left on device"), True),
+    ("model.safetensors", _FullDisk("Io error: No space left on device (os error 28)"), True),
+    ("trainer_state.json", OSError(28, "No space left on device"), False),
+], ids=["state-safetensors", "state-oserror", "weights", "state-json"])
+def test_a_full_disk_names_the_file_that_failed(tmp_path, capsys, monkeypatch, failing, raised, wrote):
+    """The message names the file being written when the disk filled (it named the file written
+    last, encoderscope.json, whichever failed)."""
+    import pathlib
+
+    import core.encoder.weights as weights
+    import core.train.saving as saving
+    from app.cli import main
+    from tests.helpers import one_error
+    corpus = write_corpus(tmp_path / "gen.txt", n=200)
+    real_save, real_text = saving.save_file, pathlib.Path.write_text
+
+    def save_file(tensors, path, *a, **kw):
+        if Path(path).name.startswith(failing):
+            if wrote:                                     # what it wrote before the disk filled
+                Path(path).write_bytes(b"\0" * 64)
+            raise raised
+        return real_save(tensors, path, *a, **kw)
+
+    def write_text(self, *a, **kw):
+        if self.name == failing:
+            raise raised
+        return real_text(self, *a, **kw)
+    monkeypatch.setattr(saving, "save_file", save_file)
+    monkeypatch.setattr(weights, "save_file", save_file)
+    monkeypatch.setattr(pathlib.Path, "write_text", write_text)
+    code = main(["train", "--corpus", str(corpus), "--out", str(tmp_path / "run"), "--steps", "2",
+                 "--no-progress", *TINY])
+    line = one_error(code, capsys.readouterr().err)
+    assert f"could not write the checkpoint {tmp_path / 'run' / failing}: the disk is full" in line, line

@@ -17,7 +17,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from core.atomic import readable_as_umask_allows
+from core.atomic import readable_as_umask_allows, writing
 from core.encoder.model import Encoder, EncoderConfig, EncoderForMaskedLM, sinusoidal_table
 from core.encoder.sources import CHECKPOINT_MARKER, read_json
 from core.errors import ModelUnavailable, settings_fix
@@ -356,13 +356,16 @@ def save_checkpoint(model, tokenizer, folder: Path, extra: dict | None = None) -
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()
              if k != "vocab_projector.weight"}          # tied to the word embeddings
     tmp = folder / "model.safetensors.tmp"
-    save_file(state, str(tmp), metadata={"format": "pt"})
-    readable_as_umask_allows(tmp)
-    tmp.replace(folder / "model.safetensors")
+    with writing(folder / "model.safetensors"):
+        save_file(state, str(tmp), metadata={"format": "pt"})
+        readable_as_umask_allows(tmp)
+        tmp.replace(folder / "model.safetensors")
     if tokenizer is not None:
-        tokenizer.save_pretrained(str(folder))
+        with writing(folder / "tokenizer.json"):     # an error of open() names its own file
+            tokenizer.save_pretrained(str(folder))
     meta = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
             "config": model.config.to_dict(), "mlm_head": isinstance(model, EncoderForMaskedLM)}
     meta.update(extra or {})
-    (folder / CHECKPOINT_MARKER).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    with writing(folder / CHECKPOINT_MARKER):
+        (folder / CHECKPOINT_MARKER).write_text(json.dumps(meta, indent=2), encoding="utf-8")
     return folder

@@ -68,6 +68,19 @@ def _is_write_error(e: Exception) -> bool:
                                       and ("Io" in str(e) or "os error" in str(e).lower()))
 
 
+def _failed_file(e: Exception, tmp: Path) -> Path | None:
+    """The file a failed write was writing, as a path inside the folder: the one the error
+    names (core.atomic.writing names it), else the file written last."""
+    named = getattr(e, "filename", None)
+    if named:
+        try:
+            return Path(named).relative_to(tmp)
+        except ValueError:
+            pass
+    newest = _newest_file(tmp)
+    return newest.relative_to(tmp) if newest else None
+
+
 def _newest_file(folder: Path) -> Path | None:
     """The file written last in `folder` (the one a failed write was writing)."""
     files = [p for p in folder.rglob("*") if p.is_file()]
@@ -101,11 +114,11 @@ def atomic_folder(out: Path, write: Callable[[Path], None]) -> Path:
         if not _is_write_error(e):
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        failed = _newest_file(tmp)
+        failed = _failed_file(e, tmp)
         shutil.rmtree(tmp, ignore_errors=True)
         advice, fix = after_write_failure(out)
         raise OutputWriteFailed(
-            f"could not write the checkpoint {out / failed.name if failed else out}: "
+            f"could not write the checkpoint {out / failed if failed else out}: "
             f"{write_reason(e)}; {out} is unchanged: {advice}", fix=fix) from None
     if out.exists():
         out.rename(old)          # from here until the next line, recover() can undo it

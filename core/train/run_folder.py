@@ -19,6 +19,8 @@ import re
 import shutil
 from pathlib import Path
 
+from core.atomic import writing
+
 METRICS = "metrics.jsonl"
 SNAPSHOTS = "snapshots"
 _SNAPSHOT_NAME = re.compile(r"^step-(\d+)\.safetensors$")
@@ -200,7 +202,8 @@ def _link_or_copy(src: Path, dst: Path) -> None:
     try:
         os.link(src, dst)
     except OSError:
-        shutil.copy2(src, dst)
+        with writing(dst):
+            shutil.copy2(src, dst)
 
 
 def read_snapshot(folder, step: int) -> dict:

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from core.atomic import readable_as_umask_allows
+from core.atomic import readable_as_umask_allows, writing
 from core.device import describe_device
 from core.encoder.weights import save_checkpoint
 from core.errors import InputError
@@ -47,12 +47,14 @@ class TrainerCheckpoints:
             tensors["rng.mask"] = self.mask_gen.get_state()
             if self.device.type == "cuda":
                 tensors["rng.cuda"] = torch.cuda.get_rng_state(self.device)
-            save_file(tensors, str(folder / STATE_TENSORS))
-            readable_as_umask_allows(folder / STATE_TENSORS)
+            with writing(folder / STATE_TENSORS):
+                save_file(tensors, str(folder / STATE_TENSORS))
+                readable_as_umask_allows(folder / STATE_TENSORS)
             state = {"version": STATE_VERSION, "step": self.step, "config": c.to_dict(),
                      "peak_lr": self.peak_lr, "sampler": self.sampler.state(),
                      "param_groups": groups, "history": self.history, "precision": self.precision}
-            (folder / STATE_JSON).write_text(json.dumps(state), encoding="utf-8")
+            with writing(folder / STATE_JSON):
+                (folder / STATE_JSON).write_text(json.dumps(state), encoding="utf-8")
             run_folder.carry_over(c.out, folder)
 
         out = atomic_folder(Path(c.out).expanduser(), write)
