@@ -260,10 +260,11 @@ class Store(ABC):
                 result.ids[i] = result.ids[j]
         return result
 
-    def add(self, texts, vectors, metadata=None, fingerprint=None) -> AddResult:
+    def add(self, texts, vectors, metadata=None, fingerprint=None, *, ids=None) -> AddResult:
         """Add texts with their vectors (one row each). The same text is stored once: a
-        duplicate (of the store or of an earlier text in this call) is counted, not added."""
-        return self._add_vectors(texts, vectors, metadata, fingerprint)
+        duplicate (of the store or of an earlier text in this call) is counted, not added.
+        ids: keep these ids (migrate into a store that never handed one out, can_keep_ids)."""
+        return self._add_vectors(texts, vectors, metadata, fingerprint, ids)
 
     def add_stream(self, items, backend, *, pooling=None, batch_size: int = ADD_BATCH,
                    embed_batch_size: int | None = None, progress=None, cancel=None,

@@ -77,6 +77,11 @@ class StoreUnavailable(StoreError):
     """A store server (Milvus) cannot be reached, refused the credentials or timed out."""
 
 
+class AccessRefused(StoreUnavailable):
+    """A store server refused the credentials, or its user lacks a privilege: waiting for the
+    server does not help, the administrator or the token does."""
+
+
 class WriterLockLost(StoreError):
     """A writer whose lease on a shared store ran out (it stalled) or was taken over: it
     stopped before writing anything more."""

@@ -49,6 +49,7 @@ class MigrateResult:
     verified: bool = False
     sample_checked: int = 0
     rows_checked: int = 0        # destination rows compared with the source's re-read, by id
+    ids_kept: bool = False       # the copy holds each row under its source id
     reembedded: int = 0          # texts embedded again (--verify) and compared
     wrong_ids: list = field(default_factory=list)   # destination ids that failed a check
     problems: list = field(default_factory=list)
@@ -110,7 +111,7 @@ def _copy(src, dst, src_loc, dst_loc, fp, batch, progress, sample, verify_backen
     res = MigrateResult(str(src_loc), str(dst_loc))
     res.source_count = total = src.count()
     before = dst.count()
-    keep_ids = before == 0 and dst.can_keep_ids()
+    keep_ids = res.ids_kept = before == 0 and dst.can_keep_ids()
     samples = []
     id_map = {}                     # source id -> the destination id it was copied to
     rng = np.random.default_rng(0)

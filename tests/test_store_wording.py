@@ -21,7 +21,7 @@ D = 16
 
 def _report(**kw):
     return {"hidden_ids": [], "duplicates": {}, "wrong_hash": [], "vectors_off": [],
-            "sampled": 32, "full": False, **kw}
+            "sampled": 299, "of": 5000, "full": False, "confidence": 0.95, "share": 0.01, **kw}
 
 
 def test_check_counts_agree_in_number():
@@ -30,13 +30,30 @@ def test_check_counts_agree_in_number():
     assert one == ["1 id hides another sentence behind it (id 5)",
                    "1 sentence is stored twice",
                    "1 row's hash is not its text's (id 6)",
-                   "1 of 32 sampled vectors is not its text's embedding (id 7)"]
+                   "299 of 5000 vectors checked, drawn at random: 1 is not its text's "
+                   "embedding (id 7)"]
     two = _milvus_problems(_report(hidden_ids=[5, 8], duplicates={"h": [3, 9, 11]},
-                                   wrong_hash=[6, 41], vectors_off=[7, 12], full=True))
+                                   wrong_hash=[6, 41], vectors_off=[7, 12], full=True,
+                                   sampled=577, of=577))
     assert two == ["2 ids hide another sentence behind them (ids 5, 8)",
                    "2 sentences are stored twice",
                    "2 rows' hashes are not their texts' (ids 6, 41)",
-                   "2 vectors are not their texts' embeddings (ids 7, 12)"]
+                   "all 577 vectors checked: 2 are not their texts' embeddings (ids 7, 12)"]
+
+
+def test_a_check_says_whether_it_read_every_vector_or_a_sample():
+    """"ok" says what it means: every vector of a store small enough to check in seconds, else
+    a sample named as a sample with its confidence (it said "ok" after 32 of 577)."""
+    from app.cli.store_info import _sample_note, vectors_checked
+    from index.milvus.check import FULL_UP_TO, sample_size
+    assert vectors_checked(_report(sampled=577, of=577, full=True)) == "all 577 vectors checked"
+    sampled = _report(sampled=299, of=50_000)
+    assert vectors_checked(sampled) == "299 of 50000 vectors checked, drawn at random"
+    assert "95% of the time when 1% or more of them are wrong; --full checks every one" in \
+        _sample_note(sampled)
+    assert sample_size(50_000) == 299 and sample_size(100) == 100 and FULL_UP_TO >= 577
+    # 299 draws miss a 1% share of wrong vectors at most 5% of the time
+    assert (1 - 0.01) ** sample_size(10 ** 9) <= 0.05 < (1 - 0.01) ** (sample_size(10 ** 9) - 1)
 
 
 def test_index_settings_read_as_numbers():

@@ -92,6 +92,8 @@ def cmd_migrate(args) -> int:
               f"{describe_location(args.destination)} in {res.seconds:.1f} s ({rate:.0f}/s): "
               f"added {res.added}, already there {res.duplicates}; the destination holds "
               f"{res.destination_count}; verified (counts, {res.rows_checked} rows compared "
-              f"with the source by id, {res.sample_checked} sample searches"
+              + ("with the source by id, the ids kept" if res.ids_kept else
+                 "with the source rows copied to them (the destination gave its own ids)")
+              + f", {res.sample_checked} sample searches"
               + (f", {res.reembedded} texts embedded again" if res.reembedded else "") + ")")
     return 0

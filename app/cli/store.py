@@ -230,8 +230,12 @@ def _kept(e, result):
     kept = ("This run had stored no new sentence yet" if n == 0 else
             f"The {n} new sentence{'s' if n != 1 else ''} this run stored before that "
             f"{'are' if n != 1 else 'is'} kept")
+    from index.errors import AccessRefused
+    from index.milvus.lease import LockHeld
+    when = ("with a token that may write" if isinstance(e, AccessRefused) else
+            "when that writer is done" if isinstance(e, LockHeld) else "once the server is back")
     return type(e)(
-        f"{msg} {kept}; run the same command again once the server is back to add the rest "
+        f"{msg.rstrip('.')}. {kept}; run the same command again {when} to add the rest "
         "(stored texts are skipped as duplicates).")
 
 

@@ -17,7 +17,8 @@ def register(subparsers) -> None:
                    help="verify every sentence (checksum, unit-length vector) and every index "
                         "vector against the database; names damaged rows by id (FAISS stores). "
                         "Milvus: every row read back against the server's count (ids hiding "
-                        "another row), texts stored twice, and a sample of vectors re-embedded")
+                        "another row), texts stored twice, and its vectors re-embedded (every one, or "
+                        "a random sample in a large store)")
     p.add_argument("--repair", action="store_true",
                    help="verify like --check, set rows that fail their checksum aside (kept in "
                         "the database's 'damaged' table) and rebuild a damaged, missing or "
@@ -26,7 +27,8 @@ def register(subparsers) -> None:
                         "vectors again")
     p.add_argument("--full", action="store_true",
                    help="with --check or --repair on a Milvus store: embed every sentence again "
-                        "and compare it with its stored vector (default: a sample of 32)")
+                        "and compare it with its stored vector (default: every one in a store "
+                        "of up to 2000, else a random sample sized for 95%% confidence)")
     p.set_defaults(func=cmd_info)
 
 
@@ -110,14 +112,29 @@ def _check_milvus(args, loc) -> int:
             raise StoreError(f"repair: {loc.describe()} still has problems it could not "
                              "repair: " + "; ".join(left))
     what = "repair" if args.repair else "check"
-    vectors = ("every vector re-embedded and compared" if report.get("full") else
-               f"{report['sampled']} sampled vector{'s' if report['sampled'] != 1 else ''} "
-               "re-embedded and compared")
     _err(f"{what}: ok: {report['readable']} sentence{'s' if report['readable'] != 1 else ''} "
          f"read back of {report['rows']} row{'s' if report['rows'] != 1 else ''} the server "
-         f"counts, no text stored twice, every hash its text's, {vectors}; the store holds "
-         f"{count}")
+         f"counts, no text stored twice, every hash its text's; {vectors_checked(report)}: all "
+         f"right{_sample_note(report)}; the store holds {count}"
+         + (" (read without the writer lock, which this user may not take: the server counted "
+            "the same rows before and after)" if report.get("unlocked") else ""))
     return 0
+
+
+def vectors_checked(report: dict) -> str:
+    """Which vectors were embedded again and compared: "all 577 vectors checked", or a sample
+    said as one ("299 of 50000 vectors checked, drawn at random")."""
+    n, of = report["sampled"], report.get("of", report["sampled"])
+    if report.get("full") or n >= of:
+        return f"all {n} vector{'s' if n != 1 else ''} checked"
+    return f"{n} of {of} vectors checked, drawn at random"
+
+
+def _sample_note(report: dict) -> str:
+    if report.get("full") or report["sampled"] >= report.get("of", 0):
+        return ""
+    return (f" (a sample this size finds a wrong vector {report['confidence']:.0%} of the time "
+            f"when {report['share']:.0%} or more of them are wrong; --full checks every one)")
 
 
 def _milvus_problems(report: dict) -> list[str]:
@@ -138,9 +155,7 @@ def _milvus_problems(report: dict) -> list[str]:
                         f"{len(wrong)} rows' hashes are not their texts' ({_ids(wrong)})")
     off = report["vectors_off"]
     if off:
-        of = "" if report.get("full") else f" of {report['sampled']} sampled"
-        many = len(off) != 1 or bool(of)
-        problems.append(f"{len(off)}{of} vector{'s' if many else ''} "
+        problems.append(f"{vectors_checked(report)}: {len(off)} "
                         + ("is not its text's embedding" if len(off) == 1 else
                            "are not their texts' embeddings") + f" ({_ids(off)})")
     return problems

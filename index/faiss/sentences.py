@@ -332,18 +332,29 @@ class SentenceDB:
         row = self._q("SELECT id FROM sentences WHERE hash=?", (text_hash(text),)).fetchone()
         return int(row[0]) if row else None
 
-    def insert(self, rows) -> list[int]:
+    def highest_id_ever(self) -> int:
+        """The highest id the table ever had (sqlite_sequence: removed rows' too), 0 for none."""
+        return int(self._q(
+            "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name='sentences'), 0), "
+            "COALESCE((SELECT MAX(id) FROM sentences), 0))").fetchone()[0])
+
+    def insert(self, rows, ids=None) -> list[int]:
         """rows: (text, source, row, meta-dict-or-None, vector float32). Inside a transaction
         (BEGIN IMMEDIATE: no other writer), so the new ids are known before the rows are
-        written, each row's checksum goes in with it, and the rows go in as one statement."""
+        written, each row's checksum goes in with it, and the rows go in as one statement.
+        ids: keep these (a migrate copy keeps its source's ids), each past every id the table
+        ever had: ids are never reused."""
         rows = list(rows)
         if not rows:
             return []
         # AUTOINCREMENT: past every id the table ever had (sqlite_sequence), as SQLite would number them
-        first = 1 + int(self._q(
-            "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name='sentences'), 0), "
-            "COALESCE((SELECT MAX(id) FROM sentences), 0))").fetchone()[0])
-        ids = list(range(first, first + len(rows)))
+        first = 1 + self.highest_id_ever()
+        if ids is None:
+            ids = list(range(first, first + len(rows)))
+        else:
+            ids = [int(i) for i in ids]
+            if len(ids) != len(rows) or len(set(ids)) != len(ids) or min(ids) < first:
+                raise ValueError(f"ids to keep must be distinct and at least {first}")
         now = time.time()
         checksums = self.has_checksums
         values = []

@@ -203,17 +203,19 @@ class VectorStore(Store):
         return plan, dup_of, None
 
     def _store_planned(self, plan, texts, metas, vecs, result: AddResult, context, ids=None):
-        if ids is not None:
-            raise InputError("the FAISS store numbers its sentences itself")
         rows = [(texts[i], *_split_meta(metas[i]), v) for i, v in zip(plan, vecs)]
-        self._commit_rows(plan, rows, result)
+        self._commit_rows(plan, rows, result, None if ids is None else [ids[i] for i in plan])
 
-    def _commit_rows(self, plan, rows, result: AddResult):
+    def can_keep_ids(self) -> bool:
+        """Whether no id was ever handed out here (a migrate copy then keeps its source's ids)."""
+        return self._db.highest_id_ever() == 0
+
+    def _commit_rows(self, plan, rows, result: AddResult, keep=None):
         if not rows:
             return
         db = self._db
         with db.transaction():
-            ids = db.insert(rows)
+            ids = db.insert(rows, keep)
             gen = db.bump()
         for i, id_ in zip(plan, ids):
             result.ids[i] = id_

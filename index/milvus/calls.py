@@ -6,7 +6,7 @@ import logging
 import os
 
 from core.errors import settings_fix
-from index.errors import StoreError, StoreNotFound, StoreUnavailable
+from index.errors import AccessRefused, StoreError, StoreNotFound, StoreUnavailable
 from index.milvus.schema import MIN_SERVER, server_version
 from index.store_location import DEFAULT_COLLECTION, TOKEN_ENV, Location
 
@@ -93,13 +93,13 @@ def unavailable(loc: Location, e: Exception, what: str, has_token: bool = True) 
     if "database not found" in low and loc.db_name:
         return _missing_database(loc)
     if _denied(e) or (not refused and any(w in low for w in _PRIVILEGE_WORDS)):
-        return StoreUnavailable(f"{where} accepted the credentials but their user may not "
+        return AccessRefused(f"{where} accepted the credentials but their user may not "
                                 f"{what} ({msg}): ask the server's administrator to grant "
                                 "that privilege, or use a token of a user who has it")
     if any(w in low for w in _AUTH_WORDS):
         tok = (f"check the token in ${TOKEN_ENV}" if has_token else
                f"set ${TOKEN_ENV} to the server's token (user:password or an API key)")
-        return StoreUnavailable(f"{where} refused the credentials while trying to {what}: "
+        return AccessRefused(f"{where} refused the credentials while trying to {what}: "
                                 f"{tok} ({msg})")
     if "deadline" in low or "timeout" in low or "timed out" in low:
         return StoreUnavailable(f"{where} did not answer in time while trying to {what}; "

@@ -4,7 +4,8 @@ the server counts, independent of how the rows got there.
 Found: rows hidden behind another row's id (Milvus keeps both rows of one primary key and
 counts both, but a read returns one), texts stored twice under two ids (grouped by the text's
 own hash, so a copy stored under a wrong hash is found too), rows whose hash is not their
-text's, and stored vectors that are not their text's embedding (a sample, or every one).
+text's, and stored vectors that are not their text's embedding (every one in a store of up
+to FULL_UP_TO, else a random sample sized by a stated confidence: sample_size).
 Repaired: a hidden row is dropped (its id keeps the row a read returns; the hidden text is not
 readable, so the report asks to ingest again, which adds it as new), a text stored twice keeps
 its smallest id, a wrong hash is written again from the text, a wrong vector is embedded
@@ -13,12 +14,18 @@ a server.
 """
 from __future__ import annotations
 
+import contextlib
+import math
+
 import numpy as np
 
+from index.errors import AccessRefused, StoreError
 from index.milvus.calls import plain_rows
 
 WINDOW = 10_000
-SAMPLE = 32
+FULL_UP_TO = 2_000           # a store this small has every vector checked (seconds on a CPU)
+CONFIDENCE = 0.95            # a sample finds a wrong vector this often ...
+SMALLEST_SHARE = 0.01        # ... in a store where this share of its vectors is wrong
 MIN_COSINE = 0.99
 EMBED_CHUNK = 256            # rows re-embedded per step of a full check or a repair
 
@@ -52,12 +59,32 @@ def check(store, backend=None, repair: bool = False, full: bool = False) -> dict
     hash -> ids, whatever hash they were stored under), wrong hashes, vectors checked / off
     (every vector with full, else a sample), and with repair what it did and the report
     after it ("after"), where anything left is what repair could not fix."""
-    with store._mutex, store._commit_guard():
+    with store._mutex, contextlib.ExitStack() as held:
+        try:
+            held.enter_context(store._commit_guard())
+        except AccessRefused:
+            if repair:
+                raise
+            return _findings_unlocked(store, backend, full)   # a user who may only read
         report = _findings(store, backend, full)
         if repair:
             report["repaired"] = _repair(store, report, backend)
             report["after"] = _findings(store, backend, full)
     return report
+
+
+def _findings_unlocked(store, backend, full: bool, tries: int = 3) -> dict:
+    """The findings without the writer lock (its user may not take it): trusted only when the
+    server counts the same rows before and after them (no writer changed the store meanwhile,
+    which could look like hidden rows)."""
+    for _ in range(tries):
+        before = _count(store, "id >= 0")
+        report = _findings(store, backend, full)
+        if before == report["rows"] == _count(store, "id >= 0"):
+            return {**report, "unlocked": True}
+    raise StoreError(f"{store.loc.describe()} changed while it was checked (a writer is at work, "
+                     "and this user may not take the writer lock that keeps writers out "
+                     "meanwhile): run the check again when the writers are done")
 
 
 def _findings(store, backend, full: bool) -> dict:
@@ -85,14 +112,25 @@ def _findings(store, backend, full: bool) -> dict:
     return report
 
 
+def sample_size(n: int) -> int:
+    """How many of n vectors to check so that a store with SMALLEST_SHARE of them wrong shows
+    at least one in the sample with CONFIDENCE (drawn with replacement: a bound that a sample
+    without replacement only beats)."""
+    return min(n, math.ceil(math.log(1 - CONFIDENCE) / math.log(1 - SMALLEST_SHARE)))
+
+
 def _check_vectors(store, rows, backend, full: bool) -> dict:
-    """Stored vectors against their texts embedded again: all of them (full) or a sample."""
+    """Stored vectors against their texts embedded again: every one (full, or a store of at
+    most FULL_UP_TO), else a random sample of sample_size() of them."""
+    full = full or len(rows) <= FULL_UP_TO
+    base = {"of": len(rows), "full": full, "confidence": CONFIDENCE, "share": SMALLEST_SHARE}
     if backend is None or not rows:
-        return {"sampled": 0, "vectors_off": [], "full": full}
+        return {**base, "sampled": 0, "vectors_off": []}
     if full:
         pick = rows
     else:
-        pick = [rows[int(i)] for i in np.linspace(0, len(rows) - 1, min(SAMPLE, len(rows)))]
+        chosen = np.random.default_rng().choice(len(rows), sample_size(len(rows)), replace=False)
+        pick = [rows[int(i)] for i in np.sort(chosen)]
     off, checked = [], 0
     for s in range(0, len(pick), EMBED_CHUNK):
         ids = [int(r["id"]) for r in pick[s:s + EMBED_CHUNK]]
@@ -106,7 +144,7 @@ def _check_vectors(store, rows, backend, full: bool) -> dict:
         cos = np.sum(got * want, axis=1)
         off += [i for i, c in zip(ids, cos) if not c >= MIN_COSINE]
         checked += len(ids)
-    return {"sampled": checked, "vectors_off": off, "full": full}
+    return {**base, "sampled": checked, "vectors_off": off}
 
 
 def _embedded(store, backend, texts) -> np.ndarray:

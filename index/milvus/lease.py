@@ -113,6 +113,10 @@ def own_description(token: str) -> str:
                      *([command] if command else []), f"{time.time():.3f}"])
 
 
+class LockHeld(StoreUnavailable):
+    """A live writer holds the lock (it renews its lease)."""
+
+
 class ServerWriterLock:
     """The writer lock of one collection on a server (see the module docstring)."""
 
@@ -126,6 +130,7 @@ class ServerWriterLock:
         self._valid_until = 0.0           # time.monotonic() at which this holder must stop
         self._stop = threading.Event()
         self._beat = None
+        self._lost_why = None             # why this holder lost the lock, once it has
 
     def _schema(self, token: str):
         from pymilvus import DataType, MilvusClient
@@ -136,8 +141,17 @@ class ServerWriterLock:
         return schema
 
     # ---- taking and giving back ------------------------------------------------------------
+    def try_acquire(self) -> bool:
+        """Take the lock only if no live writer holds it (an abandoned one is taken over)."""
+        try:
+            self.acquire(wait=0.0)
+        except LockHeld:
+            return False
+        return True
+
     def acquire(self, wait: float = WAIT_FOR_LOCK) -> ServerWriterLock:
         token = uuid.uuid4().hex
+        self._lost_why = None
         start = time.monotonic()
         said = None
         while True:
@@ -168,7 +182,7 @@ class ServerWriterLock:
                 continue
             waited = time.monotonic() - start
             if waited > wait:
-                raise StoreUnavailable(
+                raise LockHeld(
                     f"{holder.who()} has held the writer lock of {self.collection} on "
                     f"{self.describe} for {time.time() - holder.since:.0f} s and still renews it; "
                     "try again when it is done")
@@ -250,6 +264,7 @@ class ServerWriterLock:
 
     def _lost(self, why: str) -> WriterLockLost:
         self.token = None
+        self._lost_why = why        # said again by every later call, never "it was given back"
         return WriterLockLost(
             f"this writer lost the writer lock of {self.collection} on {self.describe} ({why}); "
             "it stopped before writing anything more: what it committed before is kept; run "
@@ -259,7 +274,7 @@ class ServerWriterLock:
         """Before a call under the lock: renew the lease when due and, for a write, check that
         the lock is still this holder's. Returns the seconds the call may take."""
         if self.token is None:
-            raise self._lost("it was given back")
+            raise self._lost(self._lost_why or "it was given back")
         left = self.remaining()
         if left <= 0:
             raise self._lost(f"it was not renewed for {LEASE - MARGIN - left:.0f} s, and "

@@ -49,7 +49,7 @@ def open_store(cls, location, *, writable: bool, create: bool, fingerprint, inde
         call = Caller(loc, timeout if loc.kind == "server" else None)
         name = loc.collection
         if writable:
-            finish_interrupted_rebuild(client, call, name, name + "__rebuild")
+            _tidy_rebuild(client, call, loc, name)
         exists = call(client.has_collection, name, what="look up the collection")
         if exists and half_made_or_foreign(client, call, loc, name):
             if not writable:
@@ -100,6 +100,29 @@ def open_store(cls, location, *, writable: bool, create: bool, fingerprint, inde
         if lock is not None:
             lock.release()
         raise
+
+
+def _tidy_rebuild(client, call, loc, name: str) -> None:
+    """Finish or drop a staging collection of ours (NAME__rebuild) whose rebuild stopped. On a
+    server only under the writer lock, and only when no live writer holds it: a rebuild holds
+    the lock while it runs, so a writable open beside a running rebuild leaves its staging
+    collection alone (Lite: the folder's lock, taken already, is the one writer)."""
+    staging = name + "__rebuild"
+    if loc.kind != "server":
+        finish_interrupted_rebuild(client, call, name, staging)
+        return
+    if not call(client.has_collection, staging, what="look up the collection"):
+        return
+    from index.milvus.lease import ServerWriterLock
+    lock = ServerWriterLock(client, call, name, loc.describe())
+    if not lock.try_acquire():
+        return          # its owner may be running: the next writable open tidies it
+    call.lease = lock
+    try:
+        finish_interrupted_rebuild(client, call, name, staging)
+    finally:
+        call.lease = None
+        lock.release()
 
 
 def _loaded(client, call, name: str) -> bool:
