@@ -271,5 +271,7 @@ def test_a_user_who_may_only_read_runs_info_check(tmp_path):
             assert "may not take the writer lock" in line and "administrator" in line, line
             assert "once the server is back" not in line and "reader-password" not in line, line
         assert "run the same command again with a token that may write" in line
+        again = _cli("ingest", corpus, "--store", loc, "--model", MODEL, "--quiet", token=ROOT_TOKEN)
+        assert again.returncode == 0 and "duplicates 3" in again.stdout, again.stderr   # it works
     finally:
         server.kill()
