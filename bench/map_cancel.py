@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def measure(rows: int, folder: Path) -> dict:
     from core.encoder.fingerprint import Fingerprint
     from core.errors import Cancelled
-    from index.corpus_map import build_map
     from index.faiss.store import VectorStore
+    from index.map.corpus_map import build_map
     from tests.test_store_support import clustered
     fp = Fingerprint("fake", "f" * 64, "mean", 384, True)
     store = VectorStore.open(folder, writable=True, create=True, fingerprint=fp)

@@ -152,7 +152,7 @@ def hold_writer_lock(folder, program: str):
     import subprocess
     import sys
     return subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from index.durability import WriterLock; "
+        [sys.executable, "-c", "import sys, time; from index.store.durability import WriterLock; "
          "WriterLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
          str(folder), program], stdout=subprocess.PIPE, text=True,
         env=dict(os.environ, PYTHONPATH=os.getcwd()))

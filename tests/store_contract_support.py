@@ -8,7 +8,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from index.locations import open_store
+from index.opening import open_store
 from tests.test_store_support import Fingerprint, clustered
 
 D = 32

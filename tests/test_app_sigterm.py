@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _locked(folder) -> bool:
-    from index.durability import WriterLock
-    from index.errors import StoreLocked
+    from index.store.durability import WriterLock
+    from index.store.errors import StoreLocked
     try:
         WriterLock(folder).acquire().release()
         return False

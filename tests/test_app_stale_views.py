@@ -161,7 +161,7 @@ def search_table(search):
 
 
 def test_search_results_after_the_corpus_and_the_pooling_changed_while_hidden(qtbot, window):
-    from index.corpus import search as store_search
+    from index.corpus.door import search as store_search
     w = window
     search = w.search_panel
     w.tabs.setCurrentWidget(search)

@@ -1,4 +1,4 @@
-"""A whitened corpus (index/whitening.py) in the desktop app: it opens without an offer to
+"""A whitened corpus (index/store/whitening.py) in the desktop app: it opens without an offer to
 re-embed (the corpus model is its model), and search shows the hits the store itself gives
 for the whitened query, as `encoderscope search` does."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from tests.app_fixtures import ASSETS, wait_idle
 
 def test_a_whitened_corpus_opens_as_the_corpus_models_and_searches_whitened(qtbot, make_window, tiny_store_template,
                                                                           minilm, tmp_path):
-    from index.corpus import create_whitened_corpus
+    from index.corpus.door import create_whitened_corpus
     lines = (ASSETS / "sample_corpus.txt").read_text(encoding="utf-8").splitlines()[:60]
     query = "the biggest planet"
     store, _ = create_whitened_corpus(tmp_path / "w", minilm, "mean", lines, dims=16)

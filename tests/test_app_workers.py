@@ -390,7 +390,7 @@ def test_opening_a_store_a_cli_ingest_writes_logs_its_message_not_a_traceback(
     from app.gui.corpus_jobs import open_store_job
     from app.gui.logs import log_file, setup_logging
     from core.encoder.fingerprint import Fingerprint
-    from index.locations import open_store
+    from index.opening import open_store
     setup_logging()
     open_store(tmp_path / "s", writable=True, create=True,
                fingerprint=Fingerprint("fake", "f" * 64, "mean", 8, True)).close()

@@ -3,7 +3,7 @@ through the `encoderscope` command line (in this process: the same parser and ha
 console script), cuts the `command` out of its text and runs it.
 
 The messages that suggest commands (grep "encoderscope " in core/ index/ app/): the model and
-pooling mismatch of search/ingest (app/cli/store.py, index/base.py), the store's repair and "no
+pooling mismatch of search/ingest (app/cli/store.py, index/store/base.py), the store's repair and "no
 store" hints (index/faiss/store.py), the encoding hint (core/readers.py), fill-mask's "train one"
 (core/encoder/fillmask.py).
 """

@@ -3,8 +3,8 @@
 from types import SimpleNamespace
 
 from app.cli.remedies import worded
-from index.corpus_map import EmptyStore
-from index.errors import ModelMismatch, StoreCorrupted, StoreNotFound
+from index.map.corpus_map import EmptyStore
+from index.store.errors import ModelMismatch, StoreCorrupted, StoreNotFound
 
 
 def args(**kw):

@@ -68,7 +68,7 @@ def test_models_folder_says_unusable_for_folders_that_cannot_load(tmp_path, mode
 def test_search_on_an_empty_store_is_an_error_that_suggests_an_ingest_that_works(
         tmp_path, model, lines, capsys):
     from core.encoder.backends import get_backend
-    from index.locations import open_store
+    from index.opening import open_store
     open_store(tmp_path / "s", writable=True, create=True,
                fingerprint=get_backend(str(model)).fingerprint("mean")).close()
     code, out, err = cli(capsys, "search", "cat", "--store", tmp_path / "s")
@@ -102,7 +102,7 @@ def test_repair_counts_only_the_rows_it_verified(tmp_path, model, capsys):
 
 def test_an_interrupted_migrate_leaves_its_destination_marked_until_a_rerun_verifies_it(
         tmp_path, model, lines, capsys, monkeypatch):
-    import index.migrate as migrate
+    import index.corpus.migrate as migrate
     cli(capsys, "ingest", lines, "--model", model, "--store", tmp_path / "src", "--quiet")
 
     def killed(*a, **k):

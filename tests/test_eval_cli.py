@@ -130,7 +130,7 @@ def test_bad_input_is_one_error_line(capsys, tmp_path, argv, message):
 
 def test_an_empty_store_suggests_an_ingest_that_works(capsys, tmp_path):
     from core.encoder.backends import get_backend
-    from index.corpus import create_corpus
+    from index.corpus.door import create_corpus
     create_corpus(str(tmp_path / "s"), get_backend("minilm", "scratch", device="cpu"), "mean").close()
     code, _, err = run_cli(["eval", "--queries", "--store", tmp_path / "s"], capsys)
     command = re.search(r"`encoderscope ([^`]+)`", one_error(code, err)).group(1)

@@ -279,7 +279,7 @@ def test_cancelled_migration_keeps_the_previous_index(tmp_path):
 
 
 def test_ingest_reports_the_index_build_and_a_cancel_keeps_the_exact_index(tmp_path):
-    from index import corpus
+    from index.corpus import door
     from tests.test_store_support import FakeBackend
     b = FakeBackend(dim=DIM)
     store = VectorStore.open(tmp_path / "s", writable=True, create=True,
@@ -292,12 +292,12 @@ def test_ingest_reports_the_index_build_and_a_cancel_keeps_the_exact_index(tmp_p
         if note:
             cancel.set()          # cancel as the index build is announced
     texts = [f"sentence number {i}" for i in range(400)]
-    result = corpus.ingest(store, texts, b, progress=progress, cancel=cancel)
+    result = door.ingest(store, texts, b, progress=progress, cancel=cancel)
     assert result.added == 400 and result.cancelled
     assert notes[-1] == (400, 400, store.pending_reindex()) and "ivf" in notes[-1][2]
     assert store.index_kind == "flat" and read_manifest(tmp_path / "s").count == 400
     # Without a cancel the build runs, reporting progress in vectors.
     notes.clear()
-    corpus.ingest(store, ["one more sentence"], b, progress=progress)
+    door.ingest(store, ["one more sentence"], b, progress=progress)
     assert store.index_kind == "ivf" and notes[-1][:2] == (401, 401)
     store.close()

@@ -7,7 +7,7 @@ import pytest
 
 import core.readers
 from app.cli import main
-from index.adding import EMBED_WINDOW
+from index.store.adding import EMBED_WINDOW
 from tests.helpers import make_tiny_bert
 
 

@@ -1,4 +1,4 @@
-"""add_stream's pipeline (index/embed_ahead.py): window k + 1 is embedded while window k is
+"""add_stream's pipeline (index/store/embed_ahead.py): window k + 1 is embedded while window k is
 committed, the rows still land in input order, a cancel or an error keeps the committed prefix
 with nothing twice, the duplicate check is one query per window, and kill -9 in the middle of
 an overlapped ingest leaves a prefix that a second run completes without a duplicate."""

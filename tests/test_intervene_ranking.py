@@ -1,4 +1,4 @@
-"""The store ranking under an intervention (index/intervene_ranking.py, `ablate --store`): against
+"""The store ranking under an intervention (index/corpus/intervene_ranking.py, `ablate --store`): against
 a brute-force NumPy ranking of the store's own vectors with the intervened query vector, and
 refused when the store was built by another model."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ from core.encoder.backends import get_backend
 from core.intervene.apply import intervene
 from core.intervene.effects import sample_corpus
 from core.intervene.spec import NOTHING, Intervention
-from index.corpus import create_corpus, ingest, open_corpus
-from index.errors import ModelMismatch, StoreNotFound
-from index.intervene_ranking import ranking_changes
+from index.corpus.door import create_corpus, ingest, open_corpus
+from index.corpus.intervene_ranking import ranking_changes
+from index.store.errors import ModelMismatch, StoreNotFound
 from tests.helpers import one_error, run_cli
 
 RANDOM = "random:dim=32,layers=2,heads=4,ffn=64,seed=3"
@@ -136,8 +136,8 @@ def test_ablate_without_a_store_is_one_error_naming_the_ingest(capsys, tmp_path)
 
 def test_a_whitened_store_ranks_in_its_own_space(tiny, tmp_path):
     """The query goes through the store's whitening, as its search does: brute force there."""
-    from index.base import normalize
-    from index.corpus import create_whitened_corpus
+    from index.corpus.door import create_whitened_corpus
+    from index.store.base import normalize
     store, _ = create_whitened_corpus(str(tmp_path / "w"), tiny, "mean", sample_corpus()[:80], dims=16,
                                       index="flat")
     try:
@@ -169,7 +169,7 @@ def agreement_by_hand(backend, texts, spec, queries=25, k=10):
 
 def test_importance_over_a_store_is_the_agreement_measured_plainly(tiny, store_path, tmp_path):
     from core.intervene.importance import importance_map, measure
-    from index.intervene_ranking import store_sample
+    from index.corpus.intervene_ranking import store_sample
     texts = store_sample(store_path, 100, seed=0)
     assert len(texts) == 100 and texts == store_sample(store_path, 100, seed=0)
     assert texts != store_sample(store_path, 100, seed=1)

@@ -1,5 +1,5 @@
 """The Intervene tab in the main window, on minilm and the open store: the ranking view shows
-index.intervene_ranking's moves for the same query and intervention."""
+index.corpus.intervene_ranking's moves for the same query and intervention."""
 from __future__ import annotations
 
 from core.intervene.spec import Intervention
@@ -9,7 +9,7 @@ QUERY = "a pet sleeping in the sun"
 
 
 def test_the_ranking_view_shows_the_stores_moves(qtbot, make_window, tiny_store_template):
-    from index.intervene_ranking import ranking_changes
+    from index.corpus.intervene_ranking import ranking_changes
     w = make_window(tiny_store_template)
     w.show_panel("Intervene")
     panel = w.optional_panels["Intervene"]

@@ -35,7 +35,7 @@ def test_import_contracts_catch_an_upward_import(tmp_path):
     for pkg in ("core", "index", "app"):
         shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    (tmp_path / "core" / "upward.py").write_text("import index.locations  # wrong way\n", encoding="utf-8")
+    (tmp_path / "core" / "upward.py").write_text("import index.opening  # wrong way\n", encoding="utf-8")
     exe = Path(sys.executable).with_name("lint-imports")
     p = subprocess.run([str(exe), "--no-cache"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTHONPATH": str(tmp_path)})

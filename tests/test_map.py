@@ -1,4 +1,4 @@
-"""The corpus map (index/corpus_map.py + `encoderscope map`): PCA against NumPy's SVD, every
+"""The corpus map (index/map/corpus_map.py + `encoderscope map`): PCA against NumPy's SVD, every
 id once, k-means stable and right on planted clusters, labels, CSV round trip, CLI."""
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.corpus_map import build_map, map_vectors, read_map_csv, write_map_csv
 from index.faiss.store import VectorStore
-from index.map_clusters import distinctive_words, kmeans, words_of
-from index.map_projection import fit_pca
+from index.map.clusters import distinctive_words, kmeans, words_of
+from index.map.corpus_map import build_map, map_vectors, read_map_csv, write_map_csv
+from index.map.projection import fit_pca
 from tests.test_store_support import Fingerprint, clustered
 
 D = 32
@@ -94,7 +94,7 @@ def test_every_id_in_the_store_appears_once(tmp_path):
 
 def test_empty_store_and_bad_cluster_counts(tmp_path):
     from core.errors import InputError
-    from index.corpus_map import EmptyStore
+    from index.map.corpus_map import EmptyStore
     store = make_store(tmp_path, [], np.zeros((0, D), np.float32))
     with pytest.raises(EmptyStore, match="no sentences"):
         build_map(store)
@@ -217,7 +217,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys, monkeypatch):
 def test_the_umap_extra_is_declared_as_the_message_says():
     import tomllib
 
-    from index.map_projection import UMAP_INSTALL
+    from index.map.projection import UMAP_INSTALL
     meta = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     extra = UMAP_INSTALL.split("[")[1].split("]")[0]
     assert any(dep.startswith("umap-learn") for dep in
@@ -242,7 +242,7 @@ def test_umap_map_when_installed(tmp_path):
 def test_a_milvus_lite_store_maps_like_the_faiss_store(tmp_path):
     pytest.importorskip("pymilvus")
     pytest.importorskip("milvus_lite")
-    from index.locations import open_store
+    from index.opening import open_store
     x, group = planted(n_per=20, k=3, seed=8)
     texts = [f"{TOPICS[g]} ({i})" for i, g in enumerate(group)]
     faiss_store = make_store(tmp_path, texts, x)

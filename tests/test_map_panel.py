@@ -15,9 +15,9 @@ from app.gui.corpus_jobs import SearchResult
 from app.gui.panels.map.panel import MapPanel
 from app.gui.panels.map.plot import inside_polygon, nearest_row
 from app.gui.state import AppState
-from index.base import Hit
-from index.corpus_map import build_map, read_map_csv, read_vectors
 from index.faiss.store import VectorStore
+from index.map.corpus_map import build_map, read_map_csv, read_vectors
+from index.store.base import Hit
 from tests.app_fixtures import wait_idle
 from tests.test_store_support import FakeBackend, clustered
 
@@ -265,8 +265,8 @@ def test_the_legend_names_every_cluster_past_twelve(qtbot):
 
 
 def test_the_tab_says_how_well_the_map_keeps_neighbours(panel, store):
-    """Beside PCA's variance, the share of nearest neighbours kept (index/map_quality.py)."""
-    from index.map_quality import neighbour_recall
+    """Beside PCA's variance, the share of nearest neighbours kept (index/map/quality.py)."""
+    from index.map.quality import neighbour_recall
     m = panel.map
     _, vectors, _ = read_vectors(store)
     want = neighbour_recall(vectors, m.xy)
@@ -278,7 +278,7 @@ def test_umap_is_the_default_where_installed_and_the_fallback_is_said(qtbot, mon
     import importlib.util
     import sys
 
-    from index.map_projection import METHOD_ENV
+    from index.map.projection import METHOD_ENV
     monkeypatch.delenv(METHOD_ENV, raising=False)
     if importlib.util.find_spec("umap") is None:
         pytest.skip("umap-learn is not installed here")
@@ -289,7 +289,7 @@ def test_umap_is_the_default_where_installed_and_the_fallback_is_said(qtbot, mon
     p2 = MapPanel(AppState())
     qtbot.addWidget(p2)
     assert p2.method.currentData() == "pca" and not p2.method.model().item(1).isEnabled()
-    from index.corpus_map import map_vectors
+    from index.map.corpus_map import map_vectors
     x = clustered(60, D, seed=2)
     p2.set_map(map_vectors(np.arange(60), x, [f"t{i}" for i in range(60)], method="pca", clusters=3))
     assert "umap-learn is not installed" in p2.info.text() and "PCA" in p2.info.text()

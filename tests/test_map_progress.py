@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from core.errors import Cancelled
-from index.corpus_map import build_map
 from index.faiss.store import VectorStore
+from index.map.corpus_map import build_map
 from tests.test_store_support import FakeBackend, clustered
 
 pytest.importorskip("umap")
@@ -54,7 +54,7 @@ def test_the_cli_shows_progress_and_ctrl_c_ends_it_with_one_line(store, tmp_path
     last = [(d, t) for d, t, m in seen if "layout epoch" in m][-1]
     assert last[0] == last[1] > 0             # every epoch reported, up to the last
 
-    import index.umap_epochs as epochs
+    import index.map.umap_epochs as epochs
 
     real = epochs.epoch_hook
 

@@ -1,4 +1,4 @@
-"""How well a map keeps neighbours (index/map_quality.py) against brute force, and the map's
+"""How well a map keeps neighbours (index/map/quality.py) against brute force, and the map's
 default method: UMAP where umap-learn is installed, PCA with a note where it is not."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 
-from index.corpus_map import map_vectors
-from index.map_projection import METHOD_ENV, default_method
-from index.map_quality import neighbour_recall
+from index.map.corpus_map import map_vectors
+from index.map.projection import METHOD_ENV, default_method
+from index.map.quality import neighbour_recall
 
 
 def brute_recall(x, xy, k):

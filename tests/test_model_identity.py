@@ -80,7 +80,7 @@ def test_check_reembeds_a_sample_and_catches_a_store_older_than_the_network_fing
     """A store whose fingerprint predates config/tokenizer hashes opens as before, and
     `info --check` finds the changed tokenizer by embedding its texts again."""
     from core.encoder.backends import get_backend
-    from index.locations import open_store
+    from index.opening import open_store
     backend = get_backend(str(model))
     old = backend.fingerprint("mean").to_dict()
     del old["network_sha256"], old["precision_policy"]

@@ -99,8 +99,8 @@ def test_one_lock_implementation_for_output_folders_and_stores(tmp_path):
     """core's ExclusiveFile is the lock of both: held, it refuses a second holder with the
     first one's record; given back, its record is emptied and the next holder takes it."""
     from core.folder_lock import ExclusiveFile, LockBusy, NotRegularFile, OutputFolderLock
-    from index.durability import WriterLock
-    from index.errors import StoreError, StoreLocked
+    from index.store.durability import WriterLock
+    from index.store.errors import StoreError, StoreLocked
     path = tmp_path / "lock"
     first = ExclusiveFile(path)
     first.acquire(b"first holder")

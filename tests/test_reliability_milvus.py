@@ -40,7 +40,7 @@ CHILD = textwrap.dedent("""
     import sys
     sys.path.insert(0, {root!r})
     from core.encoder.backends import get_backend
-    from index.locations import open_store
+    from index.opening import open_store
 
     location, model, start = sys.argv[1], sys.argv[2], int(sys.argv[3])
     b = get_backend(model)
@@ -120,7 +120,7 @@ def _check(store, backend, done_all, removed_all, label):
 
 def kill_trials(tmp_path, model, trials, seed, max_wait=2.5):
     from core.encoder.backends import get_backend
-    from index.locations import open_store
+    from index.opening import open_store
     rng = random.Random(seed)
     location = f"milvus-lite:{tmp_path / 'store'}"
     script = tmp_path / "child.py"

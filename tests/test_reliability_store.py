@@ -26,9 +26,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from index.errors import StoreCorrupted
 from index.faiss.manifest import Manifest
 from index.faiss.store import VectorStore
+from index.store.errors import StoreCorrupted
 from tests.fake_vectors import text_vector
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """What one search costs beyond the index scan: the query's model is checked against the store's
 once (the mismatch hint, which counts the store, only built when they differ), and no
-`SELECT COUNT(*)` runs, through the door the CLI and the app use (index/corpus.py) and through
+`SELECT COUNT(*)` runs, through the door the CLI and the app use (index/corpus/door.py) and through
 `encoderscope search` itself."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import sqlite3
 
 import pytest
 
-from index import corpus
-from index import fingerprint as fpmod
-from index.errors import ModelMismatch
+from index.corpus import door
 from index.faiss.store import VectorStore
+from index.store import fingerprint as fpmod
+from index.store.errors import ModelMismatch
 from tests.helpers import run_cli
 from tests.test_store_support import FakeBackend
 
@@ -51,7 +51,7 @@ def test_a_search_through_the_door_checks_the_model_once_and_counts_nothing(stor
     b = FakeBackend(dim=D)
     with VectorStore.open(store_dir) as store:
         counted.update(checks=0, counts=0)
-        hits, _ = corpus.search(store, TEXTS[3], 5, b)
+        hits, _ = door.search(store, TEXTS[3], 5, b)
         assert hits[0].text == TEXTS[3]
         assert counted == {"checks": 1, "counts": 0}
 
@@ -71,7 +71,7 @@ def test_a_mismatch_still_names_the_store_size_and_the_rebuild(store_dir, counte
     with VectorStore.open(store_dir) as store:
         counted.update(checks=0, counts=0)
         with pytest.raises(ModelMismatch) as e:
-            corpus.search(store, TEXTS[0], 5, other)
+            door.search(store, TEXTS[0], 5, other)
     assert f"re-embed all {len(TEXTS)} sentences" in str(e.value)
     assert e.value.rebuild["model"] == "other-model"
     assert counted["checks"] == 1 and counted["counts"] == 1     # the hint's count, on this path only

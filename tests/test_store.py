@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index import corpus
-from index.errors import DuplicateText, ModelMismatch, StoreCorrupted, StoreLocked, StoreNotFound, UnknownId
+from index.corpus import door
 from index.faiss.manifest import read_manifest
-from index.faiss.store import VectorStore, default_store_dir
+from index.faiss.store import VectorStore
+from index.store.errors import DuplicateText, ModelMismatch, StoreCorrupted, StoreLocked, StoreNotFound, UnknownId
+from index.store.location import default_store_dir
 from tests.test_store_support import FakeBackend, Fingerprint, clustered
 
 D = 32
@@ -196,7 +197,7 @@ def test_add_texts_embeds_only_new_texts_and_counts_truncation(tmp_path):
     assert b.embedded == 3
     r = store.add_texts(["two", "three"], b)
     assert (r.added, r.duplicates) == (1, 1) and b.embedded == 4
-    assert r.ids[0] == corpus.search(store, "two", 1, b)[0][0].id
+    assert r.ids[0] == door.search(store, "two", 1, b)[0][0].id
     store.close()
 
 
@@ -232,7 +233,7 @@ def test_foreign_model_is_refused_naming_both_models(tmp_path):
     with pytest.raises(ModelMismatch, match=r"(?s)other-model.*fake"):
         store.search(x[0], fingerprint=OTHER)
     with pytest.raises(ModelMismatch, match="other-model"):
-        corpus.search(store, "a query", 10, FakeBackend("other-model", D, "0" * 64))
+        door.search(store, "a query", 10, FakeBackend("other-model", D, "0" * 64))
     with pytest.raises(ModelMismatch, match="dimensions"):
         store.search(np.ones(D + 1))
     with pytest.raises(ModelMismatch):   # same weights, other pooling: other vectors
@@ -254,12 +255,12 @@ def test_rebuild_reembeds_with_another_model(tmp_path):
     b = FakeBackend("model-b", 48, "b" * 64)
     store.rebuild(b, batch_size=64)
     assert store.dim == 48 and store.model_name == "model-b" and store.count() == 300
-    assert corpus.search(store, "text number 7", 1, b)[0][0].text == "text number 7"
+    assert door.search(store, "text number 7", 1, b)[0][0].text == "text number 7"
     with pytest.raises(ModelMismatch):
-        corpus.search(store, "text number 7", 10, a)
+        door.search(store, "text number 7", 10, a)
     store.close()
     s = VectorStore.open(tmp_path / "s", fingerprint=b.fingerprint())
-    assert corpus.search(s, "text number 9", 1, b)[0][0].text == "text number 9"
+    assert door.search(s, "text number 9", 1, b)[0][0].text == "text number 9"
     assert read_manifest(tmp_path / "s").fingerprint["model"] == "model-b"
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from index.adding import EMBED_WINDOW
+from index.store.adding import EMBED_WINDOW
 from tests.helpers import run_cli as cli
 from tests.helpers import signal_ingest
 
@@ -226,7 +226,7 @@ def test_ctrl_c_keeps_committed_sentences(tmp_path):
     """SIGINT in the middle of an ingest: exit 130, a summary, committed batches kept."""
     store = tmp_path / "store"
     src = tmp_path / "in.txt"
-    # Three embedding windows (index.adding.EMBED_WINDOW): when the 8th row is committed, two
+    # Three embedding windows (index.store.adding.EMBED_WINDOW): when the 8th row is committed, two
     # windows are still to be embedded, seconds of model work, so the signal lands mid-ingest.
     lines = [f"{line} ({i})" for i, line in enumerate(corpus_lines() * 6)][:3 * EMBED_WINDOW]
     assert len(set(lines)) == 3 * EMBED_WINDOW

@@ -1,6 +1,6 @@
 """The store contract, run against every implementation: the FAISS store (a folder), Milvus
 Lite (milvus-lite:FOLDER) and a real Milvus server (the session's `milvus_server`, one
-collection per test), all opened through index.locations.open_store.
+collection per test), all opened through index.opening.open_store.
 
 Here: exact search = numpy brute force, identical top-k on both engines (ties aside),
 duplicates, remove/count/iterate/get, update, clear, streaming adds, rebuild. The model check,
@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from index import corpus
-from index.errors import DuplicateText, ModelMismatch, UnknownId
+from index.corpus import door
+from index.store.errors import DuplicateText, ModelMismatch, UnknownId
 from tests.store_contract_support import (
     D,
     brute_force,
@@ -150,9 +150,9 @@ def test_add_texts_embeds_only_new_and_search_by_text(tmp_path, store_kind, open
     assert r.added == 2 and r.duplicates == 1 and b.embedded == 2
     r2 = store.add_texts(["a dog ran", "birds flew"], b)
     assert r2.added == 1 and b.embedded == 3
-    hits = corpus.search(store, "the cat sat", 2, b)[0]
+    hits = door.search(store, "the cat sat", 2, b)[0]
     assert hits[0].text == "the cat sat" and hits[0].metadata["source"] == "x.txt"
-    many = corpus.search_many(store, ["a dog ran", "birds flew"], 1, b)
+    many = door.search_many(store, ["a dog ran", "birds flew"], 1, b)
     assert [h[0].text for h in many] == ["a dog ran", "birds flew"]
 
 
@@ -241,9 +241,9 @@ def test_rebuild_reembeds_with_another_model(tmp_path, store_kind, opened):
     store.rebuild(b2, batch_size=8, progress=lambda done, total: seen.append((done, total)))
     assert store.fingerprint_dict["model"] == "second" and store.count() == 29
     assert seen[-1] == (29, 29) and seen == sorted(seen) and len(seen) >= 4
-    assert corpus.search(store, "text 7", 1, b2)[0][0].text == "text 7"
+    assert door.search(store, "text 7", 1, b2)[0][0].text == "text 7"
     with pytest.raises(ModelMismatch):
-        corpus.search(store, "text 7", 1, b1)
+        door.search(store, "text 7", 1, b1)
     assert [r["id"] for r in store.iter()][:4] == [1, 2, 3, 5]
     store.close()
     again = open_(opened, loc(tmp_path, store_kind), writable=False)

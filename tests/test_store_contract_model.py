@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from core.errors import InputError
-from index import corpus
-from index.errors import ModelMismatch, StoreError, StoreNotFound
-from index.locations import open_store
+from index.corpus import door
+from index.opening import open_store
+from index.store.errors import ModelMismatch, StoreError, StoreNotFound
 from tests.store_contract_support import (
     FP,
     KINDS,
@@ -101,7 +101,7 @@ def test_reopen_same_results_ids_continue(tmp_path, store_kind, opened):
 # ---------------------------------------------------------------- migrate
 @pytest.mark.skipif(not milvus_available(), reason="needs the [milvus] extra")
 def test_migrate_round_trip_faiss_milvus_faiss(tmp_path, opened):
-    from index.migrate import migrate
+    from index.corpus.migrate import migrate
     src, x = make(opened, tmp_path, "faiss", 1200, name="f")
     src.add(["with metadata"], clustered(1, D, seed=7), metadata=[{"source": "m.csv", "row": 2,
                                                                     "lang": "de"}])
@@ -139,7 +139,7 @@ def test_migrate_round_trip_faiss_milvus_faiss(tmp_path, opened):
 def test_migrate_into_emptied_milvus_store_never_reuses_ids(tmp_path, opened):
     """An empty destination that once held rows keeps its id counter: the source's ids
     would reuse ids it already handed out."""
-    from index.migrate import migrate
+    from index.corpus.migrate import migrate
     src, _ = make(opened, tmp_path, "faiss", 30, name="f")
     src.close()
     dst, _ = make(opened, tmp_path, "milvus", 50, name="m", seed=4)
@@ -219,7 +219,7 @@ def test_a_whitened_store_searches_whitened_vectors_and_whitens_queries(tmp_path
         assert [h.id - 1 for h, k in zip(hits, ok) if k] == [i for i, k in zip(o, ok) if k]
     backend = FakeBackend(dim=D)
     added = store.add_texts(["a text about whitening"], backend)
-    hit = corpus.search(store, "a text about whitening", 1, backend)[0][0]
+    hit = door.search(store, "a text about whitening", 1, backend)[0][0]
     assert hit.id == added.ids[0] and hit.score == pytest.approx(1.0, abs=1e-5)
     # the model's vectors without its fingerprint are not the store's: refused, never stored raw
     with pytest.raises(ModelMismatch, match="32 dimensions"):
@@ -236,7 +236,7 @@ def test_a_whitened_store_searches_whitened_vectors_and_whitens_queries(tmp_path
 @pytest.mark.parametrize("damage", ["flip a byte", "swap in another transform", "delete"])
 def test_a_damaged_or_swapped_whitening_file_is_detected_on_open(tmp_path, opened, damage):
     from core.evaluate.whitening import fit_whitening, save_whitening
-    from index.errors import StoreCorrupted
+    from index.store.errors import StoreCorrupted
     store, x, _ = make_whitened(opened, tmp_path, "faiss")
     store.close()
     path = tmp_path / "w" / "whitening.safetensors"
@@ -258,7 +258,7 @@ def test_a_damaged_or_swapped_whitening_file_is_detected_on_open(tmp_path, opene
 
 
 def test_a_whitened_store_migrates_with_its_transform_to_faiss_only(tmp_path, opened):
-    from index.migrate import migrate
+    from index.corpus.migrate import migrate
     store, x, w = make_whitened(opened, tmp_path, "faiss")
     q = cone(605)[600:]
     before = [[h.id for h in row] for row in store.search(q, k=5, fingerprint=FP)]

@@ -18,8 +18,8 @@ import uuid
 import numpy as np
 import pytest
 
-from index.errors import ModelMismatch, StoreError, StoreLocked, WriterLockLost
-from index.locations import open_store
+from index.opening import open_store
+from index.store.errors import ModelMismatch, StoreError, StoreLocked, WriterLockLost
 from tests.store_contract_support import milvus_available
 from tests.test_store_support import FakeBackend
 
@@ -195,7 +195,7 @@ def test_a_rebuild_racing_a_writer_loses_nothing_and_keeps_one_pooling(milvus_se
 STALLED_WRITER = """
 import sys, time
 from index.milvus import lease, store as mstore
-from index.locations import open_store
+from index.opening import open_store
 from tests.test_store_support import FakeBackend
 lease.LEASE, lease.MARGIN, lease.RENEW_AFTER = 4.0, 1.0, 1.0
 uri = sys.argv[1]
@@ -321,7 +321,7 @@ def test_ids_of_removed_sentences_are_not_reused_after_a_restart(kind, tmp_path,
 @pytest.mark.parametrize("kind", [pytest.param("milvus", marks=needs_milvus),
                                   pytest.param("server", marks=needs_milvus)])
 def test_repair_fixes_every_damaged_row_that_check_finds(kind, tmp_path, request):
-    from index.text_hash import hash_for_format
+    from index.store.text_hash import hash_for_format
     from tests.test_store_support import text_vector
     server = request.getfixturevalue("milvus_server") if kind == "server" else None
     b = FakeBackend(dim=D)
@@ -380,7 +380,7 @@ class _RpcError(Exception):
 
 def test_server_errors_are_one_line_and_say_permission_or_token():
     from index.milvus.calls import unavailable
-    from index.store_location import parse_location
+    from index.store.location import parse_location
     loc = parse_location("http://127.0.0.1:19530?collection=c")
     hung = unavailable(loc, _RpcError("DEADLINE_EXCEEDED", "Deadline Exceeded"), "insert sentences")
     assert "\n" not in str(hung) and "_InactiveRpcError" not in str(hung)
@@ -395,8 +395,8 @@ def test_server_errors_are_one_line_and_say_permission_or_token():
 
 def test_ingest_cut_off_words_what_it_kept():
     from app.cli.store import _kept
-    from index.adding import AddResult
-    from index.errors import StoreUnavailable
+    from index.store.adding import AddResult
+    from index.store.errors import StoreUnavailable
     e = StoreUnavailable("cannot reach the server. Nothing was changed locally.")
     none = str(_kept(e, AddResult(ids=[], added=0)))
     assert "The 0 new" not in none and "stored no new sentence yet" in none

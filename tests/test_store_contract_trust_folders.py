@@ -15,8 +15,8 @@ import threading
 
 import pytest
 
-from index.errors import ModelMismatch, StoreLocked
-from index.locations import open_store
+from index.opening import open_store
+from index.store.errors import ModelMismatch, StoreLocked
 from tests.store_contract_support import milvus_available
 from tests.test_store_contract_trust import sound
 from tests.test_store_support import FakeBackend
@@ -74,7 +74,7 @@ def test_a_rebuild_inside_a_writers_embedding_mixes_no_two_poolings(kind, tmp_pa
 
 WRITER = """
 import os, signal, sys
-from index.locations import open_store
+from index.opening import open_store
 from tests.test_store_support import FakeBackend
 loc, mode = sys.argv[1], sys.argv[2]
 b = FakeBackend(dim={D})

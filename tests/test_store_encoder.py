@@ -1,5 +1,5 @@
 """A store records the encoder (backend and precision) that embedded its vectors, and `why --store`
-and `search` run that encoder, or say in words which one they ran (index/base.py, app/cli)."""
+and `search` run that encoder, or say in words which one they ran (index/store/base.py, app/cli)."""
 from __future__ import annotations
 
 import json
@@ -100,7 +100,7 @@ def test_the_why_dialog_names_both_encoders_and_how_far_apart(qtbot, tiny_distil
     from app.gui.state import AppState
     from core.encoder.backends import get_backend
     from core.evaluate.why import SAME_SCORE
-    from index.corpus import search
+    from index.corpus.door import search
     from index.faiss.store import VectorStore
     hf = get_backend(str(tiny_distilbert), "hf", device="cpu", precision="fp32")
     scratch = get_backend(str(tiny_distilbert), "scratch", device="cpu", precision="fp32")
@@ -133,7 +133,7 @@ def test_the_why_dialog_names_both_encoders_and_how_far_apart(qtbot, tiny_distil
 
 def test_ingest_quiet_says_truncation_once(tiny_distilbert, tmp_path, capsys, caplog):
     """Three embedding windows of over-long texts: one line for all, not one per window."""
-    from index.adding import EMBED_WINDOW
+    from index.store.adding import EMBED_WINDOW
     words = "the cat sat on the mat and the dog ran to the river".split()
     n = 2 * EMBED_WINDOW + 10
     lines = [" ".join(words[(i + j) % len(words)] for j in range(200)) + f" {i}" for i in range(n)]

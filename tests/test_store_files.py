@@ -108,8 +108,8 @@ def test_a_lite_store_refuses_links_for_its_lock_and_unclean_marker(tmp_path, mo
 
 def test_the_lock_is_opened_without_following_a_link_planted_after_the_check(tmp_path):
     """The lock's open itself refuses a link (O_NOFOLLOW), not only the check at open."""
-    from index.durability import WriterLock
-    from index.store_files import StoreFileIsLink
+    from index.store.durability import WriterLock
+    from index.store.files import StoreFileIsLink
     victim = tmp_path / "victim"
     victim.write_bytes(b"keep me\n")
     (tmp_path / "lock").symlink_to(victim)
@@ -122,8 +122,8 @@ def test_migrate_to_a_server_never_touches_the_null_device(tmp_path, monkeypatch
                                                            capsys):
     """A destination without a folder has no marker: nothing named by os.devnull (patched here
     to a stand-in, never the real device) is created, written or removed."""
-    import index.migrate as migrate_mod
-    from index.store_location import parse_location
+    import index.corpus.migrate as migrate_mod
+    from index.store.location import parse_location
     stand_in = tmp_path / "null"
     os.mkfifo(stand_in)
     monkeypatch.setattr(os, "devnull", str(stand_in))

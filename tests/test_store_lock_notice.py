@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from index.locations import open_store
+from index.opening import open_store
 from tests.test_store_support import FakeBackend
 
 pytest.importorskip("pymilvus")

@@ -16,15 +16,9 @@ from pathlib import Path
 import pytest
 
 from core.errors import InputError
-from index.errors import StoreError, StoreLocked
-from index.locations import (
-    DEFAULT_COLLECTION,
-    LITE_MANIFEST,
-    TOKEN_ENV,
-    describe_location,
-    open_store,
-    parse_location,
-)
+from index.opening import describe_location, open_store
+from index.store.errors import StoreError, StoreLocked
+from index.store.location import DEFAULT_COLLECTION, LITE_MANIFEST, TOKEN_ENV, parse_location
 from tests.test_store_support import Fingerprint, clustered
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +96,7 @@ def test_missing_extra_gives_install_command(monkeypatch):
 # ---------------------------------------------------------------- servers
 @needs_milvus
 def test_unreachable_server_fails_fast_and_clearly(monkeypatch, tmp_path):
-    from index.errors import StoreUnavailable
+    from index.store.errors import StoreUnavailable
     monkeypatch.setenv(TOKEN_ENV, "root:sup3rsecret")
     t0 = time.perf_counter()
     with pytest.raises(StoreUnavailable) as e:
@@ -120,8 +114,8 @@ def test_unreachable_server_fails_fast_and_clearly(monkeypatch, tmp_path):
 def test_error_wording_for_auth_and_timeouts():
     from pymilvus import MilvusException
 
-    from index.errors import StoreUnavailable
     from index.milvus.calls import unavailable as _unavailable
+    from index.store.errors import StoreUnavailable
     loc = parse_location("https://milvus.example.com")
     e = _unavailable(loc, MilvusException(code=1800, message="user hasn't authenticated"),
                      "connect", has_token=False)
@@ -172,7 +166,7 @@ def test_lite_logs_no_server_tracebacks(tmp_path, caplog):
 HOLDER = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {root!r})
-    from index.locations import open_store
+    from index.opening import open_store
     from tests.test_store_support import Fingerprint
     s = open_store(sys.argv[1], create=True, fingerprint=Fingerprint("fake", "f" * 64, "mean", 24, True),
                    writable=sys.argv[2] != "ro")

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index import corpus
-from index.text_hash import hash_for_format, legacy_sha256_hex, text_hash, text_hash_hex
+from index.corpus import door
+from index.store.text_hash import hash_for_format, legacy_sha256_hex, text_hash, text_hash_hex
 from tests.test_store_support import FakeBackend
 
 try:
@@ -51,7 +51,7 @@ def old_store(tmp_path):
 
 @needs_milvus
 def test_format1_store_opens_and_reads_the_same_rows(old_store):
-    from index.locations import open_store
+    from index.opening import open_store
     b = FakeBackend(dim=8)
     with open_store(old_store, writable=False) as s:
         assert s.info()["count"] == len(EXPECTED)
@@ -61,12 +61,12 @@ def test_format1_store_opens_and_reads_the_same_rows(old_store):
         ids, vecs = s.vectors()
         ref = b.embed([EXPECTED[int(i)] for i in ids])
         assert np.allclose(np.einsum("ij,ij->i", ref, vecs), 1, atol=1e-5)
-        assert corpus.search(s, "fixture sentence number 7", 1, b)[0][0].id == 8
+        assert door.search(s, "fixture sentence number 7", 1, b)[0][0].id == 8
 
 
 @needs_milvus
 def test_format1_store_keeps_its_hash_and_finds_old_duplicates(old_store):
-    from index.locations import open_store
+    from index.opening import open_store
     b = FakeBackend(dim=8)
     with open_store(old_store) as s:
         assert s._format == 1
@@ -82,7 +82,7 @@ def test_format1_store_keeps_its_hash_and_finds_old_duplicates(old_store):
 
 @needs_milvus
 def test_rebuild_upgrades_a_format1_store(old_store):
-    from index.locations import open_store
+    from index.opening import open_store
     b = FakeBackend(dim=8)
     other = FakeBackend(name="fake2", dim=8, weights="e" * 64)
     with open_store(old_store) as s:
@@ -94,13 +94,13 @@ def test_rebuild_upgrades_a_format1_store(old_store):
     with open_store(old_store) as s:
         assert s._format == 2 and s.count() == len(EXPECTED)
         assert s.add_texts(["café ünïcode ✓", "one more"], other).duplicates == 1
-        assert corpus.search(s, "fixture sentence number 7", 1, other)[0][0].id == 8
+        assert door.search(s, "fixture sentence number 7", 1, other)[0][0].id == 8
     del b
 
 
 @needs_milvus
 def test_new_stores_are_format2(tmp_path):
-    from index.locations import open_store
+    from index.opening import open_store
     b = FakeBackend(dim=8)
     with open_store(f"milvus-lite:{tmp_path / 'new'}", create=True,
                     fingerprint=b.fingerprint()) as s:
@@ -111,7 +111,7 @@ def test_new_stores_are_format2(tmp_path):
 
 def test_one_metadata_split_for_both_stores():
     from index.faiss import store as faiss_store
-    from index.records import make_record, split_meta
+    from index.store.records import make_record, split_meta
     meta = {"source": "a.csv", "row": "7", "added": "not a time", "lang": "de"}
     assert split_meta(meta) == ("a.csv", 7, None, {"lang": "de"})
     assert split_meta({"added": 12}) == (None, None, 12.0, None) and split_meta(None).extra is None

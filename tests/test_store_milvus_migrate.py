@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from index.errors import StoreError
+from index.store.errors import StoreError
 from tests.test_store_support import FakeBackend
 
 try:
@@ -23,7 +23,7 @@ TEXTS = [f"sentence number {i} about topic {i % 7}" for i in range(60)]
 
 
 def _milvus_source(path, b):
-    from index.locations import open_store
+    from index.opening import open_store
     loc = f"milvus-lite:{path}"
     with open_store(loc, create=True, fingerprint=b.fingerprint()) as s:
         s.add_texts(TEXTS, b)
@@ -32,7 +32,7 @@ def _milvus_source(path, b):
 
 def _swap_vectors(loc, a: int, b: int):
     """Give ids a and b each other's vector, as the Lite read-back bug did (texts stay)."""
-    from index.locations import open_store
+    from index.opening import open_store
     with open_store(loc) as s:
         rows = s._records([a, b], ["id", "vector", "text", "hash", "source", "row", "added",
                                    "meta"])
@@ -43,7 +43,7 @@ def _swap_vectors(loc, a: int, b: int):
 
 
 def test_a_faithful_copy_is_checked_row_by_row(tmp_path):
-    from index.migrate import migrate
+    from index.corpus.migrate import migrate
     b = FakeBackend(dim=16)
     src = _milvus_source(tmp_path / "m", b)
     r = migrate(src, tmp_path / "f", batch=7, verify_backend=b, reembed_sample=25)
@@ -54,7 +54,7 @@ def test_a_faithful_copy_is_checked_row_by_row(tmp_path):
 def test_copy_check_catches_vectors_read_under_the_wrong_ids(tmp_path, monkeypatch):
     """The copy pass reads rows the way the old store did (vectors rotated within a batch);
     the second read is right: the check names the destination ids that got wrong vectors."""
-    from index.migrate import migrate
+    from index.corpus.migrate import migrate
     from index.milvus import MilvusStore
     b = FakeBackend(dim=16)
     src = _milvus_source(tmp_path / "m", b)
@@ -74,7 +74,7 @@ def test_copy_check_catches_vectors_read_under_the_wrong_ids(tmp_path, monkeypat
 
 
 def test_verify_catches_a_source_that_already_holds_wrong_vectors(tmp_path):
-    from index.migrate import migrate
+    from index.corpus.migrate import migrate
     b = FakeBackend(dim=16)
     src = _milvus_source(tmp_path / "m", b)
     _swap_vectors(src, 5, 9)

@@ -27,7 +27,7 @@ D = 16
 
 def _out_of_order_store(path):
     """A Lite store whose rows sit in two segments, the later ids in the first one."""
-    from index.locations import open_store
+    from index.opening import open_store
     b = FakeBackend(dim=D)
     store = open_store(f"milvus-lite:{path}", create=True, fingerprint=b.fingerprint())
     late = [f"sentence {i} of the late block" for i in range(101, 301)]

@@ -15,10 +15,10 @@ import uuid
 import numpy as np
 import pytest
 
-from index.errors import StoreError, StoreNotFound
-from index.locations import open_store
 from index.milvus.schema import server_version
-from index.text_hash import hash_for_format
+from index.opening import open_store
+from index.store.errors import StoreError, StoreNotFound
+from index.store.text_hash import hash_for_format
 from tests.test_store_support import FakeBackend, text_vector
 
 pytest.importorskip("pymilvus")

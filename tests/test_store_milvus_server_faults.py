@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from index.errors import StoreUnavailable
-from index.locations import open_store
+from index.opening import open_store
+from index.store.errors import StoreUnavailable
 from tests.milvus_server import ROOT_TOKEN, LocalMilvus, why_cannot_run
 from tests.test_store_milvus_server import assert_every_row_sound
 from tests.test_store_support import FakeBackend
@@ -23,7 +23,7 @@ D = 16
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WRITER = """
 import sys
-from index.locations import open_store
+from index.opening import open_store
 from tests.test_store_support import FakeBackend
 uri, first, n, tag = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 b = FakeBackend(dim={D})
@@ -121,7 +121,7 @@ def test_removed_ids_are_not_reused_after_the_server_is_killed_and_restarted(ser
 
 ADD = """
 import sys
-from index.locations import open_store
+from index.opening import open_store
 from tests.test_store_support import FakeBackend
 with open_store(sys.argv[1]) as s:
     print(*s.add_texts(sys.argv[2:], FakeBackend(dim={D})).ids)

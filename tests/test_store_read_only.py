@@ -94,7 +94,7 @@ def test_a_store_not_closed_cleanly_on_read_only_media_says_so(tmp_path, model, 
     """Its last commits are in the WAL, which only a writer can fold in: one line saying what
     to do, never 'damaged'."""
     from core.encoder.backends import get_backend
-    from index.locations import open_store
+    from index.opening import open_store
     shared = tmp_path / "shared"
     s = open_store(shared / "s", writable=True, create=True,
                    fingerprint=get_backend(str(model)).fingerprint("mean"))

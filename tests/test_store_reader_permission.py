@@ -80,7 +80,7 @@ def test_a_reader_without_write_permission_reads_the_log(writing, monkeypatch):
 
 
 def test_when_the_log_cannot_be_read_it_is_called_a_permission_matter(writing, monkeypatch):
-    from index.errors import StoreError
+    from index.store.errors import StoreError
     monkeypatch.setattr(sentences, "on_read_only_media", lambda path: True)
     real = sqlite3.connect
 
@@ -97,7 +97,7 @@ def test_when_the_log_cannot_be_read_it_is_called_a_permission_matter(writing, m
 
 
 def test_real_read_only_media_keeps_its_message(writing, monkeypatch):
-    from index.errors import StoreError
+    from index.store.errors import StoreError
     monkeypatch.setattr(sentences, "on_read_only_media", lambda path: True)
     monkeypatch.setattr(sentences, "mounted_read_only", lambda folder: True)
     with pytest.raises(StoreError, match="read-only media"):

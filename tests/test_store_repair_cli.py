@@ -13,7 +13,7 @@ pytest.importorskip("pymilvus")
 def test_an_incomplete_repair_says_what_is_left_and_exits_non_zero(tmp_path, run, monkeypatch):
     import pymilvus
 
-    from index.locations import open_store
+    from index.opening import open_store
     corpus = tmp_path / "c.txt"
     corpus.write_text("The cat sat on the mat.\nA dog barked at night.\nRain fell all day.\n")
     loc = f"milvus-lite:{tmp_path / 'lite'}"

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.errors import StoreCorrupted, StoreWriteFailed
 from index.faiss.manifest import CHECKSUM_KEY, read_manifest
 from index.faiss.store import VectorStore
+from index.store.errors import StoreCorrupted, StoreWriteFailed
 from tests.fake_vectors import text_vector
 from tests.helpers import run_cli as cli
 
@@ -329,7 +329,7 @@ def test_odd_manifests_give_one_error_never_a_traceback_or_hang(tmp_path, damage
     elif damage == "lock_is_folder":
         (folder / "lock").unlink(missing_ok=True)
         (folder / "lock").mkdir()
-        from index.errors import StoreError
+        from index.store.errors import StoreError
         with pytest.raises(StoreError, match="lock.* is a folder"):    # a writer says so
             VectorStore.open(folder, writable=True)
     base = ["info", "--store", str(folder)]

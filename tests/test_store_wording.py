@@ -12,8 +12,8 @@ import pytest
 
 from app.cli.remedies import worded
 from app.cli.store_info import _milvus_problems, index_params_worded
-from index.errors import StoreNotFound
-from index.locations import open_store
+from index.opening import open_store
+from index.store.errors import StoreNotFound
 from tests.test_store_support import FakeBackend
 
 D = 16

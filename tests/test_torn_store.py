@@ -83,7 +83,7 @@ def test_tables_only_in_the_write_ahead_log_are_a_store_not_a_torn_one(tmp_path,
     """Killed before its first checkpoint and before its first manifest: store.db is one
     header page, every table and row is in store.db-wal. Nothing may be removed."""
     from index.faiss.torn import torn_at_creation
-    from index.locations import store_exists
+    from index.opening import store_exists
     made = tmp_path / "made"
     assert cli(capsys, "ingest", lines, "--store", made, "--model", model, "--quiet")[0] == 0
     store = tmp_path / "s"

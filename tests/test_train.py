@@ -102,8 +102,8 @@ def test_wrapped_prose_is_cut_into_sentences():
 
 def test_store_corpus(tmp_path):
     """A FAISS store folder (or its store.db) is a corpus: its sentences in id order."""
-    from index.corpus import read_training_corpus
-    from index.locations import open_store
+    from index.corpus.door import read_training_corpus
+    from index.opening import open_store
     from tests.test_store_support import Fingerprint, clustered
 
     folder = tmp_path / "store"
@@ -117,7 +117,7 @@ def test_milvus_lite_store_corpus(tmp_path):
     """A Milvus Lite store is a corpus too: as milvus-lite:FOLDER and as its plain folder."""
     pytest.importorskip("milvus_lite")
     pytest.importorskip("pymilvus")
-    from index.locations import open_store
+    from index.opening import open_store
     from tests.test_store_support import Fingerprint, clustered
 
     location = f"milvus-lite:{tmp_path / 'lite'}"
@@ -126,7 +126,7 @@ def test_milvus_lite_store_corpus(tmp_path):
         store.add(["first one.", "second one.", "third one."], clustered(3, 8))
     finally:
         store.close()
-    from index.corpus import read_training_corpus
+    from index.corpus.door import read_training_corpus
     assert read_training_corpus(location) == ["first one.", "second one.", "third one."]
     assert read_training_corpus(tmp_path / "lite", limit=2) == ["first one.", "second one."]
     from core.errors import EncoderscopeError

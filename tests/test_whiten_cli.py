@@ -31,7 +31,7 @@ def whitened(tmp_path, capsys, lines):
 
 
 def test_stored_vectors_are_the_whitened_model_vectors_and_queries_are_whitened(whitened, capsys, minilm, lines):
-    from index.locations import open_store
+    from index.opening import open_store
     x = np.asarray(minilm.embed(lines), np.float64)
     mu = x.mean(0)
     vals, vecs = np.linalg.eigh(np.cov(x, rowvar=False, bias=True))

@@ -60,7 +60,7 @@ def build_store(folder, backend, texts):
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("kind", ["scratch", "hf"])
 def test_sum_equals_the_search_score(kind, precision, small_model, tmp_path, emulated_bf16):
-    from index.corpus import search
+    from index.corpus.door import search
     backend = fresh_backend(kind, small_model, precision)
     store = build_store(tmp_path / "store", backend, corpus())
     try:
@@ -88,7 +88,7 @@ def test_sum_equals_the_search_score(kind, precision, small_model, tmp_path, emu
 
 def test_a_store_of_fp32_vectors_queried_in_bf16(small_model, tmp_path, emulated_bf16):
     """A store may mix precisions (PRECISION_POLICY): the hit runs in the one its vector was made in."""
-    from index.corpus import search
+    from index.corpus.door import search
     fp32 = fresh_backend("scratch", small_model, "fp32")
     store = build_store(tmp_path / "store", fp32, corpus(12))
     bf16 = fresh_backend("scratch", small_model, "bf16")
@@ -127,7 +127,7 @@ def test_the_why_dialog_at_bf16_says_equal_and_names_the_precision(qtbot, small_
     """The app's Why dialog on a bf16 corpus: the header's Σ equals the score the search showed."""
     from app.gui.panels.why.view import WhyDialog
     from app.gui.state import AppState
-    from index.corpus import search
+    from index.corpus.door import search
     backend = fresh_backend("scratch", small_model, "bf16")
     store = build_store(tmp_path / "store", backend, corpus(12))
     try:

@@ -32,7 +32,7 @@ from app.gui.state import AppState, ModelChoice
 from app.gui.widgets.job_progress import JobProgress
 from app.gui.widgets.status_message import StatusMessage
 from app.gui.widgets.wheel_guard import WheelGuard
-from index.locations import LOCATION_ENV
+from index.store.location import LOCATION_ENV
 
 TITLE = "Encoderscope"
 

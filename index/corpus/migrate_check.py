@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from index.text_hash import text_hash
+from index.store.text_hash import text_hash
 
 SKETCH = 16                 # numbers per row in the copy check
 SKETCH_TOLERANCE = 1e-3     # |difference| above this in any of them: another vector

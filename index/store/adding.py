@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.errors import Cancelled, InputError
-from index import fingerprint as fpmod
+from index.store import fingerprint as fpmod
 
 ADD_BATCH = 256       # sentences committed per add_stream batch (one transaction each)
 # Sentences embedded together by add_stream: the encoder sorts them by length, so the more it
@@ -68,7 +68,7 @@ def add_stream(store, items, backend, *, pooling=None, batch_size: int = ADD_BAT
     """Store.add_stream on `store` (see its docstring): windows embedded outside the store's
     lock, one ahead on a helper thread, committed in input order batch_size at a time."""
     from core.encoder.backends import EmbedStats
-    from index.embed_ahead import EmbedAhead
+    from index.store.embed_ahead import EmbedAhead
     store._need_writer()
     fp = backend.fingerprint(pooling=pooling or store.pooling)
     fpmod.check(store.model_fingerprint_dict, fp, f"texts embedded with {backend.model_name}",

@@ -6,7 +6,7 @@ destination is created for the source's model; an existing one built with anothe
 refused with the usual ModelMismatch message. Sentences the destination already holds are
 counted as duplicates, so an interrupted migrate can simply be run again. At the end the copy is
 checked: the counts; every copied row, by id: the source is read again and each row's text and
-vector compared with the destination's row it was copied to (index/migrate_check.py); a sample
+vector compared with the destination's row it was copied to (index/corpus/migrate_check.py); a sample
 of sentences searched in the destination with their own vectors; and with --verify, a sample of
 texts embedded again with the store's model and compared with their stored vectors (catches a
 source that already held wrong vectors). A failed check names the ids and raises StoreError.
@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import InputError
-from index import fingerprint as fpmod
-from index.durability import atomic_write
-from index.errors import StoreError
-from index.store_files import StoreFileIsLink, is_link, remove_own
+from index.store import fingerprint as fpmod
+from index.store.durability import atomic_write
+from index.store.errors import StoreError
+from index.store.files import StoreFileIsLink, is_link, remove_own
 
 BATCH = 2000
 SAMPLE = 20             # sentences searched in the destination with their own vectors
@@ -66,7 +66,8 @@ def migrate(source, destination, *, batch: int = BATCH, index: str = "auto", pro
     it, `reembed_sample` texts of the destination are embedded again and compared with their
     stored vectors. Raises ModelMismatch if the destination holds another model, StoreError
     (naming the ids) if a check fails."""
-    from index.locations import describe_location, open_store, parse_location
+    from index.opening import describe_location, open_store
+    from index.store.location import parse_location
 
     if batch < 1:
         raise InputError("the batch size must be at least 1")
@@ -204,7 +205,7 @@ def _ids(ids, n: int = 10) -> str:
 def _check_rows(res, src, dst, id_map, batch, backend, reembed_sample, rng) -> None:
     """Every copied row by id against a second read of the source; with a backend, a sample
     of texts embedded again against their stored vectors."""
-    from index.migrate_check import (
+    from index.corpus.migrate_check import (
         compare_destination,
         expected_rows,
         reembedding_mismatches,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from core.atomic import atomic_write, atomic_write_with, fsync_dir, remove_stale_temps  # noqa: F401
 from core.folder_lock import ExclusiveFile, LockBusy, NotRegularFile
-from index.errors import StoreCorrupted, StoreError, StoreLocked, StoreWriteFailed
-from index.store_files import open_own
+from index.store.errors import StoreCorrupted, StoreError, StoreLocked, StoreWriteFailed
+from index.store.files import open_own
 
 INTACT = "the last saved snapshot and every sentence committed before are intact"
 

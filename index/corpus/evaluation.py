@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from core.errors import Cancelled, InputError
 from core.evaluate.metrics import retrieval_scores
-from index.base import Store
-from index.corpus import search_many
+from index.corpus.door import search_many
+from index.store.base import Store
 
 QUERY_BATCH = 32      # queries searched together (one embed call)
 

@@ -1,32 +1,13 @@
-"""Where a store lives, and opening the right implementation for it.
+"""Opening the right store implementation for a location (index.store.location parses it): the one
+module above the engines that names them all.
 
-    /some/folder                      our FAISS + SQLite store (index.faiss.store.VectorStore); a folder
-                                      created as a Milvus Lite store is recognised and opened so
-    milvus-lite:/some/folder          embedded Milvus Lite, data in /some/folder/milvus.db
-    http(s)://HOST:PORT[/DB][?collection=NAME]
-                                      a Milvus Standalone/Distributed server or cluster (database
-                                      DB, default "default"; collection NAME, default
-                                      "encoderscope"); the token (API key or user:password) comes
-                                      from $ENCODERSCOPE_MILVUS_TOKEN, never from the command line
-
-`open_store(location, ...)` returns a `index.base.Store`; everything above the store (CLI, app,
+`open_store(location, ...)` returns a `index.store.base.Store`; everything above the store (CLI, app,
 migrate) uses only that. Nothing here imports pymilvus or faiss until a store is opened.
 """
 from __future__ import annotations
 
 from core.errors import InputError
-from index.store_location import (  # noqa: F401
-    DEFAULT_COLLECTION,
-    DEFAULT_PORT,
-    LITE_COLLECTION,
-    LITE_DB_NAME,
-    LITE_MANIFEST,
-    LITE_PREFIX,
-    LOCATION_ENV,
-    TOKEN_ENV,
-    Location,
-    parse_location,
-)
+from index.store.location import LITE_MANIFEST, parse_location
 
 
 def describe_location(location) -> str:
@@ -46,6 +27,21 @@ def store_exists(location) -> bool:
     return True
 
 
+def store_named_by(source):
+    """The Location of the store `source` names (a FAISS folder or its database file, milvus-lite:,
+    a server), or None when it names no store (a text file, a missing path, nothing)."""
+    text = str(source).strip()
+    if not text:
+        return None
+    loc = parse_location(text)
+    if loc.is_milvus:
+        return loc
+    from index.faiss.sentences import DB_NAME
+    if loc.path.name == DB_NAME:
+        return parse_location(loc.path.parent)
+    return loc if loc.path.is_dir() and (loc.path / DB_NAME).is_file() else None
+
+
 def refuse_whitening(location) -> None:
     """InputError for a whitened store anywhere but a FAISS folder (the one engine that keeps
     the transform beside its index)."""
@@ -58,11 +54,11 @@ def refuse_whitening(location) -> None:
 
 def open_store(location=None, *, writable: bool = True, create: bool = False, fingerprint=None,
                index: str = "auto", index_params: dict | None = None, **kw):
-    """Open the store at `location` (see the module docstring) -> index.base.Store.
+    """Open the store at `location` (see the module docstring) -> index.store.base.Store.
 
     writable=False opens for searching only; create=True creates a missing
     store for `fingerprint` (needs a writable open). fingerprint: the model the caller will add
-    and search with; another model raises index.errors.ModelMismatch on every implementation.
+    and search with; another model raises index.store.errors.ModelMismatch on every implementation.
     whitening= (FAISS only; create): a core.evaluate.whitening.Whitening the new store applies.
     Other keywords go to the implementation (FAISS: repair, ivf_threshold, check; Milvus:
     timeout, token).
@@ -73,7 +69,7 @@ def open_store(location=None, *, writable: bool = True, create: bool = False, fi
         return VectorStore.open(loc.path, writable=writable, create=create,
                                 fingerprint=fingerprint, index=index, index_params=index_params,
                                 **kw)
-    from index.whitening import is_whitened
+    from index.store.whitening import is_whitened
     if kw.pop("whitening", None) is not None or is_whitened(fingerprint):
         refuse_whitening(loc)
     from index.milvus import MilvusStore

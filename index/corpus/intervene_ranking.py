@@ -25,7 +25,7 @@ import numpy as np
 
 from core.intervene.apply import intervene
 from core.intervene.spec import Intervention
-from index.base import Store
+from index.store.base import Store
 
 SAMPLE = 600          # texts of a store an importance map reads (each ablation embeds them all)
 DEPTH = 1000          # how deep ranks outside the top k are looked up
@@ -106,7 +106,7 @@ def store_sample(store_or_corpus, n: int = SAMPLE, seed: int = 0) -> list[str]:
     store contents and seed give the same sample; a changed store gives another (and so its own
     cached map)."""
     from core.errors import InputError
-    from index.corpus import read_rows
+    from index.corpus.door import read_rows
     if n < 1:
         raise InputError("the sample needs at least one text")
     store = _open(store_or_corpus)
@@ -123,8 +123,8 @@ def store_sample(store_or_corpus, n: int = SAMPLE, seed: int = 0) -> list[str]:
 def _open(store_or_corpus) -> Store:
     if isinstance(store_or_corpus, Store):
         return store_or_corpus
-    from index.corpus import open_corpus
-    from index.errors import StoreNotFound
+    from index.corpus.door import open_corpus
+    from index.store.errors import StoreNotFound
     store = open_corpus(store_or_corpus)
     if store is None:
         # the location is the fix as data: a caller offers to ingest there
@@ -133,7 +133,7 @@ def _open(store_or_corpus) -> Store:
 
 
 def _changes(store: Store, backend, query, spec, k, means, source, depth) -> RankingChanges:
-    from index.corpus import require_match
+    from index.corpus.door import require_match
     pooling = store.pooling
     require_match(store, backend, pooling, "the query's vectors")
     fp = backend.fingerprint(pooling=pooling)

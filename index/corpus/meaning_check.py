@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from index.migrate_check import REEMBED_MIN_COSINE, reembedding_mismatches
+from index.corpus.migrate_check import REEMBED_MIN_COSINE, reembedding_mismatches
 
 SAMPLE = 64          # texts embedded again
 

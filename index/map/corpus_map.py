@@ -1,5 +1,5 @@
-"""The corpus map: every sentence of a store placed in 2-D (index.map_projection), grouped by
-k-means and each group named by its distinctive words (index.map_clusters).
+"""The corpus map: every sentence of a store placed in 2-D (index.map.projection), grouped by
+k-means and each group named by its distinctive words (index.map.clusters).
 
     m = build_map(store, clusters=8)     # UMAP where installed, else PCA; reads store.iter_batches
     write_map_csv("map.csv", m)                           # id, x, y, cluster, text
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.errors import Cancelled, InputError
-from index.errors import EmptyStore
-from index.map_clusters import distinctive_words, kmeans
-from index.map_projection import UMAP_MIN_POINTS, default_method, fit_projection
-from index.map_quality import NeighbourRecall, neighbour_recall
+from index.map.clusters import distinctive_words, kmeans
+from index.map.projection import UMAP_MIN_POINTS, default_method, fit_projection
+from index.map.quality import NeighbourRecall, neighbour_recall
+from index.store.errors import EmptyStore
 
 DEFAULT_CLUSTERS = 8
 DEFAULT_SEED = 0

@@ -1,6 +1,6 @@
 """Corpus use cases, Qt-free: the one door through which the CLI and the app use a corpus.
 
-A corpus is a store (index.base.Store: FAISS folder, Milvus Lite or a Milvus server) plus the
+A corpus is a store (index.store.base.Store: FAISS folder, Milvus Lite or a Milvus server) plus the
 model its vectors came from (its fingerprint). The CLI commands (app/cli/store.py) and the
 app's jobs (app/gui/corpus_service.py) call these functions and add only wording, progress bars
 and threads: nothing here prints. Training reads store corpora here too (`read_training_corpus`),
@@ -22,12 +22,11 @@ from dataclasses import dataclass
 from core.encoder.sources import DEFAULT_MODEL
 from core.errors import Cancelled
 from core.train.data import dedupe_sentences, read_corpus
-from index import fingerprint as fpmod
-from index.adding import AddResult
-from index.base import Store
-from index.errors import EmptyStore, StoreNotFound
-from index.faiss.sentences import DB_NAME
-from index.locations import open_store, parse_location, refuse_whitening, store_exists
+from index.opening import open_store, refuse_whitening, store_exists, store_named_by
+from index.store import fingerprint as fpmod
+from index.store.adding import AddResult
+from index.store.base import Store
+from index.store.errors import EmptyStore, StoreNotFound
 
 
 @dataclass
@@ -73,7 +72,7 @@ def create_whitened_corpus(location, backend, pooling: str, items, *, dims: int 
     embedded once, before the store exists: a cancel leaves no store behind."""
     from core.errors import InputError
     from core.evaluate.whitening import fit_whitening
-    from index.adding import normalize
+    from index.store.adding import normalize
     refuse_whitening(location)
     items = [(it, None) if isinstance(it, str) else tuple(it) for it in items]
     texts = list(dict.fromkeys(t.strip() for t, _ in items if t.strip()))
@@ -252,7 +251,7 @@ class Described:
     unverified copy (the source it was being copied from)."""
     info: dict
     report: dict | None = None
-    meaning: object = None          # index.meaning_check.MeaningCheck, or None
+    meaning: object = None          # index.corpus.meaning_check.MeaningCheck, or None
     model_error: Exception | None = None    # why the store's model could not be loaded for it
     incomplete_source: str | None = None
 
@@ -261,7 +260,7 @@ def describe(location, *, check: bool = False, repair: bool = False, load_backen
     """A FAISS store's info, verified (check) or repaired; with load_backend(name), a sample of
     its texts embedded again with its model (check_meaning)."""
     from core.errors import EncoderscopeError
-    from index.migrate import incomplete_source
+    from index.corpus.migrate import incomplete_source
     if repair:
         store = open_store(location, writable=True, repair=True, verify=True)
     else:
@@ -286,9 +285,9 @@ def describe(location, *, check: bool = False, repair: bool = False, load_backen
 def check_meaning(store: Store, backend):
     """A sample of the store's texts embedded again with `backend` (MeaningCheck); ModelMismatch
     (its fix as data) when it is not the model that wrote the vectors."""
-    from index.errors import ModelMismatch
-    from index.meaning_check import check_meaning as sample_check
-    from index.meaning_check import describe_failure
+    from index.corpus.meaning_check import check_meaning as sample_check
+    from index.corpus.meaning_check import describe_failure
+    from index.store.errors import ModelMismatch
     require_match(store, backend, store.pooling, "vectors of the model now at hand")
     result = sample_check(store, backend)
     if not result.ok:
@@ -321,27 +320,17 @@ def read_rows(store: Store) -> tuple[list[int], list[str]]:
 
 
 def is_store(source) -> bool:
-    """Whether `source` names a store (a FAISS folder, milvus-lite:, a server, store.db)."""
-    text = str(source).strip()
-    if not text:
-        return False
-    loc = parse_location(text)
-    if loc.is_milvus:
-        return True
-    path = loc.path
-    return path.name == DB_NAME or (path.is_dir() and (path / DB_NAME).is_file())
+    """Whether `source` names a store (a FAISS folder or its database file, milvus-lite:, a server)."""
+    return store_named_by(source) is not None
 
 
 def read_training_corpus(source, limit: int | None = None, encoding: str | None = None) -> list[str]:
     """Training sentences from a store (in id order) or a .txt/.csv/.jsonl file (core's reader, in
     `encoding` when not UTF-8), trimmed and de-duplicated: the reader the training command and
     panel are given."""
-    if not is_store(source):
+    loc = store_named_by(source)
+    if loc is None:
         return read_corpus(source, limit=limit, encoding=encoding)
-    text = str(source).strip()
-    loc = parse_location(text)
-    if not loc.is_milvus and loc.path.name == DB_NAME:
-        loc = parse_location(loc.path.parent)
     store = open_store(loc, writable=False)
     try:
         _, texts = read_rows(store)

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from core.evaluate.whitening import Whitening, WhiteningFileError, load_whitening, save_whitening
-from index import fingerprint as fpmod
-from index.errors import StoreCorrupted
+from index.store import fingerprint as fpmod
+from index.store.errors import StoreCorrupted
 
 WHITENING_FILE = "whitening.safetensors"
 

@@ -15,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-from index.errors import StoreError
+from index.store.errors import StoreError
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 

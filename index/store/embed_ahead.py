@@ -1,6 +1,6 @@
 """Embedding one window ahead on a helper thread while the caller commits the window before.
 
-add_stream (index/base.py) embeds window k + 1 here while it writes window k to the store: the
+add_stream (index/store/base.py) embeds window k + 1 here while it writes window k to the store: the
 encoder (tokenising releases the GIL, torch's kernels too) and the store's writes (SQLite,
 FAISS) overlap instead of waiting on each other. One window at most is in flight, so an
 interruption loses at most the window being embedded besides the rest of the one being

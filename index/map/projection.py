@@ -110,7 +110,7 @@ def fit_umap(vectors: np.ndarray, seed: int = 0, progress=None, cancel=None) -> 
                          "project with PCA", fix={"kind": "method", "method": "pca"})
     reducer = umap.UMAP(n_components=2, n_neighbors=min(15, n - 1), metric="cosine",
                         random_state=seed, n_jobs=1, init="spectral" if n > 10 else "random")
-    from index.umap_epochs import epoch_hook
+    from index.map.umap_epochs import epoch_hook
     with epoch_hook(umap, progress, cancel):
         reducer.fit(np.asarray(vectors, dtype=np.float32))
     return UmapProjection(reducer)

@@ -6,7 +6,7 @@ files, pooling, dim, normalisation, precision policy; the name is only for peopl
 from __future__ import annotations
 
 from core.encoder.fingerprint import Fingerprint
-from index.errors import ModelMismatch
+from index.store.errors import ModelMismatch
 
 
 def as_dict(fp) -> dict:

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.errors import InputError
-from index import fingerprint as fpmod
-from index.adding import ADD_BATCH, EMBED_WINDOW, AddResult, add_stream, normalize
-from index.errors import ModelMismatch, StoreError
+from index.store import fingerprint as fpmod
+from index.store.adding import ADD_BATCH, EMBED_WINDOW, AddResult, add_stream, normalize
+from index.store.errors import ModelMismatch, StoreError
 
 ENCODER_WORDS = {"scratch": "the from-scratch encoder", "hf": "the transformers encoder"}
 
@@ -53,7 +53,7 @@ class Store(ABC):
 
     _fp: dict
     _dim: int
-    _whitening = None     # core.evaluate.whitening.Whitening of a whitened store (index/whitening.py), else None
+    _whitening = None     # core.evaluate.whitening.Whitening of a whitened store (index/store/whitening.py), else None
     _encoders: list | None = None   # encoder_of() each encoder that embedded stored vectors; None: not recorded
 
     @property
@@ -108,7 +108,7 @@ class Store(ABC):
         whitened store the one its transform expects."""
         if self._whitening is None:
             return dict(self._fp)
-        from index.whitening import model_fingerprint
+        from index.store.whitening import model_fingerprint
         return model_fingerprint(self._fp, self._whitening)
 
     def _check_model(self, fingerprint, what: str) -> bool:
@@ -128,7 +128,7 @@ class Store(ABC):
         """`backend` as the store sees it: embed() gives vectors comparable with the stored ones."""
         if self._whitening is None:
             return backend
-        from index.whitening import WhitenedModel
+        from index.store.whitening import WhitenedModel
         return WhitenedModel(backend, self._whitening)
 
     @property
@@ -188,10 +188,10 @@ class Store(ABC):
 
     def _query_vectors(self, vectors, fingerprint):
         """(unit query vectors (n, D), single) from a vector (D,) or a matrix (n, D); texts are
-        embedded by the corpus door (index.corpus.search), not here."""
+        embedded by the corpus door (index.corpus.door.search), not here."""
         if isinstance(vectors, str) or (isinstance(vectors, (list, tuple)) and vectors
                                         and isinstance(vectors[0], str)):
-            raise InputError("a store searches vectors: search a text with index.corpus.search")
+            raise InputError("a store searches vectors: search a text with index.corpus.door.search")
         q = np.asarray(vectors, dtype=np.float32)
         return self._check_vectors(q, fingerprint, "the query vectors"), q.ndim == 1
 
@@ -274,7 +274,7 @@ class Store(ABC):
         Items are read `window` at a time (at least batch_size); the texts of a window that
         the store does not hold yet are embedded together, outside the store's lock (searches
         go on meanwhile) and on a helper thread while the window before is committed
-        (index/embed_ahead.py), and then committed in input order, batch_size at a time.
+        (index/store/embed_ahead.py), and then committed in input order, batch_size at a time.
         embed_batch_size: rows per encoder batch (None: the backend's plan for its device,
         core/encoder/batching.py). progress(done, total) as a window is embedded and once it
         is committed (total None for an iterator). An interruption (Ctrl-C, kill, cancel)

@@ -8,7 +8,7 @@ else (no store code here, so the store implementations can import it).
                                       a Milvus Standalone/Distributed server or cluster; the
                                       token comes from $ENCODERSCOPE_MILVUS_TOKEN
 
-Opening the store at a location is index.locations.open_store.
+Opening the store at a location is index.opening.open_store.
 """
 from __future__ import annotations
 
@@ -74,6 +74,12 @@ def _check_collection_name(name: str, where: str) -> str:
     return name
 
 
+def default_store_dir() -> Path:
+    """The CLI's store when none is named: <user data folder>/stores/default (see core.paths)."""
+    from core.paths import stores_dir
+    return stores_dir() / "default"
+
+
 def parse_location(location) -> Location:
     """A store location (str or Path; None = $ENCODERSCOPE_STORE or the default folder)."""
     if location is None:
@@ -81,7 +87,6 @@ def parse_location(location) -> Location:
         if env:
             location = env
         else:
-            from index.faiss.store import default_store_dir
             return Location("faiss", path=default_store_dir(), text=str(default_store_dir()))
     if isinstance(location, Location):
         return location
