@@ -138,8 +138,8 @@ def make_window(qtbot, data_dir):
     windows = []
 
     def make(template: Path | None = None, start=True, wait=True):
-        from app.gui.main_window import MainWindow
         from app.gui.settings import stores_dir
+        from app.gui.shell.main_window import MainWindow
 
         folder = stores_dir() / "sample"
         if template is not None and not folder.exists():

@@ -39,7 +39,7 @@ def test_attention_pooling_in_the_train_panel(panel, qtbot, tmp_path):  # noqa: 
 def test_choosing_an_attention_pooled_checkpoint_selects_its_pooling(qtbot, tmp_path):
     from transformers import AutoTokenizer
 
-    from app.gui.model_bar import ModelBar
+    from app.gui.shell.model_bar import ModelBar
     from app.gui.state import AppState
     from core.encoder.model import Encoder
     from core.encoder.sources import DEFAULT_MODEL, resolve
@@ -70,7 +70,7 @@ def test_choosing_an_attention_pooled_checkpoint_selects_its_pooling(qtbot, tmp_
 def test_attention_pooling_is_offered_only_for_a_model_with_a_query(qtbot):
     from types import SimpleNamespace
 
-    from app.gui.model_bar import ModelBar
+    from app.gui.shell.model_bar import ModelBar
     from app.gui.state import AppState
     state = AppState()
     bar = ModelBar(state)

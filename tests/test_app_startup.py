@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD_WINDOW = """
 import json, sys
 from PySide6.QtWidgets import QApplication
-from app.gui.main_window import MainWindow
+from app.gui.shell.main_window import MainWindow
 app = QApplication([])
 w = MainWindow()
 w.show()
@@ -88,7 +88,7 @@ def test_the_transformers_tokenizer_loads_in_the_background_after_the_panels(
     from core.encoder.tokenizer import ModelTokenizer
     ModelTokenizer(resolve("minilm").folder, 512)       # from here on the pipeline is kept
     monkeypatch.setattr(cb, "_cache", {})                # a new model object, as in a new process
-    monkeypatch.setattr("app.gui.main_window.PREBUILD_DELAY_MS", 600_000)   # idle time on demand below
+    monkeypatch.setattr("app.gui.shell.main_window.PREBUILD_DELAY_MS", 600_000)   # idle time on demand below
     w = make_window(sample_store_template)
     tokens = w.state.backend.model_tokenizer
     assert not tokens.loaded, "the model should have loaded without the transformers tokenizer"
@@ -108,7 +108,7 @@ def test_the_tokenizer_warm_up_loads_it_without_any_panel(qtbot, make_window, sa
     from core.encoder.tokenizer import ModelTokenizer
     ModelTokenizer(resolve("minilm").folder, 512)
     monkeypatch.setattr(cb, "_cache", {})
-    monkeypatch.setattr("app.gui.main_window.PREBUILD_DELAY_MS", 600_000)
+    monkeypatch.setattr("app.gui.shell.main_window.PREBUILD_DELAY_MS", 600_000)
     w = make_window(sample_store_template)
     tokens = w.state.backend.model_tokenizer
     assert not tokens.loaded

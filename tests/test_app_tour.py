@@ -1,10 +1,10 @@
-"""Help → Start here (app/gui/tour.py) and the panels' state kept across restarts
+"""Help → Start here (app/gui/tour/guide.py) and the panels' state kept across restarts
 (app/gui/panel_state.py): a window is closed and a new one opened on the same settings file."""
 from __future__ import annotations
 
 from PySide6.QtCore import QRect, Qt
 
-from app.gui.tour import DONT_SHOW_KEY, STOPS
+from app.gui.tour.guide import DONT_SHOW_KEY, STOPS
 
 
 def _current_tab(w) -> str:

@@ -8,8 +8,8 @@ import pytest
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtWidgets import QApplication, QFileDialog
 
-from app.gui.tour import STOPS
-from app.gui.tour_place import window_rect
+from app.gui.tour.guide import STOPS
+from app.gui.tour.place import window_rect
 
 SIZES = [(1200, 780), (1600, 1000)]
 

@@ -254,7 +254,7 @@ def test_inspect_request_and_about(qtbot, make_window, tiny_store_template):
     with qtbot.waitSignal(w.state.inspect_requested, timeout=5000) as blocker:
         panel.inspect_button.click()
     assert blocker.args == [panel.results.hits[0].text, "weather"]
-    from app.gui.about import about_text
+    from app.gui.shell.about import about_text
     text = about_text(w.state)
     assert "torch" in text and "cpu" in text and "PySide6" in text
 

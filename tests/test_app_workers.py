@@ -234,8 +234,8 @@ def test_double_click_hit_opens_inspector_with_query(qtbot, make_window, tiny_st
 
 
 def test_model_bar_lists_trained_checkpoints(qtbot, data_dir):
-    from app.gui.model_bar import ModelBar
     from app.gui.settings import models_dir
+    from app.gui.shell.model_bar import ModelBar
     from app.gui.state import AppState
     from core.encoder.sources import CHECKPOINT_MARKER
 

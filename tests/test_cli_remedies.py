@@ -65,7 +65,7 @@ def test_a_setting_fix_is_worded_as_options_on_the_command_line():
 
 def test_every_fix_is_worded_by_both_front_ends_and_the_app_names_no_option():
     from app.cli.remedies import _fix_worded
-    from app.gui.fix_words import gui_fix
+    from app.gui.wording import gui_fix
     for fix in FIXES:
         cli, app = _fix_worded(fix), gui_fix(fix)
         assert cli and (app or fix["kind"] == "whiten_again"), fix    # the app makes no whitened store

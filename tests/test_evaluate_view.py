@@ -130,7 +130,7 @@ def test_a_bad_file_and_a_cancel_keep_the_last_results(qtbot, view, pairs_file, 
 
 
 def test_the_model_bar_evaluates_the_corpus_model(qtbot, state, pairs_file, minilm):
-    from app.gui.model_bar import ModelBar
+    from app.gui.shell.model_bar import ModelBar
     bar = ModelBar(state)
     qtbot.addWidget(bar)
     dialog = bar.open_evaluate(str(pairs_file))

@@ -1,5 +1,5 @@
 """The model bars show the model that runs: typed text not confirmed with Enter goes back when the
-focus leaves, and the transformers backend is not named after one model (app/gui/model_bar.py)."""
+focus leaves, and the transformers backend is not named after one model (app/gui/shell/model_bar.py)."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt

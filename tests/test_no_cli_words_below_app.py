@@ -1,6 +1,6 @@
 """core/ and index/ never word the command line: no `--flag` of encoderscope's parser and no
 `encoderscope COMMAND` in the messages they raise or log. An error carries its fix as data
-(EncoderscopeError.fix); app/cli/remedies.py words it as options, app/gui/fix_words.py as the
+(EncoderscopeError.fix); app/cli/remedies.py words it as options, app/gui/wording.py as the
 app's controls. The reference for what counts as a flag is the real parser (app.cli)."""
 from __future__ import annotations
 

@@ -125,7 +125,7 @@ def command_of(pid: int) -> str | None:
     words = _words(pid)
     if not words:
         return None
-    if "gui" in words or any(w in ("main.py", "app.gui.main") for w in words):
+    if "gui" in words or any(w in ("main.py", "app.gui.shell.main") for w in words):
         return "app"
     return next((w for w in words if w in COMMANDS), None)
 

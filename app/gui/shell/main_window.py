@@ -20,14 +20,14 @@ from PySide6.QtWidgets import (
 
 from app.gui import panel_state
 from app.gui.corpus_service import SAMPLE_STORE, CorpusService
-from app.gui.inspect_bar import InspectBar
 from app.gui.logs import log, log_dir, setup_logging
-from app.gui.menus import build_menus
-from app.gui.model_bar import ModelBar
-from app.gui.panel_tabs import LazyPanels, plain_holder, put_in_holder, scroll_holder
 from app.gui.panels.corpus.panel import CorpusPanel
 from app.gui.panels.search.panel import SearchPanel
 from app.gui.settings import as_int, open_settings, stores_dir
+from app.gui.shell.inspect_bar import InspectBar
+from app.gui.shell.menus import build_menus
+from app.gui.shell.model_bar import ModelBar
+from app.gui.shell.panel_tabs import LazyPanels, plain_holder, put_in_holder, scroll_holder
 from app.gui.state import AppState, ModelChoice
 from app.gui.widgets.job_progress import JobProgress
 from app.gui.widgets.status_message import StatusMessage
@@ -38,7 +38,7 @@ TITLE = "Encoderscope"
 
 
 
-# The panels built when first needed (app/gui/panel_tabs.py): each imports pyqtgraph, so its module is
+# The panels built when first needed (app/gui/shell/panel_tabs.py): each imports pyqtgraph, so its module is
 # imported by its factory, not at start-up. Tab title -> factory(state) -> the panel.
 def _attention_panel(state):
     from app.gui.panels.attention.panel import AttentionPanel
@@ -106,7 +106,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.search_panel, "Search")
         self.tabs.addTab(self.corpus_panel, "Corpus")
         # the inspector and training panels, each in a scrolling tab, and the Map: built when
-        # first shown or asked for (app/gui/panel_tabs.py), so the window shows without pyqtgraph
+        # first shown or asked for (app/gui/shell/panel_tabs.py), so the window shows without pyqtgraph
         self.optional_panels = LazyPanels(OPTIONAL_PANELS, self._build_panel)
         self._map = LazyPanels(MAP_PANEL, self._build_panel)
         self._panel_tabs = {}
@@ -164,18 +164,18 @@ class MainWindow(QMainWindow):
         bar.addPermanentWidget(self.model_label)
         bar.addPermanentWidget(self.device_label)
 
-    # ---- Start here (app/gui/tour.py) ---------------------------------------------------------------
+    # ---- Start here (app/gui/tour/guide.py) ---------------------------------------------------------------
     def show_tour(self):
         """Help → Start here: the tour from its first stop."""
         if self.tour is None:
-            from app.gui.tour import Tour
+            from app.gui.tour.guide import Tour
             self.tour = Tour(self, self.settings)
         self.tour.start()
         return self.tour
 
     def maybe_show_tour(self):
         """At start-up: the tour, unless its "Don't show this again" was ticked."""
-        from app.gui.tour import should_show_at_start
+        from app.gui.tour.guide import should_show_at_start
         return self.show_tour() if should_show_at_start(self.settings) else None
 
     # ---- panels built when needed (start-up) ------------------------------------------------------

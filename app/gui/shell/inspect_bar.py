@@ -5,9 +5,9 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QToolBar, QToolButton
 
-from app.gui.choice_labels import BACKEND_LABELS
 from app.gui.state import ModelChoice
 from app.gui.widgets.model_choice import WEIGHTS, WeightsCombo, add_trained_checkpoints
+from app.gui.wording import BACKEND_LABELS
 from core.names import BACKENDS
 
 SAME = "Same as the corpus model"

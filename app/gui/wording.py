@@ -1,9 +1,11 @@
-"""How the app words the way out of an error. Core and the stores say what fixes an error as
-data (EncoderscopeError.fix, see core/errors.py); the command line words it as options
+"""How the app words things: the encoders a user chooses among (in the model bars, on the Evaluate
+page) and the way out of an error. Core and the stores say what fixes an error as data
+(EncoderscopeError.fix, see core/errors.py); the command line words it as options
 (app/cli/remedies.py), the app as the controls and menus that apply it."""
 from __future__ import annotations
 
-from app.gui.choice_labels import BACKEND_LABELS
+# What the model bar shows for each of core.names.BACKENDS.
+BACKEND_LABELS = {"scratch": "From-scratch encoder", "hf": "Hugging Face transformers"}
 
 # A setting's control: where the app shows it.
 SETTING_LABELS = {

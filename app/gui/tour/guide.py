@@ -2,7 +2,7 @@
 
 A small panel floats over the window (not a dialog: the app stays usable underneath, so the
 learner does each stop's task for real), where it hides none of what the stop names
-(tour_place.py). Each stop (tour_stops.py) brings its tab forward, rings the widget to use and
+(place.py). Each stop (stops.py) brings its tab forward, rings the widget to use and
 may offer buttons; Back / Next walk the path search → attention → step by step → why →
 fill-mask → map. A window opened during the tour is fitted beside the panel. "Don't show this
 again" is kept in the settings (``tour/dont_show``); the Help menu opens the tour whatever it says.
@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui import tour_place
-from app.gui.tour_stops import STOPS, TourStop
+from app.gui.tour import place as tour_place
+from app.gui.tour.stops import STOPS, TourStop
 
 __all__ = ["DONT_SHOW_KEY", "STOPS", "Highlight", "Tour", "TourStop", "should_show_at_start"]
 
@@ -204,7 +204,7 @@ class Tour(QFrame):
         self.settings.setValue(DONT_SHOW_KEY, on)
         self.settings.sync()
 
-    # ---- placing (tour_place.py) -------------------------------------------------------------------
+    # ---- placing (place.py) -------------------------------------------------------------------
     def named_rects(self) -> list[QRect]:
         """Where the widgets the current stop names are, in the window's coordinates."""
         if self.stop is None:

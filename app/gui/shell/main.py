@@ -1,4 +1,4 @@
-"""Entry point: ``encoderscope-gui`` / ``encoderscope gui [--store STORE]`` / ``python -m app.gui.main``."""
+"""Entry point: ``encoderscope-gui`` / ``encoderscope gui [--store STORE]`` / ``python -m app.gui.shell.main``."""
 from __future__ import annotations
 
 import argparse
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.gui.logs import log, setup_logging
-    from app.gui.main_window import MainWindow
+    from app.gui.shell.main_window import MainWindow
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)

@@ -1,11 +1,10 @@
 """The corpus-model toolbar: encoder, weights, pooling and device of the model the corpus is
 embedded with (search uses it). Edits ``state.choice``; the inspected model has its own bar
-(app/gui/inspect_bar.py)."""
+(app/gui/shell/inspect_bar.py)."""
 from __future__ import annotations
 
 from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QSizePolicy, QToolBar, QToolButton, QWidget
 
-from app.gui.choice_labels import BACKEND_LABELS
 from app.gui.state import ModelChoice
 from app.gui.widgets.model_choice import (
     DEVICE_LABELS,
@@ -15,6 +14,7 @@ from app.gui.widgets.model_choice import (
     add_trained_checkpoints,
     offered_devices,
 )
+from app.gui.wording import BACKEND_LABELS
 from core.encoder.sources import DEFAULT_MODEL
 from core.names import BACKENDS, POOLINGS
 

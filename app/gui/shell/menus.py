@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 
-from app.gui.about import show_about
+from app.gui.shell.about import show_about
 
 PRECISION_MENU = [
     ("auto", "&Auto (bf16 where the CPU/GPU has it natively)",
