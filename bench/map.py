@@ -124,7 +124,7 @@ def run_size(app, n, with_umap, draw_only=False) -> dict:
     from index.map.clusters import distinctive_words, kmeans
     from index.map.corpus_map import map_vectors
     from index.map.projection import fit_pca, fit_umap
-    from tests.test_store_support import clustered
+    from tests.support.store_backends import clustered
     rng = np.random.default_rng(0)
     x = clustered(n, DIM, seed=0)
     texts = [" ".join(rng.choice(WORDS, 3)) for _ in range(n)]
@@ -204,7 +204,7 @@ def one_method(method: str, n: int) -> dict:
     import json
 
     from index.map.quality import neighbour_recall
-    from tests.test_store_support import clustered
+    from tests.support.store_backends import clustered
     x = sample_corpus_vectors() if n == 0 else clustered(n, DIM, seed=0)
     n = len(x)
     t0, c0 = time.perf_counter(), time.process_time()

@@ -24,7 +24,7 @@ def measure(rows: int, folder: Path) -> dict:
     from core.errors import Cancelled
     from index.faiss.store import VectorStore
     from index.map.corpus_map import build_map
-    from tests.test_store_support import clustered
+    from tests.support.store_backends import clustered
     fp = Fingerprint("fake", "f" * 64, "mean", 384, True)
     store = VectorStore.open(folder, writable=True, create=True, fingerprint=fp)
     x = clustered(rows, 384, seed=1)
