@@ -11,7 +11,6 @@ StoreLocked naming the holder.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -20,6 +19,7 @@ import time
 from pathlib import Path
 
 from core.errors import InputError
+from core.platform_os import PosixLock, pid_alive
 from index.durability import WriterLock, atomic_write, write_failed
 from index.errors import StoreCorrupted, StoreError, StoreLocked, StoreNotFound
 from index.milvus.calls import INSTALL_HINT
@@ -51,13 +51,7 @@ def holder_gone(folder: Path) -> bool:
     pid = lock_holder(folder)
     if pid is None or pid == os.getpid():
         return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return not pid_alive(pid)
 
 
 def is_locked(data_dir: Path) -> bool:
@@ -69,13 +63,14 @@ def is_locked(data_dir: Path) -> bool:
         fd = os.open(str(path), os.O_RDONLY)    # flock needs no write access (read-only media)
     except OSError:
         return False
+    lock = PosixLock()       # Milvus Lite's own lock is flock (it runs on Linux and macOS only)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if not lock.try_lock(fd):
+            return True
+        lock.unlock(fd)
+        return False
     except OSError:
         return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
     finally:
         os.close(fd)
 
