@@ -91,11 +91,17 @@ class WindowsLock:
         _range_lock(fd, False)
 
 
-def _range_lock(fd: int, take: bool) -> None:
+def msvcrt_module():
+    """Windows' msvcrt, or None (a test hands in its stand-in here)."""
     try:
         import msvcrt
     except ImportError:
-        msvcrt = None
+        return None
+    return msvcrt
+
+
+def _range_lock(fd: int, take: bool) -> None:
+    msvcrt = msvcrt_module()
     if msvcrt is not None:
         where = os.lseek(fd, 0, os.SEEK_CUR)
         os.lseek(fd, RANGE_START, os.SEEK_SET)
