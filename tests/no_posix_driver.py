@@ -1,7 +1,8 @@
 """Run as `python tests/no_posix_driver.py WORKDIR`: makes the POSIX-only modules unimportable
-(as on Windows; the file lock is then the Windows one, over tests/fake_msvcrt.py), imports every module of app/, core/ and index/, then runs the Qt-free CLI end to
-end in this one process and writes each command's exit code and output to WORKDIR/results.json.
-tests/test_no_posix_modules.py checks them."""
+(as on Windows; the file lock is then the Windows one, over tests/fake_msvcrt.py), imports every
+module of app/, core/ and index/, then runs the Qt-free CLI end to end in this one process and
+writes each command's exit code and output to WORKDIR/results.json, which
+tests/test_no_posix_modules.py checks."""
 from __future__ import annotations
 
 import os
