@@ -92,6 +92,26 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+# The tests whose renames and deletions must all work on Windows: none onto or of a file this
+# process still holds open (tests/open_files_guard.py). Module names without their package, so a
+# move of the test file keeps it guarded.
+GUARDED = {"test_store_contract", "test_store_durability", "test_store_cli", "test_store", "test_train",
+           "test_train_cli", "test_runs", "test_experiments", "test_notebook_export",
+           "test_store_milvus_migrate", "test_store_repair_cli", "test_torn_store",
+           "test_portable_locks", "test_whiten_cli", "test_store_milvus"}
+
+
+@pytest.fixture(autouse=True)
+def no_rename_or_delete_of_open_files(request):
+    if request.module.__name__.rsplit(".", 1)[-1] not in GUARDED:
+        yield
+        return
+    from tests.open_files_guard import watch
+    with watch() as found:
+        yield
+    assert not found, f"renamed onto or deleted while this process holds it open (Windows refuses): {found}"
+
+
 @pytest.fixture
 def run(capsys):
     """run("embed", "text", ...) -> (returncode, stdout, stderr) of `encoderscope ...` run in
