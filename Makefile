@@ -53,7 +53,7 @@ bench: setup
 	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/map.py
 	$(BIN)/python bench/train_throughput.py
 
-# No venv and no Qt: the python on PATH with the bundle's PYTHONPATH (source .gpu/setup.sh).
+# No venv and no Qt: the python on PATH (with faiss-cpu, platformdirs and minilm: docs/gpu.md).
 DEVICE  ?= cuda
 GPU_PY  ?= python3
 gpu-check:

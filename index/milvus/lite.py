@@ -40,7 +40,7 @@ _COPIES: set = set()            # Lite data dirs that are reading copies of read
 def lock_holder(folder: Path) -> int | None:
     """The pid recorded by the folder's last writer, if readable."""
     try:
-        raw = (folder / "lock").read_text().strip()
+        raw = (folder / "lock").read_text(encoding="ascii", errors="replace").strip()
         return int(raw) if raw else None
     except (OSError, ValueError):
         return None
