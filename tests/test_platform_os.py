@@ -1,0 +1,68 @@
+"""Portable by construction: outside core/platform_os.py no module of app/, core/ or index/ imports
+a POSIX-only module or calls what Windows lacks or does differently (read from the source, so it
+runs in `make test`; tests/test_no_posix_modules.py runs the CLI without them). And the command
+line stops on Ctrl-C alone where the OS sends no SIGTERM (sys.platform simulated)."""
+from __future__ import annotations
+
+import ast
+import signal
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+POSIX_ONLY = {"fcntl", "resource", "pwd", "grp", "termios", "posix", "pty", "tty", "syslog"}
+# os functions that are missing on Windows, or (os.kill) do something else there
+OS_CALLS = {"kill", "pread", "pwrite", "statvfs", "getuid", "geteuid", "fork", "setsid", "killpg",
+            "getpgid", "mkfifo", "getloadavg", "sched_getaffinity", "fchmod", "fchown", "chown",
+            "uname", "nice"}
+HOME = "core/platform_os.py"
+
+
+def _sources():
+    for package in ("app", "core", "index"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel != HOME:
+                yield rel, ast.parse(path.read_text(encoding="utf-8"), rel)
+
+
+def test_no_posix_only_import_and_no_windows_missing_call_outside_the_platform_module():
+    found = []
+    for rel, tree in _sources():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found += [f"{rel}:{node.lineno} import {a.name}" for a in node.names
+                          if a.name.split(".")[0] in POSIX_ONLY]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in POSIX_ONLY:
+                found.append(f"{rel}:{node.lineno} from {node.module}")
+            elif (isinstance(node, ast.Attribute) and node.attr in OS_CALLS
+                  and isinstance(node.value, ast.Name) and node.value.id == "os"):
+                found.append(f"{rel}:{node.lineno} os.{node.attr}")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and node.value.startswith("/proc/"):
+                found.append(f"{rel}:{node.lineno} {node.value!r}")
+    assert not found, "belongs in core/platform_os.py (with a fallback): " + "; ".join(found)
+
+
+def test_the_platform_module_imports_fcntl_only_inside_functions():
+    tree = ast.parse((ROOT / HOME).read_text(encoding="utf-8"))
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    names = {a.name for n in top for a in n.names} | {n.module for n in top if isinstance(n, ast.ImportFrom)}
+    assert not names & POSIX_ONLY
+
+
+def test_where_no_sigterm_comes_the_cli_handles_ctrl_c_alone(monkeypatch, capsys):
+    from app.cli import main
+    from core import platform_os
+    monkeypatch.setattr(sys, "platform", "win32")
+    assert platform_os.stop_signals() == (signal.SIGINT,)
+    monkeypatch.setattr(sys, "platform", "linux")     # libraries branch on it: Windows for ours alone
+    monkeypatch.setattr(platform_os, "windows", lambda: True)
+    installed = []
+    real = signal.signal
+    monkeypatch.setattr(signal, "signal", lambda sig, handler: installed.append(sig) or real(sig, handler))
+    assert main(["models"]) == 0
+    assert signal.SIGTERM not in installed
+    monkeypatch.setattr(platform_os, "windows", lambda: False)
+    assert main(["models"]) == 0
+    assert signal.SIGTERM in installed               # where the OS sends it, it saves as Ctrl-C does
