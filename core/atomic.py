@@ -54,11 +54,7 @@ def atomic_write_with(path, fill, durable: bool = True) -> int:
     try:
         fill(tmp)
         if durable:
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            platform_os.fsync_file(tmp)
         size = os.path.getsize(tmp)
         os.replace(tmp, path)
     except BaseException:

@@ -148,6 +148,16 @@ def open_nofollow(path, flags: int, mode: int = 0o644) -> int:
     return fd
 
 
+def fsync_file(path) -> None:
+    """Flush a written file to disk. Windows flushes only through a handle that may write
+    (FlushFileBuffers on a read-only one fails); POSIX needs no write access."""
+    fd = os.open(str(path), (os.O_RDWR if windows() else os.O_RDONLY) | BINARY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def read_start(fd: int, limit: int = 4096) -> bytes:
     """The first `limit` bytes of an open file (os.pread is POSIX-only)."""
     os.lseek(fd, 0, os.SEEK_SET)

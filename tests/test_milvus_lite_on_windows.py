@@ -26,15 +26,16 @@ def lines(tmp_path):
 def test_a_milvus_lite_location_on_windows_is_one_line_with_the_way_out(tmp_path, lines, capsys,
                                                                        monkeypatch):
     folder = tmp_path / "news"
+    here = sys.platform
     monkeypatch.setattr(sys, "platform", "win32")
     code, _, err = cli(capsys, "ingest", lines, "--store", f"milvus-lite:{folder}", "--model", RANDOM, "--quiet")
     msg = one_error(code, err)
     assert "Milvus Lite does not run on Windows" in msg
     assert f"--store {folder} (a FAISS folder) or --store http://localhost:19530?collection=NAME" in msg
     assert not folder.exists()
-    monkeypatch.setattr(sys, "platform", "linux")     # the way out it offers, taken (the lock of
+    monkeypatch.setattr(sys, "platform", here)        # the way out it offers, taken (with this
     code, out, err = cli(capsys, "ingest", lines, "--store", folder, "--model", RANDOM, "--quiet")
-    assert code == 0 and "added 2" in out, err        # this machine; Windows' is tested elsewhere)
+    assert code == 0 and "added 2" in out, err        # machine's lock; Windows' is tested elsewhere)
 
 
 def test_the_fix_is_data_and_a_lite_folder_made_elsewhere_is_refused_too(tmp_path, monkeypatch):

@@ -9,6 +9,8 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 POSIX_ONLY = {"fcntl", "resource", "pwd", "grp", "termios", "posix", "pty", "tty", "syslog"}
 # os functions that are missing on Windows, or (os.kill) do something else there
@@ -66,3 +68,28 @@ def test_where_no_sigterm_comes_the_cli_handles_ctrl_c_alone(monkeypatch, capsys
     monkeypatch.setattr(platform_os, "windows", lambda: False)
     assert main(["models"]) == 0
     assert signal.SIGTERM in installed               # where the OS sends it, it saves as Ctrl-C does
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads the handle's mode through Linux's /proc")
+def test_a_crash_safe_write_flushes_through_a_handle_windows_accepts(tmp_path, monkeypatch):
+    """Windows' fsync (FlushFileBuffers) fails on a read-only handle: the file is flushed through
+    one that may write there, and stays read-only on POSIX (a read-only handle suffices)."""
+    import fcntl
+    import os
+
+    from core import platform_os
+    from core.atomic import atomic_write
+    modes = []
+    real = os.fsync
+
+    def fsync(fd):
+        if os.path.isfile(os.readlink(f"/proc/self/fd/{fd}")):
+            modes.append(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE)
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(platform_os, "windows", lambda: True)
+    atomic_write(tmp_path / "f", b"x\n")
+    monkeypatch.setattr(platform_os, "windows", lambda: False)
+    atomic_write(tmp_path / "f", b"y\n")
+    assert modes == [os.O_RDWR, os.O_RDONLY] and (tmp_path / "f").read_bytes() == b"y\n"

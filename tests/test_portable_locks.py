@@ -24,6 +24,8 @@ from tests.store_contract_support import milvus_available
 from tests.test_store_files import made, model  # noqa: F401  (fixtures of the link test)
 from tests.test_train_helpers import write_corpus
 
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Windows' byte lock is simulated with "
+                                "Linux's OFD locks; on Windows the other lock tests run it for real")
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ["faiss", pytest.param("milvus", marks=pytest.mark.skipif(not milvus_available(),
                                                                    reason="needs the [milvus] extra"))]
