@@ -1,8 +1,9 @@
 """Windows refuses to rename onto, rename, or delete a file that a handle of this process still
-holds open (or maps): `watch()` wraps os.replace, os.rename, os.unlink and os.remove (pathlib's
-Path.replace/rename/unlink go through them) and records each call whose path is open in this
-process, read from Linux's /proc/self/fd and /proc/self/maps. tests/conftest.py applies it to the
-store, training and export tests (GUARDED there); the test fails when anything was recorded."""
+holds open (or maps), and to rename a folder holding such a file: `watch()` wraps os.replace,
+os.rename, os.unlink and os.remove (pathlib's Path.replace/rename/unlink go through them) and
+records each call whose path is open in this process, read from Linux's /proc/self/fd and
+/proc/self/maps. tests/conftest.py applies it to the store, training and export tests (GUARDED
+there); the test fails when anything was recorded."""
 from __future__ import annotations
 
 import os
@@ -67,8 +68,14 @@ def watch():
             held = open_paths()
             for path, dir_fd in paths:
                 full = _full(path, dir_fd)
-                if full is not None and full in held and os.path.isfile(full):
+                if full is None:
+                    continue
+                if os.path.isfile(full) and full in held:
                     found.append((name, full))
+                elif os.path.isdir(full) and name in ("replace", "rename"):
+                    inside = sorted(h for h in held if h.startswith(full + os.sep))
+                    if inside:                     # Windows cannot move a folder with an open file
+                        found.append((name, inside[0]))
             return real[name](*args, **kw)
         return checked
 

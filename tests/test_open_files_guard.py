@@ -42,3 +42,14 @@ def test_a_mapped_file_counts_as_open_and_closed_files_pass(tmp_path):
         os.replace(tmp_path / "new", free)   # nothing holds `free`: allowed
         os.unlink(free)
     assert found == [("unlink", str(mapped.resolve()))]
+
+
+def test_a_folder_holding_an_open_file_cannot_be_renamed(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "metrics.jsonl").write_text("{}\n", encoding="utf-8")
+    with watch() as found:
+        with open(folder / "metrics.jsonl", "a", encoding="utf-8"):
+            folder.rename(tmp_path / "old")
+        (tmp_path / "old").rename(folder)              # closed again: allowed
+    assert found == [("rename", str((folder / "metrics.jsonl").resolve()))]
