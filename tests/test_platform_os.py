@@ -93,3 +93,25 @@ def test_a_crash_safe_write_flushes_through_a_handle_windows_accepts(tmp_path, m
     monkeypatch.setattr(platform_os, "windows", lambda: False)
     atomic_write(tmp_path / "f", b"y\n")
     assert modes == [os.O_RDWR, os.O_RDONLY] and (tmp_path / "f").read_bytes() == b"y\n"
+
+
+def test_without_proc_each_reading_falls_back(tmp_path, monkeypatch):
+    """macOS and Windows have no /proc: the CPU's name comes from platform, a process's command
+    line is unknown (the lock's holder is named by its pid), the umask is read by setting it back."""
+    import os
+
+    from core import platform_os
+    from index.durability import describe_holder
+    real_path = platform_os.Path
+    monkeypatch.setattr(platform_os, "Path",
+                        lambda p: real_path(tmp_path / "no-proc" / str(p).lstrip("/")) if str(p).startswith("/proc")
+                        else real_path(p))
+    assert platform_os.cpu_name()
+    assert platform_os.process_argv(os.getpid()) is None
+    mask = os.umask(0o027)
+    try:
+        assert platform_os.current_umask() == 0o027 and os.umask(0o027) == 0o027
+    finally:
+        os.umask(mask)
+    assert describe_holder(os.getpid()) == f"process {os.getpid()}: try again when it has finished"
+    assert platform_os.path_of_fd(10_000) is None
