@@ -16,7 +16,7 @@ implementations, chosen by the platform or, to test the other one, by $ENCODERSC
   points (creating links needs rights ordinary Windows users lack). On Linux, where there is no
   msvcrt, "windows" locks the same byte with an open-file-description lock (F_OFD_SETLK),
   which has msvcrt's semantics (per handle, dropped on close and on death), so the suite runs
-  the Windows implementation's code here (tests/test_portable_locks.py).
+  the Windows implementation's code here (tests/index/store/test_portable_locks.py).
 
 Processes: `pid_alive` (os.kill(pid, 0) would *terminate* the process on Windows),
 `process_argv` (Linux /proc; None elsewhere: the caller names the pid only). Also the CPU's name
