@@ -115,3 +115,20 @@ def test_without_proc_each_reading_falls_back(tmp_path, monkeypatch):
         os.umask(mask)
     assert describe_holder(os.getpid()) == f"process {os.getpid()}: try again when it has finished"
     assert platform_os.path_of_fd(10_000) is None
+
+
+def test_every_file_name_is_one_windows_and_macos_can_hold():
+    """Their file systems ignore case and Windows forbids some characters and names: no two
+    files of the project differ by case alone, and none has such a name."""
+    import re
+    import shutil
+    import subprocess
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs the git checkout")
+    names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split("\n")
+    names = [n for n in names if n]
+    assert len({n.lower() for n in names}) == len(names)
+    bad = [n for n in names if re.search(r'[<>:"|?*\\]', n) or any(
+        re.fullmatch(r"(con|prn|aux|nul|com\d|lpt\d)(\..*)?", part, re.I) or part.endswith((" ", "."))
+        for part in n.split("/"))]
+    assert not bad
