@@ -189,12 +189,17 @@ def pid_alive(pid: int) -> bool:
 
 def _windows_pid_alive(pid: int) -> bool:   # pragma: no cover - runs on Windows only
     import ctypes
-    kernel32 = ctypes.windll.kernel32
+    from ctypes import wintypes
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    kernel32.OpenProcess.restype = wintypes.HANDLE
+    kernel32.OpenProcess.argtypes = (wintypes.DWORD, wintypes.BOOL, wintypes.DWORD)
+    kernel32.GetExitCodeProcess.argtypes = (wintypes.HANDLE, ctypes.POINTER(wintypes.DWORD))
+    kernel32.CloseHandle.argtypes = (wintypes.HANDLE,)
     handle = kernel32.OpenProcess(0x1000, False, pid)     # PROCESS_QUERY_LIMITED_INFORMATION
     if not handle:
-        return kernel32.GetLastError() == 5              # access denied: it exists
+        return ctypes.get_last_error() == 5              # access denied: it exists (another user's)
     try:
-        code = ctypes.c_ulong()
+        code = wintypes.DWORD()
         if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
             return True
         return code.value == 259                         # STILL_ACTIVE
