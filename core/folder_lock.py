@@ -1,18 +1,19 @@
-"""One writer at a time, by an OS lock (flock) on a file that names its holder: ExclusiveFile,
-which the store's lock builds on too (index/durability.py), and one writer per output folder
+"""One writer at a time, by an OS lock on a file that names its holder: ExclusiveFile,
+which the store's lock builds on too (index/store/durability.py), and one writer per output folder
 (a training run's --out, an experiment's --out).
 
 The output folder's lock is on `.<name>.writer` beside the folder, not inside it: a checkpoint
 replaces the whole folder by a fresh copy, which would take a lock file inside with it. The OS
-drops the lock when its process dies (kill -9 included), so a stale file never blocks anyone, and
-its holder removes the file when done (nothing is left beside the folder);
-while held, the file names the holder (pid, host, start time) for the refusal message. The file
-is opened without following a link (O_NOFOLLOW), so it never writes anywhere else.
+drops the lock when its process dies (kill -9 included), so a stale file never blocks anyone,
+and its holder removes the file when done (nothing is left beside the folder); while held, the
+file names the holder (pid, host, start time) for the refusal message. The file is opened
+without following a link (O_NOFOLLOW, or checked where the OS lacks it), so it never writes
+anywhere else. The OS lock itself is core.platform_os's (flock on Linux and macOS, a byte lock
+on Windows; what each guarantees is said there).
 """
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import socket
@@ -21,9 +22,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from core import platform_os
 from core.errors import EncoderscopeError, settings_fix
 
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _HELD: dict[str, int] = {}     # lock file -> how many locks of this process hold it
 
 
@@ -40,7 +41,8 @@ class NotRegularFile(Exception):
 
 
 class ExclusiveFile:
-    """An exclusive, non-blocking OS lock (flock) on one file, which names its holder.
+    """An exclusive, non-blocking OS lock (core.platform_os.file_lock) on one file, which names
+    its holder.
 
     The OS drops the lock when its process dies (kill -9 included), so a stale file never
     blocks anyone. `open_fd(path, flags, mode)` opens the file (default: without following a
@@ -51,7 +53,8 @@ class ExclusiveFile:
     def __init__(self, path, open_fd: Callable[[str, int, int], int] | None = None, *,
                  remove_on_release: bool = False):
         self.path = Path(path)
-        self._open = open_fd or (lambda p, flags, mode: os.open(p, flags | NOFOLLOW, mode))
+        self._open = open_fd or platform_os.open_nofollow
+        self._lock = platform_os.file_lock()
         self._fd: int | None = None
         # removed by its holder when given back: then a lock taken on a file another holder has
         # just removed is no lock, and acquire() checks that the file it locked is still there
@@ -68,47 +71,44 @@ class ExclusiveFile:
             fd = self._lock_once()
             if not self.remove_on_release or _same_file(fd, self.path):
                 break
+            self._lock.unlock(fd)
             os.close(fd)     # the holder removed it as we took it: take the new one
         else:
             raise LockBusy(b"")
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, record, 0)
+            platform_os.write_start(fd, record)
         except OSError:
             pass     # held all the same; only the holder's name is missing
         self._fd = fd
 
     def _lock_once(self) -> int:
-        fd = self._open(str(self.path), os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
+        fd = self._open(str(self.path), os.O_RDWR | os.O_CREAT | platform_os.NONBLOCK, 0o644)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise NotRegularFile(str(self.path))
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            held_by = _read(fd)
-            os.close(fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise LockBusy(held_by) from None
-            raise
+            taken = self._lock.try_lock(fd)
         except BaseException:
             os.close(fd)
             raise
+        if not taken:
+            held_by = _read(fd)
+            os.close(fd)
+            raise LockBusy(held_by)
         return fd
 
     def release(self) -> None:
         """Give the lock back, the holder's record emptied first (a reader sees no holder), or
-        with remove_on_release the file removed first (nothing left behind)."""
+        with remove_on_release the file removed first (nothing left behind; where the OS will
+        not remove an open file, Windows, it is emptied instead)."""
         if self._fd is None:
             return
         try:
             try:
-                if self.remove_on_release and _same_file(self._fd, self.path):
-                    os.unlink(self.path)
-                else:
+                if not (self.remove_on_release and _remove_own(self._fd, self.path)):
                     os.ftruncate(self._fd, 0)
             except OSError:
                 pass
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            self._lock.unlock(self._fd)
         finally:
             os.close(self._fd)
             self._fd = None
@@ -123,9 +123,20 @@ def _same_file(fd: int, path: Path) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
+def _remove_own(fd: int, path: Path) -> bool:
+    """Remove `path` if it is still the file open as `fd`; False where it could not be."""
+    if not _same_file(fd, path):
+        return False
+    try:
+        os.unlink(path)
+    except OSError:
+        return False
+    return True
+
+
 def _read(fd: int) -> bytes:
     try:
-        return os.pread(fd, 4096, 0)
+        return platform_os.read_start(fd)
     except OSError:
         return b""
 

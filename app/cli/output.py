@@ -85,9 +85,9 @@ def result_follows(what: str = "the output") -> None:
 
 
 def stream_name(stream) -> str:
+    from core.platform_os import path_of_fd
     try:
-        target = os.readlink(f"/proc/self/fd/{stream.fileno()}")
-        return target if target.startswith("/") else "standard output"
+        return path_of_fd(stream.fileno()) or "standard output"
     except (OSError, ValueError, AttributeError):
         return "standard output"
 
@@ -95,7 +95,7 @@ def stream_name(stream) -> str:
 def os_reason(e: OSError) -> str:
     if e.errno == errno.ENOSPC:
         return "the disk is full (ENOSPC)"
-    if e.errno == errno.EDQUOT:
+    if e.errno == getattr(errno, "EDQUOT", None):
         return "the disk quota is used up"
     return f"{e.strerror or e}"
 

@@ -19,8 +19,8 @@ import math
 
 import numpy as np
 
-from index.errors import AccessRefused, StoreError
 from index.milvus.calls import plain_rows
+from index.store.errors import AccessRefused, StoreError
 
 WINDOW = 10_000
 FULL_UP_TO = 2_000           # a store this small has every vector checked (seconds on a CPU)
