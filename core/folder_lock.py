@@ -4,12 +4,11 @@ which the store's lock builds on too (index/store/durability.py), and one writer
 
 The output folder's lock is on `.<name>.writer` beside the folder, not inside it: a checkpoint
 replaces the whole folder by a fresh copy, which would take a lock file inside with it. The OS
-drops the lock when its process dies (kill -9 included), so a stale file never blocks anyone,
-and its holder removes the file when done (nothing is left beside the folder); while held, the
-file names the holder (pid, host, start time) for the refusal message. The file is opened
-without following a link (O_NOFOLLOW, or checked where the OS lacks it), so it never writes
-anywhere else. The OS lock itself is core.platform_os's (flock on Linux and macOS, a byte lock
-on Windows; what each guarantees is said there).
+drops the lock when its process dies (kill -9 included), so a stale file never blocks anyone;
+while held, the file names the holder (pid, host, start time) for the refusal message. The file
+is opened without following a link (O_NOFOLLOW, or checked where the OS lacks it), so it never
+writes anywhere else. The OS lock itself is core.platform_os's (flock on Linux and macOS, a byte
+lock on Windows; what each guarantees is said there).
 """
 from __future__ import annotations
 
@@ -50,15 +49,11 @@ class ExclusiveFile:
     holder's record is best effort: a full disk must not turn taking the lock into an error.
     """
 
-    def __init__(self, path, open_fd: Callable[[str, int, int], int] | None = None, *,
-                 remove_on_release: bool = False):
+    def __init__(self, path, open_fd: Callable[[str, int, int], int] | None = None):
         self.path = Path(path)
         self._open = open_fd or platform_os.open_nofollow
         self._lock = platform_os.file_lock()
         self._fd: int | None = None
-        # removed by its holder when given back: then a lock taken on a file another holder has
-        # just removed is no lock, and acquire() checks that the file it locked is still there
-        self.remove_on_release = remove_on_release
 
     @property
     def held(self) -> bool:
@@ -67,21 +62,6 @@ class ExclusiveFile:
     def acquire(self, record: bytes) -> None:
         if self._fd is not None:
             return
-        for _ in range(100):
-            fd = self._lock_once()
-            if not self.remove_on_release or _same_file(fd, self.path):
-                break
-            self._lock.unlock(fd)
-            os.close(fd)     # the holder removed it as we took it: take the new one
-        else:
-            raise LockBusy(b"")
-        try:
-            platform_os.write_start(fd, record)
-        except OSError:
-            pass     # held all the same; only the holder's name is missing
-        self._fd = fd
-
-    def _lock_once(self) -> int:
         fd = self._open(str(self.path), os.O_RDWR | os.O_CREAT | platform_os.NONBLOCK, 0o644)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -94,44 +74,25 @@ class ExclusiveFile:
             held_by = _read(fd)
             os.close(fd)
             raise LockBusy(held_by)
-        return fd
+        try:
+            platform_os.write_start(fd, record)
+        except OSError:
+            pass     # held all the same; only the holder's name is missing
+        self._fd = fd
 
     def release(self) -> None:
-        """Give the lock back, the holder's record emptied first (a reader sees no holder), or
-        with remove_on_release the file removed first (nothing left behind; where the OS will
-        not remove an open file, Windows, it is emptied instead)."""
+        """Give the lock back, the holder's record emptied first (a reader sees no holder)."""
         if self._fd is None:
             return
         try:
             try:
-                if not (self.remove_on_release and _remove_own(self._fd, self.path)):
-                    os.ftruncate(self._fd, 0)
+                os.ftruncate(self._fd, 0)
             except OSError:
                 pass
             self._lock.unlock(self._fd)
         finally:
             os.close(self._fd)
             self._fd = None
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    """Whether `path` still names the file open as `fd` (not removed, not replaced)."""
-    try:
-        a, b = os.fstat(fd), os.lstat(path)
-    except OSError:
-        return False
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
-def _remove_own(fd: int, path: Path) -> bool:
-    """Remove `path` if it is still the file open as `fd`; False where it could not be."""
-    if not _same_file(fd, path):
-        return False
-    try:
-        os.unlink(path)
-    except OSError:
-        return False
-    return True
 
 
 def _read(fd: int) -> bytes:
@@ -161,7 +122,7 @@ class OutputFolderLock:
         self.folder = Path(folder).expanduser()
         self.path = lock_path(self.folder)
         self.what = what
-        self._file = ExclusiveFile(self.path, remove_on_release=True)   # no file left beside --out
+        self._file = ExclusiveFile(self.path)
         self._nested = False
 
     def acquire(self) -> OutputFolderLock:

@@ -199,7 +199,10 @@ class VectorStore(Store):
 
     def _store_planned(self, plan, texts, metas, vecs, result: AddResult, context, ids=None):
         rows = [(texts[i], *_split_meta(metas[i]), v) for i, v in zip(plan, vecs)]
-        self._commit_rows(plan, rows, result, None if ids is None else [ids[i] for i in plan])
+        if ids is None:
+            self._commit_rows(plan, rows, result)
+        else:               # a migrate copy keeps its source's ids
+            self._commit_rows(plan, rows, result, [ids[i] for i in plan])
 
     def can_keep_ids(self) -> bool:
         """Whether no id was ever handed out here (a migrate copy then keeps its source's ids)."""

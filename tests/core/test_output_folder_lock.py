@@ -123,32 +123,3 @@ def test_one_lock_implementation_for_output_folders_and_stores(tmp_path):
     os.mkfifo(tmp_path / "s" / "lock")
     with pytest.raises(StoreError, match="is not a regular file; remove it"):
         WriterLock(tmp_path / "s").acquire()
-
-
-def test_train_leaves_no_lock_file_beside_its_output_folder(corpus, tmp_path, capsys):
-    out = tmp_path / "lab" / "run"
-    code, _, err = cli(capsys, "train", "--corpus", corpus, "--out", out, "--steps", "2",
-                       "--no-progress", *TINY)
-    assert code == 0, err
-    assert sorted(p.name for p in (tmp_path / "lab").iterdir()) == ["run"]
-
-
-def test_a_lock_file_removed_by_its_holder_is_never_a_second_lock(tmp_path):
-    """The holder removes the file as it gives the lock back: a process that opened the old
-    file just before takes the new one, so two holders never hold "the" lock at once."""
-    import fcntl
-
-    from core.folder_lock import ExclusiveFile, LockBusy, OutputFolderLock, lock_path
-    first = OutputFolderLock(tmp_path / "run", "train").acquire()
-    path = lock_path(tmp_path / "run")
-    stale = os.open(path, os.O_RDWR)          # opened while held, as a late second writer would
-    first.release()
-    assert not path.exists()
-    fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)   # a lock on the removed file, held by "them"
-    second = ExclusiveFile(path, remove_on_release=True)
-    second.acquire(b"second")                 # the file at the path is a new one: free
-    with pytest.raises(LockBusy):
-        ExclusiveFile(path, remove_on_release=True).acquire(b"third")
-    second.release()
-    os.close(stale)
-    assert not path.exists()
