@@ -10,3 +10,4 @@ POOLINGS = ("mean", "cls", "max", "attention")   # token vectors -> one sentence
 ATTENTIONS = ("bidirectional", "causal")   # which keys a token attends to (core/encoder/model.py)
 PRECISIONS = ("fp32", "bf16")         # what a model runs its embeddings in (core/device.py)
 PRECISION_CHOICES = ("auto", *PRECISIONS)   # what a user may ask for; auto: bf16 where native
+MASK = "[MASK]"                       # what a user types where fill-mask should guess a word (any case)

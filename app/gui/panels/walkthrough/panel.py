@@ -22,12 +22,13 @@ from app.gui import panel_state
 from app.gui.current_intervention import current_intervention
 from app.gui.follow_model import FollowModel
 from app.gui.panels.walkthrough.batch_view import BatchView
-from app.gui.panels.walkthrough.controls import POOLINGS, build_controls
+from app.gui.panels.walkthrough.controls import build_controls
 from app.gui.panels.walkthrough.positions_view import PositionsView
 from app.gui.panels.walkthrough.steps_page import build_steps_page
 from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, badge_color
 from app.gui.widgets.labels import rich_label
 from app.gui.widgets.line_edit import long_line_edit
+from core.names import POOLINGS
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "walkthrough.explain"
