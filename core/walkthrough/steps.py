@@ -154,22 +154,12 @@ def reference_backend(backend):
 
 
 def tokenize(backend, text: str, pair: str | None = None):
-    """-> (ids, token type ids or None, tokens cut). A pair is read the BERT way:
-    [CLS] text [SEP] pair [SEP], token types 0 then 1, cut longest-first."""
-    tok, cfg = backend.tokenizer, backend.config
-    if pair is None or not pair.strip():
-        rows, cut = backend.encode_ids([text])
-        ids = rows[0]
-        full = len(tok(text, truncation=False)["input_ids"]) if cut else len(ids)
-        types = [0] * len(ids)
-    else:
-        if not text.strip():
-            raise InputError("both texts of a pair need at least one visible character")
-        enc = tok(text, pair, truncation="longest_first", max_length=backend.max_length,
-                  return_token_type_ids=True)
-        ids, types = list(enc["input_ids"]), list(enc["token_type_ids"])
-        full = len(tok(text, pair, truncation=False)["input_ids"])
-    return list(ids), (types if cfg.type_vocab_size else None), full - len(ids)
+    """-> (ids, token type ids or None, tokens cut): the backend's one tokenisation of a text or
+    a pair (Backend.encode_input); types spelled out (0 for one text) where the model has them."""
+    ids, types, cut = backend.encode_input(text, pair)
+    if not backend.config.type_vocab_size:
+        return ids, None, cut
+    return ids, (types if types is not None else [0] * len(ids)), cut
 
 
 def check_choice(cfg, layer: int, head: int, pooling: str):

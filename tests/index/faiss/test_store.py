@@ -296,7 +296,7 @@ def test_snapshot_behind_database_is_caught_up(tmp_path, kind):
     store._lock.release()
     reader = VectorStore.open(tmp_path / "s")            # readers catch up in memory
     assert reader.count() == 129 and reader._index.ntotal == 129
-    assert all(h.id != 5 for h in reader.search(x[4], k=5))
+    assert all(h.id != 5 for h in reader.search(x[4:5], k=5)[0])
     man_gen = read_manifest(tmp_path / "s").generation
     writer = VectorStore.open(tmp_path / "s", writable=True)   # writers also save it
     assert read_manifest(tmp_path / "s").generation > man_gen

@@ -41,8 +41,10 @@ def test_exact_search_equals_numpy_cosine_ranking(tmp_path, store_kind, opened):
         assert [h.id - 1 for h, k in zip(row, ok) if k] == [i for i, k in zip(o, ok) if k]
         assert [h.text for h in row] == [f"sentence {h.id - 1}" for h in row]
         assert all(a.score >= b.score for a, b in zip(row, row[1:]))
+    # one shape for every caller: a list per query, also for one query given as a vector
     single = store.search(q[0], k=10)
-    assert [h.id for h in single] == [h.id for h in hits[0]]
+    assert len(single) == 1 and [h.id for h in single[0]] == [h.id for h in hits[0]]
+    assert [h.id for h in store.search(q[:1], k=10)[0]] == [h.id for h in hits[0]]
 
 
 @pytest.mark.skipif(not milvus_available(), reason="needs the [milvus] extra")
