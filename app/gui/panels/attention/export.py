@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from app.gui.widgets.save_dialog import ask_save_path
-from core.encoder import attention as A
+from core.inspect import attention_maps as A
 
 EXPORT_JOB_KEY = "attention.export"
 

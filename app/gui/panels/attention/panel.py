@@ -2,7 +2,7 @@
 
 The model call (``Backend.inspect``) runs through ``state.run`` off the UI thread; everything
 after it (aggregating, hiding tokens, drawing) is numpy + pyqtgraph on the UI thread and takes
-milliseconds (see bench/attention_render.py). The maths lives in ``core/encoder/attention.py``.
+milliseconds (see bench/attention_render.py). The maths lives in ``core/inspect/attention_maps.py``.
 
 Keyboard: with the heatmap or the grid focused, Left/Right step through heads and Up/Down
 through layers; Ctrl+Enter in the text box inspects; Home resets the zoom.
@@ -24,7 +24,7 @@ from app.gui.panels.attention.export import AttentionExporter, ExportSource, pai
 from app.gui.panels.attention.view_pages import EXPLAIN, build_view_pages
 from app.gui.widgets.labels import rich_label
 from app.gui.widgets.line_edit import long_line_edit
-from core.encoder import attention as A
+from core.inspect import attention_maps as A
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "attention.inspect"

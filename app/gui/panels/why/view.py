@@ -22,8 +22,8 @@ from PySide6.QtCore import Qt
 from app.gui.follow_model import FollowModel
 from app.gui.widgets.heatmap import HeatmapWidget
 from app.gui.widgets.save_dialog import ask_save_path
-from core.encoder.attention import write_matrix_csv
 from core.evaluate.why import SAME_SCORE, explain_job, format_pairs
+from core.inspect.attention_maps import write_matrix_csv
 
 DIVERGING = "CET-D1"               # blue - white - red, white at the middle of the levels
 POSITIVE, NEGATIVE = "#c0392b", "#2166ac"
