@@ -108,6 +108,10 @@ class PackedEncoder:
         with torch.autocast(device.type, enabled=False):
             return self._forward(kernels, input_ids, attention_mask, token_type_ids)
 
+    # Twin of core.encoder.model.Encoder.forward,
+    #   pinned by tests/core/encoder/test_fast_paths.py::test_packed_encoder_gives_the_modules_numbers:
+    #   the CPU fast path: the last hidden state only, fused QKV and oneDNN-packed Linears in few
+    #   Python steps; the readable modules stay the reference (and run whenever hooks are set).
     def _forward(self, kernels, input_ids, attention_mask, token_type_ids):
         B, T = input_ids.shape
         x = F.embedding(input_ids, self.word) + self.position[:T]             # (B, T, D)
