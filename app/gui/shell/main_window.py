@@ -3,6 +3,7 @@ the tabs built when first needed (Attention, Step by step, Fill-mask, Train, Map
 status bar with the device in use, the corpus count and the running job's progress."""
 from __future__ import annotations
 
+import importlib
 import os
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl
@@ -40,39 +41,19 @@ TITLE = "Encoderscope"
 
 # The panels built when first needed (app/gui/shell/panel_tabs.py): each imports pyqtgraph, so its module is
 # imported by its factory, not at start-up. Tab title -> factory(state) -> the panel.
-def _attention_panel(state):
-    from app.gui.panels.attention.panel import AttentionPanel
-    return AttentionPanel(state)
+def _lazy(module: str, name: str):
+    """factory(state) -> the panel `name` of `module`, imported when the factory first runs."""
+    def build(state):
+        return getattr(importlib.import_module(module), name)(state)
+    return build
 
 
-def _walkthrough_panel(state):
-    from app.gui.panels.walkthrough.panel import WalkthroughPanel
-    return WalkthroughPanel(state)
-
-
-def _fillmask_panel(state):
-    from app.gui.panels.fillmask.panel import FillMaskPanel
-    return FillMaskPanel(state)
-
-
-def _intervene_panel(state):
-    from app.gui.panels.intervene.panel import InterventionPanel
-    return InterventionPanel(state)
-
-
-def _train_panel(state):
-    from app.gui.panels.train.lab import TrainLab  # the Train tab: Run, Runs, Experiments pages
-    return TrainLab(state)
-
-
-def _map_panel(state):
-    from app.gui.panels.map.panel import MapPanel
-    return MapPanel(state)
-
-
-OPTIONAL_PANELS = {"Attention": _attention_panel, "Step by step": _walkthrough_panel,
-                   "Fill-mask": _fillmask_panel, "Intervene": _intervene_panel, "Train": _train_panel}
-MAP_PANEL = {"Map": _map_panel}
+OPTIONAL_PANELS = {"Attention": _lazy("app.gui.panels.attention.panel", "AttentionPanel"),
+                   "Step by step": _lazy("app.gui.panels.walkthrough.panel", "WalkthroughPanel"),
+                   "Fill-mask": _lazy("app.gui.panels.fillmask.panel", "FillMaskPanel"),
+                   "Intervene": _lazy("app.gui.panels.intervene.panel", "InterventionPanel"),
+                   "Train": _lazy("app.gui.panels.train.lab", "TrainLab")}  # Run, Runs, Experiments pages
+MAP_PANEL = {"Map": _lazy("app.gui.panels.map.panel", "MapPanel")}
 PREBUILD_DELAY_MS = 1500   # after the corpus model loaded, build the unbuilt panels one at a time
 
 

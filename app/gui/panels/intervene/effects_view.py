@@ -15,6 +15,7 @@ from PySide6 import QtCore, QtWidgets
 
 from app.gui.panels.attention.head_grid import HeadGrid
 from app.gui.widgets.heatmap import HeatmapWidget
+from app.gui.widgets.tables import read_only_table
 
 COLUMNS = ("before", "after", "difference")
 
@@ -57,11 +58,7 @@ class EffectsView(QtWidgets.QWidget):
         outer.addLayout(grids, 1)
 
         lower = QtWidgets.QHBoxLayout()
-        self.fill_table = QtWidgets.QTableWidget(0, 4)
-        self.fill_table.setObjectName("fill_mask_effects")
-        self.fill_table.setHorizontalHeaderLabels(["before", "p", "after", "p"])
-        self.fill_table.verticalHeader().setVisible(False)
-        self.fill_table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.fill_table = read_only_table("fill_mask_effects", ["before", "p", "after", "p"])
         self.fill_table.setMaximumHeight(120)
         fill_box = QtWidgets.QVBoxLayout()
         self.fill_label = QtWidgets.QLabel()

@@ -14,6 +14,7 @@ from PySide6 import QtCore, QtWidgets
 
 from app.gui.panels.attention.head_grid import HeadGrid
 from app.gui.widgets.heatmap import HeatmapWidget
+from app.gui.widgets.labels import rich_label
 from core.intervene.spec import Intervention
 
 DIVERGING = "CET-D1"         # blue - white - red: a drop's sign is its colour
@@ -60,10 +61,7 @@ class ImportanceView(QtWidgets.QWidget):
         bar.addWidget(self.progress, 1)
         bar.addWidget(self.cancel_button)
         outer.addLayout(bar)
-        self.info = QtWidgets.QLabel()
-        self.info.setObjectName("importance_info")
-        self.info.setWordWrap(True)
-        self.info.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.info = rich_label("importance_info")
         outer.addWidget(self.info)
         self.heatmap = DropHeatmap(row_title="layer", col_title="head · attention · FFN")
         self.heatmap.colorbar.getAxis("right").setLabel("drop")

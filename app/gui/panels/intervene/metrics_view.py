@@ -12,6 +12,7 @@ import html
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.gui.widgets.line_edit import long_line_edit
+from app.gui.widgets.tables import read_only_table
 
 EXAMPLE_QUERY = "a pet sleeping in the sun"
 
@@ -47,11 +48,7 @@ class MetricsView(QtWidgets.QWidget):
         bar.addWidget(self.progress, 1)
         bar.addWidget(self.cancel_button)
         outer.addLayout(bar)
-        self.table = QtWidgets.QTableWidget(0, 4)
-        self.table.setObjectName("metric_effects")
-        self.table.setHorizontalHeaderLabels(["metric", "before", "after", "difference"])
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table = read_only_table("metric_effects", ["metric", "before", "after", "difference"])
         self.table.setMaximumHeight(130)
         outer.addWidget(self.table)
         self.note = QtWidgets.QLabel()
@@ -68,11 +65,7 @@ class MetricsView(QtWidgets.QWidget):
         row.addWidget(self.query_edit, 1)
         row.addWidget(self.rank_button)
         outer.addLayout(row)
-        self.ranking = QtWidgets.QTableWidget(0, 4)
-        self.ranking.setObjectName("ranking_effects")
-        self.ranking.setHorizontalHeaderLabels(["before", "after", "moved", "text"])
-        self.ranking.verticalHeader().setVisible(False)
-        self.ranking.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.ranking = read_only_table("ranking_effects", ["before", "after", "moved", "text"])
         self.ranking.horizontalHeader().setStretchLastSection(True)
         outer.addWidget(self.ranking, 1)
         self.set_running(False)

@@ -19,6 +19,7 @@ from app.gui.panels.intervene.editor import InterventionEditor
 from app.gui.panels.intervene.effects_view import EffectsView
 from app.gui.panels.intervene.importance_view import ImportanceView
 from app.gui.panels.intervene.metrics_view import MetricsView
+from app.gui.widgets.labels import rich_label
 from app.gui.widgets.line_edit import long_line_edit
 
 EXAMPLE = "The cat sat on the mat because it was tired."
@@ -78,10 +79,7 @@ class InterventionPanel(QtWidgets.QWidget):
         outer.addLayout(form)
 
         bar = QtWidgets.QHBoxLayout()
-        self.description = QtWidgets.QLabel()
-        self.description.setObjectName("intervention_description")
-        self.description.setTextFormat(QtCore.Qt.TextFormat.RichText)
-        self.description.setWordWrap(True)
+        self.description = rich_label("intervention_description")
         self.apply_button = QtWidgets.QPushButton("Apply")
         self.apply_button.setDefault(True)
         self.apply_button.setToolTip("Run the sentence with these parts switched off (Step by step follows too)")
@@ -97,10 +95,7 @@ class InterventionPanel(QtWidgets.QWidget):
         for w in (self.progress, self.cancel_button, self.apply_button, self.clear_button):
             bar.addWidget(w)
         outer.addLayout(bar)
-        self.message = QtWidgets.QLabel()
-        self.message.setObjectName("intervene_message")
-        self.message.setWordWrap(True)
-        self.message.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.message = rich_label("intervene_message")
         outer.addWidget(self.message)
 
         split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)

@@ -78,15 +78,12 @@ class BatchView(QtWidgets.QWidget):
         """The inspected model changed (None: loading): its batch goes; the newest request again."""
         if self._requested is not None:
             self._clear("<i>Loading the model …</i>" if backend is None else "")
-        if backend is not None and self._requested is not None and self.isVisible():
-            self.show_for(*self._requested)
+        self.follow.ask_again(self)
 
     def showEvent(self, event) -> None:
         """Back on screen after the model changed while hidden: recomputed for that model."""
         super().showEvent(event)
-        shown_model = self._shown_for[0] if self._shown_for else None
-        if self._requested is not None and self.follow.stale(shown_model):
-            QtCore.QTimer.singleShot(0, lambda: self.show_for(*self._requested))
+        self.follow.ask_again_if_stale(self)
 
     def show_for(self, first: str, second: str, layer: int, head: int) -> None:
         """Compute (in a worker) and show the batch of ``first`` and ``second``."""

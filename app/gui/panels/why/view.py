@@ -320,22 +320,19 @@ class WhyDialog(QtWidgets.QDialog):
             f"column total {hm.col_sums[j]:+.4f}")
 
     # ---- export -------------------------------------------------------------------------------
-    def _ask_path(self, caption: str, suggested: str, filt: str) -> Path | None:
-        return ask_save_path(self, caption, suggested, filt)
+    def _save_path(self, path, caption: str, suggested: str, filt: str) -> Path | None:
+        """`path`, or one the user picks; None when nothing is shown or the dialog was cancelled."""
+        if self.view is None:
+            return None
+        return path or ask_save_path(self, caption, suggested, filt)
 
     def export_csv(self, path=None) -> Path | None:
         """The matrix shown, rows = query tokens, columns = hit tokens (as the heatmap)."""
-        if self.view is None:
-            return None
-        path = path or self._ask_path("Save the contributions as CSV", "why.csv", "CSV (*.csv)")
+        path = self._save_path(path, "Save the contributions as CSV", "why.csv", "CSV (*.csv)")
         if path is None:
             return None
         return write_matrix_csv(path, self.view.matrix, self.heatmap.row_labels, self.heatmap.col_labels)
 
     def export_png(self, path=None) -> Path | None:
-        if self.view is None:
-            return None
-        path = path or self._ask_path("Save the view as PNG", "why.png", "PNG image (*.png)")
-        if path is None:
-            return None
-        return Path(path) if self.heatmap.save_png(path) else None
+        path = self._save_path(path, "Save the view as PNG", "why.png", "PNG image (*.png)")
+        return None if path is None else (Path(path) if self.heatmap.save_png(path) else None)
