@@ -19,6 +19,8 @@ VALUE_LABELS = {"backend": BACKEND_LABELS,
                 "objective": {"mlm": "Masked-LM", "simcse": "Contrastive", "clm": "Next token"}}
 
 
+# Twin of app.cli.remedies._fix_worded, alike: the same fix kinds (core.errors)
+#   worded for the app (its tabs and menus) where the CLI words them as commands to type.
 def gui_fix(fix: dict | None) -> str:
     """The words appended to an error's message in the app ("" when it carries no fix)."""
     kind = (fix or {}).get("kind")

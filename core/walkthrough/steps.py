@@ -97,6 +97,8 @@ class Walkthrough:
     config: object = None           # the EncoderConfig the steps ran with (the architecture map draws it)
     intervention: object = None     # the core.intervene Intervention both sides ran with, or None
 
+# Twin of core.walkthrough.architecture.Architecture.block, alike: a look-up by name, each in
+#   its own list with its own KeyError words.
     def step(self, name: str) -> Step:
         for s in self.steps:
             if s.name == name:

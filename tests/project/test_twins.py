@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.check_twins import ROOTS, _block_below, check, main
+from tools.check_twins import ROOTS, check, main
 
 ROOT = Path(__file__).resolve().parents[2]
 PINNED = "tests/core/encoder/test_parts.py::test_numpy_reference_equals_torch"
@@ -26,6 +26,11 @@ def test_every_declared_twin_holds():
         assert ("core/walkthrough/numpy_ref.py", f"core.encoder.model.{twin}") in declared
     assert ("core/encoder/packed_forward.py", "core.encoder.model.Encoder.forward") in declared
     assert all(t.why for t in twins)
+    # the places `duplicates` still pairs in app/, core/ and index/ are declared (docs/architecture.md)
+    for path, target in [("app/gui/wording.py", "app.cli.remedies._fix_worded"),
+                         ("core/train/config.py", "core.encoder.model.EncoderConfig.__post_init__"),
+                         ("index/milvus/store.py", "index.store.base.Store")]:
+        assert (path, target) in declared
 
 
 @pytest.fixture
@@ -56,19 +61,6 @@ def test_a_removed_pinning_test_is_drift(real_copy):
     problems = check(real_copy)[1]
     assert len(problems) == 5 and all(PINNED in p and "does not exist" in p for p in problems)
     assert main(["--root", str(real_copy)]) == 1
-
-
-def test_a_drifted_copy_is_caught(real_copy):
-    copies = [t for t in check(real_copy)[0] if t.kind == "copy"]
-    assert copies, "the tree declares at least one copy"
-    twin = copies[0]
-    source = twin.path.read_text(encoding="utf-8")
-    node = _block_below(twin.path, twin.line)[1]
-    lines = source.splitlines(keepends=True)
-    lines.insert(node.end_lineno, " " * node.body[-1].col_offset + "pass\n")    # one statement more
-    twin.path.write_text("".join(lines), encoding="utf-8")
-    problems = check(real_copy)[1]
-    assert len(problems) == 1 and "is no longer a copy of" in problems[0]
 
 
 SMALL = {

@@ -20,6 +20,8 @@ from core.encoder.sources import DEFAULT_MODEL
 from core.names import POOLINGS
 
 
+# Twin of app.gui.shell.inspect_bar.InspectBar, alike: the corpus model's row and the
+#   inspected model's row; their choices differ (pooling and device here, "same as the corpus" there).
 class ModelBar(QToolBar):
     def __init__(self, state, parent=None):
         super().__init__("Model", parent)

@@ -17,6 +17,7 @@ from app.gui.panels.train.loss_page import add_progress
 from app.gui.panels.train.panel import (  # one training job at a time: a run or an experiment
     JOB_KEY,
     EventBridge,
+    cancel_job,
     finish_job,
     show_failure,
 )
@@ -264,9 +265,7 @@ class ExperimentsView(QtWidgets.QWidget):
         return True
 
     def cancel(self):
-        if self.job is not None:
-            self.stats.setText(self.stats.text() + " — stopping after this step (the run is saved) …")
-            self.job.cancel()
+        cancel_job(self, " — stopping after this step (the run is saved) …")
 
     @property
     def running(self) -> bool:

@@ -56,6 +56,13 @@ def show_failure(view, message: str) -> None:
     view.state.error.emit(message)
 
 
+def cancel_job(view, what_happens: str) -> None:
+    """Cancel the view's running training job, its status line saying `what_happens` meanwhile."""
+    if view.job is not None:
+        view.stats.setText(view.stats.text() + what_happens)
+        view.job.cancel()
+
+
 def finish_job(view, result, finished) -> None:
     """A training job is over (done, cancelled or failed): the view's buttons again, and its
     result, if there is one, sent on through the signal `finished`."""
@@ -340,9 +347,7 @@ class TrainPanel(QtWidgets.QWidget):
         return True
 
     def cancel(self):
-        if self.job is not None:
-            self.stats.setText(self.stats.text() + " — stopping after this step, saving a checkpoint …")
-            self.job.cancel()
+        cancel_job(self, " — stopping after this step, saving a checkpoint …")
 
     def use_model(self) -> bool:
         if self.trained_folder is None:
