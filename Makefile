@@ -1,7 +1,7 @@
 # Two commands set everything up on a fresh machine: `make run` and `make test`.
 #   make run          create .venv, install, launch the app on the bundled sample corpus
-#   make test         same set-up, ruff, then the whole test suite (Qt offscreen; it runs the
-#                     import-linter contracts too)
+#   make test         same set-up, ruff, the declared twins (tools/check_twins.py), then the whole
+#                     test suite (Qt offscreen; it runs the import-linter contracts too)
 #   make test-slow    the long tests too (20 kill -9 trials, ...)
 #   make bench        the benchmarks under bench/ (results: docs/benchmarks.md)
 #   make gpu-check    on a CUDA machine, no venv needed (docs/gpu.md): the GPU tests, the Qt-free
@@ -38,6 +38,7 @@ run: setup
 
 test: setup
 	$(BIN)/ruff check app core index tests bench tools
+	$(BIN)/python -m tools.check_twins
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-slow: setup
