@@ -279,7 +279,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sentences", type=int, default=0, help="sentences to embed (default 4096 GPU, 512 CPU)")
     ap.add_argument("--quick", action="store_true", help="one round, batch 64 only, the small training model")
     ap.add_argument("--no-tests", action="store_true", help="only the measurements")
-    ap.add_argument("--tests", default="test_*.py", help="which test files (globs matched in every folder under tests/, comma-separated)")
+    ap.add_argument("--tests", default="test_*.py",
+                    help="test files: globs matched in every folder of tests/, comma-separated")
     ap.add_argument("--workers", type=int, default=min(15, os.cpu_count() or 1), help="pytest-xdist workers")
     ap.add_argument("--test-timeout", type=int, default=150, help="seconds per test (pytest-timeout)")
     ap.add_argument("--tests-budget", type=float, default=300, help="seconds for all the tests; then cut off")
