@@ -59,8 +59,10 @@ class MetricsView(QtWidgets.QWidget):
         self.note.setObjectName("metrics_note")
         outer.addWidget(self.note)
 
-        outer.addWidget(QtWidgets.QLabel("<b>Search ranking</b> of a query over the open corpus: only the query is "
-                                         "re-embedded under the intervention (the stored vectors stay)"))
+        about = QtWidgets.QLabel("<b>Search ranking</b> of a query over the open corpus: only the query is "
+                                 "re-embedded under the intervention (the stored vectors stay)")
+        about.setWordWrap(True)
+        outer.addWidget(about)
         row = QtWidgets.QHBoxLayout()
         self.query_edit = long_line_edit(EXAMPLE_QUERY, "A query", "ranking_query", on_enter=self._ask_ranking)
         self.rank_button = QtWidgets.QPushButton("Rank")
@@ -101,14 +103,16 @@ class MetricsView(QtWidgets.QWidget):
         """Another corpus model: its store's ranking is not this one's."""
         self.ranking.setRowCount(0)
 
-    def show_metrics(self, metrics) -> None:
+    def show_metrics(self, metrics, patched: bool = False) -> None:
         self.table.setRowCount(len(metrics))
         for r, m in enumerate(metrics):
             worse = m.difference < 0
             for c, text in enumerate((m.name, f"{m.before:.4f}", f"{m.after:.4f}", f"{m.difference:+.4f}")):
                 self.table.setItem(r, c, _item(text, c > 0, ("#c0392b" if worse else "#1e7b34") if c == 3 else None))
         self.table.resizeColumnsToContents()
-        self.note.setText("Patch sites belong to one sentence: the metrics measure the other switches.")
+        # said only when something is patched: the metrics then leave the patch out
+        self.note.setText("Patch sites belong to one sentence: the metrics measure the other switches."
+                          if patched else "")
 
     def show_ranking(self, changes) -> None:
         """index.intervene_ranking.RankingChanges: the top k after (with each one's place before),

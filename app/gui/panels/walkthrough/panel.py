@@ -76,6 +76,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.pooling_follow = FollowModel(state, POOLING_JOB_KEY)
         self.intervention = current_intervention(state)      # set in the Intervene tab; the steps follow it
         self.intervention.changed.connect(self._controls_changed)
+        self.intervention.changed.connect(self.positions_view.set_intervention)
+        self.positions_view.set_intervention(self.intervention.spec)
         if hasattr(state, "walkthrough_requested"):
             state.walkthrough_requested.connect(self.request)
         self._on_backend(getattr(state, "backend", None))
