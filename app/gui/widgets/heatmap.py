@@ -220,6 +220,8 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.left_axis.set_labels(self.row_labels)
         self.top_axis.set_labels(self.col_labels)
         self.plot.setTitle(title, **self._title_style)
+        if not title:
+            self.plot.setTitle(None)          # no title, no empty 30 px row: the rows get the height
         if m.size:
             lo, hi = levels if levels is not None else (0.0, float(np.nanmax(m)))
             hi = hi if hi > lo else lo + 1e-6

@@ -60,6 +60,7 @@ class InterventionPanel(QtWidgets.QWidget):
         self.current = current_intervention(state)
         self.shown_backend = None             # the model whose numbers are drawn
         self._last_request: C.EffectsRequest | None = None
+        self._dropped = ""                    # why a model switch dropped some parts (said after the re-run)
         self._build()
         self.follow = FollowModel(state, JOB_EFFECTS)
         self.metrics_follow = FollowModel(state, JOB_METRICS)
@@ -351,10 +352,14 @@ class InterventionPanel(QtWidgets.QWidget):
         self.metrics_view.clear()
         if self._last_request is not None:
             self.apply()                                  # the same request, on the new model
+        if self._dropped:                                 # what the switch dropped stays said
+            self._say(self._dropped, error=True)
+            self._dropped = ""
 
     def _on_dropped(self, reason: str) -> None:
         """The new model lacks some parts: only those are dropped, the rest stays switched off."""
         self.editor.set_value(self.current.spec)
         if self.current.spec.is_empty:
             self._last_request = None
+        self._dropped = reason
         self._say(reason, error=True)
