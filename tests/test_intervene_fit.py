@@ -189,3 +189,32 @@ def test_no_absolute_folder_path_in_a_label(qtbot, make_window, tiny_store_templ
     assert not any(folder in t for t in shown)
     assert model_label(folder) in plain(panel.effects_view.summary.text())
     assert panel.effects_view.summary.toolTip() == folder       # the path, where it is asked for
+
+
+def test_the_tour_stops_at_intervene_and_closes_the_why_window_when_leaving_stop_4(qtbot, make_window,
+                                                                                  tiny_store_template):
+    from PySide6.QtCore import Qt
+
+    from app.gui.tour_stops import STOPS
+    w = make_window(tiny_store_template)
+    w.resize(*SIZES[0])
+    tour = w.show_tour()
+    qtbot.keyClicks(w.search_panel.query, "a cat sleeping in the sun")
+    qtbot.waitUntil(lambda: w.search_panel.last_result is not None, timeout=60_000)
+    tour.go(3)
+    assert "Why" in tour.stop.title
+    w.search_panel.table.selectRow(0)
+    qtbot.mouseClick(w.search_panel.why_button, Qt.MouseButton.LeftButton)
+    dialog = w.search_panel.why_dialog
+    qtbot.waitUntil(lambda: dialog is not None and dialog.isVisible())
+    qtbot.mouseClick(tour.next_button, Qt.MouseButton.LeftButton)
+    assert tour.index == 4 and not dialog.isVisible()          # it stayed over stops 5-6
+    where = [i for i, s in enumerate(STOPS) if s.tab == "Intervene"]
+    assert where, "no Intervene stop"
+    tour.go(where[0])
+    assert w.tabs.tabText(w.tabs.currentIndex()) == "Intervene"
+    panel = w.optional_panels["Intervene"]
+    assert tour.stop.target(w) is panel.editor.heads
+    qtbot.waitUntil(panel.editor.heads.isVisible, timeout=5_000)
+    assert "Apply" in tour.body.text() and panel.apply_button in tour.stop.named(w)
+    tour.dismiss()
