@@ -107,7 +107,7 @@ def test_the_plots_are_legible_and_their_numbers_do_not_touch(qtbot, make_window
         hm = view.maps[name]
         assert hm.isVisible(), name
         line = hm.fontMetrics().height()
-        qtbot.waitUntil(lambda hm=hm: hm.plot.vb.height() / n_tokens >= line, timeout=5_000)   # was 2 rows in 60 px
+        qtbot.waitUntil(lambda hm=hm, line=line: hm.plot.vb.height() / n_tokens >= line, timeout=5_000)
     for name, grid in view.grids.items():
         top = grid.plot.getAxis("top")
         ticks = top._tickLevels[0] if top._tickLevels else []

@@ -13,7 +13,6 @@ import threading
 import numpy as np
 import pytest
 
-from app.gui.widgets.significant import before_after, change_words, sig, signed
 from core.intervene.spec import Intervention
 from tests.helpers import run_cli
 
@@ -72,12 +71,14 @@ def apply(qtbot, panel, spec=None):
 # ---- numbers -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("value", [0.9996, 0.99996, 0.000312, 0.0003, 1.5e-7, 123.456, 0.463, 9.9996e-5])
 def test_a_number_is_never_rounded_across_a_power_of_ten(value):
+    from app.gui.widgets.significant import sig
     text = sig(value)
     assert abs(float(text) - value) <= abs(value) * 5e-3                   # 3 significant digits or more
     assert np.floor(np.log10(abs(float(text)))) == np.floor(np.log10(value))   # 0.9996 is not "1"
 
 
 def test_before_and_after_read_differently_and_a_change_is_never_zero():
+    from app.gui.widgets.significant import before_after, change_words, signed
     b, a, d = before_after(0.000312, 0.000298)                 # was "0.0003 → 0.0003 (+0.0001)"
     assert b != a and float(b) == pytest.approx(0.000312) and float(a) == pytest.approx(0.000298)
     assert d.startswith("−") and float(d.replace("−", "-")) == pytest.approx(-1.4e-5, rel=1e-2)
@@ -86,6 +87,7 @@ def test_before_and_after_read_differently_and_a_change_is_never_zero():
 
 
 def test_the_difference_is_signed_and_nothing_changed_says_so(qtbot, panel_for, models):
+    from app.gui.widgets.significant import sig
     panel = panel_for(models[0])
     # the last layer's FFN runs after every attention: no attention weight can change
     effects = apply(qtbot, panel, Intervention(ffn_off={1}))

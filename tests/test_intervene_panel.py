@@ -8,10 +8,10 @@ import threading
 import numpy as np
 import pytest
 
-from core.intervene import effects as E
-from core.intervene.spec import Intervention
 from app.gui.widgets.significant import before_after
 from app.gui.widgets.significant import sig as sig_digits
+from core.intervene import effects as E
+from core.intervene.spec import Intervention
 from tests.app_fixtures import noop_progress
 
 TEXT = "the cat sat on the mat ."

@@ -146,6 +146,7 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         for ax in (self.left_axis, self.top_axis):
             ax.setPen(pg.mkPen(fg))
             ax.setTextPen(pg.mkPen(fg))
+            ax.enableAutoSIPrefix(False)          # tokens, not quantities: never "query (x0.001)"
         self.plot = self.addPlot(row=0, col=0, axisItems={"left": self.left_axis, "top": self.top_axis})
         self.plot.showAxes((True, True, False, False), showValues=(True, True, False, False))
         self.plot.invertY(True)

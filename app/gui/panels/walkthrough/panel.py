@@ -117,6 +117,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         # its size hint (a tall step) must not make the tab's own scroll area scroll Previous/Next away
         self.stack.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Ignored)
         self.batch_view = BatchView(self.state, self)
+        self.batch_view.said_above = lambda: self.info_label.text()
         self.stack.addWidget(self.batch_view)
         outer.addWidget(self.stack, 1)
         self._update_nav()
