@@ -258,3 +258,15 @@ def test_step_by_step_positions_says_positions_are_off(qtbot, models):
         assert not note.isVisible()
     finally:
         state.shutdown(10_000)
+
+
+def test_the_fill_mask_tab_shows_all_five_guesses_at_the_default_size(qtbot, panel_for, models):
+    panel = panel_for(models[0], size=(1200 - 360, 780 - 200))    # the tab's share of a 1200×780 window
+    effects = apply(qtbot, panel, Intervention(heads={(0, 1)}))
+    assert effects.fill is not None
+    panel.views.setCurrentWidget(panel.fill_view)
+    qtbot.wait(50)
+    table = panel.fill_view.fill_table
+    assert table.rowCount() == 5 and not table.verticalScrollBar().isVisible()
+    last = table.visualItemRect(table.item(4, 0))
+    assert last.bottom() <= table.viewport().height()                 # was 3 of 5 rows

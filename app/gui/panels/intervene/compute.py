@@ -13,6 +13,7 @@ import threading
 import weakref
 from dataclasses import dataclass, field
 
+from app.gui.choice_labels import model_label
 from core.errors import Cancelled, InputError
 from core.intervene import effects as E
 from core.intervene.spec import Intervention
@@ -115,8 +116,9 @@ def effects_fn(backend, request: EffectsRequest, progress=None, cancel=None) -> 
     masked = request.masked.strip()
     mask = getattr(backend.tokenizer, "mask_token", None)
     if not backend.has_mlm:
-        fill_note = (f"{backend.model_name} has no masked-LM head, so it cannot fill a [MASK]: inspect a model "
-                     "with one (a BERT/DistilBERT folder, or one trained with --objective mlm)")
+        fill_note = (f"{model_label(backend.model_name)} has no masked-LM head, so it cannot fill a [MASK]: "
+                     "inspect a model with one (a BERT/DistilBERT folder, or one trained in the Train tab with "
+                     "the Masked-LM objective)")
     elif not masked or not mask or mask not in masked:
         fill_note = f"type a sentence with {mask or '[MASK]'} to see the guesses change"
     elif source is not None:
