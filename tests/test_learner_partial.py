@@ -81,3 +81,26 @@ def test_batch_of_two_says_no_line_twice(qtbot, make_window, tiny_store_template
             lines += [re.sub(r"<[^>]+>", "", s).strip() for s in re.split(r"<br>|\n", label.text())]
     lines = [s for s in lines if len(s) > 12]
     assert len(lines) == len(set(lines)), [s for s in lines if lines.count(s) > 1]
+
+
+@pytest.mark.slow     # every step of a walk at 1200×780: ~15 s at load 12
+def test_no_step_is_wider_than_its_page_at_the_default_size(qtbot, make_window, tiny_store_template):
+    """D16: at 1200×780 every step fits the page's width (the page has no horizontal scrollbar, so
+    what was wider was cut: the input's title, the output strip, the "= model" badge)."""
+    from tests.app_fixtures import explain_and_wait
+    w = make_window(tiny_store_template)
+    w.resize(1200, 780)
+    w.show_panel("Step by step")
+    panel = w.optional_panels["Step by step"]
+    walk = explain_and_wait(qtbot, panel, "The cat sat on the mat because it was tired.", layer=0, head=0)
+    page = panel.page
+    for step in walk.steps:
+        panel.show_step(step.name)
+        qtbot.wait(20)
+        content = page.widget()
+        assert content.minimumSizeHint().width() <= page.viewport().width(), step.name
+        assert content.width() <= page.viewport().width(), step.name
+        badge = panel.step_view.badge
+        if badge.isVisible():
+            right = badge.mapTo(page.viewport(), badge.rect().topRight()).x()
+            assert right <= page.viewport().width(), f"{step.name}: the badge is cut"
