@@ -13,7 +13,7 @@ import threading
 import weakref
 from dataclasses import dataclass, field
 
-from app.gui.choice_labels import model_label
+from app.gui.wording import model_label
 from core.errors import Cancelled, InputError
 from core.intervene import effects as E
 from core.intervene.spec import Intervention
@@ -151,7 +151,7 @@ def metrics_fn(backend, spec: Intervention, progress=None, cancel=None) -> list:
 def ranking_fn(backend, store, query: str, spec: Intervention, k: int = 10, progress=None, cancel=None):
     """Which of the store's hits for ``query`` move, and by how many places, when only the query
     is embedded under the intervention (the store's vectors stay as they are)."""
-    from index.intervene_ranking import ranking_changes
+    from index.corpus.intervene_ranking import ranking_changes
     ours(backend)
     if store is None:
         raise InputError("open a corpus first (File > Open corpus folder…): the ranking is the store's")

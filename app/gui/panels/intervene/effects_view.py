@@ -14,11 +14,11 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-from app.gui.choice_labels import model_label
 from app.gui.panels.attention.head_grid import HeadGrid
 from app.gui.widgets.empty_state import EmptyState
 from app.gui.widgets.heatmap import HeatmapWidget
 from app.gui.widgets.significant import NO_CHANGE, change_words, sig
+from app.gui.wording import model_label
 
 COLUMNS = ("before", "after", "difference")
 GRID_TITLES = {"before": "before · head", "after": "after · head", "difference": "|after − before| · head"}

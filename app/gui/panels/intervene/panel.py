@@ -12,7 +12,6 @@ import html
 
 from PySide6 import QtCore, QtWidgets
 
-from app.gui.choice_labels import model_label, model_tooltip
 from app.gui.current_intervention import current_intervention
 from app.gui.follow_model import FollowModel
 from app.gui.panels.intervene import compute as C
@@ -23,6 +22,7 @@ from app.gui.panels.intervene.importance_view import ImportanceView
 from app.gui.panels.intervene.metrics_view import MetricsView
 from app.gui.widgets.keep_place import keep_place
 from app.gui.widgets.line_edit import long_line_edit
+from app.gui.wording import model_label, model_tooltip
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 MASKED_EXAMPLE = "The cat sat on the [MASK]."
@@ -49,7 +49,7 @@ class FittingScroll(QtWidgets.QScrollArea):
 class InterventionPanel(QtWidgets.QWidget):
     effects_shown = QtCore.Signal(object)     # compute.Effects, after the views are drawn
     metrics_shown = QtCore.Signal(object)     # [MetricEffect]
-    ranking_shown = QtCore.Signal(object)     # index.intervene_ranking.RankingChanges
+    ranking_shown = QtCore.Signal(object)     # index.corpus.intervene_ranking.RankingChanges
     map_shown = QtCore.Signal(object)         # ImportanceMap
     map_cancelled = QtCore.Signal()
     failed = QtCore.Signal(str)

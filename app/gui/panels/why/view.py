@@ -19,10 +19,10 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
-from app.gui.choice_labels import model_label
 from app.gui.follow_model import FollowModel
 from app.gui.widgets.heatmap import HeatmapWidget
 from app.gui.widgets.save_dialog import ask_save_path
+from app.gui.wording import model_label
 from core.encoder.attention import write_matrix_csv
 from core.evaluate.why import SAME_SCORE, explain_job, format_pairs
 
@@ -66,7 +66,7 @@ NEGLIGIBLE = 5e-5           # below this a pair reads 0.0000 at the header's 4 d
 def encoder_note(store, backend) -> str:
     """' · the corpus was embedded by …, this is …' when the encoder running is not the one that
     embedded the store's vectors (or the store does not say); '' when it is."""
-    from index.base import describe_encoders, encoder_of
+    from index.store.base import describe_encoders, encoder_of
     if store is None or backend is None:
         return ""
     running = describe_encoders([encoder_of(backend)])
