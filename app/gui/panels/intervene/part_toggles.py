@@ -12,15 +12,21 @@ from PySide6 import QtCore, QtWidgets
 OFF_STYLE = "QToolButton:checked { background: #c0392b; color: white; font-weight: bold; }"
 
 
+def _tight_grid(owner: QtWidgets.QWidget, across: int, down: int) -> QtWidgets.QGridLayout:
+    """`owner`'s grid of switches: no margins, `across` and `down` pixels between them."""
+    grid = QtWidgets.QGridLayout(owner)
+    grid.setContentsMargins(0, 0, 0, 0)
+    grid.setHorizontalSpacing(across)
+    grid.setVerticalSpacing(down)
+    return grid
+
+
 class HeadToggles(QtWidgets.QWidget):
     toggled = QtCore.Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.grid = QtWidgets.QGridLayout(self)
-        self.grid.setContentsMargins(0, 0, 0, 0)
-        self.grid.setHorizontalSpacing(2)
-        self.grid.setVerticalSpacing(1)
+        self.grid = _tight_grid(self, 2, 1)
         self.buttons: dict[tuple[int, int], QtWidgets.QToolButton] = {}
         self.shape = (0, 0)
         self.setStyleSheet(OFF_STYLE)
@@ -81,10 +87,7 @@ class LayerToggles(QtWidgets.QWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.grid = QtWidgets.QGridLayout(self)
-        self.grid.setContentsMargins(0, 0, 0, 0)
-        self.grid.setHorizontalSpacing(4)
-        self.grid.setVerticalSpacing(0)
+        self.grid = _tight_grid(self, 4, 0)
         self.boxes: dict[tuple[str, int], QtWidgets.QCheckBox] = {}
         self.n_layers = 0
 
