@@ -220,6 +220,7 @@ def cmd_patch(args) -> int:
 
     from app.cli.options import emit_json
     from core.encoder.backends import get_backend
+    from core.encoder.scoped_hooks import modules_path
     from core.intervene.apply import intervene
     from core.intervene.patching import patched_run
     from core.intervene.spec import parse_site
@@ -228,17 +229,23 @@ def cmd_patch(args) -> int:
     pooling = backend.choose_pooling(args.pooling)
     sites = [parse_site(s) for s in args.site]
     spec, source, alignment, _ = patched_run(backend, args.a, args.b, sites)
-    before_a = backend.embed([args.a], pooling=pooling)[0]
-    run_b = backend.embed([args.b], pooling=pooling)[0]
+    with modules_path():        # A and B through the same modules and kernels as the patched run
+        before_a = backend.embed([args.a], pooling=pooling)[0]
+        run_b = backend.embed([args.b], pooling=pooling)[0]
     with intervene(backend, spec, patch_source=source):
         after = backend.embed([args.a], pooling=pooling)[0]
     cos = lambda x, y: float(np.dot(x.astype(np.float64), y.astype(np.float64)))  # noqa: E731
+    same = bool(np.array_equal(before_a, run_b))
     # how far the patch moves A's vector toward B's: 0 = A unchanged, 1 = B's vector
     gap = 1.0 - cos(before_a, run_b)
-    moved = (cos(after, run_b) - cos(before_a, run_b)) / gap if gap > 1e-12 else 1.0
+    moved = None if same or gap <= 1e-12 else (cos(after, run_b) - cos(before_a, run_b)) / gap
+    if moved is not None and np.array_equal(after, run_b):
+        moved = 1.0         # B's vector itself (float32 unit vectors' cosines can read 1.0001)
     out = {"model": backend.model_name, "sites": [s.describe() for s in spec.patch], "pooling": pooling,
-           "alignment": alignment.to_dict(), "cosine_a_b": cos(before_a, run_b),
+           "precision": backend.precision, "alignment": alignment.to_dict(), "cosine_a_b": cos(before_a, run_b),
            "cosine_patched_a": cos(after, before_a), "cosine_patched_b": cos(after, run_b),
+           "same_vector_a_b": same, "patched_equals_a": bool(np.array_equal(after, before_a)),
+           "patched_equals_b": bool(np.array_equal(after, run_b)),
            "moved_toward_b": moved, "vector_a": _vector(before_a), "vector_patched": _vector(after)}
     if args.json:
         emit_json(out)
@@ -248,8 +255,18 @@ def cmd_patch(args) -> int:
     for site, pairs in alignment.pairs.items():
         shown = ", ".join(f"{alignment.tokens_a[a]}<-{alignment.tokens_b[b]}" for a, b in list(pairs.items())[:8])
         print(f"{site.describe()}: {shown}{' ...' if len(pairs) > 8 else ''}")
+    if same:
+        exact = "unchanged, bit for bit" if out["patched_equals_a"] else f"cosine with A {out['cosine_patched_a']:.6f}"
+        print(f"A and B have the same vector ({backend.precision}), so there is no way to B to measure; "
+              f"patched A: {exact}")
+        return 0
+    if moved is None:
+        print(f"cosine(A, B) {out['cosine_a_b']:.6f}: A and B point the same way, so there is no way to B to "
+              f"measure; patched A: cosine with A {out['cosine_patched_a']:.6f}")
+        return 0
     print(f"cosine(A, B) {out['cosine_a_b']:.4f}; patched A: cosine with A {out['cosine_patched_a']:.4f}, "
-          f"with B {out['cosine_patched_b']:.4f} ({moved:.0%} of the way to B)")
+          f"with B {out['cosine_patched_b']:.4f} ({moved:.0%} of the way to B"
+          + ("; B's vector, bit for bit" if out["patched_equals_b"] else "") + ")")
     return 0
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from core import assets
 from core.evaluate.metrics import retrieval_scores, spearman
 from core.evaluate.pairs import read_queries, read_scored_pairs
+from core.encoder.scoped_hooks import modules_path
 from core.intervene.apply import intervene
 from core.intervene.spec import Intervention
 
@@ -74,7 +75,8 @@ def compare_vector(backend, text: str, spec: Intervention, pooling: str | None =
     try:
         if precision is not None:
             backend.precision = precision
-        before = backend.embed([text], pooling=pooling)[0]
+        with modules_path():    # the kernels the intervened run takes: like compared with like
+            before = backend.embed([text], pooling=pooling)[0]
         with intervene(backend, spec, means, source):
             after = backend.embed([text], pooling=pooling)[0]
     finally:
