@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from core import assets
+from core.encoder.scoped_hooks import modules_path
 from core.evaluate.metrics import retrieval_scores, spearman
 from core.evaluate.pairs import read_queries, read_scored_pairs
-from core.encoder.scoped_hooks import modules_path
 from core.intervene.apply import intervene
 from core.intervene.spec import Intervention
 

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.encoder.scoped_hooks import scoped_hooks
-
 from core.encoder.pooling import POOLINGS
+from core.encoder.scoped_hooks import scoped_hooks
 from core.errors import InputError
 from core.walkthrough import numpy_ref as nr
 
