@@ -4,9 +4,9 @@ only for the call that registered it, whatever thread runs beside it.
 Four threads share one tiny model: one computes the heads' mean outputs (hooks recording
 out_lin's input), one runs an intervention (heads zeroed, FFN off) and patches a sentence, one
 embeds plainly, one records a walkthrough's intermediates. Each repeats its job; every result
-must equal the one the same job gives when run alone, one after another. Before the hooks were scoped, the means' hooks recorded the other
-threads' batches ("The size of tensor a (17) must match the size of tensor b (19)") or silently
-summed them.
+must equal the one the same job gives when run alone, one after another. Before the hooks were
+scoped, the means' hooks recorded the other threads' batches ("The size of tensor a (17) must
+match the size of tensor b (19)") or silently summed them.
 """
 from __future__ import annotations
 
