@@ -119,37 +119,33 @@ def _importance(capsys, *extra):
     return run_cli(["importance", "--model", TINY, "--metric", "spearman", "--json", *extra], capsys)
 
 
-def test_the_command_recomputes_around_every_fault_and_prints_the_map(capsys, tmp_path, monkeypatch):
-    """At the command: a FIFO and `{}` in the cache's place each give one note line and the map
-    computed afresh (equal to the first); a full disk gives one warning and the map is still
-    printed, exit 0. (Every other fault: the tests above, on the cache itself.)"""
+def test_the_command_recomputes_around_a_fifo_and_prints_the_map(capsys, tmp_path, monkeypatch):
+    """At the command: a FIFO (elsewhere `{}`) in the cache's place gives one note line and the
+    map computed afresh, equal to the first. (Every other fault: the tests above, on the cache.)"""
     monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path))
     code, out, err = _importance(capsys)
     assert code == 0, err
     first = json.loads(out)
     (path,) = (tmp_path / "cache" / "importance").glob("importance-*.safetensors")
-    faults = ["fifo"] if hasattr(os, "mkfifo") else ["{}"]
-    for fault in faults:
-        data = path.read_bytes() if path.is_file() else None
-        path.unlink()
-        if fault == "fifo":
-            os.mkfifo(path)
-        else:
-            path.write_bytes(data[:100] if fault == "truncated" else b"{}")
-        code, out, err = _importance(capsys)
-        assert code == 0, (fault, err)
-        assert json.loads(out)["heads"] == first["heads"], fault
-        assert len([line for line in err.splitlines() if line.startswith("note:")]) == 1, (fault, err)
-        if fault == "fifo":      # a FIFO is not replaced by the new cache: it is no file of ours
-            path.unlink()
+    path.unlink()
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(path)
+    else:
+        path.write_bytes(b"{}")
+    code, out, err = _importance(capsys)
+    assert code == 0, err
+    assert json.loads(out)["heads"] == first["heads"]
+    assert len([line for line in err.splitlines() if line.startswith("note:")]) == 1, err
+
+
+def test_a_full_disk_is_one_warning_and_the_map_is_still_printed(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path))
 
     def full(*a, **k):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr("core.atomic.atomic_write", full)
-    for p in path.parent.iterdir():
-        p.unlink()
     code, out, err = _importance(capsys)
-    assert code == 0 and json.loads(out)["heads"] == first["heads"]
+    assert code == 0 and json.loads(out)["n"] == 94
     assert "No space left on device" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
