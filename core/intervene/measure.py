@@ -204,7 +204,10 @@ class Measure:
         parts = []
         with torch.inference_mode(), autocast(self.backend.device, self.backend.precision), \
                 intervene(enc, spec, means):
-            for b, ((_, _, mask), hidden) in enumerate(zip(self.batches, self.cached)):
+            for b, ((_, input_ids, mask), hidden) in enumerate(zip(self.batches, self.cached)):
+                if spec.positions != "keep":     # the embeddings change: the kept layer inputs do not hold
+                    parts.append(self.reduce(b, enc(input_ids, mask).last_hidden_state))
+                    continue
                 x = hidden[from_layer]
                 bias = attention_bias(mask, x.shape[1], x.dtype, x.device, causal)
                 for block in enc.transformer.layer[from_layer:]:
