@@ -57,6 +57,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_patch)
 
     p = sub.add_parser("importance", help="what each head, attention and FFN is worth to a metric")
+    # core.intervene.measure's METRICS and DEFAULT_METRIC (not imported here: it loads torch)
     p.add_argument("--metric", choices=("spearman", "mrr", "recall", "mlm"), default="spearman",
                    help="spearman: shipped eval pairs; mrr: mean reciprocal rank of each shipped query's labelled "
                         "sentence among the sample corpus (graded: the retrieval metric to read); recall: recall@10 "

@@ -17,8 +17,8 @@ from app.gui.widgets.heatmap import HeatmapWidget
 from core.intervene.spec import Intervention
 
 DIVERGING = "CET-D1"         # blue - white - red: a drop's sign is its colour
-METRICS = (("mrr", "MRR (rank of each shipped query's sentence: graded)"),
-           ("spearman", "Spearman (shipped eval pairs)"),
+METRICS = (("spearman", "Spearman (shipped eval pairs)"),
+           ("mrr", "MRR (rank of each shipped query's sentence: graded)"),
            ("recall", "recall@10 (shipped queries; at its ceiling on minilm)"),
            ("mlm", "masked-token log-probability (needs a masked-LM head)"))
 
