@@ -96,8 +96,9 @@ def ranking_changes(store_or_corpus, backend, query: str, spec: Intervention, k:
     store = _open(store_or_corpus)
     try:
         if store.count() == 0:
-            raise EmptyStore(f"the store at {_where(store_or_corpus)} is empty: there are no hits whose ranks could move",
-                             location=_where(store_or_corpus))
+            where = _where(store_or_corpus)
+            raise EmptyStore(f"the store at {where} is empty: there are no hits whose ranks could move",
+                             location=where)
         return _changes(store, backend, query, spec, k, means, source, depth)
     finally:
         if store is not store_or_corpus:
