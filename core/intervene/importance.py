@@ -56,10 +56,11 @@ class ImportanceMap:
         return (self.low[kind] > 0) | (self.high[kind] < 0)
 
     def noise(self, kind: str = "heads") -> float:
-        """The typical half-width of a cell's drop interval: the resolution of this map."""
+        """The widest half-width of a cell's drop interval of this kind: the map's resolution
+        (a drop smaller than this may be noise)."""
         if kind not in self.low:
             return float("nan")
-        return float(np.median((self.high[kind] - self.low[kind]) / 2))
+        return float(np.max((self.high[kind] - self.low[kind]) / 2))
 
     def top(self, n: int = 5) -> list[tuple[tuple[int, int], float]]:
         """The n heads whose removal costs the most, 0-based (layer, head), largest drop first."""
@@ -94,7 +95,7 @@ class ImportanceMap:
             else:
                 lines.append(f"{helps} of {total} {many} lower {self.metric} beyond the 95% interval when off"
                              + (f", {hurts} raise it" if hurts else "")
-                             + f"; the others are within ±{self.noise(kind):.3f} of no change")
+                             + f"; the others cannot be told from no change (intervals up to ±{self.noise(kind):.3f})")
         return lines
 
     def to_dict(self) -> dict:
