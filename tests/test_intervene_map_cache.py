@@ -27,7 +27,8 @@ def a_map(L=2, H=3, value=0.01) -> ImportanceMap:
                          10, "pairs", (0.4, 0.6), {"heads": 0.1, "attention": 0.2, "ffn": 0.3},
                          {"heads": (0.0, 0.2), "attention": (0.1, 0.3), "ffn": (0.2, 0.4)},
                          {"heads": heads - 0.01, "attention": layers - 0.01, "ffn": layers - 0.01},
-                         {"heads": heads + 0.01, "attention": layers + 0.01, "ffn": layers + 0.01}, "zero", "fp32")
+                         {"heads": heads + 0.01, "attention": layers + 0.01, "ffn": layers + 0.01}, "zero", "fp32",
+                         {"heads": (0.1, 0.5), "attention": (0.0, 0.4), "ffn": (-0.1, 0.3)})
 
 
 def load(folder, shape=(2, 3)):

@@ -16,7 +16,9 @@ def print_map(backend, m) -> None:
           f"{ROUNDS} resamples, seed {m.seed})")
     words = {"heads": f"every head {mode}", "attention": "every attention branch off", "ffn": "every FFN off"}
     for kind, value in m.floors.items():
-        print(f"floor, {words[kind]}: {value:.4f} {_iv(*m.floor_intervals[kind])}")
+        drop = m.floor_drops.get(kind)
+        paired = "" if drop is None else f"; drop from clean {_iv(*drop)} (paired)"
+        print(f"floor, {words[kind]}: {value:.4f} {_iv(*m.floor_intervals[kind])}{paired}")
     print(f"drop when one part alone is off (heads {mode}); * = its 95% interval leaves out 0:")
     outside = m.outside("heads")
     for (l, h), d in m.top(10):

@@ -45,6 +45,7 @@ class ImportanceMap:
     high: dict = field(default_factory=dict)            # ... high end
     head_mode: str = "zero"
     precision: str = ""
+    floor_drops: dict = field(default_factory=dict)     # kind -> paired 95 % interval of baseline - floor
 
     def drops(self, kind: str) -> np.ndarray:
         return getattr(self, kind)
@@ -113,6 +114,7 @@ class ImportanceMap:
                "head_mode": self.head_mode, "model": self.model, "corpus": self.corpus, "measured": self.measured,
                "floor": dict(self.floors), "floor_interval": {k: list(v) for k, v in self.floor_intervals.items()},
                "floor_is": "the metric with every part of that kind off at once",
+               "floor_drop_interval": {k: list(v) for k, v in self.floor_drops.items()},
                "drop_is": "baseline - metric with the part switched off",
                "heads": cells("heads", self.heads), "attention": cells("attention", self.attention),
                "ffn": cells("ffn", self.ffn),
@@ -196,17 +198,18 @@ def importance_map(backend, metric: str = "spearman", seed: int = 0, progress=No
         attention[l], ffn[l] = baseline - m.score(values[H]), baseline - m.score(values[H + 1])
         low["attention"][l], high["attention"][l] = drop_interval(values[H])
         low["ffn"][l], high["ffn"][l] = drop_interval(values[H + 1])
-    floors, floor_intervals = {}, {}
+    floors, floor_intervals, floor_drops = {}, {}, {}
     for kind in KINDS:
         if cancel is not None and cancel():
             raise Cancelled("importance map cancelled while measuring its floors")
         values = m.values(all_off(kind, L, H, head_mode), means=means)
         floors[kind] = m.score(values)
         floor_intervals[kind] = U.interval(m.scores(values, counts))
+        floor_drops[kind] = drop_interval(values)
     result = ImportanceMap(metric, float(baseline), heads, attention, ffn, seed,
                            getattr(backend, "weights_sha256", ""), m.corpus_sha, m.what, m.n, m.unit,
                            U.interval(clean_scores), floors, floor_intervals, low, high, head_mode,
-                           getattr(backend, "precision", "fp32"))
+                           getattr(backend, "precision", "fp32"), floor_drops)
     if cache_dir is not None:
         map_cache.save_map(Path(cache_dir), key, result)
     return result

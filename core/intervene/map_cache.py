@@ -121,7 +121,8 @@ def save_map(folder: Path, key: str, m) -> bool:
     fields = {"metric": m.metric, "baseline": m.baseline, "seed": m.seed, "model": m.model, "corpus": m.corpus,
               "measured": m.measured, "n": m.n, "unit": m.unit, "interval": list(m.interval),
               "floors": m.floors, "floor_intervals": {k: list(v) for k, v in m.floor_intervals.items()},
-              "head_mode": m.head_mode, "precision": m.precision}
+              "head_mode": m.head_mode, "precision": m.precision,
+              "floor_drops": {k: list(v) for k, v in m.floor_drops.items()}}
     return _write(map_path(folder, key), arrays, fields, "importance map")
 
 
@@ -164,7 +165,8 @@ def load_map(folder: Path, key: str, shape: tuple[int, int], metric: str):
         {k: tuple(float(x) for x in v) for k, v in f["floor_intervals"].items()},
         {k: arrays[f"{k}_low"].astype(np.float64) for k in KINDS},
         {k: arrays[f"{k}_high"].astype(np.float64) for k in KINDS},
-        str(f.get("head_mode", "zero")), str(f.get("precision", "")))
+        str(f.get("head_mode", "zero")), str(f.get("precision", "")),
+        {k: tuple(float(x) for x in v) for k, v in (f.get("floor_drops") or {}).items()})
 
 
 # -- head means -----------------------------------------------------------------------------------
