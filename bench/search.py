@@ -208,7 +208,7 @@ def main(argv=None):
     p.add_argument("--door-index", default="auto",
                    help="with --door: the store's index kind (default auto: flat at 100k, IVF at 1M)")
     p.add_argument("--door", type=int, nargs="*", metavar="N",
-                   help="only the search through the door (index.corpus.search) beside the store's "
+                   help="only the search through the door (index.corpus.door.search) beside the store's "
                         "and the index's own, at these sizes (default 100000 1000000), dim --dim")
     p.add_argument("--no-ingest", action="store_true")
     p.add_argument("--ingest-files", nargs="+", default=["assets/sample_corpus.txt",
@@ -236,13 +236,13 @@ def main(argv=None):
                      "faiss": faiss.__version__, "numpy": np.__version__,
                      "faiss_threads": faiss.omp_get_max_threads()}}
     try:
-        with open("/proc/cpuinfo") as f:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             r["machine"]["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
     except (OSError, StopIteration):
         pass
     try:
         r["machine"]["load_avg"] = os.getloadavg()
-    except OSError:
+    except (OSError, AttributeError):     # Windows has no load average
         pass
     r["queries_note"] = f"{args.queries} held-out queries, {args.single} timed one by one."
     log(f"generating {n:,} x {args.dim} clustered vectors ...")

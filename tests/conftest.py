@@ -9,11 +9,11 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 # The default precision is "auto" (bf16 where the CPU has it natively): CI machines differ, so
-# the suite pins fp32 for numbers that must not depend on the CPU; tests/test_precision.py
+# the suite pins fp32 for numbers that must not depend on the CPU; tests/core/test_precision.py
 # tests "auto" itself (it clears this variable).
 os.environ["ENCODERSCOPE_PRECISION"] = "fp32"
 # The map's default is UMAP (umap-learn: numba compiles for ~1 min on a first run); the suite
-# pins PCA and tests the default itself (tests/test_map_quality.py clears this variable).
+# pins PCA and tests the default itself (tests/index/map/test_quality.py clears this variable).
 os.environ["ENCODERSCOPE_MAP_METHOD"] = "pca"
 # Stores, settings, logs and the per-machine kernel-timing cache (core/machine_cache.py) of tests
 # that choose no data folder go to a throw-away one, never the user's.
@@ -21,8 +21,8 @@ os.environ.setdefault("ENCODERSCOPE_DATA_DIR", tempfile.mkdtemp(prefix="encoders
 
 import pytest  # noqa: E402
 
-from tests.app_fixtures import ASSETS, build_store  # noqa: E402
-from tests.helpers import make_tiny_distilbert  # noqa: E402
+from tests.support.app_fixtures import ASSETS, build_store  # noqa: E402
+from tests.support.tiny_models import make_tiny_distilbert  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +49,7 @@ def minilm_hf():
 def milvus_server(tmp_path_factory):
     """A real Milvus standalone server (PyPI's `milvus` package) on 127.0.0.1, started once per
     test session; skipped, with the reason, only where that package cannot run."""
-    from tests.milvus_server import LocalMilvus, why_cannot_run
+    from tests.support.milvus_server import LocalMilvus, why_cannot_run
     reason = why_cannot_run()
     if reason:
         pytest.skip(f"no Milvus server for the tests: {reason}")
@@ -92,13 +92,34 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+# The tests whose renames and deletions must all work on Windows: none onto or of a file this
+# process still holds open (tests/support/open_files_guard.py); test modules, as tests.<path>.
+GUARDED = {"tests.index.store.test_contract", "tests.index.store.test_portable_locks",
+           "tests.index.faiss.test_durability", "tests.index.faiss.test_store", "tests.index.faiss.test_torn",
+           "tests.index.milvus.test_store", "tests.index.corpus.test_migrate_milvus",
+           "tests.cli.test_store", "tests.cli.test_store_repair", "tests.cli.test_train", "tests.cli.test_whiten",
+           "tests.core.train.test_train", "tests.core.train.test_runs", "tests.core.train.test_experiments",
+           "tests.core.walkthrough.test_notebook_export"}
+
+
+@pytest.fixture(autouse=True)
+def no_rename_or_delete_of_open_files(request):
+    if request.module.__name__ not in GUARDED:
+        yield
+        return
+    from tests.support.open_files_guard import watch
+    with watch() as found:
+        yield
+    assert not found, f"renamed onto or deleted while this process holds it open (Windows refuses): {found}"
+
+
 @pytest.fixture
 def run(capsys):
     """run("embed", "text", ...) -> (returncode, stdout, stderr) of `encoderscope ...` run in
     this process (the same parser and handlers as the console script, no new Python + torch)."""
     from types import SimpleNamespace
 
-    from tests.helpers import run_cli
+    from tests.support.tiny_models import run_cli
 
     def call(*args, check=True):
         rc, out, err = run_cli(args, capsys)
@@ -138,8 +159,8 @@ def make_window(qtbot, data_dir):
     windows = []
 
     def make(template: Path | None = None, start=True, wait=True):
-        from app.gui.main_window import MainWindow
         from app.gui.settings import stores_dir
+        from app.gui.shell.main_window import MainWindow
 
         folder = stores_dir() / "sample"
         if template is not None and not folder.exists():
@@ -201,9 +222,9 @@ def opened():
 
 @pytest.fixture(params=["faiss", "milvus", "server"])
 def store_kind(request):
-    """The store contract's implementation under test (tests/store_contract_support.py): a FAISS
+    """The store contract's implementation under test (tests/support/store_contract.py): a FAISS
     folder, Milvus Lite, or a collection on the session's Milvus server."""
-    from tests.store_contract_support import SERVER, milvus_available
+    from tests.support.store_contract import SERVER, milvus_available
     if request.param != "faiss" and not milvus_available():
         pytest.skip("needs the [milvus] extra (pymilvus, milvus-lite)")
     if request.param == "server":

@@ -86,7 +86,7 @@ def _run(args, exp, base) -> int:
     from app.cli.runs import print_comparison
     from core.assets import paraphrase_pairs
     from core.train.experiments import run_experiment
-    from index.corpus import read_training_corpus
+    from index.corpus.door import read_training_corpus
 
     cancel = threading.Event()
 
@@ -128,7 +128,8 @@ def _stop_on_signals(cancel: threading.Event) -> dict:
             raise KeyboardInterrupt
         cancel.set()
         print("stopping after this step and saving the run (again to abort) ...", file=sys.stderr, flush=True)
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    from core.platform_os import stop_signals
+    for sig in stop_signals():
         previous[sig] = signal.signal(sig, on_stop)
     return previous
 

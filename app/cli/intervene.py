@@ -124,7 +124,7 @@ def cmd_ablate(args) -> int:
     means = mean_head_outputs(backend, effects.sample_corpus()) if args.mean_ablation else None
     ranking = None
     if args.store:
-        from index.intervene_ranking import ranking_changes
+        from index.corpus.intervene_ranking import ranking_changes
         if args.pooling and args.pooling != _store_pooling(args.store):
             raise InputError(f"the store at {args.store} holds {_store_pooling(args.store)}-pooled vectors: "
                              "leave out --pooling to compare rankings with them")
@@ -178,7 +178,7 @@ def _model_for(args) -> str:
     if args.model:
         return args.model
     if args.store:
-        from index.corpus import open_corpus
+        from index.corpus.door import open_corpus
         store = open_corpus(args.store)
         if store is not None:
             try:
@@ -189,7 +189,7 @@ def _model_for(args) -> str:
 
 
 def _store_pooling(location) -> str:
-    from index.corpus import open_corpus
+    from index.corpus.door import open_corpus
     store = open_corpus(location)
     if store is None:
         return "mean"          # ranking_changes refuses the missing store with its fix
@@ -312,7 +312,7 @@ def cmd_importance(args) -> int:
     check_importance_args(args)
     texts = None
     if args.store:
-        from index.intervene_ranking import store_sample
+        from index.corpus.intervene_ranking import store_sample
         texts = store_sample(args.store, args.sample, args.seed)
     backend = get_backend(_model_for(args), args.backend, device=args.device, precision=args.precision)
     cache = None if args.no_cache else data_dir() / "cache" / "importance"

@@ -26,11 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from index.durability import INTACT, check_regular
-from index.errors import StoreCorrupted, StoreError, StoreWriteFailed
+from core import platform_os
 from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecker, row_checksum
 from index.faiss.row_checks import read_record as _record
-from index.text_hash import text_hash  # one text hash for both stores
+from index.store.durability import INTACT, check_regular
+from index.store.errors import StoreCorrupted, StoreError, StoreWriteFailed
+from index.store.text_hash import text_hash  # one text hash for both stores
 
 DB_NAME = "store.db"
 SIDE_FILES = ("-wal", "-shm", "-journal")   # SQLite's files beside store.db
@@ -71,10 +72,7 @@ def on_read_only_media(path: Path) -> bool:
 def mounted_read_only(folder: Path) -> bool:
     """Whether the file system holding `folder` is mounted read-only (not merely unwritable
     to this user)."""
-    try:
-        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
+    return platform_os.mounted_read_only(folder)
 
 
 class SentenceDB:
