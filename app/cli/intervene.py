@@ -109,7 +109,7 @@ def cmd_ablate(args) -> int:
     from core.encoder.backends import get_backend
     from core.errors import InputError, NoMLMHead
     from core.intervene import effects
-    from core.intervene.means import mean_head_outputs
+    from core.paths import data_dir
 
     spec = spec_from_args(args)
     if spec.is_empty:
@@ -121,7 +121,7 @@ def cmd_ablate(args) -> int:
     if args.mean_ablation and not spec.heads:
         raise InputError("--mean-ablation replaces ablated heads: give them with --heads (e.g. --heads 3.5)")
     spec.check(backend.n_layers, backend.n_heads)
-    means = mean_head_outputs(backend, effects.sample_corpus()) if args.mean_ablation else None
+    means = _cached_means(backend, data_dir() / "cache" / "importance") if args.mean_ablation else None
     ranking = None
     if args.store:
         from index.corpus.intervene_ranking import ranking_changes

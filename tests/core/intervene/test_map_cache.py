@@ -166,3 +166,28 @@ def test_bad_prune_and_sample_are_refused_before_any_work(capsys, argv, says, mo
     assert code == 2 and says in err and err.startswith("error:") and len(err.strip().splitlines()) == 1
     assert loaded == [] and out == ""
 
+
+
+def test_head_means_are_cached_like_maps(tmp_path):
+    """Mean ablation's means: computed once, read back, and a broken file is recomputed with a note."""
+    import torch
+
+    from core.encoder.backends import get_backend
+    backend = get_backend(TINY, "scratch", device="cpu")
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return torch.arange(16, dtype=torch.float32).view(1, 2, 8)
+    texts = ["a", "b"]
+    first = map_cache.cached_means(backend, texts, tmp_path, compute)
+    again = map_cache.cached_means(backend, texts, tmp_path, compute)
+    assert len(calls) == 1 and torch.equal(first, again)
+    (path,) = tmp_path.glob("head-means-*.safetensors")
+    path.write_bytes(path.read_bytes()[:40])
+    notes = []
+    with listening(notes.append):
+        assert torch.equal(map_cache.cached_means(backend, texts, tmp_path, compute), first)
+    assert len(calls) == 2 and len(notes) == 1 and "head means" in notes[0]
+    map_cache.cached_means(backend, ["another corpus"], tmp_path, compute)
+    assert len(calls) == 3
