@@ -50,4 +50,5 @@ def print_removal(r, metric: str, drop: float) -> None:
         print(f"no count's fall is beyond noise on these {r.n} items (95% interval of the drop includes 0)")
     else:
         print(f"the first fall beyond noise: {fall} heads removed, drop {r.baseline - r.values[fall]:+.4f} "
-              f"{_iv(r.low[fall], r.high[fall])}")
+              f"{_iv(r.low[fall], r.high[fall])} (each count's own 95% interval: over many counts a few "
+              "cross by chance, so a fall that later counts undo is noise)")
