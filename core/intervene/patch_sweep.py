@@ -40,6 +40,7 @@ class SweepResult:
     cosine_a_b: float
     pooling: str
     precision: str
+    cosine_b: np.ndarray | None = None  # (rows, cols): cos(patched, v_B), what the fraction is made of
     delta_p: np.ndarray | None = None   # (rows, cols): p(target) patched - p(target) in A
     target: str | None = None
     p_a: float | None = None
@@ -50,7 +51,7 @@ class SweepResult:
         out = {"site": self.site, "rows": self.rows, "cols": self.cols,
                "values": np.round(self.values, 6).tolist(),
                "value_is": "fraction of the way to B: (cos(patched, B) - cos(A, B)) / (1 - cos(A, B))",
-               "tokens_a": self.tokens_a, "tokens_b": self.tokens_b, "cosine_a_b": self.cosine_a_b,
+               "cosine_patched_b": np.round(self.cosine_b, 8).tolist(), "tokens_a": self.tokens_a, "tokens_b": self.tokens_b, "cosine_a_b": self.cosine_a_b,
                "pooling": self.pooling, "precision": self.precision}
         if self.delta_p is not None:
             out.update({"delta_p": np.round(self.delta_p, 6).tolist(), "target": self.target,
@@ -91,22 +92,23 @@ def patch_sweep(backend, text_a: str, text_b: str, kind: str, pooling: str | Non
             token_id = (readout.target_token(backend, target) if target
                         else int(backend.model.head(ends[1:, mask_at]).float().argmax(-1)))
             p_a, p_b = (float(p) for p in readout.mask_probability(backend, ends, mask_at, token_id))
-        values, dps = [], []
+        cosines, dps = [], []
         for layer in range(L):
             if cancel is not None and cancel():
                 raise Cancelled("patching sweep cancelled")
             y = _layer_cells(encoder, kind, layer, ha, hb, len(ids[0]), H)
             v = readout.unit_vectors(backend, y, pooling)
-            values.append(readout.fraction_toward(readout.cosine(v, vb), float(readout.cosine(va, vb)), 1.0)
-                          .cpu().numpy())
+            cosines.append(readout.cosine(v, vb).cpu().numpy())
             if mask_at is not None:
                 dps.append((readout.mask_probability(backend, y, mask_at, token_id) - p_a).cpu().numpy())
             if progress is not None:
                 progress(layer + 1, L)
     cols = (tokens_a if kind == "resid" else [f"H{h + 1}" for h in range(H)] if kind == "heads" else ["ffn"])
+    cosine_b = np.stack(cosines).astype(np.float64)
+    values = readout.fraction_toward(torch.from_numpy(cosine_b), cos_ab, 1.0).numpy()
     return SweepResult(
         kind, tokens_a, tokens_b, [f"L{layer + 1}" for layer in range(L)], list(cols),
-        np.stack(values).astype(np.float64), cos_ab, pooling, backend.precision,
+        values, cos_ab, pooling, backend.precision, cosine_b=cosine_b,
         delta_p=np.stack(dps).astype(np.float64) if dps else None,
         target=None if token_id is None else tok.convert_ids_to_tokens(token_id),
         p_a=p_a, p_b=p_b, mask_position=mask_at)
