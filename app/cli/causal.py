@@ -129,3 +129,32 @@ def cuts_for(backend, text: str, cuts: list[str]):
     ids = backend.encode_ids([text])[0][0]
     tokens = backend.tokenizer.convert_ids_to_tokens(ids)
     return frozenset(parse_cut(c, tokens) for c in cuts)
+
+
+def gradient_beside(args, backend, m, texts) -> dict:
+    """Michel's I_h for the importance map's metric, and its Spearman with the measured drop."""
+    import numpy as np
+
+    from core.errors import InputError
+    from core.intervene.head_gradient import LOSSES, agreement, head_gradient_importance
+    if texts is not None:
+        raise InputError("--gradient measures the shipped data (its loss needs the shipped pairs or masks): "
+                         "leave out --store")
+    grads = head_gradient_importance(backend, args.metric, seed=args.seed)
+    L, H = grads.shape
+    return {"loss": LOSSES[args.metric], "is": "I_h = mean over examples of |dL/d gate_h|",
+            "heads": {f"{l + 1}.{h + 1}": float(grads[l, h]) for l in range(L) for h in range(H)},
+            "spearman_with_drop": agreement(grads, m.heads),
+            "spearman_with_abs_drop": agreement(grads, np.abs(m.heads)), "values": np.round(grads, 8).tolist()}
+
+
+def print_gradient(g: dict, m) -> None:
+    import numpy as np
+    grads = np.array(g["values"])
+    order = np.argsort(-grads, axis=None, kind="stable")[:10]
+    print(f"gradient head importance (Michel et al.; loss {g['loss']}): top heads, with their measured drop")
+    for k in order:
+        l, h = np.unravel_index(k, grads.shape)
+        print(f"  head {l + 1}.{h + 1}: I_h {grads[l, h]:.5f}   drop {m.heads[l, h]:+.4f}")
+    print(f"Spearman of I_h with the measured drop over all {grads.size} heads: {g['spearman_with_drop']:+.3f} "
+          f"(with |drop|: {g['spearman_with_abs_drop']:+.3f}; I_h has no sign)")

@@ -90,6 +90,9 @@ def register(sub) -> None:
                         "re-measuring after each, and say how many go before the metric falls by DROP (e.g. 0.05)")
     p.add_argument("--all-counts", action="store_true",
                    help="with --prune: measure every count up to all heads, not only until the first fall")
+    p.add_argument("--gradient", action="store_true",
+                   help="also Michel et al.'s gradient head importance I_h = E|dL/d gate_h| (one backward pass; "
+                        "spearman and mlm metrics) beside the measured drop, and their rank agreement")
     p.add_argument("--no-cache", action="store_true", help="compute afresh, ignoring a cached map")
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -310,12 +313,17 @@ def cmd_importance(args) -> int:
 
     m = importance_map(backend, args.metric, seed=args.seed, progress=progress, cache_dir=cache, texts=texts)
     removal = _prune(args, backend, m, texts, cache, progress) if args.prune is not None else None
+    gradient = None
+    if args.gradient:
+        from app.cli.causal import gradient_beside
+        gradient = gradient_beside(args, backend, m, texts)
     if progress_shown[0]:
         print(file=sys.stderr)
     if args.json:
         emit_json({**m.to_dict(), "model": backend.model_name, "weights_sha256": m.model,
                    **({"store": args.store} if args.store else {}),
-                   **({"removal": removal.to_dict(args.prune)} if removal else {})})
+                   **({"removal": removal.to_dict(args.prune)} if removal else {}),
+                   **({"gradient_importance": gradient} if gradient else {})})
         return 0
     print(f"{backend.model_name}: {m.measured or args.metric}")
     print(f"{m.baseline:.4f} with every part on; drop when switched off:")
@@ -323,6 +331,9 @@ def cmd_importance(args) -> int:
         print(f"  head {l + 1}.{h + 1}: {d:+.4f}")
     for name, arr in (("attention", m.attention), ("FFN", m.ffn)):
         print(f"  {name} by layer: " + ", ".join(f"{l + 1}: {v:+.4f}" for l, v in enumerate(arr)))
+    if gradient is not None:
+        from app.cli.causal import print_gradient
+        print_gradient(gradient, m)
     if removal is not None:
         n = removal.removable(args.prune)
         print("heads removed together, least important first (the metric re-measured at every count"

@@ -31,6 +31,8 @@ from core.intervene.restore import finish_block, heads_context
 
 GRADIENT_METRICS = ("spearman", "mlm")
 SCORE_SCALE = 5.0        # the shipped pairs' scores run 0-5
+LOSSES = {"spearman": "(cos(a, b) - score/5)^2 per shipped pair",
+          "mlm": "-mean log p of each sample text's seeded masked tokens"}
 
 
 def gated_forward(encoder, input_ids: torch.Tensor, mask: torch.Tensor, gates: torch.Tensor) -> torch.Tensor:
