@@ -1,7 +1,7 @@
-"""How long a minilm residual-stream patching sweep of a 12-token pair takes ([CLS], 10 words, [SEP]: 6 layers x 12 tokens
-= 72 cells), against its peer measured in the same run: the same 72 cells one `patch --site` run
-at a time (patching.patched_run + intervene + embed, a forward pass per cell). Goal: the sweep
-within 10 s on 2 CPU cores. Also times the heads and FFN sweeps and a causal trace (10 samples).
+"""How long a minilm residual-stream patching sweep of a 12-token pair takes ([CLS], 10 words,
+[SEP]: 6 layers x 12 tokens = 72 cells), against its peer measured in the same run: the same 72
+cells one `patch --site` run at a time (patching.patched_run + intervene + embed, a forward pass
+per cell). Goal: the sweep within 10 s on 2 CPU cores. Also times the heads and FFN sweeps and a causal trace (10 samples).
 
 The machine may be shared: the load average and the process's CPU time are printed with the wall
 time, so that runs under different loads can be compared.
@@ -59,7 +59,8 @@ def main() -> None:
                "?") if os.path.exists("/proc/cpuinfo") else "?"
     print(f"machine: {cpu}, {os.cpu_count()} cores visible, {args.threads} threads; precision {backend.precision}")
     r, s, c, load = timed(lambda: patch_sweep(backend, A, B, "resid"))
-    print(f"resid sweep, {r.values.size} cells ({len(r.rows)} layers x {len(r.cols)} tokens; {n_tokens} with the specials): "
+    print(f"resid sweep, {r.values.size} cells ({len(r.rows)} layers x {len(r.cols)} tokens, {n_tokens} with the "
+          "specials): "
           f"{s:.2f} s wall, {c:.2f} s CPU, load {load:.1f} (goal 10 s: {'met' if s <= 10 else 'NOT met'})")
     for kind in ("heads", "ffn"):
         q, s2, c2, load2 = timed(lambda kind=kind: patch_sweep(backend, A, B, kind))

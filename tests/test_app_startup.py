@@ -37,7 +37,8 @@ def test_window_is_built_without_torch_transformers_or_pyqtgraph(tmp_path):
     got = json.loads(p.stdout.strip().splitlines()[-1])
     assert got["before"] == {m: False for m in got["before"]}
     # every tab is there from the start; asking for a panel builds it (and imports pyqtgraph)
-    assert got["tabs"] == ["Search", "Corpus", "Attention", "Step by step", "Fill-mask", "Intervene", "Causal", "Train", "Map"]
+    assert got["tabs"] == ["Search", "Corpus", "Attention", "Step by step", "Fill-mask", "Intervene", "Causal",
+                       "Train", "Map"]
     assert got["attention"] == "AttentionPanel"
     assert got["pyqtgraph_after"]
 

@@ -117,7 +117,7 @@ def test_michel_head_importance_equals_a_hook_gradient_on_transformers(tiny):
         rows = range(start, min(start + 16, len(pairs)))
         gates = torch.ones(len(rows), L, H, requires_grad=True)
         handles = [layer.attention.output.dense.register_forward_pre_hook(
-            lambda m, a, i=i: (a[0] * gates[:, i].repeat_interleave(dh, -1)[:, None, :],))
+            lambda m, a, i=i, gates=gates: (a[0] * gates[:, i].repeat_interleave(dh, -1)[:, None, :],))
             for i, layer in enumerate(ref.bert.encoder.layer)]
         try:
             vs = []

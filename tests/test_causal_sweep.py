@@ -121,7 +121,7 @@ def test_trace_cell_equals_transformers_with_the_same_noise(tiny):
         cos, cos_corr, p_rest, p_corr = [], [], [], []
         for s in range(3):
             noise = [(ref.bert.embeddings.word_embeddings, "post", lambda m, a, o, s=s: o + eps[s:s + 1])]
-            def restore(m, a, o):
+            def restore(m, a, o, layer=layer, tok=tok):
                 o = o.clone()
                 o[0, tok] = clean[layer][0, tok]
                 return o

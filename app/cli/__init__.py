@@ -18,8 +18,8 @@ import sys
 import threading
 from collections.abc import Callable
 
-from app.cli import eval as eval_command  # not `eval`: the builtin stays itself here
 from app.cli import causal, experiment, explain, intervene, migrate, model, runs, store, train, why
+from app.cli import eval as eval_command  # not `eval`: the builtin stays itself here
 from app.cli import map as map_command  # not `map`: the builtin stays itself here
 from app.cli.remedies import worded
 from core.errors import EncoderscopeError, InputError, Terminated

@@ -97,7 +97,8 @@ def cmd_patch_trace(args, backend, pooling) -> int:
     from core.intervene.trace import causal_trace
 
     if args.b is not None:
-        raise InputError("--trace corrupts sentence A with noise: give one sentence (encoderscope patch A --trace WORDS)")
+        raise InputError("--trace corrupts sentence A with noise: give one sentence "
+                         "(encoderscope patch A --trace WORDS)")
     words = [w for w in args.trace.replace(",", " ").split() if w]
     r = causal_trace(backend, args.a, words, noise=args.noise, samples=args.samples, seed=args.seed,
                      target=args.mask_token, pooling=pooling, progress=_progress(args, "layers"))

@@ -127,7 +127,8 @@ def cmd_ablate(args) -> int:
     spec = spec_from_args(args)
     if spec.is_empty and not args.cut:
         raise InputError("nothing to switch off: give --heads, --ffn, --attn-off, --skip-layer, --no-positions, "
-                         "--shuffle-positions, --no-scale, --temperature or --cut (e.g. encoderscope ablate TEXT --heads 3.5)")
+                         "--shuffle-positions, --no-scale, --temperature or --cut "
+                         "(e.g. encoderscope ablate TEXT --heads 3.5)")
     if args.k < 1:
         raise InputError("-k must be at least 1")
     backend = get_backend(_model_for(args), args.backend, device=args.device, precision=args.precision)

@@ -68,12 +68,12 @@ class Target:
 
     def __init__(self, backend, ids: list[int], other: str | None, word: str | None, pooling: str | None):
         if (other is None) == (word is None):
-            raise InputError("attribute what: give --to OTHER (the cosine with another sentence) or "
-                             "--mask-token WORD (p(WORD) at the [MASK])")
+            raise InputError("attribute what: the cosine with another sentence, or p(word) at the "
+                             "sentence's [MASK] (one of the two)")
         self.backend = backend
         if other is not None:
             if not other.strip():
-                raise InputError("the other sentence (--to) is empty")
+                raise InputError("the other sentence is empty: type the sentence the cosine is taken with")
             self.pooling = backend.choose_pooling(pooling)
             with torch.no_grad(), autocast(backend.device, backend.precision):
                 o_ids = torch.tensor(backend.encode_ids([other])[0], device=backend.device)
@@ -83,7 +83,7 @@ class Target:
         else:
             self.position = readout.mask_position(backend, ids)
             if self.position is None:
-                raise InputError("--mask-token reads p(WORD) at the [MASK]: put [MASK] in the sentence")
+                raise InputError("p(word) is read at the [MASK]: put [MASK] in the sentence")
             readout.need_mlm(backend, f"p({word}) at the mask")
             self.token = readout.target_token(backend, word)
             self.other = None
@@ -145,7 +145,7 @@ def attribute(backend, text: str, method: str = "ig", other: str | None = None, 
     if method not in METHODS:
         raise InputError(f"the method is one of {', '.join(METHODS)}, not {method!r}")
     if method == "ig" and steps < 1:
-        raise InputError("integrated gradients need at least 1 step (e.g. --steps 64)")
+        raise InputError("integrated gradients need at least 1 step (32 is the default)")
     encoder = encoder_of(backend)
     ids = backend.encode_ids([text])[0][0]
     f = Target(backend, ids, other, word, pooling)

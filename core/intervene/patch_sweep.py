@@ -23,8 +23,15 @@ from core.device import autocast
 from core.errors import Cancelled, InputError
 from core.intervene import readout
 from core.intervene.apply import encoder_of
-from core.intervene.restore import (bias_for, clean_run, finish_block, head_variants, heads_context, resid_variants,
-                                    run_from)
+from core.intervene.restore import (
+    bias_for,
+    clean_run,
+    finish_block,
+    head_variants,
+    heads_context,
+    resid_variants,
+    run_from,
+)
 
 SWEEP_KINDS = ("resid", "heads", "ffn")
 
@@ -51,7 +58,8 @@ class SweepResult:
         out = {"site": self.site, "rows": self.rows, "cols": self.cols,
                "values": np.round(self.values, 6).tolist(),
                "value_is": "fraction of the way to B: (cos(patched, B) - cos(A, B)) / (1 - cos(A, B))",
-               "cosine_patched_b": np.round(self.cosine_b, 8).tolist(), "tokens_a": self.tokens_a, "tokens_b": self.tokens_b, "cosine_a_b": self.cosine_a_b,
+               "cosine_patched_b": np.round(self.cosine_b, 8).tolist(), "tokens_a": self.tokens_a,
+               "tokens_b": self.tokens_b, "cosine_a_b": self.cosine_a_b,
                "pooling": self.pooling, "precision": self.precision}
         if self.delta_p is not None:
             out.update({"delta_p": np.round(self.delta_p, 6).tolist(), "target": self.target,

@@ -29,8 +29,8 @@ def target_token(backend, word: str) -> int:
 def need_mlm(backend, why: str) -> None:
     if not getattr(backend, "has_mlm", False):
         raise NoMLMHead(f"{backend.model_name} has no masked-LM head, so {why} cannot be measured: "
-                        "leave out [MASK], or use a model with one (encoderscope train --init minilm "
-                        "--objective mlm --corpus FILE --out DIR, then --model DIR)",
+                        "leave out [MASK], or use a model with one (train one from minilm with the "
+                        "masked-LM objective)",
                         fix={"kind": "train_mlm", "init": "minilm"})
 
 

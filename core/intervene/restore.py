@@ -68,7 +68,8 @@ def clean_run(encoder: Encoder, ids: torch.Tensor, word_noise: torch.Tensor | No
         x = emb(ids)
     else:
         positions = torch.arange(ids.shape[1], device=ids.device)[None, :]
-        x = emb.word_embeddings(ids) + word_noise.to(emb.word_embeddings.weight.dtype) + emb.position_embeddings(positions)
+        x = (emb.word_embeddings(ids) + word_noise.to(emb.word_embeddings.weight.dtype)
+             + emb.position_embeddings(positions))
         if emb.token_type_embeddings is not None:
             x = x + emb.token_type_embeddings(torch.zeros_like(ids))
         x = emb.LayerNorm(x)

@@ -107,7 +107,7 @@ def causal_trace(backend, text: str, corrupt: list[str], noise: float = NOISE_MU
     """Trace ``text`` with the tokens ``corrupt`` (words of it, or positions) noised.
     progress(done, total) in restored rows; cancel() between them (Cancelled)."""
     if not corrupt:
-        raise InputError("name the tokens to corrupt (words of the sentence or positions), e.g. --trace cat")
+        raise InputError("name the tokens to corrupt: words of the sentence or positions (e.g. cat)")
     if not noise > 0:
         raise InputError(f"the noise level is a multiple of the embeddings' std above 0, not {noise!r}")
     if samples < 1:

@@ -253,8 +253,8 @@ class TraceView(Page):
             return
         m = self.matrix()
         p_shown = m is r.p_recovered
-        self.heatmap.set_matrix(m, r.rows, r.cols, levels=(0.0, max(1.0, float(np.nanmax(m)))),
-                                title=f"share of p({r.target}) recovered" if p_shown else "share of the clean vector recovered")
+        title = f"share of p({r.target}) recovered" if p_shown else "share of the clean vector recovered"
+        self.heatmap.set_matrix(m, r.rows, r.cols, levels=(0.0, max(1.0, float(np.nanmax(m)))), title=title)
         corrupted = ", ".join(r.tokens[p] for p in r.corrupted)
         extra = (f" · p({html.escape(str(r.target))}): clean {r.p_clean:.4f}, corrupted {r.p_corrupted:.4f}"
                  if r.p_clean is not None else "")
