@@ -90,3 +90,13 @@ def test_a_cut_that_leaves_a_token_nothing_is_refused(tiny, run):
     assert bad.returncode == 2 and "nothing to attend to" in bad.stderr
     bad = run("ablate", TEXT, "--model", folder, "--cut", "9:1>2", check=False)
     assert bad.returncode == 2 and "layer 9 does not exist" in bad.stderr
+
+
+def test_step_by_step_says_it_does_not_follow_cuts(tiny):
+    from core.intervene.spec import Intervention
+    from core.walkthrough.steps import explain
+    backend, _ = tiny
+    spec = Intervention(heads={(1, 1)}, cuts={Cut(0, None, 2, 1)})
+    walk = explain(backend, TEXT, layer=0, head=0, intervention=spec)
+    assert "attention-edge cuts are not followed" in walk.note
+    assert walk.intervention == Intervention(heads={(1, 1)})

@@ -149,3 +149,22 @@ def test_a_sweep_cell_asks_for_its_patch_and_an_edge_click_cuts(qtbot, make_pane
     assert shown.args[0] == "cuts" and panel.text_a.text() == "the cat sat on the mat"
     assert panel.cuts_view.cuts.text() == "1.2:2>1"
     assert "1.2:2>1" in shown.args[1].spec.describe()
+
+
+@pytest.mark.slow
+def test_head_gradients_page_shows_michels_numbers_beside_the_drop(qtbot, make_panel, models, tmp_path,
+                                                                   monkeypatch):
+    from app.gui.panels.intervene import panel as P
+    from core.intervene.head_gradient import agreement, head_gradient_importance
+    from core.intervene.importance import importance_map
+    monkeypatch.setattr(P, "importance_cache_dir", lambda: tmp_path / "importance")
+    backend = models[0]
+    panel = make_panel(backend)
+    r = run_page(qtbot, panel, "heads", metric="mlm")
+    want = head_gradient_importance(backend, "mlm")
+    np.testing.assert_allclose(r.gradient, want, rtol=1e-5)
+    drop = importance_map(backend, "mlm").heads
+    np.testing.assert_allclose(r.map.heads, drop, atol=1e-6)
+    assert r.spearman == pytest.approx(agreement(want, drop), abs=1e-6)
+    assert f"{r.spearman:+.3f}" in panel.heads_view.info.text()
+    np.testing.assert_allclose(panel.heads_view.gradient.matrix, want.astype(np.float32), rtol=1e-5)

@@ -12,11 +12,12 @@ from tools.screenshots.common import sample_window, save, spin
 A, B = "the cat sat on the mat", "the dog sat on the mat"
 
 
-def run_page(app, w, panel, page: str, settings: dict) -> bool:
+def run_page(app, w, panel, page: str) -> bool:
+    """Run ``page`` as its button does, with what its widgets show."""
     got = []
     panel.shown.connect(lambda p, r: got.append(p))
     panel.pages.setCurrentWidget(panel.views[page])
-    panel.run(page, {**panel.views[page].settings(), **settings})
+    panel.views[page].run_button.click()
     return spin(app, until=lambda: page in got and not w.state.jobs.busy, timeout=600)
 
 
@@ -27,17 +28,21 @@ def main(argv=None) -> int:
     panel = w.optional_panels["Causal"]
     panel.text_a.setText(A)
     panel.text_b.setText(B)
-    shots = [("sweep", {"kind": "heads"}, "causal_sweep"),
-             ("attribute", {"target": "other", "method": "ig", "steps": 32}, "causal_attribution"),
-             ("trace", {"words": "cat", "samples": 10}, "causal_trace")]
-    for page, settings, name in shots:
-        if page == "attribute":
-            panel.text_b.setText("a kitten rested on a rug")
-        if run_page(app, w, panel, page, settings):
-            spin(app, 0.5)
-            save(w, name)
+    sweep = panel.sweep_view
+    sweep.kind.setCurrentIndex(sweep.kind.findData("heads"))
+    if run_page(app, w, panel, "sweep"):
+        spin(app, 0.5)
+        save(w, "causal_sweep")
+    panel.text_b.setText("a kitten rested on a rug")
+    if run_page(app, w, panel, "attribute"):
+        spin(app, 0.5)
+        save(w, "causal_attribution")
+    panel.trace_view.words.setText("cat")
+    if run_page(app, w, panel, "trace"):
+        spin(app, 0.5)
+        save(w, "causal_trace")
     panel.cuts_view.cuts.setText("6.12:cat>cat")
-    if run_page(app, w, panel, "cuts", {}):
+    if run_page(app, w, panel, "cuts"):
         spin(app, 0.3)
         save(w, "causal_cuts")
     w.close()

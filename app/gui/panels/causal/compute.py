@@ -81,3 +81,26 @@ def cuts_fn(backend, text: str, cuts: list[str], target: str = "", progress=None
     if mask and mask.lower() in text.lower() and backend.has_mlm:
         fill = E.compare_fill_mask(backend, text, spec, 3, _word(target))
     return CutEffects(spec, tokens, vector.cosine, attention, fill)
+
+
+@dataclass
+class HeadGradients:
+    gradient: object        # (L, H) Michel's I_h
+    map: object             # core.intervene.importance.ImportanceMap (the measured drop)
+    spearman: float         # of I_h with the drop, over every head
+    spearman_abs: float     # ... with |drop| (I_h has no sign)
+    loss: str
+
+
+def head_gradient_fn(backend, metric: str, seed: int, cache_dir=None, progress=None, cancel=None) -> HeadGradients:
+    """Michel's I_h and the measured importance map for ``metric`` (as `importance --gradient`)."""
+    import numpy as np
+
+    from core.intervene.head_gradient import LOSSES, agreement, head_gradient_importance
+    from core.intervene.importance import importance_map
+    ours(backend)
+    m = importance_map(backend, metric, seed=seed, cache_dir=cache_dir,
+                       progress=_said(progress, f"Measured drop ({metric})"), cancel=_asked(cancel))
+    grads = head_gradient_importance(backend, metric, seed=seed, progress=_said(progress, "Gradients"),
+                                     cancel=_asked(cancel))
+    return HeadGradients(grads, m, agreement(grads, m.heads), agreement(grads, np.abs(m.heads)), LOSSES[metric])

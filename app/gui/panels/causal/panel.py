@@ -1,10 +1,11 @@
 """The Causal tab: where in the network the information lives, which tokens drive a score, which
 attention edge carries it (core/intervene/patch_sweep.py, attribute.py, trace.py, edges.py).
 
-Four pages share sentence A, sentence B and the word read at a [MASK]: a patching sweep (a cell
+Five pages share sentence A, sentence B and the word read at a [MASK]: a patching sweep (a cell
 click applies that one patch in the Intervene tab: Step by step does not follow patches), gradient
-attributions, causal tracing, and attention-edge cuts (the Attention tab's heatmap adds one per
-click). Every number comes from a worker with progress and Cancel on the inspected model; a
+attributions, causal tracing, attention-edge cuts (the Attention tab's heatmap adds one per
+click), and Michel's gradient head importance beside the measured drop (the importance map,
+from the same on-disk cache as the Intervene tab's). Every number comes from a worker with progress and Cancel on the inspected model; a
 model switch cancels the work and clears every page.
 """
 from __future__ import annotations
@@ -13,11 +14,11 @@ from PySide6 import QtCore, QtWidgets
 
 from app.gui.follow_model import FollowModel
 from app.gui.panels.causal import compute as C
-from app.gui.panels.causal.views import AttributionView, CutsView, SweepView, TraceView
+from app.gui.panels.causal.views import AttributionView, CutsView, HeadGradientView, SweepView, TraceView
 from app.gui.widgets.line_edit import long_line_edit
 
 EXAMPLE_A, EXAMPLE_B = "The cat sat on the mat.", "The dog sat on the mat."
-PAGES = ("sweep", "attribute", "trace", "cuts")
+PAGES = ("sweep", "attribute", "trace", "cuts", "heads")
 
 
 class CausalPanel(QtWidgets.QWidget):
@@ -55,10 +56,11 @@ class CausalPanel(QtWidgets.QWidget):
         self.pages = QtWidgets.QTabWidget()
         self.sweep_view, self.attribution_view = SweepView(), AttributionView()
         self.trace_view, self.cuts_view = TraceView(), CutsView()
+        self.heads_view = HeadGradientView()
         self.views = {"sweep": self.sweep_view, "attribute": self.attribution_view,
-                      "trace": self.trace_view, "cuts": self.cuts_view}
+                      "trace": self.trace_view, "cuts": self.cuts_view, "heads": self.heads_view}
         for page, title in (("sweep", "Patching sweep"), ("attribute", "Attributions"),
-                            ("trace", "Causal trace"), ("cuts", "Edge cuts")):
+                            ("trace", "Causal trace"), ("cuts", "Edge cuts"), ("heads", "Head gradients")):
             view = self.views[page]
             self.pages.addTab(view, title)
             view.run_requested.connect(lambda settings, page=page: self.run(page, settings))
@@ -78,6 +80,9 @@ class CausalPanel(QtWidgets.QWidget):
             return C.attribute_fn, (a, s["method"], other, word, s["steps"])
         if page == "trace":
             return C.trace_fn, (a, s["words"], s["noise"], s["samples"], s["seed"], target)
+        if page == "heads":
+            from app.gui.panels.intervene.panel import importance_cache_dir
+            return C.head_gradient_fn, (s["metric"], 0, importance_cache_dir())
         return C.cuts_fn, (a, s["cuts"], target)
 
     def run(self, page: str, settings: dict | None = None) -> bool:

@@ -98,6 +98,7 @@ class SweepView(Page):
         self.heatmap.click_hint = "click to apply this one patch in the Intervene tab"
         self.heatmap.set_show_values(True)
         self.heatmap.set_colormap(DIVERGING)
+        self.heatmap.colorbar.getAxis("right").setLabel("fraction of the way to B")
         self.heatmap.cell_clicked.connect(self._clicked)
         self.outer.addWidget(self.heatmap, 1)
         self.clear("Patch every site of one kind from B into A, one at a time")
@@ -130,6 +131,7 @@ class SweepView(Page):
         self.heatmap.what = f"change of p({r.target})" if p_shown else "fraction of the way to B"
         title = (f"p({r.target}) patched − p in A" if p_shown else "fraction of the way to B")
         self.heatmap.set_matrix(m, r.rows, r.cols, title=title, levels=(-top, top))
+        self.heatmap.colorbar.getAxis("right").setLabel("Δp" if p_shown else "fraction of the way to B")
         extra = (f" · p({html.escape(str(r.target))}) at the mask: A {r.p_a:.4f}, B {r.p_b:.4f}"
                  if r.delta_p is not None else "")
         self.info.setText(f"cos(A, B) <b>{r.cosine_a_b:.4f}</b> · {r.site} sites · {r.pooling} pooling · "
@@ -224,6 +226,7 @@ class TraceView(Page):
         self.finish_bar()
         self.heatmap = ValueHeatmap(row_title="restored state", col_title="token")
         self.heatmap.what = "share of the clean output recovered"
+        self.heatmap.colorbar.getAxis("right").setLabel("share recovered")
         self.heatmap.set_show_values(True)
         self.outer.addWidget(self.heatmap, 1)
         self.clear("Noise on some tokens' embeddings, then each clean state restored in turn")
@@ -276,8 +279,16 @@ class CutsView(Page):
         self.finish_bar()
         self.table = QtWidgets.QLabel()
         self.table.setTextFormat(QtCore.Qt.TextFormat.RichText)
-        self.table.setAlignment(QtCore.Qt.AlignmentFlag.AlignTop | QtCore.Qt.AlignmentFlag.AlignLeft)
-        self.outer.addWidget(self.table, 1)
+        self.table.setWordWrap(True)
+        self.outer.addWidget(self.table)
+        # the first cut's head (or its layer's mean over heads), before and after
+        split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
+        self.before, self.after = ValueHeatmap(), ValueHeatmap()
+        for m, name in ((self.before, "before"), (self.after, "after")):
+            m.what = f"attention weight {name}"
+            m.set_show_values(True)
+            split.addWidget(m)
+        self.outer.addWidget(split, 1)
         self.clear("Knock out attention edges: the query may not look at the key")
 
     def settings(self) -> dict:
@@ -291,19 +302,78 @@ class CutsView(Page):
     def clear(self, note: str = "") -> None:
         self.result = None
         self.table.setText("")
+        for m in (self.before, self.after):
+            m.set_matrix(np.zeros((0, 0)), [], [])
+        self.before.set_placeholder(note)
         self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+
+    def shown_head(self, r) -> tuple[int, int | None]:
+        first = sorted(r.spec.cuts, key=lambda c: (c.layer, -1 if c.head is None else c.head))[0]
+        return first.layer, first.head
 
     def show_result(self, r) -> None:
         self.result = r
         diff = np.abs(r.attention.difference).max(axis=(2, 3))
         l, h = np.unravel_index(int(np.argmax(diff)), diff.shape)
-        rows = [f"<b>{html.escape(r.spec.describe())}</b>", f"sentence vector: cosine with the uncut one "
-                f"<b>{r.cosine:.6f}</b>", f"attention: largest change {diff[l, h]:.4f} in head {l + 1}.{h + 1}"]
+        names = ", ".join(sorted(c.describe(r.tokens) for c in r.spec.cuts))
+        rows = [f"<b>attention edges cut: {html.escape(names)}</b>", f"sentence vector: cosine with the uncut one "
+                f"<b>{r.cosine:.6f}</b> · attention: largest change {diff[l, h]:.4f} in head {l + 1}.{h + 1}"]
         if r.fill is not None:
             before = ", ".join(f"{p['token']} {p['score']:.3f}" for p in r.fill.before.masks[0]["predictions"])
             after = ", ".join(f"{p['token']} {p['score']:.3f}" for p in r.fill.after.masks[0]["predictions"])
-            rows += [f"[MASK] before: {html.escape(before)}", f"[MASK] after: {html.escape(after)}"]
+            rows += [f"[MASK] before: {html.escape(before)} · after: {html.escape(after)}"]
             if r.fill.target:
                 rows.append(f"p({html.escape(r.fill.target)}): {r.fill.target_before:.4f} → {r.fill.target_after:.4f}")
         self.table.setText("<br>".join(rows))
+        layer, head = self.shown_head(r)
+        where = f"layer {layer + 1}, " + ("mean over heads" if head is None else f"head {head + 1}")
+        for m, att, name in ((self.before, r.attention.before, "before"), (self.after, r.attention.after, "after")):
+            grid = att[layer].mean(0) if head is None else att[layer, head]
+            m.set_matrix(grid, r.tokens, r.tokens, title=f"{where}, {name}", levels=(0.0, 1.0))
         self.info.setText("")
+
+
+class HeadGradientView(Page):
+    run_label = "Compute"
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.result = None
+        self.metric = QtWidgets.QComboBox()
+        self.metric.addItem("Spearman (shipped eval pairs)", "spearman")
+        self.metric.addItem("masked-token log-probability (needs a masked-LM head)", "mlm")
+        for w in (QtWidgets.QLabel("metric"), self.metric):
+            self.bar.addWidget(w)
+        self.finish_bar()
+        split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
+        self.gradient = ValueHeatmap(row_title="layer", col_title="head")
+        self.gradient.what = "I_h = E|dL/d gate|"
+        self.drop = ValueHeatmap(row_title="layer", col_title="head")
+        self.drop.what = "measured drop"
+        self.drop.set_colormap(DIVERGING)
+        for m in (self.gradient, self.drop):
+            m.set_show_values(True)
+            split.addWidget(m)
+        self.outer.addWidget(split, 1)
+        self.clear("Michel et al.'s gradient head importance beside the drop measured by switching each head off")
+
+    def settings(self) -> dict:
+        return {"metric": self.metric.currentData()}
+
+    def clear(self, note: str = "") -> None:
+        self.result = None
+        for m in (self.gradient, self.drop):
+            m.set_matrix(np.zeros((0, 0)), [], [])
+        self.gradient.set_placeholder(note)
+        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+
+    def show_result(self, r) -> None:
+        self.result = r
+        L, H = r.gradient.shape
+        rows, cols = [f"L{l + 1}" for l in range(L)], [f"H{h + 1}" for h in range(H)]
+        self.gradient.set_matrix(r.gradient, rows, cols, title="gradient importance I_h",
+                                 levels=(0.0, max(float(r.gradient.max()), 1e-12)))
+        top = max(float(np.abs(r.map.heads).max()), 1e-9)
+        self.drop.set_matrix(r.map.heads, rows, cols, title=f"measured drop in {r.map.metric}", levels=(-top, top))
+        self.info.setText(f"Spearman of I_h with the measured drop over {L * H} heads: <b>{r.spearman:+.3f}</b> "
+                          f"(with |drop|: {r.spearman_abs:+.3f}; I_h has no sign) · loss {html.escape(r.loss)}")
