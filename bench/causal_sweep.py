@@ -1,7 +1,8 @@
 """How long a minilm residual-stream patching sweep of a 12-token pair takes ([CLS], 10 words,
 [SEP]: 6 layers x 12 tokens = 72 cells), against its peer measured in the same run: the same 72
 cells one `patch --site` run at a time (patching.patched_run + intervene + embed, a forward pass
-per cell). Goal: the sweep within 10 s on 2 CPU cores. Also times the heads and FFN sweeps and a causal trace (10 samples).
+per cell). Goal: the sweep within 10 s on 2 CPU cores. Also times the heads and FFN sweeps and
+a causal trace (10 samples).
 
 The machine may be shared: the load average and the process's CPU time are printed with the wall
 time, so that runs under different loads can be compared.

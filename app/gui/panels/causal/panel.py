@@ -5,7 +5,8 @@ Five pages share sentence A, sentence B and the word read at a [MASK]: a patchin
 click applies that one patch in the Intervene tab: Step by step does not follow patches), gradient
 attributions, causal tracing, attention-edge cuts (the Attention tab's heatmap adds one per
 click), and Michel's gradient head importance beside the measured drop (the importance map,
-from the same on-disk cache as the Intervene tab's). Every number comes from a worker with progress and Cancel on the inspected model; a
+from the same on-disk cache as the Intervene tab's). Every number comes from a worker with
+progress and Cancel on the inspected model; a
 model switch cancels the work and clears every page.
 """
 from __future__ import annotations
