@@ -6,7 +6,7 @@ import sys
 
 
 def open_gui(store: str | None) -> int:
-    from app.gui.main import main as gui_main
+    from app.gui.shell.main import main as gui_main
     return gui_main([] if store is None else ["--store", store]) or 0
 
 

@@ -40,7 +40,7 @@ def child(store: str, started: float) -> None:
     sys.path.insert(0, str(ROOT))
     from PySide6.QtWidgets import QApplication
 
-    from app.gui.main_window import MainWindow
+    from app.gui.shell.main_window import MainWindow
     app = QApplication.instance() or QApplication([])
     w = MainWindow()
     w.show()

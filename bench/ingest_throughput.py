@@ -5,7 +5,7 @@
     python bench/ingest_throughput.py --device cuda --model minilm --n 50000
 
 ingest = VectorStore.add_stream into a new FAISS store (flat index), then save(): the pipeline of
-index/base.py and index/embed_ahead.py, every commit durable. embed = Backend.embed of the same
+index/store/base.py and index/store/embed_ahead.py, every commit durable. embed = Backend.embed of the same
 texts, nothing stored. Start-up (loading the model, opening the store) is outside the timing.
 The ratio ingest / embed is the store's own cost: on a GPU its waiting and batching, on a CPU
 with the guard model (1 layer, 32 wide: an encoder too small to matter) its overhead per text.

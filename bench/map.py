@@ -17,7 +17,7 @@ for a core, the CPU time is the work itself.
 
 `--neighbours` instead compares the 2-D methods on what the map is for, keeping neighbours: each
 method at each size in a fresh Python (so numba's compilation and the imports are counted),
-its time, kNN recall (index/map_quality.py: the share of each point's 10 nearest by cosine that
+its time, kNN recall (index/map/quality.py: the share of each point's 10 nearest by cosine that
 are also its 10 nearest in 2-D, 1,000 points sampled) and, up to 10k points, scikit-learn's
 trustworthiness. Methods that are not installed are listed as such (openTSNE, PaCMAP: not
 dependencies of Encoderscope; `pip install openTSNE pacmap` to compare them).
@@ -121,17 +121,17 @@ def hover_naive(item, probes):
 
 
 def run_size(app, n, with_umap, draw_only=False) -> dict:
-    from index.corpus_map import map_vectors
-    from index.map_clusters import distinctive_words, kmeans
-    from index.map_projection import fit_pca, fit_umap
-    from tests.test_store_support import clustered
+    from index.map.clusters import distinctive_words, kmeans
+    from index.map.corpus_map import map_vectors
+    from index.map.projection import fit_pca, fit_umap
+    from tests.support.store_backends import clustered
     rng = np.random.default_rng(0)
     x = clustered(n, DIM, seed=0)
     texts = [" ".join(rng.choice(WORDS, 3)) for _ in range(n)]
     r = {"n": n}
     if draw_only:
-        from index.corpus_map import CorpusMap, MapCluster
-        from index.map_projection import PcaProjection
+        from index.map.corpus_map import CorpusMap, MapCluster
+        from index.map.projection import PcaProjection
         m = CorpusMap(np.arange(n), texts, fit_pca(x).project(x), kmeans(x, CLUSTERS, 0), [],
                       PcaProjection(None, None, None))
         m.clusters = [MapCluster(c, 0, [str(c)]) for c in range(int(m.cluster.max()) + 1)]
@@ -174,10 +174,10 @@ TRUST_MAX = 10_000      # trustworthiness holds two n x n distance matrices: onl
 def fit_method(method: str, x: np.ndarray) -> np.ndarray:
     """(n, 2) coordinates of x by one candidate method, seeded where the method allows it."""
     if method == "pca":
-        from index.map_projection import fit_pca
+        from index.map.projection import fit_pca
         return fit_pca(x).project(x)
     if method == "umap":                 # what the app runs: seeded, hence one thread
-        from index.map_projection import fit_umap
+        from index.map.projection import fit_umap
         return fit_umap(x).reducer.embedding_
     if method == "umap-parallel":        # no seed: every core, a different picture each run
         import umap
@@ -203,8 +203,8 @@ def one_method(method: str, n: int) -> dict:
     the sample corpus's real embeddings."""
     import json
 
-    from index.map_quality import neighbour_recall
-    from tests.test_store_support import clustered
+    from index.map.quality import neighbour_recall
+    from tests.support.store_backends import clustered
     x = sample_corpus_vectors() if n == 0 else clustered(n, DIM, seed=0)
     n = len(x)
     t0, c0 = time.perf_counter(), time.process_time()

@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def measure(rows: int, folder: Path) -> dict:
     from core.encoder.fingerprint import Fingerprint
     from core.errors import Cancelled
-    from index.corpus_map import build_map
     from index.faiss.store import VectorStore
-    from tests.test_store_support import clustered
+    from index.map.corpus_map import build_map
+    from tests.support.store_backends import clustered
     fp = Fingerprint("fake", "f" * 64, "mean", 384, True)
     store = VectorStore.open(folder, writable=True, create=True, fingerprint=fp)
     x = clustered(rows, 384, seed=1)

@@ -9,7 +9,7 @@ With --uri the server store is measured too (a collection of its own, dropped af
 beside it the same searches as bare pymilvus calls on the same collection (same limit, fields
 and search params, the collection's default consistency): the store's overhead as a ratio.
 
-Both stores are driven through the same Store API (index.locations.open_store) with the same
+Both stores are driven through the same Store API (index.opening.open_store) with the same
 precomputed clustered unit vectors (no model in the loop): rows are added in batches of
 --batch, then saved (FAISS: index snapshot; Milvus: flush), reopened, and searched one query at
 a time. Recall@10 is against the FAISS exact (flat) store. Also measured on Milvus Lite: one
@@ -49,7 +49,7 @@ def _fingerprint(d):
 
 
 def _bench_store(label, location, x, q, batch, fp, log, **open_kw):
-    from index.locations import open_store
+    from index.opening import open_store
     n = len(x)
     row = {"store": label, "n": n, "dim": x.shape[1]}
     t0 = time.perf_counter()
@@ -126,7 +126,7 @@ def _bare_server_search(uri: str, collection: str, q, log) -> dict:
     from pymilvus import MilvusClient
 
     from index.milvus.schema import FIELDS
-    from index.store_location import TOKEN_ENV
+    from index.store.location import TOKEN_ENV
     c = MilvusClient(uri=uri, token=os.environ.get(TOKEN_ENV, ""))
     desc = c.describe_collection(collection)
     spec = json.loads(desc["properties"]["encoderscope.index"])
@@ -155,7 +155,7 @@ def _bench_server(uri, x, q, batch, fp, log, faiss_ids) -> dict:
 
     from pymilvus import MilvusClient
 
-    from index.store_location import TOKEN_ENV
+    from index.store.location import TOKEN_ENV
     name = "bench_" + uuid.uuid4().hex[:8]
     try:
         row, ids = _bench_store("milvus server HNSW (MilvusStore)", f"{uri}?collection={name}",

@@ -208,7 +208,7 @@ def main(argv=None):
     p.add_argument("--door-index", default="auto",
                    help="with --door: the store's index kind (default auto: flat at 100k, IVF at 1M)")
     p.add_argument("--door", type=int, nargs="*", metavar="N",
-                   help="only the search through the door (index.corpus.search) beside the store's "
+                   help="only the search through the door (index.corpus.door.search) beside the store's "
                         "and the index's own, at these sizes (default 100000 1000000), dim --dim")
     p.add_argument("--no-ingest", action="store_true")
     p.add_argument("--ingest-files", nargs="+", default=["assets/sample_corpus.txt",

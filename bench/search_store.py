@@ -1,5 +1,5 @@
 """The search benchmark through the store (bench/search.py): the store end to end, one query
-through the door a user searches by (index.corpus.search) beside the store's own search and its
+through the door a user searches by (index.corpus.door.search) beside the store's own search and its
 index alone, and ingest with minilm. `--door` runs the door rows alone."""
 from __future__ import annotations
 
@@ -54,12 +54,12 @@ def bench_store(x, q, args, log):
 
 def bench_door(x, q, args, log, index="flat"):
     """One query as a user searches it, through the door the CLI and the app call
-    (index.corpus.search: model check, search, texts), beside the store's own search
+    (index.corpus.door.search: model check, search, texts), beside the store's own search
     (VectorStore.search on a vector) and its FAISS index alone, timed in interleaved rounds on
     the same store. The query's "embedding" is a lookup of its held-out vector, so the model's
     time (measured by bench_ingest) does not hide what the door adds."""
     from core.encoder.fingerprint import Fingerprint
-    from index import corpus
+    from index.corpus import door
     from index.faiss.store import VectorStore
     n, d = x.shape
     folder = Path(tempfile.mkdtemp(prefix="es-door-", dir=args.tmp))
@@ -87,7 +87,7 @@ def bench_door(x, q, args, log, index="flat"):
         ways = {"index": lambda ii: s._index.search(q[ii], 10),
                 "count": lambda ii: s.count(),        # one SELECT COUNT(*): what a search no longer runs
                 "store": lambda ii: s.search(q[ii[0]], 10, fingerprint=fp),
-                "door": lambda ii: corpus.search(s, texts[ii[0]], 10, backend)}
+                "door": lambda ii: door.search(s, texts[ii[0]], 10, backend)}
         rounds = {k: [] for k in ways}
         for _ in range(3):      # interleaved, so a busy spell of the shared cores hits all three
             for name, fn in ways.items():
@@ -113,8 +113,8 @@ def bench_ingest(args, log):
     (the peer, same process), and the share of the time spent outside the model."""
     from app.gui.corpus_jobs import CHUNK as APP_CHUNK
     from core.encoder.backends import get_backend
-    from index.adding import ADD_BATCH
     from index.faiss.store import VectorStore
+    from index.store.adding import ADD_BATCH
     texts = []
     for name in args.ingest_files:
         for line in (ROOT / name).read_text(encoding="utf-8").splitlines():
@@ -182,7 +182,7 @@ def door_only(args) -> int:
         allx = clustered(n + args.queries, args.dim)
         rows.append(bench_door(allx[:n], np.ascontiguousarray(allx[n:]), args, log, index=args.door_index))
         allx = None
-    print("| vectors | index alone p50 | Store.search p50 | corpus.search (the door) p50 | door / store "
+    print("| vectors | index alone p50 | Store.search p50 | door.search (the door) p50 | door / store "
           "| door / index | one COUNT(*) |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:

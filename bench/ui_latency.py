@@ -102,7 +102,7 @@ def build_big_store(folder: Path, backend, rows: int):
 
 
 def make_window(app, folder):
-    from app.gui.main_window import MainWindow
+    from app.gui.shell.main_window import MainWindow
     w = MainWindow()
     w.resize(1200, 800)
     w.show()

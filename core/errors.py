@@ -10,7 +10,7 @@ class EncoderscopeError(Exception):
     `fix`, where the way out is a setting the user changes, says which as data ({"kind": ...}:
     "encoding", "column", "train_mlm", "whiten_again", "settings" (settings_fix), "train" (a
     model trained with these settings), "resume" (continue the run in "out"), "reembed"; see
-    app/cli/remedies.py and app/gui/fix_words.py): the message stays free of command-line flags
+    app/cli/remedies.py and app/gui/wording.py): the message stays free of command-line flags
     and menu names, and each front end words the fix its way."""
 
     def __init__(self, *args, fix: dict | None = None):

@@ -1,5 +1,5 @@
 """One writer at a time, by an OS lock (flock) on a file that names its holder: ExclusiveFile,
-which the store's lock builds on too (index/durability.py), and one writer per output folder
+which the store's lock builds on too (index/store/durability.py), and one writer per output folder
 (a training run's --out, an experiment's --out).
 
 The output folder's lock is on `.<name>.writer` beside the folder, not inside it: a checkpoint

@@ -9,11 +9,11 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 # The default precision is "auto" (bf16 where the CPU has it natively): CI machines differ, so
-# the suite pins fp32 for numbers that must not depend on the CPU; tests/test_precision.py
+# the suite pins fp32 for numbers that must not depend on the CPU; tests/core/test_precision.py
 # tests "auto" itself (it clears this variable).
 os.environ["ENCODERSCOPE_PRECISION"] = "fp32"
 # The map's default is UMAP (umap-learn: numba compiles for ~1 min on a first run); the suite
-# pins PCA and tests the default itself (tests/test_map_quality.py clears this variable).
+# pins PCA and tests the default itself (tests/index/map/test_quality.py clears this variable).
 os.environ["ENCODERSCOPE_MAP_METHOD"] = "pca"
 # Stores, settings, logs and the per-machine kernel-timing cache (core/machine_cache.py) of tests
 # that choose no data folder go to a throw-away one, never the user's.
@@ -21,8 +21,8 @@ os.environ.setdefault("ENCODERSCOPE_DATA_DIR", tempfile.mkdtemp(prefix="encoders
 
 import pytest  # noqa: E402
 
-from tests.app_fixtures import ASSETS, build_store  # noqa: E402
-from tests.helpers import make_tiny_distilbert  # noqa: E402
+from tests.support.app_fixtures import ASSETS, build_store  # noqa: E402
+from tests.support.tiny_models import make_tiny_distilbert  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +49,7 @@ def minilm_hf():
 def milvus_server(tmp_path_factory):
     """A real Milvus standalone server (PyPI's `milvus` package) on 127.0.0.1, started once per
     test session; skipped, with the reason, only where that package cannot run."""
-    from tests.milvus_server import LocalMilvus, why_cannot_run
+    from tests.support.milvus_server import LocalMilvus, why_cannot_run
     reason = why_cannot_run()
     if reason:
         pytest.skip(f"no Milvus server for the tests: {reason}")
@@ -98,7 +98,7 @@ def run(capsys):
     this process (the same parser and handlers as the console script, no new Python + torch)."""
     from types import SimpleNamespace
 
-    from tests.helpers import run_cli
+    from tests.support.tiny_models import run_cli
 
     def call(*args, check=True):
         rc, out, err = run_cli(args, capsys)
@@ -138,8 +138,8 @@ def make_window(qtbot, data_dir):
     windows = []
 
     def make(template: Path | None = None, start=True, wait=True):
-        from app.gui.main_window import MainWindow
         from app.gui.settings import stores_dir
+        from app.gui.shell.main_window import MainWindow
 
         folder = stores_dir() / "sample"
         if template is not None and not folder.exists():
@@ -201,9 +201,9 @@ def opened():
 
 @pytest.fixture(params=["faiss", "milvus", "server"])
 def store_kind(request):
-    """The store contract's implementation under test (tests/store_contract_support.py): a FAISS
+    """The store contract's implementation under test (tests/support/store_contract.py): a FAISS
     folder, Milvus Lite, or a collection on the session's Milvus server."""
-    from tests.store_contract_support import SERVER, milvus_available
+    from tests.support.store_contract import SERVER, milvus_available
     if request.param != "faiss" and not milvus_available():
         pytest.skip("needs the [milvus] extra (pymilvus, milvus-lite)")
     if request.param == "server":

@@ -13,7 +13,7 @@ sentence-transformers is measured when installed. No Qt, no Milvus. In one run, 
    ``--tests-budget`` seconds so that the whole fits a GPU session's few minutes.
 
 It prints ONE markdown table with the device and the versions. `--device cpu` is the dry run;
-`--quick --no-tests` is the short form the suite runs (tests/test_gpu_check.py).
+`--quick --no-tests` is the short form the suite runs (tests/tools/test_gpu_check.py).
 """
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ train_bench = importlib.import_module("train_throughput")
 VERSIONED = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "faiss-cpu", "sentence-transformers")
 # Test files that need the desktop app, a Milvus server or UMAP are found by trying to import them
 # (below); these are never run here whatever is installed: they start servers or take minutes.
-NEVER = ("test_store_milvus_server", "test_store_milvus_server_faults", "test_reliability_milvus", "test_gpu_check")
+NEVER = ("index.milvus.test_server", "index.milvus.test_server_faults", "index.milvus.test_reliability",
+         "tools.test_gpu_check")
 
 
 def versions() -> str:
@@ -85,13 +86,16 @@ print(json.dumps(missing))
 def runnable_test_files(python: str, env: dict, pattern: str = "test_*.py") -> tuple[list[str], dict]:
     """The test files this Python can import, and {file: the module it lacks} for the rest."""
     import json
-    names = sorted({p.stem for glob in pattern.split(",") for p in (ROOT / "tests").glob(glob.strip())} - set(NEVER))
+    tests = ROOT / "tests"
+    # dotted names under tests/ ("core.test_cuda"): the suite's folders mirror the packages
+    names = sorted({".".join(p.relative_to(tests).with_suffix("").parts)
+                    for glob in pattern.split(",") for p in tests.rglob(glob.strip())} - set(NEVER))
     p = subprocess.run([python, "-c", PROBE, *names], capture_output=True, text=True, env=env, cwd=ROOT,
                        timeout=600)
     if p.returncode != 0:
         raise SystemExit(f"error: could not import the tests to sort them:\n{p.stderr[-2000:]}")
     missing = json.loads(p.stdout.strip().splitlines()[-1])
-    return [f"tests/{n}.py" for n in names if n not in missing], missing
+    return [f"tests/{n.replace('.', '/')}.py" for n in names if n not in missing], missing
 
 
 def pytest_run(args: list[str], env: dict, budget: float) -> dict:
@@ -131,7 +135,7 @@ def run_tests(device: str, workers: int, timeout: int, pattern: str = "test_*.py
           + (", ".join(f"{k} (needs {v})" for k, v in sorted(missing.items())) or "none"), file=sys.stderr, flush=True)
     have = {d.metadata["Name"].lower() for d in metadata.distributions()}
     extra = ["--timeout", str(timeout)] if "pytest-timeout" in have else []
-    cuda = pytest_run(["tests/test_cuda.py", "-m", "needs_cuda", "-v", *extra], env, budget / 3)
+    cuda = pytest_run(["tests/core/test_cuda.py", "-m", "needs_cuda", "-v", *extra], env, budget / 3)
     if workers > 1 and "pytest-xdist" in have:
         extra += ["-n", str(workers), "-v"]          # -v: each failure is named as it happens
     else:
@@ -139,7 +143,7 @@ def run_tests(device: str, workers: int, timeout: int, pattern: str = "test_*.py
     rest = budget - (time.perf_counter() - started)
     suite = pytest_run([*files, "-m", "not slow and not needs_cuda", *extra], env, max(rest, 30))
     left_out = f"{len(missing)} left out" + (f": {', '.join(sorted(missing))}" if missing else "")
-    return [("tests: needs_cuda", "tests/test_cuda.py", cuda),
+    return [("tests: needs_cuda", "tests/core/test_cuda.py", cuda),
             (f"tests: {len(files)} Qt-free files ({left_out})", f"ENCODERSCOPE_DEVICE={device}", suite)]
 
 
@@ -275,7 +279,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sentences", type=int, default=0, help="sentences to embed (default 4096 GPU, 512 CPU)")
     ap.add_argument("--quick", action="store_true", help="one round, batch 64 only, the small training model")
     ap.add_argument("--no-tests", action="store_true", help="only the measurements")
-    ap.add_argument("--tests", default="test_*.py", help="which test files (globs under tests/, comma-separated)")
+    ap.add_argument("--tests", default="test_*.py",
+                    help="test files: globs matched in every folder of tests/, comma-separated")
     ap.add_argument("--workers", type=int, default=min(15, os.cpu_count() or 1), help="pytest-xdist workers")
     ap.add_argument("--test-timeout", type=int, default=150, help="seconds per test (pytest-timeout)")
     ap.add_argument("--tests-budget", type=float, default=300, help="seconds for all the tests; then cut off")

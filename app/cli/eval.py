@@ -128,8 +128,9 @@ def _print_pairs(report, path, model, pooling) -> None:
 def _queries(args) -> int:
     from core import assets
     from core.evaluate.pairs import read_queries
-    from index.evaluation import evaluate_queries
-    from index.locations import open_store, parse_location
+    from index.corpus.evaluation import evaluate_queries
+    from index.opening import open_store
+    from index.store.location import parse_location
     if args.whiten or args.whiten_dims is not None or args.whiten_corpus:
         raise InputError("--whiten goes with --pairs; a store is whitened when it is created "
                          "(encoderscope ingest --whiten)")

@@ -86,7 +86,7 @@ def _run(args, exp, base) -> int:
     from app.cli.runs import print_comparison
     from core.assets import paraphrase_pairs
     from core.train.experiments import run_experiment
-    from index.corpus import read_training_corpus
+    from index.corpus.door import read_training_corpus
 
     cancel = threading.Event()
 

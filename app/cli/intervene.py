@@ -143,7 +143,7 @@ def cmd_ablate(args) -> int:
     means = mean_head_outputs(backend, effects.sample_corpus()) if args.mean_ablation else None
     ranking = None
     if args.store:
-        from index.intervene_ranking import ranking_changes
+        from index.corpus.intervene_ranking import ranking_changes
         if args.pooling and args.pooling != _store_pooling(args.store):
             raise InputError(f"the store at {args.store} holds {_store_pooling(args.store)}-pooled vectors: "
                              "leave out --pooling to compare rankings with them")
@@ -197,7 +197,7 @@ def _model_for(args) -> str:
     if args.model:
         return args.model
     if args.store:
-        from index.corpus import open_corpus
+        from index.corpus.door import open_corpus
         store = open_corpus(args.store)
         if store is not None:
             try:
@@ -208,7 +208,7 @@ def _model_for(args) -> str:
 
 
 def _store_pooling(location) -> str:
-    from index.corpus import open_corpus
+    from index.corpus.door import open_corpus
     store = open_corpus(location)
     if store is None:
         return "mean"          # ranking_changes refuses the missing store with its fix
@@ -297,7 +297,7 @@ def cmd_importance(args) -> int:
 
     texts = None
     if args.store:
-        from index.intervene_ranking import store_sample
+        from index.corpus.intervene_ranking import store_sample
         if args.metric == "spearman":
             raise InputError("the spearman metric reads the shipped scored pairs: with --store choose "
                              "--metric recall or mlm")

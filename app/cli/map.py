@@ -15,8 +15,8 @@ import sys
 
 def register(sub) -> None:
     from app.cli.options import add_store_option
-    from index.corpus_map import DEFAULT_CLUSTERS, DEFAULT_SEED
-    from index.map_projection import METHODS
+    from index.map.corpus_map import DEFAULT_CLUSTERS, DEFAULT_SEED
+    from index.map.projection import METHODS
 
     p = sub.add_parser("map", help="a 2-D map of every sentence in a store, clustered and labelled")
     add_store_option(p)
@@ -37,8 +37,9 @@ def cmd_map(args) -> int:
     from app.cli.options import emit_json
     from app.cli.progress_line import ProgressLine
     from core.errors import InputError
-    from index.corpus_map import build_map, write_map_csv
-    from index.locations import open_store, parse_location
+    from index.map.corpus_map import build_map, write_map_csv
+    from index.opening import open_store
+    from index.store.location import parse_location
     line = ProgressLine(sys.stderr, quiet=args.quiet)
     try:
         with open_store(parse_location(args.store), writable=False) as store:

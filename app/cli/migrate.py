@@ -1,14 +1,14 @@
 """`encoderscope migrate --from STORE --to STORE`: copy a corpus between any two stores without
-re-embedding (the copy and its checks: index/migrate.py)."""
+re-embedding (the copy and its checks: index/corpus/migrate.py)."""
 from __future__ import annotations
 
 import sys
 
 from app.cli.options import add_index_option
 from core.errors import InputError
-from index import fingerprint as fpmod
-from index.locations import describe_location
-from index.migrate import BATCH, REEMBED_SAMPLE, migrate
+from index.corpus.migrate import BATCH, REEMBED_SAMPLE, migrate
+from index.opening import describe_location
+from index.store import fingerprint as fpmod
 
 
 def register(subparsers) -> None:

@@ -52,7 +52,7 @@ def store_backend(args, store) -> tuple[str, str | None]:
     """The encoder (backend name) to run on ``store``'s vectors, and a note in words when it is not
     the one that embedded them, or when the store does not say. ``args.backend`` None (not given):
     the store's own encoder, the from-scratch one where the store does not record it."""
-    from index.base import describe_encoders
+    from index.store.base import describe_encoders
     recorded = store.encoder_backend
     chosen = args.backend or recorded or "scratch"
     made_by = describe_encoders(store.encoders)
@@ -158,8 +158,8 @@ def add_store_option(p):
 
 
 def store_location(args):
-    """The --store location (index.locations; None: the default store)."""
-    from index.locations import parse_location
+    """The --store location (index.opening; None: the default store)."""
+    from index.store.location import parse_location
     return parse_location(args.store)
 
 

@@ -8,7 +8,7 @@ import shlex
 
 def worded(error: Exception, args) -> str:
     """The error's message, with the command that fixes it where there is one."""
-    from index.errors import EmptyStore, ModelMismatch, StoreCorrupted, StoreNotFound
+    from index.store.errors import EmptyStore, ModelMismatch, StoreCorrupted, StoreNotFound
 
     message = str(error) + _fix_worded(_in_migrates_words(getattr(error, "fix", None), args))
     store = getattr(args, "store", None)
@@ -39,7 +39,7 @@ def _in_migrates_words(fix: dict | None, args) -> dict | None:
     if (fix or {}).get("kind") != "settings" or "store" not in settings or \
             getattr(args, "command", None) != "migrate":
         return fix
-    from index.store_location import parse_location
+    from index.store.location import parse_location
     want = parse_location(settings["store"])
     side = "store"
     for option, value in (("from", args.source), ("to", args.destination)):

@@ -89,8 +89,8 @@ def _err(msg):
 
 
 def cmd_ingest(args) -> int:
-    from index import corpus
-    from index.errors import StoreUnavailable
+    from index.corpus import door
+    from index.store.errors import StoreUnavailable
 
     if args.batch_size < 1:
         raise InputError("--batch-size must be at least 1")
@@ -108,12 +108,12 @@ def cmd_ingest(args) -> int:
     if args.whiten:
         return _ingest_whitened(args, items, rest, loc)
 
-    opened = corpus.open_for_ingest(loc, lambda model: backend_for(args, model), args.model, args.pooling,
+    opened = door.open_for_ingest(loc, lambda model: backend_for(args, model), args.model, args.pooling,
                                     index=args.index, create=bool(args.files))
     if opened is None:
         raise InputError(f"there is no store at {loc} to rebuild")
     store, backend, pooling = opened.store, opened.backend, opened.pooling
-    result = corpus.Ingested(ids=[])
+    result = door.Ingested(ids=[])
     reindexed = False
     try:
         if opened.differ is not None:
@@ -122,10 +122,10 @@ def cmd_ingest(args) -> int:
                                     f"Re-embed all {store.count()} sentences with {backend.model_name}? [y/N] "):
                 _rebuild(store, backend, pooling, args.quiet)
             else:
-                corpus.require_match(store, backend, pooling)
+                door.require_match(store, backend, pooling)
         bars = _IngestBars(len(items), args.quiet)
         try:
-            corpus.ingest(store, items, backend, pooling=pooling, batch_size=args.batch_size,
+            door.ingest(store, items, backend, pooling=pooling, batch_size=args.batch_size,
                           progress=bars.update, keep_ids=False, result=result, count=True)
         except StoreUnavailable as e:
             raise _kept(e, result) from None
@@ -135,7 +135,7 @@ def cmd_ingest(args) -> int:
             with _index_progress(args.quiet) as progress:
                 if args.index not in ("auto", store.index_kind):
                     _err(f"switching the index of {loc.describe()} from {store.index_kind} to {args.index} ...")
-                reindexed = corpus.switch_index(store, args.index, progress)
+                reindexed = door.switch_index(store, args.index, progress)
     finally:
         try:
             store.close()
@@ -163,7 +163,7 @@ def cmd_ingest(args) -> int:
 
 
 class _IngestBars:
-    """corpus.ingest's progress(done, total, note): a bar of sentences embedded, then (when
+    """door.ingest's progress(done, total, note): a bar of sentences embedded, then (when
     the save rebuilds the index) the note and a bar of vectors indexed."""
 
     def __init__(self, total, quiet):
@@ -187,8 +187,8 @@ class _IngestBars:
 def _ingest_whitened(args, items, rest, loc) -> int:
     """ingest --whiten: a new store whose vectors are whitened with a transform fitted on the
     FILEs' own sentences (all embedded first, then stored)."""
-    from index import corpus
-    from index.locations import store_exists
+    from index.corpus import door
+    from index.opening import store_exists
     if args.rebuild:
         raise InputError("--whiten creates a new store; --rebuild re-embeds an existing one: use one of them")
     if store_exists(loc):
@@ -197,7 +197,7 @@ def _ingest_whitened(args, items, rest, loc) -> int:
     backend = backend_for(args, args.model or DEFAULT_MODEL)
     bar = _progress_bar(len(items), args.quiet)
     try:
-        store, result = corpus.create_whitened_corpus(
+        store, result = door.create_whitened_corpus(
             loc, backend, args.pooling or "mean", list(items), dims=args.whiten_dims, index=args.index,
             progress=lambda done, _total: bar.update(done - bar.n))
     finally:
@@ -241,9 +241,9 @@ def _rebuild(store, backend, pooling, quiet):
     def progress(done, total):
         bar.update(done - last[0])
         last[0] = done
-    from index import corpus
+    from index.corpus import door
     try:
-        corpus.reembed(store, backend, pooling, progress=progress)
+        door.reembed(store, backend, pooling, progress=progress)
     finally:
         bar.close()
     fp = store.fingerprint_dict
@@ -273,8 +273,8 @@ def _progress_bar(total, quiet, desc="embedding", unit=" sentences"):
 
 # ------------------------------------------------------------------------------------------
 def cmd_search(args) -> int:
-    from index import corpus
-    from index.locations import open_store
+    from index.corpus import door
+    from index.opening import open_store
 
     if args.k < 1:
         raise InputError("-k must be at least 1")
@@ -284,7 +284,7 @@ def cmd_search(args) -> int:
         if encoder_note and store.encoders is not None:
             print(f"note: {encoder_note}", file=sys.stderr)
         backend = backend_for(args, args.model or store.model_name)
-        hits, _ = corpus.search(store, args.query, args.k, backend, args.pooling)
+        hits, _ = door.search(store, args.query, args.k, backend, args.pooling)
     finally:
         store.close()
     if args.json:
@@ -297,11 +297,11 @@ def cmd_search(args) -> int:
 
 
 def cmd_remove(args) -> int:
-    from index import corpus
-    from index.locations import open_store
+    from index.corpus import door
+    from index.opening import open_store
     loc = store_location(args)
     with open_store(loc, writable=True) as store:
-        gone, _ = corpus.remove(store, args.ids)
+        gone, _ = door.remove(store, args.ids)
         left = store.count()
     missing = [i for i in dict.fromkeys(args.ids) if i not in set(gone)]
     print(f"removed {len(gone)} sentence{'s' if len(gone) != 1 else ''}; the store holds {left}")

@@ -35,11 +35,11 @@ def _err(msg):
 
 
 def cmd_info(args) -> int:
-    from index import corpus
+    from index.corpus import door
     loc = store_location(args)
     if (args.repair or args.check) and loc.is_milvus:
         return _check_milvus(args, loc)
-    found = corpus.describe(loc, check=args.check, repair=args.repair,
+    found = door.describe(loc, check=args.check, repair=args.repair,
                             load_backend=(lambda model: backend_for(args, model)) if args.check else None)
     info = found.info
     if found.report is not None:
@@ -83,9 +83,9 @@ def cmd_info(args) -> int:
 def _check_milvus(args, loc) -> int:
     """info --check / --repair on a Milvus store: every row read back (index/milvus/check.py)
     and a sample (--full: every one) of vectors re-embedded with the store's model."""
-    from index import corpus
-    from index.errors import StoreCorrupted, StoreError
-    report, count = corpus.check_milvus(loc, lambda model: backend_for(args, model),
+    from index.corpus import door
+    from index.store.errors import StoreCorrupted, StoreError
+    report, count = door.check_milvus(loc, lambda model: backend_for(args, model),
                                         getattr(args, "model", None), repair=bool(args.repair),
                                         full=bool(getattr(args, "full", False)))
     found = _milvus_problems(report)

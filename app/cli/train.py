@@ -150,7 +150,7 @@ def config_from_args(args):
 def cmd_train(args) -> int:
     from core.train.evaluation import describe_eval
     from core.train.trainer import Trainer
-    from index.corpus import read_training_corpus
+    from index.corpus.door import read_training_corpus
 
     cfg = config_from_args(args)
     cancel = threading.Event()

@@ -39,7 +39,8 @@ def _model_pooling_backend(args) -> tuple[str, str, str, str | None]:
     if args.store is None:
         return args.model or "minilm", args.pooling, args.backend or "scratch", None
     from app.cli.options import store_backend
-    from index.locations import open_store, parse_location
+    from index.opening import open_store
+    from index.store.location import parse_location
     with open_store(parse_location(args.store), writable=False) as store:
         backend, note = store_backend(args, store)
         return args.model or store.model_name, args.pooling or store.pooling, backend, note
@@ -53,9 +54,10 @@ def _search_score(args, backend, pooling: str) -> float | None:
     not among its first SEARCH_DEPTH hits): what the contributions must add up to."""
     if args.store is None:
         return None
-    from index.corpus import search
-    from index.errors import ModelMismatch
-    from index.locations import open_store, parse_location
+    from index.corpus.door import search
+    from index.opening import open_store
+    from index.store.errors import ModelMismatch
+    from index.store.location import parse_location
     with open_store(parse_location(args.store), writable=False) as store:
         try:
             hits, _ = search(store, args.query, min(SEARCH_DEPTH, max(1, store.count())), backend, pooling)

@@ -1,5 +1,5 @@
 """The corpus jobs: worker-side functions run in app/gui/workers.py threads (open, ingest, import,
-create, remove, re-embed, search), each a call of the corpus door (index.corpus) with the app's
+create, remove, re-embed, search), each a call of the corpus door (index.corpus.door) with the app's
 progress labels, and the results they hand back to the UI thread."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from core.errors import Cancelled
 
-# Sentences committed per transaction. The store embeds a window of up to index.base.EMBED_WINDOW
+# Sentences committed per transaction. The store embeds a window of up to index.store.base.EMBED_WINDOW
 # sentences (those it does not hold yet) without holding its lock, then commits them this many
 # at a time: searches wait only for a commit, never for the encoder.
 CHUNK = 64
@@ -55,16 +55,16 @@ class SearchResult:
 def open_store_job(location, progress=None, cancel=None):
     """(store, ids, texts), or None when there is no store at ``location`` yet.
 
-    location: a folder (FAISS), milvus-lite:FOLDER or http(s)://HOST:PORT (index.locations)."""
-    from index import corpus
-    from index.locations import describe_location
+    location: a folder (FAISS), milvus-lite:FOLDER or http(s)://HOST:PORT (index.opening)."""
+    from index.corpus import door
+    from index.opening import describe_location
 
     progress(0, 0, f"Opening {describe_location(location)} …")
-    store = corpus.open_corpus(location, writable=True, repair=True)
+    store = door.open_corpus(location, writable=True, repair=True)
     if store is None:
         return None
     try:
-        ids, texts = corpus.read_rows(store)
+        ids, texts = door.read_rows(store)
     except BaseException:
         store.close()
         raise
@@ -75,8 +75,7 @@ def ingest_job(store, backend, pooling, texts, metadata=None, skipped=(), progre
                chunk=CHUNK):
     """Embed and commit ``texts`` in chunks (texts already stored are not embedded again); a
     cancel keeps every committed chunk."""
-    from index import corpus
-
+    from index.corpus import door
     t0 = time.perf_counter()
     texts = list(texts)
     metadata = list(metadata) if metadata is not None else [None] * len(texts)
@@ -87,7 +86,7 @@ def ingest_job(store, backend, pooling, texts, metadata=None, skipped=(), progre
     def report(done, total, note):
         progress(done, total, (note[0].upper() + note[1:] + " …") if note else
                  label if done < total else "Saving the index …")
-    added = corpus.ingest(store, list(zip(texts, metadata)), backend, pooling=pooling, batch_size=chunk,
+    added = door.ingest(store, list(zip(texts, metadata)), backend, pooling=pooling, batch_size=chunk,
                           progress=report, cancel=cancel)
     committed = len(added.ids)
     return IngestResult(ids=added.ids, texts=texts[:committed], added=added.added,
@@ -125,7 +124,7 @@ def create_store_job(location, backend, pooling, sample=None, progress=None, can
     """Create a store for ``backend`` and fill it with the sentences of the file ``sample`` (None:
     leave it empty)."""
     from app.gui.importers import read_sentences
-    from index.corpus import create_corpus
+    from index.corpus.door import create_corpus
 
     store = create_corpus(location, backend, pooling)
     result = IngestResult()
@@ -145,21 +144,21 @@ def close_store_job(store):
 def remove_job(store, ids, progress=None, cancel=None):
     """Delete ``ids``; returns (the ids that were there, their records {id: {text, metadata}}):
     what Undo adds back."""
-    from index import corpus
+    from index.corpus import door
     progress(0, 0, f"Deleting {len(ids):,} sentence(s) …")
-    return corpus.remove(store, ids)
+    return door.remove(store, ids)
 
 
 def rebuild_job(store, backend, pooling, progress=None, cancel=None):
-    from index import corpus
+    from index.corpus import door
     total = store.count()
     label = f"Re-embedding {total:,} sentences with {backend.model_name} ({pooling})"
     progress(0, total, label)
-    corpus.reembed(store, backend, pooling, progress=lambda d, t: progress(d, t, label), cancel=cancel)
-    return corpus.read_rows(store)
+    door.reembed(store, backend, pooling, progress=lambda d, t: progress(d, t, label), cancel=cancel)
+    return door.read_rows(store)
 
 
 def search_job(store, backend, pooling, query, k, seq=0):
-    from index import corpus
-    hits, timing = corpus.search(store, query, k, backend, pooling)
+    from index.corpus import door
+    hits, timing = door.search(store, query, k, backend, pooling)
     return SearchResult(query, k, hits, timing.total_ms, seq, timing.embed_ms)

@@ -45,7 +45,7 @@ class CorpusService(QObject):
     def __init__(self, state, parent=None):
         super().__init__(parent)
         self.state = state
-        self.location = None       # index.locations.Location of the open (or opening) store
+        self.location = None       # index.opening.Location of the open (or opening) store
         self._fill_new_with_sample = True
         self.store_choice: ModelChoice | None = None   # last choice that matched the store
         self._create_pending = False
@@ -86,7 +86,7 @@ class CorpusService(QObject):
         """Open the store at ``location`` (a folder, milvus-lite:FOLDER or http(s)://HOST:PORT);
         a missing one is created for the current model, with the sample corpus in it when
         ``sample_if_new``, else empty."""
-        from index.locations import parse_location
+        from index.store.location import parse_location
         try:
             loc = parse_location(location)
         except InputError as e:
@@ -195,9 +195,9 @@ class CorpusService(QObject):
             self.check_model()
 
     def _mismatch(self):
-        """What differs between the corpus and the chosen model (index.corpus.mismatch), or None."""
-        from index import corpus
-        return corpus.mismatch(self.state.store, self.state.backend, self.state.pooling)
+        """What differs between the corpus and the chosen model (index.corpus.door.mismatch), or None."""
+        from index.corpus import door
+        return door.mismatch(self.state.store, self.state.backend, self.state.pooling)
 
     def compatible(self) -> bool | None:
         """None until both the corpus and the chosen model are there."""

@@ -44,8 +44,8 @@ from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QObject, Signal
 
-from app.gui.choice_labels import BACKEND_LABELS
 from app.gui.logs import log
+from app.gui.wording import BACKEND_LABELS
 from app.gui.workers import Job, JobRunner
 from core.encoder.sources import DEFAULT_MODEL
 

@@ -46,7 +46,7 @@ def readable_error(exc: BaseException, key: str = "") -> str:
     if EncoderscopeError and isinstance(exc, EncoderscopeError):
         if getattr(exc, "remedy", None) == "repair":   # a store error: the app's words for it
             return f"{exc}: open the corpus again (File > Open corpus folder…), which repairs it"
-        from app.gui.fix_words import gui_fix
+        from app.gui.wording import gui_fix
         return (str(exc) or type(exc).__name__) + gui_fix(getattr(exc, "fix", None))
     if isinstance(exc, (OSError, UnicodeDecodeError)):
         return str(exc)

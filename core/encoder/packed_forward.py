@@ -8,7 +8,7 @@ kernel once and running with autocast off (the bf16 kernels cast their inputs th
 autocast would) took another ~0.5 ms off bf16 at 8 tokens (same process, alternating blocks,
 AMD Zen 5, 2 threads). This path runs the same operations, in the same order, on the same
 packed weights (core.encoder.packed_forward.pack_for_cpu_inference) and gives the same numbers
-(tests/test_fast_paths.py: identical to the hand-written modules, fp32 and bf16, within 1e-5
+(tests/core/encoder/test_fast_paths.py: identical to the hand-written modules, fp32 and bf16, within 1e-5
 in any case); it asks the modules for what has logic of its own (Linear.cpu_kernel: the kernel
 Linear.forward would pick; the fused Q/K/V and its checks; attention) and skips only the
 machinery around them.

@@ -152,7 +152,7 @@ def _load_bin(path: Path, mmap: bool = False) -> dict[str, torch.Tensor]:
                 return torch.load(str(path), map_location="cpu", weights_only=True)
             raise
     except Exception as e:
-        # pickle.UnpicklingError, matched by name: this package never imports pickle (tests/test_layering.py)
+        # pickle.UnpicklingError, matched by name: this package never imports pickle (tests/project/test_layering.py)
         if type(e).__name__ != "UnpicklingError":
             raise
         wanted = re.search(r"GLOBAL (\S+)", str(e))

@@ -3,7 +3,7 @@ graded similarity scores (Spearman, Pearson), anisotropy (the mean cosine of ran
 retrieval measures (recall@k, MRR) from the ranks of the relevant texts.
 
 Pure NumPy: no model and no store here (core/evaluate/pairs.py runs a model on a pairs file;
-index/evaluation.py runs a store's search on a queries file).
+index/corpus/evaluation.py runs a store's search on a queries file).
 """
 from __future__ import annotations
 

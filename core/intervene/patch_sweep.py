@@ -9,7 +9,7 @@ p(token) at the mask (the token: the one asked for, else B's top guess there).
 
 Batched: a layer's cells run as one stacked batch through the rest of the network
 (core/intervene/restore.py). The numbers are those of one ``patch --site`` run per cell up to
-float rounding (tests/test_causal_sweep.py). A and B must have the same number of tokens: the
+float rounding (tests/core/intervene/test_causal_sweep.py). A and B must have the same number of tokens: the
 positions then line up one to one, as in every patching sweep.
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ layer is kept (one pass), and for layer l:
   later layer as one batch (bigger matrix products, one Python loop instead of H + 2).
 
 The numbers are those of running each ablation through the hooked modules, up to float
-rounding (a bigger batch may sum in another order): tests/test_intervene_importance.py compares
+rounding (a bigger batch may sum in another order): tests/core/intervene/test_importance.py compares
 every part's metric with the one-at-a-time path and re-measures the top head by a full,
 independent run. Runs the model's own modules (their packed or bf16 kernels) at the backend's
 precision, like its embed().

@@ -1,6 +1,6 @@
 """Training text: read a corpus, split off a held-out part, turn sentences into padded batches.
 
-A corpus file is one of (stores are read by index.corpus.read_training_corpus, which the
+A corpus file is one of (stores are read by index.corpus.door.read_training_corpus, which the
 training command and panel hand to the Trainer)
 - ``.txt``: one sentence per line; prose wrapped across lines (paragraphs separated by blank
   lines) is joined and cut into sentences;
@@ -31,7 +31,7 @@ LONG_LINE = 600          # characters: a longer line is cut into sentences
 def read_corpus(source: str | Path, limit: int | None = None, encoding: str | None = None) -> list[str]:
     """The sentences of a .txt/.csv/.tsv/.jsonl file (read by core.readers, in ``encoding`` when
     it is not UTF-8), de-duplicated, in file order. Stores are read by
-    index.corpus.read_training_corpus, which the training command and panel give the Trainer."""
+    index.corpus.door.read_training_corpus, which the training command and panel give the Trainer."""
     path = Path(source).expanduser()
     if not path.exists():
         raise InputError(f"corpus {str(source)!r} does not exist (give a .txt/.csv/.jsonl file or a store folder)")

@@ -66,7 +66,7 @@ class Trainer(TrainerSetup, TrainingStep, TrainerCheckpoints):
 
     def __init__(self, config: TrainConfig, read_corpus: Callable[..., list[str]] = read_corpus):
         """read_corpus(source, limit=..., encoding=...) -> sentences: core's file reader by default; the app
-        passes index.corpus.read_training_corpus, which reads stores too."""
+        passes index.corpus.door.read_training_corpus, which reads stores too."""
         self.config = config
         self.read_corpus = read_corpus
         self.model = None           # EncoderForMaskedLM or Encoder, on self.device

@@ -18,9 +18,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from index.durability import atomic_write, read_regular
-from index.errors import StoreCorrupted
 from index.faiss.faiss_index import KINDS
+from index.store.durability import atomic_write, read_regular
+from index.store.errors import StoreCorrupted
 
 FORMAT = "encoderscope-store"
 FORMAT_VERSION = 2
@@ -45,7 +45,7 @@ def _self_checksum(d: dict) -> str:
 
 @dataclass
 class Manifest:
-    fingerprint: dict                 # the model the vectors come from (index.fingerprint)
+    fingerprint: dict                 # the model the vectors come from (index.store.fingerprint)
     dim: int                          # vector dimension
     index_kind: str                   # flat | hnsw | sq8
     index_params: dict = field(default_factory=dict)   # FAISS settings of that kind

@@ -6,17 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.errors import InputError
-from index import fingerprint as fpmod
-from index.durability import WriterLock, check_regular, move_aside, remove_stale_temps, write_failed
-from index.errors import StoreCorrupted, StoreError, StoreNotFound
 from index.faiss.faiss_index import REQUESTS
 from index.faiss.manifest import MANIFEST_NAME, UnsupportedFormat
 from index.faiss.sentences import DB_NAME, SIDE_FILES, SentenceDB
 from index.faiss.snapshot import RebuildNeeded, check_against_db, load_snapshot, set_damaged_aside
 from index.faiss.torn import clear_torn, refuse_torn, torn_at_creation
-from index.store_files import check_readable, refuse_links
-from index.whitening import WHITENING_FILE, is_whitened, store_fingerprint
-from index.whitening import write as write_whitening
+from index.store import fingerprint as fpmod
+from index.store.durability import WriterLock, check_regular, move_aside, remove_stale_temps, write_failed
+from index.store.errors import StoreCorrupted, StoreError, StoreNotFound
+from index.store.files import check_readable, refuse_links
+from index.store.whitening import WHITENING_FILE, is_whitened, store_fingerprint
+from index.store.whitening import write as write_whitening
 
 # The stored setting "auto" switches at; stores keep the key they were first written with.
 IVF_THRESHOLD_KEY = "hnsw_threshold"

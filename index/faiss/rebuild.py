@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from core.errors import Cancelled, InputError
-from index import fingerprint as fpmod
-from index.adding import EMBED_WINDOW, normalize
-from index.base import encoder_of
 from index.faiss.faiss_index import MARKING_KINDS, FaissIndex, resolve_kind
+from index.store import fingerprint as fpmod
+from index.store.adding import EMBED_WINDOW, normalize
+from index.store.base import encoder_of
 
 SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vectors than this
 IVF_REBUILD_GROWTH = 2      # re-partition an ivf index once the store doubles past its build

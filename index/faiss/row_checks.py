@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from index.errors import StoreCorrupted
-from index.records import make_record
-from index.text_hash import text_hash
+from index.store.errors import StoreCorrupted
+from index.store.records import make_record
+from index.store.text_hash import text_hash
 
 ROW_COLUMNS = "id, text, source, row, added, meta"   # what a record is made of
 CHUNK = 500  # ids per IN (...) query

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from index.durability import INTACT, check_regular
-from index.errors import StoreCorrupted, StoreError, StoreWriteFailed
 from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecker, row_checksum
 from index.faiss.row_checks import read_record as _record
-from index.text_hash import text_hash  # one text hash for both stores
+from index.store.durability import INTACT, check_regular
+from index.store.errors import StoreCorrupted, StoreError, StoreWriteFailed
+from index.store.text_hash import text_hash  # one text hash for both stores
 
 DB_NAME = "store.db"
 SIDE_FILES = ("-wal", "-shm", "-journal")   # SQLite's files beside store.db

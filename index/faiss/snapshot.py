@@ -17,8 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-from index.durability import check_regular, move_aside
-from index.errors import StoreCorrupted
 from index.faiss.faiss_index import IVF_FP16_SCORE_ERROR, MARKING_KINDS, FaissIndex
 from index.faiss.manifest import (
     MANIFEST_NAME,
@@ -26,6 +24,8 @@ from index.faiss.manifest import (
     read_manifest,
     sha256_file,
 )
+from index.store.durability import check_regular, move_aside
+from index.store.errors import StoreCorrupted
 
 VERIFY_SAMPLE = 64          # index vectors compared with the database on every open
 # How far a hit's score may be from the cosine with the database's vector. sq8 holds 8-bit codes

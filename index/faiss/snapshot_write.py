@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from index.durability import atomic_write_with, check_regular, write_failed
 from index.faiss.faiss_index import FaissIndex
 from index.faiss.manifest import MANIFEST_NAME, Manifest, sha256_file, write_manifest
+from index.store.durability import atomic_write_with, check_regular, write_failed
 
 
 def index_file_name(generation: int) -> str:

@@ -8,7 +8,7 @@ Folder layout:
     manifest.json             format, store id, fingerprint, dim, metric, index kind + params,
                               count, generation covered, index file name/size/sha256
     lock                      flock'ed by the one writer; holds its pid
-    whitening.safetensors     a whitened store's transform (index/whitening.py), named by the
+    whitening.safetensors     a whitened store's transform (index/store/whitening.py), named by the
                               sha256 in its fingerprint and checked against it on every open
 
 Trust: the database carries a random store id, also written in the manifest, and a checksum per
@@ -16,7 +16,7 @@ row; on open the index must list exactly the database's ids and hold the databas
 (a sample; all of them with verify=True), and every search hit's score is checked against the
 database's vector for that id, so a foreign, older or damaged part gives StoreCorrupted (with
 remedy "repair"), never a wrong result (index/faiss/snapshot.py). Only regular files are opened (no
-FIFO can block); OS write errors (a full disk) are one StoreWriteFailed (index/durability.py).
+FIFO can block); OS write errors (a full disk) are one StoreWriteFailed (index/store/durability.py).
 
 Durability: every batch of added sentences is one SQLite transaction (WAL, synchronous=FULL).
 `save()` writes the FAISS snapshot to a new file (temp + fsync + rename), then the manifest (same
@@ -35,10 +35,6 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import Cancelled, InputError
-from index.adding import EMBED_WINDOW, AddResult, check_texts, plan_unique
-from index.base import Hit, Store
-from index.durability import WriterLock
-from index.errors import DuplicateText, StoreCorrupted, StoreError, UnknownId
 from index.faiss import rebuild
 from index.faiss.faiss_index import AUTO_IVF_THRESHOLD, REQUESTS, FaissIndex, resolve_kind
 from index.faiss.opening import IVF_THRESHOLD_KEY, load_checked, open_store
@@ -48,15 +44,14 @@ from index.faiss.snapshot import (
     check_hits,
 )
 from index.faiss.snapshot_write import write_snapshot
-from index.records import split_meta
-from index.whitening import describe_whitening, is_whitened
-from index.whitening import load as load_whitening
-
-
-def default_store_dir() -> Path:
-    """The CLI's store when none is named: <user data folder>/stores/default (see core.paths)."""
-    from core.paths import stores_dir
-    return stores_dir() / "default"
+from index.store.adding import EMBED_WINDOW, AddResult, check_texts, plan_unique
+from index.store.base import Hit, Store
+from index.store.durability import WriterLock
+from index.store.errors import DuplicateText, StoreCorrupted, StoreError, UnknownId
+from index.store.location import default_store_dir
+from index.store.records import split_meta
+from index.store.whitening import describe_whitening, is_whitened
+from index.store.whitening import load as load_whitening
 
 
 class VectorStore(Store):

@@ -16,10 +16,10 @@ import os
 import sqlite3
 from pathlib import Path
 
-from index.errors import StoreError, StoreNotFound
 from index.faiss.manifest import MANIFEST_NAME
 from index.faiss.sentences import DB_NAME, SIDE_FILES
-from index.store_files import NOFOLLOW, is_link, remove_own
+from index.store.errors import StoreError, StoreNotFound
+from index.store.files import NOFOLLOW, is_link, remove_own
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_HEADER = 100        # bytes of the database header; a shorter file is cut inside it

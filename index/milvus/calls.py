@@ -6,9 +6,9 @@ import logging
 import os
 
 from core.errors import settings_fix
-from index.errors import StoreError, StoreNotFound, StoreUnavailable
 from index.milvus.schema import MIN_SERVER, server_version
-from index.store_location import DEFAULT_COLLECTION, TOKEN_ENV, Location
+from index.store.errors import StoreError, StoreNotFound, StoreUnavailable
+from index.store.location import DEFAULT_COLLECTION, TOKEN_ENV, Location
 
 INSTALL_HINT = "pip install 'encoderscope[milvus]'"
 # Words in a server's error that mean the credentials were refused.

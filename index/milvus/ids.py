@@ -12,11 +12,11 @@ from __future__ import annotations
 import contextlib
 import json
 
-from index import fingerprint as fpmod
-from index.errors import ModelMismatch
 from index.milvus.calls import plain_rows
 from index.milvus.lease import ServerWriterLock
 from index.milvus.schema import PROP
+from index.store import fingerprint as fpmod
+from index.store.errors import ModelMismatch
 
 
 def verified_next_id(store, hint: int, stored: list[int]) -> int:

@@ -26,9 +26,9 @@ import time
 import uuid
 
 from core.notices import say
-from index.durability import command_of
-from index.errors import StoreError, StoreUnavailable, WriterLockLost
 from index.milvus.schema import PROP
+from index.store.durability import command_of
+from index.store.errors import StoreError, StoreUnavailable, WriterLockLost
 
 LOCK_SUFFIX = "__writer"
 LOCK_PREFIX = "encoderscope writer lock"

@@ -4,7 +4,7 @@ starting the embedded server, and stopping it once no store of this process uses
 Milvus Lite folder layout (milvus-lite:FOLDER):
     FOLDER/milvus.db/                 Milvus Lite's data (WAL + segments; its own LOCK)
     FOLDER/encoderscope-milvus.json   small manifest: format, collection, created
-    FOLDER/lock                       flock'ed by the one writer (index.durability.WriterLock)
+    FOLDER/lock                       flock'ed by the one writer (index.store.durability.WriterLock)
     FOLDER/unclean                    there while a writer has the folder open (see repair.py)
 Milvus Lite lets one process open a folder at a time (readers included); a second process gets
 StoreLocked naming the holder.
@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 
 from core.errors import InputError
-from index.durability import WriterLock, atomic_write, write_failed
-from index.errors import StoreCorrupted, StoreError, StoreLocked, StoreNotFound
 from index.milvus.calls import INSTALL_HINT
 from index.milvus.schema import FORMAT, FORMAT_VERSION
-from index.store_files import LITE_FILES, kind_of, refuse_links
-from index.store_location import LITE_MANIFEST, Location
+from index.store.durability import WriterLock, atomic_write, write_failed
+from index.store.errors import StoreCorrupted, StoreError, StoreLocked, StoreNotFound
+from index.store.files import LITE_FILES, kind_of, refuse_links
+from index.store.location import LITE_MANIFEST, Location
 
 RELEASE_WAIT = 5.0      # s to wait for a dead or closed writer's Milvus Lite lock to clear
 UNCLEAN = "unclean"     # in a Lite folder while a writer has it open (removed on close)

@@ -4,8 +4,6 @@ model. MilvusStore.open calls open_store."""
 from __future__ import annotations
 
 from core.errors import InputError
-from index import fingerprint as fpmod
-from index.errors import StoreError, StoreNotFound
 from index.milvus import lite
 from index.milvus.calls import Caller, close_quietly, connect_server, import_pymilvus
 from index.milvus.repair import after_crash_check, remove_damaged_index_files
@@ -16,7 +14,9 @@ from index.milvus.schema import (
     finish_interrupted_rebuild,
     half_made_or_foreign,
 )
-from index.store_location import parse_location
+from index.store import fingerprint as fpmod
+from index.store.errors import StoreError, StoreNotFound
+from index.store.location import parse_location
 
 
 def open_store(cls, location, *, writable: bool, create: bool, fingerprint, index: str,

@@ -7,11 +7,11 @@ import json
 import numpy as np
 
 from core.errors import InputError
-from index.base import Hit
 from index.milvus.calls import plain_rows
 from index.milvus.ids import MARK_ID, QUERY_CHUNK
 from index.milvus.schema import FIELDS, NO_ROW
-from index.records import make_record
+from index.store.base import Hit
+from index.store.records import make_record
 
 SCAN_WINDOW = 10_000         # ids per query while iterating (Milvus caps a query at 16384)
 MAX_TOPK = 16_384            # Milvus's limit on k

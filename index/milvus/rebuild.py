@@ -5,9 +5,6 @@ from __future__ import annotations
 import json
 import time
 
-from index import fingerprint as fpmod
-from index.adding import EMBED_WINDOW, normalize
-from index.errors import StoreError
 from index.milvus.ids import MARK_ID
 from index.milvus.schema import (
     FORMAT_VERSION,
@@ -17,8 +14,11 @@ from index.milvus.schema import (
     is_ours,
     not_ours,
 )
-from index.records import split_meta
-from index.text_hash import hash_for_format
+from index.store import fingerprint as fpmod
+from index.store.adding import EMBED_WINDOW, normalize
+from index.store.errors import StoreError
+from index.store.records import split_meta
+from index.store.text_hash import hash_for_format
 
 
 def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,

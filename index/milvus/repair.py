@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from index.durability import WriterLock
-from index.errors import StoreLocked
 from index.milvus.calls import plain_rows
 from index.milvus.lite import UNCLEAN
 from index.milvus.schema import FIELDS, PROP
-from index.store_files import touch_own
+from index.store.durability import WriterLock
+from index.store.errors import StoreLocked
+from index.store.files import touch_own
 
 INSERT_CHUNK = 1000          # rows per upsert call
 QUERY_CHUNK = 500            # ids per get call

@@ -5,7 +5,7 @@ Collection schema (one collection per store):
     id      INT64 primary key, assigned by the store (1, 2, 3, ... like the FAISS store)
     vector  FLOAT_VECTOR(dim), L2-normalised, COSINE metric
     text    VARCHAR(65535)
-    hash    VARCHAR(64): index.text_hash of the text (hex), for duplicate detection;
+    hash    VARCHAR(64): index.store.text_hash of the text (hex), for duplicate detection;
             format 1 collections hold SHA-256 hex instead and keep it
     source  VARCHAR(4096), nullable     row  INT64, nullable
     added   DOUBLE (unix time)          meta JSON, nullable (user metadata keys)
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import json
 
-from index import fingerprint as fpmod
-from index.errors import StoreCorrupted, StoreError
-from index.store_location import Location
+from index.store import fingerprint as fpmod
+from index.store.errors import StoreCorrupted, StoreError
+from index.store.location import Location
 
 FORMAT = "encoderscope-milvus"
 FORMAT_VERSION = 2           # 1: SHA-256 text hashes (still read and written as they are)

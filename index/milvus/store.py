@@ -1,9 +1,9 @@
-"""MilvusStore: the store interface (index.base.Store) on Milvus — embedded Milvus Lite in a local
+"""MilvusStore: the store interface (index.store.base.Store) on Milvus — embedded Milvus Lite in a local
 folder, or a Milvus Standalone/Distributed server. Same behaviour as index.faiss.store.VectorStore:
 cosine search, one row per distinct text, ids never reused, the model fingerprint checked on
 every open/add/search with the same ModelMismatch message.
 
-Open it through index.locations.open_store("milvus-lite:FOLDER" | "http(s)://HOST:PORT...").
+Open it through index.opening.open_store("milvus-lite:FOLDER" | "http(s)://HOST:PORT...").
 pymilvus is imported only when a Milvus store is opened (optional extra: encoderscope[milvus]).
 The collection's fields and properties: schema.py; the Lite folder: lite.py; the repair after a
 killed Lite writer: repair.py; re-embedding and reindexing: rebuild.py; calls, their errors and
@@ -17,10 +17,6 @@ import threading
 import time
 
 from core.errors import InputError
-from index.adding import EMBED_WINDOW, AddResult, check_texts, plan_unique
-from index.base import Store
-from index.durability import WriterLock
-from index.errors import DuplicateText, StoreError, UnknownId
 from index.milvus import lite, rebuild
 from index.milvus.calls import close_quietly
 from index.milvus.ids import QUERY_CHUNK, ServerCommits
@@ -33,15 +29,19 @@ from index.milvus.schema import (
     PROP,
     cut,
 )
-from index.records import split_meta
-from index.store_location import Location
-from index.text_hash import hash_for_format
+from index.store.adding import EMBED_WINDOW, AddResult, check_texts, plan_unique
+from index.store.base import Store
+from index.store.durability import WriterLock
+from index.store.errors import DuplicateText, StoreError, UnknownId
+from index.store.location import Location
+from index.store.records import split_meta
+from index.store.text_hash import hash_for_format
 
 INSERT_CHUNK = 1000          # rows per insert call (keeps gRPC messages ~2 MB at 384-d)
 
 
 class MilvusStore(ServerCommits, MilvusReading, Store):
-    """Open with `MilvusStore.open(location, ...)` or index.locations.open_store."""
+    """Open with `MilvusStore.open(location, ...)` or index.opening.open_store."""
 
     def __init__(self, loc: Location, client, collection: str, props: dict, dim: int,
                  lock: WriterLock | None, writable: bool, timeout: float | None,
@@ -86,7 +86,7 @@ class MilvusStore(ServerCommits, MilvusReading, Store):
         """Open (or with create=True, writable=True and a fingerprint, create) a store.
 
         location: "milvus-lite:FOLDER", "http(s)://HOST:PORT[/DB][?collection=NAME]" or a
-        parsed index.store_location.Location. token: for servers; default
+        parsed index.store.location.Location. token: for servers; default
         $ENCODERSCOPE_MILVUS_TOKEN. timeout: seconds to wait for a server (connecting and each
         call). index: "auto" (Lite: FLAT, exact; server: HNSW), "flat", "hnsw", "ivf" or "sq8"
         (IVF_SQ8); used when creating. index_params: build params merged over the defaults,

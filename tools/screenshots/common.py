@@ -53,7 +53,7 @@ def sample_window(prefix: str = "encoderscope-shots-"):
     os.environ["ENCODERSCOPE_DATA_DIR"] = str(tmp / "data")
     from PySide6.QtWidgets import QApplication
 
-    from app.gui.main_window import MainWindow
+    from app.gui.shell.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv)
     w = MainWindow()

@@ -23,7 +23,7 @@ def main() -> int:
 
     from PySide6.QtWidgets import QApplication, QMessageBox
 
-    from app.gui.main_window import MainWindow
+    from app.gui.shell.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv)
     app.setOrganizationName("Encoderscope")
@@ -104,7 +104,7 @@ def main() -> int:
     spin(app, until=lambda: state.backend is not None and not state.jobs.busy, timeout=60)
 
     # 7. About
-    from app.gui.about import show_about
+    from app.gui.shell.about import show_about
     about = show_about(w, state)
     spin(app, 0.3)
     save(about, "about")

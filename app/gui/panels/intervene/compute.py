@@ -146,7 +146,7 @@ def metrics_fn(backend, spec: Intervention, progress=None, cancel=None) -> list:
 def ranking_fn(backend, store, query: str, spec: Intervention, k: int = 10, progress=None, cancel=None):
     """Which of the store's hits for ``query`` move, and by how many places, when only the query
     is embedded under the intervention (the store's vectors stay as they are)."""
-    from index.intervene_ranking import ranking_changes
+    from index.corpus.intervene_ranking import ranking_changes
     ours(backend)
     if store is None:
         raise InputError("open a corpus first (File > Open corpus folder…): the ranking is the store's")

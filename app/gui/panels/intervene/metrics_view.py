@@ -111,7 +111,7 @@ class MetricsView(QtWidgets.QWidget):
         self.note.setText("Patch sites belong to one sentence: the metrics measure the other switches.")
 
     def show_ranking(self, changes) -> None:
-        """index.intervene_ranking.RankingChanges: the top k after (with each one's place before),
+        """index.corpus.intervene_ranking.RankingChanges: the top k after (with each one's place before),
         then the hits of the top k before that left it. Ranks from 1; "—": deeper than searched."""
         rows = list(changes.hits) + list(changes.left)
         self.ranking.setRowCount(len(rows))

@@ -35,7 +35,7 @@ def importance_cache_dir():
 class InterventionPanel(QtWidgets.QWidget):
     effects_shown = QtCore.Signal(object)     # compute.Effects, after the views are drawn
     metrics_shown = QtCore.Signal(object)     # [MetricEffect]
-    ranking_shown = QtCore.Signal(object)     # index.intervene_ranking.RankingChanges
+    ranking_shown = QtCore.Signal(object)     # index.corpus.intervene_ranking.RankingChanges
     map_shown = QtCore.Signal(object)         # ImportanceMap
     map_cancelled = QtCore.Signal()
     failed = QtCore.Signal(str)

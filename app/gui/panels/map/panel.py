@@ -3,7 +3,7 @@
 Hover shows a sentence; a click selects it and offers Search like this / Step by step /
 Attention; the current search query is a star and its hits are
 ringed; a lasso lists the sentences inside it; Export PNG / CSV (the CSV `encoderscope map`
-writes). The map is computed by index.corpus_map in a worker, again whenever the corpus
+writes). The map is computed by index.map.corpus_map in a worker, again whenever the corpus
 changes (at once if the tab is showing, else when it is next shown).
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ MAX_LISTED = 500            # lasso selections longer than this list their first
 
 
 def build_map_job(store, method, clusters, progress=None, cancel=None):
-    from index.corpus_map import build_map
+    from index.map.corpus_map import build_map
     return build_map(store, method=method, clusters=clusters, progress=progress, cancel=cancel)
 
 
@@ -47,7 +47,7 @@ def place_query_job(backend, pooling, projection, query, seq):
 
 class MapPanel(QWidget):
     search_requested = Signal(str)     # "Search like this": the main window fills the search box
-    map_shown = Signal(object)         # index.corpus_map.CorpusMap, once drawn
+    map_shown = Signal(object)         # index.map.corpus_map.CorpusMap, once drawn
 
     def __init__(self, state, parent=None):
         super().__init__(parent)
@@ -66,10 +66,10 @@ class MapPanel(QWidget):
         self.method.addItem("PCA", "pca")
         self.method.addItem("UMAP", "umap")
         if importlib.util.find_spec("umap") is None:
-            from index.map_projection import UMAP_INSTALL
+            from index.map.projection import UMAP_INSTALL
             self.method.model().item(1).setEnabled(False)
             self.method.setItemData(1, f"Needs umap-learn: {UMAP_INSTALL}", Qt.ItemDataRole.ToolTipRole)
-        from index.map_projection import default_method
+        from index.map.projection import default_method
         default, self._default_note = default_method()    # UMAP where installed; the note says why not
         self.method.setCurrentIndex(self.method.findData(default))
         self.method.setToolTip("UMAP (the default): keeps each sentence's neighbours around it, slower; "
@@ -300,7 +300,7 @@ class MapPanel(QWidget):
         exporters.ImageExporter(self.plot.plotItem).export(str(path))
 
     def export_csv(self, path) -> None:
-        from index.corpus_map import write_map_csv
+        from index.map.corpus_map import write_map_csv
         write_map_csv(path, self.map)
 
     def export_png_dialog(self) -> None:

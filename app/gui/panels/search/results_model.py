@@ -11,7 +11,7 @@ COLUMNS = ("Rank", "Score", "Sentence")
 class ResultsModel(QAbstractTableModel):
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.hits: list = []   # index.base.Hit (score, id, text, metadata)
+        self.hits: list = []   # index.store.base.Hit (score, id, text, metadata)
 
     def set_hits(self, hits) -> None:
         self.beginResetModel()

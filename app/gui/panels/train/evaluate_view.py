@@ -29,8 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gui.choice_labels import BACKEND_LABELS
 from app.gui.widgets.model_choice import WeightsCombo, add_trained_checkpoints
+from app.gui.wording import BACKEND_LABELS
 from core.names import BACKENDS, POOLINGS
 
 JOB_KEY = "evaluate"

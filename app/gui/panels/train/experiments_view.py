@@ -21,7 +21,7 @@ DEFAULT_STEPS = 300
 def experiment_job(exp, base, pairs, sink, progress=None, cancel=None):
     """Worker side: run the experiment's queue; every event goes to ``sink`` (a queued signal)."""
     from core.train.experiments import run_experiment
-    from index.corpus import read_training_corpus
+    from index.corpus.door import read_training_corpus
 
     count = len(exp.variants)
 

@@ -33,7 +33,7 @@ JOB_KEY = "train"
 def train_job(config, sink, progress=None, cancel=None):
     """Worker side: run the trainer; every event goes to ``sink`` (a queued signal's emit)."""
     from core.train.trainer import Trainer
-    from index.corpus import read_training_corpus
+    from index.corpus.door import read_training_corpus
 
     def on_event(ev):
         sink(ev)

@@ -62,7 +62,7 @@ HEADER_CHARS = 300     # a query or hit longer than this is shortened in the hea
 def encoder_note(store, backend) -> str:
     """' · the corpus was embedded by …, this is …' when the encoder running is not the one that
     embedded the store's vectors (or the store does not say); '' when it is."""
-    from index.base import describe_encoders, encoder_of
+    from index.store.base import describe_encoders, encoder_of
     if store is None or backend is None:
         return ""
     running = describe_encoders([encoder_of(backend)])

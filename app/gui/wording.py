@@ -1,0 +1,42 @@
+"""How the app words things: the encoders a user chooses among (in the model bars, on the Evaluate
+page) and the way out of an error. Core and the stores say what fixes an error as data
+(EncoderscopeError.fix, see core/errors.py); the command line words it as options
+(app/cli/remedies.py), the app as the controls and menus that apply it."""
+from __future__ import annotations
+
+# What the model bar shows for each of core.names.BACKENDS.
+BACKEND_LABELS = {"scratch": "From-scratch encoder", "hf": "Hugging Face transformers"}
+
+# A setting's control: where the app shows it.
+SETTING_LABELS = {
+    "backend": "Encoder", "precision": "Model → Precision", "device": "Device",
+    "lr": "Train: Learning rate", "attention": "Train: Attention", "objective": "Train: Objective",
+    "pooling": "Pooling", "out": "Train: Output", "init": "Train: Start from",
+    "dropout": "Train: dropout", "metric": "the metric", "columns": "the file's header row",
+    "resume": "Train: Resume…", "overwrite": "Train: overwrite", "store": "File → Open corpus location…",
+}
+VALUE_LABELS = {"backend": BACKEND_LABELS,
+                "objective": {"mlm": "Masked-LM", "simcse": "Contrastive", "clm": "Next token"}}
+
+
+def gui_fix(fix: dict | None) -> str:
+    """The words appended to an error's message in the app ("" when it carries no fix)."""
+    kind = (fix or {}).get("kind")
+    if kind == "settings":
+        return f" ({_settings(fix['settings'])})"
+    if kind == "train":
+        return f": train one on the Train tab ({_settings(fix['settings'])})"
+    if kind == "train_mlm":
+        return f": train one on the Train tab (Start from: {fix['init']}, Objective: Masked-LM)"
+    if kind == "resume":
+        return " with Resume… on the Train tab"
+    if kind == "reembed":
+        return " (Model → Re-embed the corpus with the current model)"
+    return ""     # whiten_again: the message says it; the app makes no whitened stores
+
+
+def _settings(settings: dict) -> str:
+    """{"backend": "hf", "lr": None} -> "Encoder: Hugging Face transformers; Train: Learning rate"."""
+    return "; ".join(SETTING_LABELS.get(name, name)
+                     + (f": {VALUE_LABELS.get(name, {}).get(value, value)}" if value is not None else "")
+                     for name, value in settings.items())

@@ -1,0 +1,1 @@
+"""The corpus map: every sentence of a store placed in 2-D, clustered, its neighbour quality measured."""
