@@ -79,6 +79,7 @@ screenshots: setup
 	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.batch_mask \
 		docs/screenshots
 	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.tour
+	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.causal
 
 clean:
 	rm -rf $(VENV) build *.egg-info

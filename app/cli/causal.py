@@ -16,7 +16,9 @@ import sys
 
 def register(sub) -> None:
     from app.cli.options import add_model_options
-    from core.intervene.attribute import BASELINES, METHODS, STEPS
+    from core.names import ATTRIBUTION_METHODS as METHODS
+    from core.names import IG_BASELINES as BASELINES
+    from core.names import IG_STEPS as STEPS
 
     p = sub.add_parser("attribute", help="how much each input token drives a similarity or a masked word "
                                          "(integrated gradients, grad x input)")

@@ -17,6 +17,7 @@ DIGITS = 6          # decimals of the vectors and attentions printed in --json
 
 def register(sub) -> None:
     from app.cli.options import add_model_options
+    from core.names import SWEEP_KINDS
 
     p = sub.add_parser("ablate", help="switch heads, attention, FFNs or positions off and show what changes")
     p.add_argument("text", metavar="TEXT", help="the sentence (with [MASK] for fill-mask effects)")
@@ -56,7 +57,7 @@ def register(sub) -> None:
     mode.add_argument("--site", action="append", metavar="SITE",
                       help="L5.H3 (a head's output), L5.resid@TOKEN (the residual after layer 5 at one token: "
                            "a word or a position, 0 = [CLS]), L5.ffn (the FFN's output); repeatable")
-    mode.add_argument("--sweep", choices=("resid", "heads", "ffn"),
+    mode.add_argument("--sweep", choices=SWEEP_KINDS,
                       help="patch every site of one kind from B, one at a time: layer x token (resid), layer x "
                            "head (heads) or layer (ffn); each cell the fraction of the way to B")
     mode.add_argument("--trace", metavar="WORDS",

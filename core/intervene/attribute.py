@@ -23,10 +23,10 @@ from core.errors import Cancelled, InputError
 from core.intervene import readout
 from core.intervene.apply import encoder_of
 from core.intervene.restore import run_from
+from core.names import ATTRIBUTION_METHODS as METHODS
+from core.names import IG_BASELINES as BASELINES
+from core.names import IG_STEPS as STEPS
 
-METHODS = ("ig", "grad-x-input")
-BASELINES = ("pad", "zero")
-STEPS = 32
 ROWS = 16          # interpolation points per forward/backward pass
 
 

@@ -32,8 +32,7 @@ from core.intervene.restore import (
     resid_variants,
     run_from,
 )
-
-SWEEP_KINDS = ("resid", "heads", "ffn")
+from core.names import SWEEP_KINDS
 
 
 @dataclass
