@@ -134,15 +134,12 @@ def cuts_for(backend, text: str, cuts: list[str]):
     return frozenset(parse_cut(c, tokens) for c in cuts)
 
 
-def gradient_beside(args, backend, m, texts) -> dict:
-    """Michel's I_h for the importance map's metric, and its Spearman with the measured drop."""
+def gradient_beside(args, backend, m) -> dict:
+    """Michel's I_h for the importance map's metric (the shipped data: cmd_importance refused
+    --store and recall first), and its Spearman with the measured drop."""
     import numpy as np
 
-    from core.errors import InputError
     from core.intervene.head_gradient import LOSSES, agreement, head_gradient_importance
-    if texts is not None:
-        raise InputError("--gradient measures the shipped data (its loss needs the shipped pairs or masks): "
-                         "leave out --store")
     grads = head_gradient_importance(backend, args.metric, seed=args.seed)
     L, H = grads.shape
     return {"loss": LOSSES[args.metric], "is": "I_h = mean over examples of |dL/d gate_h|",

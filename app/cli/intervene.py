@@ -297,6 +297,12 @@ def cmd_importance(args) -> int:
     from core.paths import data_dir
 
     texts = None
+    if args.gradient and args.metric == "recall":
+        raise InputError("--gradient needs a loss to differentiate: choose --metric spearman or mlm "
+                         "(recall@k has no loss)")
+    if args.gradient and args.store:
+        raise InputError("--gradient measures the shipped data (its loss needs the shipped pairs or masks): "
+                         "leave out --store")
     if args.store:
         from index.corpus.intervene_ranking import store_sample
         if args.metric == "spearman":
@@ -318,7 +324,7 @@ def cmd_importance(args) -> int:
     gradient = None
     if args.gradient:
         from app.cli.causal import gradient_beside
-        gradient = gradient_beside(args, backend, m, texts)
+        gradient = gradient_beside(args, backend, m)
     if progress_shown[0]:
         print(file=sys.stderr)
     if args.json:
