@@ -2,7 +2,8 @@
 (core/intervene/patch_sweep.py, trace.py, attribute.py, edges.py; docs/causal.md).
 
     encoderscope patch A B --sweep resid|heads|ffn [--mask-token WORD] [--json]
-    encoderscope patch A --trace WORDS [--noise S] [--samples N] [--seed N] [--mask-token WORD] [--json]
+    encoderscope patch A [B] --trace WORDS [--noise S] [--samples N] [--seed N] [--mask-token WORD] [--json]
+        (with B: the words' embeddings resampled from B at the same positions instead of noise)
     encoderscope attribute TEXT (--to OTHER | --mask-token WORD) --method ig|grad-x-input [--steps N]
                            [--baseline pad|zero] [--json]
     encoderscope ablate TEXT --cut L[.H]:Q>K [--cut ...]
@@ -98,18 +99,22 @@ def cmd_patch_trace(args, backend, pooling) -> int:
     from core.errors import InputError
     from core.intervene.trace import causal_trace
 
-    if args.b is not None:
-        raise InputError("--trace corrupts sentence A with noise: give one sentence "
-                         "(encoderscope patch A --trace WORDS)")
     words = [w for w in args.trace.replace(",", " ").split() if w]
+    if not words:
+        raise InputError("--trace names the words to corrupt, e.g. --trace cat")
     r = causal_trace(backend, args.a, words, noise=args.noise, samples=args.samples, seed=args.seed,
-                     target=args.mask_token, pooling=pooling, progress=_progress(args, "layers"))
+                     target=args.mask_token, pooling=pooling, progress=_progress(args, "layers"),
+                     resample=args.b)
     if args.json:
         emit_json({"model": backend.model_name, "trace": r.to_dict()})
         return 0
     print(f"tokens: {' '.join(r.tokens)}")
-    print(f"corrupted: {', '.join(r.tokens[p] for p in r.corrupted)} (Gaussian noise std {r.noise_std:.4f} = "
-          f"{r.noise_multiple:g} x the word embeddings' std, {r.samples} samples, seed {r.seed})")
+    corrupted = ", ".join(r.tokens[p] for p in r.corrupted)
+    if r.resampled_from is not None:
+        print(f"corrupted: {corrupted} (their word embeddings taken from {r.resampled_from!r} at the same positions)")
+    else:
+        print(f"corrupted: {corrupted} (Gaussian noise std {r.noise_std:.4f} = {r.noise_multiple:g} x the word "
+              f"embeddings' std, {r.samples} samples, seed {r.seed})")
     print(f"cosine(corrupted, clean) {r.cosine_corrupted:.4f}; each cell: the share of the clean vector "
           "recovered when that hidden state alone is restored")
     _grid(r.rows, r.cols, r.recovered)

@@ -61,8 +61,9 @@ def register(sub) -> None:
                       help="patch every site of one kind from B, one at a time: layer x token (resid), layer x "
                            "head (heads) or layer (ffn); each cell the fraction of the way to B")
     mode.add_argument("--trace", metavar="WORDS",
-                      help="causal tracing of A alone: noise on these words' embeddings, then each layer x token "
-                           "clean state restored in turn (words or positions, comma-separated)")
+                      help="causal tracing of A: noise on these words' embeddings (with B: B's word embeddings at "
+                           "the same positions instead), then each layer x token clean state restored in turn "
+                           "(words or positions, comma-separated)")
     p.add_argument("--noise", type=float, default=3.0, metavar="S",
                    help="--trace: noise std as a multiple of the word embeddings' std (default 3, Meng et al.)")
     p.add_argument("--samples", type=int, default=10, metavar="N", help="--trace: noise samples averaged (default 10)")

@@ -7,6 +7,8 @@ at one token) into the corrupted run and run the rest. Read: how much of the cle
 back, for the sentence vector (cosine with the clean vector) and, with a [MASK], p(token) there:
     recovered = (restored - corrupted) / (clean - corrupted),
 each term averaged over the noise samples first (the paper averages probabilities the same way).
+Or corrupt by resampling: the chosen tokens get the word embeddings another sentence (of the same
+length) has at those positions, one deterministic "sample".
 Every (layer, token) cell of one layer runs as one stacked batch (core/intervene/restore.py).
 """
 from __future__ import annotations
@@ -48,6 +50,7 @@ class TraceResult:
     p_corrupted: float | None = None
     p_restored: np.ndarray | None = None     # (rows, cols): mean p(target) restored
     p_recovered: np.ndarray | None = None    # (rows, cols): (p_restored - p_corrupted) / (p_clean - p_corrupted)
+    resampled_from: str | None = None        # the sentence whose word embeddings replaced the noise
 
     def to_dict(self) -> dict:
         out = {"tokens": self.tokens, "corrupted": self.corrupted, "rows": self.rows, "cols": self.cols,
@@ -57,7 +60,7 @@ class TraceResult:
                "cosine_restored": np.round(self.cosine_restored, 6).tolist(),
                "cosine_corrupted": self.cosine_corrupted, "noise_multiple": self.noise_multiple,
                "noise_std": self.noise_std, "samples": self.samples, "seed": self.seed,
-               "pooling": self.pooling, "precision": self.precision}
+               "pooling": self.pooling, "precision": self.precision, "resampled_from": self.resampled_from}
         if self.p_restored is not None:
             out.update({"target": self.target, "mask_position": self.mask_position, "p_clean": self.p_clean,
                         "p_corrupted": self.p_corrupted, "p_restored": np.round(self.p_restored, 6).tolist(),
@@ -86,6 +89,22 @@ def word_positions(word: str, tokens: list[str]) -> list[int]:
     return hits[0]
 
 
+def resample_shift(backend, ids: list[int], other: str, positions: list[int]) -> torch.Tensor:
+    """(1, T, D): what turns the word embeddings at ``positions`` into ``other``'s at the same
+    positions (zero elsewhere): added like noise, it resamples those tokens from ``other``."""
+    other_ids = backend.encode_ids([other])[0][0]
+    if len(other_ids) != len(ids):
+        raise InputError(f"the sentence to resample from has {len(other_ids)} tokens and this one {len(ids)}: "
+                         "give one of the same length (a word changed), or corrupt with noise")
+    emb = encoder_of(backend).embeddings.word_embeddings
+    with torch.no_grad():
+        t = torch.tensor([ids, other_ids], device=emb.weight.device)
+        words = emb(t).float()
+    shift = torch.zeros_like(words[:1])
+    shift[0, positions] = words[1, positions] - words[0, positions]
+    return shift
+
+
 def embedding_std(encoder) -> float:
     """The std of every entry of the word-embedding table: the unit the noise level is stated in."""
     return float(encoder.embeddings.word_embeddings.weight.detach().float().std())
@@ -103,8 +122,9 @@ def trace_noise(shape: tuple, positions: list[int], std: float, seed: int) -> to
 
 def causal_trace(backend, text: str, corrupt: list[str], noise: float = NOISE_MULTIPLE, samples: int = SAMPLES,
                  seed: int = 0, target: str | None = None, pooling: str | None = None,
-                 progress=None, cancel=None) -> TraceResult:
-    """Trace ``text`` with the tokens ``corrupt`` (words of it, or positions) noised.
+                 progress=None, cancel=None, resample: str | None = None) -> TraceResult:
+    """Trace ``text`` with the tokens ``corrupt`` (words of it, or positions) noised, or with
+    ``resample`` given, given that sentence's word embeddings at those positions.
     progress(done, total) in restored rows; cancel() between them (Cancelled)."""
     if not corrupt:
         raise InputError("name the tokens to corrupt: words of the sentence or positions (e.g. cat)")
@@ -125,7 +145,10 @@ def causal_trace(backend, text: str, corrupt: list[str], noise: float = NOISE_MU
     L, T, D = encoder.config.n_layers, len(ids), encoder.config.dim
     std = noise * embedding_std(encoder)
     dev = backend.device
-    eps = trace_noise((samples, T, D), positions, std, seed).to(dev)
+    if resample is None:
+        eps = trace_noise((samples, T, D), positions, std, seed).to(dev)
+    else:
+        eps, samples, std, noise = resample_shift(backend, ids, resample, positions), 1, 0.0, 0.0
     with torch.inference_mode(), autocast(dev, backend.precision):
         clean = clean_run(encoder, torch.tensor([ids], device=dev))
         corrupted = clean_run(encoder, torch.tensor([ids] * samples, device=dev), word_noise=eps)
@@ -157,7 +180,7 @@ def causal_trace(backend, text: str, corrupt: list[str], noise: float = NOISE_MU
     result = TraceResult(
         tokens, positions, ["emb"] + [f"L{i + 1}" for i in range(L)], list(tokens),
         readout.fraction_toward(torch.from_numpy(cos_restored), cos_corr, 1.0).numpy(),
-        cos_restored, cos_corr, noise, std, samples, seed, pooling, backend.precision)
+        cos_restored, cos_corr, noise, std, samples, seed, pooling, backend.precision, resampled_from=resample)
     if mask_at is not None:
         p_restored = np.stack(p_rows)
         result.target = backend.tokenizer.convert_ids_to_tokens(token_id)

@@ -31,8 +31,8 @@ def test_the_modes_of_patch_refuse_in_one_line(run, tiny_distilbert):
     model = ("--model", str(tiny_distilbert))
     bad = run("patch", "the cat sat", "--site", "L1.H1", *model, check=False)
     assert bad.returncode == 2 and "from sentence B" in bad.stderr
-    bad = run("patch", "the cat sat", "the dog sat", "--trace", "cat", *model, check=False)
-    assert bad.returncode == 2 and "give one sentence" in bad.stderr
+    bad = run("patch", "the cat sat", "a dog ran in the park", "--trace", "cat", *model, check=False)
+    assert bad.returncode == 2 and "give one of the same length" in bad.stderr
     bad = run("patch", "the cat sat", "--sweep", "resid", *model, check=False)
     assert bad.returncode == 2 and "patches from sentence B" in bad.stderr
     bad = run("importance", "--metric", "recall", "--gradient", *model, "--no-cache", check=False)

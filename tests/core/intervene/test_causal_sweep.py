@@ -156,3 +156,19 @@ def test_trace_cli(tiny, run):
     assert "noise std" in text and "emb" in text
     bad = run("patch", "the cat sat on the mat", "--trace", "zebra", "--model", folder, check=False)
     assert bad.returncode == 2 and "occurs 0 times" in bad.stderr
+
+
+def test_resampling_from_b_equals_running_b_where_every_token_is_taken(tiny, run):
+    """Corrupting by resampling gives the chosen tokens B's word embeddings: with every word
+    resampled the corrupted run is B's own run, and restoring a token's embeddings recovers it."""
+    backend, ref = tiny
+    a, b = "the cat sat on the mat", "the dog ran in the park"
+    ids_a, ids_b = (backend.encode_ids([t])[0][0] for t in (a, b))
+    words = [str(p) for p in range(1, len(ids_a) - 1)]          # every word, positions 1..T-2
+    r = causal_trace(backend, a, words, resample=b, pooling="mean")
+    assert r.samples == 1 and r.resampled_from == b and r.noise_std == 0.0
+    v_a, v_b = (unit_mean(hooked(ref, [], ids)[0]) for ids in (ids_a, ids_b))
+    assert r.cosine_corrupted == pytest.approx(float(v_a @ v_b), abs=2e-6)
+    out = json.loads(run("patch", a, b, "--trace", "cat", "--model", str(backend.source.folder), "--json").stdout)
+    assert out["trace"]["resampled_from"] == b and out["trace"]["samples"] == 1
+    np.testing.assert_allclose(out["trace"]["recovered"][0][2], 1.0, atol=1e-3)

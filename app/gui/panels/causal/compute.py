@@ -40,14 +40,14 @@ def attribute_fn(backend, text: str, method: str, other: str | None, word: str |
 
 
 def trace_fn(backend, text: str, words: str, noise: float, samples: int, seed: int, target: str = "",
-             progress=None, cancel=None):
+             resample: str | None = None, progress=None, cancel=None):
     from core.intervene.trace import causal_trace
     ours(backend)
     chosen = [w for w in words.replace(",", " ").split() if w]
     mask = backend.tokenizer.mask_token
     word = _word(target) if mask and mask.lower() in text.lower() else None
     return causal_trace(backend, text, chosen, noise=noise, samples=samples, seed=seed, target=word,
-                        progress=_said(progress, "Causal trace"), cancel=_asked(cancel))
+                        progress=_said(progress, "Causal trace"), cancel=_asked(cancel), resample=resample)
 
 
 @dataclass

@@ -80,7 +80,8 @@ class CausalPanel(QtWidgets.QWidget):
             other, word = (b, None) if s["target"] == "other" else (None, target.strip() or None)
             return C.attribute_fn, (a, s["method"], other, word, s["steps"])
         if page == "trace":
-            return C.trace_fn, (a, s["words"], s["noise"], s["samples"], s["seed"], target)
+            resample = b if s.get("resample") else None
+            return C.trace_fn, (a, s["words"], s["noise"], s["samples"], s["seed"], target, resample)
         if page == "heads":
             from app.gui.panels.intervene.panel import importance_cache_dir
             return C.head_gradient_fn, (s["metric"], 0, importance_cache_dir())

@@ -219,9 +219,12 @@ class TraceView(Page):
         self.seed = QtWidgets.QSpinBox()
         self.seed.setRange(0, 1_000_000)
         self.seed.setPrefix("seed ")
+        self.resample = QtWidgets.QCheckBox("resample from B")
+        self.resample.setToolTip("Instead of noise: the words get B's word embeddings at the same positions "
+                                 "(B needs as many tokens as A)")
         self.show_p = QtWidgets.QCheckBox("p at the [MASK]")
         self.show_p.toggled.connect(self._draw)
-        for w in (self.words, self.noise, self.samples, self.seed, self.show_p):
+        for w in (self.words, self.noise, self.samples, self.seed, self.resample, self.show_p):
             self.bar.addWidget(w)
         self.finish_bar()
         self.heatmap = ValueHeatmap(row_title="restored state", col_title="token")
@@ -233,7 +236,7 @@ class TraceView(Page):
 
     def settings(self) -> dict:
         return {"words": self.words.text(), "noise": self.noise.value(), "samples": self.samples.value(),
-                "seed": self.seed.value()}
+                "seed": self.seed.value(), "resample": self.resample.isChecked()}
 
     def clear(self, note: str = "") -> None:
         self.result = None
@@ -261,8 +264,10 @@ class TraceView(Page):
         corrupted = ", ".join(r.tokens[p] for p in r.corrupted)
         extra = (f" · p({html.escape(str(r.target))}): clean {r.p_clean:.4f}, corrupted {r.p_corrupted:.4f}"
                  if r.p_clean is not None else "")
-        self.info.setText(f"corrupted <b>{html.escape(corrupted)}</b> with noise std {r.noise_std:.4f} "
-                          f"({r.noise_multiple:g} × the word embeddings' std), {r.samples} samples, seed {r.seed} · "
+        how = (f"resampled from “{html.escape(r.resampled_from)}”" if r.resampled_from is not None else
+               f"with noise std {r.noise_std:.4f} ({r.noise_multiple:g} × the word embeddings' std), "
+               f"{r.samples} samples, seed {r.seed}")
+        self.info.setText(f"corrupted <b>{html.escape(corrupted)}</b> {how} · "
                           f"cos(corrupted, clean) {r.cosine_corrupted:.4f}{extra}")
 
 
