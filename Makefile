@@ -1,4 +1,5 @@
-# Two commands set everything up on a fresh machine: `make run` and `make test`.
+# Two commands set everything up on a fresh machine: `make run` and `make test`. Without make
+# (Windows): `python dev.py run|test|test-slow|setup` does the same steps (tests/project/test_dev_py.py).
 #   make run          create .venv, install, launch the app on the bundled sample corpus
 #   make test         same set-up, ruff, then the whole test suite (Qt offscreen; it runs the
 #                     import-linter contracts too)
@@ -53,7 +54,7 @@ bench: setup
 	QT_QPA_PLATFORM=offscreen $(BIN)/python bench/map.py
 	$(BIN)/python bench/train_throughput.py
 
-# No venv and no Qt: the python on PATH with the bundle's PYTHONPATH (source .gpu/setup.sh).
+# No venv and no Qt: the python on PATH (with faiss-cpu, platformdirs and minilm: docs/gpu.md).
 DEVICE  ?= cuda
 GPU_PY  ?= python3
 gpu-check:

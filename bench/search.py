@@ -236,13 +236,13 @@ def main(argv=None):
                      "faiss": faiss.__version__, "numpy": np.__version__,
                      "faiss_threads": faiss.omp_get_max_threads()}}
     try:
-        with open("/proc/cpuinfo") as f:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             r["machine"]["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
     except (OSError, StopIteration):
         pass
     try:
         r["machine"]["load_avg"] = os.getloadavg()
-    except OSError:
+    except (OSError, AttributeError):     # Windows has no load average
         pass
     r["queries_note"] = f"{args.queries} held-out queries, {args.single} timed one by one."
     log(f"generating {n:,} x {args.dim} clustered vectors ...")

@@ -11,6 +11,8 @@ import os
 import secrets
 from pathlib import Path
 
+from core import platform_os
+
 TEMP_GLOB = ".*.tmp"   # the temporary files' names: .<name>.<random>.tmp
 
 
@@ -52,11 +54,7 @@ def atomic_write_with(path, fill, durable: bool = True) -> int:
     try:
         fill(tmp)
         if durable:
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            platform_os.fsync_file(tmp)
         size = os.path.getsize(tmp)
         os.replace(tmp, path)
     except BaseException:
@@ -95,15 +93,7 @@ def remove_stale_temps(folder: Path) -> None:
 def current_umask() -> int:
     """The process's umask, read without changing it where Linux shows it (/proc), else by
     setting it and back."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    return platform_os.current_umask()
 
 
 def readable_as_umask_allows(path) -> None:

@@ -5,7 +5,8 @@ environment variables ``ENCODERSCOPE_DEVICE`` (auto | cpu | cuda | cuda:1 | mps)
 ``ENCODERSCOPE_PRECISION`` (auto | fp32 | bf16).
 
 Precision "auto" (the default) means bf16 where the hardware computes it natively — CPUs with
-AVX512-BF16 or AMX, CUDA GPUs with bf16 — and fp32 elsewhere: there bf16 is 1.7-1.8x faster than our
+AVX512-BF16 or AMX, CUDA GPUs with bf16, Apple GPUs (MPS) where a bf16 matmul runs there (macOS 14
+and later; older systems refuse it) — and fp32 elsewhere: there bf16 is 1.7-1.8x faster than our
 fp32 and 2.6-2.8x transformers' fp32 (minilm, batches of 64, AMD Zen 5; docs/benchmarks.md), and its
 vectors keep cosine >= 0.9999 with fp32 (core.encoder.backends checks that for each model before it uses
 bf16). Without native instructions bf16 is emulated and slower than fp32.
@@ -13,6 +14,7 @@ bf16). Without native instructions bf16 is emulated and slower than fp32.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
 import torch
@@ -52,7 +54,8 @@ def pick_device(requested: str | None = None) -> torch.device:
                                     f"cuda:{torch.cuda.device_count() - 1}")
     if kind == "mps" and not _mps_available():
         raise DeviceUnavailable(f"device 'mps' was asked for{source}, but Apple's Metal backend "
-                                "is not available here")
+                                "is not available here (it needs a Mac with Apple silicon or an AMD "
+                                "GPU, and macOS 12.3 or later)", fix=settings_fix(device="cpu"))
     return torch.device(choice)
 
 
@@ -60,14 +63,28 @@ def _mps_available() -> bool:
     return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
 
 
+@functools.cache
+def _mps_bf16() -> bool:
+    """Whether MPS computes bf16 here: a small bf16 matmul runs on it (macOS 14+), else False."""
+    if not _mps_available():
+        return False
+    try:
+        x = torch.ones(4, 4, dtype=torch.bfloat16, device="mps")
+        return bool(torch.isfinite((x @ x).float().cpu()).all())
+    except (RuntimeError, TypeError):
+        return False
+
+
 def describe_device(device: torch.device) -> str:
-    """A short human description, e.g. 'cuda:0 (NVIDIA H100)' or 'cpu (2 threads)'."""
+    """A short human description, e.g. 'cuda:0 (NVIDIA H100)', 'cpu (2 threads)', 'mps (Apple GPU)'."""
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
         return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
     if device.type == "cpu":
         n = torch.get_num_threads()
         return f"cpu ({n} thread{'s' if n != 1 else ''})"
+    if device.type == "mps":
+        return "mps (Apple GPU)"
     return str(device)
 
 
@@ -87,6 +104,8 @@ def bf16_supported(device: torch.device) -> bool:
         # Without native bf16 instructions, CPU autocast to bf16 is slower than fp32.
         return bool(getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")() in ("AVX512", "AMX")
                     or torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    if device.type == "mps":
+        return _mps_bf16()
     return False
 
 
@@ -98,6 +117,8 @@ def bf16_native(device: torch.device) -> bool:
         cpu = torch.cpu
         return bool(getattr(cpu, "_is_avx512_bf16_supported", lambda: False)()
                     or getattr(cpu, "_is_amx_tile_supported", lambda: False)())
+    if device.type == "mps":
+        return _mps_bf16()
     return False
 
 

@@ -1,4 +1,4 @@
-"""One writer at a time, by an OS lock (flock) on a file that names its holder: ExclusiveFile,
+"""One writer at a time, by an OS lock on a file that names its holder: ExclusiveFile,
 which the store's lock builds on too (index/store/durability.py), and one writer per output folder
 (a training run's --out, an experiment's --out).
 
@@ -6,12 +6,13 @@ The output folder's lock is on `.<name>.writer` beside the folder, not inside it
 replaces the whole folder by a fresh copy, which would take a lock file inside with it. The OS
 drops the lock when its process dies (kill -9 included), so a stale file never blocks anyone;
 while held, the file names the holder (pid, host, start time) for the refusal message. The file
-is opened without following a link (O_NOFOLLOW), so it never writes anywhere else.
+is opened without following a link (O_NOFOLLOW, or checked where the OS lacks it), so it never
+writes anywhere else. The OS lock itself is core.platform_os's (flock on Linux and macOS, a byte
+lock on Windows; what each guarantees is said there).
 """
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import socket
@@ -20,9 +21,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from core import platform_os
 from core.errors import EncoderscopeError, settings_fix
 
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _HELD: dict[str, int] = {}     # lock file -> how many locks of this process hold it
 
 
@@ -39,7 +40,8 @@ class NotRegularFile(Exception):
 
 
 class ExclusiveFile:
-    """An exclusive, non-blocking OS lock (flock) on one file, which names its holder.
+    """An exclusive, non-blocking OS lock (core.platform_os.file_lock) on one file, which names
+    its holder.
 
     The OS drops the lock when its process dies (kill -9 included), so a stale file never
     blocks anyone. `open_fd(path, flags, mode)` opens the file (default: without following a
@@ -49,7 +51,8 @@ class ExclusiveFile:
 
     def __init__(self, path, open_fd: Callable[[str, int, int], int] | None = None):
         self.path = Path(path)
-        self._open = open_fd or (lambda p, flags, mode: os.open(p, flags | NOFOLLOW, mode))
+        self._open = open_fd or platform_os.open_nofollow
+        self._lock = platform_os.file_lock()
         self._fd: int | None = None
 
     @property
@@ -59,23 +62,20 @@ class ExclusiveFile:
     def acquire(self, record: bytes) -> None:
         if self._fd is not None:
             return
-        fd = self._open(str(self.path), os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
+        fd = self._open(str(self.path), os.O_RDWR | os.O_CREAT | platform_os.NONBLOCK, 0o644)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise NotRegularFile(str(self.path))
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            held_by = _read(fd)
-            os.close(fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise LockBusy(held_by) from None
-            raise
+            taken = self._lock.try_lock(fd)
         except BaseException:
             os.close(fd)
             raise
+        if not taken:
+            held_by = _read(fd)
+            os.close(fd)
+            raise LockBusy(held_by)
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, record, 0)
+            platform_os.write_start(fd, record)
         except OSError:
             pass     # held all the same; only the holder's name is missing
         self._fd = fd
@@ -89,7 +89,7 @@ class ExclusiveFile:
                 os.ftruncate(self._fd, 0)
             except OSError:
                 pass
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            self._lock.unlock(self._fd)
         finally:
             os.close(self._fd)
             self._fd = None
@@ -97,7 +97,7 @@ class ExclusiveFile:
 
 def _read(fd: int) -> bytes:
     try:
-        return os.pread(fd, 4096, 0)
+        return platform_os.read_start(fd)
     except OSError:
         return b""
 

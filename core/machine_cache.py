@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 from pathlib import Path
 
 import torch
+
+from core import platform_os
 
 KERNEL_CHOICE = "kernel_choice.json"
 BF16_CHECK = "bf16_check.json"
@@ -23,13 +24,7 @@ BF16_CHECK = "bf16_check.json"
 
 def cpu_name() -> str:
     """The CPU's model name (Linux /proc/cpuinfo; elsewhere what platform says)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return platform_os.cpu_name()
 
 
 def machine_key(*what) -> str:

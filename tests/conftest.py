@@ -92,6 +92,27 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+# The tests whose renames and deletions must all work on Windows: none onto or of a file this
+# process still holds open (tests/support/open_files_guard.py); test modules, as tests.<path>.
+GUARDED = {"tests.index.store.test_contract", "tests.index.store.test_portable_locks",
+           "tests.index.faiss.test_durability", "tests.index.faiss.test_store", "tests.index.faiss.test_torn",
+           "tests.index.milvus.test_store", "tests.index.corpus.test_migrate_milvus",
+           "tests.cli.test_store", "tests.cli.test_store_repair", "tests.cli.test_train", "tests.cli.test_whiten",
+           "tests.core.train.test_train", "tests.core.train.test_runs", "tests.core.train.test_experiments",
+           "tests.core.walkthrough.test_notebook_export"}
+
+
+@pytest.fixture(autouse=True)
+def no_rename_or_delete_of_open_files(request):
+    if request.module.__name__ not in GUARDED:
+        yield
+        return
+    from tests.support.open_files_guard import watch
+    with watch() as found:
+        yield
+    assert not found, f"renamed onto or deleted while this process holds it open (Windows refuses): {found}"
+
+
 @pytest.fixture
 def run(capsys):
     """run("embed", "text", ...) -> (returncode, stdout, stderr) of `encoderscope ...` run in

@@ -1,7 +1,7 @@
 """One command that proves the GPU path: `make gpu-check` (or `python -m tools.gpu_check`).
 
 Needs only what a CUDA box or a cloud notebook has (torch, transformers, tokenizers, safetensors,
-numpy, and faiss-cpu + platformdirs from the bundle: docs/gpu.md); pytest for the tests;
+numpy, plus faiss-cpu, platformdirs and the packaged minilm: docs/gpu.md); pytest for the tests;
 sentence-transformers is measured when installed. No Qt, no Milvus. In one run, on one device:
 
 1. embedding throughput on the same weights (minilm) and the same device: ours, transformers and

@@ -78,8 +78,9 @@ def _on_sigterm(signum, frame):
 
 def main(argv=None, open_gui: Callable[[str | None], int] | None = None) -> int:
     """Run one command; SIGTERM ends it as Ctrl-C does (each command keeps or saves its work)."""
-    if threading.current_thread() is not threading.main_thread():
-        return _main(argv, open_gui)
+    from core.platform_os import stop_signals
+    if threading.current_thread() is not threading.main_thread() or len(stop_signals()) < 2:
+        return _main(argv, open_gui)     # Windows sends no SIGTERM: Ctrl-C is the only stop
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return _main(argv, open_gui)
@@ -101,7 +102,7 @@ def _main(argv, open_gui) -> int:
         return EXIT_USAGE
     except Terminated:
         print("terminated (SIGTERM)", file=sys.stderr)
-        return 128 + signal.SIGTERM
+        return 128 + 15     # SIGTERM's number (a name some platforms lack)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -128,7 +128,8 @@ def _stop_on_signals(cancel: threading.Event) -> dict:
             raise KeyboardInterrupt
         cancel.set()
         print("stopping after this step and saving the run (again to abort) ...", file=sys.stderr, flush=True)
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    from core.platform_os import stop_signals
+    for sig in stop_signals():
         previous[sig] = signal.signal(sig, on_stop)
     return previous
 

@@ -86,10 +86,9 @@ def emit_json(obj):
 
 
 def _stdout_name() -> str:
-    import os
+    from core.platform_os import path_of_fd
     try:
-        target = os.readlink(f"/proc/self/fd/{sys.stdout.fileno()}")
-        return target if target.startswith("/") else "standard output"
+        return path_of_fd(sys.stdout.fileno()) or "standard output"
     except (OSError, ValueError, AttributeError):
         return "standard output"
 

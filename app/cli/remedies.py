@@ -115,6 +115,9 @@ def _fix_worded(fix: dict | None) -> str:
         return f" with `encoderscope train --resume {shlex.quote(str(fix['out']))}`"
     if kind == "reembed":
         return " (`encoderscope ingest --rebuild`)"
+    if kind == "store_elsewhere":
+        return (f": --store {shlex.quote(fix['folder'])} (a FAISS folder) or --store "
+                f"{fix['server']}?collection=NAME (a Milvus server)")
     return ""
 
 

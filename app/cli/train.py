@@ -193,7 +193,8 @@ def cmd_train(args) -> int:
             what = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             _note(bar, f"{what}: stopping after this step and saving a checkpoint (Ctrl-C "
                        "again to abort without saving) ...")
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        from core.platform_os import stop_signals
+        for sig in stop_signals():
             previous[sig] = signal.signal(sig, on_stop)
     try:
         summary = Trainer(cfg, read_corpus=read_training_corpus).run(progress=progress, cancel=cancel)

@@ -32,6 +32,9 @@ def gui_fix(fix: dict | None) -> str:
         return " with Resume… on the Train tab"
     if kind == "reembed":
         return " (Model → Re-embed the corpus with the current model)"
+    if kind == "store_elsewhere":
+        return (f" (File → Open corpus location…: a folder such as {fix['folder']}, or a Milvus "
+                f"server such as {fix['server']})")
     return ""     # whiten_again: the message says it; the app makes no whitened stores
 
 

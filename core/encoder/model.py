@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.encoder.kernels import Linear
+from core.encoder.kernels import Linear, at_least_fp32, explicit_attention_is_faster, sdpa_mask
 from core.names import ATTENTIONS, POOLINGS
 
 
@@ -153,12 +153,6 @@ class Embeddings(nn.Module):
         return self.dropout(self.LayerNorm(x))
 
 
-# bf16 on a CPU: up to this many query rows (batch x tokens) the fused attention kernel is faster
-# than the explicit one (2x for one sentence of 8-32 tokens: 35-55 vs 100-135 us a layer; the
-# explicit path wins from 40 rows and for every batch of 64, 2 threads, AMD Zen 5).
-FUSED_BF16_MAX_ROWS = 32
-
-
 class MultiHeadSelfAttention(nn.Module):
     """Q, K, V projections -> split heads -> softmax(QK^T / sqrt(Dh) + mask) V -> merge -> out_lin."""
 
@@ -198,28 +192,22 @@ class MultiHeadSelfAttention(nn.Module):
         and the weights (B, H, T, T) when asked for, else None.
 
         q, k, v: (B, H, T, Dh); mask: (B, 1, 1, T) or, causal, (B or 1, 1, T, T), additive (0 or the
-        most negative float), or None."""
-        if need_weights or (q.is_cpu and q.dtype == torch.bfloat16
-                            and q.shape[0] * q.shape[2] > FUSED_BF16_MAX_ROWS):
-            # Explicit path: the weights are part of the result, so compute them in the open.
-            # bf16 on a CPU takes it too for more than a short sentence: 6% faster there than
-            # the fused kernel in bf16 (batches of 64, 2 threads), with the softmax kept in fp32.
-            scores = q @ k.transpose(-2, -1)                     # (B, H, T, T)
-            if scores.dtype == torch.bfloat16:                   # scale, mask, softmax in fp32
-                scores = scores.float()
-            scores = scores / math.sqrt(q.shape[-1])
-            if mask is not None:
-                scores = scores + mask
-            weights = scores.softmax(dim=-1)
-            context = self.dropout(weights).to(v.dtype) @ v     # (B, H, T, Dh)
+        most negative float), or None. Two kernels compute the same maths: the explicit one below
+        (the weights are part of its result) and torch's fused one; which is faster is decided
+        outside the maths (core.encoder.kernels.explicit_attention_is_faster)."""
+        if need_weights or explicit_attention_is_faster(q):
+            weights = self.attention_weights(q, k, mask)
+            context = self.dropout(weights).to(v.dtype) @ v      # (B, H, T, Dh)
             return context, (weights if need_weights else None)
-        # Fused path: same maths, one kernel, no (T, T) matrix kept around. With bf16 weights
-        # cast once (no autocast to do it), the mask is cast to the queries' type: SDPA's
-        # GPU kernels take a float mask of that type only.
         p = self.attention_dropout if self.training else 0.0
-        if mask is not None and mask.dtype != q.dtype and not q.is_cpu:
-            mask = mask.to(q.dtype)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p), None
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask(mask, q), dropout_p=p), None
+
+    @staticmethod
+    def attention_weights(q, k, mask):
+        """softmax(Q K^T / sqrt(Dh) + mask), (B, H, T, T): the scores, scaled, masked and
+        normalised in fp32 at least, whatever the weights' precision."""
+        scores = at_least_fp32(q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        return (scores if mask is None else scores + mask).softmax(dim=-1)
 
     def forward(self, x, mask, need_weights: bool = False):
         B, T, D = x.shape
@@ -230,17 +218,22 @@ class MultiHeadSelfAttention(nn.Module):
 
 
 class FFN(nn.Module):
-    """Position-wise feed-forward: lin2(GELU(lin1(x)))."""
+    """Position-wise feed-forward: FFN(x) = W2 · GELU(W1 · x + b1) + b2, each token on its own."""
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.lin1 = Linear(cfg.dim, cfg.hidden_dim)
+        self.activation = nn.GELU(approximate="tanh" if cfg.activation == "gelu_tanh" else "none")
         self.lin2 = Linear(cfg.hidden_dim, cfg.dim)
-        self.approximate = "tanh" if cfg.activation == "gelu_tanh" else "none"
         self.dropout = nn.Dropout(cfg.dropout)
 
+    @property
+    def approximate(self) -> str:
+        """GELU's form, "none" (exact, erf) or "tanh": what a fused kernel is told to compute."""
+        return self.activation.approximate
+
     def forward(self, x):
-        return self.dropout(self.lin2(self.lin1(x, gelu=self.approximate)))
+        return self.dropout(self.lin2(self.activation(self.lin1(x))))
 
 
 class TransformerBlock(nn.Module):

@@ -79,10 +79,11 @@ class PackedEncoder:
             if att.fused_qkv is None or att.fused_qkv.source_versions != att._qkv_versions():
                 return None
             block = (att.fused_qkv.inference_kernel(bf16), att.out_lin.inference_kernel(bf16),
-                     b.ffn.lin1.inference_kernel(bf16, gelu=b.ffn.approximate), b.ffn.lin2.inference_kernel(bf16))
+                     b.ffn.lin1.inference_kernel(bf16), b.ffn.lin2.inference_kernel(bf16))
             if None in block:
                 return None
-            kernels.append(block)
+            qkv, out, lin1, lin2 = block
+            kernels.append((qkv, out, ffn_kernel(lin1, b.ffn.approximate, lin2)))
         self._kernels[bf16] = (self._versions(), kernels)
         return kernels
 
@@ -117,7 +118,7 @@ class PackedEncoder:
         mask = attention_bias(attention_mask, T, x.dtype, x.device, self.encoder.config.attention == "causal")
         D = x.shape[-1]
         H = self.n_heads
-        for att, (qkv, out, ffn_in, ffn_out), (norm1, norm2) in zip(self.attentions, kernels, self.norms):
+        for att, (qkv, out, ffn), (norm1, norm2) in zip(self.attentions, kernels, self.norms):
             h = F.layer_norm(x, *norm1) if self.pre_norm else x
             # split_heads of Q, K and V in one view: (B, T, 3D) -> (3, B, H, T, Dh)
             q, k, v = qkv(h).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
@@ -125,10 +126,10 @@ class PackedEncoder:
             a = out(context.transpose(1, 2).reshape(B, T, D))
             if self.pre_norm:                                              # x + f(LN(x))
                 x = x + a
-                x = x + ffn_out(ffn_in(F.layer_norm(x, *norm2)))
+                x = x + ffn(F.layer_norm(x, *norm2))
             else:                                                          # LN(x + f(x))
                 x = F.layer_norm(x + a, *norm1)
-                x = F.layer_norm(x + ffn_out(ffn_in(x)), *norm2)
+                x = F.layer_norm(x + ffn(x), *norm2)
         return x if self.final_norm is None else F.layer_norm(x, *self.final_norm)
 
 
@@ -171,6 +172,12 @@ def cast_for_inference(model: nn.Module, bf16: bool) -> None:
             m.cast_for_inference(bf16)
 
 
+def ffn_kernel(lin1, approximate: str, lin2):
+    """The FFN on packed kernels, W2 · GELU(W1 · x + b1) + b2: the same three steps as
+    core.encoder.model.FFN, so the two give the same numbers at every precision."""
+    return lambda x: lin2(F.gelu(lin1(x), approximate=approximate))
+
+
 def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = True) -> bool:
     """Give every Linear of a CPU model its oneDNN weights. Returns False where oneDNN is missing.
 
@@ -183,10 +190,9 @@ def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = Tr
     timed: dict[str, bool] = {}                 # the ones timed now, to remember
     with torch.no_grad():
         fuse_qkv(model)
-        linears = list(model.named_modules()) + [
-            (f"{n}.fused_qkv", a.fused_qkv) for n, a in model.named_modules()
-            if isinstance(a, MultiHeadSelfAttention) and a.fused_qkv is not None]
-        for name, m in linears:
+        linears = list(model.modules()) + [
+            a.fused_qkv for a in model.modules() if isinstance(a, MultiHeadSelfAttention) and a.fused_qkv is not None]
+        for m in linears:
             if isinstance(m, Linear) and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32:
                 w = m.weight.detach()
                 m.packed = torch.ops.mkldnn._reorder_linear_weight(w, PACK_ROWS_HINT)
@@ -196,11 +202,10 @@ def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = Tr
                                                                              PACK_ROWS_HINT), bias)
                 m.packed_version = m.param_versions()
                 if tune:
-                    gelu = "none" if name.endswith("ffn.lin1") else None   # FFN fuses its GELU
-                    key = machine_cache.machine_key(f"{w.shape[0]}x{w.shape[1]}", f"gelu {gelu}",
+                    key = machine_cache.machine_key(f"{w.shape[0]}x{w.shape[1]}", "gelu None",
                                                     f"reordered for {PACK_ROWS_HINT} rows")
                     if key not in chosen:
-                        chosen[key] = timed[key] = _onednn_is_faster(m, gelu)
+                        chosen[key] = timed[key] = _onednn_is_faster(m, None)
                     m.fp32_onednn = chosen[key]
     if timed:
         machine_cache.save(machine_cache.KERNEL_CHOICE, timed)

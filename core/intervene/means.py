@@ -22,7 +22,7 @@ def mean_head_outputs(backend, texts: list[str], batch_size: int = 32, progress=
 
     def hook_for(layer):
         def hook(module, args):
-            context = args[0].double()                       # (B, T, D)
+            context = args[0].detach().cpu().double()        # (B, T, D); Apple's MPS has no float64
             sums[layer] += (context * keep[0][..., None]).sum(dim=(0, 1)).cpu()
         return hook
 
@@ -35,7 +35,7 @@ def mean_head_outputs(backend, texts: list[str], batch_size: int = 32, progress=
                 if cancel is not None and cancel():
                     raise Cancelled(f"mean head outputs cancelled after {start} of {len(ids)} texts")
                 input_ids, mask = backend._batch(ids[start:start + batch_size])
-                keep[0] = mask.double()
+                keep[0] = mask.detach().cpu().double()
                 encoder(input_ids, mask)
                 count += int(mask.sum())
                 if progress is not None:

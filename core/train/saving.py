@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load, save_file
 
 from core.atomic import readable_as_umask_allows
 from core.device import describe_device
@@ -62,7 +62,9 @@ class TrainerCheckpoints:
     def _restore(self, folder: Path, saved: dict) -> None:
         if saved.get("version") != STATE_VERSION:
             raise InputError(f"{folder}: training state version {saved.get('version')} is not supported")
-        tensors = load_file(str(folder / STATE_TENSORS))
+        # Read into memory, not mapped: the optimizer keeps these tensors, and the next checkpoint
+        # deletes the folder they came from, which Windows refuses while the file is mapped.
+        tensors = load((folder / STATE_TENSORS).read_bytes())
         state = optimizer_state(tensors, saved["param_groups"])
         try:
             self.opt.load_state_dict(state)

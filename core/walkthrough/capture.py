@@ -2,10 +2,10 @@
 
 Forward hooks on the modules of core/encoder/model.py record what the real forward pass computes
 (embedding rows, LayerNorm inputs and outputs, Q/K/V projections, the attention weights the
-module returns, out_lin's input and output, the FFN's output). Three numbers never leave a
-module as a tensor of their own, so they are computed here in torch from the captured tensors,
-exactly as the module does: the scaled scores, the masked scores (the same additive mask, causal
-or not) and the FFN's pre-activation (lin1 fuses its GELU). Nothing here uses the NumPy code.
+module returns, out_lin's input and output, the FFN's pre-activation, GELU and output). Two
+numbers never leave a module as a tensor of their own, so they are computed here in torch from the
+captured tensors, exactly as the module does: the scaled scores and the masked scores (the same
+additive mask, causal or not). Nothing here uses the NumPy code.
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from contextlib import contextmanager
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from core.encoder.model import Encoder, attention_bias
 from core.encoder.pooling import l2_normalize, pool
@@ -100,7 +99,8 @@ def capture(encoder: Encoder, ids: list[int], types: list[int] | None, layer: in
              (att, "out", out("attention_output", 0)),     # what the residual adds (an intervention's too)
              (att.out_lin, "pre", inp("heads_concat")),
              (ffn.lin1, "pre", inp("ffn_input")),
-             (ffn.lin1, "out", out("ffn_activation")),
+             (ffn.lin1, "out", out("ffn_hidden")),
+             (ffn.activation, "out", out("ffn_activation")),
              (ffn, "out", out("ffn_output")),
              (block.sa_layer_norm, "pre", inp("sa_ln_input")),
              (block.sa_layer_norm, "out", out("sa_ln_output")),
@@ -126,8 +126,6 @@ def capture(encoder: Encoder, ids: list[int], types: list[int] | None, layer: in
         masked = scores if bias is None else scores + bias
         # The most negative float the model adds is -inf to softmax (exp gives exactly 0): shown so.
         masked = masked.masked_fill(masked <= torch.finfo(masked.dtype).min / 2, float("-inf"))
-        # lin1 applies its GELU in the same call: its pre-activation is lin1's affine map.
-        ffn_hidden = F.linear(got["ffn_input"], ffn.lin1.weight, ffn.lin1.bias)
         pooled = pool(result.last_hidden_state, mask, pooling, query=encoder.pooling_query)
         normalized = l2_normalize(pooled)
 
@@ -138,7 +136,6 @@ def capture(encoder: Encoder, ids: list[int], types: list[int] | None, layer: in
     vals["masked_scores"] = _np(masked[0, head])
     vals["weights"] = _np(got["attention_weights"][0, head])
     vals["head_output"] = vals["heads_concat"][:, cols]
-    vals["ffn_hidden"] = _np(ffn_hidden[0])
     if cfg.norm == "post":
         vals.update(residual_1=vals.pop("sa_ln_input"), layernorm_1=vals.pop("sa_ln_output"),
                     residual_2=vals.pop("out_ln_input"), layernorm_2=vals.pop("out_ln_output"))

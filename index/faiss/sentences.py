@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core import platform_os
 from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecker, row_checksum
 from index.faiss.row_checks import read_record as _record
 from index.store.durability import INTACT, check_regular
@@ -71,10 +72,7 @@ def on_read_only_media(path: Path) -> bool:
 def mounted_read_only(folder: Path) -> bool:
     """Whether the file system holding `folder` is mounted read-only (not merely unwritable
     to this user)."""
-    try:
-        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
+    return platform_os.mounted_read_only(folder)
 
 
 class SentenceDB:

@@ -16,10 +16,11 @@ import os
 import sqlite3
 from pathlib import Path
 
+from core.platform_os import open_nofollow, pid_alive
 from index.faiss.manifest import MANIFEST_NAME
 from index.faiss.sentences import DB_NAME, SIDE_FILES
 from index.store.errors import StoreError, StoreNotFound
-from index.store.files import NOFOLLOW, is_link, remove_own
+from index.store.files import is_link, remove_own
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_HEADER = 100        # bytes of the database header; a shorter file is cut inside it
@@ -60,7 +61,7 @@ def being_created(folder) -> int | None:
     way), else None. Read, never locked: probing the lock could make a real writer's
     non-blocking take of it fail."""
     try:
-        fd = os.open(str(Path(folder) / "lock"), os.O_RDONLY | NOFOLLOW)
+        fd = open_nofollow(Path(folder) / "lock", os.O_RDONLY)
     except OSError:
         return None
     try:
@@ -71,13 +72,7 @@ def being_created(folder) -> int | None:
         os.close(fd)
     if not raw.isdigit() or int(raw) == os.getpid():
         return None
-    try:
-        os.kill(int(raw), 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass       # alive, another user's
-    return int(raw)
+    return int(raw) if pid_alive(int(raw)) else None
 
 
 def clear_torn(folder) -> None:

@@ -26,6 +26,7 @@ import time
 import uuid
 
 from core.notices import say
+from core.platform_os import pid_alive
 from index.milvus.schema import PROP
 from index.store.durability import command_of
 from index.store.errors import StoreError, StoreUnavailable, WriterLockLost
@@ -85,13 +86,7 @@ class Holder:
             return False
         if self.pid == os.getpid():
             return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except OSError:
-            return False
-        return False
+        return not pid_alive(self.pid)
 
     def who(self) -> str:
         """The holder in words: its command where known, its process and host."""

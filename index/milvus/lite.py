@@ -11,7 +11,6 @@ StoreLocked naming the holder.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -20,6 +19,7 @@ import time
 from pathlib import Path
 
 from core.errors import InputError
+from core.platform_os import PosixLock, pid_alive
 from index.milvus.calls import INSTALL_HINT
 from index.milvus.schema import FORMAT, FORMAT_VERSION
 from index.store.durability import WriterLock, atomic_write, write_failed
@@ -40,7 +40,7 @@ _COPIES: set = set()            # Lite data dirs that are reading copies of read
 def lock_holder(folder: Path) -> int | None:
     """The pid recorded by the folder's last writer, if readable."""
     try:
-        raw = (folder / "lock").read_text().strip()
+        raw = (folder / "lock").read_text(encoding="ascii", errors="replace").strip()
         return int(raw) if raw else None
     except (OSError, ValueError):
         return None
@@ -51,13 +51,7 @@ def holder_gone(folder: Path) -> bool:
     pid = lock_holder(folder)
     if pid is None or pid == os.getpid():
         return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return not pid_alive(pid)
 
 
 def is_locked(data_dir: Path) -> bool:
@@ -69,13 +63,14 @@ def is_locked(data_dir: Path) -> bool:
         fd = os.open(str(path), os.O_RDONLY)    # flock needs no write access (read-only media)
     except OSError:
         return False
+    lock = PosixLock()       # Milvus Lite's own lock is flock (it runs on Linux and macOS only)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if not lock.try_lock(fd):
+            return True
+        lock.unlock(fd)
+        return False
     except OSError:
         return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
     finally:
         os.close(fd)
 

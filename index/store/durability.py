@@ -11,6 +11,7 @@ from pathlib import Path
 
 from core.atomic import atomic_write, atomic_write_with, fsync_dir, remove_stale_temps  # noqa: F401
 from core.folder_lock import ExclusiveFile, LockBusy, NotRegularFile
+from core.platform_os import BINARY, CLOEXEC, NONBLOCK, process_argv
 from index.store.errors import StoreCorrupted, StoreError, StoreLocked, StoreWriteFailed
 from index.store.files import open_own
 
@@ -72,10 +73,10 @@ def check_regular(path: Path, what: str = "store file", remedy: str = "repair") 
 def read_regular(path: Path, limit: int, what: str = "store file") -> bytes | None:
     """The bytes of a regular file of at most `limit` bytes, or None if it does not exist.
 
-    Opened with O_NONBLOCK and checked with fstat before reading, so a FIFO put in its place
+    Opened with O_NONBLOCK (where the OS has it) and checked with fstat before reading, so a FIFO put in its place
     is refused at once instead of blocking the reader forever."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | NONBLOCK | CLOEXEC | BINARY)
     except FileNotFoundError:
         return None
     except IsADirectoryError:
@@ -112,11 +113,10 @@ COMMANDS = ("ingest", "remove", "migrate", "info", "train")
 
 
 def _words(pid: int) -> list[str] | None:
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
+    argv = process_argv(pid)
+    if argv is None:
         return None
-    return [os.path.basename(a.decode(errors="replace")) for a in argv if a]
+    return [os.path.basename(a) for a in argv]
 
 
 def command_of(pid: int) -> str | None:

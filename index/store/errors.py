@@ -77,6 +77,14 @@ class StoreUnavailable(StoreError):
     """A store server (Milvus) cannot be reached, refused the credentials or timed out."""
 
 
+class LiteUnsupported(StoreError, InputError):
+    """Milvus Lite does not ship for this platform (Windows). The fix, as data: a FAISS folder
+    ("folder") or a Milvus server ("server"), the two kinds of store that work everywhere."""
+
+    def __init__(self, message: str, folder: str, server: str):
+        super().__init__(message, fix={"kind": "store_elsewhere", "folder": folder, "server": server})
+
+
 class WriterLockLost(StoreError):
     """A writer whose lease on a shared store ran out (it stalled) or was taken over: it
     stopped before writing anything more."""

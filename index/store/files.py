@@ -4,8 +4,9 @@ A store owns a fixed set of names in its folder (the lock, the sentence database
 side files, the manifest, the index snapshots, the whitening, the markers). None of them may be
 a symbolic link: writing through one would truncate or overwrite a file outside the store (the
 lock is truncated when taken; SQLite rewrites its WAL). So every store open checks its files
-with lstat (`refuse_links`), and every write here opens with O_NOFOLLOW, which also closes the
-gap between that check and the open. The store folder itself may be a link: it is the user's
+with lstat (`refuse_links`), and every write here opens without following a link
+(core.platform_os.open_nofollow: O_NOFOLLOW, or an lstat/fstat check where the OS lacks it), which
+also closes the gap between that check and the open. The store folder itself may be a link: it is the user's
 choice of where the store lives; its files are what the store writes.
 """
 from __future__ import annotations
@@ -15,9 +16,8 @@ import os
 import stat
 from pathlib import Path
 
+from core.platform_os import open_nofollow
 from index.store.errors import StoreError
-
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 # Names a store owns in its folder; `index-*.faiss` snapshots are matched by pattern.
 FAISS_FILES = ("lock", "store.db", "store.db-wal", "store.db-shm", "store.db-journal",
@@ -77,7 +77,7 @@ def open_own(path, flags: int, mode: int = 0o644) -> int:
     """os.open of a store file that never follows a link in its last component (O_NOFOLLOW):
     a link there is StoreFileIsLink, other OS errors pass through."""
     try:
-        return os.open(str(path), flags | NOFOLLOW, mode)
+        return open_nofollow(path, flags, mode)
     except OSError as e:
         if e.errno == errno.ELOOP and is_link(path):
             raise StoreFileIsLink(path) from None

@@ -13,6 +13,7 @@ Opening the store at a location is index.opening.open_store.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -106,7 +107,7 @@ def parse_location(location) -> Location:
         path = Path(rest).expanduser()
         if path.name == LITE_DB_NAME:       # milvus-lite:/x/milvus.db means the folder /x
             path = path.parent
-        return Location("lite", path=path.absolute(), collection=LITE_COLLECTION, text=text)
+        return _lite(path, text)
     if low.startswith(("http://", "https://", "tcp://", "grpc://")):
         return _server(text)
     if "://" in text:
@@ -126,8 +127,21 @@ def _folder(path: Path, text: str) -> Location:
     except OSError:     # an unreadable folder: opening the store says what is wrong with it
         lite = False
     if lite:            # a folder created with milvus-lite:
-        return Location("lite", path=path.absolute(), collection=LITE_COLLECTION, text=text)
+        return _lite(path, text)
     return Location("faiss", path=path, text=text)
+
+
+def _lite(path: Path, text: str) -> Location:
+    """A Milvus Lite folder; refused where Milvus Lite does not ship (Windows), offering the two
+    stores that work there."""
+    if sys.platform == "win32":
+        from index.store.errors import LiteUnsupported
+        folder = path if not path.exists() else path.with_name(path.name + "-faiss")
+        raise LiteUnsupported(f"{text} is a Milvus Lite store, and Milvus Lite does not run on Windows "
+                              "(it ships for Linux and macOS only): keep the store in a folder (a "
+                              "FAISS store) or on a Milvus server instead",
+                              folder=str(folder), server=f"http://localhost:{DEFAULT_PORT}")
+    return Location("lite", path=path.absolute(), collection=LITE_COLLECTION, text=text)
 
 
 def _server(text: str) -> Location:

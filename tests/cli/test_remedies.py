@@ -49,6 +49,7 @@ FIXES = [   # one of each kind core/ and index/ give (EncoderscopeError.fix)
     {"kind": "resume", "out": "/runs/my run"},
     {"kind": "reembed"},
     {"kind": "whiten_again"},
+    {"kind": "store_elsewhere", "folder": "C:\\corpora\\news", "server": "http://localhost:19530"},
 ]
 
 

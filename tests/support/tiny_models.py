@@ -126,7 +126,7 @@ def run_cli(argv, capsys):
 def cli_command() -> list[str]:
     """How to start `encoderscope` in a subprocess: the console script installed beside this
     Python, else `python -m app` (the same main), which is all a bare checkout on PYTHONPATH has,
-    as on a GPU machine set up from the bundle (docs/gpu.md)."""
+    as on a bare CUDA machine (docs/gpu.md)."""
     import sys
     from pathlib import Path
     script = Path(sys.executable).with_name("encoderscope")

@@ -21,7 +21,7 @@ from core.device import autocast, describe_device
 from core.encoder import fillmask
 from core.encoder.batching import plan_batches, row_cap, token_budget
 from core.encoder.fingerprint import Fingerprint
-from core.encoder.model import FUSED_BF16_MAX_ROWS
+from core.encoder.kernels import FUSED_BF16_MAX_ROWS
 from core.encoder.pooling import l2_normalize, pool
 from core.encoder.sources import ModelSource
 from core.errors import Cancelled, InputError
@@ -237,7 +237,7 @@ class Backend:
         rows = [ids]
         if padded_to:
             # a longer row pads the text's row; one-token rows make enough rows for our encoder's
-            # padded-batch attention path (core.encoder.model.FUSED_BF16_MAX_ROWS) even for a short text
+            # padded-batch attention path (core.encoder.kernels.FUSED_BF16_MAX_ROWS) even for a short text
             width = min(max(padded_to, len(ids) + 1), self.max_length)
             longer = [(ids + ids[-1:] * width)[:width]] if width > len(ids) else []
             rows += longer + [ids[:1]] * max(1, -(-(FUSED_BF16_MAX_ROWS + 1) // width))

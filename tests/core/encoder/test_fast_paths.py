@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from core.device import bf16_supported
+from core.encoder import kernels as kernels_mod
 from core.encoder import model as model_mod
 from core.encoder.backends import get_backend
 from core.encoder.packed_forward import pack_for_cpu_inference
@@ -197,7 +198,7 @@ def test_packed_encoder_under_bf16_autocast_matches_the_modules():
     # A batch (explicit attention), one sentence and two short padded ones (the fused kernel)
     batches = [b._batch(b.encode_ids(TEXTS)[0]), b._batch(b.encode_ids(TEXTS[:1])[0]),
                b._batch(b.encode_ids(["Cats purr.", "The dog barked at the mailman."])[0])]
-    assert batches[2][1].numel() <= model_mod.FUSED_BF16_MAX_ROWS and not batches[2][1].all()
+    assert batches[2][1].numel() <= kernels_mod.FUSED_BF16_MAX_ROWS and not batches[2][1].all()
     for input_ids, mask in batches:
         with torch.inference_mode(), autocast(b.device, "bf16"):
             assert b.packed.usable(input_ids)
