@@ -12,10 +12,10 @@ import pytest
 def test_importance_gradient_prints_michels_numbers_beside_the_drop(run, data_dir, tiny_distilbert):
     from core.encoder.backends import get_backend
     from core.intervene.head_gradient import agreement, head_gradient_importance
-    out = json.loads(run("importance", "--metric", "mlm", "--gradient", "--model", str(tiny_distilbert),
+    out = json.loads(run("importance", "--metric", "spearman", "--gradient", "--model", str(tiny_distilbert),
                          "--json").stdout)
     backend = get_backend(str(tiny_distilbert), "scratch", device="cpu")
-    want = head_gradient_importance(backend, "mlm")
+    want = head_gradient_importance(backend, "spearman")
     g = out["gradient_importance"]
     L, H = want.shape
     got = np.array([[g["heads"][f"{l + 1}.{h + 1}"] for h in range(H)] for l in range(L)])
@@ -23,7 +23,7 @@ def test_importance_gradient_prints_michels_numbers_beside_the_drop(run, data_di
     np.testing.assert_allclose(g["values"], want, atol=1e-8)          # the same, rounded to 8 decimals
     drop = np.array([[out["heads"][f"{l + 1}.{h + 1}"] for h in range(H)] for l in range(L)])
     assert g["spearman_with_drop"] == pytest.approx(agreement(want, drop), abs=1e-6)
-    text = run("importance", "--metric", "mlm", "--gradient", "--model", str(tiny_distilbert)).stdout
+    text = run("importance", "--metric", "spearman", "--gradient", "--model", str(tiny_distilbert)).stdout
     assert "gradient head importance (Michel et al." in text and "Spearman of I_h" in text
 
 
