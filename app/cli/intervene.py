@@ -245,12 +245,12 @@ def print_ranking(r, store) -> None:
 
 
 def cmd_patch(args) -> int:
-    import numpy as np
 
     from app.cli.options import emit_json
     from core.encoder.backends import get_backend
     from core.intervene.apply import intervene
-    from core.intervene.patching import patched_run
+    from core.intervene.patching import cosine as cos
+    from core.intervene.patching import moved_toward_b, patched_run
     from core.intervene.spec import parse_site
 
     backend = get_backend(args.model, args.backend, device=args.device, precision=args.precision)
@@ -267,10 +267,7 @@ def cmd_patch(args) -> int:
     run_b = backend.embed([args.b], pooling=pooling)[0]
     with intervene(backend, spec, patch_source=source):
         after = backend.embed([args.a], pooling=pooling)[0]
-    cos = lambda x, y: float(np.dot(x.astype(np.float64), y.astype(np.float64)))  # noqa: E731
-    # how far the patch moves A's vector toward B's: 0 = A unchanged, 1 = B's vector
-    gap = 1.0 - cos(before_a, run_b)
-    moved = (cos(after, run_b) - cos(before_a, run_b)) / gap if gap > 1e-12 else 1.0
+    moved = moved_toward_b(before_a, after, run_b)     # 0 = A unchanged, 1 = B's vector
     out = {"model": backend.model_name, "sites": [s.describe() for s in spec.patch], "pooling": pooling,
            "alignment": alignment.to_dict(), "cosine_a_b": cos(before_a, run_b),
            "cosine_patched_a": cos(after, before_a), "cosine_patched_b": cos(after, run_b),

@@ -119,7 +119,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                         "at least 25 steps apart)")
     g.add_argument("--probe-sentence", metavar="TEXT",
                    help="sentence whose attention (every layer x head) is kept at each probe "
-                        "(default: the first held-out sentence)")
+                        "(default: the first held-out sentence with no [UNK])")
     g.add_argument("--probe-set", metavar="FILE",
                    help="sentences whose pairwise cosines are kept at each probe: one per line (.txt) or "
                         "a pairs file (.tsv/.csv, columns a, b) (default: a few of the shipped paraphrase pairs)")

@@ -36,6 +36,21 @@ class VectorEffect:
 
 
 @dataclass
+class TowardB:
+    """Patching A from B: where A's vector went, measured against B's (the CLI's `patch` line)."""
+    cosine_a_b: float           # A's and B's vectors, clean
+    cosine_patched_b: float     # patched A's and B's
+    moved: float                # 0 = A unchanged, 1 = as close to B as B itself
+
+
+def toward_b(backend, vector: VectorEffect, text_b: str, pooling: str | None = None) -> TowardB:
+    """``vector`` is A's before | after a patch from ``text_b``: how far it moved toward B."""
+    from core.intervene.patching import cosine, moved_toward_b
+    b = backend.embed([text_b], pooling=pooling)[0]
+    return TowardB(cosine(vector.before, b), cosine(vector.after, b), moved_toward_b(vector.before, vector.after, b))
+
+
+@dataclass
 class FillMaskEffect:
     before: object          # core.encoder.fillmask.FillMaskResult
     after: object

@@ -125,3 +125,16 @@ def patched_run(backend, text_a: str, text_b: str, sites: list[tuple[Site, str |
     input_b = torch.tensor([ids[1]], device=backend.device)
     source = capture_sites(backend, input_b, alignment, len(ids[0]), spec, means)
     return patched, source, alignment, ids[0]
+
+
+def cosine(x, y) -> float:
+    """Cosine of two unit vectors, in float64."""
+    import numpy as np
+    return float(np.dot(np.asarray(x, np.float64), np.asarray(y, np.float64)))
+
+
+def moved_toward_b(vector_a, vector_patched, vector_b) -> float:
+    """How far patching moved A's unit vector toward B's, in cosine with B: 0 = not at all, 1 = as
+    close to B as B itself (the CLI's "97% of the way to B" and the app's say the same)."""
+    gap = 1.0 - cosine(vector_a, vector_b)
+    return (cosine(vector_patched, vector_b) - cosine(vector_a, vector_b)) / gap if gap > 1e-12 else 1.0

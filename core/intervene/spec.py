@@ -100,6 +100,15 @@ class Intervention:
         from core.intervene.edges import check_cuts
         check_cuts(self.cuts, n_layers, n_heads)
 
+    def within(self, n_layers: int, n_heads: int) -> Intervention:
+        """The same intervention without the parts a model of ``n_layers`` x ``n_heads`` lacks
+        (a switch to a smaller model keeps positions, scaling and the layers it has)."""
+        has = lambda layer: 0 <= layer < n_layers            # noqa: E731
+        return replace(self, heads={(l, h) for l, h in self.heads if has(l) and 0 <= h < n_heads},
+                       attention_off={l for l in self.attention_off if has(l)},
+                       ffn_off={l for l in self.ffn_off if has(l)}, skip={l for l in self.skip if has(l)},
+                       patch=tuple(s for s in self.patch if has(s.layer) and (s.head is None or s.head < n_heads)))
+
     def __or__(self, other: Intervention) -> Intervention:
         """Both interventions at once. Where both set a mode, the right one's wins."""
         d = Intervention()

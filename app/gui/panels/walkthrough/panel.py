@@ -76,6 +76,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.pooling_follow = FollowModel(state, POOLING_JOB_KEY)
         self.intervention = current_intervention(state)      # set in the Intervene tab; the steps follow it
         self.intervention.changed.connect(self._controls_changed)
+        self.intervention.changed.connect(self.positions_view.set_intervention)
+        self.positions_view.set_intervention(self.intervention.spec)
         if hasattr(state, "walkthrough_requested"):
             state.walkthrough_requested.connect(self.request)
         self._on_backend(getattr(state, "backend", None))
@@ -115,6 +117,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         # its size hint (a tall step) must not make the tab's own scroll area scroll Previous/Next away
         self.stack.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Ignored)
         self.batch_view = BatchView(self.state, self)
+        self.batch_view.said_above = lambda: self.info_label.text()
         self.stack.addWidget(self.batch_view)
         outer.addWidget(self.stack, 1)
         self._update_nav()

@@ -46,6 +46,12 @@ class PositionsView(QtWidgets.QWidget):
         self._shown_for = None                 # (backend, text, layer) on screen
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
+        self.intervention_note = QtWidgets.QLabel("")
+        self.intervention_note.setObjectName("positions_intervention_note")
+        self.intervention_note.setWordWrap(True)
+        self.intervention_note.setTextFormat(Qt.TextFormat.RichText)
+        self.intervention_note.hide()
+        lay.addWidget(self.intervention_note)
         self.info = QtWidgets.QLabel("")
         self.info.setObjectName("positions_info")
         self.info.setWordWrap(True)
@@ -82,6 +88,13 @@ class PositionsView(QtWidgets.QWidget):
         self.demo_label.setTextFormat(Qt.TextFormat.RichText)
         bl.addWidget(self.demo_label)
         lay.addWidget(box)
+
+    def set_intervention(self, spec) -> None:
+        """Say when the Intervene tab switched positions off or shuffled them: the tables below are
+        the model's own, which the intervened runs do not add (or add in another order)."""
+        words = positions_note(spec)
+        self.intervention_note.setText(words)
+        self.intervention_note.setVisible(bool(words))
 
     # ---- requests -----------------------------------------------------------------------------
     def on_model(self, backend) -> None:
@@ -169,6 +182,21 @@ class PositionsView(QtWidgets.QWidget):
                           "embedding: the only place word order enters the encoder.")
         self.demo_label.setText(demo_html(demo))
         self.shown.emit(positions, demo)
+
+
+def positions_note(spec) -> str:
+    """What the positions view says while an intervention changes positions ('' when it keeps them)."""
+    mode = getattr(spec, "positions", "keep")
+    if mode == "off":
+        what = ("<b>Positions are switched off</b> in the Intervene tab: the intervened runs add <i>no</i> "
+                "position vector, so the encoder sees a bag of tokens (the <i>Without positions</i> line of "
+                "the demo below is what it computes). The tables show the model's own positions, unused.")
+    elif mode == "shuffle":
+        what = (f"<b>Positions are shuffled</b> in the Intervene tab (seed {spec.shuffle_seed}): each token gets "
+                "another token's position vector. The tables show the model's own positions, in order.")
+    else:
+        return ""
+    return f"<span style='color:#b35900'>{what}</span>"
 
 
 def demo_html(demo) -> str:

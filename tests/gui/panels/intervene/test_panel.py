@@ -8,6 +8,8 @@ import threading
 import numpy as np
 import pytest
 
+from app.gui.widgets.significant import before_after
+from app.gui.widgets.significant import sig as sig_digits
 from core.intervene import effects as E
 from core.intervene.spec import Intervention
 from tests.support.app_fixtures import noop_progress
@@ -82,12 +84,13 @@ def test_effects_show_the_core_numbers_for_the_clicked_parts(qtbot, make_panel, 
     view.select_head(1, 3)
     np.testing.assert_allclose(view.maps["difference"].matrix, att.difference[1, 3], atol=1e-7)
     vec = E.compare_vector(backend, TEXT, spec)
-    assert f"{vec.cosine:.6f}" in view.summary.text() and vec.cosine < 0.9999
+    assert f"<b>{sig_digits(vec.cosine, 4)}</b>" in view.summary.text() and vec.cosine < 0.9999
     fill = E.compare_fill_mask(backend, MASKED, spec, top_k=5, target="mat")
-    rows = view.fill_rows()
-    assert [(r[2], r[3]) for r in rows] == [(p["token"], round(p["score"], 4))
+    rows = panel.fill_view.fill_rows()
+    assert [(r[2], r[3]) for r in rows] == [(p["token"], float(sig_digits(p["score"], 3)))
                                             for p in fill.after.masks[0]["predictions"]]
-    assert f"{fill.target_before:.4f} → <b>{fill.target_after:.4f}</b>" in view.fill_label.text()
+    b, a, d = before_after(fill.target_before, fill.target_after)
+    assert f"{b} → <b>{a}</b> ({d})" in panel.fill_view.fill_label.text()
     with qtbot.waitSignal(panel.metrics_shown, timeout=120_000) as sig:
         panel.measure()
     shown = {m.name: m for m in sig.args[0]}
