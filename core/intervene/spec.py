@@ -107,7 +107,8 @@ class Intervention:
         return replace(self, heads={(l, h) for l, h in self.heads if has(l) and 0 <= h < n_heads},
                        attention_off={l for l in self.attention_off if has(l)},
                        ffn_off={l for l in self.ffn_off if has(l)}, skip={l for l in self.skip if has(l)},
-                       patch=tuple(s for s in self.patch if has(s.layer) and (s.head is None or s.head < n_heads)))
+                       patch=tuple(s for s in self.patch if has(s.layer) and (s.head is None or s.head < n_heads)),
+                       cuts={c for c in self.cuts if has(c.layer) and (c.head is None or c.head < n_heads)})
 
     def __or__(self, other: Intervention) -> Intervention:
         """Both interventions at once. Where both set a mode, the right one's wins."""

@@ -100,3 +100,9 @@ def test_step_by_step_says_it_does_not_follow_cuts(tiny):
     walk = explain(backend, TEXT, layer=0, head=0, intervention=spec)
     assert "attention-edge cuts are not followed" in walk.note
     assert walk.intervention == Intervention(heads={(1, 1)})
+
+
+def test_a_smaller_model_keeps_the_cuts_it_has():
+    from core.intervene.spec import Intervention
+    spec = Intervention(heads={(0, 1)}, cuts={Cut(0, None, 2, 1), Cut(0, 3, 1, 0), Cut(4, None, 1, 0)})
+    assert spec.within(2, 2) == Intervention(heads={(0, 1)}, cuts={Cut(0, None, 2, 1)})
