@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core import assets
+from core.encoder.scoped_hooks import modules_path
 from core.evaluate.metrics import retrieval_scores, spearman
 from core.evaluate.pairs import read_queries, read_scored_pairs
 from core.intervene.apply import intervene
@@ -40,7 +41,7 @@ class TowardB:
     """Patching A from B: where A's vector went, measured against B's (the CLI's `patch` line)."""
     cosine_a_b: float           # A's and B's vectors, clean
     cosine_patched_b: float     # patched A's and B's
-    moved: float                # 0 = A unchanged, 1 = as close to B as B itself
+    moved: float | None         # 0 = A unchanged, 1 = as close to B as B itself; None: A and B are one vector
 
 
 def toward_b(backend, vector: VectorEffect, text_b: str, pooling: str | None = None) -> TowardB:
@@ -89,7 +90,8 @@ def compare_vector(backend, text: str, spec: Intervention, pooling: str | None =
     try:
         if precision is not None:
             backend.precision = precision
-        before = backend.embed([text], pooling=pooling)[0]
+        with modules_path():    # the kernels the intervened run takes: like compared with like
+            before = backend.embed([text], pooling=pooling)[0]
         with intervene(backend, spec, means, source):
             after = backend.embed([text], pooling=pooling)[0]
     finally:

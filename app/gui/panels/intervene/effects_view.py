@@ -134,7 +134,9 @@ class EffectsView(QtWidgets.QWidget):
                  f"sentence vector: cosine with the original <b>{sig(v.cosine, 4)}</b> · attention: largest "
                  f"change <b>{change_words(biggest)}</b>{where}"]
         tb = effects.toward_b
-        if tb is not None:
+        if tb is not None and tb.moved is None:
+            lines.append("patched from B: A and B have the same vector, so there is no way to B to measure")
+        elif tb is not None:
             lines.append(f"patched from B: cosine with B {sig(tb.cosine_a_b, 4)} → <b>{sig(tb.cosine_patched_b, 4)}"
                          f"</b>, <b>{tb.moved:.0%} of the way to B</b> (0%: A unchanged, 100%: as close to B as "
                          f"B itself)")

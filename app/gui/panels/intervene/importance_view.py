@@ -21,8 +21,9 @@ from app.gui.widgets.time_left import time_left_words
 from core.intervene.spec import Intervention
 
 DIVERGING = "CET-D1"         # blue - white - red: a drop's sign is its colour
-METRICS = (("recall", "recall@10", "recall@10 of the shipped queries over the sample corpus"),
-           ("spearman", "Spearman", "Spearman correlation on the shipped evaluation pairs"),
+METRICS = (("spearman", "Spearman", "Spearman correlation on the shipped evaluation pairs"),
+           ("mrr", "MRR", "MRR: the rank of each shipped query's sentence, graded"),
+           ("recall", "recall@10", "recall@10 of the shipped queries (at its ceiling on minilm)"),
            ("mlm", "masked-token log-p", "masked-token log-probability (needs a masked-LM head)"))
 
 
@@ -30,9 +31,17 @@ GRID_WORDS = "Press Apply (Before | after) to see the sentence's attention here,
 
 
 class DropHeatmap(HeatmapWidget):
+    intervals = None        # (L, H + 2, 2): each cell's 95 % interval of its drop
+
     def tooltip_text(self, i: int, j: int) -> str:
+        extra = ""
+        if self.intervals is not None and i < len(self.intervals) and j < self.intervals.shape[1]:
+            lo, hi = self.intervals[i, j]
+            extra = (f"<br>95% interval [{lo:+.4f}, {hi:+.4f}]: "
+                     + ("beyond noise" if lo > 0 or hi < 0 else "cannot be told from no change"))
         return (f"<b>{html.escape(self.row_labels[i])}, {html.escape(self.col_labels[j])}</b><br>"
-                f"drop <b>{float(self.matrix[i, j]):+.4f}</b> when switched off alone<br><i>click to apply it</i>")
+                f"drop <b>{float(self.matrix[i, j]):+.4f}</b> when switched off alone{extra}<br>"
+                "<i>click to apply it</i>")
 
 
 class ImportanceView(QtWidgets.QWidget):
@@ -155,12 +164,28 @@ class ImportanceView(QtWidgets.QWidget):
                                 [str(h + 1) for h in range(H)] + ["attn", "FFN"],
                                 title=f"drop in {m.metric} when one part is off", levels=(-top, top))
         self.stack.show_content()
+        self.heatmap.intervals = (np.stack([self.matrix_of(m.low), self.matrix_of(m.high)], axis=-1)
+                                  if m.low else None)
+        self.info.setText(self.summary(m))
+
+    def matrix_of(self, by_kind: dict) -> np.ndarray:
+        return np.concatenate([by_kind["heads"], by_kind["attention"][:, None], by_kind["ffn"][:, None]], axis=1)
+
+    @staticmethod
+    def summary(m) -> str:
+        """The clean value with its interval and n, the floors, and what the map lets one conclude."""
         # only heads whose removal costs something: ties at 0 are no "top"
         best = ", ".join(f"{l + 1}.{h + 1} ({d:+.4f})" for (l, h), d in m.top(3) if d > 0)
         best = best or "none (no head's removal lowers the metric)"
-        self.info.setText(f"<b>{html.escape(m.metric)}</b> with every part on: <b>{m.baseline:.4f}</b> · seed "
-                          f"{m.seed} · top heads: {best} · a drop is the metric's fall when the part alone is "
-                          f"off (positive: the part helps) · <i>click a cell to apply that ablation</i>")
+        lines = [f"<b>{html.escape(m.metric)}</b> with every part on: <b>{m.baseline:.4f}</b> "
+                 f"[{m.interval[0]:.4f}, {m.interval[1]:.4f}] (95%, n = {m.n} {html.escape(m.unit)}) · seed {m.seed}"]
+        if m.floors:
+            lines.append("floor: every head off " + f"{m.floors['heads']:.4f} · every attention off "
+                         f"{m.floors['attention']:.4f} · every FFN off {m.floors['ffn']:.4f}")
+        lines += [html.escape(line) for line in m.verdict()]
+        lines.append(f"top heads: {best} · a drop is the metric's fall when the part alone is off (positive: "
+                     "the part helps) · <i>click a cell to apply that ablation</i>")
+        return "<br>".join(lines)
 
     def cell_intervention(self, row: int, col: int) -> Intervention:
         H = self.map.heads.shape[1]

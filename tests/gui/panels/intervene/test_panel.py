@@ -3,6 +3,7 @@ intervention; a map cell applies its ablation; a running map can be cancelled an
 the window; switching the inspected model drops what no longer fits and shows no old numbers."""
 from __future__ import annotations
 
+import html
 import threading
 
 import numpy as np
@@ -158,6 +159,14 @@ def test_a_map_cell_click_applies_that_ablation(qtbot, make_panel, models):
     np.testing.assert_allclose(view.heatmap.matrix[:, :4], expected.heads, atol=1e-6)
     np.testing.assert_allclose(view.heatmap.matrix[:, 5], expected.ffn, atol=1e-6)
     assert "seed 0" in view.info.text() and f"{expected.baseline:.4f}" in view.info.text()
+    # what is needed to read the cells: n, the clean interval, the floors, the verdict in words
+    info = view.info.text()
+    assert f"n = {expected.n} pairs" in info and f"[{expected.interval[0]:.4f}, {expected.interval[1]:.4f}]" in info
+    assert f"every head off {expected.floors['heads']:.4f}" in info
+    for line in expected.verdict():
+        assert html.escape(line) in info
+    lo, hi = expected.low["heads"][1, 2], expected.high["heads"][1, 2]
+    assert f"[{lo:+.4f}, {hi:+.4f}]" in view.heatmap.tooltip_text(1, 2)
     with qtbot.waitSignal(panel.effects_shown, timeout=60_000) as sig:
         view.heatmap.cell_clicked.emit(1, 2)             # layer 2, head 3
     assert panel.current.spec == Intervention(heads={(1, 2)}) == sig.args[0].spec
