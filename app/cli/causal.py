@@ -120,7 +120,10 @@ def cmd_patch_trace(args, backend, pooling) -> int:
     _grid(r.rows, r.cols, r.recovered)
     if r.p_restored is not None:
         print(f"p({r.target}) at the mask: clean {r.p_clean:.4f}, corrupted {r.p_corrupted:.4f}; share recovered:")
-        _grid(r.rows, r.cols, r.p_recovered)
+        if r.p_recovered is None:
+            print("  (none: the corruption leaves p as it was)")
+        else:
+            _grid(r.rows, r.cols, r.p_recovered)
     return 0
 
 

@@ -338,13 +338,14 @@ def cmd_importance(args) -> int:
     from app.cli.intervene_report import print_map, print_removal
     from app.cli.options import emit_json
     from core.encoder.backends import get_backend
+    from core.errors import InputError
     from core.paths import data_dir
 
     check_importance_args(args)
     texts = None
-    if args.gradient and args.metric == "recall":
-        raise InputError("--gradient needs a loss to differentiate: choose --metric spearman or mlm "
-                         "(recall@k has no loss)")
+    if args.gradient and args.metric not in ("spearman", "mlm"):
+        raise InputError(f"--gradient needs a loss to differentiate: choose --metric spearman or mlm "
+                         f"({args.metric} has no loss)")
     if args.gradient and args.store:
         raise InputError("--gradient measures the shipped data (its loss needs the shipped pairs or masks): "
                          "leave out --store")
@@ -361,13 +362,16 @@ def cmd_importance(args) -> int:
             progress_shown[0] = True
             print(f"\r{done}/{total} parts", end="", file=sys.stderr, flush=True)
 
-    (patch --sweep, patch --trace, ablate --cut and importance --gradient: app/cli/causal.py)
     mode = "mean" if args.mean_ablation else "zero"
     means = _cached_means(backend, cache) if args.mean_ablation else None
     from core.intervene.importance import importance_map
     m = importance_map(backend, args.metric, seed=args.seed, progress=progress, cache_dir=cache, texts=texts,
                        head_mode=mode, means=means)
     removal = _prune(args, backend, texts, cache, progress, mode, means) if args.prune is not None else None
+    gradient = None
+    if args.gradient:
+        from app.cli.causal import gradient_beside
+        gradient = gradient_beside(args, backend, m)
     if progress_shown[0]:
         print(file=sys.stderr)
     if args.json:
@@ -376,8 +380,10 @@ def cmd_importance(args) -> int:
                    **({"removal": removal.to_dict(args.prune)} if removal else {}),
                    **({"gradient_importance": gradient} if gradient else {})})
         return 0
-    (patch --sweep, patch --trace, ablate --cut and importance --gradient: app/cli/causal.py)
     print_map(backend, m)
+    if gradient is not None:
+        from app.cli.causal import print_gradient
+        print_gradient(gradient, m)
     if removal is not None:
         print_removal(removal, args.metric, args.prune)
     return 0

@@ -98,8 +98,8 @@ def _examples(backend, metric: str, seed: int) -> list:
                 return ((vs[0] * vs[1]).sum(-1) - gold[rows]) ** 2
             out.append((rows, loss))
         return out
-    from core.intervene.importance import _Measure
-    m = _Measure(backend, "mlm", seed)
+    from core.intervene.measure import Measure
+    m = Measure(backend, "mlm", seed)
     for rows, input_ids, mask in m.batches:
         def loss(gates, rows=rows, input_ids=input_ids, mask=mask):
             logp = backend.model.head(gated_forward(encoder, input_ids, mask, gates)).float().log_softmax(-1)

@@ -94,6 +94,9 @@ def patch_sweep(backend, text_a: str, text_b: str, kind: str, pooling: str | Non
         ends = torch.cat([run_from(encoder, L, ha[L]), run_from(encoder, L, hb[L])])
         va, vb = readout.unit_vectors(backend, ends, pooling)
         cos_ab = float(readout.cosine(va, vb))
+        if 1.0 - cos_ab <= 1e-12:
+            raise InputError("A and B have the same sentence vector: there is no way to B to measure; "
+                             "give a B that differs from A")
         token_id = p_a = p_b = None
         if mask_at is not None:
             token_id = (readout.target_token(backend, target) if target

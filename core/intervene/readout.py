@@ -52,9 +52,9 @@ def cosine(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def fraction_toward(after: torch.Tensor, start: float, goal: float) -> torch.Tensor:
-    """How far ``after`` went from ``start`` to ``goal``: 0 = stayed, 1 = reached it (NaN-free: a
-    goal equal to the start counts as reached)."""
+    """How far ``after`` went from ``start`` to ``goal``: 0 = stayed, 1 = reached it; NaN where the
+    goal is the start (there is no way to go: callers refuse or say so before showing it)."""
     gap = goal - start
     if abs(gap) <= 1e-12:
-        return torch.ones_like(after)
+        return torch.full_like(after, float("nan"))
     return (after - start) / gap

@@ -64,7 +64,8 @@ class TraceResult:
         if self.p_restored is not None:
             out.update({"target": self.target, "mask_position": self.mask_position, "p_clean": self.p_clean,
                         "p_corrupted": self.p_corrupted, "p_restored": np.round(self.p_restored, 6).tolist(),
-                        "p_recovered": np.round(self.p_recovered, 6).tolist()})
+                        "p_recovered": (None if self.p_recovered is None
+                                        else np.round(self.p_recovered, 6).tolist())})
         return out
 
 
@@ -156,6 +157,9 @@ def causal_trace(backend, text: str, corrupt: list[str], noise: float = NOISE_MU
         v = readout.unit_vectors(backend, ends, pooling)
         v_clean = v[:1]
         cos_corr = float(readout.cosine(v[1:], v_clean).mean())
+        if 1.0 - cos_corr <= 1e-12:
+            raise InputError("the corruption leaves the sentence vector as it was: nothing to recover; "
+                             "raise the noise level or corrupt other words")
         token_id = p_clean = p_corr = None
         if mask_at is not None:
             token_id = (readout.target_token(backend, target) if target
@@ -186,5 +190,6 @@ def causal_trace(backend, text: str, corrupt: list[str], noise: float = NOISE_MU
         result.target = backend.tokenizer.convert_ids_to_tokens(token_id)
         result.mask_position, result.p_clean, result.p_corrupted = mask_at, p_clean, p_corr
         result.p_restored = p_restored
-        result.p_recovered = readout.fraction_toward(torch.from_numpy(p_restored), p_corr, p_clean).numpy()
+        if abs(p_clean - p_corr) > 1e-12:       # else the corruption left p as it was: no share to show
+            result.p_recovered = readout.fraction_toward(torch.from_numpy(p_restored), p_corr, p_clean).numpy()
     return result
