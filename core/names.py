@@ -11,3 +11,7 @@ ATTENTIONS = ("bidirectional", "causal")   # which keys a token attends to (core
 PRECISIONS = ("fp32", "bf16")         # what a model runs its embeddings in (core/device.py)
 PRECISION_CHOICES = ("auto", *PRECISIONS)   # what a user may ask for; auto: bf16 where native
 MASK = "[MASK]"                       # what a user types where fill-mask should guess a word (any case)
+ATTRIBUTION_METHODS = ("ig", "grad-x-input")   # integrated gradients, gradient x input (core/intervene/attribute.py)
+IG_BASELINES = ("pad", "zero")        # the baseline's word embedding at every token but the specials
+IG_STEPS = 32                         # Gauss-Legendre nodes of the integral by default
+SWEEP_KINDS = ("resid", "heads", "ffn")   # what a patching sweep patches (core/intervene/patch_sweep.py)

@@ -5,6 +5,7 @@ from another sentence, and measure what each part is worth (core/intervene, docs
                         [--no-positions | --shuffle-positions] [--no-scale | --temperature T]
                         [--mean-ablation] [--mask-token WORD] [--store S [-k K]] [--json]
     encoderscope patch A B --site L5.H3|L5.resid@TOKEN|L5.ffn [--site ...] [--json]
+    (patch --sweep, patch --trace, ablate --cut and importance --gradient: app/cli/causal.py)
     encoderscope importance --metric spearman|mrr|recall|mlm [--store S [--sample N]] [--mean-ablation]
                             [--prune DROP [--all-counts]] [--seed N] [--json]
 
@@ -17,6 +18,7 @@ DIGITS = 6          # decimals of the vectors and attentions printed in --json
 
 def register(sub) -> None:
     from app.cli.options import add_model_options
+    from core.names import SWEEP_KINDS
 
     p = sub.add_parser("ablate", help="switch heads, attention, FFNs or positions off and show what changes")
     p.add_argument("text", metavar="TEXT", help="the sentence (with [MASK] for fill-mask effects)")
@@ -42,16 +44,34 @@ def register(sub) -> None:
                         "vectors stay as they are; only the query is embedded with the parts off); the model "
                         "is then the store's unless --model is given")
     p.add_argument("-k", type=int, default=10, help="with --store: the hits compared (default 10)")
+    p.add_argument("--cut", action="append", metavar="L[.H]:Q>K",
+                   help="knock out an attention edge: in layer L (head H, else every head) token Q may not "
+                        "look at token K (a word of TEXT or a position, 0 = [CLS]); e.g. 3:[MASK]>cat; repeatable")
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_ablate, model=None)     # None: the store's with --store, else the default
 
     p = sub.add_parser("patch", help="run sentence A with one site's numbers taken from sentence B")
     p.add_argument("a", metavar="A", help="the sentence that runs")
-    p.add_argument("b", metavar="B", help="the sentence the patched numbers come from")
-    p.add_argument("--site", action="append", required=True, metavar="SITE",
-                   help="L5.H3 (a head's output), L5.resid@TOKEN (the residual after layer 5 at one token: "
-                        "a word or a position, 0 = [CLS]), L5.ffn (the FFN's output); repeatable")
+    p.add_argument("b", metavar="B", nargs="?", help="the sentence the patched numbers come from")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--site", action="append", metavar="SITE",
+                      help="L5.H3 (a head's output), L5.resid@TOKEN (the residual after layer 5 at one token: "
+                           "a word or a position, 0 = [CLS]), L5.ffn (the FFN's output); repeatable")
+    mode.add_argument("--sweep", choices=SWEEP_KINDS,
+                      help="patch every site of one kind from B, one at a time: layer x token (resid), layer x "
+                           "head (heads) or layer (ffn); each cell the fraction of the way to B")
+    mode.add_argument("--trace", metavar="WORDS",
+                      help="causal tracing of A: noise on these words' embeddings (with B: B's word embeddings at "
+                           "the same positions instead), then each layer x token clean state restored in turn "
+                           "(words or positions, comma-separated)")
+    p.add_argument("--noise", type=float, default=3.0, metavar="S",
+                   help="--trace: noise std as a multiple of the word embeddings' std (default 3, Meng et al.)")
+    p.add_argument("--samples", type=int, default=10, metavar="N", help="--trace: noise samples averaged (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="--trace: seed of the noise (default 0)")
+    p.add_argument("--mask-token", metavar="WORD",
+                   help="--sweep/--trace with [MASK] in A: the word whose p at the mask is read (default: "
+                        "B's top guess for --sweep, the clean top guess for --trace)")
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_patch)
@@ -80,6 +100,9 @@ def register(sub) -> None:
                         "the curve drawn on the other")
     p.add_argument("--all-counts", action="store_true",
                    help="with --prune: measure every count up to all heads, not only until the first fall")
+    p.add_argument("--gradient", action="store_true",
+                   help="also Michel et al.'s gradient head importance I_h = E|dL/d gate_h| (one backward pass; "
+                        "spearman and mlm metrics) beside the measured drop, and their rank agreement")
     p.add_argument("--no-cache", action="store_true", help="compute afresh, ignoring a cached map")
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -112,12 +135,18 @@ def cmd_ablate(args) -> int:
     from core.paths import data_dir
 
     spec = spec_from_args(args)
-    if spec.is_empty:
+    if spec.is_empty and not args.cut:
         raise InputError("nothing to switch off: give --heads, --ffn, --attn-off, --skip-layer, --no-positions, "
-                         "--shuffle-positions, --no-scale or --temperature (e.g. encoderscope ablate TEXT --heads 3.5)")
+                         "--shuffle-positions, --no-scale, --temperature or --cut "
+                         "(e.g. encoderscope ablate TEXT --heads 3.5)")
     if args.k < 1:
         raise InputError("-k must be at least 1")
     backend = get_backend(_model_for(args), args.backend, device=args.device, precision=args.precision)
+    if args.cut:
+        from dataclasses import replace
+
+        from app.cli.causal import cuts_for
+        spec = replace(spec, cuts=cuts_for(backend, args.text, args.cut))
     if args.mean_ablation and not spec.heads:
         raise InputError("--mean-ablation replaces ablated heads: give them with --heads (e.g. --heads 3.5)")
     spec.check(backend.n_layers, backend.n_heads)
@@ -236,6 +265,12 @@ def cmd_patch(args) -> int:
 
     backend = get_backend(args.model, args.backend, device=args.device, precision=args.precision)
     pooling = backend.choose_pooling(args.pooling)
+    if args.sweep or args.trace:
+        from app.cli import causal
+        return (causal.cmd_patch_sweep if args.sweep else causal.cmd_patch_trace)(args, backend, pooling)
+    if args.b is None:
+        from core.errors import InputError
+        raise InputError("patching takes numbers from sentence B: encoderscope patch A B --site L5.H3")
     sites = [parse_site(s) for s in args.site]
     spec, source, alignment, _ = patched_run(backend, args.a, args.b, sites)
     with modules_path():        # A and B through the same modules and kernels as the patched run
@@ -303,10 +338,17 @@ def cmd_importance(args) -> int:
     from app.cli.intervene_report import print_map, print_removal
     from app.cli.options import emit_json
     from core.encoder.backends import get_backend
+    from core.errors import InputError
     from core.paths import data_dir
 
     check_importance_args(args)
     texts = None
+    if args.gradient and args.metric not in ("spearman", "mlm"):
+        raise InputError(f"--gradient needs a loss to differentiate: choose --metric spearman or mlm "
+                         f"({args.metric} has no loss)")
+    if args.gradient and args.store:
+        raise InputError("--gradient measures the shipped data (its loss needs the shipped pairs or masks): "
+                         "leave out --store")
     if args.store:
         from index.corpus.intervene_ranking import store_sample
         texts = store_sample(args.store, args.sample, args.seed)
@@ -326,14 +368,22 @@ def cmd_importance(args) -> int:
     m = importance_map(backend, args.metric, seed=args.seed, progress=progress, cache_dir=cache, texts=texts,
                        head_mode=mode, means=means)
     removal = _prune(args, backend, texts, cache, progress, mode, means) if args.prune is not None else None
+    gradient = None
+    if args.gradient:
+        from app.cli.causal import gradient_beside
+        gradient = gradient_beside(args, backend, m)
     if progress_shown[0]:
         print(file=sys.stderr)
     if args.json:
         emit_json({**m.to_dict(), "model": backend.model_name, "weights_sha256": m.model,
                    **({"store": args.store} if args.store else {}),
-                   **({"removal": removal.to_dict(args.prune)} if removal else {})})
+                   **({"removal": removal.to_dict(args.prune)} if removal else {}),
+                   **({"gradient_importance": gradient} if gradient else {})})
         return 0
     print_map(backend, m)
+    if gradient is not None:
+        from app.cli.causal import print_gradient
+        print_gradient(gradient, m)
     if removal is not None:
         print_removal(removal, args.metric, args.prune)
     return 0

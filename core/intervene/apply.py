@@ -16,6 +16,7 @@ import torch
 from core.encoder.model import Encoder
 from core.encoder.scoped_hooks import scoped_hooks
 from core.errors import InputError, settings_fix
+from core.intervene.edges import cut_hook
 from core.intervene.spec import Intervention, Site, shuffled_positions
 
 
@@ -74,6 +75,9 @@ def _install(encoder: Encoder, spec: Intervention, means, source: dict, pre, pos
     factor = spec.score_factor(dh)
     for layer, block in enumerate(encoder.transformer.layer):
         att = block.attention
+        cuts = [c for c in spec.cuts if c.layer == layer]
+        if cuts:
+            pre(att, cut_hook(cuts, cfg.n_heads))
         if factor != 1.0:
             # q_i . k_j scaled by the factor: every score of the layer, before the mask and softmax
             post(att.q_lin, lambda m, a, out, f=factor: out * f)

@@ -24,7 +24,7 @@ them as -inf (the model adds the most negative float, which softmax turns into t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -304,6 +304,10 @@ def _switch(intervention, cfg, note: str):
         note = "; ".join(filter(None, [note, f"patching ({left_out}) is not followed step by step: the NumPy "
                                               "reference has no second sentence; the other switches are"]))
         intervention = intervention.without_patch()
+    if intervention.cuts:
+        note = "; ".join(filter(None, [note, "attention-edge cuts are not followed step by step: the NumPy "
+                                              "reference has none; the other switches are"]))
+        intervention = replace(intervention, cuts=frozenset())
     return (None if intervention.is_empty else intervention), note
 
 
