@@ -1,8 +1,8 @@
 # Two commands set everything up on a fresh machine: `make run` and `make test`. Without make
 # (Windows): `python dev.py run|test|test-slow|setup` does the same steps (tests/project/test_dev_py.py).
 #   make run          create .venv, install, launch the app on the bundled sample corpus
-#   make test         same set-up, ruff, then the whole test suite (Qt offscreen; it runs the
-#                     import-linter contracts too)
+#   make test         same set-up, ruff, the declared twins (tools/check_twins.py), then the whole
+#                     test suite (Qt offscreen; it runs the import-linter contracts too)
 #   make test-slow    the long tests too (20 kill -9 trials, ...)
 #   make bench        the benchmarks under bench/ (results: docs/benchmarks.md)
 #   make gpu-check    on a CUDA machine, no venv needed (docs/gpu.md): the GPU tests, the Qt-free
@@ -39,6 +39,7 @@ run: setup
 
 test: setup
 	$(BIN)/ruff check app core index tests bench tools
+	$(BIN)/python -m tools.check_twins
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-slow: setup
@@ -80,6 +81,9 @@ screenshots: setup
 	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.batch_mask \
 		docs/screenshots
 	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.tour
+	QT_QPA_PLATFORM=xcb ENCODERSCOPE_MLM_MODEL=$(abspath $(SHOT_MLM)) xvfb-run -a -s "-screen 0 1600x1000x24" \
+		$(BIN)/python -m tools.screenshots.intervene --compute-map
+	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.causal
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -2,7 +2,7 @@
 Python 3.10+. Each command does what its make target does, step for step:
 
     python dev.py run          make run         .venv, install, launch the app
-    python dev.py test         make test        .venv, install, ruff, the test suite (Qt offscreen)
+    python dev.py test         make test        .venv, install, ruff, the declared twins, the test suite
     python dev.py test-slow    make test-slow   the long tests too
     python dev.py setup        make setup       .venv and the install only
 
@@ -62,6 +62,7 @@ def target_steps(target: str, venv: Path, pytest_args: list[str]) -> list[tuple[
         return [({}, [tool(venv, "encoderscope"), "gui"])]
     if target == "test":
         return [({}, [tool(venv, "ruff"), *LINT]),
+                ({}, [python, "-m", "tools.check_twins"]),
                 (offscreen, [python, "-m", "pytest", *pytest_args])]
     if target == "test-slow":
         return [(offscreen, [python, "-m", "pytest", "-m", "slow", *pytest_args])]

@@ -10,7 +10,7 @@ Timed, each the median of --repeat runs, from "new attentions arrive" to "pixels
 * grid (naive)   - baseline: one pg.PlotWidget + ImageItem per head in a QGridLayout
                    (72 plots), updated in place; its one-off construction time is shown apart
 * one head       - app/gui/widgets/heatmap.HeatmapWidget: 128 x 128 matrix with token labels + colour bar
-* core maths     - core/encoder/attention: rollout through all layers, hide specials, mean
+* core maths     - core/inspect/attention_maps: rollout through all layers, hide specials, mean
 
 Random softmax rows stand in for a model's attentions: drawing cost does not depend on
 the values. The budget from issue #6 is 300 ms for the grid.
@@ -34,7 +34,7 @@ from PySide6 import QtWidgets  # noqa: E402
 
 from app.gui.panels.attention.head_grid import HeadGrid  # noqa: E402
 from app.gui.widgets.heatmap import HeatmapWidget, colormap  # noqa: E402
-from core.encoder import attention as A  # noqa: E402
+from core.inspect import attention_maps as A  # noqa: E402
 
 BUDGET_MS = 300.0
 

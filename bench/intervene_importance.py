@@ -42,10 +42,11 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     from core.encoder.backends import get_backend
-    from core.intervene.importance import _Measure, importance_map
+    from core.intervene.importance import importance_map
+    from core.intervene.measure import Measure
     from core.intervene.sweep import layer_variants
     backend = get_backend("minilm", "scratch", device="cpu", precision=args.precision)
-    texts = _Measure(backend, args.metric, 0).texts
+    texts = Measure(backend, args.metric, 0).texts
     backend.embed(texts[:64])                                      # warm up
     _, embed_s, embed_cpu, load1 = timed(lambda: backend.embed(texts))
     m, map_s, map_cpu, load2 = timed(lambda: importance_map(backend, args.metric))
@@ -61,7 +62,7 @@ def main() -> None:
           f"(goal 60 s: {'met' if map_s <= 60 else 'NOT met'} at this load)")
     print(f"baseline {m.baseline:.4f}; top heads " + ", ".join(f"{l + 1}.{h + 1} {d:+.4f}" for (l, h), d in m.top(5)))
     if args.reference:
-        meas, layer = _Measure(backend, args.metric, 0), 3
+        meas, layer = Measure(backend, args.metric, 0), 3
         fast, f_s, f_cpu, _ = timed(lambda: meas.sweep(layer))
         slow, s_s, s_cpu, load4 = timed(lambda: [meas(s, from_layer=layer) for s in layer_variants(H, layer)])
         print(f"layer {layer + 1}'s {H + 2} parts: stacked sweep {f_s:.1f} s wall / {f_cpu:.1f} s CPU, one at a time "

@@ -42,7 +42,7 @@ def bench_store(x, q, args, log):
         t0 = time.perf_counter()
         s = VectorStore.open(folder / "s")
         out["open_s"] = time.perf_counter() - t0
-        lat = single_latencies(lambda qq: s.search(qq[0], k=10), q[:args.single])
+        lat = single_latencies(lambda qq: s.search(qq[:1], k=10), q[:args.single])
         out["search_single"] = lat
         s.close()
         log(f"  store: add {out['add_s']:.1f} s, save {out['save_s']:.1f} s, open "
@@ -86,7 +86,7 @@ def bench_door(x, q, args, log, index="flat"):
         backend, ids = Lookup(), np.arange(min(args.single, len(q)))
         ways = {"index": lambda ii: s._index.search(q[ii], 10),
                 "count": lambda ii: s.count(),        # one SELECT COUNT(*): what a search no longer runs
-                "store": lambda ii: s.search(q[ii[0]], 10, fingerprint=fp),
+                "store": lambda ii: s.search(q[ii[:1]], 10, fingerprint=fp),
                 "door": lambda ii: door.search(s, texts[ii[0]], 10, backend)}
         rounds = {k: [] for k in ways}
         for _ in range(3):      # interleaved, so a busy spell of the shared cores hits all three

@@ -91,34 +91,28 @@ def encoding_hint() -> str:
     return f"if the file is in another encoding, add --encoding {first} (or {', '.join(more)})"
 
 
+# An error's fix kind (core.errors) -> the options or command that apply it, from the fix's data.
+_WORDED = {
+    "encoding": lambda fix: f"; {encoding_hint()}",
+    "column": lambda fix: " with --column NAME",
+    "train_mlm": lambda fix: (f": `encoderscope train --init {fix['init']} --corpus YOUR_TEXT.txt "
+                              "--out my-mlm`, then --model my-mlm"),
+    "method": lambda fix: f" (--method {fix['method']})",
+    "clusters": lambda fix: " (--clusters)",
+    "whiten_again": lambda fix: ": `encoderscope ingest FILE --whiten --store NEW_STORE`",
+    "settings": lambda fix: f" ({_flags(fix['settings'], ', ')})",
+    "train": lambda fix: f": `encoderscope train {_flags(fix['settings'])} --corpus FILE --out DIR`, then --model DIR",
+    "resume": lambda fix: f" with `encoderscope train --resume {shlex.quote(str(fix['out']))}`",
+    "reembed": lambda fix: " (`encoderscope ingest --rebuild`)",
+    "store_elsewhere": lambda fix: (f": --store {shlex.quote(fix['folder'])} (a FAISS folder) or --store "
+                                    f"{fix['server']}?collection=NAME (a Milvus server)"),
+}
+
+
 def _fix_worded(fix: dict | None) -> str:
     """An error's fix (EncoderscopeError.fix) as the options or command that apply it."""
-    kind = (fix or {}).get("kind")
-    if kind == "encoding":
-        return f"; {encoding_hint()}"
-    if kind == "column":
-        return " with --column NAME"
-    if kind == "train_mlm":
-        return (f": `encoderscope train --init {fix['init']} --corpus YOUR_TEXT.txt --out my-mlm`, "
-                "then --model my-mlm")
-    if kind == "method":
-        return f" (--method {fix['method']})"
-    if kind == "clusters":
-        return " (--clusters)"
-    if kind == "whiten_again":
-        return ": `encoderscope ingest FILE --whiten --store NEW_STORE`"
-    if kind == "settings":
-        return f" ({_flags(fix['settings'], ', ')})"
-    if kind == "train":
-        return f": `encoderscope train {_flags(fix['settings'])} --corpus FILE --out DIR`, then --model DIR"
-    if kind == "resume":
-        return f" with `encoderscope train --resume {shlex.quote(str(fix['out']))}`"
-    if kind == "reembed":
-        return " (`encoderscope ingest --rebuild`)"
-    if kind == "store_elsewhere":
-        return (f": --store {shlex.quote(fix['folder'])} (a FAISS folder) or --store "
-                f"{fix['server']}?collection=NAME (a Milvus server)")
-    return ""
+    word = _WORDED.get((fix or {}).get("kind"))
+    return word(fix) if word is not None else ""
 
 
 def _flags(settings: dict, sep: str = " ") -> str:

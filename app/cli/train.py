@@ -26,6 +26,8 @@ from core.errors import EncoderscopeError
 EXIT_INTERRUPTED = 130
 
 
+# Twin of bench.search.main, alike: argparse declarations (a benchmark's and a
+#   subcommand's options), the same calls with different options.
 def register(subparsers) -> argparse.ArgumentParser:
     from core.names import ATTENTIONS, POOLINGS
     from core.train.config import OBJECTIVES, TrainConfig
@@ -119,7 +121,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                         "at least 25 steps apart)")
     g.add_argument("--probe-sentence", metavar="TEXT",
                    help="sentence whose attention (every layer x head) is kept at each probe "
-                        "(default: the first held-out sentence)")
+                        "(default: the first held-out sentence with no [UNK])")
     g.add_argument("--probe-set", metavar="FILE",
                    help="sentences whose pairwise cosines are kept at each probe: one per line (.txt) or "
                         "a pairs file (.tsv/.csv, columns a, b) (default: a few of the shipped paraphrase pairs)")

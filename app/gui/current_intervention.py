@@ -38,15 +38,18 @@ class CurrentIntervention(QtCore.QObject):
         self.set(NOTHING)
 
     def check(self, backend) -> str:
-        """Drop the intervention if ``backend`` (a newly inspected model) lacks one of its layers or
-        heads; returns why it was dropped ('' when it fits, or nothing was applied)."""
+        """Drop the parts ``backend`` (a newly inspected model) lacks, keep the rest (positions,
+        scaling, the layers and heads it has); returns what was dropped and why ('' when all fits)."""
         if backend is None or self.spec.is_empty:
             return ""
         try:
             self.spec.check(int(backend.n_layers), int(backend.n_heads))
         except InputError as e:
-            reason = f"{self.spec.describe()} was cleared: {e}"
-            self.clear()
+            kept = self.spec.within(int(backend.n_layers), int(backend.n_heads))
+            gone = self.spec.describe()
+            reason = (f"{e}: {gone} became {kept.describe()}" if not kept.is_empty
+                      else f"{gone} was cleared: {e}")
+            self.set(kept)
             self.dropped.emit(reason)
             return reason
         return ""

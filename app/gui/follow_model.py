@@ -9,6 +9,8 @@ no longer the one followed reaches the screen.
                on_result=lambda result, backend: ...,                #    cancel=) in a worker, through
                on_error=lambda message: ...)                         #    state.run_latest
     follow.stale(shown_backend)                                      # what is drawn is another model's
+    follow.ask_again(view) / follow.ask_again_if_stale(view)         # a view with _requested, _shown_for
+                                                                     # (backend first) and show_for(*_requested)
 
 ``on_result`` and ``on_error`` are called only for the newest request made through this object,
 and only while the model it ran on is still the followed one: a result of an older sentence or of
@@ -40,6 +42,19 @@ class FollowModel(QtCore.QObject):
     def stale(self, shown_backend) -> bool:
         """Whether what was drawn with ``shown_backend`` is not the followed model's (redo it)."""
         return shown_backend is not self.backend
+
+    def ask_again(self, view) -> None:
+        """The model changed: ``view``'s newest request again, for it, while the view is on screen
+        (``view._requested``: show_for's arguments, or None)."""
+        if self.backend is not None and view._requested is not None and view.isVisible():
+            view.show_for(*view._requested)
+
+    def ask_again_if_stale(self, view) -> None:
+        """``view`` is shown again: its newest request again if what it drew is another model's
+        (``view._shown_for``: (backend, ...) on screen, or None)."""
+        shown_model = view._shown_for[0] if view._shown_for else None
+        if view._requested is not None and self.stale(shown_model):
+            QtCore.QTimer.singleShot(0, lambda: view.show_for(*view._requested))
 
     def running(self) -> bool:
         return self.state.jobs.is_running(self.key)

@@ -9,8 +9,8 @@ import re
 from dataclasses import dataclass, field
 
 from core.errors import InputError, NoMLMHead
+from core.names import MASK
 
-MASK = "[MASK]"
 MAX_MASKS = 10
 
 

@@ -15,7 +15,7 @@ machinery around them.
 
 The hand-written modules stay the model that the walkthrough, the inspector's hooks, the
 parity tests and training read: ``usable()`` sends anything else there (training, gradients,
-hooks anywhere in the encoder, another device, weights changed since packing).
+hooks of this thread or unscoped ones, another device, weights changed since packing).
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from torch import nn
 from core import machine_cache
 from core.encoder.kernels import Linear, autocast_is_bf16
 from core.encoder.model import Encoder, MultiHeadSelfAttention, attention_bias
+from core.encoder.scoped_hooks import forward_is_plain
 
 
 class PackedEncoder:
@@ -62,9 +63,7 @@ class PackedEncoder:
         and every Linear still packed with its current weights."""
         return (input_ids.device == self.word.device and not self.encoder.training
                 and not torch.is_grad_enabled()
-                and not torch.nn.modules.module._global_forward_hooks
-                and not torch.nn.modules.module._global_forward_pre_hooks
-                and not any(m._forward_hooks or m._forward_pre_hooks for m in self.modules)
+                and forward_is_plain(self.modules)     # other threads' scoped hooks do not count
                 and self.kernels(self.bf16_asked(input_ids.device)) is not None)
 
     def kernels(self, bf16: bool):
@@ -109,6 +108,10 @@ class PackedEncoder:
         with torch.autocast(device.type, enabled=False):
             return self._forward(kernels, input_ids, attention_mask, token_type_ids)
 
+    # Twin of core.encoder.model.Encoder.forward,
+    #   pinned by tests/core/encoder/test_fast_paths.py::test_packed_encoder_gives_the_modules_numbers:
+    #   the CPU fast path: the last hidden state only, fused QKV and oneDNN-packed Linears in few
+    #   Python steps; the readable modules stay the reference (and run whenever hooks are set).
     def _forward(self, kernels, input_ids, attention_mask, token_type_ids):
         B, T = input_ids.shape
         x = F.embedding(input_ids, self.word) + self.position[:T]             # (B, T, D)

@@ -15,8 +15,9 @@ from collections.abc import Iterable
 
 from core.encoder.transformers_import import from_transformers
 from core.errors import InputError
+from core.names import MASK
 
-PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+PAD, UNK, CLS, SEP = "[PAD]", "[UNK]", "[CLS]", "[SEP]"
 SPECIALS = [PAD, UNK, CLS, SEP, MASK]          # ids 0..4, in this order ([PAD] = 0 as the model expects)
 
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.encoder.attention import distinct_labels
 from core.encoder.pooling import POOLINGS, l2_normalize, pool
+from core.inspect.attention_maps import distinct_labels
 from core.walkthrough import numpy_ref
 
 # ---------------------------------------------------------------------------- the maths, one step each

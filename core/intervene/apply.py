@@ -2,20 +2,21 @@
 
 Everything is done by forward hooks on the model's own modules, removed on exit: no weight is
 touched, so the model after the block is the model before it, bit for bit. The hooks act only on
-the thread that entered the block; another thread using the same cached model meanwhile sees the
-model unchanged (the GUI runs an intervention in one worker while others may embed).
-Any hook also turns off the packed CPU fast path (PackedEncoder.usable), so every forward inside
-goes through the modules the hooks sit on.
+the thread that entered the block (core/encoder/scoped_hooks.py); another thread using the same
+cached model meanwhile sees the model unchanged (the GUI runs an intervention in one worker while
+others may embed). Inside the block this thread's forwards go through the modules the hooks sit
+on (not the packed CPU fast path); other threads keep theirs.
 """
 from __future__ import annotations
 
-import threading
 from contextlib import contextmanager
 
 import torch
 
 from core.encoder.model import Encoder
+from core.encoder.scoped_hooks import scoped_hooks
 from core.errors import InputError, settings_fix
+from core.intervene.edges import cut_hook
 from core.intervene.spec import Intervention, Site, shuffled_positions
 
 
@@ -53,26 +54,10 @@ def intervene(model, spec: Intervention, means: torch.Tensor | None = None,
     if missing:
         raise InputError(f"no activation of sentence B for {', '.join(s.describe() for s in missing)}: "
                          "run patching.capture_sites on B first")
-    handles = []
-    owner = threading.get_ident()
-
-    def mine(fn):
-        def hook(*args):
-            return fn(*args) if threading.get_ident() == owner else None
-        return hook
-
-    def pre(module, fn):
-        handles.append(module.register_forward_pre_hook(mine(fn)))
-
-    def post(module, fn):
-        handles.append(module.register_forward_hook(mine(fn)))
-
-    try:
-        _install(encoder, spec, means, patch_source or {}, pre, post)
+    with scoped_hooks() as register:
+        _install(encoder, spec, means, patch_source or {},
+                 lambda module, fn: register(module, "pre", fn), lambda module, fn: register(module, "post", fn))
         yield encoder
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def _install(encoder: Encoder, spec: Intervention, means, source: dict, pre, post) -> None:
@@ -90,6 +75,9 @@ def _install(encoder: Encoder, spec: Intervention, means, source: dict, pre, pos
     factor = spec.score_factor(dh)
     for layer, block in enumerate(encoder.transformer.layer):
         att = block.attention
+        cuts = [c for c in spec.cuts if c.layer == layer]
+        if cuts:
+            pre(att, cut_hook(cuts, cfg.n_heads))
         if factor != 1.0:
             # q_i . k_j scaled by the factor: every score of the layer, before the mask and softmax
             post(att.q_lin, lambda m, a, out, f=factor: out * f)

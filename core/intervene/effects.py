@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core import assets
+from core.encoder.scoped_hooks import modules_path
 from core.evaluate.metrics import retrieval_scores, spearman
 from core.evaluate.pairs import read_queries, read_scored_pairs
 from core.intervene.apply import intervene
@@ -33,6 +34,21 @@ class VectorEffect:
     before: np.ndarray      # (D,) unit vector, the model's pooling
     after: np.ndarray
     cosine: float
+
+
+@dataclass
+class TowardB:
+    """Patching A from B: where A's vector went, measured against B's (the CLI's `patch` line)."""
+    cosine_a_b: float           # A's and B's vectors, clean
+    cosine_patched_b: float     # patched A's and B's
+    moved: float | None         # 0 = A unchanged, 1 = as close to B as B itself; None: A and B are one vector
+
+
+def toward_b(backend, vector: VectorEffect, text_b: str, pooling: str | None = None) -> TowardB:
+    """``vector`` is A's before | after a patch from ``text_b``: how far it moved toward B."""
+    from core.intervene.patching import cosine, moved_toward_b
+    b = backend.embed([text_b], pooling=pooling)[0]
+    return TowardB(cosine(vector.before, b), cosine(vector.after, b), moved_toward_b(vector.before, vector.after, b))
 
 
 @dataclass
@@ -74,7 +90,8 @@ def compare_vector(backend, text: str, spec: Intervention, pooling: str | None =
     try:
         if precision is not None:
             backend.precision = precision
-        before = backend.embed([text], pooling=pooling)[0]
+        with modules_path():    # the kernels the intervened run takes: like compared with like
+            before = backend.embed([text], pooling=pooling)[0]
         with intervene(backend, spec, means, source):
             after = backend.embed([text], pooling=pooling)[0]
     finally:

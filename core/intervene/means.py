@@ -1,12 +1,13 @@
 """Each head's mean output over a corpus: what mean ablation puts in place of a head.
 
 The mean is over every real token (padding excluded) of every text, of the head's slice of the
-heads' concatenation (out_lin's input), computed by the clean model.
+heads' concatenation (out_lin's input), computed by the clean model in fp32.
 """
 from __future__ import annotations
 
 import torch
 
+from core.encoder.scoped_hooks import scoped_hooks
 from core.errors import Cancelled
 from core.intervene.apply import encoder_of
 
@@ -26,11 +27,11 @@ def mean_head_outputs(backend, texts: list[str], batch_size: int = 32, progress=
             sums[layer] += (context * keep[0][..., None]).sum(dim=(0, 1)).cpu()
         return hook
 
-    handles = [b.attention.out_lin.register_forward_pre_hook(hook_for(i))
-               for i, b in enumerate(encoder.transformer.layer)]
-    try:
+    with scoped_hooks() as register:     # only this call's batches, whatever runs beside it
+        for i, b in enumerate(encoder.transformer.layer):
+            register(b.attention.out_lin, "pre", hook_for(i))
         ids, _ = backend.encode_ids(list(texts))
-        with torch.inference_mode():
+        with torch.inference_mode():     # fp32: a corpus statistic, as exact as it can be
             for start in range(0, len(ids), batch_size):
                 if cancel is not None and cancel():
                     raise Cancelled(f"mean head outputs cancelled after {start} of {len(ids)} texts")
@@ -40,7 +41,4 @@ def mean_head_outputs(backend, texts: list[str], batch_size: int = 32, progress=
                 count += int(mask.sum())
                 if progress is not None:
                     progress(min(start + batch_size, len(ids)), len(ids))
-    finally:
-        for h in handles:
-            h.remove()
     return (sums / count).view(cfg.n_layers, cfg.n_heads, dh).float()

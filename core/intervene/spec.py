@@ -52,7 +52,8 @@ class Intervention:
     x -> LN(x + 0)); skip: blocks passed through unchanged. positions: "off" drops the position
     embeddings, "shuffle" gives the tokens a seeded permutation of their positions.
     no_scale drops the 1/sqrt(d_k) of the attention scores; temperature divides them further.
-    patch: sites whose activations come from another sentence (see patching.py)."""
+    patch: sites whose activations come from another sentence (see patching.py).
+    cuts: attention edges knocked out (edges.Cut: query may not look at key; see edges.py)."""
     heads: frozenset = field(default_factory=frozenset)
     head_mode: str = "zero"
     attention_off: frozenset = field(default_factory=frozenset)
@@ -63,9 +64,10 @@ class Intervention:
     no_scale: bool = False
     temperature: float = 1.0
     patch: tuple = ()
+    cuts: frozenset = field(default_factory=frozenset)
 
     def __post_init__(self):
-        for name in ("heads", "attention_off", "ffn_off", "skip"):
+        for name in ("heads", "attention_off", "ffn_off", "skip", "cuts"):
             object.__setattr__(self, name, frozenset(getattr(self, name)))
         object.__setattr__(self, "patch", tuple(self.patch))
         if self.head_mode not in HEAD_MODES:
@@ -95,6 +97,18 @@ class Intervention:
         for s in self.patch:
             if s.head is not None and not 0 <= s.head < n_heads:
                 raise InputError(f"head {s.head + 1} does not exist: this model has heads 1-{n_heads}")
+        from core.intervene.edges import check_cuts
+        check_cuts(self.cuts, n_layers, n_heads)
+
+    def within(self, n_layers: int, n_heads: int) -> Intervention:
+        """The same intervention without the parts a model of ``n_layers`` x ``n_heads`` lacks
+        (a switch to a smaller model keeps positions, scaling and the layers it has)."""
+        has = lambda layer: 0 <= layer < n_layers            # noqa: E731
+        return replace(self, heads={(l, h) for l, h in self.heads if has(l) and 0 <= h < n_heads},
+                       attention_off={l for l in self.attention_off if has(l)},
+                       ffn_off={l for l in self.ffn_off if has(l)}, skip={l for l in self.skip if has(l)},
+                       patch=tuple(s for s in self.patch if has(s.layer) and (s.head is None or s.head < n_heads)),
+                       cuts={c for c in self.cuts if has(c.layer) and (c.head is None or c.head < n_heads)})
 
     def __or__(self, other: Intervention) -> Intervention:
         """Both interventions at once. Where both set a mode, the right one's wins."""
@@ -107,7 +121,8 @@ class Intervention:
             positions=other.positions if other.positions != d.positions else self.positions,
             shuffle_seed=other.shuffle_seed if other.positions == "shuffle" else self.shuffle_seed,
             no_scale=self.no_scale or other.no_scale, temperature=self.temperature * other.temperature,
-            patch=self.patch + tuple(s for s in other.patch if s not in self.patch))
+            patch=self.patch + tuple(s for s in other.patch if s not in self.patch),
+            cuts=self.cuts | other.cuts)
 
     def without_patch(self) -> Intervention:
         return replace(self, patch=())
@@ -133,6 +148,8 @@ class Intervention:
             parts.append(f"softmax temperature {self.temperature:g}")
         if self.patch:
             parts.append("patched " + ", ".join(s.describe() for s in self.patch))
+        if self.cuts:
+            parts.append("attention edges cut " + ", ".join(sorted(c.describe() for c in self.cuts)))
         return "; ".join(parts) or "nothing switched off"
 
 

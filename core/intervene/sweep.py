@@ -33,10 +33,12 @@ def layer_variants(n_heads: int, layer: int) -> list[Intervention]:
             + [Intervention(attention_off={layer}), Intervention(ffn_off={layer})])
 
 
-def layer_sweep(encoder: Encoder, layer: int, x: torch.Tensor, mask: torch.Tensor | None) -> list[torch.Tensor]:
+def layer_sweep(encoder: Encoder, layer: int, x: torch.Tensor, mask: torch.Tensor | None,
+                fill: torch.Tensor | None = None) -> list[torch.Tensor]:
     """The final hidden states (B, T, D) of each of layer_variants(n_heads, layer), given the clean
     run's input to `layer` (B, T, D) and the attention mask (B, T). Call inside inference_mode and
-    the backend's autocast; the encoder must carry no hooks of its own here."""
+    the backend's autocast; the encoder must carry no hooks of its own here.
+    fill: (H, Dh) what an ablated head's columns hold instead of zeros (its mean: mean ablation)."""
     cfg = encoder.config
     H, (B, T, D) = cfg.n_heads, x.shape
     dh = D // H
@@ -51,7 +53,7 @@ def layer_sweep(encoder: Encoder, layer: int, x: torch.Tensor, mask: torch.Tenso
     # H copies of the context, copy h with head h's columns zeroed: out_lin of all H at once
     per_head = context.unsqueeze(0).repeat(H, 1, 1, 1)             # (H, B, T, D)
     for h in range(H):
-        per_head[h, ..., h * dh:(h + 1) * dh] = 0.0
+        per_head[h, ..., h * dh:(h + 1) * dh] = 0.0 if fill is None else fill[h].to(per_head)
     a_heads = att.out_lin(per_head.reshape(H * B, T, D))
     a_clean = att.out_lin(context)
     a = torch.cat([a_heads.to(a_clean.dtype), torch.zeros_like(a_clean), a_clean])   # (V*B, T, D)

@@ -67,6 +67,9 @@ class TrainConfig:
     pooling: str = "mean"          # SimCSE's sentence vector, the model's default: "cls" | "mean" | "max" | "attention"
     eval_pairs: str = ""           # scored pairs (.tsv/.csv: two sentences, a 0-5 score): Spearman at each evaluation
 
+# Twin of core.encoder.model.EncoderConfig.__post_init__, alike: the same architecture
+#   names checked for people (InputError, before any model is built) where the model checks
+#   them for code (ValueError); the training settings add their own.
     def validate(self) -> None:
         if self.objective not in OBJECTIVES:
             raise InputError(f"objective must be one of {', '.join(OBJECTIVES)}, not {self.objective!r}")

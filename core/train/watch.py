@@ -25,8 +25,8 @@ import torch
 from safetensors.numpy import save_file
 
 from core.atomic import readable_as_umask_allows
-from core.encoder.attention import entropy
 from core.errors import InputError
+from core.inspect.attention_maps import entropy
 from core.train import run_folder
 from core.train.data import collate, encode
 

@@ -18,20 +18,17 @@ import torch
 
 from core.encoder.model import Encoder, attention_bias
 from core.encoder.pooling import l2_normalize, pool
+from core.encoder.scoped_hooks import scoped_hooks
 
 
 @contextmanager
 def _hooks(pairs):
-    """Register (module, kind, fn) hooks for the duration of the block."""
-    handles = []
-    try:
+    """Register (module, kind, fn) hooks for the duration of the block, acting only on this
+    thread (core/encoder/scoped_hooks.py): another job on the same model is not recorded."""
+    with scoped_hooks() as register:
         for module, kind, fn in pairs:
-            register = module.register_forward_pre_hook if kind == "pre" else module.register_forward_hook
-            handles.append(register(fn))
+            register(module, kind, fn)
         yield
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def _np(t: torch.Tensor) -> np.ndarray:

@@ -98,6 +98,9 @@ def attention_keep(keep, causal):
     return causal_mask(len(keep)) & keep[None, :] if causal else keep
 
 
+# Twin of core.encoder.model.Embeddings.forward,
+#   pinned by tests/core/encoder/test_parts.py::test_numpy_reference_equals_torch:
+#   the same sum and LayerNorm in NumPy float64, one sequence at a time, for a learner to read.
 def embed(p, cfg, ids, prefix="", types=None, switch=None):
     """Token embedding + position (+ token type, 0 unless given) -> LayerNorm.  ids (T,) -> (T, D)."""
     T = len(ids)
@@ -118,6 +121,9 @@ def embed(p, cfg, ids, prefix="", types=None, switch=None):
                       cfg.layer_norm_eps)
 
 
+# Twin of core.encoder.model.MultiHeadSelfAttention.forward,
+#   pinned by tests/core/encoder/test_parts.py::test_numpy_reference_equals_torch:
+#   every intermediate kept (the walkthrough shows each), one sequence, NumPy float64.
 def self_attention_steps(x, p, name, n_heads, keep, fill=-1e30, score_factor=1.0, replace_heads=None) -> dict:
     """Multi-head self-attention for one sequence, every intermediate kept.  x (T, D), keep (T,)
     or (T, T) bool -> q, k, v (H, T, Dh); scores, masked_scores, weights (H, T, T); head_outputs
@@ -144,11 +150,17 @@ def self_attention(x, p, name, n_heads, keep, score_factor=1.0, replace_heads=No
     return s["attention_output"], s["weights"]
 
 
+# Twin of core.encoder.model.FFN.forward,
+#   pinned by tests/core/encoder/test_parts.py::test_numpy_reference_equals_torch:
+#   W2·GELU(W1·x + b1) + b2 in NumPy float64, the formula the walkthrough prints.
 def feed_forward(x, p, name, approximate):
     """The position-wise FFN.  x (T, D) -> (T, D)."""
     return linear(gelu(linear(x, p, name + ".lin1"), approximate), p, name + ".lin2")
 
 
+# Twin of core.encoder.model.TransformerBlock.forward,
+#   pinned by tests/core/encoder/test_parts.py::test_numpy_reference_equals_torch:
+#   pre- and post-norm spelled out step by step, every intermediate kept, NumPy float64.
 def block_steps(x, p, name, cfg, keep, fill=-1e30, score_factor=1.0, replace_heads=None,
                 attention_off=False, ffn_off=False) -> dict:
     """One transformer block, every intermediate kept (self_attention_steps' too): layer_input,
@@ -208,6 +220,10 @@ def _switched_block(x, p, name, cfg, keep, switch, layer, means):
     return (x if layer in switch.skip else s["output"]), s["weights"]
 
 
+# Twin of core.encoder.model.Encoder.forward,
+#   pinned by tests/core/encoder/test_parts.py::test_numpy_reference_equals_torch:
+#   the whole network in NumPy float64 with no torch in the loop: the independent reference
+#   the walkthrough compares every step of the torch model with.
 def forward(p, cfg, ids, keep=None, prefix="", types=None, switch=None, means=None):
     """One sequence through the whole encoder.  -> last hidden (T, D), hidden states, attentions.
     switch: an Intervention to apply (see the module's docstring); means (L, H, Dh) for mean ablation."""
@@ -226,6 +242,9 @@ def forward(p, cfg, ids, keep=None, prefix="", types=None, switch=None, means=No
     return x, hidden, attentions
 
 
+# Twin of core.encoder.pooling.pool,
+#   pinned by tests/core/encoder/test_clm_and_attention_pooling.py::test_attention_pooling_equals_numpy:
+#   one sequence, no padding mask arithmetic: the formula as the walkthrough shows it.
 def pool(hidden, keep, method, query=None):
     """One vector for the sentence: the first token's ("cls"), the average ("mean"), the
     per-dimension largest ("max") or the query-weighted average ("attention") over the real

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from core.encoder.pooling import POOLINGS
+from core.encoder.scoped_hooks import scoped_hooks
 from core.errors import InputError
 from core.walkthrough import numpy_ref as nr
 
@@ -98,16 +99,13 @@ def _attention_output(encoder, ids, layer: int, positions: bool) -> np.ndarray:
     the position embeddings replaced by zeros (a hook on the model's own position module)."""
     got = {}
     emb, att = encoder.embeddings, encoder.transformer.layer[layer].attention
-    handles = [att.out_lin.register_forward_hook(lambda m, i, o: got.__setitem__("out", o))]
-    if not positions:
-        handles.append(emb.position_embeddings.register_forward_hook(lambda m, i, o: torch.zeros_like(o)))
-    try:
+    with scoped_hooks() as register:      # only this thread's forward (another job may share the model)
+        register(att.out_lin, "post", lambda m, i, o: got.__setitem__("out", o))
+        if not positions:
+            register(emb.position_embeddings, "post", lambda m, i, o: torch.zeros_like(o))
         with torch.inference_mode():
             input_ids = torch.tensor([ids])
             encoder(input_ids, torch.ones_like(input_ids))
-    finally:
-        for h in handles:
-            h.remove()
     return got["out"][0].double().numpy()
 
 

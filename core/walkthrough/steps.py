@@ -24,7 +24,7 @@ them as -inf (the model adds the most negative float, which softmax turns into t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -97,6 +97,8 @@ class Walkthrough:
     config: object = None           # the EncoderConfig the steps ran with (the architecture map draws it)
     intervention: object = None     # the core.intervene Intervention both sides ran with, or None
 
+# Twin of core.walkthrough.architecture.Architecture.block, alike: a look-up by name, each in
+#   its own list with its own KeyError words.
     def step(self, name: str) -> Step:
         for s in self.steps:
             if s.name == name:
@@ -154,22 +156,12 @@ def reference_backend(backend):
 
 
 def tokenize(backend, text: str, pair: str | None = None):
-    """-> (ids, token type ids or None, tokens cut). A pair is read the BERT way:
-    [CLS] text [SEP] pair [SEP], token types 0 then 1, cut longest-first."""
-    tok, cfg = backend.tokenizer, backend.config
-    if pair is None or not pair.strip():
-        rows, cut = backend.encode_ids([text])
-        ids = rows[0]
-        full = len(tok(text, truncation=False)["input_ids"]) if cut else len(ids)
-        types = [0] * len(ids)
-    else:
-        if not text.strip():
-            raise InputError("both texts of a pair need at least one visible character")
-        enc = tok(text, pair, truncation="longest_first", max_length=backend.max_length,
-                  return_token_type_ids=True)
-        ids, types = list(enc["input_ids"]), list(enc["token_type_ids"])
-        full = len(tok(text, pair, truncation=False)["input_ids"])
-    return list(ids), (types if cfg.type_vocab_size else None), full - len(ids)
+    """-> (ids, token type ids or None, tokens cut): the backend's one tokenisation of a text or
+    a pair (Backend.encode_input); types spelled out (0 for one text) where the model has them."""
+    ids, types, cut = backend.encode_input(text, pair)
+    if not backend.config.type_vocab_size:
+        return ids, None, cut
+    return ids, (types if types is not None else [0] * len(ids)), cut
 
 
 def check_choice(cfg, layer: int, head: int, pooling: str):
@@ -312,6 +304,10 @@ def _switch(intervention, cfg, note: str):
         note = "; ".join(filter(None, [note, f"patching ({left_out}) is not followed step by step: the NumPy "
                                               "reference has no second sentence; the other switches are"]))
         intervention = intervention.without_patch()
+    if intervention.cuts:
+        note = "; ".join(filter(None, [note, "attention-edge cuts are not followed step by step: the NumPy "
+                                              "reference has none; the other switches are"]))
+        intervention = replace(intervention, cuts=frozenset())
     return (None if intervention.is_empty else intervention), note
 
 

@@ -233,7 +233,7 @@ def search(store: Store, query: str, k: int, backend, pooling: str | None = None
     fp = backend.fingerprint(pooling=pooling)
     vec = backend.embed([query], pooling=pooling)[0]
     t1 = time.perf_counter()
-    hits = store.search(vec, k, fingerprint=fp)
+    hits = store.search(vec[None], k, fingerprint=fp)[0]
     timing = SearchTiming((time.perf_counter() - t0) * 1000, (t1 - t0) * 1000)
     if not hits and store.count() == 0:
         raise EmptyStore(f"{store.where} holds no sentences yet: nothing to search",

@@ -26,6 +26,7 @@ import numpy as np
 from core.intervene.apply import intervene
 from core.intervene.spec import Intervention
 from index.store.base import Store
+from index.store.errors import EmptyStore
 
 SAMPLE = 600          # texts of a store an importance map reads (each ablation embeds them all)
 DEPTH = 1000          # how deep ranks outside the top k are looked up
@@ -94,6 +95,10 @@ def ranking_changes(store_or_corpus, backend, query: str, spec: Intervention, k:
         raise InputError("k must be at least 1")
     store = _open(store_or_corpus)
     try:
+        if store.count() == 0:
+            where = _where(store_or_corpus)
+            raise EmptyStore(f"the store at {where} is empty: there are no hits whose ranks could move",
+                             location=where)
         return _changes(store, backend, query, spec, k, means, source, depth)
     finally:
         if store is not store_or_corpus:
@@ -116,8 +121,18 @@ def store_sample(store_or_corpus, n: int = SAMPLE, seed: int = 0) -> list[str]:
         if store is not store_or_corpus:
             store.close()
     texts = list(dict.fromkeys(t.strip() for t in texts if t.strip()))
+    if not texts:
+        raise EmptyStore(f"the store at {_where(store_or_corpus)} is empty: there are no texts to measure",
+                         location=_where(store_or_corpus))
     pick = np.random.default_rng(seed).permutation(len(texts))[:n]
     return [texts[i] for i in pick]
+
+
+def _where(store_or_corpus) -> str:
+    """The store's location in words (an open Store: its own)."""
+    if isinstance(store_or_corpus, Store):
+        return str(getattr(store_or_corpus, "location", None) or getattr(store_or_corpus, "path", "") or "this store")
+    return str(store_or_corpus)
 
 
 def _open(store_or_corpus) -> Store:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from index.faiss.paging import id_pages
 from index.store.errors import StoreCorrupted
 from index.store.records import make_record
 from index.store.text_hash import text_hash
@@ -95,14 +96,7 @@ class RowChecker:
                 yield self._q(f"SELECT {cols} FROM sentences WHERE id IN "
                               f"({','.join('?' * len(part))})", part).fetchall()
             return
-        last = 0
-        while True:
-            rows = self._q(f"SELECT {cols} FROM sentences WHERE id > ? ORDER BY id LIMIT ?",
-                           (last, batch)).fetchall()
-            if not rows:
-                return
-            yield rows
-            last = int(rows[-1][0])
+        yield from id_pages(self._q, f"SELECT {cols} FROM sentences", batch)
 
     @staticmethod
     def _row_problem(r, dim: int) -> str | None:

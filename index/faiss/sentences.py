@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from core import platform_os
+from index.faiss.paging import id_pages
 from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecker, row_checksum
 from index.faiss.row_checks import read_record as _record
 from index.store.durability import INTACT, check_regular
@@ -417,14 +418,8 @@ class SentenceDB:
         """Give every staged row its new vector and drop the rows that were not staged (added
         or removed meanwhile can't happen: the caller holds the writer lock). In a transaction."""
         self._q("DELETE FROM sentences WHERE id NOT IN (SELECT id FROM _rebuild)")
-        last = 0
-        while True:
-            rows = self._q("SELECT id, vector FROM _rebuild WHERE id > ? ORDER BY id LIMIT ?",
-                           (last, batch)).fetchall()
-            if not rows:
-                return
+        for rows in id_pages(self._q, "SELECT id, vector FROM _rebuild", batch):
             self.set_vectors((i, np.frombuffer(v, np.float32)) for i, v in rows)
-            last = int(rows[-1][0])
 
     def clear(self) -> None:
         self._q("DELETE FROM sentences")
@@ -440,35 +435,17 @@ class SentenceDB:
         return out
 
     def iter_records(self, batch: int = 1000):
-        last = 0
-        while True:
-            rows = self._q(f"SELECT {ROW_COLUMNS} FROM sentences WHERE id > ? ORDER BY id LIMIT ?",
-                           (last, batch)).fetchall()
-            if not rows:
-                return
-            for r in rows:
-                yield _record(r, self.path)
-            last = int(rows[-1][0])
+        for rows in id_pages(self._q, f"SELECT {ROW_COLUMNS} FROM sentences", batch):
+            yield from (_record(r, self.path) for r in rows)
 
     def iter_texts(self, batch: int = 1000):
         """(id, text) in id order."""
-        last = 0
-        while True:
-            rows = self._q("SELECT id, text FROM sentences WHERE id > ? ORDER BY id LIMIT ?",
-                           (last, batch)).fetchall()
-            if not rows:
-                return
+        for rows in id_pages(self._q, "SELECT id, text FROM sentences", batch):
             yield from ((int(a), b) for a, b in rows)
-            last = int(rows[-1][0])
 
     def vectors(self, dim: int, after_id: int = 0, batch: int = 20000):
         """Yield (ids int64, vectors float32 (n, dim)) for rows with id > after_id, in id order."""
-        last = after_id
-        while True:
-            rows = self._q("SELECT id, vector FROM sentences WHERE id > ? ORDER BY id LIMIT ?",
-                           (last, batch)).fetchall()
-            if not rows:
-                return
+        for rows in id_pages(self._q, "SELECT id, vector FROM sentences", batch, after=after_id):
             ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
             wrong = [int(r[0]) for r in rows if not isinstance(r[1], bytes) or len(r[1]) != dim * 4]
             if wrong:
@@ -477,7 +454,6 @@ class SentenceDB:
                                      path=self.path, remedy="repair", damaged_ids=wrong)
             buf = b"".join(r[1] for r in rows)
             yield ids, np.frombuffer(buf, dtype=np.float32).reshape(len(rows), dim)
-            last = int(ids[-1])
 
     def checkpoint(self) -> None:
         """Fold the WAL into the database file (best effort: a reader may hold it)."""

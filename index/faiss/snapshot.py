@@ -176,21 +176,30 @@ def read_index(folder: Path, man: Manifest) -> FaissIndex:
                              path=path, remedy="repair") from None
 
 
-def check_hits(folder: Path, index: FaissIndex, q, scores, ids, rows) -> None:
-    """Every hit's score must be the query's cosine with the vector the database holds for
-    that id (rows: verified rows): an index that disagrees is never shown as a result."""
+def exact_scores(folder: Path, index: FaissIndex, q, scores, ids, rows) -> list[list[tuple[int, float]]]:
+    """Per query, (id, cosine) of each hit: the query's cosine with the vector the database
+    holds for that id (rows: verified rows), computed once, exact for every index kind (also
+    where the index keeps fp16 or 8-bit vectors). The index's score must agree with it: an
+    index that disagrees is never shown as a result."""
     tol = SCORE_TOLERANCE[index.kind]
-    wrong = set()
+    wrong, out = set(), []
     for qv, srow, irow in zip(q, scores, ids):
+        found = []
         for s, i in zip(srow, irow):
-            if i >= 0 and int(i) in rows and abs(float(rows[int(i)][1] @ qv) - float(s)) > tol:
+            if i < 0 or int(i) not in rows:
+                continue
+            cos = float(rows[int(i)][1] @ qv)
+            if abs(cos - float(s)) > tol:
                 wrong.add(int(i))
+            found.append((int(i), cos))
+        out.append(found)
     if wrong:
         raise StoreCorrupted(
             f"the index in {folder} disagrees with the database for sentence(s) "
             f"{', '.join(map(str, sorted(wrong)[:10]))}; the sentences are safe in the "
             "database, and repairing the store rebuilds the index from them",
             path=folder / MANIFEST_NAME, remedy="repair")
+    return out
 
 
 def _same_vectors(a: np.ndarray, b: np.ndarray, held_as: str) -> np.ndarray:

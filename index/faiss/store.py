@@ -41,7 +41,7 @@ from index.faiss.opening import IVF_THRESHOLD_KEY, load_checked, open_store
 from index.faiss.sentences import SentenceDB
 from index.faiss.snapshot import (
     check_against_db,
-    check_hits,
+    exact_scores,
 )
 from index.faiss.snapshot_write import write_snapshot
 from index.store.adding import EMBED_WINDOW, AddResult, check_texts, plan_unique
@@ -323,7 +323,7 @@ class VectorStore(Store):
         """Nearest sentences by cosine similarity (see Store.search); k larger than the store is fine."""
         if self._closed:
             raise StoreError("the store is closed")
-        q, single = self._query_vectors(vectors, fingerprint)
+        q = self._query_vectors(vectors, fingerprint)
         k = int(k)
         if k < 1:
             raise InputError("k must be at least 1")
@@ -335,7 +335,7 @@ class VectorStore(Store):
                 wanted = {int(i) for i in ids.ravel() if i >= 0}
                 rows = self._db.rows.with_vectors(wanted, self._dim) if wanted else {}
                 try:
-                    check_hits(self.folder, self._index, q, scores, ids, rows)
+                    found = exact_scores(self.folder, self._index, q, scores, ids, rows)
                     break
                 except StoreCorrupted:
                     # A reader whose index predates a writer's commit (an updated text) sees
@@ -344,17 +344,13 @@ class VectorStore(Store):
                             self._db.generation == self._indexed_gen:
                         raise
                     self._load()
+        # Each hit's score is its exact cosine with the vector the database holds (exact_scores).
         out = []
-        # Each hit's score is the cosine with the vector the database holds (checked above to
-        # agree with the index's): exact for every kind, also where the index keeps fp16 or
-        # 8-bit vectors.
-        for qv, irow in zip(q, ids):
-            hits = [Hit(float(rows[int(i)][1] @ qv), int(i), rows[int(i)][0]["text"],
-                        rows[int(i)][0]["metadata"])
-                    for i in irow if i >= 0 and int(i) in rows]
+        for row in found:
+            hits = [Hit(cos, i, rows[i][0]["text"], rows[i][0]["metadata"]) for i, cos in row]
             hits.sort(key=lambda h: (-h.score, h.id))
             out.append(hits)
-        return out[0] if single else out
+        return out
 
     def count(self) -> int:
         return self._db.count()

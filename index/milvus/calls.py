@@ -136,37 +136,37 @@ def one_line(e: BaseException) -> str:
     return " ".join(text.split()).strip("<>") or type(e).__name__
 
 
-def _denied(e: BaseException) -> bool:
-    """Whether a gRPC status (of e or a cause) says PERMISSION_DENIED."""
+def _with_status(e: BaseException, status: str):
+    """The exception (e or one of its first causes) whose gRPC status is `status`, else None."""
     seen = 0
     while e is not None and seen < 5:
         code = getattr(e, "code", None)
         if callable(code):
             try:
-                if getattr(code(), "name", "") == "PERMISSION_DENIED":
-                    return True
-            except Exception:  # noqa: BLE001,S110
-                pass
-        e = e.__cause__ or e.__context__
-        seen += 1
-    return False
-
-
-def _refused_credentials(e: BaseException) -> str | None:
-    """The server's words when it (or a cause of e) refused the credentials, else None."""
-    seen = 0
-    while e is not None and seen < 5:
-        code = getattr(e, "code", None)
-        if callable(code):
-            try:
-                if getattr(code(), "name", "") == "UNAUTHENTICATED":
-                    details = getattr(e, "details", None)
-                    return str(details() if callable(details) else e)
+                if getattr(code(), "name", "") == status:
+                    return e
             except Exception:  # noqa: BLE001,S110  (not a gRPC error after all)
                 pass
         e = e.__cause__ or e.__context__
         seen += 1
     return None
+
+
+def _denied(e: BaseException) -> bool:
+    """Whether a gRPC status (of e or a cause) says PERMISSION_DENIED."""
+    return _with_status(e, "PERMISSION_DENIED") is not None
+
+
+def _refused_credentials(e: BaseException) -> str | None:
+    """The server's words when it (or a cause of e) refused the credentials, else None."""
+    refused = _with_status(e, "UNAUTHENTICATED")
+    if refused is None:
+        return None
+    details = getattr(refused, "details", None)
+    try:
+        return str(details() if callable(details) else refused)
+    except Exception:  # noqa: BLE001  (details of a half-built error)
+        return str(refused)
 
 
 # Calls that change something on the server: under a writer lock each is fenced (lease.py).

@@ -37,7 +37,7 @@ class MilvusReading:
     def search(self, vectors, k: int = 10, *, fingerprint=None):
         """Nearest sentences by cosine similarity (see Store.search)."""
         self._need_open()
-        q, single = self._query_vectors(vectors, fingerprint)
+        q = self._query_vectors(vectors, fingerprint)
         k = int(k)
         if k < 1:
             raise InputError("k must be at least 1")
@@ -63,7 +63,7 @@ class MilvusReading:
                 hits.append(Hit(float(r["distance"]), rec["id"], rec["text"], rec["metadata"]))
             hits.sort(key=lambda h: (-h.score, h.id))
             out.append(hits[:k])
-        return out[0] if single else out
+        return out
 
     def count(self) -> int:
         self._need_open()

@@ -40,6 +40,8 @@ from index.store.text_hash import hash_for_format
 INSERT_CHUNK = 1000          # rows per insert call (keeps gRPC messages ~2 MB at 384-d)
 
 
+# Twin of index.store.base.Store, alike: read-only properties over each one's own fields
+#   (the base class's describe the model, the engine's its index and lock).
 class MilvusStore(ServerCommits, MilvusReading, Store):
     """Open with `MilvusStore.open(location, ...)` or index.opening.open_store."""
 

@@ -18,14 +18,23 @@ ADD_BATCH = 256       # sentences committed per add_stream batch (one transactio
 EMBED_WINDOW = 1024
 
 
+# A backend's vectors are L2-normalised in float32 (core/encoder/pooling.py): their lengths are
+# within a few float32 steps of 1. Rows this close are unit already and are not divided again.
+UNIT_TOLERANCE = 1e-5
+
+
 def normalize(vectors) -> np.ndarray:
-    """float32 rows scaled to unit length (zero rows left as they are), C-contiguous."""
+    """float32 rows of unit length, C-contiguous. Rows that are unit already (a backend's embed
+    output) are kept as they are, the others scaled (zero rows left as they are): each vector
+    is normalised once, by the backend or here."""
     x = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
     if x.ndim == 1:
         x = x[None, :]
     norms = np.linalg.norm(x, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return np.ascontiguousarray(x / norms, dtype=np.float32)
+    off = (np.abs(norms - 1.0) > UNIT_TOLERANCE) & (norms != 0)
+    if not off.any():
+        return x
+    return np.ascontiguousarray(x / np.where(off, norms, 1.0), dtype=np.float32)
 
 
 def check_texts(texts) -> None:

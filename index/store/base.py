@@ -186,14 +186,13 @@ class Store(ABC):
             raise InputError(f"{what} contain NaN or infinite values")
         return self._whitening.apply(normalize(x)) if raw else normalize(x)
 
-    def _query_vectors(self, vectors, fingerprint):
-        """(unit query vectors (n, D), single) from a vector (D,) or a matrix (n, D); texts are
-        embedded by the corpus door (index.corpus.door.search), not here."""
+    def _query_vectors(self, vectors, fingerprint) -> np.ndarray:
+        """Unit query vectors (n, D) from a matrix (n, D) or one vector (D,) (one query); texts
+        are embedded by the corpus door (index.corpus.door.search), not here."""
         if isinstance(vectors, str) or (isinstance(vectors, (list, tuple)) and vectors
                                         and isinstance(vectors[0], str)):
             raise InputError("a store searches vectors: search a text with index.corpus.door.search")
-        q = np.asarray(vectors, dtype=np.float32)
-        return self._check_vectors(q, fingerprint, "the query vectors"), q.ndim == 1
+        return self._check_vectors(vectors, fingerprint, "the query vectors")
 
     def _vector_for(self, text, vector, backend, fingerprint) -> np.ndarray:
         """update_text's new vector: the one given (checked), or `text` embedded by `backend`."""
@@ -303,9 +302,10 @@ class Store(ABC):
 
     @abstractmethod
     def search(self, vectors, k: int = 10, *, fingerprint=None):
-        """The k nearest sentences by cosine similarity to a vector (D,) -> list[Hit], or to each
-        row of a matrix (n, D) -> list[list[Hit]], sorted by score (ties by id). `fingerprint`:
-        the model the vectors come from, checked once against the store's."""
+        """The k nearest sentences by cosine similarity to each query: a matrix (n, D) of n
+        queries (a vector (D,) is one) -> list[list[Hit]], one list per query, each sorted by
+        score (ties by id); always this shape (the door's search gives one query's list).
+        `fingerprint`: the model the vectors come from, checked once against the store's."""
 
     @abstractmethod
     def remove(self, ids) -> list: ...

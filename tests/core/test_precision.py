@@ -110,8 +110,8 @@ def test_app_precision_menu_switches_without_reembedding(qtbot, make_window, tin
     assert w.precision_actions["bf16"].isChecked() and not asked   # same model: no re-embed offer
     # the corpus is searched with bf16 query vectors: the hits are the fp32 ones
     hits = w.state.store.search(w.state.backend.embed(["rain and storms"])[0], 5,
-                                fingerprint=w.state.backend.fingerprint("mean"))
-    ref = w.state.store.search(get_backend("minilm", precision="fp32").embed(["rain and storms"])[0], 5)
+                                fingerprint=w.state.backend.fingerprint("mean"))[0]
+    ref = w.state.store.search(get_backend("minilm", precision="fp32").embed(["rain and storms"])[0], 5)[0]
     assert [h.id for h in hits][:3] == [h.id for h in ref][:3]
     w.save_settings()
     assert w.settings.value("model/precision") == "bf16"

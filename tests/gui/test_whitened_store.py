@@ -13,7 +13,7 @@ def test_a_whitened_corpus_opens_as_the_corpus_models_and_searches_whitened(qtbo
     query = "the biggest planet"
     store, _ = create_whitened_corpus(tmp_path / "w", minilm, "mean", lines, dims=16)
     expected = [h.text for h in store.search(minilm.embed([query])[0], k=5,
-                                                 fingerprint=minilm.fingerprint("mean"))]
+                                                 fingerprint=minilm.fingerprint("mean"))[0]]
     plain = minilm.embed([query] + lines) @ minilm.embed([query])[0]
     assert expected != [lines[i] for i in (-plain[1:]).argsort()[:5]]     # whitening changed the ranking
     store.close()

@@ -68,7 +68,8 @@ def test_an_installed_venv_runs_only_the_suite_and_pytest_arguments_pass_through
     (venv / ".installed").touch()            # newer than pyproject.toml: nothing to install
     want = _make("test", venv, PYTEST_ARGS="-x -q -k 'lock or store'")
     assert [w[0] for w in want] == ["VENV=" + str(venv), str(venv / "bin" / "ruff"),
-                                    "QT_QPA_PLATFORM=offscreen"]
+                                    str(venv / "bin" / "python"), "QT_QPA_PLATFORM=offscreen"]
+    assert want[2][1:] == ["-m", "tools.check_twins"]
     assert want[-1][-4:] == ["-x", "-q", "-k", "lock or store"]
     assert _dev("test", "--venv", str(venv), "--", "-x", "-q", "-k", "lock or store") == want
 

@@ -61,13 +61,13 @@ def search_outcome(problems, folder, dim, queries):
         stored = {r["text"] for r in store.iter()}
         for text in queries:
             q = text_vector(text, dim)
-            for h in store.search(q, k=3):
+            for h in store.search(q, k=3)[0]:
                 want = float(text_vector(h.text, dim) @ q)
                 if abs(h.score - want) > 1e-3:
                     problems.append(f"WRONG: {text!r} -> {h.text!r} at {h.score:.4f}, "
                                     f"its own vector gives {want:.4f}")
             if text in stored:
-                top = store.search(q, k=1)
+                top = store.search(q, k=1)[0]
                 if not top or top[0].text != text:
                     problems.append(f"WRONG: {text!r} is stored but not found first")
         return "ok"
@@ -90,7 +90,7 @@ def verified_state(problems, folder, dim) -> str:
             for i, v in zip(ids, vecs):
                 if not np.allclose(v, text_vector(recs[int(i)], dim), atol=1e-6):
                     problems.append(f"WRONG after repair: row {int(i)} {recs[int(i)]!r}")
-                elif store.search(v, k=1)[0].id != int(i):
+                elif store.search(v, k=1)[0][0].id != int(i):
                     problems.append(f"WRONG after repair: row {int(i)} not found by its vector")
             return f"verified {len(recs)}"
     except BaseException:   # noqa: BLE001 - a repaired store must open

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from tools.screenshots.common import grab, panel_shots_setup, qt_app
+from tools.screenshots.common import finish_panel_shots, grab, panel_shots_setup, qt_app
 
 FIRST = "The dog slept."
 SECOND = "The animal didn't cross the street because it was too tired."
@@ -27,9 +27,7 @@ def main(argv=None) -> int:
     for _ in range(5):
         qt_app().processEvents()
     grab(panel, args.out / "walkthrough_batch_mask.png")
-    state.shutdown(5000)
-    app.processEvents()
-    return 0
+    return finish_panel_shots(state)
 
 
 if __name__ == "__main__":

@@ -64,6 +64,21 @@ def sample_window(prefix: str = "encoderscope-shots-"):
     return app, w
 
 
+def shoot_sample_window(shoot) -> int:
+    """A screenshot script's main: the window on the sample corpus, ``shoot(app, window)``, closed."""
+    app, w = sample_window("encoderscope-shots-")
+    shoot(app, w)
+    w.close()
+    return 0
+
+
+def finish_panel_shots(state) -> int:
+    """The end of a panel screenshot script: its jobs stopped (up to 5 s), the last events run."""
+    state.shutdown(5000)
+    qt_app().processEvents()
+    return 0
+
+
 def qt_app():
     from PySide6 import QtWidgets
     return QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from tools.screenshots.common import sample_window, save, spin, type_text
+from tools.screenshots.common import save, shoot_sample_window, spin, type_text
 
 QUERY = "the biggest planet has dozens and dozens of moons"
 
@@ -46,11 +46,7 @@ def shoot_map(app, w, query: str = QUERY):
 
 
 def main() -> int:
-
-    app, w = sample_window("encoderscope-shots-")
-    shoot_map(app, w)
-    w.close()
-    return 0
+    return shoot_sample_window(shoot_map)
 
 
 if __name__ == "__main__":

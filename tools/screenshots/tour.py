@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from tools.screenshots.common import OUT, sample_window, save, spin, type_text
+from tools.screenshots.common import OUT, save, shoot_sample_window, spin, type_text
 
 QUERY = "a cat sleeping in the sun"
 
@@ -43,11 +43,10 @@ def shoot_tour(app, w):
     return save(w, "tour-fill-mask")
 
 
+# Twin of tools.screenshots.map.main, alike: two screenshot scripts' entry points, each shooting
+#   its own views.
 def main() -> int:
-    app, w = sample_window("encoderscope-shots-")
-    shoot_tour(app, w)
-    w.close()
-    return 0
+    return shoot_sample_window(shoot_tour)
 
 
 if __name__ == "__main__":

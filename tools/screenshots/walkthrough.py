@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from tools.screenshots.common import grab, panel_shots_setup, qt_app
+from tools.screenshots.common import finish_panel_shots, grab, panel_shots_setup, qt_app
 from tools.screenshots.inspector import SENTENCE
 
 SECOND = "The dog stayed on the pavement since it was exhausted."
@@ -79,9 +79,7 @@ def main(argv=None) -> int:
     grab(panel, args.out / "walkthrough_value_panel.png")
     show_positions(panel)
     grab(panel, args.out / "walkthrough_positions.png")
-    state.shutdown(5000)
-    app.processEvents()
-    return 0
+    return finish_panel_shots(state)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,16 @@ runs, chosen apart from the corpus model. Edits ``state.inspect_choice``; never 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QToolBar, QToolButton
+from PySide6.QtWidgets import QFileDialog, QLabel, QToolBar
 
 from app.gui.state import ModelChoice
-from app.gui.widgets.model_choice import WEIGHTS, WeightsCombo, add_trained_checkpoints
-from app.gui.wording import BACKEND_LABELS
-from core.names import BACKENDS
+from app.gui.widgets.model_choice import (
+    WEIGHTS,
+    WeightsCombo,
+    add_trained_checkpoints,
+    encoder_combo,
+    folder_button,
+)
 
 SAME = "Same as the corpus model"
 
@@ -26,26 +30,15 @@ class InspectBar(QToolBar):
         self.weights = WeightsCombo(self.refresh_weights, lambda: SAME if self.state.inspect_choice is None
                                     else self.state.inspect_choice.model)
         self.weights.setObjectName("inspect_weights_combo")
-        self.weights.setEditable(True)
-        self.weights.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         self.weights.addItem(SAME)
         self.weights.addItems(WEIGHTS)
         self.refresh_weights()
-        self.weights.setMinimumContentsLength(22)
         self.weights.setToolTip(f"“{SAME}”, minilm, a Hugging Face id, a model folder or a trained "
                                 "checkpoint (a masked-LM one for Fill-mask). Type a name and press Enter.")
         title.setBuddy(self.weights)
-        self.encoder = QComboBox()
-        self.encoder.setObjectName("inspect_encoder_combo")
-        for key in BACKENDS:
-            label = BACKEND_LABELS[key]
-            self.encoder.addItem(label, key)
-        self.encoder.setToolTip("Which code runs the inspected model: compare our from-scratch encoder "
-                                "with transformers on the same weights")
-        self.browse = QToolButton()
-        self.browse.setText("Folder…")
-        self.browse.setToolTip("Inspect a model folder or a trained checkpoint")
-        self.browse.clicked.connect(self._browse)
+        self.encoder = encoder_combo("inspect_encoder_combo", "Which code runs the inspected model: compare our "
+                                     "from-scratch encoder with transformers on the same weights")
+        self.browse = folder_button("Inspect a model folder or a trained checkpoint", self._browse)
         self.loaded = QLabel()
         self.loaded.setObjectName("inspect_loaded")
         for w in (title, self.weights, self.browse, self.encoder, self.loaded):

@@ -3,6 +3,7 @@ the tabs built when first needed (Attention, Step by step, Fill-mask, Train, Map
 status bar with the device in use, the corpus count and the running job's progress."""
 from __future__ import annotations
 
+import importlib
 import os
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl
@@ -40,39 +41,20 @@ TITLE = "Encoderscope"
 
 # The panels built when first needed (app/gui/shell/panel_tabs.py): each imports pyqtgraph, so its module is
 # imported by its factory, not at start-up. Tab title -> factory(state) -> the panel.
-def _attention_panel(state):
-    from app.gui.panels.attention.panel import AttentionPanel
-    return AttentionPanel(state)
+def _lazy(module: str, name: str):
+    """factory(state) -> the panel `name` of `module`, imported when the factory first runs."""
+    def build(state):
+        return getattr(importlib.import_module(module), name)(state)
+    return build
 
 
-def _walkthrough_panel(state):
-    from app.gui.panels.walkthrough.panel import WalkthroughPanel
-    return WalkthroughPanel(state)
-
-
-def _fillmask_panel(state):
-    from app.gui.panels.fillmask.panel import FillMaskPanel
-    return FillMaskPanel(state)
-
-
-def _intervene_panel(state):
-    from app.gui.panels.intervene.panel import InterventionPanel
-    return InterventionPanel(state)
-
-
-def _train_panel(state):
-    from app.gui.panels.train.lab import TrainLab  # the Train tab: Run, Runs, Experiments pages
-    return TrainLab(state)
-
-
-def _map_panel(state):
-    from app.gui.panels.map.panel import MapPanel
-    return MapPanel(state)
-
-
-OPTIONAL_PANELS = {"Attention": _attention_panel, "Step by step": _walkthrough_panel,
-                   "Fill-mask": _fillmask_panel, "Intervene": _intervene_panel, "Train": _train_panel}
-MAP_PANEL = {"Map": _map_panel}
+OPTIONAL_PANELS = {"Attention": _lazy("app.gui.panels.attention.panel", "AttentionPanel"),
+                   "Step by step": _lazy("app.gui.panels.walkthrough.panel", "WalkthroughPanel"),
+                   "Fill-mask": _lazy("app.gui.panels.fillmask.panel", "FillMaskPanel"),
+                   "Intervene": _lazy("app.gui.panels.intervene.panel", "InterventionPanel"),
+                   "Causal": _lazy("app.gui.panels.causal.panel", "CausalPanel"),
+                   "Train": _lazy("app.gui.panels.train.lab", "TrainLab")}  # Run, Runs, Experiments pages
+MAP_PANEL = {"Map": _lazy("app.gui.panels.map.panel", "MapPanel")}
 PREBUILD_DELAY_MS = 1500   # after the corpus model loaded, build the unbuilt panels one at a time
 
 
@@ -115,7 +97,7 @@ class MainWindow(QMainWindow):
             # the height left); in a scrolling tab its plots' natural heights made the page taller
             # than the window, the newest part of a curve and Start below the fold
             name = panel_object_name(title)
-            self._panel_tabs[title] = (plain_holder(f"{name}_tab") if title in ("Train", "Intervene")
+            self._panel_tabs[title] = (plain_holder(f"{name}_tab") if title in ("Train", "Intervene", "Causal")
                                        else scroll_holder(f"{name}_scroll"))
             self.tabs.addTab(self._panel_tabs[title], title)
         # ---- corpus map: the Map tab follows the search and feeds it back ----
@@ -183,6 +165,21 @@ class MainWindow(QMainWindow):
     def map_panel(self):
         return self._map["Map"]
 
+    def _open_patch(self, a: str, b: str, site: str) -> None:
+        """A patching-sweep cell: that one patch, applied in the Intervene tab."""
+        panel = self.optional_panels["Intervene"]
+        panel.text_edit.setText(a)
+        panel.editor.text_b.setText(b)
+        panel.editor.sites.setText(site)
+        panel.apply()
+        self.tabs.setCurrentWidget(self._panel_tabs["Intervene"])
+
+    def _cut_edge(self, text: str, layer: int, head, query: int, key: int) -> None:
+        """An Attention heatmap cell: that edge cut in the Causal tab (its Edge cuts page shows the effect)."""
+        self.optional_panels["Causal"].add_cut(text, layer, head, query, key)
+        where = f"{layer + 1}" if head is None else f"{layer + 1}.{head + 1}"
+        self.state.status.emit(f"Attention edge {where}: token {query} -> {key} cut: see the Causal tab's Edge cuts")
+
     def _build_panel(self, title: str):
         """Build the panel of tab ``title`` into its holder (LazyPanels calls this once)."""
         panel = {**OPTIONAL_PANELS, **MAP_PANEL}[title](self.state)
@@ -190,6 +187,10 @@ class MainWindow(QMainWindow):
             panel.setObjectName(panel_object_name(title))
         put_in_holder(self._panel_tabs[title], panel)
         panel_state.restore(self.settings, title, panel)
+        if title == "Causal":
+            panel.patch_requested.connect(self._open_patch)
+        if title == "Attention":
+            panel.edge_clicked.connect(lambda *edge: self._cut_edge(*edge))
         if title in MAP_PANEL:
             panel.search_requested.connect(self.search_for)
             if self._last_search is not None:

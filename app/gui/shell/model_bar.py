@@ -12,13 +12,16 @@ from app.gui.widgets.model_choice import (
     WEIGHTS,
     WeightsCombo,
     add_trained_checkpoints,
+    encoder_combo,
+    folder_button,
     offered_devices,
 )
-from app.gui.wording import BACKEND_LABELS
 from core.encoder.sources import DEFAULT_MODEL
-from core.names import BACKENDS, POOLINGS
+from core.names import POOLINGS
 
 
+# Twin of app.gui.shell.inspect_bar.InspectBar, alike: the corpus model's row and the
+#   inspected model's row; their choices differ (pooling and device here, "same as the corpus" there).
 class ModelBar(QToolBar):
     def __init__(self, state, parent=None):
         super().__init__("Model", parent)
@@ -26,27 +29,16 @@ class ModelBar(QToolBar):
         self.setMovable(False)
         self.state = state
 
-        self.encoder = QComboBox()
-        self.encoder.setObjectName("encoder_combo")
-        for key in BACKENDS:
-            label = BACKEND_LABELS[key]
-            self.encoder.addItem(label, key)
-        self.encoder.setToolTip("Which code runs the network: our from-scratch encoder (core/encoder/model.py) "
-                                "or Hugging Face transformers")
+        self.encoder = encoder_combo("encoder_combo", "Which code runs the network: our from-scratch encoder "
+                                     "(core/encoder/model.py) or Hugging Face transformers")
 
         self.weights = WeightsCombo(self.refresh_weights, lambda: self.state.choice.model)
         self.weights.setObjectName("weights_combo")
-        self.weights.setEditable(True)
-        self.weights.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         self.weights.addItems(WEIGHTS)
         self.refresh_weights()
-        self.weights.setMinimumContentsLength(22)
         self.weights.setToolTip("minilm (bundled, offline), a Hugging Face id, a model folder or a "
                                 "trained checkpoint folder. Type a name and press Enter.")
-        self.browse = QToolButton()
-        self.browse.setText("Folder…")
-        self.browse.setToolTip("Use a model folder or a trained checkpoint")
-        self.browse.clicked.connect(self._browse)
+        self.browse = folder_button("Use a model folder or a trained checkpoint", self._browse)
 
         self.pooling = QComboBox()
         self.pooling.setObjectName("pooling_combo")

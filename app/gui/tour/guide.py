@@ -4,7 +4,7 @@ A small panel floats over the window (not a dialog: the app stays usable underne
 learner does each stop's task for real), where it hides none of what the stop names
 (place.py). Each stop (stops.py) brings its tab forward, rings the widget to use and
 may offer buttons; Back / Next walk the path search → attention → step by step → why →
-fill-mask → map. A window opened during the tour is fitted beside the panel. "Don't show this
+fill-mask → intervene → map. A window opened during the tour is fitted beside the panel. "Don't show this
 again" is kept in the settings (``tour/dont_show``); the Help menu opens the tour whatever it says.
 """
 from __future__ import annotations
@@ -156,6 +156,8 @@ class Tour(QFrame):
             self._show_stop(self.stop, switch_tab=False)
 
     def _show_stop(self, stop: TourStop, detour: bool = False, switch_tab: bool = True) -> None:
+        if self.stop is not None and self.stop is not stop:
+            self.stop.on_leave(self.window_)        # e.g. the Why window of stop 4 closes
         self.stop = stop
         if switch_tab:
             self.window_.show_panel(stop.tab)
@@ -195,6 +197,8 @@ class Tour(QFrame):
         self.go(self.index if self.stop is not self.stops[self.index] else self.index - 1)
 
     def dismiss(self) -> None:
+        if self.stop is not None:
+            self.stop.on_leave(self.window_)
         self._follow.stop()
         self.highlight.follow(None)
         self.hide()

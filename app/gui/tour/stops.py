@@ -25,6 +25,7 @@ class TourStop:
     target: Callable[[QWidget], QWidget | None]       # main window -> the widget to ring
     named: Callable[[QWidget], list] = field(default=lambda w: [])     # widgets the text names
     actions: Callable[[QWidget], list] = field(default=lambda w: [])   # [(label, callable(tour))]
+    on_leave: Callable[[QWidget], None] = field(default=lambda w: None)  # undo what the stop opened
 
 
 def _panel(window, title):
@@ -123,6 +124,18 @@ def lab_detour(window) -> TourStop:
         _attrs(_run_panel, "start_button", "use_button", "cancel_button"))
 
 
+def _close_why(window) -> None:
+    """Leaving the Why stop: its window would cover the next stops."""
+    dialog = getattr(window.search_panel, "why_dialog", None)
+    if dialog is not None and dialog.isVisible():
+        dialog.close()
+
+
+def _intervene_editor(window):
+    panel = _panel(window, "Intervene")
+    return panel.editor.heads if panel is not None else None
+
+
 def _run_panel(window):
     """The lab's Run page (app/gui/panels/train/panel.py)."""
     return _panel(window, "Train").run_panel
@@ -155,9 +168,15 @@ STOPS = (
              "split exactly over pairs of query and hit tokens: which words made it a match. The Why "
              "window opens beside this panel.",
              _attr(lambda w: w.search_panel, "why_button"),
-             _attrs(lambda w: w.search_panel, "why_button", "query")),
+             _attrs(lambda w: w.search_panel, "why_button", "query"), on_leave=_close_why),
     TourStop("Fill-mask", "Fill-mask: what the model expects", _fillmask_text, _fillmask_target,
              _fillmask_named, _fillmask_actions),
+    TourStop("Intervene", "Intervene: switch a part off",
+             "What does one part of the model do? Switch it off and look. Click a head in the ringed "
+             "grid (it turns red), then press <b>Apply</b>: its attention <i>before</i> and <i>after</i>, "
+             "the difference, and how far the sentence's vector moved. <b>Importance map</b> switches "
+             "every part off in turn and measures what each one is worth.",
+             _intervene_editor, _attrs(lambda w: _panel(w, "Intervene"), "apply_button")),
     TourStop("Map", "And then",
              "The ringed <b>Map</b> draws the whole corpus in 2-D, clustered: hover a point to read "
              "its sentence. <b>Train</b> trains the from-scratch encoder; <b>Step by step → Export "

@@ -146,6 +146,7 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         for ax in (self.left_axis, self.top_axis):
             ax.setPen(pg.mkPen(fg))
             ax.setTextPen(pg.mkPen(fg))
+            ax.enableAutoSIPrefix(False)          # tokens, not quantities: never "query (x0.001)"
         self.plot = self.addPlot(row=0, col=0, axisItems={"left": self.left_axis, "top": self.top_axis})
         self.plot.showAxes((True, True, False, False), showValues=(True, True, False, False))
         self.plot.invertY(True)
@@ -220,6 +221,8 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.left_axis.set_labels(self.row_labels)
         self.top_axis.set_labels(self.col_labels)
         self.plot.setTitle(title, **self._title_style)
+        if not title:
+            self.plot.setTitle(None)          # no title, no empty 30 px row: the rows get the height
         if m.size:
             lo, hi = levels if levels is not None else (0.0, float(np.nanmax(m)))
             hi = hi if hi > lo else lo + 1e-6

@@ -7,9 +7,11 @@ from __future__ import annotations
 import sys
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox
+from PySide6.QtWidgets import QComboBox, QToolButton
 
+from app.gui.wording import BACKEND_LABELS
 from core.encoder.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
+from core.names import BACKENDS
 
 WEIGHTS = [DEFAULT_MODEL, DEFAULT_HUB_MODEL]
 POOLING_LABELS = {"mean": "Mean", "cls": "CLS", "max": "Max", "attention": "Attention (learned query)"}
@@ -58,10 +60,13 @@ class WeightsCombo(QComboBox):
     and left without Enter goes back to ``confirmed()`` (the model in use) when the focus leaves:
     the bar never shows a model that is not the one running."""
 
-    def __init__(self, before_popup, confirmed=None, parent=None):
+    def __init__(self, before_popup, confirmed=None, parent=None, width: int = 22):
         super().__init__(parent)
         self._before_popup = before_popup
         self._confirmed = confirmed
+        self.setEditable(True)                          # any model name or folder can be typed
+        self.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.setMinimumContentsLength(width)
 
     def showPopup(self):
         self._before_popup()
@@ -79,3 +84,22 @@ class WeightsCombo(QComboBox):
                     self.setCurrentIndex(i)
                 self.setEditText(name)
                 self.blockSignals(False)
+
+
+def encoder_combo(object_name: str, tooltip: str) -> QComboBox:
+    """The choice of the code that runs a model: ours or transformers (core.names.BACKENDS)."""
+    combo = QComboBox()
+    combo.setObjectName(object_name)
+    for key in BACKENDS:
+        combo.addItem(BACKEND_LABELS[key], key)
+    combo.setToolTip(tooltip)
+    return combo
+
+
+def folder_button(tooltip: str, on_click) -> QToolButton:
+    """A toolbar's "Folder…" button: pick a model folder or a trained checkpoint."""
+    button = QToolButton()
+    button.setText("Folder…")
+    button.setToolTip(tooltip)
+    button.clicked.connect(on_click)
+    return button

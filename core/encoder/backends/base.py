@@ -134,6 +134,27 @@ class Backend:
         self.check_texts(texts)
         return self.model_tokenizer.encode(texts)
 
+    def encode_input(self, text: str, pair: str | None = None) -> tuple[list[int], list[int] | None, int]:
+        """(ids, token type ids, tokens cut) of one text, or of a sentence pair read the BERT
+        way: [CLS] text [SEP] pair [SEP], token types 0 then 1, cut longest-first to the
+        model's length. Types are None for one text (all 0). The one pair tokenisation: the
+        inspector (inspect) and the walkthrough (core.walkthrough.steps.tokenize) both use it."""
+        if pair is None or not pair.strip():
+            rows, cut = self.encode_ids([text])
+            ids, types = rows[0], None
+            # verbose=False: counting the full length is not running it (no "indexing errors" warning)
+            full = len(self.tokenizer(text, truncation=False, verbose=False)["input_ids"]) if cut else len(ids)
+        else:
+            for t in (text, pair):
+                if not t.strip():
+                    raise InputError("both texts of a pair need at least one visible character")
+            self.check_texts([text, pair])
+            enc = self.tokenizer(text, pair, truncation="longest_first", max_length=self.max_length,
+                                 return_token_type_ids=True)
+            ids, types = list(enc["input_ids"]), list(enc["token_type_ids"])
+            full = len(self.tokenizer(text, pair, truncation=False, verbose=False)["input_ids"])
+        return list(ids), types, full - len(ids)
+
     @staticmethod
     def check_texts(texts: list[str]) -> None:
         """An InputError naming the first text that cannot be embedded (empty, or far too long)."""
@@ -251,19 +272,7 @@ class Backend:
     def inspect(self, text: str, pair: str | None = None) -> Inspection:
         """Tokens, every layer's attentions and hidden states for one text, or for a sentence
         pair read the BERT way: [CLS] text [SEP] pair [SEP], with token types 0 then 1."""
-        if pair is None or not pair.strip():
-            ids, cut = self.encode_ids([text])
-            ids, types = ids[0], None
-            # verbose=False: counting the full length is not running it (no "indexing errors" warning)
-            full = len(self.tokenizer(text, truncation=False, verbose=False)["input_ids"]) if cut else len(ids)
-        else:
-            for t in (text, pair):
-                if not t.strip():
-                    raise InputError("both texts of a pair need at least one visible character")
-            enc = self.tokenizer(text, pair, truncation="longest_first", max_length=self.max_length,
-                                 return_token_type_ids=True)
-            ids, types = enc["input_ids"], enc["token_type_ids"]
-            full = len(self.tokenizer(text, pair, truncation=False, verbose=False)["input_ids"])
+        ids, types, cut = self.encode_input(text, pair)
         # Inspection shows the model's exact numbers: fp32 whatever the embedding precision.
         with self._lock, torch.inference_mode():
             input_ids, mask = self._batch([ids])
@@ -273,7 +282,7 @@ class Backend:
             tokens=self.tokenizer.convert_ids_to_tokens(ids),
             attentions=torch.stack([a[0] for a in att]).float().cpu().numpy(),
             hidden_states=torch.stack([h[0] for h in hidden]).float().cpu().numpy(),
-            device=self.device_name, truncated=full - len(ids))
+            device=self.device_name, truncated=cut)
 
     def mlm_logits(self, ids: list[int], per_layer: bool = False):
         """Masked-LM logits of one tokenised text: (1, T, V), and each layer's (a list) or None.

@@ -34,7 +34,9 @@ def test_the_map_says_what_ablating_the_part_costs(tiny, metric, tmp_path):
     cached = importance_map(tiny, metric, seed=1, cache_dir=tmp_path)  # read back from disk
     np.testing.assert_array_equal(cached.heads, m.heads)
     assert cached.baseline == m.baseline
-    assert {p.suffix for p in tmp_path.iterdir()} == {".json", ".safetensors"}
+    assert cached.interval == m.interval and cached.floors == m.floors and cached.n == m.n
+    np.testing.assert_array_equal(cached.low["heads"], m.low["heads"])
+    assert {p.suffix for p in tmp_path.iterdir()} == {".safetensors"}
 
 
 @pytest.mark.slow
@@ -60,7 +62,7 @@ def test_fill_mask_and_vector_effects(tiny):
 
 
 def test_mlm_needs_a_head(minilm):
-    with pytest.raises(NoMLMHead, match="choose the spearman or recall metric, or a model with one") as e:
+    with pytest.raises(NoMLMHead, match="choose the spearman, mrr or recall metric, or a model with one") as e:
         importance_map(minilm, "mlm")
     assert e.value.fix == {"kind": "train_mlm", "init": "minilm"}       # the CLI and the app word it
 
@@ -102,6 +104,26 @@ def test_the_batched_map_is_the_one_at_a_time_map(tiny, metric):
     np.testing.assert_allclose(fast.attention, slow.attention, atol=1e-6)
     np.testing.assert_allclose(fast.ffn, slow.ffn, atol=1e-6)
     assert fast.baseline == slow.baseline
+    np.testing.assert_allclose(fast.low["heads"], slow.low["heads"], atol=1e-6)
+
+
+def test_a_mean_ablation_map_is_each_head_replaced_by_its_mean(tiny):
+    """The stacked sweep with each head's columns filled by its mean equals the hooked path of
+    apply.py's mean ablation, cell by cell, and differs from the zero map."""
+    from core.intervene.means import mean_head_outputs
+    means = mean_head_outputs(tiny, ["the cat sat on the mat", "a dog ran in the park", "hello world"])
+    pairs = range(30)           # 30 of the pairs: the same check, a third of the time
+    fast = importance_map(tiny, "spearman", head_mode="mean", means=means, items=pairs)
+    slow = importance_map(tiny, "spearman", head_mode="mean", means=means, batched=False, items=pairs)
+    np.testing.assert_allclose(fast.heads, slow.heads, atol=1e-6)
+    assert fast.n == 30 and fast.head_mode == "mean"
+    from core.intervene.importance import all_off
+    from core.intervene.measure import Measure
+    m = Measure(tiny, "spearman", 0, items=pairs)     # every head mean-ablated is not every head zeroed
+    assert not np.array_equal(m.values(all_off("heads", 2, 4, "mean"), means=means), m.values(all_off("heads", 2, 4)))
+    (l, h), drop = fast.top(1)[0]
+    assert fast.baseline - measure(tiny, "spearman", Intervention(heads={(l, h)}, head_mode="mean"),
+                                   means=means, items=pairs) == pytest.approx(drop, abs=1e-6)
 
 
 def test_maps_of_each_precision_are_cached_apart(tmp_path):
@@ -114,7 +136,7 @@ def test_maps_of_each_precision_are_cached_apart(tmp_path):
                           cache_dir=tmp_path)
     bf16 = importance_map(get_backend(RANDOM, "scratch", device="cpu", precision="bf16"), "spearman",
                           cache_dir=tmp_path)
-    assert len(list(tmp_path.glob("*.json"))) == 2
+    assert len(list(tmp_path.glob("*.safetensors"))) == 2
     assert not np.array_equal(fp32.heads, bf16.heads)
 
 

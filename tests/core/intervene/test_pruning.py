@@ -9,7 +9,7 @@ import pytest
 
 from core.encoder.backends import get_backend
 from core.intervene.importance import importance_map, measure
-from core.intervene.pruning import Removal, cumulative_removal, least_important_first
+from core.intervene.pruning import Removal, cumulative_removal, held_out_halves, least_important_first
 from core.intervene.spec import Intervention
 from tests.support.tiny_models import run_cli
 
@@ -51,9 +51,21 @@ def test_prune_cli(capsys, tmp_path, monkeypatch):
     code, out, err = run_cli(["importance", "--metric", "spearman", "--prune", "0.05", "--model", RANDOM,
                               "--json"], capsys)
     assert code == 0, err
-    d = json.loads(out)["removal"]
+    full = json.loads(out)
+    d = full["removal"]
     assert len(d["values"]) == 9 and d["drop"] == 0.05
+    # held out: the order is chosen on one seeded half of the pairs, the curve drawn on the other
+    chosen, curve = d["order_chosen_on_items"], d["curve_items"]
+    assert not set(chosen) & set(curve) and sorted(chosen + curve) == list(range(94))
+    assert (tuple(chosen), tuple(curve)) == held_out_halves(94, 0) and d["n"] == len(curve) == 47
+    backend = get_backend(RANDOM, "scratch", device="cpu")
+    half_map = importance_map(backend, "spearman", items=chosen)
+    assert d["order"] == [f"{l + 1}.{h + 1}" for l, h in least_important_first(half_map.heads)]
+    assert d["values"][0] == pytest.approx(measure(backend, "spearman", Intervention(), items=curve), abs=1e-9)
+    assert len(d["drop_interval"]) == 9 and d["drop_interval"][0] == [0.0, 0.0]
+    assert {"precision", "metric", "n", "interval", "floor", "seed"} <= set(full)
     assert d["removable"] == Removal("spearman", "", [], d["values"]).removable(0.05)
     code, out, err = run_cli(["importance", "--metric", "spearman", "--prune", "0.05", "--model", RANDOM], capsys)
     assert code == 0, err
     assert f"{d['removable']} of 8 heads can be removed before spearman falls by 0.05" in out
+    assert "the order chosen on 47 of the 94 items (a seeded half), the curve measured on the other 47" in out

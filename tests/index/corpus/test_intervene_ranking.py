@@ -167,6 +167,28 @@ def agreement_by_hand(backend, texts, spec, queries=25, k=10):
     return float(np.mean([len(a & b) for a, b in zip(top(clean), top(hurt))]) / k)
 
 
+def mrr_by_hand(backend, texts, spec, queries=25):
+    """MRR of each query's clean top hit under the intervention, by NumPy on embed()'s vectors."""
+    from core.intervene.apply import intervene as hooked
+    clean = backend.embed(texts, pooling="mean")
+    with hooked(backend, spec):
+        hurt = backend.embed(texts, pooling="mean")
+    sims = lambda v: v[:queries].astype(np.float64) @ v[queries:].astype(np.float64).T  # noqa: E731
+    best = np.argsort(-sims(clean), axis=1, kind="stable")[:, 0]
+    order = np.argsort(-sims(hurt), axis=1, kind="stable")
+    return float(np.mean([1.0 / (1 + int(np.nonzero(row == b)[0][0])) for row, b in zip(order, best)]))
+
+
+def test_store_mrr_is_the_clean_top_hits_rank_measured_plainly(tiny, store_path):
+    from core.intervene.importance import measure
+    from index.corpus.intervene_ranking import store_sample
+    texts = store_sample(store_path, 100, seed=0)
+    assert measure(tiny, "mrr", Intervention(), texts=texts) == 1.0
+    assert measure(tiny, "mrr", HEAVY, texts=texts) == pytest.approx(mrr_by_hand(tiny, texts, HEAVY), abs=1e-9)
+    assert mrr_by_hand(tiny, texts, HEAVY) < 0.99
+
+
+@pytest.mark.slow          # ~30 s on 2 loaded cores: a map, its floors and four plain re-measurements
 def test_importance_over_a_store_is_the_agreement_measured_plainly(tiny, store_path, tmp_path):
     from core.intervene.importance import importance_map, measure
     from index.corpus.intervene_ranking import store_sample
@@ -184,7 +206,7 @@ def test_importance_over_a_store_is_the_agreement_measured_plainly(tiny, store_p
     # cached per sample: the same texts read back, another sample is another map
     assert importance_map(tiny, "recall", texts=texts, cache_dir=tmp_path).heads.tolist() == m.heads.tolist()
     importance_map(tiny, "recall", texts=store_sample(store_path, 100, seed=1), cache_dir=tmp_path)
-    assert len(list(tmp_path.glob("*.json"))) == 2
+    assert len(list(tmp_path.glob("*.safetensors"))) == 2
 
 
 def test_importance_store_cli(capsys, store_path):
@@ -195,6 +217,18 @@ def test_importance_store_cli(capsys, store_path):
     assert d["store"] == store_path and d["model"] == RANDOM and d["baseline"] == 1.0
     assert "own top 10" in d["measured"]
     code, out, err = run_cli(["importance", "--metric", "spearman", "--store", store_path], capsys)
-    assert "--metric recall or mlm" in one_error(code, err)
+    assert "--metric mrr, recall or mlm" in one_error(code, err)
     code, out, err = run_cli(["importance", "--metric", "recall", "--store", store_path, "--sample", "20"], capsys)
-    assert "needs at least 25 different texts" in one_error(code, err)
+    assert "--sample must be at least 25" in one_error(code, err)
+
+
+def test_ablate_and_importance_on_an_empty_store_say_it_is_empty(capsys, tmp_path):
+    """Issue 49: an empty store is named as empty, with the ingest that fills it."""
+    path = str(tmp_path / "empty")
+    create_corpus(path, get_backend(RANDOM, "scratch", device="cpu"), "mean", index="flat").close()
+    code, out, err = run_cli(["ablate", QUERY, "--heads", "1.1", "--store", path, "--model", RANDOM], capsys)
+    message = one_error(code, err)
+    assert f"the store at {path} is empty" in message and "encoderscope ingest FILE" in message
+    code, out, err = run_cli(["importance", "--metric", "mlm", "--store", path, "--model", RANDOM], capsys)
+    message = one_error(code, err)
+    assert f"the store at {path} is empty" in message and "encoderscope ingest FILE" in message

@@ -47,7 +47,7 @@ CHILD = textwrap.dedent("""
         print(f"DONE {{i}} {{len(texts)}}", flush=True)
         if i % 3 == 2:
             text = f"ingest {{i - 1}} sentence 1"
-            ids = [r.id for r in store.search(embed([text])[0], k=1) if r.text == text]
+            ids = [r.id for r in store.search(embed([text])[0], k=1)[0] if r.text == text]
             print("REMOVING " + text, flush=True)
             store.remove(ids)
             store.save()

@@ -58,16 +58,16 @@ def test_exact_search_equals_numpy_cosine_ranking(tmp_path):
         assert [h.id - 1 for h in row] == list(o)     # ids are 1-based insertion order here
         np.testing.assert_allclose([h.score for h in row], s, atol=1e-5)
         assert [h.text for h in row] == [f"sentence {i}" for i in o]
-    single = store.search(q[0], k=10)
+    single = store.search(q[0], k=10)[0]
     assert [h.id for h in single] == [h.id for h in hits[0]]
     store.close()
 
 
 def test_k_larger_than_corpus_and_empty_store(tmp_path):
     store, x = make(tmp_path, 0)
-    assert store.search(np.ones(D), k=5) == []
+    assert store.search(np.ones(D), k=5)[0] == []
     store.add(["a", "b", "c"], clustered(3, D))
-    hits = store.search(np.ones(D), k=50)
+    hits = store.search(np.ones(D), k=50)[0]
     assert len(hits) == 3
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     store.close()
@@ -78,7 +78,7 @@ def test_results_sorted_and_metadata(tmp_path):
     x = clustered(4, D)
     store.add(["one", "two", "three", "four"], x,
               metadata=[{"source": "a.txt", "row": 3, "lang": "en"}, None, None, {"row": 9}])
-    hits = store.search(x[0], k=4)
+    hits = store.search(x[0], k=4)[0]
     assert hits[0].text == "one" and hits[0].score == pytest.approx(1.0, abs=1e-5)
     assert hits[0].metadata["source"] == "a.txt" and hits[0].metadata["row"] == 3
     assert hits[0].metadata["lang"] == "en" and hits[0].metadata["added"] > 1e9
@@ -142,10 +142,10 @@ def test_remove_and_update_every_kind(tmp_path, kind):
     store, x = make(tmp_path, 400, index=kind)
     assert store.remove([1, 2, 99999]) == [1, 2]
     assert store.count() == 398
-    assert all(h.id not in (1, 2) for h in store.search(x[0], k=20))
+    assert all(h.id not in (1, 2) for h in store.search(x[0], k=20)[0])
     b = FakeBackend(dim=D)
     store.update_text(3, "a brand new text", backend=b)
-    hit = store.search(b.embed(["a brand new text"])[0], k=1)[0]
+    hit = store.search(b.embed(["a brand new text"])[0], k=1)[0][0]
     # The score is the exact cosine with the database's vector, whatever the index keeps.
     assert (hit.id, hit.text) == (3, "a brand new text") and hit.score == pytest.approx(1, abs=1e-5)
     store.close()
@@ -219,7 +219,7 @@ def test_iterate_count_clear(tmp_path):
     assert [r["id"] for r in recs] == list(range(1, 51)) and len(store) == 50
     assert recs[0]["text"] == "sentence 0"
     store.clear()
-    assert store.count() == 0 and store.search(x[0], k=3) == []
+    assert store.count() == 0 and store.search(x[0], k=3)[0] == []
     r = store.add(["after clear"], x[:1])
     assert r.ids == [51]           # ids are never reused
     store.close()
@@ -296,7 +296,7 @@ def test_snapshot_behind_database_is_caught_up(tmp_path, kind):
     store._lock.release()
     reader = VectorStore.open(tmp_path / "s")            # readers catch up in memory
     assert reader.count() == 129 and reader._index.ntotal == 129
-    assert all(h.id != 5 for h in reader.search(x[4], k=5))
+    assert all(h.id != 5 for h in reader.search(x[4:5], k=5)[0])
     man_gen = read_manifest(tmp_path / "s").generation
     writer = VectorStore.open(tmp_path / "s", writable=True)   # writers also save it
     assert read_manifest(tmp_path / "s").generation > man_gen
@@ -389,7 +389,7 @@ def test_corruption_gives_specific_error_and_leaves_files(tmp_path, damage, matc
         assert e.value.remedy == "repair" and "encoderscope" not in str(e.value)
         # The sentences and vectors are intact: repair rebuilds the index (and manifest) from them.
         store = VectorStore.open(folder, writable=True, repair=True)
-        assert store.count() == 200 and store.search(x[7], k=1)[0].text == "sentence 7"
+        assert store.count() == 200 and store.search(x[7], k=1)[0][0].text == "sentence 7"
         store.close()
         VectorStore.open(folder).close()
 

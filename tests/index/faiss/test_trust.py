@@ -54,7 +54,7 @@ def assert_verified(folder):
         ids, vecs = s.vectors()
         for i, v in zip(ids, vecs):
             np.testing.assert_allclose(v, vec(recs[int(i)]), atol=1e-6)
-            hit = s.search(v, k=1)[0]
+            hit = s.search(v[None], k=1)[0][0]
             assert hit.text == recs[int(i)] and hit.score == pytest.approx(1, abs=1e-5)
     return recs
 
@@ -112,9 +112,9 @@ def test_a_reader_sees_a_writers_update_without_a_false_alarm(tmp_path):
     reader = VectorStore.open(folder)
     with VectorStore.open(folder, writable=True) as w:
         w.update_text(3, "a replaced text", vec("a replaced text"))
-    hits = reader.search(vec("alpha text number 002"), k=3)   # row 3's old vector is nearest
+    hits = reader.search(vec("alpha text number 002")[None], k=3)[0]   # row 3's old vector is nearest
     assert all(h.text != "alpha text number 002" for h in hits)
-    assert reader.search(vec("a replaced text"), k=1)[0].text == "a replaced text"
+    assert reader.search(vec("a replaced text")[None], k=1)[0][0].text == "a replaced text"
     reader.close()
 
 
@@ -205,7 +205,7 @@ def test_format1_store_opens_searches_the_same_and_is_upgraded(tmp_path):
     def same_results():
         with VectorStore.open(folder) as s:
             for text, hits in expected.items():
-                assert [[h.id, h.text] for h in s.search(vec(text), k=3)] == hits
+                assert [[h.id, h.text] for h in s.search(vec(text)[None], k=3)[0]] == hits
 
     def columns():
         c = sqlite3.connect(folder / "store.db")

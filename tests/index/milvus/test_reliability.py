@@ -56,7 +56,7 @@ CHILD = textwrap.dedent("""
         print(f"DONE {{i}} {{n}}", flush=True)
         if i % 3 == 2:
             text = f"ingest {{i - 1}} sentence 1: words {{((i - 1) * 7 + 1) % 13}} and more"
-            ids = [r.id for r in store.search(b.embed([text])[0], k=1, fingerprint=b.fingerprint()) if r.text == text]
+            ids = [r.id for r in store.search(b.embed([text]), k=1, fingerprint=b.fingerprint())[0] if r.text == text]
             store.remove(ids)
             print("REMOVED " + " ".join(map(str, ids)), flush=True)
         i += 1
@@ -113,7 +113,7 @@ def _check(store, backend, done_all, removed_all, label):
     if rows:                                        # self-search of a few rows at ~1.0
         for r in random.Random(len(rows)).sample(rows, min(5, len(rows))):
             hit = store.search(backend.embed([r["text"]])[0], k=1,
-                                fingerprint=backend.fingerprint(store.pooling))[0]
+                                fingerprint=backend.fingerprint(store.pooling))[0][0]
             assert hit.text == r["text"] and hit.score > 0.999, (label, r["text"], hit)
     return ids
 

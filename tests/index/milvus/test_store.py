@@ -153,7 +153,7 @@ def test_lite_logs_no_server_tracebacks(tmp_path, caplog):
     s = open_store(f"milvus-lite:{tmp_path / 'c'}", create=True, fingerprint=FP)
     try:
         s.add(["a", "b"], clustered(2, D))
-        assert s.search(clustered(2, D)[0], k=1)[0].text == "a"
+        assert s.search(clustered(2, D)[:1], k=1)[0][0].text == "a"
         assert s.info()["count"] == 2
         s.reindex("flat")
     finally:
@@ -277,7 +277,7 @@ def test_lite_index_file_cut_by_a_crash_is_rebuilt(tmp_path, caplog):
             again = open_store(loc, writable=writable)
         try:
             assert again.count() == 40
-            hits = again.search(vectors[7], k=1)
+            hits = again.search(vectors[7:8], k=1)[0]
             assert hits[0].text == "sentence 7" and abs(hits[0].score - 1.0) < 1e-5
         finally:
             again.close()

@@ -41,8 +41,10 @@ def test_exact_search_equals_numpy_cosine_ranking(tmp_path, store_kind, opened):
         assert [h.id - 1 for h, k in zip(row, ok) if k] == [i for i, k in zip(o, ok) if k]
         assert [h.text for h in row] == [f"sentence {h.id - 1}" for h in row]
         assert all(a.score >= b.score for a, b in zip(row, row[1:]))
+    # one shape for every caller: a list per query, also for one query given as a vector
     single = store.search(q[0], k=10)
-    assert [h.id for h in single] == [h.id for h in hits[0]]
+    assert len(single) == 1 and [h.id for h in single[0]] == [h.id for h in hits[0]]
+    assert [h.id for h in store.search(q[:1], k=10)[0]] == [h.id for h in hits[0]]
 
 
 @pytest.mark.skipif(not milvus_available(), reason="needs the [milvus] extra")
@@ -61,9 +63,9 @@ def test_faiss_and_milvus_give_identical_top_k(tmp_path, opened):
 def test_empty_store_and_k_larger_than_corpus(tmp_path, store_kind, opened):
     store, _ = make(opened, tmp_path, store_kind)
     assert store.count() == 0 and list(store.iter()) == []
-    assert store.search(np.ones(D), k=5) == []
+    assert store.search(np.ones(D), k=5)[0] == []
     store.add(["a", "b", "c"], clustered(3, D))
-    hits = store.search(np.ones(D), k=50)
+    hits = store.search(np.ones(D), k=50)[0]
     assert len(hits) == 3
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     with pytest.raises(Exception, match="k must be at least 1"):
@@ -75,7 +77,7 @@ def test_metadata_round_trip(tmp_path, store_kind, opened):
     x = clustered(4, D)
     store.add(["one", "two", "three", "four"], x,
               metadata=[{"source": "a.txt", "row": 3, "lang": "en"}, None, None, {"row": 9}])
-    hits = store.search(x[0], k=4)
+    hits = store.search(x[0], k=4)[0]
     assert hits[0].text == "one" and hits[0].score == pytest.approx(1.0, abs=1e-5)
     md = hits[0].metadata
     assert md["source"] == "a.txt" and md["row"] == 3 and md["lang"] == "en" and md["added"] > 1e9
@@ -107,7 +109,7 @@ def test_remove_count_iterate_get(tmp_path, store_kind, opened):
     rows = list(store.iter())
     assert [r["id"] for r in rows] == [i for i in range(1, 301) if i not in (5, 7)]
     assert rows[0] == {"id": 1, "text": "sentence 0", "metadata": rows[0]["metadata"]}
-    hit = store.search(x[4], k=1)[0]
+    hit = store.search(x[4], k=1)[0][0]
     assert hit.id != 5
     got = store.get([1, 5, 300])
     assert set(got) == {1, 300} and got[300]["text"] == "sentence 299"
@@ -123,7 +125,7 @@ def test_update_text(tmp_path, store_kind, opened):
     v = clustered(1, D, seed=42)[0]
     store.update_text(3, "a new third sentence", v)
     assert store.get([3])[3]["text"] == "a new third sentence"
-    top = store.search(v, k=1)[0]
+    top = store.search(v, k=1)[0][0]
     assert (top.id, top.text) == (3, "a new third sentence")
     assert store.count() == 50
     with pytest.raises(DuplicateText, match="as id 4"):
@@ -137,7 +139,7 @@ def test_update_text(tmp_path, store_kind, opened):
 def test_clear(tmp_path, store_kind, opened):
     store, x = make(opened, tmp_path, store_kind, 40)
     store.clear()
-    assert store.count() == 0 and store.search(x[0], k=3) == []
+    assert store.count() == 0 and store.search(x[0], k=3)[0] == []
     r = store.add(["sentence 0"], x[:1])
     assert r.added == 1 and r.ids[0] > 40
 
@@ -227,7 +229,7 @@ def test_add_stream_embeds_a_text_removed_while_its_window_was_embedded(tmp_path
     assert b.calls == [["new"], ["old text"]]             # planned as stored, then gone
     assert r.added == 2 and store.count() == 2
     assert r.truncated == 1                               # "old text" was cut, "new" was not
-    hit = store.search(text_vector("old text", D, b.weights + "mean"), k=1)[0]
+    hit = store.search(text_vector("old text", D, b.weights + "mean"), k=1)[0][0]
     assert hit.text == "old text" and hit.score == pytest.approx(1.0, abs=1e-5)
 
 

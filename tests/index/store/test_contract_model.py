@@ -119,7 +119,7 @@ def test_migrate_round_trip_faiss_milvus_faiss(tmp_path, opened):
         assert [h.text for h in a] == [h.text for h in b] == [h.text for h in c]
         np.testing.assert_allclose([h.score for h in a], [h.score for h in c], atol=1e-5)
         assert [h.id for h in a] == [h.id for h in b]           # Milvus kept the ids
-    md = stores[1].search(clustered(1, D, seed=7)[0], k=1)[0].metadata
+    md = stores[1].search(clustered(1, D, seed=7), k=1)[0][0].metadata
     assert md["source"] == "m.csv" and md["row"] == 2 and md["lang"] == "de"
     assert [s.count() for s in stores] == [1199] * 3
     assert [r["text"] for r in stores[0].iter()] == [r["text"] for r in stores[2].iter()]
@@ -227,10 +227,10 @@ def test_a_whitened_store_searches_whitened_vectors_and_whitens_queries(tmp_path
     with pytest.raises(ModelMismatch):
         store.search(q, k=3, fingerprint=OTHER)
     assert store.fingerprint_dict["whitening"] == w.digest() and store.info()["whitening"]["dims"] == 12
-    first = [h.id for h in store.search(q[0], k=5, fingerprint=FP)]
+    first = [h.id for h in store.search(q[:1], k=5, fingerprint=FP)[0]]
     store.close()
     again = open_(opened, loc(tmp_path, store_kind, "w"), writable=False)     # verified on open
-    assert [h.id for h in again.search(q[0], k=5, fingerprint=FP)] == first
+    assert [h.id for h in again.search(q[:1], k=5, fingerprint=FP)[0]] == first
 
 
 @pytest.mark.parametrize("damage", ["flip a byte", "swap in another transform", "delete"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import numpy as np
 import pytest
 
 from index.corpus import door
@@ -75,3 +76,32 @@ def test_a_mismatch_still_names_the_store_size_and_the_rebuild(store_dir, counte
     assert f"re-embed all {len(TEXTS)} sentences" in str(e.value)
     assert e.value.rebuild["model"] == "other-model"
     assert counted["checks"] == 1 and counted["counts"] == 1     # the hint's count, on this path only
+
+
+class _CountedVector(np.ndarray):
+    """A stored vector that counts the dot products taken with it (a hit's cosine)."""
+    products = 0
+
+    def __matmul__(self, other):
+        _CountedVector.products += 1
+        return np.asarray(self) @ other
+
+
+def test_a_query_is_normalised_once_and_each_hit_scored_once(store_dir, monkeypatch):
+    from index.faiss.row_checks import RowChecker
+    from index.store import adding
+    b = FakeBackend(dim=D)
+    unit = b.embed([TEXTS[2]])            # a backend's vector: unit length already
+    assert adding.normalize(unit) is unit or np.shares_memory(adding.normalize(unit), unit)
+    raw = unit * 3.0                       # anything else is scaled, once
+    np.testing.assert_allclose(np.linalg.norm(adding.normalize(raw), axis=1), 1.0, atol=1e-6)
+    read = RowChecker.with_vectors
+    monkeypatch.setattr(RowChecker, "with_vectors", lambda self, ids, dim: {
+        i: (rec, v.view(_CountedVector)) for i, (rec, v) in read(self, ids, dim).items()})
+    with VectorStore.open(store_dir) as store:
+        _CountedVector.products = 0
+        hits, _ = door.search(store, TEXTS[2], 5, b)
+        assert [h.text for h in hits][:1] == [TEXTS[2]] and len(hits) == 5
+        assert _CountedVector.products == 5          # one cosine per hit, not one more
+        two = store.search(b.embed(TEXTS[:2]), 4, fingerprint=b.fingerprint())
+        assert [len(r) for r in two] == [4, 4] and _CountedVector.products == 5 + 8

@@ -7,7 +7,7 @@ from PySide6 import QtWidgets
 from PySide6.QtCore import Qt
 
 from app.gui.widgets.heatmap import COLORMAPS, DEFAULT_COLORMAP
-from core.encoder import attention as A
+from core.inspect import attention_maps as A
 
 
 def build_controls(panel, outer: QtWidgets.QVBoxLayout) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from app.gui.widgets.save_dialog import ask_save_path
-from core.encoder import attention as A
+from core.inspect import attention_maps as A
 
 EXPORT_JOB_KEY = "attention.export"
 
@@ -48,27 +48,29 @@ class AttentionExporter:
         self.source = source                  # what is shown now, or None before any inspection
         self.saved = saved                    # (path, ok, why): every outcome, once
 
-    def _ask_path(self, caption: str, suggested: str, filt: str) -> Path | None:
-        return ask_save_path(self.dialog_parent, caption, suggested, filt)
-
-    def png(self, path=None) -> Path | None:
+    def _target(self, path, caption: str, suggested, filt: str):
+        """(what is shown, the path to write: `path`, or asked with `suggested(source)` offered),
+        or None when nothing is shown or the dialog was cancelled."""
         src = self.source()
         if src is None:
             return None
-        path = path or self._ask_path("Save the view as PNG", src.view_stem + ".png", "PNG image (*.png)")
-        if path is None:
+        path = path or ask_save_path(self.dialog_parent, caption, suggested(src), filt)
+        return None if path is None else (src, path)
+
+    def png(self, path=None) -> Path | None:
+        target = self._target(path, "Save the view as PNG", lambda s: s.view_stem + ".png", "PNG image (*.png)")
+        if target is None:
             return None
+        src, path = target
         ok = src.view.save_png(path)
         self.saved(path, ok, "")
         return Path(path) if ok else None
 
     def csv(self, path=None) -> Path | None:
-        src = self.source()
-        if src is None:
+        target = self._target(path, "Save the matrix as CSV", lambda s: s.stem + ".csv", "CSV (*.csv)")
+        if target is None:
             return None
-        path = path or self._ask_path("Save the matrix as CSV", src.stem + ".csv", "CSV (*.csv)")
-        if path is None:
-            return None
+        src, path = target
         try:
             out = A.write_matrix_csv(path, src.matrix, src.labels)
         except OSError as e:
@@ -80,23 +82,19 @@ class AttentionExporter:
     def all_csv(self, path=None):
         """All heads as one long CSV (1.2 million lines at 6x12 heads, 128 tokens): written in a
         worker, with progress and Cancel. Returns the Job (None when nothing was started)."""
-        src = self.source()
-        if src is None:
+        target = self._target(path, "Save all heads as CSV", lambda _s: "attention_all_heads.csv", "CSV (*.csv)")
+        if target is None:
             return None
-        path = path or self._ask_path("Save all heads as CSV", "attention_all_heads.csv", "CSV (*.csv)")
-        if path is None:
-            return None
+        src, path = target
         return self._job(A.write_all_heads_csv, path, src.attentions, src.tokens,
                          label="Exporting all heads as CSV")
 
     def npz(self, path=None):
         """All heads as a compressed .npz, written in a worker (see ``all_csv``)."""
-        src = self.source()
-        if src is None:
+        target = self._target(path, "Save all heads as NPZ", lambda _s: "attention_all_heads.npz", "NumPy (*.npz)")
+        if target is None:
             return None
-        path = path or self._ask_path("Save all heads as NPZ", "attention_all_heads.npz", "NumPy (*.npz)")
-        if path is None:
-            return None
+        src, path = target
         extra = {"text": src.text} | ({"model": src.model} if src.model else {})
         return self._job(_npz_fn, path, src.attentions, src.tokens, label="Exporting all heads as NPZ",
                          wants_progress=False, **extra)

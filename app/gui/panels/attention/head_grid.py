@@ -103,6 +103,9 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.plot.vb.setMouseEnabled(x=False, y=False)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
+        self.plot.vb.sigResized.connect(self._tick)     # a narrower grid labels fewer heads
+        for side in ("left", "top"):
+            self.plot.getAxis(side).enableAutoSIPrefix(False)   # numbers of heads, never "(x0.001)"
 
         def outline(color, width, z):
             item = QtWidgets.QGraphicsRectItem(0, 0, 1, 1)
@@ -156,12 +159,36 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         bg = (self.bg.red(), self.bg.green(), self.bg.blue(), 255)
         rgba, self.cell, self.gutter = mosaic_rgba(a, lut, bg, per_head=self.per_head)
         self.image.setImage(rgba, autoLevels=False, levels=None)
-        step = self.cell + self.gutter
-        self.plot.getAxis("left").setTicks([[(l * step + self.cell / 2, str(l + 1)) for l in range(L)], []])
-        self.plot.getAxis("top").setTicks([[(h * step + self.cell / 2, str(h + 1)) for h in range(H)], []])
         self.plot.vb.setRange(xRange=(0, rgba.shape[1]), yRange=(0, rgba.shape[0]), padding=0.01)
+        self._tick()
         self._place(self.select_box, *self.selected)
         self._place(self.hover_box, -1, -1)
+
+    def tick_every(self) -> tuple[int, int]:
+        """(layers, heads): label every k-th one, so that numbers never touch ("9101112")."""
+        L, H = self.grid_shape()
+        if not L or not self.cell:
+            return 1, 1
+        step = self.cell + self.gutter
+        vb = self.plot.vb
+        (x0, x1), (y0, y1) = vb.viewRange()
+        px_x = step * vb.width() / max(x1 - x0, 1e-9)
+        px_y = step * vb.height() / max(y1 - y0, 1e-9)
+        fm = self.fontMetrics()
+        wide = fm.horizontalAdvance(str(H)) + 6
+        tall = fm.height()
+        return (max(1, int(np.ceil(tall / max(px_y, 1e-9)))), max(1, int(np.ceil(wide / max(px_x, 1e-9)))))
+
+    def _tick(self, *_):
+        L, H = self.grid_shape()
+        if not L:
+            return
+        step = self.cell + self.gutter
+        every_l, every_h = self.tick_every()
+        self.plot.getAxis("left").setTicks(
+            [[(l * step + self.cell / 2, str(l + 1)) for l in range(L) if l % every_l == 0], []])
+        self.plot.getAxis("top").setTicks(
+            [[(h * step + self.cell / 2, str(h + 1)) for h in range(H) if h % every_h == 0], []])
 
     # ---- picking ---------------------------------------------------------------------------------
     def cell_rect(self, layer: int, head: int) -> QtCore.QRectF:

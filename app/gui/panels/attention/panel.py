@@ -2,7 +2,7 @@
 
 The model call (``Backend.inspect``) runs through ``state.run`` off the UI thread; everything
 after it (aggregating, hiding tokens, drawing) is numpy + pyqtgraph on the UI thread and takes
-milliseconds (see bench/attention_render.py). The maths lives in ``core/encoder/attention.py``.
+milliseconds (see bench/attention_render.py). The maths lives in ``core/inspect/attention_maps.py``.
 
 Keyboard: with the heatmap or the grid focused, Left/Right step through heads and Up/Down
 through layers; Ctrl+Enter in the text box inspects; Home resets the zoom.
@@ -24,7 +24,7 @@ from app.gui.panels.attention.export import AttentionExporter, ExportSource, pai
 from app.gui.panels.attention.view_pages import EXPLAIN, build_view_pages
 from app.gui.widgets.labels import rich_label
 from app.gui.widgets.line_edit import long_line_edit
-from core.encoder import attention as A
+from core.inspect import attention_maps as A
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "attention.inspect"
@@ -40,6 +40,7 @@ class AttentionPanel(QtWidgets.QWidget):
     failed = QtCore.Signal(str)
     exported = QtCore.Signal(object)         # the Path of each file written by an export
     export_failed = QtCore.Signal(str, str)  # path, why ("cancelled" when cancelled)
+    edge_clicked = QtCore.Signal(str, int, object, int, int)   # text, layer, head (None: all), query, key
 
     def __init__(self, state, parent=None, auto_inspect: bool = True):
         super().__init__(parent)
@@ -318,7 +319,13 @@ class AttentionPanel(QtWidgets.QWidget):
             f"{html.escape(names[int(row.argmax())])}</span>")
 
     def _cell_clicked(self, i: int, j: int) -> None:
+        """A cell of one head (or of the heads' mean: every head) is an edge the Causal tab can cut."""
         self.heatmap.setFocus()
+        if self.inspection is None or self.mode not in ("head", "mean") or self.pair_edit.text().strip():
+            return
+        pos = self.heatmap.positions
+        self.edge_clicked.emit(self.text_edit.text(), self.layer, self.head if self.mode == "head" else None,
+                               pos[i], pos[j])
 
     def _grid_hovered(self, layer: int, head: int) -> None:
         if layer >= 0:

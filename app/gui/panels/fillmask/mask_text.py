@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-MASK = "[MASK]"
-WORD_RE = re.compile(r"\[MASK\]|\w+(?:['’]\w+)*|[^\w\s]")
+from core.names import MASK
+
+WORD_RE = re.compile(re.escape(MASK) + r"|\w+(?:['’]\w+)*|[^\w\s]")
 
 
 def words(text: str) -> list[tuple[int, int, str]]:

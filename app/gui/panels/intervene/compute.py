@@ -13,6 +13,7 @@ import threading
 import weakref
 from dataclasses import dataclass, field
 
+from app.gui.wording import model_label
 from core.errors import Cancelled, InputError
 from core.intervene import effects as E
 from core.intervene.spec import Intervention
@@ -72,6 +73,7 @@ class Effects:
     alignment: object = None           # core.intervene.patching.Alignment when patching
     model: str = ""
     notes: list = field(default_factory=list)
+    toward_b: E.TowardB | None = None   # patching: how far A's vector moved toward B's
 
 
 def resolve_patch(backend, request: EffectsRequest, means):
@@ -109,12 +111,14 @@ def effects_fn(backend, request: EffectsRequest, progress=None, cancel=None) -> 
     attention = E.compare_attentions(backend, request.text, spec, means, source)
     _step(progress, cancel, 2, "Sentence vector")
     vector = E.compare_vector(backend, request.text, spec, means=means, source=source)
+    toward_b = None if source is None else E.toward_b(backend, vector, request.text_b)
     fill, fill_note = None, ""
     masked = request.masked.strip()
     mask = getattr(backend.tokenizer, "mask_token", None)
     if not backend.has_mlm:
-        fill_note = (f"{backend.model_name} has no masked-LM head, so it cannot fill a [MASK]: inspect a model "
-                     "with one (a BERT/DistilBERT folder, or one trained with --objective mlm)")
+        fill_note = (f"{model_label(backend.model_name)} has no masked-LM head, so it cannot fill a [MASK]: "
+                     "inspect a model with one (a BERT/DistilBERT folder, or one trained in the Train tab with "
+                     "the Masked-LM objective)")
     elif not masked or not mask or mask not in masked:
         fill_note = f"type a sentence with {mask or '[MASK]'} to see the guesses change"
     elif source is not None:
@@ -125,7 +129,8 @@ def effects_fn(backend, request: EffectsRequest, progress=None, cancel=None) -> 
     else:
         _step(progress, cancel, 3, "Fill-mask")
         fill = E.compare_fill_mask(backend, masked, spec, request.top_k, request.target.strip() or None, means)
-    return Effects(request, spec, attention, vector, fill, fill_note, alignment, backend.model_name)
+    return Effects(request, spec, attention, vector, fill, fill_note, alignment, backend.model_name,
+                   toward_b=toward_b)
 
 
 def metrics_fn(backend, spec: Intervention, progress=None, cancel=None) -> list:

@@ -11,9 +11,14 @@ import html
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app.gui.widgets.keep_place import keep_place
 from app.gui.widgets.line_edit import long_line_edit
+from app.gui.widgets.tables import read_only_table
 
 EXAMPLE_QUERY = "a pet sleeping in the sun"
+EMPTY_WORDS = ("Press Measure to compare the shipped benchmarks with and without the intervention; type a "
+               "query and press Rank to see which of its hits move.")
+RANKING_COLUMNS = ("before", "after", "moved", "score", "text")
 
 
 def _item(text: str, align_right: bool = False, color: str | None = None) -> QtWidgets.QTableWidgetItem:
@@ -43,15 +48,12 @@ class MetricsView(QtWidgets.QWidget):
         self.progress.setTextVisible(True)
         self.cancel_button = QtWidgets.QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel_requested)
+        keep_place(self.progress)                 # Cancel stays where it was when a run starts
         bar.addWidget(self.measure_button)
         bar.addWidget(self.progress, 1)
         bar.addWidget(self.cancel_button)
         outer.addLayout(bar)
-        self.table = QtWidgets.QTableWidget(0, 4)
-        self.table.setObjectName("metric_effects")
-        self.table.setHorizontalHeaderLabels(["metric", "before", "after", "difference"])
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table = read_only_table("metric_effects", ["metric", "before", "after", "difference"])
         self.table.setMaximumHeight(130)
         outer.addWidget(self.table)
         self.note = QtWidgets.QLabel()
@@ -59,8 +61,10 @@ class MetricsView(QtWidgets.QWidget):
         self.note.setObjectName("metrics_note")
         outer.addWidget(self.note)
 
-        outer.addWidget(QtWidgets.QLabel("<b>Search ranking</b> of a query over the open corpus: only the query is "
-                                         "re-embedded under the intervention (the stored vectors stay)"))
+        about = QtWidgets.QLabel("<b>Search ranking</b> of a query over the open corpus: only the query is "
+                                 "re-embedded under the intervention (the stored vectors stay)")
+        about.setWordWrap(True)
+        outer.addWidget(about)
         row = QtWidgets.QHBoxLayout()
         self.query_edit = long_line_edit(EXAMPLE_QUERY, "A query", "ranking_query", on_enter=self._ask_ranking)
         self.rank_button = QtWidgets.QPushButton("Rank")
@@ -68,14 +72,17 @@ class MetricsView(QtWidgets.QWidget):
         row.addWidget(self.query_edit, 1)
         row.addWidget(self.rank_button)
         outer.addLayout(row)
-        self.ranking = QtWidgets.QTableWidget(0, 4)
+        self.ranking = QtWidgets.QTableWidget(0, len(RANKING_COLUMNS))
         self.ranking.setObjectName("ranking_effects")
-        self.ranking.setHorizontalHeaderLabels(["before", "after", "moved", "text"])
+        self.ranking.setHorizontalHeaderLabels(list(RANKING_COLUMNS))
+        self.ranking.horizontalHeaderItem(3).setToolTip("The hit's cosine with the query under the intervention "
+                                                       "(with the clean query, if it left the top k)")
         self.ranking.verticalHeader().setVisible(False)
         self.ranking.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.ranking.horizontalHeader().setStretchLastSection(True)
         outer.addWidget(self.ranking, 1)
         self.set_running(False)
+        self.clear()
 
     def _ask_ranking(self) -> None:
         self.ranking_requested.emit(self.query_edit.text())
@@ -95,20 +102,22 @@ class MetricsView(QtWidgets.QWidget):
     def clear(self, note: str = "") -> None:
         self.table.setRowCount(0)
         self.ranking.setRowCount(0)
-        self.note.setText(note)
+        self.note.setText(note or EMPTY_WORDS)
 
     def clear_ranking(self) -> None:
         """Another corpus model: its store's ranking is not this one's."""
         self.ranking.setRowCount(0)
 
-    def show_metrics(self, metrics) -> None:
+    def show_metrics(self, metrics, patched: bool = False) -> None:
         self.table.setRowCount(len(metrics))
         for r, m in enumerate(metrics):
             worse = m.difference < 0
             for c, text in enumerate((m.name, f"{m.before:.4f}", f"{m.after:.4f}", f"{m.difference:+.4f}")):
                 self.table.setItem(r, c, _item(text, c > 0, ("#c0392b" if worse else "#1e7b34") if c == 3 else None))
         self.table.resizeColumnsToContents()
-        self.note.setText("Patch sites belong to one sentence: the metrics measure the other switches.")
+        # said only when something is patched: the metrics then leave the patch out
+        self.note.setText("Patch sites belong to one sentence: the metrics measure the other switches."
+                          if patched else "")
 
     def show_ranking(self, changes) -> None:
         """index.corpus.intervene_ranking.RankingChanges: the top k after (with each one's place before),
@@ -125,10 +134,12 @@ class MetricsView(QtWidgets.QWidget):
             else:
                 shown = "·" if moved == 0 else f"{'↑' if moved > 0 else '↓'}{abs(moved)}"
                 color = None if not moved else ("#1e7b34" if moved > 0 else "#c0392b")
+            score = hit.score_after if hit.score_after is not None else hit.score_before
             cells = ("—" if hit.rank_before is None else str(hit.rank_before),
-                     "—" if hit.rank_after is None else str(hit.rank_after), shown, hit.text)
+                     "—" if hit.rank_after is None else str(hit.rank_after), shown,
+                     "—" if score is None else f"{score:.4f}", hit.text)
             for c, text in enumerate(cells):
-                self.ranking.setItem(r, c, _item(text, c < 2, color if c == 2 else None))
+                self.ranking.setItem(r, c, _item(text, c < 2 or c == 3, color if c == 2 else None))
         self.ranking.resizeColumnsToContents()
         moved = sum(1 for h in changes.hits if h.moved)
         self.note.setText(f"“{html.escape(changes.query)}”: {moved} of the top {changes.k} moved, "
@@ -136,4 +147,8 @@ class MetricsView(QtWidgets.QWidget):
                           f"cosine {changes.cosine:.4f} with the original")
 
     def ranking_rows(self) -> list[tuple[str, str, str, str]]:
-        return [tuple(self.ranking.item(r, c).text() for c in range(4)) for r in range(self.ranking.rowCount())]
+        """(before, after, moved, text) of each row, as shown."""
+        return [tuple(self.ranking.item(r, c).text() for c in (0, 1, 2, 4)) for r in range(self.ranking.rowCount())]
+
+    def ranking_scores(self) -> list[str]:
+        return [self.ranking.item(r, 3).text() for r in range(self.ranking.rowCount())]

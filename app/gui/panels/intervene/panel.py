@@ -17,9 +17,13 @@ from app.gui.follow_model import FollowModel
 from app.gui.panels.intervene import compute as C
 from app.gui.panels.intervene.editor import InterventionEditor
 from app.gui.panels.intervene.effects_view import EffectsView
+from app.gui.panels.intervene.fill_view import FillMaskEffectsView
 from app.gui.panels.intervene.importance_view import ImportanceView
 from app.gui.panels.intervene.metrics_view import MetricsView
+from app.gui.widgets.keep_place import keep_place
+from app.gui.widgets.labels import rich_label
 from app.gui.widgets.line_edit import long_line_edit
+from app.gui.wording import model_label, model_tooltip
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 MASKED_EXAMPLE = "The cat sat on the [MASK]."
@@ -30,6 +34,17 @@ JOB_RANKING, JOB_MAP = "intervene.ranking", "intervene.importance"
 def importance_cache_dir():
     from core.paths import data_dir
     return data_dir() / "cache" / "importance"
+
+
+class FittingScroll(QtWidgets.QScrollArea):
+    """A vertical scroll area never narrower than what it holds: no horizontal scrollbar."""
+
+    def minimumSizeHint(self) -> QtCore.QSize:
+        hint = super().minimumSizeHint()
+        if self.widget() is None:
+            return hint
+        extra = self.verticalScrollBar().sizeHint().width() + 2 * self.frameWidth() + 2
+        return QtCore.QSize(self.widget().minimumSizeHint().width() + extra, hint.height())
 
 
 class InterventionPanel(QtWidgets.QWidget):
@@ -46,6 +61,7 @@ class InterventionPanel(QtWidgets.QWidget):
         self.current = current_intervention(state)
         self.shown_backend = None             # the model whose numbers are drawn
         self._last_request: C.EffectsRequest | None = None
+        self._dropped = ""                    # why a model switch dropped some parts (said after the re-run)
         self._build()
         self.follow = FollowModel(state, JOB_EFFECTS)
         self.metrics_follow = FollowModel(state, JOB_METRICS)
@@ -61,27 +77,24 @@ class InterventionPanel(QtWidgets.QWidget):
     def _build(self) -> None:
         outer = QtWidgets.QVBoxLayout(self)
         outer.setContentsMargins(8, 8, 8, 8)
-        form = QtWidgets.QGridLayout()
+        form = QtWidgets.QHBoxLayout()             # one row: the plots get the height
         self.text_edit = long_line_edit(EXAMPLE, "Sentence A: the sentence whose attention and vector are shown",
                                         "intervene_text", on_enter=self.apply)
         self.masked_edit = long_line_edit(MASKED_EXAMPLE, "A sentence with [MASK] for fill-mask", "intervene_masked",
                                           on_enter=self.apply)
         self.target_edit = long_line_edit("mat", "token to follow", "intervene_target", on_enter=self.apply)
-        self.target_edit.setMaximumWidth(140)
+        self.target_edit.setMaximumWidth(110)
         self.target_edit.setToolTip("Its probability at the first [MASK], before and after")
-        form.addWidget(QtWidgets.QLabel("Sentence"), 0, 0)
-        form.addWidget(self.text_edit, 0, 1, 1, 3)
-        form.addWidget(QtWidgets.QLabel("Fill-mask"), 1, 0)
-        form.addWidget(self.masked_edit, 1, 1)
-        form.addWidget(QtWidgets.QLabel("p of"), 1, 2)
-        form.addWidget(self.target_edit, 1, 3)
+        form.addWidget(QtWidgets.QLabel("Sentence"))
+        form.addWidget(self.text_edit, 3)
+        form.addWidget(QtWidgets.QLabel("Fill-mask"))
+        form.addWidget(self.masked_edit, 2)
+        form.addWidget(QtWidgets.QLabel("p of"))
+        form.addWidget(self.target_edit, 1)
         outer.addLayout(form)
 
         bar = QtWidgets.QHBoxLayout()
-        self.description = QtWidgets.QLabel()
-        self.description.setObjectName("intervention_description")
-        self.description.setTextFormat(QtCore.Qt.TextFormat.RichText)
-        self.description.setWordWrap(True)
+        self.description = rich_label("intervention_description")
         self.apply_button = QtWidgets.QPushButton("Apply")
         self.apply_button.setDefault(True)
         self.apply_button.setToolTip("Run the sentence with these parts switched off (Step by step follows too)")
@@ -90,36 +103,44 @@ class InterventionPanel(QtWidgets.QWidget):
         self.clear_button.setToolTip("Switch everything back on")
         self.clear_button.clicked.connect(self.clear)
         self.progress = QtWidgets.QProgressBar()
-        self.progress.setMaximumWidth(200)
+        self.progress.setObjectName("effects_progress")
+        self.progress.setTextVisible(True)
         self.cancel_button = QtWidgets.QPushButton("Cancel")
+        self.cancel_button.setObjectName("effects_cancel")
         self.cancel_button.clicked.connect(lambda: self.state.jobs.cancel(JOB_EFFECTS))
+        keep_place(self.progress, self.cancel_button)
+        # wide enough for its longest message ("Mean head outputs 540/576"), whatever the description
+        self.progress.setFixedWidth(self.progress.fontMetrics().horizontalAdvance("Mean head outputs 000/000") + 40)
         bar.addWidget(self.description, 1)
         for w in (self.progress, self.cancel_button, self.apply_button, self.clear_button):
             bar.addWidget(w)
         outer.addLayout(bar)
-        self.message = QtWidgets.QLabel()
-        self.message.setObjectName("intervene_message")
-        self.message.setWordWrap(True)
-        self.message.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.message = rich_label("intervene_message")
         outer.addWidget(self.message)
 
         split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         self.editor = InterventionEditor()
-        scroll = QtWidgets.QScrollArea()
+        self.editor_scroll = scroll = FittingScroll()
+        scroll.setObjectName("intervene_editor_scroll")
         scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)   # it fits: see _fit
         scroll.setWidget(self.editor)
-        scroll.setMinimumWidth(300)
         split.addWidget(scroll)
         self.views = QtWidgets.QTabWidget()
         self.effects_view = EffectsView()
+        self.fill_view = FillMaskEffectsView()
         self.metrics_view = MetricsView()
         self.importance_view = ImportanceView()
         self.views.addTab(self.effects_view, "Before | after | difference")
+        self.views.addTab(self.fill_view, "Fill-mask")
         self.views.addTab(self.metrics_view, "Metrics and ranking")
         self.views.addTab(self.importance_view, "Importance map")
         split.addWidget(self.views)
         split.setStretchFactor(1, 3)
+        split.setChildrenCollapsible(False)
+        self.split = split
         outer.addWidget(split, 1)
+        self._fit_editor()
 
         self.editor.changed.connect(self._describe)
         self.metrics_view.measure_requested.connect(self.measure)
@@ -130,6 +151,13 @@ class InterventionPanel(QtWidgets.QWidget):
         self.importance_view.part_clicked.connect(self.apply_part)
         self._set_running(False)
         self._describe()
+
+    def _fit_editor(self) -> None:
+        """The editor's column as wide as its widest row (the 12-head grid, the positions row):
+        every switch reachable without a horizontal scrollbar (FittingScroll asks the editor)."""
+        for w in (self.editor.heads, self.editor.layers, self.editor):
+            w.layout().invalidate()                 # the grids were rebuilt: their hints are stale
+        self.editor_scroll.updateGeometry()
 
     # ---- the intervention ----------------------------------------------------------------------
     def _describe(self) -> None:
@@ -175,7 +203,9 @@ class InterventionPanel(QtWidgets.QWidget):
         self.current.clear()
         self._last_request = None
         self.follow.drop()
-        self.effects_view.clear("Everything is switched on: choose parts to switch off and press Apply")
+        words = "Everything is switched on: choose parts to switch off and press Apply"
+        self.effects_view.clear(words)
+        self.fill_view.clear(words)
         self.metrics_view.clear()
         self._say("")
 
@@ -184,13 +214,17 @@ class InterventionPanel(QtWidgets.QWidget):
         self.shown_backend = backend
         self.current.set(effects.spec)           # with the patch sites resolved: Step by step names them
         self.effects_view.show_effects(effects)
+        self.fill_view.show_effects(effects)
         self.importance_view.set_attentions(effects.attention.after, effects.attention.tokens)
         self.editor.show_alignment(effects.alignment)
         self.effects_shown.emit(effects)
 
     def _on_effects_error(self, message: str) -> None:
         if self._last_request is not None and self._last_request.sites:
-            self.editor.show_refusal(message)       # the patch refused: the last good views stay
+            self.editor.show_refusal(message)       # the patch refused, said once, where B is typed
+            self._say("")
+            self.failed.emit(message)
+            return
         self._say(message, error=True)
 
     def _on_progress(self, done: int, total: int, message: str) -> None:
@@ -203,6 +237,9 @@ class InterventionPanel(QtWidgets.QWidget):
         self.cancel_button.setVisible(running)
         if running:
             self.progress.setRange(0, 0)
+            self.progress.setFormat("")
+            if self.effects_view.effects is None:
+                self.effects_view.stack.say("Computing the intervention's effects …")
 
     def _say(self, text: str, error: bool = False) -> None:
         if error:
@@ -233,7 +270,7 @@ class InterventionPanel(QtWidgets.QWidget):
         self.metrics_view.set_running(self._busy(JOB_METRICS) or self._busy(JOB_RANKING))
 
     def _on_metrics(self, metrics, backend) -> None:
-        self.metrics_view.show_metrics(metrics)
+        self.metrics_view.show_metrics(metrics, patched=bool(self.current.spec.patch or self.editor.patch_request()[1]))
         self.metrics_shown.emit(metrics)
 
     def _on_metrics_error(self, message: str) -> None:
@@ -245,7 +282,7 @@ class InterventionPanel(QtWidgets.QWidget):
         note = ""
         inspected, corpus = self.state.inspect_backend, self.state.backend
         if inspected is not None and corpus is not None and inspected is not corpus:
-            note = f" (the ranking runs on the corpus model, {corpus.model_name})"
+            note = f" (the ranking runs on the corpus model, {model_label(corpus.model_name)})"
         self.metrics_view.set_running(True, "Ranking" + note)
         ran = self.ranking_follow.run(C.ranking_fn, self.state.store, query, spec,
                                       label="Ranking under the intervention",
@@ -260,7 +297,7 @@ class InterventionPanel(QtWidgets.QWidget):
         self.ranking_shown.emit(changes)
 
     def compute_map(self, metric: str, seed: int) -> None:
-        self.importance_view.set_running(True)
+        self.importance_view.set_running(True)          # clears a last run's "Cancelled" too
         ran = self.map_follow.run(C.map_fn, metric, seed, importance_cache_dir(), label=f"Importance map ({metric})",
                                   on_result=self._on_map, on_error=self._on_map_error,
                                   on_progress=self.importance_view.on_progress,
@@ -274,11 +311,13 @@ class InterventionPanel(QtWidgets.QWidget):
         self.map_shown.emit(m)
 
     def _on_map_error(self, message: str) -> None:
-        self.importance_view.info.setText(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
+        self.importance_view.ended(f"<span style='color:#c0392b'>{html.escape(message)}</span>",
+                                   "No map: " + message)
         self.failed.emit(message)
 
     def _on_map_cancelled(self) -> None:
-        self.importance_view.info.setText("<i>Cancelled: no map computed (a finished map is cached).</i>")
+        self.importance_view.ended("<i>Cancelled: no map computed (a finished map is cached).</i>",
+                                   "Cancelled: no map computed. Press Compute map to start again")
         self.map_cancelled.emit()
 
     # ---- following the inspected model ----------------------------------------------------------
@@ -291,21 +330,31 @@ class InterventionPanel(QtWidgets.QWidget):
         self.metrics_follow.drop()
         self.map_follow.drop()
         if backend is None:
-            self.effects_view.clear("Loading the model …")
-            self.importance_view.clear("Loading the model …")
+            for view in (self.effects_view, self.fill_view, self.importance_view):
+                view.clear("Loading the model …")
             self.metrics_view.clear()
             self.apply_button.setEnabled(False)
             return
         self.apply_button.setEnabled(True)
         self.current.check(backend)                       # a part the model lacks: _on_dropped says so
         self.editor.set_model(int(backend.n_layers), int(backend.n_heads))
-        self.effects_view.clear(f"{backend.model_name}: press Apply to see the intervention's effects")
-        self.importance_view.clear(f"{backend.model_name}: compute a map to see which parts the metric needs")
+        self._fit_editor()
+        name = model_label(backend.model_name)
+        self.setToolTip(model_tooltip(backend.model_name))
+        self.effects_view.clear(f"{name}: choose parts to switch off and press Apply to see what changes")
+        self.fill_view.clear(f"{name}: press Apply to see how fill-mask's guesses change")
+        self.importance_view.clear(f"{name}: press Compute map to see which parts the metric needs")
         self.metrics_view.clear()
         if self._last_request is not None:
             self.apply()                                  # the same request, on the new model
+        if self._dropped:                                 # what the switch dropped stays said
+            self._say(self._dropped, error=True)
+            self._dropped = ""
 
     def _on_dropped(self, reason: str) -> None:
-        self.editor.clear()
-        self._last_request = None
+        """The new model lacks some parts: only those are dropped, the rest stays switched off."""
+        self.editor.set_value(self.current.spec)
+        if self.current.spec.is_empty:
+            self._last_request = None
+        self._dropped = reason
         self._say(reason, error=True)

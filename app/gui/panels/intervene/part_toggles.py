@@ -12,14 +12,21 @@ from PySide6 import QtCore, QtWidgets
 OFF_STYLE = "QToolButton:checked { background: #c0392b; color: white; font-weight: bold; }"
 
 
+def _tight_grid(owner: QtWidgets.QWidget, across: int, down: int) -> QtWidgets.QGridLayout:
+    """`owner`'s grid of switches: no margins, `across` and `down` pixels between them."""
+    grid = QtWidgets.QGridLayout(owner)
+    grid.setContentsMargins(0, 0, 0, 0)
+    grid.setHorizontalSpacing(across)
+    grid.setVerticalSpacing(down)
+    return grid
+
+
 class HeadToggles(QtWidgets.QWidget):
     toggled = QtCore.Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.grid = QtWidgets.QGridLayout(self)
-        self.grid.setContentsMargins(0, 0, 0, 0)
-        self.grid.setSpacing(1)
+        self.grid = _tight_grid(self, 2, 1)
         self.buttons: dict[tuple[int, int], QtWidgets.QToolButton] = {}
         self.shape = (0, 0)
         self.setStyleSheet(OFF_STYLE)
@@ -33,16 +40,19 @@ class HeadToggles(QtWidgets.QWidget):
         _empty(self.grid)
         self.buttons = {}
         self.shape = (n_layers, n_heads)
+        width = cell_width(self, n_heads)
         for h in range(n_heads):
             label = QtWidgets.QLabel(str(h + 1))
             label.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+            label.setFixedWidth(width)           # "9 10 11 12", never "9101112"
+            label.setObjectName(f"head_title_{h + 1}")
             self.grid.addWidget(label, 0, h + 1)
         for l in range(n_layers):
             self.grid.addWidget(QtWidgets.QLabel(f"L{l + 1}"), l + 1, 0)
             for h in range(n_heads):
                 b = QtWidgets.QToolButton()
                 b.setCheckable(True)
-                b.setFixedSize(22, 18)
+                b.setFixedSize(width, 18)
                 b.setToolTip(f"head {l + 1}.{h + 1} (layer {l + 1}, head {h + 1}): click to switch it off")
                 b.setObjectName(f"head_{l + 1}_{h + 1}")
                 b.toggled.connect(self.toggled)
@@ -67,7 +77,8 @@ class HeadToggles(QtWidgets.QWidget):
 
 
 class LayerToggles(QtWidgets.QWidget):
-    """Per layer: attention off, FFN off, block skipped."""
+    """Per layer: attention off, FFN off, block skipped: a row per kind, a column per layer (a
+    deep model's layers fit the editor's width, three rows its height)."""
     toggled = QtCore.Signal()
     KINDS = (("attention", "attention off", "Remove this layer's attention branch: the residual adds 0 "
               "instead of what the heads found"),
@@ -76,10 +87,7 @@ class LayerToggles(QtWidgets.QWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.grid = QtWidgets.QGridLayout(self)
-        self.grid.setContentsMargins(0, 0, 0, 0)
-        self.grid.setHorizontalSpacing(8)
-        self.grid.setVerticalSpacing(0)
+        self.grid = _tight_grid(self, 4, 0)
         self.boxes: dict[tuple[str, int], QtWidgets.QCheckBox] = {}
         self.n_layers = 0
 
@@ -89,16 +97,19 @@ class LayerToggles(QtWidgets.QWidget):
         keep = self.value()
         _empty(self.grid)
         self.boxes, self.n_layers = {}, n_layers
-        for c, (_, title, _tip) in enumerate(self.KINDS):
-            self.grid.addWidget(QtWidgets.QLabel(f"<i>{title}</i>"), 0, c + 1)
+        self.grid.addWidget(QtWidgets.QLabel("<i>layer</i>"), 0, 0)
         for l in range(n_layers):
-            self.grid.addWidget(QtWidgets.QLabel(f"layer {l + 1}"), l + 1, 0)
-            for c, (kind, _title, tip) in enumerate(self.KINDS):
+            label = QtWidgets.QLabel(str(l + 1))
+            label.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+            self.grid.addWidget(label, 0, l + 1)
+        for r, (kind, title, tip) in enumerate(self.KINDS):
+            self.grid.addWidget(QtWidgets.QLabel(title), r + 1, 0)
+            for l in range(n_layers):
                 box = QtWidgets.QCheckBox()
                 box.setToolTip(f"Layer {l + 1}: {tip}")
                 box.setObjectName(f"{kind}_{l + 1}")
                 box.toggled.connect(self.toggled)
-                self.grid.addWidget(box, l + 1, c + 1)
+                self.grid.addWidget(box, r + 1, l + 1, QtCore.Qt.AlignmentFlag.AlignCenter)
                 self.boxes[(kind, l)] = box
         self.set_value(*[{l for l in part if l < n_layers} for part in keep])
 
@@ -113,6 +124,11 @@ class LayerToggles(QtWidgets.QWidget):
             box.setChecked(l in wanted[kind])
             box.blockSignals(False)
         self.toggled.emit()
+
+
+def cell_width(widget: QtWidgets.QWidget, n: int) -> int:
+    """A head button's width: its column title ("12") with room either side, in this font."""
+    return max(22, widget.fontMetrics().horizontalAdvance(str(max(n, 1))) + 8)
 
 
 def _empty(grid: QtWidgets.QGridLayout) -> None:

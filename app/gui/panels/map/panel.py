@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QPushButton,
-    QSpinBox,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -29,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from app.gui.follow_model import FollowModel
 from app.gui.panels.map.plot import MapPlot
+from app.gui.widgets.spin_box import spin_box
 
 MAX_LISTED = 500            # lasso selections longer than this list their first MAX_LISTED
 
@@ -49,6 +49,8 @@ class MapPanel(QWidget):
     search_requested = Signal(str)     # "Search like this": the main window fills the search box
     map_shown = Signal(object)         # index.map.corpus_map.CorpusMap, once drawn
 
+# Twin of app.gui.panels.corpus.panel.CorpusPanel.__init__, alike: each panel connects its
+#   own buttons to its own slots, one line each.
     def __init__(self, state, parent=None):
         super().__init__(parent)
         self.state = state
@@ -74,12 +76,8 @@ class MapPanel(QWidget):
         self.method.setCurrentIndex(self.method.findData(default))
         self.method.setToolTip("UMAP (the default): keeps each sentence's neighbours around it, slower; "
                                "PCA: exact and fast, but two axes keep little of the neighbourhoods")
-        self.clusters = QSpinBox()
-        self.clusters.setObjectName("map_clusters")
-        self.clusters.setRange(1, 50)
-        self.clusters.setValue(8)
-        self.clusters.setPrefix("clusters: ")
-        self.clusters.setToolTip("Number of k-means clusters: press Enter or Recompute to apply")
+        self.clusters = spin_box("map_clusters", 1, 50, 8, "clusters: ",
+                                 "Number of k-means clusters: press Enter or Recompute to apply")
         self.recompute_button = QPushButton("Recompute")
         self.lasso_button = QPushButton("Lasso select")
         self.lasso_button.setCheckable(True)

@@ -13,7 +13,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QMenu,
     QPushButton,
-    QSpinBox,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -25,6 +24,7 @@ from app.gui.panels.search.results_model import ResultsModel
 from app.gui.settings import as_int
 from app.gui.widgets.line_edit import long_line_edit
 from app.gui.widgets.score_delegate import ScoreBarDelegate
+from app.gui.widgets.spin_box import spin_box
 
 DEBOUNCE_MS = 10     # coalesces bursts (paste, auto-repeat); a search in flight coalesces the rest
 
@@ -37,6 +37,8 @@ def search_with(backend, store, pooling, query, k, seq=0):
 class SearchPanel(QWidget):
     results_shown = Signal(object)     # SearchResult, after the table shows it
 
+# Twin of app.gui.panels.corpus.panel.CorpusPanel.__init__, alike: two panels' Qt buttons
+#   (name, tooltip, enabled); each names its own action.
     def __init__(self, state, parent=None):
         super().__init__(parent)
         self.state = state
@@ -46,12 +48,7 @@ class SearchPanel(QWidget):
         self.last_result = None
 
         self.query = long_line_edit(placeholder="Search the corpus by meaning — just type", object_name="query_edit")
-        self.k = QSpinBox()
-        self.k.setObjectName("k_spin")
-        self.k.setRange(1, 1000)
-        self.k.setValue(10)
-        self.k.setPrefix("k = ")
-        self.k.setToolTip("How many nearest sentences to show")
+        self.k = spin_box("k_spin", 1, 1000, 10, "k = ", "How many nearest sentences to show")
         self.inspect_button = QPushButton("Inspect attention")
         self.inspect_button.setObjectName("inspect_button")
         self.inspect_button.setToolTip("Open the selected hit in the attention inspector, compared with the query "

@@ -74,11 +74,8 @@ class EvaluateView(QWidget):
         self.model_source.addItem("The corpus model", CORPUS_MODEL)
         self.model_source.addItem("A model or run folder", FOLDER_MODEL)
         # the runs trained in the app are offered; any folder or model name can be typed
-        self.folder = WeightsCombo(lambda: add_trained_checkpoints(self.folder))
-        self.folder.setEditable(True)
-        self.folder.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.folder = WeightsCombo(lambda: add_trained_checkpoints(self.folder), width=28)
         self.folder.lineEdit().setPlaceholderText("a trained run folder, a model folder or a hub id")
-        self.folder.setMinimumContentsLength(28)
         add_trained_checkpoints(self.folder)
         self.folder.setCurrentText("")
         self.browse_folder = QToolButton()

@@ -11,9 +11,17 @@ import time
 from pathlib import Path
 
 from PySide6 import QtWidgets
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import Signal
 
-from app.gui.panels.train.panel import JOB_KEY  # one training job at a time: a run or an experiment
+from app.gui.panels.train.loss_page import add_progress
+from app.gui.panels.train.panel import (  # one training job at a time: a run or an experiment
+    JOB_KEY,
+    EventBridge,
+    cancel_job,
+    finish_job,
+    show_failure,
+)
+from app.gui.widgets.browse_row import browse_row
 
 DEFAULT_STEPS = 300
 
@@ -35,10 +43,6 @@ def experiment_job(exp, base, pairs, sink, progress=None, cancel=None):
                           read_corpus=read_training_corpus)
 
 
-class _Bridge(QObject):
-    event = Signal(object)
-
-
 def default_experiment_folder(name: str) -> Path:
     from core.paths import models_dir
     return models_dir() / "experiments" / time.strftime(f"{name}-%Y%m%d-%H%M%S")
@@ -54,7 +58,7 @@ class ExperimentsView(QtWidgets.QWidget):
         self.job = None
         self.result: dict | None = None
         self.overrides: dict = {}      # extra TrainConfig fields (tests, power users)
-        self.bridge = _Bridge(self)
+        self.bridge = EventBridge(self)
         self.bridge.event.connect(self._on_event)
         self._build()
         self._update_enabled()
@@ -85,14 +89,9 @@ class ExperimentsView(QtWidgets.QWidget):
 
         box = QtWidgets.QGroupBox("Shared by every run")
         form = QtWidgets.QFormLayout(box)
-        row = QtWidgets.QHBoxLayout()
         self.corpus = QtWidgets.QLineEdit(self._sample())
         self.corpus.setToolTip("The sentences every run trains on: a .txt/.csv/.jsonl file or a store folder")
-        browse = QtWidgets.QPushButton("File…")
-        browse.clicked.connect(self._browse_corpus)
-        row.addWidget(self.corpus, 1)
-        row.addWidget(browse)
-        form.addRow("Corpus", row)
+        form.addRow("Corpus", browse_row(self.corpus, "File…", self._browse_corpus))
         self.steps = QtWidgets.QSpinBox(minimum=1, maximum=1_000_000, value=DEFAULT_STEPS, singleStep=100)
         self.seed = QtWidgets.QSpinBox(minimum=0, maximum=2**31 - 1, value=0)
         self.device = QtWidgets.QComboBox()
@@ -119,12 +118,7 @@ class ExperimentsView(QtWidgets.QWidget):
         buttons.addWidget(self.cancel_button)
         buttons.addStretch(1)
         right.addLayout(buttons)
-        self.progress = QtWidgets.QProgressBar()
-        self.progress.setFormat("%v / %m steps")
-        right.addWidget(self.progress)
-        self.stats = QtWidgets.QLabel("Pick an experiment")
-        self.stats.setWordWrap(True)
-        right.addWidget(self.stats)
+        add_progress(self, right, "Pick an experiment")
         right.addStretch(1)
         self.list.setCurrentRow(0)
 
@@ -271,9 +265,7 @@ class ExperimentsView(QtWidgets.QWidget):
         return True
 
     def cancel(self):
-        if self.job is not None:
-            self.stats.setText(self.stats.text() + " — stopping after this step (the run is saved) …")
-            self.job.cancel()
+        cancel_job(self, " — stopping after this step (the run is saved) …")
 
     @property
     def running(self) -> bool:
@@ -298,12 +290,7 @@ class ExperimentsView(QtWidgets.QWidget):
                            + (" — compared on the Runs page" if result["comparison"] else ""))
         self.state.status.emit(f"Experiment {result['experiment']}: {what.lower()}")
 
-    def _fail(self, message: str):
-        self.stats.setText(f"error: {message}")
-        self.state.error.emit(message)
+    _fail = show_failure
 
     def _on_finished(self):
-        self.job = None
-        self._update_enabled()
-        if self.result is not None:
-            self.finished.emit(self.result)
+        finish_job(self, self.result, self.finished)

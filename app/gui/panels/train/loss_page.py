@@ -35,15 +35,21 @@ def build_loss_page(panel) -> QtWidgets.QWidget:
     fit_row.addWidget(panel.plot_hint, 1)
     fit_row.addWidget(panel.fit_button)
     right.addLayout(fit_row)
-    panel.progress = QtWidgets.QProgressBar()
-    panel.progress.setFormat("%v / %m steps")
-    right.addWidget(panel.progress)
-    panel.stats = QtWidgets.QLabel("Not started")
-    panel.stats.setWordWrap(True)
+    add_progress(panel, right, "Not started")
     panel.stats.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
     panel.eval_label = QtWidgets.QLabel("")
     panel.eval_label.setWordWrap(True)
     panel.eval_label.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
-    right.addWidget(panel.stats)
     right.addWidget(panel.eval_label)
     return loss_page
+
+
+def add_progress(view, layout, text: str) -> None:
+    """A training job's progress bar (in steps) and status line, added to `layout` as the view's
+    `progress` and `stats`."""
+    view.progress = QtWidgets.QProgressBar()
+    view.progress.setFormat("%v / %m steps")
+    layout.addWidget(view.progress)
+    view.stats = QtWidgets.QLabel(text)
+    view.stats.setWordWrap(True)
+    layout.addWidget(view.stats)

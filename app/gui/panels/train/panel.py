@@ -45,9 +45,31 @@ def train_job(config, sink, progress=None, cancel=None):
     return Trainer(config, read_corpus=read_training_corpus).run(progress=on_event, cancel=cancel)
 
 
-class _Bridge(QObject):
+class EventBridge(QObject):
     """Lives on the UI thread; emitting from the worker thread queues the event to it."""
     event = Signal(object)
+
+
+def show_failure(view, message: str) -> None:
+    """A training job's error: in the view's status line, and said by the app (its dialog)."""
+    view.stats.setText(f"error: {message}")
+    view.state.error.emit(message)
+
+
+def cancel_job(view, what_happens: str) -> None:
+    """Cancel the view's running training job, its status line saying `what_happens` meanwhile."""
+    if view.job is not None:
+        view.stats.setText(view.stats.text() + what_happens)
+        view.job.cancel()
+
+
+def finish_job(view, result, finished) -> None:
+    """A training job is over (done, cancelled or failed): the view's buttons again, and its
+    result, if there is one, sent on through the signal `finished`."""
+    view.job = None
+    view._update_enabled()
+    if result is not None:
+        finished.emit(result)
 
 
 def _fmt_time(seconds: float) -> str:
@@ -70,7 +92,7 @@ class TrainPanel(QtWidgets.QWidget):
         self.train_points: list[tuple[int, float]] = []
         self.eval_points: list[tuple[int, float]] = []
         self._resumed_into_existing = False
-        self.bridge = _Bridge(self)
+        self.bridge = EventBridge(self)
         self.bridge.event.connect(self._on_event)
         self._build()
         state.store_changed.connect(lambda *_: self._refresh_corpora())
@@ -325,9 +347,7 @@ class TrainPanel(QtWidgets.QWidget):
         return True
 
     def cancel(self):
-        if self.job is not None:
-            self.stats.setText(self.stats.text() + " — stopping after this step, saving a checkpoint …")
-            self.job.cancel()
+        cancel_job(self, " — stopping after this step, saving a checkpoint …")
 
     def use_model(self) -> bool:
         if self.trained_folder is None:
@@ -406,12 +426,7 @@ class TrainPanel(QtWidgets.QWidget):
         self.stats.setText(" · ".join(parts))
         self.state.status.emit(f"Training {what.lower()}: {summary['out']}")
 
-    def _fail(self, message: str):
-        self.stats.setText(f"error: {message}")
-        self.state.error.emit(message)
+    _fail = show_failure
 
     def _on_finished(self):
-        self.job = None
-        self._update_enabled()
-        if self.summary is not None:
-            self.run_finished.emit(self.summary)
+        finish_job(self, self.summary, self.run_finished)

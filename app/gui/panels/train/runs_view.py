@@ -261,23 +261,13 @@ class RunsView(QtWidgets.QWidget):
         runs = comparison["runs"]
         names = [self.labels[r["path"]] for r in runs]
         differs = comparison["differs"]
-        t = self.differ_table
-        t.clear()
-        t.setRowCount(len(runs))
-        t.setColumnCount(len(differs))
-        t.setHorizontalHeaderLabels(differs)
-        t.setVerticalHeaderLabels(names)
+        t = _reset(self.differ_table, rows=names, columns=differs)
         for i, r in enumerate(runs):
             t.verticalHeaderItem(i).setForeground(_brush(color(i)))
             for j, name in enumerate(differs):
                 t.setItem(i, j, QtWidgets.QTableWidgetItem(str(r["config"].get(name, "—"))))
         metrics = sorted(set().union(*(r["final"].keys() for r in runs)))
-        f = self.final_table
-        f.clear()
-        f.setRowCount(len(metrics))
-        f.setColumnCount(len(runs))
-        f.setHorizontalHeaderLabels(names)
-        f.setVerticalHeaderLabels(metrics)
+        f = _reset(self.final_table, rows=metrics, columns=names)
         for j in range(len(runs)):
             f.horizontalHeaderItem(j).setForeground(_brush(color(j)))
             f.horizontalHeaderItem(j).setToolTip(names[j])
@@ -314,6 +304,16 @@ class RunsView(QtWidgets.QWidget):
     def export_table_csv(self, path) -> None:
         from core.train.runs import write_comparison_csv
         write_comparison_csv(path, self.comparison)
+
+
+def _reset(table: QtWidgets.QTableWidget, rows: list[str], columns: list[str]) -> QtWidgets.QTableWidget:
+    """`table` emptied and sized for these row and column headers."""
+    table.clear()
+    table.setRowCount(len(rows))
+    table.setColumnCount(len(columns))
+    table.setHorizontalHeaderLabels(columns)
+    table.setVerticalHeaderLabels(rows)
+    return table
 
 
 def _brush(hex_color: str):

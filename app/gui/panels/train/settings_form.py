@@ -10,6 +10,7 @@ from pathlib import Path
 from PySide6 import QtWidgets
 
 from app.gui.panels.train.watch_settings import WatchSettings
+from app.gui.widgets.browse_row import browse_row
 from app.gui.widgets.model_choice import POOLING_LABELS, offered_devices  # no torch import
 from core.encoder.sources import DEFAULT_MODEL
 
@@ -130,14 +131,9 @@ def build_settings(panel, left: QtWidgets.QVBoxLayout) -> None:
     form.addRow("Learning rate", panel.lr)
     form.addRow("Seed", panel.seed)
     form.addRow("Device", panel.device)
-    row = QtWidgets.QHBoxLayout()
     panel.out = QtWidgets.QLineEdit(str(default_output_folder()))
     panel.out.setToolTip("Where checkpoints go; the folder becomes a model folder")
-    out_browse = QtWidgets.QPushButton("…")
-    out_browse.clicked.connect(panel._browse_out)
-    row.addWidget(panel.out, 1)
-    row.addWidget(out_browse)
-    form.addRow("Output", row)
+    form.addRow("Output", browse_row(panel.out, "…", panel._browse_out))
     left.addWidget(box)
     panel.watch_box = WatchSettings()
     left.addWidget(panel.watch_box)

@@ -29,8 +29,9 @@ class WatchSettings(QtWidgets.QGroupBox):
         self.watch_on = QtWidgets.QCheckBox("Gradient flow and probes (under 10% of the time)")
         self.watch_on.setChecked(True)
         self.probe_sentence = QtWidgets.QLineEdit()
-        self.probe_sentence.setPlaceholderText("the first held-out sentence")
-        self.probe_sentence.setToolTip("Its attention (every layer × head) is kept at each probe")
+        self.probe_sentence.setPlaceholderText("a held-out sentence whose every word the tokenizer knows")
+        self.probe_sentence.setToolTip("Its attention (every layer × head) is kept at each probe. Left empty: "
+                                       "the first held-out sentence with no [UNK] token (the Heads page names it)")
         self.probe_every = QtWidgets.QSpinBox(minimum=0, maximum=1_000_000, value=0, singleStep=10)
         self.probe_every.setSpecialValueText("auto (~30 probes)")
         self.probe_set = QtWidgets.QPlainTextEdit(default_probe_set_text())

@@ -217,12 +217,17 @@ class WatchViews(QtWidgets.QTabWidget):
         lay.addWidget(split, 1)
         return page
 
-    def _heads_page(self) -> QtWidgets.QWidget:
+    def _slider_page(self):
+        """(page, its layout, a step slider on its first row): moving the slider shows that step."""
         page = QtWidgets.QWidget()
         lay = QtWidgets.QVBoxLayout(page)
-        self.heads_slider = StepSlider()
-        self.heads_slider.moved.connect(self._slid)
-        lay.addWidget(self.heads_slider)
+        slider = StepSlider()
+        slider.moved.connect(self._slid)
+        lay.addWidget(slider)
+        return page, lay, slider
+
+    def _heads_page(self) -> QtWidgets.QWidget:
+        page, lay, self.heads_slider = self._slider_page()
         self.sentence_label = QtWidgets.QLabel("")
         self.sentence_label.setWordWrap(True)
         lay.addWidget(self.sentence_label)
@@ -238,11 +243,7 @@ class WatchViews(QtWidgets.QTabWidget):
         return page
 
     def _embeddings_page(self) -> QtWidgets.QWidget:
-        page = QtWidgets.QWidget()
-        lay = QtWidgets.QVBoxLayout(page)
-        self.embed_slider = StepSlider()
-        self.embed_slider.moved.connect(self._slid)
-        lay.addWidget(self.embed_slider)
+        page, lay, self.embed_slider = self._slider_page()
         split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         self.cosine = MatrixHeatmap(row_title="probe sentence", col_title="probe sentence", value_name="cosine")
         self.cosine.set_placeholder("the probe set's cosines appear at the first probe")

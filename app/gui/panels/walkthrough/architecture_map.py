@@ -19,7 +19,7 @@ from PySide6.QtCore import Qt
 
 from app.gui.widgets.heatmap import TOOLTIP_STAYS_MS
 
-COL_W, BOX_W, BOX_H, ROW_H = 104, 96, 24, 40     # pixels: grid column, box, grid row
+COL_W, BOX_W, BOX_H, ROW_H = 104, 96, 28, 40     # pixels: grid column, box (two lines of label), grid row
 FRAME_TOP, FRAME_BOTTOM = 22, 66                 # room for the layer frame's title and its repeat line
 SKIP_X = 3 * COL_W + 8                           # where residual skips run down, right of the boxes
 FILL = {"embedding": "#e3effb", "norm": "#fdf0c8", "attention": "#def3e3", "ffn": "#f5e1f1",
@@ -56,8 +56,10 @@ class BlockItem(QtWidgets.QGraphicsRectItem):
         self.text.setFont(font)
 
     def _fit_text(self) -> None:
+        # a long label goes onto two lines rather than shrinking ("mask (padding → −∞)" was ~5 px)
+        self.text.setText(two_lines(self.block.label, self.text.font(), BOX_W - 6))
         r = self.text.boundingRect()
-        scale = min(1.0, (BOX_W - 6) / max(r.width(), 1))
+        scale = min(1.0, (BOX_W - 6) / max(r.width(), 1), (BOX_H - 2) / max(r.height(), 1))
         self.text.setScale(scale)
         self.text.setPos((BOX_W - r.width() * scale) / 2, (BOX_H - r.height() * scale) / 2)
 
@@ -280,6 +282,18 @@ class ArchitectureMap(QtWidgets.QGraphicsView):
         sizes = [QtGui.QFontMetricsF(b.text.font()).height() * b.text.scale()
                  for b in self.scene().items() if isinstance(b, BlockItem)]
         return MIN_LABEL_PX / min(sizes) if sizes else 0.5
+
+
+def two_lines(label: str, font: QtGui.QFont, width: float) -> str:
+    """``label`` as it is when it fits ``width``, else broken at the space that makes the wider of
+    its two lines narrowest."""
+    metrics = QtGui.QFontMetricsF(font)
+    if metrics.horizontalAdvance(label) <= width or " " not in label:
+        return label
+    words = label.split(" ")
+    splits = [(" ".join(words[:i]), " ".join(words[i:])) for i in range(1, len(words))]
+    first, second = min(splits, key=lambda p: max(metrics.horizontalAdvance(p[0]), metrics.horizontalAdvance(p[1])))
+    return f"{first}\n{second}"
 
 
 def _font(points: float, bold: bool = False) -> QtGui.QFont:

@@ -48,6 +48,7 @@ class BatchView(QtWidgets.QWidget):
         self.follow.model_changed.connect(self.on_model)
         self._requested = None                  # (first, second, layer, head): redone on a model switch
         self._shown_for = None                  # (backend, request) on screen
+        self.said_above = lambda: ""            # the tab's own info line: a note it says is not said twice
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         self.info = QtWidgets.QLabel(NEEDS_TWO)
@@ -78,15 +79,12 @@ class BatchView(QtWidgets.QWidget):
         """The inspected model changed (None: loading): its batch goes; the newest request again."""
         if self._requested is not None:
             self._clear("<i>Loading the model …</i>" if backend is None else "")
-        if backend is not None and self._requested is not None and self.isVisible():
-            self.show_for(*self._requested)
+        self.follow.ask_again(self)
 
     def showEvent(self, event) -> None:
         """Back on screen after the model changed while hidden: recomputed for that model."""
         super().showEvent(event)
-        shown_model = self._shown_for[0] if self._shown_for else None
-        if self._requested is not None and self.follow.stale(shown_model):
-            QtCore.QTimer.singleShot(0, lambda: self.show_for(*self._requested))
+        self.follow.ask_again_if_stale(self)
 
     def show_for(self, first: str, second: str, layer: int, head: int) -> None:
         """Compute (in a worker) and show the batch of ``first`` and ``second``."""
@@ -163,7 +161,8 @@ class BatchView(QtWidgets.QWidget):
                 f"{where} is padded with {n} [PAD] token{'s' if n != 1 else ''} to {T}, and the attention "
                 "mask adds −∞ to the scores of padded keys, so softmax gives them weight exactly 0: no real "
                 "token reads the padding. (The padded rows are computed too, and thrown away.)"
-                + (f"<br><span style='color:#b35900'>{html.escape(r.note)}</span>" if r.note else ""))
+                + (f"<br><span style='color:#b35900'>{html.escape(r.note)}</span>"
+                   if r.note and html.escape(r.note) not in self.said_above() else ""))
         self.proofs.setText(
             f"{proof('real tokens = each sentence run alone, unpadded', r.real_max_abs_diff)} · "
             f"{proof('weights = the model’s on this batch', r.weights_max_abs_diff)} · "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6 import QtWidgets
 
-POOLINGS = ("mean", "cls", "max", "attention")     # attention: models trained with a learned query
+from core.names import POOLINGS
 
 
 def build_controls(panel, outer: QtWidgets.QVBoxLayout) -> None:

@@ -22,12 +22,13 @@ from app.gui import panel_state
 from app.gui.current_intervention import current_intervention
 from app.gui.follow_model import FollowModel
 from app.gui.panels.walkthrough.batch_view import BatchView
-from app.gui.panels.walkthrough.controls import POOLINGS, build_controls
+from app.gui.panels.walkthrough.controls import build_controls
 from app.gui.panels.walkthrough.positions_view import PositionsView
 from app.gui.panels.walkthrough.steps_page import build_steps_page
 from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, badge_color
 from app.gui.widgets.labels import rich_label
 from app.gui.widgets.line_edit import long_line_edit
+from core.names import POOLINGS
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 JOB_KEY = "walkthrough.explain"
@@ -61,6 +62,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
     exported = QtCore.Signal(object)         # the Path of the notebook written
     pooling_shown = QtCore.Signal(object)    # the pooling comparison, after it is drawn
 
+# Twin of app.gui.panels.attention.panel.AttentionPanel.__init__, alike: two panels built
+#   the Qt way (a follow-model hookup, then the layout); the widgets differ.
     def __init__(self, state, parent=None, auto_explain: bool = True):
         super().__init__(parent)
         self.state = state
@@ -76,6 +79,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.pooling_follow = FollowModel(state, POOLING_JOB_KEY)
         self.intervention = current_intervention(state)      # set in the Intervene tab; the steps follow it
         self.intervention.changed.connect(self._controls_changed)
+        self.intervention.changed.connect(self.positions_view.set_intervention)
+        self.positions_view.set_intervention(self.intervention.spec)
         if hasattr(state, "walkthrough_requested"):
             state.walkthrough_requested.connect(self.request)
         self._on_backend(getattr(state, "backend", None))
@@ -115,6 +120,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         # its size hint (a tall step) must not make the tab's own scroll area scroll Previous/Next away
         self.stack.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Ignored)
         self.batch_view = BatchView(self.state, self)
+        self.batch_view.said_above = lambda: self.info_label.text()
         self.stack.addWidget(self.batch_view)
         outer.addWidget(self.stack, 1)
         self._update_nav()

@@ -8,8 +8,8 @@ import html
 
 import numpy as np
 from PySide6 import QtWidgets
-from PySide6.QtCore import Qt
 
+from app.gui.widgets.labels import rich_label
 from app.gui.widgets.matrix_heatmap import MatrixHeatmap
 
 
@@ -19,10 +19,7 @@ class PoolingView(QtWidgets.QWidget):
         self.result = None
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        self.label = QtWidgets.QLabel("")
-        self.label.setObjectName("pooling_comparison")
-        self.label.setWordWrap(True)
-        self.label.setTextFormat(Qt.TextFormat.RichText)
+        self.label = rich_label("pooling_comparison")
         self.heatmap = MatrixHeatmap(self, row_title="pooling", col_title="dimension")
         self.heatmap.setMinimumHeight(200)
         lay.addWidget(self.label)

@@ -18,6 +18,7 @@ from PySide6.QtCore import Qt
 
 from app.gui.follow_model import FollowModel
 from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, format_diff
+from app.gui.widgets.labels import rich_label
 from app.gui.widgets.matrix_heatmap import MatrixHeatmap
 
 JOB_KEY = "walkthrough.positions"
@@ -46,10 +47,10 @@ class PositionsView(QtWidgets.QWidget):
         self._shown_for = None                 # (backend, text, layer) on screen
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        self.info = QtWidgets.QLabel("")
-        self.info.setObjectName("positions_info")
-        self.info.setWordWrap(True)
-        self.info.setTextFormat(Qt.TextFormat.RichText)
+        self.intervention_note = rich_label("positions_intervention_note")
+        self.intervention_note.hide()
+        lay.addWidget(self.intervention_note)
+        self.info = rich_label("positions_info")
         lay.addWidget(self.info)
         grid = QtWidgets.QGridLayout()
         self.sin_table = MatrixHeatmap(self, row_title="position", col_title="dimension")
@@ -69,33 +70,31 @@ class PositionsView(QtWidgets.QWidget):
         grid.addWidget(self.sin_cosine, 1, 0)
         grid.addWidget(self.learned_cosine, 1, 1)
         lay.addLayout(grid, 1)
-        self.wavelengths = QtWidgets.QLabel("")
-        self.wavelengths.setObjectName("positions_wavelengths")
-        self.wavelengths.setWordWrap(True)
-        self.wavelengths.setTextFormat(Qt.TextFormat.RichText)
+        self.wavelengths = rich_label("positions_wavelengths")
         lay.addWidget(self.wavelengths)
         box = QtWidgets.QGroupBox("Permutation demo: does the encoder know word order?")
         bl = QtWidgets.QVBoxLayout(box)
-        self.demo_label = QtWidgets.QLabel("")
-        self.demo_label.setObjectName("permutation_demo")
-        self.demo_label.setWordWrap(True)
-        self.demo_label.setTextFormat(Qt.TextFormat.RichText)
+        self.demo_label = rich_label("permutation_demo")
         bl.addWidget(self.demo_label)
         lay.addWidget(box)
+
+    def set_intervention(self, spec) -> None:
+        """Say when the Intervene tab switched positions off or shuffled them: the tables below are
+        the model's own, which the intervened runs do not add (or add in another order)."""
+        words = positions_note(spec)
+        self.intervention_note.setText(words)
+        self.intervention_note.setVisible(bool(words))
 
     # ---- requests -----------------------------------------------------------------------------
     def on_model(self, backend) -> None:
         """The inspected model changed (None: loading): its tables go; the newest request again."""
         self._clear("<i>Loading the model …</i>" if backend is None else "")
-        if backend is not None and self._requested is not None and self.isVisible():
-            self.show_for(*self._requested)
+        self.follow.ask_again(self)
 
     def showEvent(self, event) -> None:
         """Back on screen after the model changed while hidden: its tables again, for that model."""
         super().showEvent(event)
-        shown_model = self._shown_for[0] if self._shown_for else None
-        if self._requested is not None and self.follow.stale(shown_model):
-            QtCore.QTimer.singleShot(0, lambda: self.show_for(*self._requested))
+        self.follow.ask_again_if_stale(self)
 
     def show_for(self, text: str, layer: int) -> None:
         """Compute (in a worker) and show the tables and the demo for ``text`` at ``layer`` (0-based;
@@ -169,6 +168,21 @@ class PositionsView(QtWidgets.QWidget):
                           "embedding: the only place word order enters the encoder.")
         self.demo_label.setText(demo_html(demo))
         self.shown.emit(positions, demo)
+
+
+def positions_note(spec) -> str:
+    """What the positions view says while an intervention changes positions ('' when it keeps them)."""
+    mode = getattr(spec, "positions", "keep")
+    if mode == "off":
+        what = ("<b>Positions are switched off</b> in the Intervene tab: the intervened runs add <i>no</i> "
+                "position vector, so the encoder sees a bag of tokens (the <i>Without positions</i> line of "
+                "the demo below is what it computes). The tables show the model's own positions, unused.")
+    elif mode == "shuffle":
+        what = (f"<b>Positions are shuffled</b> in the Intervene tab (seed {spec.shuffle_seed}): each token gets "
+                "another token's position vector. The tables show the model's own positions, in order.")
+    else:
+        return ""
+    return f"<span style='color:#b35900'>{what}</span>"
 
 
 def demo_html(demo) -> str:

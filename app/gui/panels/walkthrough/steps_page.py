@@ -61,5 +61,5 @@ def build_steps_page(panel) -> QtWidgets.QSplitter:
     rl.addLayout(nav)
     steps_page.addWidget(right)
     steps_page.setStretchFactor(1, 1)
-    steps_page.setSizes([300, 900])
+    steps_page.setSizes([380, 820])          # the map at full size: its labels readable (D8)
     return steps_page

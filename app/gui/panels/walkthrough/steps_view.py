@@ -21,6 +21,7 @@ from PySide6.QtCore import Qt
 from app.gui.panels.walkthrough.value_panel import ValuePanel
 from app.gui.panels.walkthrough.weights_view import WeightsStrip
 from app.gui.panels.walkthrough.wide_summary import WideSummaryTable
+from app.gui.widgets.labels import rich_label
 from app.gui.widgets.matrix_heatmap import MatrixHeatmap
 from core.walkthrough.steps import TOLERANCE as MATCH_LIMIT
 
@@ -100,10 +101,7 @@ class BuildUpView(QtWidgets.QWidget):
         super().__init__(parent)
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        self.label = QtWidgets.QLabel("Click a query row to build its weighted sum of V.")
-        self.label.setObjectName("walkthrough_buildup_label")
-        self.label.setWordWrap(True)
-        self.label.setTextFormat(Qt.TextFormat.RichText)
+        self.label = rich_label("walkthrough_buildup_label", "Click a query row to build its weighted sum of V.")
         self.heatmap = MatrixHeatmap(self, row_title="weights[i, j] · v[j] (weight · token)",
                                      col_title="head dimension")
         self.heatmap.setMinimumHeight(160)
@@ -186,10 +184,7 @@ class StepView(QtWidgets.QWidget):
         self.shape = QtWidgets.QLabel("")
         self.shape.setObjectName("walkthrough_shape")
         self.shape.setStyleSheet("color: palette(mid);")
-        self.extra = QtWidgets.QLabel("")
-        self.extra.setObjectName("walkthrough_extra")
-        self.extra.setWordWrap(True)
-        self.extra.setTextFormat(Qt.TextFormat.RichText)
+        self.extra = rich_label("walkthrough_extra")
         for w in (self.description, self.formula, self.shape, self.extra):
             lay.addWidget(w)
         self.weights_strip = WeightsStrip(self)           # input -> weights -> output, for steps with weights

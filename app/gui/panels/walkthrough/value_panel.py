@@ -50,6 +50,22 @@ def row_name(walkthrough, step, i: int) -> str:
     return role + token_name(walkthrough.tokens, i)
 
 
+def switched_off_head(walkthrough, step, j: int) -> str:
+    """Why a column of the heads' outputs holds what it holds when the Intervene tab switched its
+    head off ('' for a head left on)."""
+    spec = getattr(walkthrough, "intervention", None)
+    if spec is None or not spec.heads or step.name != "heads_concat" or not _has(walkthrough, "q"):
+        return ""
+    head = j // len(walkthrough.step("q").values[0])
+    if (walkthrough.layer, head) not in spec.heads:
+        return ""
+    name = f"{walkthrough.layer + 1}.{head + 1}"
+    if spec.head_mode == "zero":
+        return f"= 0 because head {name} is switched off in the Intervene tab: its output is replaced by zeros"
+    return (f"head {name} is mean-ablated in the Intervene tab: this is its average output over the sample "
+            "corpus, not what it computed for this sentence")
+
+
 def _has(walkthrough, name: str) -> bool:
     return any(s.name == name for s in walkthrough.steps)
 
@@ -140,6 +156,9 @@ class ValuePanel(QtWidgets.QFrame):
             denominator = np.exp(row[finite] - top).sum()
             return [f"= exp(s′ − max) / Σ exp(s′ − max) = exp({row[j] - top:.4g}) / {denominator:.6g}",
                     f"row {i} sums to {float(np.asarray(step.values)[i].sum()):.6f}"]
+        switched = switched_off_head(walkthrough, step, j)
+        if switched:
+            return [switched]
         if step.name == "masked_scores":
             return ["= the score: the mask lets query i see key j (adds 0)" if np.isfinite(v) and v > -1e29
                     else "= −∞: the mask hides key j from query i, so it gets no attention"]

@@ -33,6 +33,7 @@ class WeightBox(QtWidgets.QWidget):
         self.title = QtWidgets.QLabel()
         self.title.setTextFormat(Qt.TextFormat.RichText)
         self.title.setObjectName(f"weights_title_{key}")
+        self.title.setWordWrap(True)          # a long input title wraps: the strip fits the page's width
         self.title.linkActivated.connect(lambda _href: self.clicked.emit())
         self.heatmap = MatrixHeatmap(self, row_title="", col_title="")
         self.heatmap.setMinimumHeight(60)

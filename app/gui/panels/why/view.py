@@ -22,8 +22,9 @@ from PySide6.QtCore import Qt
 from app.gui.follow_model import FollowModel
 from app.gui.widgets.heatmap import HeatmapWidget
 from app.gui.widgets.save_dialog import ask_save_path
-from core.encoder.attention import write_matrix_csv
+from app.gui.wording import model_label
 from core.evaluate.why import SAME_SCORE, explain_job, format_pairs
+from core.inspect.attention_maps import write_matrix_csv
 
 DIVERGING = "CET-D1"               # blue - white - red, white at the middle of the levels
 POSITIVE, NEGATIVE = "#c0392b", "#2166ac"
@@ -57,6 +58,9 @@ def bar_brushes(values) -> list:
 
 
 HEADER_CHARS = 300     # a query or hit longer than this is shortened in the header
+
+
+NEGLIGIBLE = 5e-5           # below this a pair reads 0.0000 at the header's 4 decimals
 
 
 def encoder_note(store, backend) -> str:
@@ -239,7 +243,7 @@ class WhyDialog(QtWidgets.QDialog):
             self._set_header(query, text, "the model is still loading — try again in a moment")
             return
         pooling = state.pooling
-        self._set_header(query, text, f"computing with {state.choice.model} ({pooling} pooling) …")
+        self._set_header(query, text, f"computing with {model_label(state.choice.model)} ({pooling} pooling) …")
         self.follow.run(explain_job, pooling, query, text, search_score, label="Why similar", show_progress=False,
                         on_result=lambda why, _b: self._on_result(why, query, text, search_score),
                         on_error=lambda message: self._on_error(message, query, text))
@@ -281,7 +285,7 @@ class WhyDialog(QtWidgets.QDialog):
                 seen = f" ≠ the search score {self.search_score:.6f} (apart by {apart:.1e})"
             seen += html.escape(encoder_note(self.state.store, self.state.backend))
         model = str(getattr(self.state.backend, "model_name", None) or self.state.choice.model)
-        model = Path(model).name or model          # a trained model's folder by its name, not its path
+        model = model_label(model)                 # a trained model's folder by its name, not its path
         self._set_header(self._query, self._text,
                          f"score <b>{score}</b>{seen} = the sum of all {n} × {m} token-pair "
                          f"contributions · {html.escape(model)}, {why.pooling} pooling · "
@@ -290,7 +294,9 @@ class WhyDialog(QtWidgets.QDialog):
         specials = why.view(hide_special=True)
         self.hidden_label.setText(view.describe_hidden() or f"the {specials.hidden_pairs} pairs with a special "
                                   f"token hold {specials.hidden_share:.0%} of the score")
-        top, negative = view.top_pairs(6), view.top_pairs(3, negative=True)
+        top = view.top_pairs(6)
+        # a pair "most negative" only where it takes something away the 4 digits can show: not −0.0000x
+        negative = [p for p in view.top_pairs(3, negative=True) if p[2] <= -NEGLIGIBLE]
         text = f"<b>Top pairs:</b> {html.escape(format_pairs(top, digits=3)) or '(none positive)'}"
         if negative:
             text += f"<br><b>Most negative:</b> {html.escape(format_pairs(negative, digits=4))}"
@@ -320,22 +326,19 @@ class WhyDialog(QtWidgets.QDialog):
             f"column total {hm.col_sums[j]:+.4f}")
 
     # ---- export -------------------------------------------------------------------------------
-    def _ask_path(self, caption: str, suggested: str, filt: str) -> Path | None:
-        return ask_save_path(self, caption, suggested, filt)
+    def _save_path(self, path, caption: str, suggested: str, filt: str) -> Path | None:
+        """`path`, or one the user picks; None when nothing is shown or the dialog was cancelled."""
+        if self.view is None:
+            return None
+        return path or ask_save_path(self, caption, suggested, filt)
 
     def export_csv(self, path=None) -> Path | None:
         """The matrix shown, rows = query tokens, columns = hit tokens (as the heatmap)."""
-        if self.view is None:
-            return None
-        path = path or self._ask_path("Save the contributions as CSV", "why.csv", "CSV (*.csv)")
+        path = self._save_path(path, "Save the contributions as CSV", "why.csv", "CSV (*.csv)")
         if path is None:
             return None
         return write_matrix_csv(path, self.view.matrix, self.heatmap.row_labels, self.heatmap.col_labels)
 
     def export_png(self, path=None) -> Path | None:
-        if self.view is None:
-            return None
-        path = path or self._ask_path("Save the view as PNG", "why.png", "PNG image (*.png)")
-        if path is None:
-            return None
-        return Path(path) if self.heatmap.save_png(path) else None
+        path = self._save_path(path, "Save the view as PNG", "why.png", "PNG image (*.png)")
+        return None if path is None else (Path(path) if self.heatmap.save_png(path) else None)

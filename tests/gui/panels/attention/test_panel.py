@@ -6,8 +6,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from app.gui.panels.attention.export import pair_text  # noqa: E402
 from app.gui.panels.attention.panel import AttentionPanel  # noqa: E402
 from app.gui.state import AppState  # noqa: E402
-from core.encoder import attention as A
 from core.encoder.backends import Inspection, get_backend
+from core.inspect import attention_maps as A
 
 TEXT = "the quick brown fox sat on the mat"
 

@@ -3,11 +3,14 @@ intervention; a map cell applies its ablation; a running map can be cancelled an
 the window; switching the inspected model drops what no longer fits and shows no old numbers."""
 from __future__ import annotations
 
+import html
 import threading
 
 import numpy as np
 import pytest
 
+from app.gui.widgets.significant import before_after
+from app.gui.widgets.significant import sig as sig_digits
 from core.intervene import effects as E
 from core.intervene.spec import Intervention
 from tests.support.app_fixtures import noop_progress
@@ -82,12 +85,13 @@ def test_effects_show_the_core_numbers_for_the_clicked_parts(qtbot, make_panel, 
     view.select_head(1, 3)
     np.testing.assert_allclose(view.maps["difference"].matrix, att.difference[1, 3], atol=1e-7)
     vec = E.compare_vector(backend, TEXT, spec)
-    assert f"{vec.cosine:.6f}" in view.summary.text() and vec.cosine < 0.9999
+    assert f"<b>{sig_digits(vec.cosine, 4)}</b>" in view.summary.text() and vec.cosine < 0.9999
     fill = E.compare_fill_mask(backend, MASKED, spec, top_k=5, target="mat")
-    rows = view.fill_rows()
-    assert [(r[2], r[3]) for r in rows] == [(p["token"], round(p["score"], 4))
+    rows = panel.fill_view.fill_rows()
+    assert [(r[2], r[3]) for r in rows] == [(p["token"], float(sig_digits(p["score"], 3)))
                                             for p in fill.after.masks[0]["predictions"]]
-    assert f"{fill.target_before:.4f} → <b>{fill.target_after:.4f}</b>" in view.fill_label.text()
+    b, a, d = before_after(fill.target_before, fill.target_after)
+    assert f"{b} → <b>{a}</b> ({d})" in panel.fill_view.fill_label.text()
     with qtbot.waitSignal(panel.metrics_shown, timeout=120_000) as sig:
         panel.measure()
     shown = {m.name: m for m in sig.args[0]}
@@ -155,6 +159,14 @@ def test_a_map_cell_click_applies_that_ablation(qtbot, make_panel, models):
     np.testing.assert_allclose(view.heatmap.matrix[:, :4], expected.heads, atol=1e-6)
     np.testing.assert_allclose(view.heatmap.matrix[:, 5], expected.ffn, atol=1e-6)
     assert "seed 0" in view.info.text() and f"{expected.baseline:.4f}" in view.info.text()
+    # what is needed to read the cells: n, the clean interval, the floors, the verdict in words
+    info = view.info.text()
+    assert f"n = {expected.n} pairs" in info and f"[{expected.interval[0]:.4f}, {expected.interval[1]:.4f}]" in info
+    assert f"every head off {expected.floors['heads']:.4f}" in info
+    for line in expected.verdict():
+        assert html.escape(line) in info
+    lo, hi = expected.low["heads"][1, 2], expected.high["heads"][1, 2]
+    assert f"[{lo:+.4f}, {hi:+.4f}]" in view.heatmap.tooltip_text(1, 2)
     with qtbot.waitSignal(panel.effects_shown, timeout=60_000) as sig:
         view.heatmap.cell_clicked.emit(1, 2)             # layer 2, head 3
     assert panel.current.spec == Intervention(heads={(1, 2)}) == sig.args[0].spec

@@ -28,6 +28,8 @@ def test_the_ranking_view_shows_the_stores_moves(qtbot, make_window, tiny_store_
     rows = panel.metrics_view.ranking_rows()
     assert [r[3] for r in rows[:len(expected.hits)]] == [h.text for h in expected.hits]
     assert any(h.moved for h in expected.hits), "the intervention should move some hit"
+    scores = panel.metrics_view.ranking_scores()                 # the score column: each hit's cosine after
+    assert scores[:len(expected.hits)] == [f"{h.score_after:.4f}" for h in expected.hits]
     first_moved = next(i for i, h in enumerate(expected.hits) if h.moved and h.rank_before <= 10)
     h = expected.hits[first_moved]
     assert rows[first_moved][:3] == (str(h.rank_before), str(h.rank_after),

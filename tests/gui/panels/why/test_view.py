@@ -89,7 +89,7 @@ def test_context_menu_opens_why_for_that_row(qtbot, make_window, tiny_store_temp
 
 
 def test_export_and_a_pooling_change_redoes_the_numbers(qtbot, make_window, tiny_store_template, tmp_path):
-    from core.encoder.attention import read_matrix_csv
+    from core.inspect.attention_maps import read_matrix_csv
     w = make_window(tiny_store_template)
     panel = search(qtbot, w)
     dialog, hit = open_why(qtbot, panel, 0)

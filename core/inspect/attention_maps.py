@@ -1,5 +1,5 @@
-"""Attention maths for the inspector: pick a head, average a layer, roll out across layers,
-hide special tokens, and export. Pure numpy; no Qt, no torch.
+"""The inspector's attention maps: pick a head, average a layer, roll out across layers,
+hide special tokens, and export them to files. Pure numpy; no Qt, no torch.
 
 Conventions
 -----------

@@ -1,8 +1,8 @@
-"""core/encoder/attention.py: aggregations, rollout (hand-computed), hiding tokens, export."""
+"""core/inspect/attention_maps.py: aggregations, rollout (hand-computed), hiding tokens, export."""
 import numpy as np
 import pytest
 
-from core.encoder import attention as A
+from core.inspect import attention_maps as A
 
 
 def random_attentions(L=3, H=4, T=7, seed=0):

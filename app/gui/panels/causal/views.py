@@ -1,0 +1,384 @@
+"""The Causal tab's four pages, each a form, a Run button, progress with Cancel and its picture:
+
+    SweepView        patching sweep heat-map (fraction of the way to B, or the change of p at the mask)
+    AttributionView  one bar per token, the completeness gap under it
+    TraceView        causal-trace heat-map (share of the clean output recovered)
+    CutsView         attention edges knocked out, and what that changes
+
+Each emits run_requested (its page's settings as a dict) and cancel_requested; the panel runs them.
+"""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtWidgets
+
+from app.gui.widgets.heatmap import HeatmapWidget
+
+DIVERGING = "CET-D1"
+
+
+class ValueHeatmap(HeatmapWidget):
+    """A heat-map whose tooltip names the cell and its value (``what`` says what the value is)."""
+    what = "value"
+    click_hint = ""
+
+    def tooltip_text(self, i: int, j: int) -> str:
+        hint = f"<br><i>{self.click_hint}</i>" if self.click_hint else ""
+        return (f"<b>{html.escape(self.row_labels[i])}, {html.escape(self.col_labels[j])}</b><br>"
+                f"{self.what} <b>{float(self.matrix[i, j]):+.4f}</b>{hint}")
+
+
+class Page(QtWidgets.QWidget):
+    run_requested = QtCore.Signal(dict)
+    cancel_requested = QtCore.Signal()
+    run_label = "Run"
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.outer = QtWidgets.QVBoxLayout(self)
+        self.outer.setContentsMargins(0, 0, 0, 0)
+        self.bar = QtWidgets.QHBoxLayout()
+        self.run_button = QtWidgets.QPushButton(self.run_label)
+        self.run_button.clicked.connect(lambda: self.run_requested.emit(self.settings()))
+        self.progress = QtWidgets.QProgressBar()
+        self.cancel_button = QtWidgets.QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel_requested)
+        self.outer.addLayout(self.bar)
+        self.info = QtWidgets.QLabel()
+        self.info.setWordWrap(True)
+        self.info.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.outer.addWidget(self.info)
+
+    def finish_bar(self) -> None:
+        self.bar.addWidget(self.run_button)
+        self.bar.addWidget(self.progress, 1)
+        self.bar.addWidget(self.cancel_button)
+        self.set_running(False)
+
+    def settings(self) -> dict:
+        return {}
+
+    def set_running(self, running: bool) -> None:
+        self.run_button.setEnabled(not running)
+        self.cancel_button.setEnabled(running)
+        self.progress.setVisible(running)
+        if running:
+            self.progress.setRange(0, 0)
+
+    def on_progress(self, done: int, total: int, message: str) -> None:
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setValue(done)
+        self.progress.setFormat(f"{message}: %v of %m")
+
+    def say(self, text: str, error: bool = False) -> None:
+        self.info.setText(f"<span style='color:#c0392b'>{html.escape(text)}</span>" if error else text)
+
+
+class SweepView(Page):
+    cell_clicked = QtCore.Signal(str)       # the clicked cell's site, as `patch --site` takes it
+    run_label = "Run sweep"
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.result = None
+        self.kind = QtWidgets.QComboBox()
+        for key, text in (("resid", "residual stream (layer x token)"), ("heads", "heads (layer x head)"),
+                          ("ffn", "FFNs (layer)")):
+            self.kind.addItem(text, key)
+        self.show_p = QtWidgets.QCheckBox("show the change of p at the [MASK]")
+        self.show_p.toggled.connect(self._draw)
+        for w in (QtWidgets.QLabel("sites"), self.kind, self.show_p):
+            self.bar.addWidget(w)
+        self.finish_bar()
+        self.heatmap = ValueHeatmap(row_title="layer", col_title="site")
+        self.heatmap.what = "fraction of the way to B"
+        self.heatmap.click_hint = "click to apply this one patch in the Intervene tab"
+        self.heatmap.set_show_values(True)
+        self.heatmap.set_colormap(DIVERGING)
+        self.heatmap.colorbar.getAxis("right").setLabel("fraction of the way to B")
+        self.heatmap.cell_clicked.connect(self._clicked)
+        self.outer.addWidget(self.heatmap, 1)
+        self.clear("Patch every site of one kind from B into A, one at a time")
+
+    def settings(self) -> dict:
+        return {"kind": self.kind.currentData()}
+
+    def clear(self, note: str = "") -> None:
+        self.result = None
+        self.heatmap.set_matrix(np.zeros((0, 0)), [], [])
+        self.heatmap.set_placeholder(note)
+        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+
+    def show_result(self, r) -> None:
+        self.result = r
+        self.show_p.setEnabled(r.delta_p is not None)
+        self._draw()
+
+    def matrix(self) -> np.ndarray:
+        r = self.result
+        return r.delta_p if self.show_p.isChecked() and r.delta_p is not None else r.values
+
+    def _draw(self) -> None:
+        r = self.result
+        if r is None:
+            return
+        m = self.matrix()
+        top = max(float(np.abs(m).max()), 1e-9)
+        p_shown = m is r.delta_p
+        self.heatmap.what = f"change of p({r.target})" if p_shown else "fraction of the way to B"
+        title = (f"p({r.target}) patched − p in A" if p_shown else "fraction of the way to B")
+        self.heatmap.set_matrix(m, r.rows, r.cols, title=title, levels=(-top, top))
+        self.heatmap.colorbar.getAxis("right").setLabel("Δp" if p_shown else "fraction of the way to B")
+        extra = (f" · p({html.escape(str(r.target))}) at the mask: A {r.p_a:.4f}, B {r.p_b:.4f}"
+                 if r.delta_p is not None else "")
+        self.info.setText(f"cos(A, B) <b>{r.cosine_a_b:.4f}</b> · {r.site} sites · {r.pooling} pooling · "
+                          f"{r.precision}{extra} · <i>click a cell to apply that one patch</i>")
+
+    def site(self, row: int, col: int) -> str:
+        kind = self.result.site
+        if kind == "resid":
+            return f"L{row + 1}.resid@{col}"
+        return f"L{row + 1}.H{col + 1}" if kind == "heads" else f"L{row + 1}.ffn"
+
+    def _clicked(self, row: int, col: int) -> None:
+        if self.result is not None:
+            self.cell_clicked.emit(self.site(row, col))
+
+
+class AttributionView(Page):
+    run_label = "Attribute"
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.result = None
+        self.target = QtWidgets.QComboBox()
+        self.target.addItem("cosine with sentence B", "other")
+        self.target.addItem("p(word) at the [MASK]", "word")
+        self.method = QtWidgets.QComboBox()
+        self.method.addItem("integrated gradients", "ig")
+        self.method.addItem("grad × input", "grad-x-input")
+        self.steps = QtWidgets.QSpinBox()
+        self.steps.setRange(1, 1024)
+        self.steps.setValue(32)
+        self.steps.setPrefix("steps ")
+        for w in (QtWidgets.QLabel("of"), self.target, self.method, self.steps):
+            self.bar.addWidget(w)
+        self.finish_bar()
+        self.plot = pg.PlotWidget()
+        self.plot.setBackground(None)
+        self.bars = pg.BarGraphItem(x=[], height=[], width=0.7)
+        self.plot.addItem(self.bars)
+        self.plot.showGrid(y=True, alpha=0.3)
+        self.outer.addWidget(self.plot, 1)
+        self.clear("Which tokens drive the similarity to B, or the masked word")
+
+    def settings(self) -> dict:
+        return {"target": self.target.currentData(), "method": self.method.currentData(), "steps": self.steps.value()}
+
+    def clear(self, note: str = "") -> None:
+        self.result = None
+        self.bars.setOpts(x=[], height=[], width=0.7)
+        self.plot.getAxis("bottom").setTicks([[]])
+        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+
+    def show_result(self, r) -> None:
+        self.result = r
+        a = np.asarray(r.attributions, dtype=float)
+        brushes = [pg.mkBrush("#c0392b" if v >= 0 else "#2e86c1") for v in a]
+        self.bars.setOpts(x=np.arange(len(a)), height=a, width=0.7, brushes=brushes)
+        self.plot.getAxis("bottom").setTicks([[(i, t) for i, t in enumerate(r.tokens)]])
+        text = f"{html.escape(r.method)} of {html.escape(r.target)} = <b>{r.target_value:.6f}</b> · {r.precision}"
+        if r.baseline_value is not None:
+            text += (f"<br>baseline ({r.baseline} at every token but the specials): {r.baseline_value:.6f} · sum "
+                     f"{a.sum():+.6f} vs f(x) − f(baseline) {r.target_value - r.baseline_value:+.6f} · "
+                     f"<b>completeness gap {r.completeness_gap:.2e}</b> ({r.relative_gap:.2%}, {r.steps} steps)")
+        self.info.setText(text)
+
+
+class TraceView(Page):
+    run_label = "Trace"
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.result = None
+        self.words = QtWidgets.QLineEdit()
+        self.words.setPlaceholderText("words to corrupt, e.g. cat")
+        self.words.setObjectName("trace_words")
+        self.noise = QtWidgets.QDoubleSpinBox()
+        self.noise.setRange(0.1, 100.0)
+        self.noise.setValue(3.0)
+        self.noise.setPrefix("noise ")
+        self.noise.setSuffix(" × emb std")
+        self.samples = QtWidgets.QSpinBox()
+        self.samples.setRange(1, 100)
+        self.samples.setValue(10)
+        self.samples.setPrefix("samples ")
+        self.seed = QtWidgets.QSpinBox()
+        self.seed.setRange(0, 1_000_000)
+        self.seed.setPrefix("seed ")
+        self.resample = QtWidgets.QCheckBox("resample from B")
+        self.resample.setToolTip("Instead of noise: the words get B's word embeddings at the same positions "
+                                 "(B needs as many tokens as A)")
+        self.show_p = QtWidgets.QCheckBox("p at the [MASK]")
+        self.show_p.toggled.connect(self._draw)
+        for w in (self.words, self.noise, self.samples, self.seed, self.resample, self.show_p):
+            self.bar.addWidget(w)
+        self.finish_bar()
+        self.heatmap = ValueHeatmap(row_title="restored state", col_title="token")
+        self.heatmap.what = "share of the clean output recovered"
+        self.heatmap.colorbar.getAxis("right").setLabel("share recovered")
+        self.heatmap.set_show_values(True)
+        self.outer.addWidget(self.heatmap, 1)
+        self.clear("Noise on some tokens' embeddings, then each clean state restored in turn")
+
+    def settings(self) -> dict:
+        return {"words": self.words.text(), "noise": self.noise.value(), "samples": self.samples.value(),
+                "seed": self.seed.value(), "resample": self.resample.isChecked()}
+
+    def clear(self, note: str = "") -> None:
+        self.result = None
+        self.heatmap.set_matrix(np.zeros((0, 0)), [], [])
+        self.heatmap.set_placeholder(note)
+        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+
+    def show_result(self, r) -> None:
+        self.result = r
+        self.show_p.setEnabled(r.p_recovered is not None)
+        self._draw()
+
+    def matrix(self) -> np.ndarray:
+        r = self.result
+        return r.p_recovered if self.show_p.isChecked() and r.p_recovered is not None else r.recovered
+
+    def _draw(self) -> None:
+        r = self.result
+        if r is None:
+            return
+        m = self.matrix()
+        p_shown = m is r.p_recovered
+        title = f"share of p({r.target}) recovered" if p_shown else "share of the clean vector recovered"
+        self.heatmap.set_matrix(m, r.rows, r.cols, levels=(0.0, max(1.0, float(np.nanmax(m)))), title=title)
+        corrupted = ", ".join(r.tokens[p] for p in r.corrupted)
+        extra = (f" · p({html.escape(str(r.target))}): clean {r.p_clean:.4f}, corrupted {r.p_corrupted:.4f}"
+                 if r.p_clean is not None else "")
+        how = (f"resampled from “{html.escape(r.resampled_from)}”" if r.resampled_from is not None else
+               f"with noise std {r.noise_std:.4f} ({r.noise_multiple:g} × the word embeddings' std), "
+               f"{r.samples} samples, seed {r.seed}")
+        self.info.setText(f"corrupted <b>{html.escape(corrupted)}</b> {how} · "
+                          f"cos(corrupted, clean) {r.cosine_corrupted:.4f}{extra}")
+
+
+class CutsView(Page):
+    run_label = "Cut"
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.result = None
+        self.cuts = QtWidgets.QLineEdit()
+        self.cuts.setObjectName("cuts")
+        self.cuts.setPlaceholderText("L[.H]:Q>K, comma-separated (e.g. 3:[MASK]>cat) — or click the Attention heatmap")
+        self.bar.addWidget(self.cuts, 2)
+        self.finish_bar()
+        self.table = QtWidgets.QLabel()
+        self.table.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.table.setWordWrap(True)
+        self.outer.addWidget(self.table)
+        # the first cut's head (or its layer's mean over heads), before and after
+        split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
+        self.before, self.after = ValueHeatmap(), ValueHeatmap()
+        for m, name in ((self.before, "before"), (self.after, "after")):
+            m.what = f"attention weight {name}"
+            m.set_show_values(True)
+            split.addWidget(m)
+        self.outer.addWidget(split, 1)
+        self.clear("Knock out attention edges: the query may not look at the key")
+
+    def settings(self) -> dict:
+        return {"cuts": [c.strip() for c in self.cuts.text().split(",") if c.strip()]}
+
+    def add_cut(self, text: str) -> None:
+        have = self.settings()["cuts"]
+        if text not in have:
+            self.cuts.setText(", ".join(have + [text]))
+
+    def clear(self, note: str = "") -> None:
+        self.result = None
+        self.table.setText("")
+        for m in (self.before, self.after):
+            m.set_matrix(np.zeros((0, 0)), [], [])
+        self.before.set_placeholder(note)
+        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+
+    def shown_head(self, r) -> tuple[int, int | None]:
+        first = sorted(r.spec.cuts, key=lambda c: (c.layer, -1 if c.head is None else c.head))[0]
+        return first.layer, first.head
+
+    def show_result(self, r) -> None:
+        self.result = r
+        diff = np.abs(r.attention.difference).max(axis=(2, 3))
+        l, h = np.unravel_index(int(np.argmax(diff)), diff.shape)
+        names = ", ".join(sorted(c.describe(r.tokens) for c in r.spec.cuts))
+        rows = [f"<b>attention edges cut: {html.escape(names)}</b>", f"sentence vector: cosine with the uncut one "
+                f"<b>{r.cosine:.6f}</b> · attention: largest change {diff[l, h]:.4f} in head {l + 1}.{h + 1}"]
+        if r.fill is not None:
+            before = ", ".join(f"{p['token']} {p['score']:.3f}" for p in r.fill.before.masks[0]["predictions"])
+            after = ", ".join(f"{p['token']} {p['score']:.3f}" for p in r.fill.after.masks[0]["predictions"])
+            rows += [f"[MASK] before: {html.escape(before)} · after: {html.escape(after)}"]
+            if r.fill.target:
+                rows.append(f"p({html.escape(r.fill.target)}): {r.fill.target_before:.4f} → {r.fill.target_after:.4f}")
+        self.table.setText("<br>".join(rows))
+        layer, head = self.shown_head(r)
+        where = f"layer {layer + 1}, " + ("mean over heads" if head is None else f"head {head + 1}")
+        for m, att, name in ((self.before, r.attention.before, "before"), (self.after, r.attention.after, "after")):
+            grid = att[layer].mean(0) if head is None else att[layer, head]
+            m.set_matrix(grid, r.tokens, r.tokens, title=f"{where}, {name}", levels=(0.0, 1.0))
+        self.info.setText("")
+
+
+class HeadGradientView(Page):
+    run_label = "Compute"
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.result = None
+        self.metric = QtWidgets.QComboBox()
+        self.metric.addItem("Spearman (shipped eval pairs)", "spearman")
+        self.metric.addItem("masked-token log-probability (needs a masked-LM head)", "mlm")
+        for w in (QtWidgets.QLabel("metric"), self.metric):
+            self.bar.addWidget(w)
+        self.finish_bar()
+        split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
+        self.gradient = ValueHeatmap(row_title="layer", col_title="head")
+        self.gradient.what = "I_h = E|dL/d gate|"
+        self.drop = ValueHeatmap(row_title="layer", col_title="head")
+        self.drop.what = "measured drop"
+        self.drop.set_colormap(DIVERGING)
+        for m in (self.gradient, self.drop):
+            m.set_show_values(True)
+            split.addWidget(m)
+        self.outer.addWidget(split, 1)
+        self.clear("Michel et al.'s gradient head importance beside the drop measured by switching each head off")
+
+    def settings(self) -> dict:
+        return {"metric": self.metric.currentData()}
+
+    def clear(self, note: str = "") -> None:
+        self.result = None
+        for m in (self.gradient, self.drop):
+            m.set_matrix(np.zeros((0, 0)), [], [])
+        self.gradient.set_placeholder(note)
+        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+
+    def show_result(self, r) -> None:
+        self.result = r
+        L, H = r.gradient.shape
+        rows, cols = [f"L{l + 1}" for l in range(L)], [f"H{h + 1}" for h in range(H)]
+        self.gradient.set_matrix(r.gradient, rows, cols, title="gradient importance I_h",
+                                 levels=(0.0, max(float(r.gradient.max()), 1e-12)))
+        top = max(float(np.abs(r.map.heads).max()), 1e-9)
+        self.drop.set_matrix(r.map.heads, rows, cols, title=f"measured drop in {r.map.metric}", levels=(-top, top))
+        self.info.setText(f"Spearman of I_h with the measured drop over {L * H} heads: <b>{r.spearman:+.3f}</b> "
+                          f"(with |drop|: {r.spearman_abs:+.3f}; I_h has no sign) · loss {html.escape(r.loss)}")

@@ -1,0 +1,174 @@
+"""Patching sweeps and causal tracing (core/intervene/patch_sweep.py, trace.py) against independent
+computations: each cell of a sweep is the single `patch --site` run for that site, and one cell per
+kind is transformers' BertForMaskedLM with forward hooks; a traced cell is transformers' run with the
+same noise added to the word embeddings and one clean layer output put back by a hook."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from core.errors import InputError
+from core.intervene.patch_sweep import patch_sweep
+from core.intervene.trace import causal_trace, embedding_std, trace_noise
+from tests.support.causal_models import capture, hooked, tiny_pair, unit_mean
+
+A, B = "the cat sat on the [MASK] today", "the dog ran on the [MASK] today"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return tiny_pair(tmp_path_factory.mktemp("tiny_causal_sweep"))
+
+
+@pytest.fixture(scope="module")
+def sweeps(tiny):
+    backend, _ = tiny
+    return {k: patch_sweep(backend, A, B, k, pooling="mean", target="mat") for k in ("resid", "heads", "ffn")}
+
+
+def _fraction(v, va, vb) -> float:
+    return (v @ vb - va @ vb) / (1 - va @ vb)
+
+
+@pytest.mark.parametrize("kind, cell", [("resid", (1, 3)), ("heads", (2, 1)), ("ffn", (0, 0))])
+def test_one_cell_per_kind_equals_transformers_with_hooks(tiny, sweeps, kind, cell):
+    backend, ref = tiny
+    ids_a, ids_b = (backend.encode_ids([t])[0][0] for t in (A, B))
+    src = capture(ref, ids_b)
+    layer, col = cell
+    dh = ref.config.hidden_size // ref.config.num_attention_heads
+    mod = ref.bert.encoder.layer[layer]
+    if kind == "resid":
+        def fn(m, a, o):
+            o = o.clone()
+            o[0, col] = src["layer"][layer][0, col]
+            return o
+        hooks = [(mod, "post", fn)]
+    elif kind == "heads":
+        def fn(m, a):
+            x = a[0].clone()
+            x[..., col * dh:(col + 1) * dh] = src["context"][layer][..., col * dh:(col + 1) * dh]
+            return (x,)
+        hooks = [(mod.attention.output.dense, "pre", fn)]
+    else:
+        hooks = [(mod.output.dense, "post", lambda m, a, o: src["ffn"][layer].clone())]
+    h, logits = hooked(ref, hooks, ids_a)
+    ha, la = hooked(ref, [], ids_a)
+    hb, _ = hooked(ref, [], ids_b)
+    want = _fraction(unit_mean(h), unit_mean(ha), unit_mean(hb))
+    r = sweeps[kind]
+    # cosines to float32 rounding; the fraction divides by 1 - cos(A, B), which magnifies it
+    np.testing.assert_allclose(r.cosine_b[layer, col], unit_mean(h) @ unit_mean(hb), atol=1e-6)
+    np.testing.assert_allclose(r.values[layer, col], want, atol=2e-6 / (1 - r.cosine_a_b))
+    pos, tid = ids_a.index(backend.tokenizer.mask_token_id), backend.tokenizer.convert_tokens_to_ids("mat")
+    p = lambda lg: float(lg[pos].double().softmax(-1)[tid])  # noqa: E731
+    np.testing.assert_allclose(r.delta_p[layer, col], p(logits) - p(la), atol=2e-6)
+    assert r.target == "mat" and abs(r.p_a - p(la)) < 2e-6
+
+
+def test_a_sweep_cell_equals_the_single_patch_run(tiny, sweeps, run):
+    backend, _ = tiny
+    folder = str(backend.source.folder)
+    cells = {"resid": ((2, 2), "L3.resid@2"), "heads": ((1, 3), "L2.H4"), "ffn": ((2, 0), "L3.ffn")}
+    for kind, ((row, col), site) in cells.items():
+        out = json.loads(run("patch", A, B, "--site", site, "--model", folder, "--pooling", "mean", "--json").stdout)
+        r = sweeps[kind]
+        np.testing.assert_allclose(r.cosine_b[row, col], out["cosine_patched_b"], atol=1e-6)
+        np.testing.assert_allclose(r.values[row, col], out["moved_toward_b"], atol=2e-6 / (1 - r.cosine_a_b))
+    # the sweep moves something: not every cell is zero
+    assert np.abs(sweeps["resid"].values).max() > 0.05 and np.abs(sweeps["heads"].values).max() > 0.01
+
+
+def test_the_shapes_and_labels_of_each_kind(sweeps):
+    r = sweeps["resid"]
+    assert r.values.shape == (3, len(r.tokens_a)) and r.rows == ["L1", "L2", "L3"] and r.cols == r.tokens_a
+    assert sweeps["heads"].cols == ["H1", "H2", "H3", "H4"] and sweeps["ffn"].values.shape == (3, 1)
+
+
+def test_sweep_cli_json_and_refusals(tiny, run):
+    backend, _ = tiny
+    folder = str(backend.source.folder)
+    out = json.loads(run("patch", A, B, "--sweep", "heads", "--model", folder, "--mask-token", "mat", "--json").stdout)
+    sweep = out["sweep"]
+    assert sweep["site"] == "heads" and len(sweep["rows"]) == 3 and len(sweep["cols"]) == 4
+    assert np.array(sweep["values"]).shape == (3, 4) and np.array(sweep["delta_p"]).shape == (3, 4)
+    bad = run("patch", "the cat sat", B, "--sweep", "resid", "--model", folder, check=False)
+    assert bad.returncode == 2 and "same length" in bad.stderr
+    with pytest.raises(InputError, match="a sweep is over"):
+        patch_sweep(backend, A, B, "edges")
+
+
+def test_trace_cell_equals_transformers_with_the_same_noise(tiny):
+    backend, ref = tiny
+    text = "the cat sat on the [MASK] today"
+    r = causal_trace(backend, text, ["cat"], noise=3.0, samples=3, seed=5, pooling="mean")
+    ids = backend.encode_ids([text])[0][0]
+    assert r.corrupted == [2] and r.rows[0] == "emb" and len(r.rows) == 4
+    std = 3.0 * float(ref.bert.embeddings.word_embeddings.weight.detach().std())
+    np.testing.assert_allclose(r.noise_std, std, rtol=1e-5)
+    assert embedding_std(backend.encoder) == pytest.approx(std / 3, rel=1e-5)
+    eps = trace_noise((3, len(ids), ref.config.hidden_size), [2], std, 5)
+    assert torch.count_nonzero(eps[:, [0, 1, 3]]) == 0 and torch.count_nonzero(eps[:, 2]) > 0
+    clean = capture(ref, ids)["layer"]
+    h_clean, l_clean = hooked(ref, [], ids)
+    v_clean = unit_mean(h_clean)
+    pos = ids.index(backend.tokenizer.mask_token_id)
+    top = int(l_clean[pos].argmax())
+    for layer, tok in ((0, 2), (1, 3), (2, 2)):
+        cos, cos_corr, p_rest, p_corr = [], [], [], []
+        for s in range(3):
+            noise = [(ref.bert.embeddings.word_embeddings, "post", lambda m, a, o, s=s: o + eps[s:s + 1])]
+            def restore(m, a, o, layer=layer, tok=tok):
+                o = o.clone()
+                o[0, tok] = clean[layer][0, tok]
+                return o
+            h, lg = hooked(ref, noise + [(ref.bert.encoder.layer[layer], "post", restore)], ids)
+            hc, lc = hooked(ref, noise, ids)
+            cos.append(unit_mean(h) @ v_clean)
+            cos_corr.append(unit_mean(hc) @ v_clean)
+            p_rest.append(float(lg[pos].double().softmax(-1)[top]))
+            p_corr.append(float(lc[pos].double().softmax(-1)[top]))
+        np.testing.assert_allclose(r.cosine_corrupted, np.mean(cos_corr), atol=2e-6)
+        np.testing.assert_allclose(r.cosine_restored[layer + 1, tok], np.mean(cos), atol=2e-6)
+        want = (np.mean(cos) - np.mean(cos_corr)) / (1 - np.mean(cos_corr))
+        np.testing.assert_allclose(r.recovered[layer + 1, tok], want, atol=4e-6 / (1 - r.cosine_corrupted))
+        np.testing.assert_allclose(r.p_restored[layer + 1, tok], np.mean(p_rest), atol=2e-6)
+        np.testing.assert_allclose(r.p_corrupted, np.mean(p_corr), atol=2e-6)
+    assert 1 - r.cosine_corrupted > 1e-4 and abs(r.p_clean - r.p_corrupted) > 1e-3, "the noise must show"
+    # restoring the corrupted token's embedding output undoes the corruption entirely
+    tol = 4e-6 / (1 - r.cosine_corrupted)
+    np.testing.assert_allclose(r.recovered[0, 2], 1.0, atol=tol)
+    np.testing.assert_allclose(r.p_recovered[0, 2], 1.0, atol=1e-4)
+    np.testing.assert_allclose(r.recovered[0, [0, 1, 3]], 0.0, atol=tol)
+
+
+def test_trace_cli(tiny, run):
+    backend, _ = tiny
+    folder = str(backend.source.folder)
+    out = json.loads(run("patch", "the cat sat on the mat", "--trace", "cat,sat", "--samples", "2",
+                         "--model", folder, "--json").stdout)["trace"]
+    assert out["corrupted"] == [2, 3] and out["samples"] == 2 and out["noise_multiple"] == 3.0
+    assert np.array(out["recovered"]).shape == (4, 8)
+    text = run("patch", "the cat sat on the mat", "--trace", "cat", "--samples", "2", "--model", folder).stdout
+    assert "noise std" in text and "emb" in text
+    bad = run("patch", "the cat sat on the mat", "--trace", "zebra", "--model", folder, check=False)
+    assert bad.returncode == 2 and "occurs 0 times" in bad.stderr
+
+
+def test_resampling_from_b_equals_running_b_where_every_token_is_taken(tiny, run):
+    """Corrupting by resampling gives the chosen tokens B's word embeddings: with every word
+    resampled the corrupted run is B's own run, and restoring a token's embeddings recovers it."""
+    backend, ref = tiny
+    a, b = "the cat sat on the mat", "the dog ran in the park"
+    ids_a, ids_b = (backend.encode_ids([t])[0][0] for t in (a, b))
+    words = [str(p) for p in range(1, len(ids_a) - 1)]          # every word, positions 1..T-2
+    r = causal_trace(backend, a, words, resample=b, pooling="mean")
+    assert r.samples == 1 and r.resampled_from == b and r.noise_std == 0.0
+    v_a, v_b = (unit_mean(hooked(ref, [], ids)[0]) for ids in (ids_a, ids_b))
+    assert r.cosine_corrupted == pytest.approx(float(v_a @ v_b), abs=2e-6)
+    out = json.loads(run("patch", a, b, "--trace", "cat", "--model", str(backend.source.folder), "--json").stdout)
+    assert out["trace"]["resampled_from"] == b and out["trace"]["samples"] == 1
+    np.testing.assert_allclose(out["trace"]["recovered"][0][2], 1.0, atol=1e-3)

@@ -1,0 +1,170 @@
+"""The Causal tab: every page shows the numbers the CLI prints for the same request (patch --sweep,
+attribute, patch --trace, ablate --cut); a running trace cancels; a model switch clears every page;
+a sweep cell asks for its one patch, an Attention edge click cuts that edge."""
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from tests.support.causal_models import tiny_pair
+
+A, B = "the cat sat on the [MASK] today", "the dog ran on the [MASK] today"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    from core.encoder.backends import get_backend
+    from tests.support.tiny_models import make_tiny_distilbert
+    backend, _ = tiny_pair(tmp_path_factory.mktemp("causal_panel"))
+    other = make_tiny_distilbert(tmp_path_factory.mktemp("causal_panel_other"), n_layers=1, n_heads=2, seed=2)
+    return backend, get_backend(str(other), "scratch", device="cpu", precision="fp32")
+
+
+@pytest.fixture
+def make_panel(qtbot):
+    from app.gui.panels.causal.panel import CausalPanel
+    from app.gui.state import AppState
+    states = []
+
+    def make(backend):
+        state = AppState()
+        states.append(state)
+        panel = CausalPanel(state)
+        qtbot.addWidget(panel)
+        panel.resize(1200, 800)
+        panel.text_a.setText(A)
+        panel.text_b.setText(B)
+        panel.target.setText("mat")
+        panel.show()
+        switch_model(state, backend)
+        return panel
+
+    yield make
+    for state in states:
+        state.shutdown(10_000)
+
+
+def switch_model(state, backend):
+    state.backend = backend
+    state.backend_changed.emit(backend)
+
+
+def run_page(qtbot, panel, page, **settings):
+    with qtbot.waitSignal(panel.shown, timeout=60_000) as sig:
+        assert panel.run(page, {**panel.views[page].settings(), **settings})
+    assert sig.args[0] == page
+    return sig.args[1]
+
+
+def cli(run, *args):
+    return json.loads(run(*args, "--json").stdout)
+
+
+def test_every_page_shows_the_clis_numbers(qtbot, make_panel, models, run):
+    backend = models[0]
+    folder = str(backend.source.folder)
+    panel = make_panel(backend)
+    r = run_page(qtbot, panel, "sweep", kind="heads")
+    want = cli(run, "patch", A, B, "--sweep", "heads", "--mask-token", "mat", "--model", folder)["sweep"]
+    np.testing.assert_allclose(r.values, want["values"], atol=1e-6)
+    np.testing.assert_allclose(panel.sweep_view.heatmap.matrix, np.array(want["values"], np.float32), atol=1e-6)
+    panel.sweep_view.show_p.setChecked(True)
+    np.testing.assert_allclose(panel.sweep_view.heatmap.matrix, np.array(want["delta_p"], np.float32), atol=1e-6)
+
+    r = run_page(qtbot, panel, "attribute", target="other", method="ig", steps=16)
+    want = cli(run, "attribute", A, "--to", B, "--steps", "16", "--model", folder)
+    np.testing.assert_allclose(r.attributions, want["attributions"], atol=1e-7)
+    assert f"{want['completeness_gap']:.2e}" in panel.attribution_view.info.text()
+
+    r = run_page(qtbot, panel, "trace", words="cat", samples=2, seed=1)
+    want = cli(run, "patch", A, "--trace", "cat", "--samples", "2", "--seed", "1", "--mask-token", "mat",
+               "--model", folder)["trace"]
+    np.testing.assert_allclose(r.recovered, want["recovered"], atol=1e-6)
+    np.testing.assert_allclose(r.p_recovered, want["p_recovered"], atol=1e-6)
+
+    panel.cuts_view.cuts.setText("2:sat>cat, 1.3:cat>0")
+    r = run_page(qtbot, panel, "cuts")
+    want = cli(run, "ablate", A, "--cut", "2:sat>cat", "--cut", "1.3:cat>0", "--model", folder)
+    assert r.cosine == pytest.approx(want["cosine"], abs=1e-7)
+    np.testing.assert_allclose(r.attention.after, want["attentions_after"], atol=1e-6)
+    assert "attention edges cut" in panel.cuts_view.table.text()
+
+
+def test_a_running_trace_cancels_and_keeps_the_window_ticking(qtbot, make_panel, models, monkeypatch):
+    from PySide6.QtCore import QTimer
+
+    from app.gui.panels.causal import compute as C
+    panel = make_panel(models[0])
+    ticked, rows = threading.Event(), []
+    timer = QTimer()
+    timer.timeout.connect(ticked.set)
+    timer.start(5)
+    real = C.trace_fn
+
+    def trace_fn(backend, *args, progress=None, cancel=None):
+        def each(done, total=0, *a):
+            ticked.clear()
+            assert ticked.wait(20), "the GUI thread did not tick while tracing"
+            rows.append(done)
+            if done == 2:
+                panel.trace_view.cancel_requested.emit()       # as Cancel does
+            progress(done, total, *a)
+        return real(backend, *args, progress=each, cancel=cancel)
+
+    monkeypatch.setattr(C, "trace_fn", trace_fn)
+    with qtbot.waitSignal(panel.cancelled, timeout=60_000):
+        panel.run("trace", {**panel.trace_view.settings(), "words": "cat", "samples": 2})
+    timer.stop()
+    assert 2 <= len(rows) < 4 and panel.trace_view.result is None
+    assert "Cancelled" in panel.trace_view.info.text()
+
+
+def test_a_model_switch_clears_every_page(qtbot, make_panel, models):
+    big, small = models
+    panel = make_panel(big)
+    run_page(qtbot, panel, "sweep", kind="ffn")
+    run_page(qtbot, panel, "attribute", target="word", method="grad-x-input")
+    assert panel.sweep_view.result is not None and panel.attribution_view.result is not None
+    switch_model(panel.state, small)
+    qtbot.waitUntil(lambda: panel.sweep_view.result is None and panel.attribution_view.result is None)
+    assert panel.sweep_view.heatmap.matrix.size == 0
+    assert small.model_name in panel.sweep_view.info.text()
+    panel.text_a.setText("the cat sat")
+    panel.text_b.setText("the dog sat")
+    r = run_page(qtbot, panel, "sweep", kind="resid")
+    assert r.values.shape == (1, 5)
+
+
+def test_a_sweep_cell_asks_for_its_patch_and_an_edge_click_cuts(qtbot, make_panel, models):
+    panel = make_panel(models[0])
+    run_page(qtbot, panel, "sweep", kind="resid")
+    with qtbot.waitSignal(panel.patch_requested) as sig:
+        panel.sweep_view.heatmap.cell_clicked.emit(1, 2)
+    assert sig.args == [A, B, "L2.resid@2"]
+    with qtbot.waitSignal(panel.shown, timeout=60_000) as shown:
+        panel.add_cut("the cat sat on the mat", 0, 1, 2, 1)
+    assert shown.args[0] == "cuts" and panel.text_a.text() == "the cat sat on the mat"
+    assert panel.cuts_view.cuts.text() == "1.2:2>1"
+    assert "1.2:2>1" in shown.args[1].spec.describe()
+
+
+@pytest.mark.slow
+def test_head_gradients_page_shows_michels_numbers_beside_the_drop(qtbot, make_panel, models, tmp_path,
+                                                                   monkeypatch):
+    from app.gui.panels.intervene import panel as P
+    from core.intervene.head_gradient import agreement, head_gradient_importance
+    from core.intervene.importance import importance_map
+    monkeypatch.setattr(P, "importance_cache_dir", lambda: tmp_path / "importance")
+    backend = models[0]
+    panel = make_panel(backend)
+    r = run_page(qtbot, panel, "heads", metric="mlm")
+    want = head_gradient_importance(backend, "mlm")
+    np.testing.assert_allclose(r.gradient, want, rtol=1e-5)
+    drop = importance_map(backend, "mlm").heads
+    np.testing.assert_allclose(r.map.heads, drop, atol=1e-6)
+    assert r.spearman == pytest.approx(agreement(want, drop), abs=1e-6)
+    assert f"{r.spearman:+.3f}" in panel.heads_view.info.text()
+    np.testing.assert_allclose(panel.heads_view.gradient.matrix, want.astype(np.float32), rtol=1e-5)
