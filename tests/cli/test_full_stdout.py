@@ -33,10 +33,14 @@ def made(tmp_path_factory):
     queries = root / "q.tsv"
     queries.write_text("query\trelevant\ncat\tthe cat sat on the mat\n", encoding="utf-8")
     corpus = write_corpus(root / "c.txt", n=60)
+    pairs = root / "p.tsv"
+    pairs.write_text("a\tb\tscore\nthe cat sat\ta cat sat\t4.5\nthe dog ran\ta bird sang\t1.0\n"
+                     "a fish swam\tthe fish swam\t4.0\n", encoding="utf-8")
     assert main(["ingest", str(lines), "--store", str(root / "s"), "--model", str(model), "--quiet"]) == 0
     for run in ("a", "b"):
         assert main(["train", "--corpus", str(corpus), "--out", str(root / "runs" / run), *TRAIN]) == 0
-    return dict(model=model, lines=lines, queries=queries, corpus=corpus, store=root / "s", runs=root / "runs")
+    return dict(model=model, lines=lines, queries=queries, corpus=corpus, pairs=pairs, store=root / "s",
+                runs=root / "runs")
 
 
 def _commands(m, tmp):
@@ -62,16 +66,24 @@ def _commands(m, tmp):
         "ablate": ["ablate", "the cat sat on the mat", "--heads", "1.2", "--model", RANDOM],
         "patch": ["patch", "the cat sat on the mat", "the dog ran in the park", "--site", "L1.resid",
                   "--model", RANDOM],
+        "patch --sweep": ["patch", "the cat sat on the mat", "the dog ran in the park", "--sweep", "resid",
+                          "--model", RANDOM],
+        "patch --trace": ["patch", "the cat sat on the mat", "--trace", "cat", "--model", RANDOM],
         "importance": ["importance", "--metric", "spearman", "--model", RANDOM],
+        "attribute": ["attribute", "the cat sat", "--to", "the dog ran", "--model", RANDOM],
+        "eval --pairs": ["eval", "--pairs", m["pairs"], "--model", model],
+        "experiment": ["experiment", "positions", "--corpus", m["corpus"], "--out", tmp / "exp",
+                       *[a for a in TRAIN if a != "--no-progress"]],
         "map": ["map", "--store", store, "--clusters", "2"],
     }
 
 
-NAMES = list(_commands(dict.fromkeys(("model", "lines", "queries", "corpus", "store", "runs"), Path("x")),
-                       Path("x")))
+NAMES = list(_commands(dict.fromkeys(("model", "lines", "queries", "corpus", "pairs", "store", "runs"),
+                                    Path("x")), Path("x")))
 JSON_TOO = {"embed", "inspect", "fill-mask", "models", "search", "info", "migrate",
             "train", "runs list", "runs compare", "eval --queries", "explain", "why", "ablate",
-            "patch", "importance", "map"}
+            "patch", "patch --sweep", "patch --trace", "importance", "attribute", "eval --pairs",
+            "experiment", "map"}
 
 
 def _to_full_stdout(capsys, monkeypatch, argv):
