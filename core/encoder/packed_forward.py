@@ -56,7 +56,7 @@ class PackedEncoder:
                        for m in (b.attention.q_lin, b.attention.k_lin, b.attention.v_lin,
                                  b.attention.out_lin, b.ffn.lin1, b.ffn.lin2)
                        for p in (m.weight, m.bias) if p is not None]
-        self._kernels = {}          # bf16 -> ((qkv, out, ffn in, ffn out) per block), while fresh
+        self._kernels = {}          # bf16 -> ((qkv, out, ffn) per block), while fresh
 
     def usable(self, input_ids) -> bool:
         """True when this path gives what the modules would: CPU, eval, no gradients, no hooks,

@@ -4,6 +4,7 @@ same ruff and pytest lines, pytest's extra arguments and another torch build pas
 way; Qt's system libraries are a Linux-only step."""
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -38,9 +39,13 @@ def _normal(lines: list[str], venv: Path) -> list[list[str]]:
 
 
 def _make(target, venv, **variables) -> list[list[str]]:
-    done = subprocess.run(["make", "-n", target, f"VENV={venv}",
+    # A make of its own, not a sub-make of `make test`: no inherited flags or variables (PYTEST_ARGS
+    # given to the outer make would reach it), and no "Entering directory" lines.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES", "PYTEST_ARGS", "TORCH_INDEX", "PY")}
+    done = subprocess.run(["make", "-n", "--no-print-directory", target, f"VENV={venv}",
                            *[f"{k}={v}" for k, v in variables.items()]],
-                          cwd=ROOT, capture_output=True, text=True, check=True)
+                          cwd=ROOT, capture_output=True, text=True, check=True, env=env)
     return _normal(done.stdout.splitlines(), venv)
 
 
