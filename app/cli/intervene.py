@@ -77,6 +77,13 @@ def register(sub) -> None:
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_patch)
+    _add_importance(sub)
+
+
+# Twin of app.cli.intervene.register, alike: argparse lines of one shape (an option, its type, its
+#   default, its words); each command's options are its own.
+def _add_importance(sub) -> None:
+    from app.cli.options import add_model_options
 
     p = sub.add_parser("importance", help="what each head, attention and FFN is worth to a metric")
     # core.intervene.measure's METRICS and DEFAULT_METRIC (not imported here: it loads torch)

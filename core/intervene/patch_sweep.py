@@ -99,8 +99,7 @@ def patch_sweep(backend, text_a: str, text_b: str, kind: str, pooling: str | Non
                              "give a B that differs from A")
         token_id = p_a = p_b = None
         if mask_at is not None:
-            token_id = (readout.target_token(backend, target) if target
-                        else int(backend.model.head(ends[1:, mask_at]).float().argmax(-1)))
+            token_id = readout.guessed_token(backend, target, ends[1:], mask_at)     # B's guess
             p_a, p_b = (float(p) for p in readout.mask_probability(backend, ends, mask_at, token_id))
         cosines, dps = [], []
         for layer in range(L):

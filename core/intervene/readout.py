@@ -58,3 +58,11 @@ def fraction_toward(after: torch.Tensor, start: float, goal: float) -> torch.Ten
     if abs(gap) <= 1e-12:
         return torch.full_like(after, float("nan"))
     return (after - start) / gap
+
+
+def guessed_token(backend, target: str | None, run, mask_at: int) -> int:
+    """The token whose p at the mask is read: ``target``'s id when one is given, else the top guess
+    of ``run`` (1, T, D: the last hidden states of the run that sets the goal) at the mask."""
+    if target:
+        return target_token(backend, target)
+    return int(backend.model.head(run[:, mask_at]).float().argmax(-1))

@@ -162,8 +162,7 @@ def causal_trace(backend, text: str, corrupt: list[str], noise: float = NOISE_MU
                              "raise the noise level or corrupt other words")
         token_id = p_clean = p_corr = None
         if mask_at is not None:
-            token_id = (readout.target_token(backend, target) if target
-                        else int(backend.model.head(ends[:1, mask_at]).float().argmax(-1)))
+            token_id = readout.guessed_token(backend, target, ends[:1], mask_at)     # the clean guess
             p = readout.mask_probability(backend, ends, mask_at, token_id)
             p_clean, p_corr = float(p[0]), float(p[1:].mean())
         cos_rows, p_rows = [], []

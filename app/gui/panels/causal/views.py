@@ -77,9 +77,34 @@ class Page(QtWidgets.QWidget):
         self.info.setText(f"<span style='color:#c0392b'>{html.escape(text)}</span>" if error else text)
 
 
-class SweepView(Page):
+class MapPage(Page):
+    """A page whose result is one heat-map, shown as it is or, with a [MASK] in A, as its p(token)
+    version (the "p" toggle): the sweep and the trace. VALUES and P_VALUES name the result's two
+    matrices (P_VALUES is None without a mask); a subclass builds `heatmap` and `show_p`, and draws."""
+
+    VALUES = ""
+    P_VALUES = ""
+
+    def clear(self, note: str = "") -> None:
+        self.result = None
+        self.heatmap.set_matrix(np.zeros((0, 0)), [], [])
+        self.heatmap.set_placeholder(note)
+        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+
+    def show_result(self, r) -> None:
+        self.result = r
+        self.show_p.setEnabled(getattr(r, self.P_VALUES) is not None)
+        self._draw()
+
+    def matrix(self) -> np.ndarray:
+        p = getattr(self.result, self.P_VALUES)
+        return p if self.show_p.isChecked() and p is not None else getattr(self.result, self.VALUES)
+
+
+class SweepView(MapPage):
     cell_clicked = QtCore.Signal(str)       # the clicked cell's site, as `patch --site` takes it
     run_label = "Run sweep"
+    VALUES, P_VALUES = "values", "delta_p"
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -105,21 +130,6 @@ class SweepView(Page):
 
     def settings(self) -> dict:
         return {"kind": self.kind.currentData()}
-
-    def clear(self, note: str = "") -> None:
-        self.result = None
-        self.heatmap.set_matrix(np.zeros((0, 0)), [], [])
-        self.heatmap.set_placeholder(note)
-        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
-
-    def show_result(self, r) -> None:
-        self.result = r
-        self.show_p.setEnabled(r.delta_p is not None)
-        self._draw()
-
-    def matrix(self) -> np.ndarray:
-        r = self.result
-        return r.delta_p if self.show_p.isChecked() and r.delta_p is not None else r.values
 
     def _draw(self) -> None:
         r = self.result
@@ -198,8 +208,9 @@ class AttributionView(Page):
         self.info.setText(text)
 
 
-class TraceView(Page):
+class TraceView(MapPage):
     run_label = "Trace"
+    VALUES, P_VALUES = "recovered", "p_recovered"
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -237,21 +248,6 @@ class TraceView(Page):
     def settings(self) -> dict:
         return {"words": self.words.text(), "noise": self.noise.value(), "samples": self.samples.value(),
                 "seed": self.seed.value(), "resample": self.resample.isChecked()}
-
-    def clear(self, note: str = "") -> None:
-        self.result = None
-        self.heatmap.set_matrix(np.zeros((0, 0)), [], [])
-        self.heatmap.set_placeholder(note)
-        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
-
-    def show_result(self, r) -> None:
-        self.result = r
-        self.show_p.setEnabled(r.p_recovered is not None)
-        self._draw()
-
-    def matrix(self) -> np.ndarray:
-        r = self.result
-        return r.p_recovered if self.show_p.isChecked() and r.p_recovered is not None else r.recovered
 
     def _draw(self) -> None:
         r = self.result
@@ -338,6 +334,8 @@ class CutsView(Page):
         self.info.setText("")
 
 
+# Twin of app.gui.panels.causal.views.AttributionView, alike: two pages' controls built the same
+#   Qt way (combo boxes, a spin box, a chart); what they ask for and show differs.
 class HeadGradientView(Page):
     run_label = "Compute"
 
