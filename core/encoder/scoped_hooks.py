@@ -3,7 +3,7 @@
 One loaded model serves many jobs at once in the app (an intervention in one worker, head means
 or a walkthrough in another, plain embedding in a third). A plain ``register_forward_hook`` acts
 on every thread's forward: a job that records the heads' outputs would also record another job's
-batches (issue 49: "tensor a (17) must match tensor b (19)"). Every hook Encoderscope puts on a
+batches and fail on their shapes ("tensor a (17) must match tensor b (19)"). Every hook Encoderscope puts on a
 model goes through ``scoped_hooks``: it runs only on the thread that entered the block, and the
 other threads' forwards pass through untouched.
 

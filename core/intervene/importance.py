@@ -2,7 +2,7 @@
 drops when that part alone is switched off (a head zeroed or mean-ablated, a branch removed),
 and whether that drop can be told from noise.
 
-Beside its cells a map carries what is needed to read them (issue 49): the clean value; the
+Beside its cells a map carries what is needed to read them: the clean value; the
 **floor** of each kind (the metric with every head, every attention branch, every FFN off); the
 number of items read (n: pairs, queries, texts); a seeded 95 % bootstrap interval over those
 items for the clean value and for every cell's drop (core/intervene/uncertainty.py); and which

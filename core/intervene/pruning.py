@@ -6,7 +6,7 @@ measured with the first n heads of it zeroed together, for every n from 0 to all
 count is a real measurement (no extrapolation from the single-head map, whose drops do not add
 up). The counts run as stacked batches (sweep.heads_off_forward), ``chunk`` variants at a time.
 
-Held out (issue 49): an order chosen on the items the curve is drawn on flatters the curve (the
+Held out: an order chosen on the items the curve is drawn on flatters the curve (the
 heads whose removal happened to help those items go first). ``held_out_halves`` splits the items
 in two, seeded; the CLI chooses the order on one half and draws the curve on the other. Each
 count carries a 95 % bootstrap interval of its drop over the curve's items (paired with the
