@@ -38,3 +38,9 @@ def explain_and_wait(qtbot, panel, text, **kw):
     with qtbot.waitSignal(panel.explained, timeout=60000) as sig:
         panel.explain_text(text, **kw)
     return sig.args[0]
+
+
+def switch_model(state, backend):
+    """What the model bar does when a model has loaded: the app's backend, and the signal the views follow."""
+    state.backend = backend
+    state.backend_changed.emit(backend)

@@ -14,50 +14,15 @@ import numpy as np
 import pytest
 
 from core.intervene.spec import Intervention
+from tests.gui.panels.intervene.conftest import MASKED, TEXT
+from tests.support.app_fixtures import switch_model
 from tests.support.tiny_models import run_cli
-
-TEXT = "the cat sat on the mat ."
-MASKED = "the cat sat on the [MASK] ."
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    from core.encoder.backends import get_backend
-    from tests.support.tiny_models import make_tiny_distilbert
-    root = tmp_path_factory.mktemp("intervene_learner")
-    big = make_tiny_distilbert(root / "two", n_layers=2, n_heads=4, seed=1)
-    small = make_tiny_distilbert(root / "one", n_layers=1, n_heads=2, seed=2)
-    return (get_backend(str(big), "scratch", device="cpu", precision="fp32"),
-            get_backend(str(small), "scratch", device="cpu", precision="fp32"))
 
 
 @pytest.fixture
-def panel_for(qtbot, tmp_path, monkeypatch):
-    from app.gui.panels.intervene import panel as P
-    from app.gui.state import AppState
-    monkeypatch.setattr(P, "importance_cache_dir", lambda: tmp_path / "importance")
-    states = []
-
-    def make(backend, size=(1200, 780)):
-        state = AppState()
-        states.append(state)
-        panel = P.InterventionPanel(state)
-        qtbot.addWidget(panel)
-        panel.resize(*size)
-        panel.text_edit.setText(TEXT)
-        panel.masked_edit.setText(MASKED)
-        panel.show()
-        switch(state, backend)
-        return panel
-
-    yield make
-    for state in states:
-        state.shutdown(10_000)
-
-
-def switch(state, backend):
-    state.backend = backend
-    state.backend_changed.emit(backend)
+def panel_for(make_panel):
+    """A panel at the default window size with both sentences typed."""
+    return lambda backend, size=(1200, 780): make_panel(backend, size=size, masked=MASKED)
 
 
 def apply(qtbot, panel, spec=None):
@@ -225,7 +190,7 @@ def test_a_model_switch_keeps_what_the_new_model_has_and_resets_the_views(qtbot,
     panel = panel_for(big)
     apply(qtbot, panel, Intervention(heads={(1, 3), (0, 1)}, positions="off", ffn_off={1}))
     assert panel.effects_view.grids["after"].grid_shape() == (2, 4)
-    switch(panel.state, small)
+    switch_model(panel.state, small)
     qtbot.waitUntil(lambda: panel.editor.heads.shape == (1, 2))
     kept = Intervention(heads={(0, 1)}, positions="off")                  # head 2.4 and FFN 2 do not exist
     assert panel.current.spec == kept and panel.editor.value() == kept

@@ -13,49 +13,8 @@ from app.gui.widgets.significant import before_after
 from app.gui.widgets.significant import sig as sig_digits
 from core.intervene import effects as E
 from core.intervene.spec import Intervention
-from tests.support.app_fixtures import noop_progress
-
-TEXT = "the cat sat on the mat ."
-MASKED = "the cat sat on the [MASK] ."
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    from core.encoder.backends import get_backend
-    from tests.support.tiny_models import make_tiny_distilbert
-    root = tmp_path_factory.mktemp("intervene_panel")
-    big = make_tiny_distilbert(root / "two", n_layers=2, n_heads=4, seed=1)
-    small = make_tiny_distilbert(root / "one", n_layers=1, n_heads=2, seed=2)
-    return (get_backend(str(big), "scratch", device="cpu", precision="fp32"),
-            get_backend(str(small), "scratch", device="cpu", precision="fp32"))
-
-
-@pytest.fixture
-def make_panel(qtbot, tmp_path, monkeypatch):
-    from app.gui.panels.intervene import panel as P
-    from app.gui.state import AppState
-    monkeypatch.setattr(P, "importance_cache_dir", lambda: tmp_path / "importance")
-    states = []
-
-    def make(backend):
-        state = AppState()
-        states.append(state)
-        panel = P.InterventionPanel(state)
-        qtbot.addWidget(panel)
-        panel.resize(1300, 900)
-        panel.text_edit.setText(TEXT)
-        panel.show()
-        switch_model(state, backend)
-        return panel
-
-    yield make
-    for state in states:
-        state.shutdown(10_000)
-
-
-def switch_model(state, backend):
-    state.backend = backend
-    state.backend_changed.emit(backend)
+from tests.gui.panels.intervene.conftest import MASKED, TEXT
+from tests.support.app_fixtures import noop_progress, switch_model
 
 
 def apply_and_wait(qtbot, panel):
