@@ -11,12 +11,19 @@ implementations, chosen by the platform or, to test the other one, by $ENCODERSC
   stays readable (Windows locks are mandatory: a locked byte cannot even be read). Windows drops
   it when the process ends, kill included, but only "eventually" per its documentation (in
   practice at once). Windows has no O_NOFOLLOW: the file is lstat'ed before it is opened and
-  the opened file must be that same file (fstat), so nothing is ever written through a link,
+  the path must still name the opened file after (lstat, fstat), so nothing is ever written
+  through a link,
   but a link planted between the two checks can make the open create an empty file where it
   points (creating links needs rights ordinary Windows users lack). On Linux, where there is no
   msvcrt, "windows" locks the same byte with an open-file-description lock (F_OFD_SETLK),
   which has msvcrt's semantics (per handle, dropped on close and on death), so the suite runs
   the Windows implementation's code here (tests/index/store/test_portable_locks.py).
+
+A lock file its last holder removes (core.folder_lock): `removes_held_file` says how. flock's
+holder unlinks it while still holding it; Windows refuses to delete an open file, so its holder
+unlocks, closes, then tries to delete it (`remove_closed`), which Windows refuses while another
+process has it open: that one keeps it. Linux deletes open files, so the "windows" stand-in
+emulates that refusal (WindowsLock.opening).
 
 Processes: `pid_alive` (os.kill(pid, 0) would *terminate* the process on Windows),
 `process_argv` (Linux /proc; None elsewhere: the caller names the pid only). Also the CPU's name
@@ -57,6 +64,7 @@ class PosixLock:
     """flock on the whole file (Linux, macOS)."""
     name = "posix"
     follows_links = False
+    removes_held_file = True   # a held file may be unlinked: the lock goes on with the open file
 
     def try_lock(self, fd: int) -> bool:
         import fcntl
@@ -72,11 +80,18 @@ class PosixLock:
         import fcntl
         fcntl.flock(fd, fcntl.LOCK_UN)
 
+    def opening(self, path) -> None:
+        """Nothing to do: a held file is unlinked by its holder (removes_held_file)."""
+
+    def closed(self) -> None:
+        pass
+
 
 class WindowsLock:
     """One byte at RANGE_START, locked by msvcrt.locking (Linux stand-in: an OFD lock)."""
     name = "windows"
     follows_links = True       # no O_NOFOLLOW: open_nofollow checks before and after instead
+    removes_held_file = False  # Windows refuses to delete an open file: remove after closing
 
     def try_lock(self, fd: int) -> bool:
         try:
@@ -89,6 +104,60 @@ class WindowsLock:
 
     def unlock(self, fd: int) -> None:
         _range_lock(fd, False)
+
+    # Windows will not delete a file while any handle on it is open (the C runtime opens
+    # without FILE_SHARE_DELETE): remove_closed's delete fails then, which keeps a lock file
+    # that another process is taking. Linux deletes open files, so its stand-in gives every
+    # handle a shared flock on the file's folder while it is open, and deletes only under an
+    # exclusive one (refused while any handle is open, as Windows refuses): the same guarantee,
+    # coarser (any such handle in the folder keeps the file).
+    _folder_fd: int | None = None
+
+    def opening(self, path) -> None:
+        """Before opening `path` as a lock file its holder will remove."""
+        if msvcrt_module() is not None or self._folder_fd is not None:
+            return
+        import fcntl
+        fd = os.open(str(Path(path).parent), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._folder_fd = fd
+
+    def closed(self) -> None:
+        """After the handle opened since `opening` was closed without deleting the file."""
+        if self._folder_fd is not None:
+            fd, self._folder_fd = self._folder_fd, None
+            os.close(fd)
+
+    def remove_closed(self, path, identity: tuple[int, int]) -> None:
+        """After its handle is closed: delete the lock file if it is still the one held
+        (`identity`: st_dev, st_ino) and no handle is open on it (Windows refuses: it is kept)."""
+        if self._folder_fd is None:
+            _remove_if(path, identity)
+            return
+        import fcntl
+        try:
+            fcntl.flock(self._folder_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return self.closed()       # another handle is open: Windows' refusal
+        try:
+            _remove_if(path, identity)
+        finally:
+            self.closed()
+
+
+def _remove_if(path, identity: tuple[int, int]) -> None:
+    """Delete `path` if it is the file `identity` names, unless Windows refuses (another handle
+    has it open) or it is gone: both leave it to whoever has it."""
+    try:
+        now = os.lstat(str(path))
+        if (now.st_dev, now.st_ino) == identity:
+            os.remove(str(path))
+    except (PermissionError, FileNotFoundError):
+        pass
 
 
 def msvcrt_module():
@@ -121,10 +190,19 @@ def file_lock() -> PosixLock | WindowsLock:
     return WindowsLock() if lock_kind() == "windows" else PosixLock()
 
 
+class ReplacedWhileOpening(OSError):
+    """Where the OS lacks O_NOFOLLOW: the path no longer named the file just opened (removed,
+    or replaced by another file or a link). An ELOOP as before; a removing lock (core.folder_lock)
+    takes it as its file having been removed by its last holder, and tries again."""
+
+
 def open_nofollow(path, flags: int, mode: int = 0o644) -> int:
     """os.open that never follows a link in the last component: O_NOFOLLOW where the OS has it
-    (OSError ELOOP on a link, as the OS gives), else an lstat before and an fstat after that
-    must name the same regular file (ELOOP too when they do not)."""
+    (OSError ELOOP on a link, as the OS gives), else an lstat before (a link there: ELOOP) and,
+    after the open, an fstat and an lstat that must name the same regular file
+    (ReplacedWhileOpening, an ELOOP, when they do not: a link planted in between, or the file
+    removed or replaced; a file replaced before the open by another regular one is the one
+    opened, which is no link)."""
     path = str(path)
     if NOFOLLOW and not file_lock().follows_links:
         return os.open(path, flags | NOFOLLOW | CLOEXEC | BINARY, mode)
@@ -138,13 +216,18 @@ def open_nofollow(path, flags: int, mode: int = 0o644) -> int:
     try:
         after = os.fstat(fd)
         now = os.lstat(path)
+    except FileNotFoundError:
+        os.close(fd)
+        raise ReplacedWhileOpening(errno.ELOOP, "was removed while being opened", path) from None
     except OSError:
         os.close(fd)
         raise
-    if stat.S_ISLNK(now.st_mode) or (now.st_dev, now.st_ino) != (after.st_dev, after.st_ino) \
-            or (before is not None and (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino)):
+    if stat.S_ISLNK(now.st_mode):
         os.close(fd)
         raise OSError(errno.ELOOP, "is a symbolic link", path)
+    if (now.st_dev, now.st_ino) != (after.st_dev, after.st_ino):
+        os.close(fd)
+        raise ReplacedWhileOpening(errno.ELOOP, "was replaced while being opened", path)
     return fd
 
 

@@ -3,7 +3,13 @@ holds open (or maps), and to rename a folder holding such a file: `watch()` wrap
 os.rename, os.unlink and os.remove (pathlib's Path.replace/rename/unlink go through them) and
 records each call whose path is open in this process, read from Linux's /proc/self/fd and
 /proc/self/maps. tests/conftest.py applies it to the store, training and export tests (GUARDED
-there); the test fails when anything was recorded."""
+there); the test fails when anything was recorded.
+
+One exception, where the platform allows it: a lock file that its holder deletes while still
+holding it (core.folder_lock), which flock's lock kind declares (`removes_held_file`: that kind
+never runs on Windows), allowed only when a handle of this process holds an exclusive flock on
+the file (/proc/self/fdinfo) and nothing maps it. Windows' lock kind (forced by
+$ENCODERSCOPE_FILE_LOCK=windows) declares no such thing, so there every such delete is recorded."""
 from __future__ import annotations
 
 import os
@@ -36,6 +42,47 @@ def open_paths() -> set[str]:
     except OSError:
         pass
     return found
+
+
+def _open_fds(full: str) -> list[str]:
+    fds = []
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return fds
+    for name in names:
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") == full:
+                fds.append(name)
+        except OSError:
+            continue
+    return fds
+
+
+def _mapped(full: str) -> bool:
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            return any(line.rstrip("\n").endswith(" " + full) for line in f)
+    except OSError:
+        return False
+
+
+def held_lock_file(full: str) -> bool:
+    """Whether deleting the open file `full` is the flock holder's own delete of its lock file:
+    the lock kind allows it (it never runs on Windows), a handle of this process holds an
+    exclusive flock on the file, and nothing maps it."""
+    from core import platform_os
+    if not platform_os.file_lock().removes_held_file or _mapped(full):
+        return False
+    for fd in _open_fds(full):
+        try:
+            with open(f"/proc/self/fdinfo/{fd}", encoding="ascii", errors="replace") as f:
+                locks = [line.split() for line in f if line.startswith("lock:")]
+        except OSError:
+            continue
+        if any("FLOCK" in words and "WRITE" in words for words in locks):
+            return True
+    return False
 
 
 def _full(path, dir_fd=None) -> str | None:
@@ -71,6 +118,8 @@ def watch():
                 if full is None:
                     continue
                 if os.path.isfile(full) and full in held:
+                    if name in ("unlink", "remove") and held_lock_file(full):
+                        continue
                     found.append((name, full))
                 elif os.path.isdir(full) and name in ("replace", "rename"):
                     inside = sorted(h for h in held if h.startswith(full + os.sep))
