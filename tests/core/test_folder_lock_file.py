@@ -54,6 +54,18 @@ def test_train_leaves_nothing_beside_its_output_folder(kind, corpus, tmp_path, c
     assert sorted(p.name for p in parent.iterdir()) == ["run"]
 
 
+def test_an_experiment_leaves_no_lock_file_beside_its_folder_or_its_runs(kind, corpus, tmp_path, capsys):
+    """The experiment's lock (beside DIR) and each run's (beside DIR/<label>, inside DIR)."""
+    lab = tmp_path / "lab"
+    code, _, err = cli(capsys, "experiment", "norm", "--corpus", corpus, "--out", lab, "--steps", "2",
+                       "--layers", "1", "--dim", "32", "--heads", "2", "--ffn", "64", "--threads", "1",
+                       "--max-length", "24", "--max-sentences", "100", "--eval-every", "1000")
+    assert code == 0, err
+    assert [p.name for p in tmp_path.iterdir()] == ["lab"]
+    runs = sorted(p.name for p in lab.iterdir())
+    assert len(runs) >= 2 and not [name for name in runs if name.endswith(".writer")], runs
+
+
 def test_contending_processes_are_never_inside_together(kind, tmp_path):
     """Three processes take and give back the lock 300 times each; each, inside, checks that
     nobody else is (an O_EXCL marker, a counter added to by read, pause, write)."""

@@ -62,6 +62,7 @@ def test_a_second_train_into_a_folder_being_trained_is_refused(corpus, tmp_path,
     code, _, err = cli(capsys, "train", "--corpus", corpus, "--out", out, "--steps", "2",
                        "--overwrite", "--no-progress", *TINY)
     assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]     # no lock file left beside
 
 
 def test_a_second_experiment_into_the_same_folder_is_refused(corpus, tmp_path, capsys):

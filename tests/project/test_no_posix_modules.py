@@ -68,6 +68,7 @@ def test_train_writes_its_run_folder(results):
     steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
              if x.strip() and json.loads(x).get("kind") == "step"]
     assert steps == [1, 2, 3]
+    assert not (work / ".run.writer").exists(), "the folder's lock file is removed when given back"
 
 
 def test_ablate_and_importance_give_their_numbers(results):

@@ -61,3 +61,29 @@ def test_every_guarded_test_module_exists():
     from tests.support.paths import ROOT
     missing = [name for name in GUARDED if not (ROOT / (name.replace(".", "/") + ".py")).is_file()]
     assert not missing
+
+
+def test_only_flocks_holder_may_delete_its_held_lock_file(tmp_path, monkeypatch):
+    """The one exception: flock's kind (never run on Windows) deletes the lock file it holds.
+    Under Windows' kind that delete is caught, and so is any other delete of an open file:
+    one merely open, or held by a shared flock, beside the exclusive one."""
+    import fcntl
+
+    from core import platform_os
+
+    def delete_while(kind, how):
+        monkeypatch.setenv(platform_os.LOCK_ENV, kind)
+        path = tmp_path / f"{kind}-{how}"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT)
+        try:
+            if how != "open":
+                fcntl.flock(fd, fcntl.LOCK_EX if how == "exclusive" else fcntl.LOCK_SH)
+            with watch() as found:
+                os.unlink(path)
+            return found
+        finally:
+            os.close(fd)
+
+    assert delete_while("posix", "exclusive") == []
+    for kind, how in (("windows", "exclusive"), ("posix", "open"), ("posix", "shared")):
+        assert [op for op, _ in delete_while(kind, how)] == ["unlink"], (kind, how)
