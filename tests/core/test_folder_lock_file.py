@@ -18,7 +18,7 @@ import pytest
 
 from core import platform_os
 from tests.cli.test_train import TINY
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 from tests.support.tiny_models import cli_clean as cli
 from tests.support.train_corpus import write_corpus
 
@@ -72,7 +72,7 @@ def test_contending_processes_are_never_inside_together(kind, tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
     lock = tmp_path / ".run.writer"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env()
     procs = [subprocess.Popen([sys.executable, "-m", "tests.support.lock_contender", str(lock),
                                str(shared), "300"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
              for _ in range(3)]
@@ -120,7 +120,7 @@ def test_a_killed_holders_lock_is_taken_and_removed_by_the_next_run(kind, corpus
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from core.folder_lock import OutputFolderLock; "
          "OutputFolderLock(sys.argv[1], 'train').acquire(); print('held', flush=True); time.sleep(60)",
-         str(out)], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, text=True)
+         str(out)], cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
     finally:
