@@ -125,8 +125,8 @@ class ExclusiveFile:
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
-        mine = os.fstat(fd)
         try:
+            mine = os.fstat(fd)
             try:
                 os.ftruncate(fd, 0)
             except OSError:

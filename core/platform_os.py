@@ -12,9 +12,8 @@ implementations, chosen by the platform or, to test the other one, by $ENCODERSC
   it when the process ends, kill included, but only "eventually" per its documentation (in
   practice at once). Windows has no O_NOFOLLOW: the file is lstat'ed before it is opened and
   the path must still name the opened file after (lstat, fstat), so nothing is ever written
-  through a link,
-  but a link planted between the two checks can make the open create an empty file where it
-  points (creating links needs rights ordinary Windows users lack). On Linux, where there is no
+  through a link, but a link planted between the two checks can make the open create an empty
+  file where it points (creating links needs rights ordinary Windows users lack). On Linux, where there is no
   msvcrt, "windows" locks the same byte with an open-file-description lock (F_OFD_SETLK),
   which has msvcrt's semantics (per handle, dropped on close and on death), so the suite runs
   the Windows implementation's code here (tests/index/store/test_portable_locks.py).
@@ -151,12 +150,13 @@ class WindowsLock:
 
 def _remove_if(path, identity: tuple[int, int]) -> None:
     """Delete `path` if it is the file `identity` names, unless Windows refuses (another handle
-    has it open) or it is gone: both leave it to whoever has it."""
+    has it open: PermissionError) or it is gone: both leave it to whoever has it. Any other
+    failure leaves it too: the next holder takes it as it is."""
     try:
         now = os.lstat(str(path))
         if (now.st_dev, now.st_ino) == identity:
             os.remove(str(path))
-    except (PermissionError, FileNotFoundError):
+    except OSError:
         pass
 
 
