@@ -26,8 +26,8 @@ def _hooks(pairs):
     """Register (module, kind, fn) hooks for the duration of the block, acting only on this
     thread (core/encoder/scoped_hooks.py): another job on the same model is not recorded."""
     with scoped_hooks() as register:
-        for module, kind, fn in pairs:
-            register(module, kind, fn)
+        for module, kind, fn, *first in pairs:
+            register(module, kind, fn, prepend=bool(first))
         yield
 
 
@@ -102,7 +102,11 @@ def capture(encoder: Encoder, ids: list[int], types: list[int] | None, layer: in
              (block.sa_layer_norm, "pre", inp("sa_ln_input")),
              (block.sa_layer_norm, "out", out("sa_ln_output")),
              (block.output_layer_norm, "pre", inp("out_ln_input")),
-             (block.output_layer_norm, "out", out("out_ln_output"))]
+             (block.output_layer_norm, "out", out("out_ln_output")),
+             # before an intervention's hooks (prepended): A's own numbers where a patch replaces them
+             (att.out_lin, "pre", inp("heads_concat_own"), True),
+             (ffn, "out", out("ffn_output_own"), True),
+             (block, "out", out("layer_output_own", 0), True)]
     if emb.token_type_embeddings is not None:
         pairs.append((emb.token_type_embeddings, "out", out("token_type_embeddings")))
     if encoder.final_layer_norm is not None:
@@ -138,8 +142,9 @@ def capture(encoder: Encoder, ids: list[int], types: list[int] | None, layer: in
                     residual_2=vals.pop("out_ln_input"), layernorm_2=vals.pop("out_ln_output"))
     else:
         # Pre-norm: LN before each sublayer; the FFN's LN reads the first residual sum.
+        # residual_2 is the block's own sum, before a skip or a patch replaces the block's output
         vals.update(layernorm_1=vals.pop("sa_ln_output"), residual_1=vals.pop("out_ln_input"),
-                    layernorm_2=vals.pop("out_ln_output"), residual_2=vals["layer_output"])
+                    layernorm_2=vals.pop("out_ln_output"), residual_2=vals["layer_output_own"])
         vals.pop("sa_ln_input")
     vals["pooled"] = _np(pooled[0])
     vals["normalized"] = _np(normalized[0])
