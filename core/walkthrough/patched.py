@@ -26,6 +26,14 @@ PATCH_STEPS = ("patched_head", "patched_ffn", "patched_resid")
 KIND_STEP = {"head": "patched_head", "ffn": "patched_ffn", "resid": "patched_resid"}
 
 
+def with_patch_steps(order: tuple, norm: str) -> tuple:
+    """A walk's step order with each patched step right after the value it replaces: the shown
+    head's output, the FFN's output, the block's output (layernorm_2 post-norm, residual_2 pre)."""
+    after = {"head_output": "patched_head", "ffn_output": "patched_ffn",
+             ("residual_2" if norm == "pre" else "layernorm_2"): "patched_resid"}
+    return tuple(n for name in order for n in (name, after.get(name)) if n is not None)
+
+
 @dataclass(frozen=True)
 class PatchFrom:
     """What a patch needs beyond its sites: the sentence it was aligned to (A), the sentence its

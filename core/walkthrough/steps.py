@@ -35,14 +35,13 @@ from core.walkthrough import numpy_ref as nr
 
 POST_ORDER = ("token_embeddings", "position_embeddings", "token_type_embeddings", "embeddings_sum",
               "embeddings_layernorm", "layer_input", "q", "k", "v", "scores", "masked_scores", "weights",
-              "head_output", "patched_head", "heads_concat", "attention_output", "residual_1", "layernorm_1",
-              "ffn_hidden", "ffn_activation", "ffn_output", "patched_ffn", "residual_2", "layernorm_2",
-              "patched_resid", "pooled", "normalized")
+              "head_output", "heads_concat", "attention_output", "residual_1", "layernorm_1", "ffn_hidden",
+              "ffn_activation", "ffn_output", "residual_2", "layernorm_2", "pooled", "normalized")
 PRE_ORDER = ("token_embeddings", "position_embeddings", "token_type_embeddings", "embeddings_sum",
              "embeddings_layernorm", "layer_input", "layernorm_1", "q", "k", "v", "scores", "masked_scores",
-             "weights", "head_output", "patched_head", "heads_concat", "attention_output", "residual_1",
-             "layernorm_2", "ffn_hidden", "ffn_activation", "ffn_output", "patched_ffn", "residual_2",
-             "patched_resid", "final_layernorm", "pooled", "normalized")
+             "weights", "head_output", "heads_concat", "attention_output", "residual_1", "layernorm_2",
+             "ffn_hidden", "ffn_activation", "ffn_output", "residual_2", "final_layernorm", "pooled",
+             "normalized")
 TOKEN_BY_TOKEN = ("scores", "masked_scores", "weights")     # steps whose columns are tokens too
 TOLERANCE = 1e-5                 # a step "equals the model's" when max |Δ| is at most this
 LAYER_NORMS = ("embeddings_layernorm", "layernorm_1", "layernorm_2", "final_layernorm")
@@ -301,7 +300,7 @@ def _walk(backend, ref, cfg, text, pair, ids, types, tokens, cut, layer, head, p
     from core.walkthrough import patched as P
     from core.walkthrough.text import describe
     from core.walkthrough.weights import step_input, step_weights
-    order = PRE_ORDER if cfg.norm == "pre" else POST_ORDER
+    order = P.with_patch_steps(PRE_ORDER if cfg.norm == "pre" else POST_ORDER, cfg.norm)
     steps = []
     for name in order:
         if name not in ours:
