@@ -166,13 +166,16 @@ class MainWindow(QMainWindow):
         return self._map["Map"]
 
     def _open_patch(self, a: str, b: str, site: str) -> None:
-        """A patching-sweep cell: that one patch, applied in the Intervene tab."""
+        """A patching-sweep cell: that one patch, applied in the Intervene tab (the app's
+        intervention), and walked in Step by step at the site's layer (and head)."""
+        from core.intervene.spec import parse_site
         panel = self.optional_panels["Intervene"]
         panel.text_edit.setText(a)
         panel.editor.text_b.setText(b)
         panel.editor.sites.setText(site)
         panel.apply()
-        self.tabs.setCurrentWidget(self._panel_tabs["Intervene"])
+        self.optional_panels["Step by step"].follow_patch(a, parse_site(site)[0])
+        self.tabs.setCurrentWidget(self._panel_tabs["Step by step"])
 
     def _cut_edge(self, text: str, layer: int, head, query: int, key: int) -> None:
         """An Attention heatmap cell: that edge cut in the Causal tab (its Edge cuts page shows the effect)."""

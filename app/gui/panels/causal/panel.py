@@ -2,9 +2,10 @@
 attention edge carries it (core/intervene/patch_sweep.py, attribute.py, trace.py, edges.py).
 
 Five pages share sentence A, sentence B and the word read at a [MASK]: a patching sweep (a cell
-click applies that one patch in the Intervene tab: Step by step does not follow patches), gradient
-attributions, causal tracing, attention-edge cuts (the Attention tab's heatmap adds one per
-click), and Michel's gradient head importance beside the measured drop (the importance map,
+click applies that one patch in the Intervene tab and opens it in Step by step, which walks A with
+B's numbers at the site, every step checked against the patched model), gradient attributions,
+causal tracing, attention-edge cuts (the Attention tab's heatmap adds one per click; Step by step
+does not follow cuts), and Michel's gradient head importance beside the measured drop (the importance map,
 from the same on-disk cache as the Intervene tab's). Every number comes from a worker with
 progress and Cancel on the inspected model; a
 model switch cancels the work and clears every page.
@@ -26,7 +27,7 @@ class CausalPanel(QtWidgets.QWidget):
     shown = QtCore.Signal(str, object)       # page, its core result (after it is drawn)
     cancelled = QtCore.Signal(str)           # page
     failed = QtCore.Signal(str)
-    patch_requested = QtCore.Signal(str, str, str)   # A, B, site: apply this one patch (Intervene tab)
+    patch_requested = QtCore.Signal(str, str, str)   # A, B, site: apply this one patch, walk it (Step by step)
 
     def __init__(self, state, parent=None):
         super().__init__(parent)

@@ -120,7 +120,7 @@ class SweepView(MapPage):
         self.finish_bar()
         self.heatmap = ValueHeatmap(row_title="layer", col_title="site")
         self.heatmap.what = "fraction of the way to B"
-        self.heatmap.click_hint = "click to apply this one patch in the Intervene tab"
+        self.heatmap.click_hint = "click to apply this one patch and walk it in Step by step"
         self.heatmap.set_show_values(True)
         self.heatmap.set_colormap(DIVERGING)
         self.heatmap.colorbar.getAxis("right").setLabel("fraction of the way to B")
@@ -145,7 +145,7 @@ class SweepView(MapPage):
         extra = (f" · p({html.escape(str(r.target))}) at the mask: A {r.p_a:.4f}, B {r.p_b:.4f}"
                  if r.delta_p is not None else "")
         self.info.setText(f"cos(A, B) <b>{r.cosine_a_b:.4f}</b> · {r.site} sites · {r.pooling} pooling · "
-                          f"{r.precision}{extra} · <i>click a cell to apply that one patch</i>")
+                          f"{r.precision}{extra} · <i>click a cell to apply that one patch and walk it step by step</i>")
 
     def site(self, row: int, col: int) -> str:
         kind = self.result.site

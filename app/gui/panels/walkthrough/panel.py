@@ -9,7 +9,9 @@ model's real numbers and, beside each step, the proof that they are the model's.
 The maths is ``core.walkthrough.steps`` (NumPy, checked against the torch encoder); it runs through
 ``state.run_latest`` off the UI thread: while one runs, only the newest request waits, and a
 result that is not the newest request's is dropped. Sentences arrive from the Search,
-Corpus and Attention panels through ``state.walkthrough_requested``.
+Corpus and Attention panels through ``state.walkthrough_requested``; a patching-sweep cell (the
+Causal tab) opens its patch here (``follow_patch``): sentence A walked with B's numbers at the
+site, the step where they come in shown.
 """
 from __future__ import annotations
 
@@ -37,10 +39,12 @@ EXPORT_JOB_KEY = "walkthrough.export"
 
 
 def explain_fn(backend, text: str, pair: str | None, layer: int, head: int, pooling: str, intervention=None,
-               progress=None, cancel=None):
-    """Worker side: the walkthrough for (layer, head), 0-based, with the app's intervention applied."""
+               patch_from=None, progress=None, cancel=None):
+    """Worker side: the walkthrough for (layer, head), 0-based, with the app's intervention applied
+    (its patches followed from sentence B on the sentence they were aligned to)."""
     from app.gui.panels.intervene.compute import explain_intervened
-    return explain_intervened(backend, text, pair or None, layer, head, pooling, intervention, progress, cancel)
+    return explain_intervened(backend, text, pair or None, layer, head, pooling, intervention, progress, cancel,
+                              patch_from)
 
 
 def pooling_fn(backend, text: str, other: str):
@@ -71,6 +75,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.walkthrough = None
         self.walkthrough_backend = None      # the backend that computed self.walkthrough
         self.pooling_result = None           # (request it was computed for, result)
+        self._patched_step = None            # the "Patched from B" step to show once a walk has it
         self._last_request = None            # the newest request: run again when the model loads or changes
         self.last_dir = Path.home()
         self._build()
@@ -137,6 +142,15 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.text_edit.setText(text)
         self.explain_current()
 
+    def follow_patch(self, text: str, site) -> None:
+        """A patch (a core.intervene Site from B into ``text``) to walk: ``text`` at the site's layer
+        (and head), its "Patched from B" step shown once the patched walk arrives. The patch itself
+        is the app's intervention (set by the Intervene tab), which the walk follows."""
+        from core.walkthrough.patched import KIND_STEP
+        self._patched_step = KIND_STEP[site.kind]
+        self.set_view(0)
+        self.explain_text(text, "", False, site.layer + 1, None if site.head is None else site.head + 1)
+
     def explain_current(self) -> None:
         self.explain_text(self.text_edit.text(), self.other_edit.text(), as_pair=self.as_pair.isChecked())
         if self.stack.currentIndex() in (1, 2):
@@ -187,8 +201,9 @@ class WalkthroughPanel(QtWidgets.QWidget):
             return                                     # _on_backend runs it
         text, other, as_pair, layer, head, pooling = request
         self._set_info(f"{self._model_text(backend)} · <i>computing every step …</i>")
+        spec = self.intervention.fitting(backend)
         self.follow.run(explain_fn, text, other if as_pair else None, layer, head, pooling,
-                        self.intervention.fitting(backend), label="Step by step",
+                        spec, self.intervention.patch_from, label="Step by step",
                         show_progress=False, on_result=self._on_result,
                         on_error=self._on_error)
 
@@ -246,6 +261,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.export_button.setEnabled(True)
         names = [s.name for s in walkthrough.steps]
         self._draw_map(walkthrough)
+        if self._patched_step in names:                # a sweep cell's patch has arrived: show where
+            current, self._patched_step = self._patched_step, None
         self.show_step(current if current in names else names[0])
         self.explained.emit(walkthrough)
 
@@ -280,6 +297,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
                      f"{where}</span>")
         if w.intervention is not None:
             text += f"<br><span style='color:#b35900'><b>Intervened:</b> {_html(w.intervention.describe())}</span>"
+        if w.patched_from is not None:
+            text += f" · <b>patched from B</b> ({_html(w.patched_from)})"
         if w.note:
             text += f"<br><span style='color:#b35900'>{_html(w.note)}</span>"
         return text
