@@ -196,6 +196,9 @@ def write_notebook(walk, backend, path) -> Path:
     import nbformat
 
     from core.walkthrough.steps import reference_backend
+    if getattr(walk, "patched_from", None) is not None:
+        raise InputError("a walk patched from sentence B cannot be written as a notebook yet: the notebook "
+                         "recomputes one sentence on its own; clear the patch (Intervene tab) and export again")
     path = check_target(backend, path)
     ref, _ = reference_backend(backend)
     arrays = notebook_data(walk, ref)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from core.intervene.patching import patched_run
-from core.intervene.spec import Intervention, parse_site
+from core.intervene.spec import NOTHING, Intervention, parse_site
 from core.walkthrough import patched as P
 from core.walkthrough import steps as W
 from core.walkthrough.architecture import architecture
@@ -29,7 +29,7 @@ def tiny(tmp_path_factory):
     return tiny_pair(tmp_path_factory.mktemp("walk_patched"))
 
 
-def walk(backend, site_text, a=A, b=B, rest=Intervention(), aligned=True, **kw):
+def walk(backend, site_text, a=A, b=B, rest=NOTHING, aligned=True, **kw):
     site, token = parse_site(site_text)
     spec, _, alignment, _ = patched_run(backend, a, b, [(site, token)], rest)
     patch_from = P.PatchFrom(a, b, alignment if aligned else None)
@@ -162,6 +162,16 @@ def test_a_badge_fails_when_the_numpy_side_ignores_b(tiny, monkeypatch):
     w, _ = walk(backend, "L2.resid@cat")
     assert w.step("patched_resid").max_abs_diff > 1e-2 and w.step("normalized").max_abs_diff > 1e-4
     assert w.step("layernorm_2").max_abs_diff < 1e-10                          # A's own value is still A's
+
+
+def test_a_patched_walk_is_not_written_as_a_notebook_it_would_not_recompute(tiny, tmp_path):
+    from core.errors import InputError
+    from core.walkthrough.notebook_export import write_notebook
+    backend, _ = tiny
+    w, _ = walk(backend, "L2.resid@cat")
+    with pytest.raises(InputError, match="clear the patch"):
+        write_notebook(w, backend, tmp_path / "walk.ipynb")
+    assert not list(tmp_path.iterdir())
 
 
 def test_minilm_residual_patch_equals_a_hooked_bert_model(minilm):

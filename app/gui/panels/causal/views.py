@@ -145,7 +145,8 @@ class SweepView(MapPage):
         extra = (f" · p({html.escape(str(r.target))}) at the mask: A {r.p_a:.4f}, B {r.p_b:.4f}"
                  if r.delta_p is not None else "")
         self.info.setText(f"cos(A, B) <b>{r.cosine_a_b:.4f}</b> · {r.site} sites · {r.pooling} pooling · "
-                          f"{r.precision}{extra} · <i>click a cell to apply that one patch and walk it step by step</i>")
+                          f"{r.precision}{extra} · <i>click a cell to apply that one patch and walk it step by "
+                          "step</i>")
 
     def site(self, row: int, col: int) -> str:
         kind = self.result.site
