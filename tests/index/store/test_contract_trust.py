@@ -21,6 +21,7 @@ import pytest
 from index.opening import open_store
 from index.store.errors import ModelMismatch, StoreError, StoreLocked, WriterLockLost
 from tests.support.paths import ROOT as ROOT_PATH
+from tests.support.paths import child_env
 from tests.support.store_backends import FakeBackend
 from tests.support.store_contract import milvus_available
 
@@ -225,7 +226,7 @@ def test_a_writer_stalled_past_its_lease_stops_before_writing(milvus_server, mon
     with open_store(loc, create=True, fingerprint=b.fingerprint(), index="flat") as s:
         s.add_texts(["before"], b)
     child = subprocess.Popen([sys.executable, "-c", STALLED_WRITER, loc], cwd=ROOT,
-                             env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE,
+                             env=child_env(), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(3):
