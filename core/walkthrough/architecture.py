@@ -198,6 +198,9 @@ def switched_off(spec, layer: int, head: int, pre_norm: bool = False) -> dict[st
         off["scores"] = " and ".join(filter(None, ["no 1/√d_k scaling" if spec.no_scale else "",
                                                    f"temperature {spec.temperature:g}"
                                                    if spec.temperature != 1.0 else ""]))
+    cut = sorted(c.describe() for c in spec.cuts if c.layer == layer and c.head in (None, head))
+    if cut:
+        off["masked_scores"] = f"edge{'s' if len(cut) > 1 else ''} cut: {', '.join(cut)} (score −∞)"
     mode = "zeroed" if spec.head_mode == "zero" else "mean-ablated"
     heads = sorted(h for l, h in spec.heads if l == layer)
     if head in heads:
@@ -226,7 +229,8 @@ def _patched_kinds(spec, layer: int) -> set:
 
 def layers_switched(spec) -> frozenset:
     """Every layer (0-based) in which ``spec`` changes something."""
-    layers = {l for l, _ in spec.heads} | spec.attention_off | spec.ffn_off | spec.skip | {s.layer for s in spec.patch}
+    layers = ({l for l, _ in spec.heads} | spec.attention_off | spec.ffn_off | spec.skip
+              | {s.layer for s in spec.patch} | {c.layer for c in spec.cuts})
     return frozenset(layers)
 
 

@@ -93,6 +93,8 @@ def capture(encoder: Encoder, ids: list[int], types: list[int] | None, layer: in
              (att.q_lin, "out", out("q_all")), (att.k_lin, "out", out("k_all")),
              (att.v_lin, "out", out("v_all")),
              (att, "out", out("attention_weights", 1)),
+             # the mask the module is handed (an edge cut adds its -inf to the block's own)
+             (att, "pre", lambda _m, inputs: got.__setitem__("mask_passed", inputs[1])),
              (att, "out", out("attention_output", 0)),     # what the residual adds (an intervention's too)
              (att.out_lin, "pre", inp("heads_concat")),
              (ffn.lin1, "pre", inp("ffn_input")),
@@ -125,6 +127,9 @@ def capture(encoder: Encoder, ids: list[int], types: list[int] | None, layer: in
         scores = q @ k.transpose(-2, -1) / math.sqrt(dh)
         bias = attention_bias(mask, len(ids), scores.dtype, scores.device, cfg.attention == "causal")
         masked = scores if bias is None else scores + bias
+        passed = got.pop("mask_passed", None)
+        if passed is not None:          # an edge knocked out: -inf in the mask the module was handed
+            masked = masked.masked_fill(torch.isneginf(passed), float("-inf"))
         # The most negative float the model adds is -inf to softmax (exp gives exactly 0): shown so.
         masked = masked.masked_fill(masked <= torch.finfo(masked.dtype).min / 2, float("-inf"))
         pooled = pool(result.last_hidden_state, mask, pooling, query=encoder.pooling_query)

@@ -100,6 +100,25 @@ def attention_keep(keep, causal):
     return causal_mask(len(keep)) & keep[None, :] if causal else keep
 
 
+def cut_keep(keep, cuts, layer, n_heads):
+    """Attention-edge knock-out: which keys each query of each head sees in ``layer``, (H, T, T),
+    query q no longer seeing key k in the cut heads (a cut has layer, head (None: every head),
+    query and key, as core.intervene.edges.Cut). keep: (T,) or (T, T), as attention_keep gives."""
+    T = keep.shape[-1]
+    out = np.array(np.broadcast_to(keep if keep.ndim == 2 else keep[None, :], (n_heads, T, T)))
+    for c in cuts:
+        if c.layer == layer:
+            out[slice(None) if c.head is None else c.head, c.query, c.key] = False
+    return out
+
+
+def layer_keep(keep, switch, layer, n_heads):
+    """The keys each query sees in ``layer``: ``keep``, less the edges ``switch`` cuts there."""
+    if switch is None or not any(c.layer == layer for c in switch.cuts):
+        return keep
+    return cut_keep(keep, switch.cuts, layer, n_heads)
+
+
 # Twin of core.encoder.model.Embeddings.forward,
 #   pinned by tests/core/encoder/test_parts.py::test_numpy_reference_equals_torch:
 #   the same sum and LayerNorm in NumPy float64, one sequence at a time, for a learner to read.

@@ -123,7 +123,8 @@ def numpy_sources(p: dict, cfg, patch: Plan, n_tokens_a: int, rest, means) -> di
     raw = {}
     for i in range(cfg.n_layers):
         switched = {} if rest is None else nr.switch_arguments(rest, i, dh, means)
-        s = nr.block_steps(x, p, f"transformer.layer.{i}", cfg, seen, **switched)
+        s = nr.block_steps(x, p, f"transformer.layer.{i}", cfg, nr.layer_keep(seen, rest, i, cfg.n_heads),
+                           **switched)
         raw["head", i] = nr.merge_heads(s["computed_head_outputs"])
         raw["ffn", i] = s["computed_ffn_output"]
         raw["resid", i] = s["output"]

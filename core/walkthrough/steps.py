@@ -26,7 +26,7 @@ them as -inf (the model adds the most negative float, which softmax turns into t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -209,15 +209,16 @@ def numpy_steps(p: dict, cfg, ids, types, layer: int, head: int, pooling: str, s
                                               p["embeddings.LayerNorm.bias"], eps)
     x = v["embeddings_layernorm"]
     for i in range(cfg.n_layers):
+        sees = nr.layer_keep(seen, switch, i, cfg.n_heads)          # less the edges cut in this layer
         if i == layer:
-            v.update(_layer_steps(x, p, f"transformer.layer.{i}", cfg, head, seen, switch, i, means, patches))
+            v.update(_layer_steps(x, p, f"transformer.layer.{i}", cfg, head, sees, switch, i, means, patches))
             x = v["layernorm_2"] if cfg.norm == "post" else v["residual_2"]   # the block's output
             if switch is not None and i in switch.skip:
                 x = v["layer_input"]                 # a skipped block passes its input on
             if any(s.layer == i and s.kind == "resid" for s in patches):
                 x = v["patched_resid"] = nr.patch_output(x, patches, i)
         else:
-            x, _ = nr.block(x, p, f"transformer.layer.{i}", cfg, seen, switch, i, means, patches)
+            x, _ = nr.block(x, p, f"transformer.layer.{i}", cfg, sees, switch, i, means, patches)
     if cfg.norm == "pre":
         v["_final_input"] = x                        # the last layer's output (for its mean/var)
         x = v["final_layernorm"] = nr.layer_norm(x, p["final_layer_norm.weight"], p["final_layer_norm.bias"], eps)
@@ -342,11 +343,7 @@ def _switch(intervention, cfg, note: str):
     if intervention is None or intervention.is_empty:
         return None, note
     intervention.check(cfg.n_layers, cfg.n_heads)
-    if intervention.cuts:
-        note = "; ".join(filter(None, [note, "attention-edge cuts are not followed step by step: the NumPy "
-                                              "reference has none; the other switches are"]))
-        intervention = replace(intervention, cuts=frozenset())
-    return (None if intervention.is_empty else intervention), note
+    return intervention, note
 
 
 def _intervened(encoder, switch, means, source=None):
