@@ -177,6 +177,11 @@ class MainWindow(QMainWindow):
         self.optional_panels["Step by step"].follow_patch(a, parse_site(site)[0])
         self.tabs.setCurrentWidget(self._panel_tabs["Step by step"])
 
+    def _walk_cuts(self, text: str, cuts) -> None:
+        """The Causal tab's Edge cuts: its sentence walked in Step by step with those edges cut."""
+        self.optional_panels["Step by step"].follow_cuts(text, cuts)
+        self.tabs.setCurrentWidget(self._panel_tabs["Step by step"])
+
     def _cut_edge(self, text: str, layer: int, head, query: int, key: int) -> None:
         """An Attention heatmap cell: that edge cut in the Causal tab (its Edge cuts page shows the effect)."""
         self.optional_panels["Causal"].add_cut(text, layer, head, query, key)
@@ -192,6 +197,7 @@ class MainWindow(QMainWindow):
         panel_state.restore(self.settings, title, panel)
         if title == "Causal":
             panel.patch_requested.connect(self._open_patch)
+            panel.cuts_walk_requested.connect(self._walk_cuts)
         if title == "Attention":
             panel.edge_clicked.connect(lambda *edge: self._cut_edge(*edge))
         if title in MAP_PANEL:

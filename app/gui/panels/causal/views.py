@@ -270,6 +270,7 @@ class TraceView(MapPage):
 
 class CutsView(Page):
     run_label = "Cut"
+    walk_requested = QtCore.Signal()        # "Step by step": walk the sentence with these cuts
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -279,6 +280,11 @@ class CutsView(Page):
         self.cuts.setPlaceholderText("L[.H]:Q>K, comma-separated (e.g. 3:[MASK]>cat) — or click the Attention heatmap")
         self.bar.addWidget(self.cuts, 2)
         self.finish_bar()
+        self.walk_button = QtWidgets.QPushButton("Step by step")
+        self.walk_button.setToolTip("Walk the sentence through every step with these edges cut, at the first "
+                                    "cut's layer: its masked scores show the -inf")
+        self.walk_button.clicked.connect(self.walk_requested)
+        self.bar.addWidget(self.walk_button)
         self.table = QtWidgets.QLabel()
         self.table.setTextFormat(QtCore.Qt.TextFormat.RichText)
         self.table.setWordWrap(True)
@@ -303,6 +309,7 @@ class CutsView(Page):
 
     def clear(self, note: str = "") -> None:
         self.result = None
+        self.walk_button.setEnabled(False)
         self.table.setText("")
         for m in (self.before, self.after):
             m.set_matrix(np.zeros((0, 0)), [], [])
@@ -315,6 +322,7 @@ class CutsView(Page):
 
     def show_result(self, r) -> None:
         self.result = r
+        self.walk_button.setEnabled(True)
         diff = np.abs(r.attention.difference).max(axis=(2, 3))
         l, h = np.unravel_index(int(np.argmax(diff)), diff.shape)
         names = ", ".join(sorted(c.describe(r.tokens) for c in r.spec.cuts))
