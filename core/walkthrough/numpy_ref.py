@@ -6,7 +6,8 @@ encoder: ``forward(params, cfg, input_ids, attention_mask)`` equals ``Encoder`` 
 
 ``switch`` (a core.intervene Intervention, optional) switches parts off the NumPy way: a head's
 columns zeroed or set to its mean before out_lin, a sublayer's output dropped, a block passed
-through, positions dropped or permuted, the scores scaled otherwise. It is a second, independent
+through, positions dropped or permuted, the scores scaled otherwise, attention edges cut (a
+query no longer among the keys it sees: cut_keep). It is a second, independent
 computation of what core/intervene/apply.py does with hooks. ``patches`` ({site: B's numbers at
 A's token positions}, the form core.intervene.patching.capture_sites gives) puts sentence B's
 numbers in place of A's at a head's output, an FFN's output or a block's output (patch_rows).
