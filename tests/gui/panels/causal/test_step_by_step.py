@@ -75,6 +75,11 @@ def test_edge_cuts_walked_step_by_step_and_dropped_for_another_sentence_or_model
     masked = shown.step("masked_scores").values
     assert np.isneginf(masked[sat, cat]) and np.isneginf(masked[cat, 0]) and shown.worst_diff < 1e-10
     assert "attention edges cut" in walk.info_label.text()
+    vp = walk.step_view.value_panel
+    vp.show_cell(shown, shown.step("masked_scores"), sat, cat)
+    assert "this attention edge is cut" in vp.label.text()
+    vp.show_cell(shown, shown.step("masked_scores"), sat, 0)
+    assert "edge is cut" not in vp.label.text()
     want = E.compare_vector(tiny, A, spec).after                          # the cut model's own vector
     np.testing.assert_allclose(shown.step("normalized").values, want, atol=2e-6)
     with qtbot.waitSignal(walk.explained, timeout=60_000) as sig:        # another sentence: its own positions

@@ -48,6 +48,11 @@ def test_the_walk_follows_the_intervene_tabs_patch_and_a_model_switch_clears_it(
     info = panel.info_label.text()
     assert "patched from B" in info and "L2.resid@2" in info and "NOT all equal" not in info
     assert panel.arch_map.items["patched_resid"].switched_off
+    vp = view.value_panel
+    vp.show_cell(w, w.step("patched_resid"), 2, 0)                     # the "cat" row: B's
+    assert "sentence B's number" in vp.label.text()
+    vp.show_cell(w, w.step("patched_resid"), 1, 0)
+    assert "A's own number" in vp.label.text()
     want = explain(backend, A, layer=1, head=0, intervention=current.spec, patch_from=current.patch_from,
                    pooling=w.pooling)
     np.testing.assert_array_equal(w.step("normalized").values, want.step("normalized").values)
