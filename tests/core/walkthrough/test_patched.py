@@ -155,6 +155,29 @@ def test_with_an_ablation_b_runs_ablated_too_and_every_step_still_equals_the_mod
     assert not np.allclose(plain.step("normalized").values, want, atol=1e-4)
 
 
+@pytest.fixture(scope="module")
+def prenorm(tmp_path_factory):
+    from core.encoder.backends import get_backend
+    from tests.support.tiny_models import make_tiny_checkpoint
+    return get_backend(str(make_tiny_checkpoint(tmp_path_factory.mktemp("walk_patched_pre"))), "scratch",
+                       device="cpu", precision="fp32")
+
+
+@pytest.mark.parametrize("site, rest", [
+    ("L2.H3", Intervention(heads={(1, 2)})),             # the patched head is switched off too
+    ("L2.ffn@cat", Intervention(ffn_off={1})),          # so is the patched FFN
+    ("L2.resid@cat", Intervention(skip={1})),            # the patched block is skipped
+], ids=["head", "ffn", "resid"])
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_a_patch_on_a_switched_off_site_still_equals_the_model(tiny, prenorm, norm, site, rest):
+    """The model's hooks switch off, then patch; B's value is what B's block computed. Both sides agree
+    on post-norm (BERT) and pre-norm (our checkpoint) blocks."""
+    backend = tiny[0] if norm == "post" else prenorm
+    w, _ = walk(backend, site, a="the cat sat on the mat", b="the dog sat on the mat", rest=rest)
+    assert backend.config.norm == norm and set(P.PATCH_STEPS) & {s.name for s in w.steps}
+    assert all(s.max_abs_diff <= W.TOLERANCE for s in w.steps), [(s.name, s.max_abs_diff) for s in w.steps]
+
+
 def test_a_badge_fails_when_the_numpy_side_ignores_b(tiny, monkeypatch):
     backend, _ = tiny
     real = P.numpy_sources
