@@ -253,9 +253,10 @@ def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: i
 
     ``intervention`` (core.intervene Intervention): the model side runs inside ``intervene`` and
     the NumPy side switches the same parts off, so each step and its badge are the intervened
-    model's (edge cuts included). Its patches are followed when ``patch_from`` (patched.PatchFrom) names sentence B and
-    ``text`` is the sentence they were aligned to: B runs through both sides and its numbers
-    replace A's at the sites (patched.py); otherwise they are left out, and the note says why.
+    model's (edge cuts included). Its patches are followed when ``patch_from`` (patched.PatchFrom)
+    names sentence B and ``text`` is the sentence they were aligned to: B runs through both sides
+    and its numbers replace A's at the sites (patched.py); otherwise they are left out, and the
+    note says why.
     ``means`` (L, H, Dh): the heads' mean outputs, for mean ablation."""
     from core.walkthrough import patched as P
     from core.walkthrough.capture import capture, float64_copy
