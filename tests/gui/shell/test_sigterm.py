@@ -7,7 +7,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.support.paths import ROOT, child_env
+
+pytest.importorskip("PySide6", reason="starts the desktop app, which needs PySide6")
 from tests.support.tiny_models import cli_clean as cli
 from tests.support.tiny_models import make_tiny_bert
 

@@ -6,7 +6,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.paths import ROOT, child_env
+
+pytest.importorskip("PySide6", reason="starts the desktop app, which needs PySide6")
 
 BUILD_WINDOW = """
 import json, sys

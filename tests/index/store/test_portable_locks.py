@@ -43,8 +43,9 @@ def test_a_second_writer_is_refused(kind, tmp_path):
     trust.test_a_second_writer_on_a_folder_is_refused_while_one_writes(kind, tmp_path)
 
 
-def test_a_foreign_folder_is_kept(tmp_path):
-    trust.test_a_foreign_folder_is_kept_intact(tmp_path)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_foreign_folder_is_kept(tmp_path, kind):
+    trust.test_a_foreign_folder_is_kept_intact(tmp_path, kind)
 
 
 def test_kill9_during_ingest_keeps_finished_ingests(tmp_path):
