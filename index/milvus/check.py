@@ -88,7 +88,7 @@ def _findings_unlocked(store, backend, full: bool, tries: int = 3) -> dict:
 
 
 def _findings(store, backend, full: bool) -> dict:
-    store._unseen_delete = True         # the first read waits for every writer's rows
+    store._wait_next_read = True         # the first read waits for every writer's rows
     total = _count(store, "id >= 0")
     rows = list(store._scan(["hash", "text"]))
     readable = {int(r["id"]) for r in rows}
@@ -186,7 +186,7 @@ def _repair(store, report: dict, backend) -> dict:
         for r in rows:
             r["hash"] = store._hash(r["text"])
         call(c.upsert, store._name, data=rows, what="write repaired sentences")
-    store._unseen_delete = True
+    store._wait_next_read = True
     store._hash_ids = None
     return {"hidden_dropped": len(hidden), "duplicates_removed": len(extra),
             "hashes_rewritten": len(rehash), "vectors_reembedded": len(revector)}

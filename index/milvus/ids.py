@@ -147,12 +147,15 @@ class ServerCommits:
 
     def _read_kw(self) -> dict:
         """Session consistency on a server: this process's own writes are seen without
-        waiting for the server's clock tick (Strong waits ~200 ms on every call). Servers
-        before 2.4 return no timestamp for a delete, so the first read after one is Strong."""
+        waiting for the server's clock tick (Strong waits ~200 ms on every call). A new
+        client has written nothing, so its Session reads are only eventually consistent: the
+        first read of an opened store is Strong (it sees every row written before, by any
+        process; later reads on that query node are served past that point). Servers before
+        2.4 return no timestamp for a delete, so the first read after one is Strong too."""
         if self.loc.kind != "server":
             return {}
-        if self._unseen_delete:
-            self._unseen_delete = False
+        if self._wait_next_read:
+            self._wait_next_read = False
             return {"consistency_level": "Strong"}
         return {"consistency_level": "Session"}
 

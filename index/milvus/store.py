@@ -75,7 +75,10 @@ class MilvusStore(ServerCommits, MilvusReading, Store):
         self._version = None              # the server's (major, minor); None on Lite
         self._server_lock = None          # held while a server commit runs (ids.py)
         self._free_id = None              # the verified next id, while the lock is held
-        self._unseen_delete = False       # a delete the next read must wait for (_read_kw)
+        # The next read waits for every writer's rows (_read_kw): the first one (a new client's
+        # Session read sees only what the server has caught up on: another process's last
+        # rows could be missed), and the first after a delete.
+        self._wait_next_read = True
 
     # ---------------------------------------------------------------------------------------
     # opening
@@ -229,7 +232,7 @@ class MilvusStore(ServerCommits, MilvusReading, Store):
             for s in range(0, len(gone), QUERY_CHUNK):
                 self._call(self._client.delete, self._name, ids=gone[s:s + QUERY_CHUNK],
                            what="remove sentences")
-                self._dirty = self._unseen_delete = True
+                self._dirty = self._wait_next_read = True
             if self._hash_ids is not None:
                 for i in gone:
                     self._hash_ids.pop(present[i]["hash"], None)
@@ -255,7 +258,7 @@ class MilvusStore(ServerCommits, MilvusReading, Store):
                 "id": id, "vector": x, "text": text, "hash": h, "source": old.get("source"),
                 "row": old.get("row"), "added": time.time(), "meta": old.get("meta")}],
                 what="update a sentence")
-            self._dirty = self._unseen_delete = True
+            self._dirty = self._wait_next_read = True
             if self._hash_ids is not None:
                 self._hash_ids.pop(old["hash"], None)
                 self._hash_ids[h] = id
@@ -268,7 +271,7 @@ class MilvusStore(ServerCommits, MilvusReading, Store):
                 self._keep_id_mark(0)
             self._call(self._client.delete, self._name, filter="id >= 0",
                        what="remove every sentence")
-            self._dirty = self._unseen_delete = True
+            self._dirty = self._wait_next_read = True
             self._hash_ids = {} if self._dedup == "map" else None
             if self.loc.kind == "lite":
                 self._flush()
