@@ -3,13 +3,16 @@
     current = current_intervention(state)        # one per AppState, made on first use
     current.changed.connect(lambda spec: ...)     # a core.intervene Intervention (NOTHING when cleared)
     current.set(spec)                              # the Intervene tab's Apply / a map cell's click
+    current.set(spec, patch_from)                  # with patch sites: sentence B and the alignment
     current.clear()
     current.spec                                   # what is applied now
+    current.patch_from                             # core.walkthrough.patched.PatchFrom, or None
     current.fitting(backend)                       # the same, checked against the model to run
 
 The value is only a name of what to switch off: every view applies it inside its own worker
 (core.intervene.apply.intervene is thread-confined), and drops it when the inspected model
-changes to one it does not fit (``check``).
+changes to one it does not fit (``check``). A patch is aligned to one model's tokens: another
+model drops it (the Intervene tab aligns it again on the new model when it re-applies).
 """
 from __future__ import annotations
 
@@ -28,10 +31,12 @@ class CurrentIntervention(QtCore.QObject):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.spec: Intervention = NOTHING
+        self.patch_from = None                    # sentence B of spec.patch (Step by step follows it)
 
-    def set(self, spec: Intervention) -> None:
-        if spec != self.spec:
-            self.spec = spec
+    def set(self, spec: Intervention, patch_from=None) -> None:
+        patch_from = patch_from if spec.patch else None
+        if spec != self.spec or patch_from != self.patch_from:
+            self.spec, self.patch_from = spec, patch_from
             self.changed.emit(spec)
 
     def clear(self) -> None:
@@ -42,6 +47,11 @@ class CurrentIntervention(QtCore.QObject):
         scaling, the layers and heads it has); returns what was dropped and why ('' when all fits)."""
         if backend is None or self.spec.is_empty:
             return ""
+        aligned_for = getattr(self.patch_from, "model", "")
+        if self.spec.patch and aligned_for and aligned_for != getattr(backend, "model_name", aligned_for):
+            self.set(self.spec.without_patch())   # B's tokens were another model's
+            if self.spec.is_empty:
+                return ""
         try:
             self.spec.check(int(backend.n_layers), int(backend.n_heads))
         except InputError as e:

@@ -40,17 +40,19 @@ def active_here() -> bool:
 
 @contextmanager
 def scoped_hooks():
-    """Yields ``register(module, kind, fn)`` (kind "pre" or "post", fn as torch's hook would get
-    it); every hook registered acts only on this thread and is removed when the block ends."""
+    """Yields ``register(module, kind, fn, prepend=False)`` (kind "pre" or "post", fn as torch's
+    hook would get it); every hook registered acts only on this thread and is removed when the
+    block ends. ``prepend``: run before the module's hooks already there (e.g. to record a value
+    before an intervention's hook replaces it)."""
     owner = threading.get_ident()
     handles = []
 
-    def register(module, kind: str, fn):
+    def register(module, kind: str, fn, prepend: bool = False):
         def hook(*args):
             return fn(*args) if threading.get_ident() == owner else None
         add = module.register_forward_pre_hook if kind == "pre" else module.register_forward_hook
         with _registering:
-            handle = add(hook)
+            handle = add(hook, prepend=prepend)
             _scoped_ids.add(handle.id)
         handles.append(handle)
         return handle

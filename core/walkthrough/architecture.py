@@ -23,7 +23,7 @@ MAIN, RESIDUAL = "main", "residual"     # an edge on the main path, or the skip 
 class Block:
     step: str           # the walkthrough step this block is (core/walkthrough/steps.py name)
     label: str          # short text in the box, e.g. "Q = X·W_Q + b_Q"
-    kind: str           # "embedding", "norm", "attention", "ffn", "add", "output"
+    kind: str           # "embedding", "norm", "attention", "ffn", "add", "output", "patch"
     col: float          # grid column (0 … 2; the main path runs down column 1)
     row: int            # grid row, top to bottom
     tip: str = ""       # one sentence: what the block does
@@ -120,8 +120,14 @@ def architecture(cfg, T: int, layer: int = 0, head: int = 0, intervention=None) 
     add("head_output", "weighted sum  A·V", "attention", 1.5, f"head {h}'s output")
     edge("weights", "head_output", tt)
     edge("v", "head_output", tdh)
+    patched = _patched_kinds(intervention, layer)
+    into_concat = "head_output"
+    if "head" in patched:
+        add("patched_head", "patched from B", "patch", 1.5, "sentence B's numbers replace A's here")
+        edge("head_output", "patched_head", tdh)
+        into_concat = "patched_head"
     add("heads_concat", f"{H} heads side by side", "attention", tip=f"{H} × ({tdh}) → {td}")
-    edge("head_output", "heads_concat", f"{H} × {tdh}")
+    edge(into_concat, "heads_concat", f"{H} × {tdh}")
     add("attention_output", "output  ·W_O + b_O", "attention", tip="mixes what the heads found")
     edge("heads_concat", "attention_output", td)
     add("residual_1", "+  add  (residual)", "add", tip="the update is added to the layer's input")
@@ -141,15 +147,24 @@ def architecture(cfg, T: int, layer: int = 0, head: int = 0, intervention=None) 
     edge("ffn_hidden", "ffn_activation", tf)
     add("ffn_output", "FFN  ·W₂ + b₂", "ffn", tip=f"{F} → {D} per token")
     edge("ffn_activation", "ffn_output", tf)
+    into_add = "ffn_output"
+    if "ffn" in patched:
+        add("patched_ffn", "patched from B", "patch", tip="sentence B's numbers replace A's here")
+        edge("ffn_output", "patched_ffn", td)
+        into_add = "patched_ffn"
     add("residual_2", "+  add  (residual)" + ("  = layer output" if pre else ""), "add",
         tip="the FFN's update added to what went into it")
-    edge("ffn_output", "residual_2", td)
+    edge(into_add, "residual_2", td)
     edge(skip_from, "residual_2", td, RESIDUAL)
     layer_out = "residual_2"
     if not pre:
         add("layernorm_2", "LayerNorm₂  = layer output", "norm", tip="post-norm: LN after the add")
         edge("residual_2", "layernorm_2", td)
         layer_out = "layernorm_2"
+    if "resid" in patched:
+        add("patched_resid", "patched from B", "patch", tip="sentence B's numbers replace A's here")
+        edge(layer_out, "patched_resid", td)
+        layer_out = "patched_resid"
     arch.layer_rows = (first, rows.now)
     arch.repeat_text = (f"× {cfg.n_layers}: layers 1 … {cfg.n_layers} repeat this block, each with its own "
                         f"weights (shown: layer {L})" if cfg.n_layers > 1 else "one layer")
@@ -183,6 +198,9 @@ def switched_off(spec, layer: int, head: int, pre_norm: bool = False) -> dict[st
         off["scores"] = " and ".join(filter(None, ["no 1/√d_k scaling" if spec.no_scale else "",
                                                    f"temperature {spec.temperature:g}"
                                                    if spec.temperature != 1.0 else ""]))
+    cut = sorted(c.describe() for c in spec.cuts if c.layer == layer and c.head in (None, head))
+    if cut:
+        off["masked_scores"] = f"edge{'s' if len(cut) > 1 else ''} cut: {', '.join(cut)} (score −∞)"
     mode = "zeroed" if spec.head_mode == "zero" else "mean-ablated"
     heads = sorted(h for l, h in spec.heads if l == layer)
     if head in heads:
@@ -197,17 +215,22 @@ def switched_off(spec, layer: int, head: int, pre_norm: bool = False) -> dict[st
     if layer in spec.skip:
         out = "residual_2" if pre_norm else "layernorm_2"
         off[out] = f"layer {layer + 1} skipped: its input is passed on unchanged"
-    for s in spec.patch:
-        if s.layer == layer:
-            layer_out = "residual_2" if pre_norm else "layernorm_2"
-            step = {"head": "heads_concat", "ffn": "ffn_output"}.get(s.kind, layer_out)
-            off.setdefault(step, f"patched from sentence B ({s.describe()})")
+    for kind, step in (("head", "patched_head"), ("ffn", "patched_ffn"), ("resid", "patched_resid")):
+        sites = [s.describe() for s in spec.patch if s.layer == layer and s.kind == kind]
+        if sites:
+            off[step] = f"patched from sentence B ({', '.join(sites)})"
     return off
+
+
+def _patched_kinds(spec, layer: int) -> set:
+    """The kinds of patch site (head, ffn, resid) ``spec`` has in ``layer``: each is a block."""
+    return set() if spec is None else {s.kind for s in spec.patch if s.layer == layer}
 
 
 def layers_switched(spec) -> frozenset:
     """Every layer (0-based) in which ``spec`` changes something."""
-    layers = {l for l, _ in spec.heads} | spec.attention_off | spec.ffn_off | spec.skip | {s.layer for s in spec.patch}
+    layers = ({l for l, _ in spec.heads} | spec.attention_off | spec.ffn_off | spec.skip
+              | {s.layer for s in spec.patch} | {c.layer for c in spec.cuts})
     return frozenset(layers)
 
 

@@ -26,8 +26,8 @@ def _hooks(pairs):
     """Register (module, kind, fn) hooks for the duration of the block, acting only on this
     thread (core/encoder/scoped_hooks.py): another job on the same model is not recorded."""
     with scoped_hooks() as register:
-        for module, kind, fn in pairs:
-            register(module, kind, fn)
+        for module, kind, fn, *first in pairs:
+            register(module, kind, fn, prepend=bool(first))
         yield
 
 
@@ -93,6 +93,8 @@ def capture(encoder: Encoder, ids: list[int], types: list[int] | None, layer: in
              (att.q_lin, "out", out("q_all")), (att.k_lin, "out", out("k_all")),
              (att.v_lin, "out", out("v_all")),
              (att, "out", out("attention_weights", 1)),
+             # the mask the module is handed (an edge cut adds its -inf to the block's own)
+             (att, "pre", lambda _m, inputs: got.__setitem__("mask_passed", inputs[1])),
              (att, "out", out("attention_output", 0)),     # what the residual adds (an intervention's too)
              (att.out_lin, "pre", inp("heads_concat")),
              (ffn.lin1, "pre", inp("ffn_input")),
@@ -102,7 +104,11 @@ def capture(encoder: Encoder, ids: list[int], types: list[int] | None, layer: in
              (block.sa_layer_norm, "pre", inp("sa_ln_input")),
              (block.sa_layer_norm, "out", out("sa_ln_output")),
              (block.output_layer_norm, "pre", inp("out_ln_input")),
-             (block.output_layer_norm, "out", out("out_ln_output"))]
+             (block.output_layer_norm, "out", out("out_ln_output")),
+             # before an intervention's hooks (prepended): A's own numbers where a patch replaces them
+             (att.out_lin, "pre", inp("heads_concat_own"), True),
+             (ffn, "out", out("ffn_output_own"), True),
+             (block, "out", out("layer_output_own", 0), True)]
     if emb.token_type_embeddings is not None:
         pairs.append((emb.token_type_embeddings, "out", out("token_type_embeddings")))
     if encoder.final_layer_norm is not None:
@@ -121,6 +127,9 @@ def capture(encoder: Encoder, ids: list[int], types: list[int] | None, layer: in
         scores = q @ k.transpose(-2, -1) / math.sqrt(dh)
         bias = attention_bias(mask, len(ids), scores.dtype, scores.device, cfg.attention == "causal")
         masked = scores if bias is None else scores + bias
+        passed = got.pop("mask_passed", None)
+        if passed is not None:          # an edge knocked out: -inf in the mask the module was handed
+            masked = masked.masked_fill(torch.isneginf(passed), float("-inf"))
         # The most negative float the model adds is -inf to softmax (exp gives exactly 0): shown so.
         masked = masked.masked_fill(masked <= torch.finfo(masked.dtype).min / 2, float("-inf"))
         pooled = pool(result.last_hidden_state, mask, pooling, query=encoder.pooling_query)
@@ -138,8 +147,9 @@ def capture(encoder: Encoder, ids: list[int], types: list[int] | None, layer: in
                     residual_2=vals.pop("out_ln_input"), layernorm_2=vals.pop("out_ln_output"))
     else:
         # Pre-norm: LN before each sublayer; the FFN's LN reads the first residual sum.
+        # residual_2 is the block's own sum, before a skip or a patch replaces the block's output
         vals.update(layernorm_1=vals.pop("sa_ln_output"), residual_1=vals.pop("out_ln_input"),
-                    layernorm_2=vals.pop("out_ln_output"), residual_2=vals["layer_output"])
+                    layernorm_2=vals.pop("out_ln_output"), residual_2=vals["layer_output_own"])
         vals.pop("sa_ln_input")
     vals["pooled"] = _np(pooled[0])
     vals["normalized"] = _np(normalized[0])

@@ -33,11 +33,12 @@ from core.walkthrough.notebook_cells import (
     step_code,
 )
 
-# numpy_ref's functions the notebook needs, copied in as they are (the teaching code).
-FUNCTIONS = ("sinusoidal_positions", "layer_norm_stats", "layer_norm", "gelu", "linear", "softmax",
-             "split_heads", "merge_heads", "attention_scores", "mask_scores", "causal_mask", "attention_keep",
-             "self_attention_steps", "self_attention", "block_steps", "block", "pool", "attention_pool_weights",
-             "l2_normalize")
+# numpy_ref's functions the notebook needs, copied in as they are (the teaching code), in two cells:
+# the small formulas, then attention, the block and the pooling built from them.
+FUNCTIONS = (("sinusoidal_positions", "layer_norm_stats", "layer_norm", "gelu", "linear", "softmax",
+              "split_heads", "merge_heads", "attention_scores", "mask_scores", "causal_mask", "attention_keep"),
+             ("self_attention_steps", "self_attention", "block_steps", "block", "patch_rows", "patch_arguments",
+              "patch_output", "pool", "attention_pool_weights", "l2_normalize"))
 CONFIG_FIELDS = ("dim", "n_layers", "n_heads", "hidden_dim", "activation", "positions", "type_vocab_size",
                  "norm", "layer_norm_eps", "attention")
 # the encoder and attention pooling's learned query; no MLM head
@@ -145,7 +146,8 @@ def build_notebook(walk, backend, data_name: str = "walk.npz", has_tokenizer: bo
     cells.append(new_markdown_cell("## Setup\n\nThe step functions (from Encoderscope's "
                                    "`core/walkthrough/numpy_ref.py`, copied here so the notebook stands alone):"))
     cells.append(new_code_cell(IMPORTS))
-    cells.append(new_code_cell("\n\n".join(inspect.getsource(getattr(numpy_ref, f)).rstrip() for f in FUNCTIONS)))
+    for group in FUNCTIONS:
+        cells.append(new_code_cell("\n\n".join(inspect.getsource(getattr(numpy_ref, f)).rstrip() for f in group)))
     cells.append(new_markdown_cell(
         "The model's settings and Encoderscope's run (what the checks compare with); then the "
         "weights, as float64 for exact sums, and the tokenizer, read from the data file."))
@@ -194,6 +196,9 @@ def write_notebook(walk, backend, path) -> Path:
     import nbformat
 
     from core.walkthrough.steps import reference_backend
+    if getattr(walk, "patched_from", None) is not None:
+        raise InputError("a walk patched from sentence B cannot be written as a notebook yet: the notebook "
+                         "recomputes one sentence on its own; clear the patch (Intervene tab) and export again")
     path = check_target(backend, path)
     ref, _ = reference_backend(backend)
     arrays = notebook_data(walk, ref)

@@ -6,8 +6,11 @@ encoder: ``forward(params, cfg, input_ids, attention_mask)`` equals ``Encoder`` 
 
 ``switch`` (a core.intervene Intervention, optional) switches parts off the NumPy way: a head's
 columns zeroed or set to its mean before out_lin, a sublayer's output dropped, a block passed
-through, positions dropped or permuted, the scores scaled otherwise. It is a second, independent
-computation of what core/intervene/apply.py does with hooks. Patching is not covered here.
+through, positions dropped or permuted, the scores scaled otherwise, attention edges cut (a
+query no longer among the keys it sees: cut_keep). It is a second, independent
+computation of what core/intervene/apply.py does with hooks. ``patches`` ({site: B's numbers at
+A's token positions}, the form core.intervene.patching.capture_sites gives) puts sentence B's
+numbers in place of A's at a head's output, an FFN's output or a block's output (patch_rows).
 """
 from __future__ import annotations
 
@@ -98,6 +101,25 @@ def attention_keep(keep, causal):
     return causal_mask(len(keep)) & keep[None, :] if causal else keep
 
 
+def cut_keep(keep, cuts, layer, n_heads):
+    """Attention-edge knock-out: which keys each query of each head sees in ``layer``, (H, T, T),
+    query q no longer seeing key k in the cut heads (a cut has layer, head (None: every head),
+    query and key, as core.intervene.edges.Cut). keep: (T,) or (T, T), as attention_keep gives."""
+    T = keep.shape[-1]
+    out = np.array(np.broadcast_to(keep if keep.ndim == 2 else keep[None, :], (n_heads, T, T)))
+    for c in cuts:
+        if c.layer == layer:
+            out[slice(None) if c.head is None else c.head, c.query, c.key] = False
+    return out
+
+
+def layer_keep(keep, switch, layer, n_heads):
+    """The keys each query sees in ``layer``: ``keep``, less the edges ``switch`` cuts there."""
+    if switch is None or not any(c.layer == layer for c in switch.cuts):
+        return keep
+    return cut_keep(keep, switch.cuts, layer, n_heads)
+
+
 # Twin of core.encoder.model.Embeddings.forward,
 #   pinned by tests/core/encoder/test_parts.py::test_numpy_reference_equals_torch:
 #   the same sum and LayerNorm in NumPy float64, one sequence at a time, for a learner to read.
@@ -124,12 +146,15 @@ def embed(p, cfg, ids, prefix="", types=None, switch=None):
 # Twin of core.encoder.model.MultiHeadSelfAttention.forward,
 #   pinned by tests/core/encoder/test_parts.py::test_numpy_reference_equals_torch:
 #   every intermediate kept (the walkthrough shows each), one sequence, NumPy float64.
-def self_attention_steps(x, p, name, n_heads, keep, fill=-1e30, score_factor=1.0, replace_heads=None) -> dict:
+def self_attention_steps(x, p, name, n_heads, keep, fill=-1e30, score_factor=1.0, replace_heads=None,
+                         patch_heads=()) -> dict:
     """Multi-head self-attention for one sequence, every intermediate kept.  x (T, D), keep (T,)
     or (T, T) bool -> q, k, v (H, T, Dh); scores, masked_scores, weights (H, T, T); head_outputs
     (H, T, Dh); heads_concat (T, D); attention_output (T, D). ``fill``: the masked score (-inf to show it).
     score_factor multiplies the scaled scores (1: the model's own); replace_heads {h: 0 or a (Dh,) mean}
-    puts that in place of head h's output (an intervention)."""
+    puts that in place of head h's output (an intervention); patch_heads [(h, token or None, B's
+    (T, D) concatenation)] then takes head h's columns from sentence B. computed_head_outputs: the
+    heads' outputs before either."""
     s = {m: split_heads(linear(x, p, f"{name}.{m}_lin"), n_heads) for m in ("q", "k", "v")}   # (H, T, dh)
     s["scores"] = attention_scores(s["q"], s["k"])
     if score_factor != 1.0:
@@ -137,9 +162,13 @@ def self_attention_steps(x, p, name, n_heads, keep, fill=-1e30, score_factor=1.0
     s["masked_scores"] = mask_scores(s["scores"], keep, fill)
     s["weights"] = softmax(s["masked_scores"])
     s["head_outputs"] = s["weights"] @ s["v"]
+    s["computed_head_outputs"] = s["head_outputs"].copy()
     for h, value in (replace_heads or {}).items():
         s["head_outputs"][h] = value
     s["heads_concat"] = merge_heads(s["head_outputs"])                            # the heads side by side
+    dh = s["v"].shape[-1]
+    for h, token, from_b in patch_heads:
+        s["heads_concat"] = patch_rows(s["heads_concat"], from_b, token, slice(h * dh, (h + 1) * dh))
     s["attention_output"] = linear(s["heads_concat"], p, name + ".out_lin")
     return s
 
@@ -162,12 +191,14 @@ def feed_forward(x, p, name, approximate):
 #   pinned by tests/core/encoder/test_parts.py::test_numpy_reference_equals_torch:
 #   pre- and post-norm spelled out step by step, every intermediate kept, NumPy float64.
 def block_steps(x, p, name, cfg, keep, fill=-1e30, score_factor=1.0, replace_heads=None,
-                attention_off=False, ffn_off=False) -> dict:
+                attention_off=False, ffn_off=False, patch_heads=(), patch_ffn=()) -> dict:
     """One transformer block, every intermediate kept (self_attention_steps' too): layer_input,
     layernorm_1, residual_1, layernorm_2, ffn_hidden, ffn_activation, ffn_output, residual_2 and
     output. Pre-norm normalises each sublayer's input; post-norm each residual sum.
     score_factor, replace_heads: see self_attention_steps; attention_off / ffn_off: that sublayer's
-    output is dropped (zeros), so its residual add passes the input through (an intervention)."""
+    output is dropped (zeros), so its residual add passes the input through (an intervention).
+    patch_heads: see self_attention_steps; patch_ffn [(token or None, B's (T, D) FFN output)]: the
+    FFN's output taken from sentence B there (``patched_ffn``; ``ffn_output`` stays A's own)."""
     ln1 = (p[name + ".sa_layer_norm.weight"], p[name + ".sa_layer_norm.bias"], cfg.layer_norm_eps)
     ln2 = (p[name + ".output_layer_norm.weight"], p[name + ".output_layer_norm.bias"], cfg.layer_norm_eps)
     pre = cfg.norm == "pre"
@@ -175,7 +206,7 @@ def block_steps(x, p, name, cfg, keep, fill=-1e30, score_factor=1.0, replace_hea
     if pre:
         s["layernorm_1"] = layer_norm(x, *ln1)
     s.update(self_attention_steps(s["layernorm_1"] if pre else x, p, name + ".attention", cfg.n_heads, keep, fill,
-                                  score_factor, replace_heads))
+                                  score_factor, replace_heads, patch_heads))
     if attention_off:
         s["attention_output"] = np.zeros_like(s["attention_output"])
     s["residual_1"] = x + s["attention_output"]
@@ -185,23 +216,55 @@ def block_steps(x, p, name, cfg, keep, fill=-1e30, score_factor=1.0, replace_hea
         s["layernorm_1"] = ffn_input = layer_norm(s["residual_1"], *ln1)
     s["ffn_hidden"] = linear(ffn_input, p, name + ".ffn.lin1")
     s["ffn_activation"] = gelu(s["ffn_hidden"], cfg.activation == "gelu_tanh")
-    s["ffn_output"] = linear(s["ffn_activation"], p, name + ".ffn.lin2")
+    s["ffn_output"] = s["computed_ffn_output"] = linear(s["ffn_activation"], p, name + ".ffn.lin2")
     if ffn_off:
         s["ffn_output"] = np.zeros_like(s["ffn_output"])
-    s["residual_2"] = (s["residual_1"] if pre else s["layernorm_1"]) + s["ffn_output"]
+    added = s["ffn_output"]
+    if patch_ffn:
+        s["ffn_output"] = s["computed_ffn_output"]       # A's own, shown before B's numbers replace it
+        for token, from_b in patch_ffn:
+            added = patch_rows(added, from_b, token)
+        s["patched_ffn"] = added
+    s["residual_2"] = (s["residual_1"] if pre else s["layernorm_1"]) + added
     s["output"] = s["residual_2"] if pre else layer_norm(s["residual_2"], *ln2)
     if not pre:
         s["layernorm_2"] = s["output"]
     return s
 
 
-def block(x, p, name, cfg, keep, switch=None, layer=0, means=None):
+def block(x, p, name, cfg, keep, switch=None, layer=0, means=None, patches=None):
     """One transformer block.  x (T, D) -> (T, D), its attention weights (H, T, T).
-    switch: an Intervention, applied to this block as layer number ``layer`` (0-based)."""
-    if switch is not None:
-        return _switched_block(x, p, name, cfg, keep, switch, layer, means)
+    switch: an Intervention, applied to this block as layer number ``layer`` (0-based);
+    patches: {site: B's numbers at A's positions}, this layer's applied (see patch_arguments)."""
+    if switch is not None or patches:
+        return _switched_block(x, p, name, cfg, keep, switch, layer, means, patches or {})
     s = block_steps(x, p, name, cfg, keep)
     return s["output"], s["weights"]
+
+
+def patch_rows(value, from_b, token=None, cols=slice(None)):
+    """Activation patching: ``value`` (T, D) with sentence B's numbers at one token (None: every
+    token), in ``cols`` only. ``from_b`` (T, D) holds B's numbers already at A's positions."""
+    out = np.array(value, dtype=np.float64)
+    rows = slice(None) if token is None else token
+    out[rows, cols] = from_b[rows, cols]
+    return out
+
+
+def patch_arguments(patches: dict, layer: int) -> dict:
+    """block_steps' keyword arguments for the head and FFN patches of layer ``layer``. A site has
+    kind ("head", "ffn", "resid"), layer, head and token, as core.intervene.spec.Site."""
+    here = [(s, b) for s, b in patches.items() if s.layer == layer]
+    return {"patch_heads": [(s.head, s.token, b) for s, b in here if s.kind == "head"],
+            "patch_ffn": [(s.token, b) for s, b in here if s.kind == "ffn"]}
+
+
+def patch_output(x, patches: dict, layer: int):
+    """The block's output ``x`` with the residual-stream patches of layer ``layer`` applied."""
+    for s, from_b in patches.items():
+        if s.layer == layer and s.kind == "resid":
+            x = patch_rows(x, from_b, s.token)
+    return x
 
 
 def switch_arguments(switch, layer, dh, means) -> dict:
@@ -213,11 +276,13 @@ def switch_arguments(switch, layer, dh, means) -> dict:
             "attention_off": layer in switch.attention_off, "ffn_off": layer in switch.ffn_off}
 
 
-def _switched_block(x, p, name, cfg, keep, switch, layer, means):
-    """``block`` with the intervention's parts of this layer switched off; a skipped block passes
-    its input through."""
-    s = block_steps(x, p, name, cfg, keep, **switch_arguments(switch, layer, cfg.dim // cfg.n_heads, means))
-    return (x if layer in switch.skip else s["output"]), s["weights"]
+def _switched_block(x, p, name, cfg, keep, switch, layer, means, patches):
+    """``block`` with the intervention's parts of this layer switched off (a skipped block passes
+    its input through), then sentence B's numbers patched in."""
+    switched = {} if switch is None else switch_arguments(switch, layer, cfg.dim // cfg.n_heads, means)
+    s = block_steps(x, p, name, cfg, keep, **switched, **patch_arguments(patches, layer))
+    out = x if switch is not None and layer in switch.skip else s["output"]
+    return patch_output(out, patches, layer), s["weights"]
 
 
 # Twin of core.encoder.model.Encoder.forward,

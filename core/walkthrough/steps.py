@@ -19,12 +19,14 @@ Pre-norm (x + f(LN(x))): the same embeddings steps, then layer_input, layernorm_
   layernorm_2 (input of the FFN), ffn_hidden, ffn_activation, ffn_output, residual_2
   (= residual_1 + ffn_output, the layer's output), final_layernorm (after the last layer),
   pooled, normalized.
+Patched from sentence B (core/walkthrough/patched.py): patched_head, patched_ffn and patched_resid,
+  each right after A's own value of that site (only where the drawn layer has such a patch).
 A causal model (``attention="causal"``) masks the scores above the diagonal: masked_scores shows
 them as -inf (the model adds the most negative float, which softmax turns into the same 0).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -96,6 +98,7 @@ class Walkthrough:
     pair: str | None = None         # the second sentence of a pair, if any
     config: object = None           # the EncoderConfig the steps ran with (the architecture map draws it)
     intervention: object = None     # the core.intervene Intervention both sides ran with, or None
+    patched_from: str | None = None  # sentence B, when the walk follows patches from it
 
 # Twin of core.walkthrough.architecture.Architecture.block, alike: a look-up by name, each in
 #   its own list with its own KeyError words.
@@ -114,7 +117,7 @@ class Walkthrough:
         return {"model": self.model, "text": self.text, "pair": self.pair, "tokens": self.tokens, "ids": self.ids,
                 "token_type_ids": self.token_type_ids, "layer": self.layer + 1, "head": self.head + 1,
                 "pooling": self.pooling, "norm": self.norm, "truncated": self.truncated,
-                "max_length": self.max_length, "note": self.note,
+                "max_length": self.max_length, "note": self.note, "patched_from": self.patched_from,
                 "steps": [s.to_dict() for s in self.steps]}
 
 
@@ -178,10 +181,12 @@ def check_choice(cfg, layer: int, head: int, pooling: str):
 # ------------------------------------------------------------------------------ NumPy steps
 
 def numpy_steps(p: dict, cfg, ids, types, layer: int, head: int, pooling: str, switch=None,
-                means=None) -> dict:
+                means=None, patches=None) -> dict:
     """Every step by name, computed with numpy_ref's functions (float64). ``p`` is the
     encoder's state_dict as NumPy arrays (numpy_ref.params_from_torch). ``switch``: an
-    Intervention applied the NumPy way (means (L, H, Dh) for mean ablation)."""
+    Intervention applied the NumPy way (means (L, H, Dh) for mean ablation). ``patches``:
+    {site: sentence B's numbers at A's positions} (patched.numpy_sources)."""
+    patches = patches or {}
     ids = np.asarray(ids)
     T, eps = len(ids), cfg.layer_norm_eps
     keep = np.ones(T, bool)                          # one sentence: no padding
@@ -204,13 +209,16 @@ def numpy_steps(p: dict, cfg, ids, types, layer: int, head: int, pooling: str, s
                                               p["embeddings.LayerNorm.bias"], eps)
     x = v["embeddings_layernorm"]
     for i in range(cfg.n_layers):
+        sees = nr.layer_keep(seen, switch, i, cfg.n_heads)          # less the edges cut in this layer
         if i == layer:
-            v.update(_layer_steps(x, p, f"transformer.layer.{i}", cfg, head, seen, switch, i, means))
+            v.update(_layer_steps(x, p, f"transformer.layer.{i}", cfg, head, sees, switch, i, means, patches))
             x = v["layernorm_2"] if cfg.norm == "post" else v["residual_2"]   # the block's output
             if switch is not None and i in switch.skip:
                 x = v["layer_input"]                 # a skipped block passes its input on
+            if any(s.layer == i and s.kind == "resid" for s in patches):
+                x = v["patched_resid"] = nr.patch_output(x, patches, i)
         else:
-            x, _ = nr.block(x, p, f"transformer.layer.{i}", cfg, seen, switch, i, means)
+            x, _ = nr.block(x, p, f"transformer.layer.{i}", cfg, sees, switch, i, means, patches)
     if cfg.norm == "pre":
         v["_final_input"] = x                        # the last layer's output (for its mean/var)
         x = v["final_layernorm"] = nr.layer_norm(x, p["final_layer_norm.weight"], p["final_layer_norm.bias"], eps)
@@ -219,17 +227,20 @@ def numpy_steps(p: dict, cfg, ids, types, layer: int, head: int, pooling: str, s
     return v
 
 
-def _layer_steps(x, p, name, cfg, head, keep, switch=None, layer=0, means=None) -> dict:
+def _layer_steps(x, p, name, cfg, head, keep, switch=None, layer=0, means=None, patches=None) -> dict:
     """One block's intermediates (numpy_ref.block_steps, the reference's own), the attention's
     for the chosen head. keep: which keys each query sees, (T,) or causal (T, T)."""
-    switched = {} if switch is None else nr.switch_arguments(switch, layer, cfg.dim // cfg.n_heads, means)
-    v = nr.block_steps(x, p, name, cfg, keep, fill=-np.inf, **switched)
+    from core.walkthrough.patched import numpy_patched_steps
+    dh = cfg.dim // cfg.n_heads
+    switched = {} if switch is None else nr.switch_arguments(switch, layer, dh, means)
+    v = nr.block_steps(x, p, name, cfg, keep, fill=-np.inf, **switched, **nr.patch_arguments(patches or {}, layer))
     if switched.get("score_factor", 1.0) != 1.0:
         # the intervention scales the queries (the model's q_lin output), so Q shows them scaled
         v["q"] = v["q"] * switched["score_factor"]
     for key in ("q", "k", "v", "scores", "masked_scores", "weights"):
         v[key] = v[key][head]
     v["head_output"] = v.pop("head_outputs")[head]
+    v.update(numpy_patched_steps(v, list(patches or {}), layer, head, dh))
     del v["output"]
     return v
 
@@ -237,16 +248,18 @@ def _layer_steps(x, p, name, cfg, head, keep, switch=None, layer=0, means=None) 
 # ------------------------------------------------------------------------------ the walk
 
 def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: int = 0,
-            pooling: str = "mean", intervention=None, means=None) -> Walkthrough:
+            pooling: str = "mean", intervention=None, means=None, patch_from=None) -> Walkthrough:
     """Walk one text (or a sentence pair) through the encoder; layer and head are 0-based.
 
     ``intervention`` (core.intervene Intervention): the model side runs inside ``intervene`` and
     the NumPy side switches the same parts off, so each step and its badge are the intervened
-    model's. Patching has no NumPy side: its sites are left out, and the note says so.
+    model's (edge cuts included). Its patches are followed when ``patch_from`` (patched.PatchFrom)
+    names sentence B and ``text`` is the sentence they were aligned to: B runs through both sides
+    and its numbers replace A's at the sites (patched.py); otherwise they are left out, and the
+    note says why.
     ``means`` (L, H, Dh): the heads' mean outputs, for mean ablation."""
+    from core.walkthrough import patched as P
     from core.walkthrough.capture import capture, float64_copy
-    from core.walkthrough.text import describe
-    from core.walkthrough.weights import step_input, step_weights
     ref, note = reference_backend(backend)
     cfg = ref.config
     pooling = ref.choose_pooling(pooling)
@@ -254,17 +267,42 @@ def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: i
     switch, note = _switch(intervention, cfg, note)
     ids, types, cut = tokenize(ref, text, pair)
     tokens = ref.tokenizer.convert_ids_to_tokens(ids)
+    patch = None
+    if switch is not None and switch.patch:
+        patch, why = P.plan(ref, switch, patch_from, text, pair, tokens)
+        if patch is None:
+            note = "; ".join(filter(None, [note, why + ": the other switches are followed"]))
+            switch = None if switch.without_patch().is_empty else switch.without_patch()
+    rest = None if switch is None or switch.without_patch().is_empty else switch.without_patch()
+    means64 = None if means is None else np.asarray(means, np.float64)
     with ref._lock:                     # hooks see only this forward pass (and the copy is shared)
-        with _intervened(ref.encoder, switch, means):
+        source = None if patch is None else P.model_sources(ref.encoder, patch, len(ids), rest, means)
+        with _intervened(ref.encoder, switch, means, source):
             as_run = capture(ref.encoder, ids, types, layer, head, pooling)
         exact_model = float64_copy(ref.encoder)
-        with _intervened(exact_model, switch, means):
+        source = None if patch is None else P.model_sources(exact_model, patch, len(ids), rest, means)
+        with _intervened(exact_model, switch, means, source):
             model = capture(exact_model, ids, types, layer, head, pooling)
     # The NumPy side reads the same float64 tensors (views, no copy).
     p = {k: t.numpy() for k, t in exact_model.state_dict().items()}
-    ours = numpy_steps(p, cfg, ids, types, layer, head, pooling, switch,
-                       None if means is None else np.asarray(means, np.float64))
-    order = PRE_ORDER if cfg.norm == "pre" else POST_ORDER
+    sources = None if patch is None else P.numpy_sources(p, cfg, patch, len(ids), rest, means64)
+    ours = numpy_steps(p, cfg, ids, types, layer, head, pooling, switch, means64, sources)
+    if patch is not None:
+        dh = cfg.dim // cfg.n_heads
+        for vals in (as_run, model):
+            vals.update(P.model_patched_steps(vals, patch.sites, layer, head, dh))
+        note = "; ".join(filter(None, [note, P.walk_note(patch, layer)]))
+    return _walk(backend, ref, cfg, text, pair, ids, types, tokens, cut, layer, head, pooling, note, switch,
+                 patch, ours, model, as_run, p)
+
+
+def _walk(backend, ref, cfg, text, pair, ids, types, tokens, cut, layer, head, pooling, note, switch, patch,
+          ours, model, as_run, p) -> Walkthrough:
+    """The Walkthrough: each NumPy step beside its |difference| to the model's."""
+    from core.walkthrough import patched as P
+    from core.walkthrough.text import describe
+    from core.walkthrough.weights import step_input, step_weights
+    order = P.with_patch_steps(PRE_ORDER if cfg.norm == "pre" else POST_ORDER, cfg.norm)
     steps = []
     for name in order:
         if name not in ours:
@@ -276,12 +314,18 @@ def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: i
             extra = {"mean": mean[:, 0], "var": var[:, 0]}
         if name == "position_embeddings":
             extra = {"kind": cfg.positions}
-        text_ = describe(name, cfg, len(ids), layer, head, pooling)
+        rows = list(tokens)
+        if name in P.PATCH_STEPS:
+            text_ = P.describe_patch(name, patch, layer, head, tokens, cfg)
+            rows = P.row_labels(name, patch, layer, head, tokens)
+            extra = {"from B": P.patched_mark(name, patch, layer, head, len(tokens))}
+        else:
+            text_ = describe(name, cfg, len(ids), layer, head, pooling)
         one_d = values.ndim == 1
         steps.append(Step(
             name=name, title=text_["title"], values=values, formula=text_["formula"],
             description=text_["description"], shape_text=text_["shape_text"],
-            row_labels=[f"{pooling} pooled"] if one_d else list(tokens),
+            row_labels=[f"{pooling} pooled"] if one_d else rows,
             col_labels=list(tokens) if name in TOKEN_BY_TOKEN else None,
             max_abs_diff=max_abs_diff(values, model[name]),
             fp32_max_abs_diff=max_abs_diff(values, as_run[name]),
@@ -291,7 +335,8 @@ def explain(backend, text: str, pair: str | None = None, layer: int = 0, head: i
     return Walkthrough(model=backend.model_name, tokens=list(tokens), ids=ids, token_type_ids=types,
                        layer=layer, head=head, pooling=pooling, norm=cfg.norm, truncated=cut,
                        steps=steps, note=note, max_length=ref.max_length, text=text,
-                       pair=pair if pair and pair.strip() else None, config=cfg, intervention=switch)
+                       pair=pair if pair and pair.strip() else None, config=cfg, intervention=switch,
+                       patched_from=None if patch is None else patch.text_b)
 
 
 def _switch(intervention, cfg, note: str):
@@ -299,23 +344,14 @@ def _switch(intervention, cfg, note: str):
     if intervention is None or intervention.is_empty:
         return None, note
     intervention.check(cfg.n_layers, cfg.n_heads)
-    if intervention.patch:
-        left_out = ", ".join(s.describe() for s in intervention.patch)
-        note = "; ".join(filter(None, [note, f"patching ({left_out}) is not followed step by step: the NumPy "
-                                              "reference has no second sentence; the other switches are"]))
-        intervention = intervention.without_patch()
-    if intervention.cuts:
-        note = "; ".join(filter(None, [note, "attention-edge cuts are not followed step by step: the NumPy "
-                                              "reference has none; the other switches are"]))
-        intervention = replace(intervention, cuts=frozenset())
-    return (None if intervention.is_empty else intervention), note
+    return intervention, note
 
 
-def _intervened(encoder, switch, means):
+def _intervened(encoder, switch, means, source=None):
     from contextlib import nullcontext
 
     from core.intervene.apply import intervene
-    return nullcontext() if switch is None else intervene(encoder, switch, means)
+    return nullcontext() if switch is None else intervene(encoder, switch, means, source)
 
 
 def _ln_input(name: str, v: dict, cfg) -> np.ndarray:

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 from tests.support.tiny_models import cli_clean as cli
 from tests.support.tiny_models import make_tiny_bert
 
@@ -19,7 +19,7 @@ def _to_dev_full(*argv):
     with open("/dev/full", "w") as full:
         p = subprocess.run([sys.executable, "-m", "app.cli", *map(str, argv)], stdout=full,
                            stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=300,
-                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                           env=child_env())
     return p.returncode, p.stderr
 
 

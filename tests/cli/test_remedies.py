@@ -2,6 +2,8 @@
 (app/cli/remedies.py). Each suggested command is run for real in tests/cli/test_messages.py."""
 from types import SimpleNamespace
 
+import pytest
+
 from app.cli.remedies import worded
 from index.map.corpus_map import EmptyStore
 from index.store.errors import ModelMismatch, StoreCorrupted, StoreNotFound
@@ -76,6 +78,7 @@ def test_every_fix_is_worded_by_both_front_ends_and_the_app_names_no_option():
 
 
 def test_the_app_shows_the_fix_in_its_own_words():
+    pytest.importorskip("PySide6", reason="the app's wording needs PySide6 (a bare GPU box has none)")
     from app.gui.workers import readable_error
     from core.errors import EncoderscopeError, settings_fix
     error = EncoderscopeError("bf16 is not supported on this CPU; use fp32", fix=settings_fix(precision="fp32"))

@@ -10,7 +10,7 @@ import sys
 import time
 
 from tests.cli.test_train import TINY
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 from tests.support.tiny_models import signal_ingest, stored_rows
 from tests.support.train_corpus import write_corpus
 
@@ -25,7 +25,7 @@ def test_sigterm_ends_ingest_saying_what_was_kept(tmp_path):
     store = tmp_path / "store"
     cmd = [sys.executable, "-m", "app.cli", "ingest", str(src), "--store", str(store), "--model",
            str(model), "--batch-size", "4", "--quiet"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env()
     code, out, err = signal_ingest(cmd, store, signal.SIGTERM)
     assert code == 128 + signal.SIGTERM, err
     assert "Traceback" not in err

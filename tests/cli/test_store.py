@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from index.store.adding import EMBED_WINDOW
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 from tests.support.tiny_models import run_cli as cli
 from tests.support.tiny_models import signal_ingest
 
@@ -232,7 +232,7 @@ def test_ctrl_c_keeps_committed_sentences(tmp_path):
     lines = [f"{line} ({i})" for i, line in enumerate(corpus_lines() * 6)][:3 * EMBED_WINDOW]
     assert len(set(lines)) == 3 * EMBED_WINDOW
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env()
     cmd = [sys.executable, "-m", "app.cli", "ingest", str(src), "--store", str(store),
            "--batch-size", "4", "--quiet"]
     code, out, err = signal_ingest(cmd, store, signal.SIGINT)

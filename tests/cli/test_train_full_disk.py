@@ -4,7 +4,6 @@ command the line suggests continues the run once space is freed."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import sys
 import pytest
 
 from tests.cli.test_train import TINY
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 from tests.support.train_corpus import write_corpus
 
 IN_NAMESPACE = r"""
@@ -46,8 +45,7 @@ def test_a_full_disk_during_training_keeps_the_last_checkpoint(tmp_path, capsys)
     fs, outdir = tmp_path / "fs", tmp_path / "out"
     fs.mkdir()
     outdir.mkdir()
-    env = dict(os.environ, FS=str(fs), RUN=str(run), OUTDIR=str(outdir), PY=sys.executable,
-               PYTHONPATH=str(ROOT))
+    env = child_env(FS=str(fs), RUN=str(run), OUTDIR=str(outdir), PY=sys.executable)
     p = subprocess.run(["unshare", "-rm", "bash", "-c", IN_NAMESPACE], env=env, cwd=ROOT,
                        capture_output=True, text=True, timeout=600)
     if p.returncode == 77 or not (outdir / "rc").exists():

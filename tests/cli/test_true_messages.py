@@ -7,6 +7,7 @@ import sqlite3
 
 import pytest
 
+from tests.support.store_contract import needs_milvus
 from tests.support.tiny_models import cli_clean as cli
 from tests.support.tiny_models import hold_writer_lock, make_tiny_bert, one_error
 
@@ -29,7 +30,7 @@ def lines(tmp_path):
     return f
 
 
-@pytest.mark.parametrize("engine", ["faiss", "lite"])
+@pytest.mark.parametrize("engine", ["faiss", pytest.param("lite", marks=needs_milvus)])
 def test_a_dangling_symlink_store_takes_the_ingest_its_message_suggests(tmp_path, model, lines,
                                                                         capsys, engine):
     (tmp_path / "link").symlink_to(tmp_path / "not-yet" / "store")

@@ -5,13 +5,12 @@ msvcrt stand-in): ingest, search, remove, info --check, train into a folder, abl
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 
 pytestmark = [pytest.mark.slow,   # one subprocess of ~12-18 s on 2 cores: `make test-slow`
               pytest.mark.skipif(sys.platform != "linux", reason="its msvcrt stand-in is a Linux OFD lock")]
@@ -22,7 +21,7 @@ SENTENCES = ["the cat sat on the mat", "the dog ran in the park", "a bird flew o
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     work = tmp_path_factory.mktemp("no-posix")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), ENCODERSCOPE_PRECISION="fp32")
+    env = child_env(ENCODERSCOPE_PRECISION="fp32")
     done = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "no_posix_driver.py"), str(work)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -25,8 +25,8 @@ def milvus_available():
         return False
 
 
-KINDS = ["faiss", pytest.param("milvus", marks=pytest.mark.skipif(
-    not milvus_available(), reason="needs the [milvus] extra (pymilvus, milvus-lite)"))]
+needs_milvus = pytest.mark.skipif(not milvus_available(), reason="needs the [milvus] extra (pymilvus, milvus-lite)")
+KINDS = ["faiss", pytest.param("milvus", marks=needs_milvus)]
 SERVER = {}     # "uri" of the session's Milvus server, once a "server" test asked for it
 
 

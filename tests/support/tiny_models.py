@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 
 WORDS = ("the a an of to and in is was it on for with as by at from that this be are were "
          "cat dog bird fish sat ran flew swam mat tree river sky house garden park street "
@@ -157,7 +157,7 @@ def hold_writer_lock(folder, program: str):
         [sys.executable, "-c", "import sys, time; from index.store.durability import WriterLock; "
          "WriterLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
          str(folder), program], stdout=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=os.getcwd()))
+        env=child_env(os.getcwd()))
 
 
 def stored_rows(db) -> int:
@@ -177,12 +177,11 @@ def stored_rows(db) -> int:
 def signal_ingest(cmd, store, signum, rows: int = 8, root=None):
     """Start the ingest `cmd`, send it `signum` once its store holds `rows` sentences, and
     return (exit code, stdout, stderr)."""
-    import os
     import subprocess
     import time
     root = root or ROOT
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=str(root)), cwd=root)
+                            env=child_env(root), cwd=root)
     deadline = time.time() + 120
     while time.time() < deadline and stored_rows(Path(store) / "store.db") < rows and proc.poll() is None:
         time.sleep(0.05)

@@ -1,6 +1,10 @@
 """`make gpu-check`'s short dry run on the CPU: the script cannot rot between GPU sessions."""
+import json
 import re
+import subprocess
+import sys
 
+from tests.support.paths import child_env
 from tools import gpu_check
 
 
@@ -21,6 +25,21 @@ def test_gpu_check_dry_run_prints_one_table(capsys):
     assert any(k.startswith("train MLM step") for k in kinds)
     assert ("embed, minilm", "vs transformers", "fp32") in measured
     assert len(re.findall(r"^\|", out, re.M)) == len(rows) + 2       # one table: header, rule, rows
+
+
+def test_the_probe_names_the_module_each_left_out_file_lacks(tmp_path):
+    """A file that cannot import, or that skips itself at import (`pytest.importorskip` at module
+    level), is left out and named with the module it lacks; the others run."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "__init__.py").write_text("", encoding="utf-8")
+    (tests / "test_skips.py").write_text("import pytest\npytest.importorskip('no_such_module_a')\n", encoding="utf-8")
+    (tests / "test_lacks.py").write_text("import no_such_module_b\n", encoding="utf-8")
+    (tests / "test_runs.py").write_text("import json\n", encoding="utf-8")
+    p = subprocess.run([sys.executable, "-c", gpu_check.PROBE, "test_skips", "test_lacks", "test_runs"],
+                       cwd=tmp_path, env=child_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.splitlines()[-1]) == {"test_skips": "no_such_module_a", "test_lacks": "no_such_module_b"}
 
 
 def pytest_approx(x):

@@ -166,13 +166,21 @@ class MainWindow(QMainWindow):
         return self._map["Map"]
 
     def _open_patch(self, a: str, b: str, site: str) -> None:
-        """A patching-sweep cell: that one patch, applied in the Intervene tab."""
+        """A patching-sweep cell: that one patch, applied in the Intervene tab (the app's
+        intervention), and walked in Step by step at the site's layer (and head)."""
+        from core.intervene.spec import parse_site
         panel = self.optional_panels["Intervene"]
         panel.text_edit.setText(a)
         panel.editor.text_b.setText(b)
         panel.editor.sites.setText(site)
         panel.apply()
-        self.tabs.setCurrentWidget(self._panel_tabs["Intervene"])
+        self.optional_panels["Step by step"].follow_patch(a, parse_site(site)[0])
+        self.tabs.setCurrentWidget(self._panel_tabs["Step by step"])
+
+    def _walk_cuts(self, text: str, cuts) -> None:
+        """The Causal tab's Edge cuts: its sentence walked in Step by step with those edges cut."""
+        self.optional_panels["Step by step"].follow_cuts(text, cuts)
+        self.tabs.setCurrentWidget(self._panel_tabs["Step by step"])
 
     def _cut_edge(self, text: str, layer: int, head, query: int, key: int) -> None:
         """An Attention heatmap cell: that edge cut in the Causal tab (its Edge cuts page shows the effect)."""
@@ -189,6 +197,7 @@ class MainWindow(QMainWindow):
         panel_state.restore(self.settings, title, panel)
         if title == "Causal":
             panel.patch_requested.connect(self._open_patch)
+            panel.cuts_walk_requested.connect(self._walk_cuts)
         if title == "Attention":
             panel.edge_clicked.connect(lambda *edge: self._cut_edge(*edge))
         if title in MAP_PANEL:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from core.encoder import tokenizer as tk
 from core.encoder.sources import resolve
 from core.errors import ModelUnavailable
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 from tests.support.tiny_models import make_tiny_bert
 
 MAX = 64            # a short max_length, so that generated texts are cut too
@@ -178,7 +178,7 @@ def test_a_second_start_embeds_without_transformers(tmp_path):
             "had = 'transformers' in sys.modules\n"
             "n = len(b.tokenizer)\n"
             "print(json.dumps({'had': had, 'v': v.tolist(), 'n': n}))\n")
-    env = dict(os.environ, ENCODERSCOPE_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=str(ROOT))
+    env = child_env(ENCODERSCOPE_DATA_DIR=str(tmp_path / "data"))
     runs = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
                                       text=True, check=True).stdout.splitlines()[-1]) for _ in range(2)]
     assert runs[0]["had"] and not runs[1]["had"]

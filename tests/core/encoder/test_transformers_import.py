@@ -4,12 +4,11 @@ under one lock: no "cannot import name 'AutoTokenizer'". Run in a fresh interpre
 transformers is not imported yet."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
 
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 
 SCRIPT = textwrap.dedent("""
     import sys, threading
@@ -41,7 +40,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_concurrent_first_imports_in_a_fresh_process(tiny_distilbert):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    env = child_env(HF_HUB_OFFLINE="1")
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(tiny_distilbert)], capture_output=True, text=True,
                          env=env, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr

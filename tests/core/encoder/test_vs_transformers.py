@@ -27,6 +27,10 @@ SENTENCES = [
     "hello",
 ]
 TOL = 1e-5
+# fp32 against the exact (fp64) result after six layers: rounding adds up to 7e-6 in attention
+# probabilities on minilm's weights and 1.02e-5 on its int8-restored copy (the GPU bundle's), and
+# other kernels (cuBLAS, oneDNN) round differently; a wrong formula shows at 1e-3 and above.
+FP32_VS_EXACT = 3e-5
 
 
 def max_diff(a, b, keep=None):
@@ -66,17 +70,16 @@ def run_minilm(dtype, device="cpu"):
 
 def test_minilm_matches_bert_model():
     """The same maths as transformers: in fp64 the two agree to 1e-10 (a difference of code shows
-    far above that, whatever the weights or the CPU's kernels). In fp32 ours is within TOL of that
-    exact result. The two fp32 runs are not compared with each other: each carries its own rounding
-    (up to ~7e-6 in attention probabilities), and on some weights (minilm restored from an int8
-    copy) their errors add up past TOL."""
+    far above that, whatever the weights or the CPU's kernels). In fp32 ours is within FP32_VS_EXACT
+    of that exact result. The two fp32 runs are not compared with each other: each carries its own
+    rounding, and on some weights (minilm restored from an int8 copy) their errors add up."""
     o64, r64, mask = run_minilm(torch.float64)
     compare(o64, r64, mask, tol=1e-10)
     assert max_diff(o64.last_hidden_state, r64.last_hidden_state, mask.bool()) <= 1e-10
     o32, _, _ = run_minilm(torch.float32)
     assert o32.last_hidden_state.dtype == torch.float32
-    compare(o32, r64, mask)
-    assert max_diff(o32.last_hidden_state, r64.last_hidden_state, mask.bool()) <= TOL
+    compare(o32, r64, mask, tol=FP32_VS_EXACT)
+    assert max_diff(o32.last_hidden_state, r64.last_hidden_state, mask.bool()) <= FP32_VS_EXACT
 
 
 def _distilbert_roundtrip(folder):

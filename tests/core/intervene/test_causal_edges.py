@@ -92,14 +92,15 @@ def test_a_cut_that_leaves_a_token_nothing_is_refused(tiny, run):
     assert bad.returncode == 2 and "layer 9 does not exist" in bad.stderr
 
 
-def test_step_by_step_says_it_does_not_follow_cuts(tiny):
+def test_step_by_step_follows_cuts_with_the_other_switches(tiny):
+    """tests/core/walkthrough/test_edge_cuts.py checks the walk under cuts against transformers."""
     from core.intervene.spec import Intervention
     from core.walkthrough.steps import explain
     backend, _ = tiny
     spec = Intervention(heads={(1, 1)}, cuts={Cut(0, None, 2, 1)})
     walk = explain(backend, TEXT, layer=0, head=0, intervention=spec)
-    assert "attention-edge cuts are not followed" in walk.note
-    assert walk.intervention == Intervention(heads={(1, 1)})
+    assert "not followed" not in walk.note and walk.intervention == spec and walk.worst_diff < 1e-10
+    assert np.isneginf(walk.step("masked_scores").values[2, 1])
 
 
 def test_a_smaller_model_keeps_the_cuts_it_has():

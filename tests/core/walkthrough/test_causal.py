@@ -94,6 +94,7 @@ def test_app_step_view_draws_the_causal_triangle(qtbot, causal):
 def test_notebook_of_a_causal_attention_pooled_model_checks_itself(tmp_path, run):
     """The exported notebook (NumPy only) recomputes the causal mask and the attention pooling
     and asserts every step equals Encoderscope's."""
+    pytest.importorskip("nbformat", reason="running the exported notebook needs nbformat")
     from transformers import AutoTokenizer
 
     from core.encoder.model import EncoderForMaskedLM

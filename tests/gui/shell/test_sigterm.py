@@ -2,13 +2,16 @@
 lock released and every committed sentence still there (a real signal to a real window)."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import time
 
-from tests.support.paths import ROOT
+import pytest
+
+from tests.support.paths import ROOT, child_env
+
+pytest.importorskip("PySide6", reason="starts the desktop app, which needs PySide6")
 from tests.support.tiny_models import cli_clean as cli
 from tests.support.tiny_models import make_tiny_bert
 
@@ -30,8 +33,8 @@ def test_sigterm_closes_the_app_like_quit(tmp_path, capsys):
     store = tmp_path / "store"
     code, _, err = cli(capsys, "ingest", lines, "--store", store, "--model", model, "--quiet")
     assert code == 0, err
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", ENCODERSCOPE_DATA_DIR=str(tmp_path / "d"),
-               HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "cfg"), PYTHONPATH=str(ROOT))
+    env = child_env(QT_QPA_PLATFORM="offscreen", ENCODERSCOPE_DATA_DIR=str(tmp_path / "d"),
+                    HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
     app = subprocess.Popen([sys.executable, "-m", "app.main", "gui", "--store", str(store)],
                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)

@@ -3,11 +3,14 @@ that need them are built when first shown or asked for, and still get what was s
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
-from tests.support.paths import ROOT
+import pytest
+
+from tests.support.paths import ROOT, child_env
+
+pytest.importorskip("PySide6", reason="starts the desktop app, which needs PySide6")
 
 BUILD_WINDOW = """
 import json, sys
@@ -28,8 +31,7 @@ print(json.dumps({"before": before, "tabs": tabs, "attention": attention,
 
 
 def test_window_is_built_without_torch_transformers_or_pyqtgraph(tmp_path):
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", ENCODERSCOPE_DATA_DIR=str(tmp_path),
-               PYTHONPATH=str(ROOT))
+    env = child_env(QT_QPA_PLATFORM="offscreen", ENCODERSCOPE_DATA_DIR=str(tmp_path))
     p = subprocess.run([sys.executable, "-c", BUILD_WINDOW], capture_output=True, text=True, env=env,
                        timeout=300, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 
 CHILD = textwrap.dedent("""
     import sys
@@ -59,7 +59,7 @@ CHILD = textwrap.dedent("""
 def run_trial(folder: Path, rng: random.Random, start: int, kind: str = "flat"):
     script = folder.parent / "child.py"
     script.write_text(CHILD.format(root=str(ROOT)))
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env = child_env(OMP_NUM_THREADS="1")
     proc = subprocess.Popen([sys.executable, str(script), str(folder), str(start), kind],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     line = proc.stdout.readline()
@@ -156,7 +156,7 @@ def test_kill9_real_cli_ingest(tmp_path):
     first.write_text("\n".join(lines[:40]) + "\n")
     rest.write_text("\n".join(lines[40:200]) + "\n")
     store = tmp_path / "store"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env()
     base = [sys.executable, "-m", "app.cli", "ingest", "--store", str(store), "--quiet",
             "--batch-size", "8"]
     done = subprocess.run(base + [str(first)], capture_output=True, text=True, env=env, cwd=ROOT)

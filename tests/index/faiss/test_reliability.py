@@ -30,7 +30,7 @@ from index.faiss.manifest import Manifest
 from index.faiss.store import VectorStore
 from index.store.errors import StoreCorrupted
 from tests.support.fake_vectors import text_vector
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 
 D = 16
 FP = {"model": "fake", "weights_sha256": "f" * 64, "pooling": "mean", "dim": D, "normalized": True}
@@ -140,7 +140,7 @@ def drive(folders, queries, timeout):
         proc = subprocess.Popen([sys.executable, "-m", "tests.support.reliability_driver", str(D), queries,
                                  *todo],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                                env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"))
+                                env=child_env(OMP_NUM_THREADS="1"))
         try:
             out, err = proc.communicate(timeout=timeout + 30 * len(todo))
         except subprocess.TimeoutExpired:

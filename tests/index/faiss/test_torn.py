@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.support.paths import child_env
 from tests.support.tiny_models import cli_clean as cli
 from tests.support.tiny_models import make_tiny_bert, one_error
 
@@ -153,7 +154,7 @@ def test_kill_9_as_the_store_appears_then_the_same_ingest(tmp_path, model, lines
     same command then creates the store and every text is in it."""
     if prefix:
         pytest.importorskip("milvus_lite")
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    env = child_env(os.getcwd())
     for trial in range(3):
         folder = tmp_path / f"s{trial}"
         argv = [sys.executable, "-m", "app.cli", "ingest", str(lines), "--store", f"{prefix}{folder}",

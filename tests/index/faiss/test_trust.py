@@ -24,7 +24,7 @@ from index.faiss.manifest import CHECKSUM_KEY, read_manifest
 from index.faiss.store import VectorStore
 from index.store.errors import StoreCorrupted, StoreWriteFailed
 from tests.support.fake_vectors import text_vector
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 from tests.support.tiny_models import run_cli as cli
 
 FIXTURE = ROOT / "tests" / "fixtures" / "store_v1"
@@ -335,7 +335,7 @@ def test_odd_manifests_give_one_error_never_a_traceback_or_hang(tmp_path, damage
     for argv in (base, base + ["--repair"]):
         if "fifo" in damage:   # in a subprocess with a timeout: a hang fails, never blocks
             r = subprocess.run([sys.executable, "-m", "app.cli", *argv], capture_output=True,
-                               text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                               text=True, timeout=120, env=child_env(),
                                cwd=ROOT, check=False)
             rc, err = r.returncode, r.stderr
         else:

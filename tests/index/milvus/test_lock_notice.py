@@ -16,6 +16,7 @@ import pytest
 
 from index.opening import open_store
 from tests.support.paths import ROOT as ROOT_PATH
+from tests.support.paths import child_env
 from tests.support.store_backends import FakeBackend
 
 pytest.importorskip("pymilvus")
@@ -57,7 +58,7 @@ def held_store(server):
 def test_the_command_line_says_whom_it_waits_for_and_for_how_long(milvus_server, monkeypatch):
     with held_store(milvus_server) as (loc, name, held):
         p = subprocess.Popen([sys.executable, "-c", WAITER, "remove", "2", "--store", loc],
-                             cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, text=True,
+                             cwd=ROOT, env=child_env(), text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         lines = []
         try:

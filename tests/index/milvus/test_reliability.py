@@ -23,7 +23,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 
 TINY = "random:dim=32,layers=1,heads=2,ffn=64,seed=1"
 MEMTABLE_BYTES = "40000"        # Milvus Lite flushes a small segment every ~100 rows
@@ -64,7 +64,7 @@ CHILD = textwrap.dedent("""
 
 
 def _kill_trial(location, script, model, rng, start, max_wait):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1",
+    env = child_env(OMP_NUM_THREADS="1",
                MILVUS_LITE_MEMTABLE_MEMORY_LIMIT_BYTES=MEMTABLE_BYTES)
     proc = subprocess.Popen([sys.executable, str(script), location, model, str(start)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

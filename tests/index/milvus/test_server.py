@@ -4,7 +4,6 @@ and the messages a person sees. The contract itself: test_store_contract.py ("se
 kill -9, concurrent writer processes and auth: test_store_milvus_server_faults.py (-m slow)."""
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from index.opening import open_store
 from index.store.errors import StoreError, StoreNotFound
 from index.store.text_hash import hash_for_format
 from tests.support.paths import ROOT as ROOT_PATH
+from tests.support.paths import child_env
 from tests.support.store_backends import FakeBackend, text_vector
 
 pytest.importorskip("pymilvus")
@@ -198,7 +198,7 @@ def test_check_finds_and_repair_fixes_hidden_rows_and_duplicate_texts(milvus_ser
 
 
 def _cli(*args, env=None):
-    env = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
+    env = child_env(**(env or {}))
     return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=300)
 

@@ -4,7 +4,6 @@ one collection, and a server with authentication on. Every row is checked afterw
 readable ids = distinct texts = the texts written, every vector its text's, `check` clean."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from index.store.errors import StoreUnavailable
 from tests.index.milvus.test_server import assert_every_row_sound
 from tests.support.milvus_server import ROOT_TOKEN, LocalMilvus, why_cannot_run
 from tests.support.paths import ROOT as ROOT_PATH
+from tests.support.paths import child_env
 from tests.support.store_backends import FakeBackend
 
 pytestmark = [pytest.mark.slow,
@@ -36,7 +36,7 @@ with open_store(uri, create=True, fingerprint=b.fingerprint(), index="flat") as 
 
 def _writer(loc, first, n, tag, env=None):
     return subprocess.Popen([sys.executable, "-c", WRITER, loc, str(first), str(n), tag],
-                            env={**os.environ, "PYTHONPATH": ROOT, **(env or {})}, cwd=ROOT,
+                            env=child_env(**(env or {})), cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -110,7 +110,7 @@ def test_removed_ids_are_not_reused_after_the_server_is_killed_and_restarted(ser
         assert s.count() == 89 and s.get([40, 91, 100]) == {}
     second = [f"second {i}" for i in range(10)]
     w = subprocess.run([sys.executable, "-c", ADD, loc, *second], cwd=ROOT, text=True,
-                       env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, timeout=600)
+                       env=child_env(), capture_output=True, timeout=600)
     assert w.returncode == 0, w.stderr
     assert [int(i) for i in w.stdout.split()] == list(range(101, 111))    # a new process's view
     _sound(loc, kept + second)
@@ -177,7 +177,7 @@ def test_authentication_on_and_off(tmp_path):
 
 def _cli(*args):
     return subprocess.Popen([sys.executable, "-m", "app.cli", *map(str, args)],
-                            env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT, text=True,
+                            env=child_env(), cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 

@@ -5,7 +5,6 @@ names a sample as one; migrate keeps ids across gaps both ways; a user who may o
 `info --check`; the lease says why it was lost, every time."""
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from index.store.errors import ModelMismatch, WriterLockLost
 from tests.index.milvus.test_server import assert_every_row_sound
 from tests.support.milvus_server import ROOT_TOKEN, LocalMilvus, why_cannot_run
 from tests.support.paths import ROOT as ROOT_PATH
+from tests.support.paths import child_env
 from tests.support.store_backends import FakeBackend, text_vector
 
 pytest.importorskip("pymilvus")
@@ -47,7 +47,7 @@ class SlowBackend(FakeBackend):
 
 
 def _cli(*args, token=None):
-    env = {**os.environ, "PYTHONPATH": ROOT}
+    env = child_env()
     if token is not None:
         env["ENCODERSCOPE_MILVUS_TOKEN"] = token
     return subprocess.run([sys.executable, "-m", "app.cli", *map(str, args)], capture_output=True,

@@ -6,7 +6,6 @@ kill -9 during a Lite ingest in test_reliability_milvus.py.)
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -18,7 +17,7 @@ from core.errors import InputError
 from index.opening import describe_location, open_store
 from index.store.errors import StoreError, StoreLocked
 from index.store.location import DEFAULT_COLLECTION, LITE_MANIFEST, TOKEN_ENV, parse_location
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 from tests.support.store_backends import Fingerprint, clustered
 
 D = 24
@@ -183,7 +182,7 @@ def test_second_process_on_a_lite_folder_gets_a_clear_message(tmp_path):
     script.write_text(HOLDER.format(root=str(ROOT)))
     proc = subprocess.Popen([sys.executable, str(script), location, "rw"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                            env=child_env())
     try:
         assert proc.stdout.readline().strip() == "OPEN", proc.stderr.read()
         with pytest.raises(StoreLocked) as e:

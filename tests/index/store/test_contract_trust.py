@@ -21,12 +21,12 @@ import pytest
 from index.opening import open_store
 from index.store.errors import ModelMismatch, StoreError, StoreLocked, WriterLockLost
 from tests.support.paths import ROOT as ROOT_PATH
+from tests.support.paths import child_env
 from tests.support.store_backends import FakeBackend
-from tests.support.store_contract import milvus_available
+from tests.support.store_contract import needs_milvus
 
 D = 16
 ROOT = str(ROOT_PATH)  # a str: it goes into subprocess environments
-needs_milvus = pytest.mark.skipif(not milvus_available(), reason="needs the [milvus] extra")
 
 
 def _name():
@@ -130,14 +130,15 @@ def test_foreign_rebuild_and_writer_companions_are_kept(kind, tmp_path, request)
         s.close()
 
 
-def test_a_foreign_folder_is_kept_intact(tmp_path):
+@pytest.mark.parametrize("kind", ["faiss", pytest.param("milvus", marks=needs_milvus)])
+def test_a_foreign_folder_is_kept_intact(tmp_path, kind):
     b = FakeBackend(dim=D)
     folder = tmp_path / "s"
     folder.mkdir()
     (folder / "notes.txt").write_text("mine")
-    for location in (str(folder), f"milvus-lite:{folder}"):
-        with pytest.raises(StoreError, match="not empty and holds no store"):
-            open_store(location, create=True, fingerprint=b.fingerprint())
+    with pytest.raises(StoreError, match="not empty and holds no store"):
+        open_store(str(folder) if kind == "faiss" else f"milvus-lite:{folder}", create=True,
+                   fingerprint=b.fingerprint())
     assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
     assert (folder / "notes.txt").read_text() == "mine"
 
@@ -225,7 +226,7 @@ def test_a_writer_stalled_past_its_lease_stops_before_writing(milvus_server, mon
     with open_store(loc, create=True, fingerprint=b.fingerprint(), index="flat") as s:
         s.add_texts(["before"], b)
     child = subprocess.Popen([sys.executable, "-c", STALLED_WRITER, loc], cwd=ROOT,
-                             env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE,
+                             env=child_env(), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(3):

@@ -6,7 +6,6 @@ the next one inserting, and repair of a damaged row. Every case checks every row
 count = readable ids = distinct texts, and each vector is its text's embedding."""
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import subprocess
@@ -19,6 +18,7 @@ from index.opening import open_store
 from index.store.errors import ModelMismatch, StoreLocked
 from tests.index.store.test_contract_trust import sound
 from tests.support.paths import ROOT as ROOT_PATH
+from tests.support.paths import child_env
 from tests.support.store_backends import FakeBackend
 from tests.support.store_contract import milvus_available
 
@@ -94,7 +94,7 @@ WRITER = WRITER.replace("{D}", str(D))
 
 def _child(loc, mode):
     return subprocess.Popen([sys.executable, "-c", WRITER, loc, mode], cwd=ROOT, text=True,
-                            env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE,
+                            env=child_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
 
 

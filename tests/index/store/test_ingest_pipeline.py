@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from index.faiss.store import VectorStore
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 from tests.support.store_backends import FakeBackend, text_vector
 
 D = 16
@@ -187,7 +187,7 @@ CHILD = textwrap.dedent("""
 def run_child(folder, n, kill_after=None):
     script = folder.parent / "child.py"
     script.write_text(CHILD.format(root=str(ROOT)))
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env = child_env(OMP_NUM_THREADS="1")
     proc = subprocess.Popen([sys.executable, str(script), str(folder), str(n)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stdout.readline().strip() == "READY", proc.stderr.read()

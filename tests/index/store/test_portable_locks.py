@@ -21,7 +21,7 @@ from tests.index.store import test_contract as contract
 from tests.index.store import test_contract_trust as trust
 from tests.index.store import test_files as store_files
 from tests.index.store.test_files import made, model  # noqa: F401  (fixtures of the link test)
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 from tests.support.store_contract import milvus_available
 from tests.support.train_corpus import write_corpus
 
@@ -43,8 +43,9 @@ def test_a_second_writer_is_refused(kind, tmp_path):
     trust.test_a_second_writer_on_a_folder_is_refused_while_one_writes(kind, tmp_path)
 
 
-def test_a_foreign_folder_is_kept(tmp_path):
-    trust.test_a_foreign_folder_is_kept_intact(tmp_path)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_foreign_folder_is_kept(tmp_path, kind):
+    trust.test_a_foreign_folder_is_kept_intact(tmp_path, kind)
 
 
 def test_kill9_during_ingest_keeps_finished_ingests(tmp_path):
@@ -80,7 +81,7 @@ def _holder(path: Path) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from core.folder_lock import ExclusiveFile; "
          "f = ExclusiveFile(sys.argv[1]); f.acquire(b'holder record'); print(f._lock.name, flush=True); "
-         "time.sleep(60)", str(path)], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+         "time.sleep(60)", str(path)], cwd=ROOT, env=child_env(),
         stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "windows"
     return proc

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import ROOT
+from tests.support.store_contract import needs_milvus
 from tests.support.tiny_models import cli_clean as cli
 from tests.support.tiny_models import make_tiny_bert
 
@@ -60,7 +61,7 @@ def model(tmp_path_factory):
     return make_tiny_bert(tmp_path_factory.mktemp("m") / "m")
 
 
-@pytest.mark.parametrize("engine", ["faiss", "lite"])
+@pytest.mark.parametrize("engine", ["faiss", pytest.param("lite", marks=needs_milvus)])
 @pytest.mark.parametrize("media", [read_only_mount, immutable])
 def test_a_cleanly_closed_store_on_read_only_media_is_searchable(tmp_path, model, capsys,
                                                                  engine, media):
@@ -112,6 +113,7 @@ def test_a_store_not_closed_cleanly_on_read_only_media_says_so(tmp_path, model, 
         assert "damaged" not in err
 
 
+@needs_milvus
 def test_milvus_lite_on_a_full_disk_is_one_error_line_without_its_tracebacks(tmp_path, model,
                                                                             capsys):
     """A 3 MiB tmpfs filled by a Lite ingest: Milvus Lite's own logged tracebacks (one per

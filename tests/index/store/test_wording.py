@@ -15,6 +15,7 @@ from app.cli.store_info import _milvus_problems, index_params_worded
 from index.opening import open_store
 from index.store.errors import StoreNotFound
 from tests.support.store_backends import FakeBackend
+from tests.support.store_contract import needs_milvus
 
 D = 16
 
@@ -71,6 +72,11 @@ def test_migrate_from_a_missing_store_is_not_told_to_ingest(tmp_path, run):
                         "names an existing store (a store folder, milvus-lite:FOLDER or "
                         "http(s)://HOST:PORT?collection=NAME)\n")
     assert not out.exists()                          # nothing made for the copy
+
+
+@needs_milvus
+def test_migrate_from_a_missing_lite_store_is_not_told_to_ingest(tmp_path, run):
+    missing, out = tmp_path / "none", tmp_path / "out"
     r = run("migrate", "--from", f"milvus-lite:{missing}", "--to", str(out), check=False)
     assert r.returncode == 2 and "nothing to migrate from there" in r.stderr
     assert "ingest" not in r.stderr and "copying" not in r.stderr

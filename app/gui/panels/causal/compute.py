@@ -57,6 +57,7 @@ class CutEffects:
     cosine: float           # the sentence vector with the cuts vs without
     attention: object       # core.intervene.effects.AttentionEffect
     fill: object = None     # core.intervene.effects.FillMaskEffect, with [MASK] and a head
+    text: str = ""          # the sentence the cuts' positions belong to
 
 
 def cuts_fn(backend, text: str, cuts: list[str], target: str = "", progress=None, cancel=None) -> CutEffects:
@@ -80,7 +81,7 @@ def cuts_fn(backend, text: str, cuts: list[str], target: str = "", progress=None
     mask = backend.tokenizer.mask_token
     if mask and mask.lower() in text.lower() and backend.has_mlm:
         fill = E.compare_fill_mask(backend, text, spec, 3, _word(target))
-    return CutEffects(spec, tokens, vector.cosine, attention, fill)
+    return CutEffects(spec, tokens, vector.cosine, attention, fill, text)
 
 
 @dataclass

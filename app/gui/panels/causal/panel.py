@@ -2,12 +2,13 @@
 attention edge carries it (core/intervene/patch_sweep.py, attribute.py, trace.py, edges.py).
 
 Five pages share sentence A, sentence B and the word read at a [MASK]: a patching sweep (a cell
-click applies that one patch in the Intervene tab: Step by step does not follow patches), gradient
-attributions, causal tracing, attention-edge cuts (the Attention tab's heatmap adds one per
-click), and Michel's gradient head importance beside the measured drop (the importance map,
-from the same on-disk cache as the Intervene tab's). Every number comes from a worker with
-progress and Cancel on the inspected model; a
-model switch cancels the work and clears every page.
+click applies that one patch in the Intervene tab and opens it in Step by step, which walks A with
+B's numbers at the site, every step checked against the patched model), gradient attributions,
+causal tracing, attention-edge cuts (the Attention tab's heatmap adds one per click; "Step by
+step" walks the sentence with them, its masked scores showing the -inf), and Michel's gradient
+head importance beside the measured drop (the importance map, from the same on-disk cache as the
+Intervene tab's). Every number comes from a worker with progress and Cancel on the inspected
+model; a model switch cancels the work and clears every page.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ class CausalPanel(QtWidgets.QWidget):
     shown = QtCore.Signal(str, object)       # page, its core result (after it is drawn)
     cancelled = QtCore.Signal(str)           # page
     failed = QtCore.Signal(str)
-    patch_requested = QtCore.Signal(str, str, str)   # A, B, site: apply this one patch (Intervene tab)
+    patch_requested = QtCore.Signal(str, str, str)   # A, B, site: apply this one patch, walk it (Step by step)
+    cuts_walk_requested = QtCore.Signal(str, object)  # the sentence, its Cuts: walk it with them (Step by step)
 
     def __init__(self, state, parent=None):
         super().__init__(parent)
@@ -68,6 +70,7 @@ class CausalPanel(QtWidgets.QWidget):
             view.cancel_requested.connect(lambda page=page: self.state.jobs.cancel(f"causal.{page}"))
         self.sweep_view.cell_clicked.connect(
             lambda site: self.patch_requested.emit(self.text_a.text(), self.text_b.text(), site))
+        self.cuts_view.walk_requested.connect(self._walk_cuts)
         outer.addWidget(self.pages, 1)
 
     # ---- running -------------------------------------------------------------------------------
@@ -117,6 +120,11 @@ class CausalPanel(QtWidgets.QWidget):
         self.cuts_view.add_cut(f"{where}:{query}>{key}")
         self.pages.setCurrentWidget(self.cuts_view)
         self.run("cuts")
+
+    def _walk_cuts(self) -> None:
+        r = self.cuts_view.result
+        if r is not None:
+            self.cuts_walk_requested.emit(r.text, r.spec.cuts)
 
     def _show(self, page: str, result) -> None:
         self.views[page].show_result(result)

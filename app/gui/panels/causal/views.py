@@ -120,7 +120,7 @@ class SweepView(MapPage):
         self.finish_bar()
         self.heatmap = ValueHeatmap(row_title="layer", col_title="site")
         self.heatmap.what = "fraction of the way to B"
-        self.heatmap.click_hint = "click to apply this one patch in the Intervene tab"
+        self.heatmap.click_hint = "click to apply this one patch and walk it in Step by step"
         self.heatmap.set_show_values(True)
         self.heatmap.set_colormap(DIVERGING)
         self.heatmap.colorbar.getAxis("right").setLabel("fraction of the way to B")
@@ -145,7 +145,8 @@ class SweepView(MapPage):
         extra = (f" · p({html.escape(str(r.target))}) at the mask: A {r.p_a:.4f}, B {r.p_b:.4f}"
                  if r.delta_p is not None else "")
         self.info.setText(f"cos(A, B) <b>{r.cosine_a_b:.4f}</b> · {r.site} sites · {r.pooling} pooling · "
-                          f"{r.precision}{extra} · <i>click a cell to apply that one patch</i>")
+                          f"{r.precision}{extra} · <i>click a cell to apply that one patch and walk it step by "
+                          "step</i>")
 
     def site(self, row: int, col: int) -> str:
         kind = self.result.site
@@ -269,6 +270,7 @@ class TraceView(MapPage):
 
 class CutsView(Page):
     run_label = "Cut"
+    walk_requested = QtCore.Signal()        # "Step by step": walk the sentence with these cuts
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -278,6 +280,11 @@ class CutsView(Page):
         self.cuts.setPlaceholderText("L[.H]:Q>K, comma-separated (e.g. 3:[MASK]>cat) — or click the Attention heatmap")
         self.bar.addWidget(self.cuts, 2)
         self.finish_bar()
+        self.walk_button = QtWidgets.QPushButton("Step by step")
+        self.walk_button.setToolTip("Walk the sentence through every step with these edges cut, at the first "
+                                    "cut's layer: its masked scores show the -inf")
+        self.walk_button.clicked.connect(self.walk_requested)
+        self.bar.addWidget(self.walk_button)
         self.table = QtWidgets.QLabel()
         self.table.setTextFormat(QtCore.Qt.TextFormat.RichText)
         self.table.setWordWrap(True)
@@ -302,6 +309,7 @@ class CutsView(Page):
 
     def clear(self, note: str = "") -> None:
         self.result = None
+        self.walk_button.setEnabled(False)
         self.table.setText("")
         for m in (self.before, self.after):
             m.set_matrix(np.zeros((0, 0)), [], [])
@@ -314,6 +322,7 @@ class CutsView(Page):
 
     def show_result(self, r) -> None:
         self.result = r
+        self.walk_button.setEnabled(True)
         diff = np.abs(r.attention.difference).max(axis=(2, 3))
         l, h = np.unravel_index(int(np.argmax(diff)), diff.shape)
         names = ", ".join(sorted(c.describe(r.tokens) for c in r.spec.cuts))

@@ -43,12 +43,14 @@ def means_for(backend, spec: Intervention, progress=None, cancel=None):
     return head_means(backend, progress, cancel) if spec.heads and spec.head_mode == "mean" else None
 
 
-def explain_intervened(backend, text, pair, layer, head, pooling, intervention, progress=None, cancel=None):
-    """Step by step with ``intervention`` applied on both sides (core.walkthrough.steps.explain)."""
+def explain_intervened(backend, text, pair, layer, head, pooling, intervention, progress=None, cancel=None,
+                       patch_from=None):
+    """Step by step with ``intervention`` applied on both sides (core.walkthrough.steps.explain);
+    its patches followed from ``patch_from`` (core.walkthrough.patched.PatchFrom)."""
     from core.walkthrough.steps import explain
     means = None if intervention is None else means_for(backend, intervention, progress, cancel)
     return explain(backend, text, pair=pair, layer=layer, head=head, pooling=pooling,
-                   intervention=intervention, means=means)
+                   intervention=intervention, means=means, patch_from=patch_from)
 
 
 @dataclass(frozen=True)

@@ -212,7 +212,7 @@ class InterventionPanel(QtWidgets.QWidget):
     # ---- results ---------------------------------------------------------------------------------
     def _on_effects(self, effects, backend) -> None:
         self.shown_backend = backend
-        self.current.set(effects.spec)           # with the patch sites resolved: Step by step names them
+        self.current.set(effects.spec, _patch_from(effects, backend))   # Step by step follows the patch
         self.effects_view.show_effects(effects)
         self.fill_view.show_effects(effects)
         self.importance_view.set_attentions(effects.attention.after, effects.attention.tokens)
@@ -358,3 +358,12 @@ class InterventionPanel(QtWidgets.QWidget):
             self._last_request = None
         self._dropped = reason
         self._say(reason, error=True)
+
+
+def _patch_from(effects, backend):
+    """Sentence B and the alignment of the effects' patch (None when nothing is patched)."""
+    if effects.alignment is None:
+        return None
+    from core.walkthrough.patched import PatchFrom
+    return PatchFrom(effects.request.text, effects.request.text_b, effects.alignment,
+                     getattr(backend, "model_name", ""))

@@ -23,7 +23,7 @@ COL_W, BOX_W, BOX_H, ROW_H = 104, 96, 28, 40     # pixels: grid column, box (two
 FRAME_TOP, FRAME_BOTTOM = 22, 66                 # room for the layer frame's title and its repeat line
 SKIP_X = 3 * COL_W + 8                           # where residual skips run down, right of the boxes
 FILL = {"embedding": "#e3effb", "norm": "#fdf0c8", "attention": "#def3e3", "ffn": "#f5e1f1",
-        "add": "#ececec", "output": "#e2e2f7"}
+        "add": "#ececec", "output": "#e2e2f7", "patch": "#fde0c5"}
 CURRENT = QtGui.QColor("#d62728")
 SWITCHED_OFF = QtGui.QColor("#8c8c8c")      # a block an intervention switches off: grey, hatched
 MIN_LABEL_PX = 9.0        # a block's label is never drawn smaller on screen: the map scrolls instead

@@ -9,10 +9,14 @@ model's real numbers and, beside each step, the proof that they are the model's.
 The maths is ``core.walkthrough.steps`` (NumPy, checked against the torch encoder); it runs through
 ``state.run_latest`` off the UI thread: while one runs, only the newest request waits, and a
 result that is not the newest request's is dropped. Sentences arrive from the Search,
-Corpus and Attention panels through ``state.walkthrough_requested``.
+Corpus and Attention panels through ``state.walkthrough_requested``; a patching-sweep cell (the
+Causal tab) opens its patch here (``follow_patch``): sentence A walked with B's numbers at the
+site, the step where they come in shown; its Edge cuts page sends its cuts (``follow_cuts``), walked
+on their sentence only (their positions are its tokens) until another sentence or model comes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -37,10 +41,12 @@ EXPORT_JOB_KEY = "walkthrough.export"
 
 
 def explain_fn(backend, text: str, pair: str | None, layer: int, head: int, pooling: str, intervention=None,
-               progress=None, cancel=None):
-    """Worker side: the walkthrough for (layer, head), 0-based, with the app's intervention applied."""
+               patch_from=None, progress=None, cancel=None):
+    """Worker side: the walkthrough for (layer, head), 0-based, with the app's intervention applied
+    (its patches followed from sentence B on the sentence they were aligned to)."""
     from app.gui.panels.intervene.compute import explain_intervened
-    return explain_intervened(backend, text, pair or None, layer, head, pooling, intervention, progress, cancel)
+    return explain_intervened(backend, text, pair or None, layer, head, pooling, intervention, progress, cancel,
+                              patch_from)
 
 
 def pooling_fn(backend, text: str, other: str):
@@ -71,6 +77,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.walkthrough = None
         self.walkthrough_backend = None      # the backend that computed self.walkthrough
         self.pooling_result = None           # (request it was computed for, result)
+        self._open_step = None               # the step to show once a walk has it ("Patched from B", ...)
+        self._cuts = None                    # (sentence, Cuts) from the Causal tab, walked on that sentence
         self._last_request = None            # the newest request: run again when the model loads or changes
         self.last_dir = Path.home()
         self._build()
@@ -137,6 +145,24 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.text_edit.setText(text)
         self.explain_current()
 
+    def follow_patch(self, text: str, site) -> None:
+        """A patch (a core.intervene Site from B into ``text``) to walk: ``text`` at the site's layer
+        (and head), its "Patched from B" step shown once the patched walk arrives. The patch itself
+        is the app's intervention (set by the Intervene tab), which the walk follows."""
+        from core.walkthrough.patched import KIND_STEP
+        self._open_step = KIND_STEP[site.kind]
+        self.set_view(0)
+        self.explain_text(text, "", False, site.layer + 1, None if site.head is None else site.head + 1)
+
+    def follow_cuts(self, text: str, cuts) -> None:
+        """Attention edges of ``text`` knocked out (core.intervene.edges.Cut, the Causal tab's):
+        ``text`` walked with them at the first cut's layer (and head), its masked scores shown."""
+        first = min(cuts, key=lambda c: (c.layer, c.head is None, c.head or 0))   # a named head before "every"
+        self._cuts = (text, frozenset(cuts))
+        self._open_step = "masked_scores"
+        self.set_view(0)
+        self.explain_text(text, "", False, first.layer + 1, None if first.head is None else first.head + 1)
+
     def explain_current(self) -> None:
         self.explain_text(self.text_edit.text(), self.other_edit.text(), as_pair=self.as_pair.isChecked())
         if self.stack.currentIndex() in (1, 2):
@@ -187,12 +213,18 @@ class WalkthroughPanel(QtWidgets.QWidget):
             return                                     # _on_backend runs it
         text, other, as_pair, layer, head, pooling = request
         self._set_info(f"{self._model_text(backend)} · <i>computing every step …</i>")
+        spec = self.intervention.fitting(backend)
+        if self._cuts is not None and (text != self._cuts[0] or as_pair):
+            self._cuts = None                          # their positions were another sentence's
+        if self._cuts is not None:
+            spec = replace(spec, cuts=spec.cuts | self._cuts[1])
         self.follow.run(explain_fn, text, other if as_pair else None, layer, head, pooling,
-                        self.intervention.fitting(backend), label="Step by step",
+                        spec, self.intervention.patch_from, label="Step by step",
                         show_progress=False, on_result=self._on_result,
                         on_error=self._on_error)
 
     def _on_backend(self, backend) -> None:
+        self._cuts = None                              # positions of the last model's tokens
         if backend is None:
             self._set_info("<i>Loading the model …</i>")
             self.explain_button.setEnabled(False)
@@ -246,6 +278,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.export_button.setEnabled(True)
         names = [s.name for s in walkthrough.steps]
         self._draw_map(walkthrough)
+        if self._open_step in names and (self._open_step != "masked_scores" or walkthrough.intervention):
+            current, self._open_step = self._open_step, None     # a patch or cut has arrived: show where
         self.show_step(current if current in names else names[0])
         self.explained.emit(walkthrough)
 
@@ -280,6 +314,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
                      f"{where}</span>")
         if w.intervention is not None:
             text += f"<br><span style='color:#b35900'><b>Intervened:</b> {_html(w.intervention.describe())}</span>"
+        if w.patched_from is not None:
+            text += f" · <b>patched from B</b> ({_html(w.patched_from)})"
         if w.note:
             text += f"<br><span style='color:#b35900'>{_html(w.note)}</span>"
         return text

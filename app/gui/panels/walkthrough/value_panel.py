@@ -66,6 +66,13 @@ def switched_off_head(walkthrough, step, j: int) -> str:
             "corpus, not what it computed for this sentence")
 
 
+def cut_here(walkthrough, i: int, j: int) -> bool:
+    """Whether the walk's intervention cuts query i -> key j in the head it shows."""
+    spec = getattr(walkthrough, "intervention", None)
+    return spec is not None and any(c.layer == walkthrough.layer and c.head in (None, walkthrough.head)
+                                    and (c.query, c.key) == (i, j) for c in spec.cuts)
+
+
 def _has(walkthrough, name: str) -> bool:
     return any(s.name == name for s in walkthrough.steps)
 
@@ -160,8 +167,14 @@ class ValuePanel(QtWidgets.QFrame):
         if switched:
             return [switched]
         if step.name == "masked_scores":
+            if cut_here(walkthrough, i, j):
+                return ["= −∞: this attention edge is cut (an intervention): query i may not look at key j, "
+                        "so its row's weights renormalise over the other keys"]
             return ["= the score: the mask lets query i see key j (adds 0)" if np.isfinite(v) and v > -1e29
                     else "= −∞: the mask hides key j from query i, so it gets no attention"]
+        if "from B" in (step.extra or {}):
+            return (["= sentence B's number: B's value at this site replaces A's for this token (patching)"]
+                    if step.extra["from B"][i] else ["= A's own number: this token is not patched"])
         return []
 
     def _show_terms(self, walkthrough, step, i, j, v) -> None:

@@ -1,6 +1,6 @@
 """The Causal tab in the main window (minilm): a click on the Attention heatmap cuts that edge in
 the Causal tab (the numbers `ablate --cut` gives), and a sweep cell applies its one patch in the
-Intervene tab."""
+Intervene tab and opens it in Step by step."""
 from __future__ import annotations
 
 import pytest
@@ -38,6 +38,10 @@ def test_an_attention_click_cuts_and_a_sweep_cell_patches(qtbot, make_window, ti
     with qtbot.waitSignal(intervene.effects_shown, timeout=120_000) as sig:
         causal.sweep_view.heatmap.cell_clicked.emit(5, 11)
     assert sig.args[0].spec.patch == (Site("head", 5, 11),)
-    assert w.tabs.currentWidget() is w._panel_tabs["Intervene"]
+    assert w.tabs.currentWidget() is w._panel_tabs["Step by step"]
+    walk = w.optional_panels["Step by step"]                       # minilm walked with B's head 6.12
+    qtbot.waitUntil(lambda: walk.walkthrough is not None and walk.walkthrough.patched_from == "the dog sat on the mat"
+                    and walk.current_step_name() == "patched_head", timeout=120_000)
+    assert (walk.walkthrough.layer, walk.walkthrough.head) == (5, 11) and walk.walkthrough.worst_diff < 1e-9
     fraction = causal.sweep_view.result.values[5, 11]
     assert fraction > 0.5                                          # head 6.12 carries most of the way to B

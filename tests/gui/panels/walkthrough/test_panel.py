@@ -8,7 +8,7 @@ from PySide6 import QtCore
 from app.gui.panels.walkthrough.steps_view import GREEN, RED
 from core.walkthrough import steps as W
 from tests.support.app_fixtures import explain_and_wait
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, child_env
 
 # 40 tokens with minilm's tokenizer: [CLS] + 38 word pieces + [SEP]
 LONG = ("The old teacher walked slowly to the river because she wanted to see the birds that "
@@ -227,7 +227,6 @@ def test_pooling_step_compares_cls_mean_max(qtbot, panel, minilm):
 @pytest.mark.slow   # over 10 s: `make test-slow` (keeps `make test` in its budget)
 def test_export_notebook_writes_what_the_cli_writes(qtbot, panel, tmp_path):
     import json
-    import os
     import subprocess
     import sys
     from pathlib import Path
@@ -240,7 +239,7 @@ def test_export_notebook_writes_what_the_cli_writes(qtbot, panel, tmp_path):
     cli = Path(sys.executable).with_name("encoderscope")
     subprocess.run([str(cli), "explain", text, "--model", "minilm", "--layer", "2", "--head", "3",
                     "--notebook", str(tmp_path / "cli.ipynb")], check=True, timeout=600, capture_output=True,
-                   env={**os.environ, "PYTHONPATH": str(root)})
+                   env=child_env(root))
     app_nb, cli_nb = (json.loads((tmp_path / f"{n}.ipynb").read_text()) for n in ("app", "cli"))
     # the same cells but the name of the data file beside each (app.npz, cli.npz)
     assert [c["source"] for c in app_nb["cells"]] == [

@@ -1,0 +1,97 @@
+"""A patching-sweep cell in the window: its one patch applied in the Intervene tab, and Step by step
+opened at the cell's layer (and head) walking A with B's numbers there, the "Patched from B"
+step shown, every step equal to the patched model."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.intervene.spec import Site
+from tests.support.app_fixtures import switch_model
+from tests.support.causal_models import tiny_pair
+
+A, B = "the cat sat on the mat today", "the dog ran on the mat today"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return tiny_pair(tmp_path_factory.mktemp("causal_step_by_step"))[0]
+
+
+@pytest.mark.parametrize("kind, cell, site, step", [
+    ("heads", (1, 2), Site("head", 1, 2), "patched_head"),
+    ("resid", (2, 2), Site("resid", 2, token=2), "patched_resid"),
+])
+def test_a_sweep_cell_opens_its_patch_in_step_by_step(qtbot, make_window, tiny, kind, cell, site, step):
+    w = make_window(start=False)
+    switch_model(w.state, tiny)
+    w.show_panel("Causal")
+    causal = w.optional_panels["Causal"]
+    causal.text_a.setText(A)
+    causal.text_b.setText(B)
+    causal.target.setText("")
+    with qtbot.waitSignal(causal.shown, timeout=60_000):
+        assert causal.run("sweep", {"kind": kind})
+    walk = w.optional_panels["Step by step"]
+    intervene = w.optional_panels["Intervene"]
+    with qtbot.waitSignal(intervene.effects_shown, timeout=60_000) as sig:
+        causal.sweep_view.heatmap.cell_clicked.emit(*cell)              # as a click on the cell does
+    assert sig.args[0].spec.patch == (site,)
+    assert w.tabs.currentWidget() is w._panel_tabs["Step by step"]
+    qtbot.waitUntil(lambda: walk.walkthrough is not None and walk.walkthrough.patched_from == B
+                    and walk.current_step_name() == step, timeout=60_000)
+    shown = walk.walkthrough
+    assert shown.layer == site.layer and (site.head is None or shown.head == site.head)
+    assert shown.text == A and shown.intervention.patch == (site,)
+    assert shown.worst_diff < 1e-10
+    assert "patched from B" in walk.info_label.text() and site.describe() in walk.info_label.text()
+    # the walk's sentence vector is the one the Intervene tab shows after the patch
+    np.testing.assert_allclose(shown.step("normalized").values, sig.args[0].vector.after, atol=2e-6)
+
+
+def test_edge_cuts_walked_step_by_step_and_dropped_for_another_sentence_or_model(qtbot, make_window, tiny,
+                                                                                   tmp_path):
+    from core.encoder.backends import get_backend
+    from core.intervene import effects as E
+    from tests.support.tiny_models import make_tiny_distilbert
+    w = make_window(start=False)
+    switch_model(w.state, tiny)
+    w.show_panel("Causal")
+    causal = w.optional_panels["Causal"]
+    causal.text_a.setText(A)
+    causal.cuts_view.cuts.setText("2.3:sat>cat, 2:cat>0")
+    assert not causal.cuts_view.walk_button.isEnabled()
+    with qtbot.waitSignal(causal.shown, timeout=60_000) as sig:
+        assert causal.run("cuts")
+    spec = sig.args[1].spec
+    walk = w.optional_panels["Step by step"]
+    causal.cuts_view.walk_button.click()
+    assert w.tabs.currentWidget() is w._panel_tabs["Step by step"]
+    qtbot.waitUntil(lambda: walk.walkthrough is not None and walk.walkthrough.intervention is not None
+                    and walk.current_step_name() == "masked_scores", timeout=60_000)
+    shown = walk.walkthrough
+    assert shown.intervention.cuts == spec.cuts and (shown.layer, shown.head) == (1, 2) and shown.text == A
+    cat, sat = shown.tokens.index("cat"), shown.tokens.index("sat")
+    masked = shown.step("masked_scores").values
+    assert np.isneginf(masked[sat, cat]) and np.isneginf(masked[cat, 0]) and shown.worst_diff < 1e-10
+    assert "attention edges cut" in walk.info_label.text()
+    vp = walk.step_view.value_panel
+    vp.show_cell(shown, shown.step("masked_scores"), sat, cat)
+    assert "this attention edge is cut" in vp.label.text()
+    vp.show_cell(shown, shown.step("masked_scores"), sat, 0)
+    assert "edge is cut" not in vp.label.text()
+    want = E.compare_vector(tiny, A, spec).after                          # the cut model's own vector
+    np.testing.assert_allclose(shown.step("normalized").values, want, atol=2e-6)
+    with qtbot.waitSignal(walk.explained, timeout=60_000) as sig:        # another sentence: its own positions
+        walk.explain_text("a bird ran on the mat today")
+    assert sig.args[0].intervention is None
+    with qtbot.waitSignal(walk.explained, timeout=60_000):
+        walk.explain_text(A)
+    assert walk.walkthrough.intervention is None                       # the cuts went with their sentence
+    causal.cuts_view.walk_button.click()
+    qtbot.waitUntil(lambda: walk.walkthrough.intervention is not None, timeout=60_000)
+    other = get_backend(str(make_tiny_distilbert(tmp_path / "other", n_layers=2, n_heads=4, seed=3)), "scratch",
+                        device="cpu", precision="fp32")
+    switch_model(w.state, other)                                       # positions of the last model's tokens
+    qtbot.waitUntil(lambda: walk.walkthrough.model == other.model_name, timeout=60_000)
+    assert walk.walkthrough.intervention is None and not causal.cuts_view.walk_button.isEnabled()
