@@ -116,10 +116,12 @@ def needs_mask(attention_mask: torch.Tensor | None) -> bool:
     """False for a batch without padding (one sentence, or all of one length): adding zeros
     changes nothing, and attention without a mask runs a faster kernel. While torch.export or
     torch.compile traces the model the answer must not depend on the data (the ONNX export of
-    bench/encoder_throughput.py failed on it), so there the mask is always kept."""
+    bench/encoder_throughput.py failed on it), so there the mask is always kept. Off the CPU
+    too: reading the mask would make the host wait for every kernel queued before it, once a
+    batch (Backend.embed passes no mask for a batch it knows has no padding)."""
     if attention_mask is None:
         return False
-    if torch.compiler.is_exporting() or torch.compiler.is_compiling():
+    if torch.compiler.is_exporting() or torch.compiler.is_compiling() or not attention_mask.is_cpu:
         return True
     return not bool(attention_mask.all())
 

@@ -10,7 +10,7 @@ kept copy tokenised CHECK_TEXTS to exactly the ids the transformers tokenizer ga
 finds it and builds it with `tokenizers` alone (~20 ms); the transformers tokenizer is then
 loaded only when something asks for it (pairs, token names, fill-mask, training, saving).
 
-One encoding either way: `ModelTokenizer.encode` is the pipeline's `encode_batch` with the
+One encoding either way: `ModelTokenizer.encode` is the pipeline's `encode_batch_fast` with the
 truncation transformers sets for ``truncation=True, max_length=...`` (longest_first, stride 0,
 the tokenizer's truncation side), or, for a folder whose copy failed the check, that call.
 """
@@ -245,8 +245,11 @@ class ModelTokenizer:
 
     @staticmethod
     def _encode_with(pipeline, texts):
+        # encode_batch_fast: the same ids and cuts without the character offsets embedding never
+        # reads (8,192 mixed sentences, 2 cores at load ~5: 40k vs 33k sentences/s, ids equal)
+        encode = getattr(pipeline, "encode_batch_fast", pipeline.encode_batch)
         ids, cut = [], []
-        for i, enc in enumerate(pipeline.encode_batch(texts, add_special_tokens=True)):
+        for i, enc in enumerate(encode(texts, add_special_tokens=True)):
             ids.append(enc.ids)
             if enc.overflowing:
                 cut.append(i)

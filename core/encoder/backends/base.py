@@ -19,6 +19,7 @@ import torch
 from core import machine_cache
 from core.device import autocast, describe_device
 from core.encoder import fillmask
+from core.encoder.batch_input import LENGTH_STEP, bucket_length, bucket_rows, input_tensors
 from core.encoder.batching import plan_batches, row_cap, token_budget
 from core.encoder.fingerprint import Fingerprint
 from core.encoder.kernels import FUSED_BF16_MAX_ROWS
@@ -166,18 +167,13 @@ class Backend:
                                  f"{MAX_TEXT_CHARS:,} (split long documents into sentences)")
 
     def _batch(self, ids: list[list[int]]):
-        T = max(len(x) for x in ids)
-        pad = self.model_tokenizer.pad_token_id or 0
-        input_ids = torch.full((len(ids), T), pad, dtype=torch.long)
-        mask = torch.zeros((len(ids), T), dtype=torch.long)
-        for row, x in enumerate(ids):
-            input_ids[row, : len(x)] = torch.tensor(x)
-            mask[row, : len(x)] = 1
-        return input_ids.to(self.device), mask.to(self.device)
+        """(input_ids, attention mask) (B, T) on the device for these token ids, padded to the longest."""
+        input_ids, mask, _ = input_tensors(ids, self.model_tokenizer.pad_token_id or 0, self.device)
+        return input_ids, mask
 
     def embed(self, texts, pooling: str | None = None, batch_size: int | None = None, progress=None,
               cancel=None, stats: EmbedStats | None = None, max_tokens: int | None | str = "auto",
-              tokenize_ahead: int | None | str = "auto") -> np.ndarray:
+              tokenize_ahead: int | None | str = "auto", shape_buckets: bool | str = "auto") -> np.ndarray:
         """Unit vectors (N, dim) float32 of `texts`, in input order, pooled as asked (None: the
         model's default_pooling). Batches hold at most `batch_size` texts (None: the device's
         row cap) and, with max_tokens, at most that many padded tokens ("auto": the measured
@@ -185,6 +181,9 @@ class Backend:
         tokenize_ahead: texts per chunk tokenised on a helper thread while the model runs the
         chunk before ("auto": TOKENIZE_AHEAD texts off the CPU, whose cores the model already
         keeps busy; None: all at once); a chunk is sorted and batched on its own.
+        shape_buckets: pad batches to few shapes (core.encoder.batch_input: lengths to a multiple of
+        LENGTH_STEP, a short batch's rows to a power of two; "auto": off the CPU, where each new
+        shape costs the GPU a new kernel plan); the vectors are the same either way.
         The vectors stay on the device until the last batch and come back in one copy."""
         pooling = self.choose_pooling(pooling)
         if batch_size is None:
@@ -200,16 +199,27 @@ class Backend:
             tokenize_ahead = None if self.device.type == "cpu" else TOKENIZE_AHEAD
         if max_tokens == "auto":
             max_tokens = token_budget(self.dim, self.device.type)
+        if shape_buckets == "auto":
+            shape_buckets = self.device.type != "cpu"
+        pad_id = self.model_tokenizer.pad_token_id or 0
         done, cut = 0, []
         order, pooled = [], []
         with self._lock, torch.inference_mode(), autocast(self.device, self.precision):
             for start, ids, chunk_cut in self._tokenised(texts, tokenize_ahead):
                 cut += chunk_cut
-                for rows in plan_batches([len(x) for x in ids], batch_size, max_tokens):
+                lengths = [len(x) for x in ids]
+                if shape_buckets:
+                    lengths = [bucket_length(n, LENGTH_STEP, self.max_length) for n in lengths]
+                for rows in plan_batches(lengths, batch_size, max_tokens):
                     if _is_cancelled(cancel):
                         raise Cancelled(f"embedding cancelled after {done} of {len(texts)} texts")
-                    input_ids, mask = self._batch([ids[i] for i in rows])
-                    hidden, _, _ = self._forward(input_ids, mask, None)
+                    longest = lengths[rows[-1]]     # sorted ascending (with buckets: a bucket's length)
+                    fill = bucket_rows(len(rows), full_rows(longest, batch_size, max_tokens)) if shape_buckets else 0
+                    input_ids, mask, padded = input_tensors([ids[i] for i in rows], pad_id, self.device, longest, fill)
+                    # no padding (known here): no mask, so the model need not ask the device whether any
+                    hidden, _, _ = self._forward(input_ids, mask if padded else None, None)
+                    if len(rows) < len(mask):              # filler rows of a bucketed batch
+                        hidden, mask = hidden[:len(rows)], mask[:len(rows)]
                     pooled.append(l2_normalize(pool(hidden.float(), mask, pooling, query=self.pooling_query)))
                     order.extend(start + i for i in rows)
                     done += len(rows)
@@ -328,6 +338,11 @@ class Backend:
                                    f"(min cosine {cos:.6f} < {min_cosine})")
             log.warning("%s", self.precision_note)
         return cos
+
+
+def full_rows(length: int, max_rows: int, max_tokens: int | None) -> int:
+    """The rows of a full batch of texts `length` tokens long (core.encoder.batching.plan_batches)."""
+    return max_rows if max_tokens is None else max(1, min(max_rows, max_tokens // length))
 
 
 def check_pooling(pooling: str):
