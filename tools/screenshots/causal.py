@@ -1,5 +1,5 @@
-"""The Causal tab's screenshots (docs/causal.md): the heads sweep, the attributions with their
-completeness gap, the causal trace, and an edge cut.
+"""The Causal tab's screenshots (docs/causal.md): the heads sweep, one of its cells walked in Step
+by step, the attributions with their completeness gap, the causal trace, and an edge cut.
 
     xvfb-run -a .venv/bin/python -m tools.screenshots.causal
 """
@@ -33,6 +33,13 @@ def main(argv=None) -> int:
     if run_page(app, w, panel, "sweep"):
         spin(app, 0.5)
         save(w, "causal_sweep")
+        walk = w.optional_panels["Step by step"]
+        sweep.heatmap.cell_clicked.emit(5, 11)          # head 6.12, as a click on its cell does
+        if spin(app, until=lambda: walk.walkthrough is not None and walk.walkthrough.patched_from == B
+                and walk.current_step_name() == "patched_head" and not w.state.jobs.busy, timeout=600):
+            spin(app, 0.5)
+            save(w, "causal_step_patched")
+        w.show_panel("Causal")
     panel.text_b.setText("a kitten rested on a rug")
     if run_page(app, w, panel, "attribute"):
         spin(app, 0.5)

@@ -36,6 +36,7 @@ class BlockItem(QtWidgets.QGraphicsRectItem):
         super().__init__(0, 0, BOX_W, BOX_H)
         self.block, self.on_click = block, on_click
         self.switched_off = ""                    # why an intervention switches it off, if it does
+        self.patched = ""                         # which patch from sentence B it shows, if it does
         self.setPos(x, y)
         self.setBrush(QtGui.QColor(FILL.get(block.kind, "#eeeeee")))
         self.setAcceptHoverEvents(True)
@@ -53,6 +54,14 @@ class BlockItem(QtWidgets.QGraphicsRectItem):
         self.setBrush(QtGui.QBrush(SWITCHED_OFF, Qt.BrushStyle.BDiagPattern))
         font = self.text.font()
         font.setStrikeOut(True)
+        self.text.setFont(font)
+
+    def mark_patched(self, why: str) -> None:
+        """A "patched from B" block keeps its fill and gets an italic label: B's numbers come in
+        here, nothing is switched off (a struck-through label would say it is)."""
+        self.patched = why
+        font = self.text.font()
+        font.setItalic(True)
         self.text.setFont(font)
 
     def _fit_text(self) -> None:
@@ -145,7 +154,7 @@ class ArchitectureMap(QtWidgets.QGraphicsView):
                 tip += "<br>in: " + ", ".join(html.escape(s) for s in shapes)
             why = arch.switched_off.get(b.step)
             if why:
-                item.mark_switched_off(why)
+                (item.mark_patched if b.kind == "patch" else item.mark_switched_off)(why)
                 tip += f"<br><b style='color:#b35900'>{html.escape(why)}</b>"
             item.setToolTip(tip + "<br><i>click: show this step</i>")
             scene.addItem(item)

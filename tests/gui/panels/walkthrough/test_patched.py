@@ -47,7 +47,8 @@ def test_the_walk_follows_the_intervene_tabs_patch_and_a_model_switch_clears_it(
     assert "cat ← dog (B)" in w.step("patched_resid").row_labels
     info = panel.info_label.text()
     assert "patched from B" in info and "L2.resid@2" in info and "NOT all equal" not in info
-    assert panel.arch_map.items["patched_resid"].switched_off
+    patched = panel.arch_map.items["patched_resid"]
+    assert patched.patched and not patched.switched_off        # B's numbers come in; nothing is off
     vp = view.value_panel
     vp.show_cell(w, w.step("patched_resid"), 2, 0)                     # the "cat" row: B's
     assert "sentence B's number" in vp.label.text()
