@@ -55,15 +55,16 @@ def embed_rate(backend, texts) -> float:
     return len(texts) / (time.perf_counter() - t)
 
 
-def ingest_rate(backend, texts, folder: Path | None = None) -> float:
-    """Sentences/second of add_stream(texts) into a new FAISS store and save(); the store is
-    opened before the clock starts and removed afterwards."""
+def ingest_rate(backend, texts, folder: Path | None = None, **add) -> float:
+    """Sentences/second of add_stream(texts, **add) into a new FAISS store and save(); the store
+    is opened before the clock starts and removed afterwards. ``add``: add_stream's options
+    (window, batch_size)."""
     from index.faiss.store import VectorStore
     where = Path(tempfile.mkdtemp(prefix="encoderscope-ingest-", dir=folder)) / "store"
     try:
         store = VectorStore.open(where, writable=True, create=True, fingerprint=backend.fingerprint())
         t = time.perf_counter()
-        result = store.add_stream(texts, backend)
+        result = store.add_stream(texts, backend, **add)
         store.save()
         rate = len(texts) / (time.perf_counter() - t)
         store.close()
@@ -74,14 +75,15 @@ def ingest_rate(backend, texts, folder: Path | None = None) -> float:
         shutil.rmtree(where.parent, ignore_errors=True)
 
 
-def compare(backend, texts, rounds: int = 3) -> dict:
-    """`rounds` alternating rounds of embed and ingest: the best rate of each, the ratio of the
-    bests, and the median of each round's own ratio (steadier where other work comes and goes)."""
+def compare(backend, texts, rounds: int = 3, **add) -> dict:
+    """`rounds` alternating rounds of embed and ingest (add_stream's options ``add``): the best
+    rate of each, the ratio of the bests, and the median of each round's own ratio (steadier
+    where other work comes and goes)."""
     embed_rate(backend, texts[:256])                       # warm-up
     embeds, ingests = [], []
     for _ in range(rounds):
         embeds.append(embed_rate(backend, texts))
-        ingests.append(ingest_rate(backend, texts))
+        ingests.append(ingest_rate(backend, texts, **add))
     return {"embed": max(embeds), "ingest": max(ingests), "ratio": max(ingests) / max(embeds),
             "median_round_ratio": float(np.median([i / e for i, e in zip(ingests, embeds)]))}
 

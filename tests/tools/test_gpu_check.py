@@ -21,7 +21,10 @@ def test_gpu_check_dry_run_prints_one_table(capsys):
             assert ours > 0 and peer > 0 and ratio == pytest_approx(ours / peer), row
             measured[(cells[0], cells[1], cells[2])] = ratio
     kinds = {k[0] for k in measured}
-    assert "embed, minilm" in kinds and "ingest (FAISS store)" in kinds
+    assert "embed, minilm" in kinds and "ingest (FAISS store, add_stream)" in kinds
+    assert "`encoderscope ingest` (the command)" in kinds
+    shapes = [row for row in rows if row.startswith("| ingest (FAISS store, add_stream)")]
+    assert len(shapes) == len(gpu_check.INGEST_SHAPES) and "the defaults" in shapes[0]
     assert any(k.startswith("train MLM step") for k in kinds)
     assert ("embed, minilm", "vs transformers", "fp32") in measured
     assert len(re.findall(r"^\|", out, re.M)) == len(rows) + 2       # one table: header, rule, rows
