@@ -173,8 +173,10 @@ class MainWindow(QMainWindow):
         panel.text_edit.setText(a)
         panel.editor.text_b.setText(b)
         panel.editor.sites.setText(site)
+        walk = self.optional_panels["Step by step"]
+        panel.failed.connect(walk.patch_failed, Qt.ConnectionType.UniqueConnection)
+        walk.follow_patch(a, parse_site(site)[0], applying=True)   # before apply: it may fail at once
         panel.apply()
-        self.optional_panels["Step by step"].follow_patch(a, parse_site(site)[0])
         self.tabs.setCurrentWidget(self._panel_tabs["Step by step"])
 
     def _walk_cuts(self, text: str, cuts) -> None:

@@ -78,6 +78,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.walkthrough_backend = None      # the backend that computed self.walkthrough
         self.pooling_result = None           # (request it was computed for, result)
         self._open_step = None               # the step to show once a walk has it ("Patched from B", ...)
+        self._awaited_patch = None           # (text, site) to walk once the Intervene tab has applied it
         self._cuts = None                    # (sentence, Cuts) from the Causal tab, walked on that sentence
         self._last_request = None            # the newest request: run again when the model loads or changes
         self.last_dir = Path.home()
@@ -145,13 +146,33 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.text_edit.setText(text)
         self.explain_current()
 
-    def follow_patch(self, text: str, site) -> None:
+    def follow_patch(self, text: str, site, applying: bool = False) -> None:
         """A patch (a core.intervene Site from B into ``text``) to walk: ``text`` at the site's layer
         (and head), its "Patched from B" step shown once the patched walk arrives. The patch itself
-        is the app's intervention (set by the Intervene tab), which the walk follows."""
+        is the app's intervention (set by the Intervene tab), which the walk follows; until it holds
+        the patch (always, with ``applying``: the tab is about to apply it) the walk waits for it."""
         from core.walkthrough.patched import KIND_STEP
         self._open_step = KIND_STEP[site.kind]
         self.set_view(0)
+        if not applying and self._patch_applied(site):
+            self._walk_patched(text, site)
+            return
+        # the Intervene tab is about to apply it (applying) or still computing B's side: walking
+        # now would show A unpatched first
+        self._awaited_patch = (text, site)
+        self._set_info(f"Applying the patch {_html(site.describe())} from B (the Intervene tab computes it) …")
+
+    def patch_failed(self, why: str) -> None:
+        """The Intervene tab could not apply the awaited patch: say so instead of waiting."""
+        if self._awaited_patch is not None:
+            self._awaited_patch = self._open_step = None
+            self._set_info(f"<span style='color:#b35900'>The patch from B was not applied: {_html(why)}</span>")
+
+    def _patch_applied(self, site) -> bool:
+        return any((s.kind, s.layer, s.head) == (site.kind, site.layer, site.head)
+                   for s in self.intervention.spec.patch)
+
+    def _walk_patched(self, text: str, site) -> None:
         self.explain_text(text, "", False, site.layer + 1, None if site.head is None else site.head + 1)
 
     def follow_cuts(self, text: str, cuts) -> None:
@@ -164,6 +185,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self.explain_text(text, "", False, first.layer + 1, None if first.head is None else first.head + 1)
 
     def explain_current(self) -> None:
+        self._awaited_patch = None             # a walk asked for now replaces one awaited
         self.explain_text(self.text_edit.text(), self.other_edit.text(), as_pair=self.as_pair.isChecked())
         if self.stack.currentIndex() in (1, 2):
             self.set_view(self.stack.currentIndex())   # the positions / the batch of the sentence as typed now
@@ -189,6 +211,10 @@ class WalkthroughPanel(QtWidgets.QWidget):
                      self.head_spin.value() - 1, self.pooling_combo.currentText()))
 
     def _controls_changed(self) -> None:
+        if self._awaited_patch is not None:
+            if self._patch_applied(self._awaited_patch[1]):
+                self._walk_patched(*self._awaited_patch)
+            return
         if self._last_request is not None and self.text_edit.text().strip():
             self.explain_current()
         if self.stack.currentIndex() in (1, 2):
@@ -240,6 +266,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
 
     def _auto_explain(self) -> None:
         """The example, once: when a model is loaded and the tab is on screen (not for a hidden tab)."""
+        if self._awaited_patch is not None:
+            return                             # a patched walk is on its way
         if (self.auto_explain and self.isVisible() and self.walkthrough is None and self._last_request is None
                 and self.state.inspect_backend is not None and self.text_edit.text().strip()):
             self.explain_current()

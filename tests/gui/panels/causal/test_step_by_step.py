@@ -34,6 +34,8 @@ def test_a_sweep_cell_opens_its_patch_in_step_by_step(qtbot, make_window, tiny, 
         assert causal.run("sweep", {"kind": kind})
     walk = w.optional_panels["Step by step"]
     intervene = w.optional_panels["Intervene"]
+    walks = []
+    walk.explained.connect(walks.append)
     with qtbot.waitSignal(intervene.effects_shown, timeout=60_000) as sig:
         causal.sweep_view.heatmap.cell_clicked.emit(*cell)              # as a click on the cell does
     assert sig.args[0].spec.patch == (site,)
@@ -47,6 +49,21 @@ def test_a_sweep_cell_opens_its_patch_in_step_by_step(qtbot, make_window, tiny, 
     assert "patched from B" in walk.info_label.text() and site.describe() in walk.info_label.text()
     # the walk's sentence vector is the one the Intervene tab shows after the patch
     np.testing.assert_allclose(shown.step("normalized").values, sig.args[0].vector.after, atol=2e-6)
+    # no walk of A without the patch came first (it would show the wrong numbers for a moment)
+    assert walks and all(x.patched_from == B for x in walks if x.text == A)
+
+
+def test_a_patch_the_intervene_tab_cannot_apply_is_said_in_step_by_step(qtbot, make_window, tiny):
+    """Step by step waits for B's side of the patch; when the Intervene tab fails to apply it
+    (here a site token A does not have), it says so rather than waiting on."""
+    w = make_window(start=False)
+    switch_model(w.state, tiny)
+    walk = w.optional_panels["Step by step"]
+    with qtbot.waitSignal(w.optional_panels["Intervene"].failed, timeout=60_000) as sig:
+        w._open_patch(A, B, "L2.resid@zebra")                          # as a sweep cell's click does
+    assert w.tabs.currentWidget() is w._panel_tabs["Step by step"]
+    qtbot.waitUntil(lambda: "not applied" in walk.info_label.text(), timeout=10_000)
+    assert "zebra" in sig.args[0] and walk.walkthrough is None
 
 
 def test_edge_cuts_walked_step_by_step_and_dropped_for_another_sentence_or_model(qtbot, make_window, tiny,
