@@ -28,6 +28,15 @@ def tiny_pair(folder):
     return backend, ref
 
 
+def tiny_pair_and_another(folder):
+    """(tiny_pair's backend, the backend of another, smaller model: a 1-layer, 2-head DistilBERT)
+    for the app's tests of a model switch."""
+    from tests.support.tiny_models import make_tiny_distilbert
+    backend, _ = tiny_pair(folder / "pair")
+    other = make_tiny_distilbert(folder / "other", n_layers=1, n_heads=2, seed=2)
+    return backend, get_backend(str(other), "scratch", device="cpu", precision="fp32")
+
+
 def hooked(ref, hooks, ids):
     """transformers' run of one sentence with (module, kind, fn) hooks: (last hidden (T, D), logits (T, V))."""
     handles = []

@@ -9,18 +9,14 @@ import threading
 import numpy as np
 import pytest
 
-from tests.support.causal_models import tiny_pair
+from tests.support.causal_models import tiny_pair_and_another
 
 A, B = "the cat sat on the [MASK] today", "the dog ran on the [MASK] today"
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    from core.encoder.backends import get_backend
-    from tests.support.tiny_models import make_tiny_distilbert
-    backend, _ = tiny_pair(tmp_path_factory.mktemp("causal_panel"))
-    other = make_tiny_distilbert(tmp_path_factory.mktemp("causal_panel_other"), n_layers=1, n_heads=2, seed=2)
-    return backend, get_backend(str(other), "scratch", device="cpu", precision="fp32")
+    return tiny_pair_and_another(tmp_path_factory.mktemp("causal_panel"))
 
 
 @pytest.fixture

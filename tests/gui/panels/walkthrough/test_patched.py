@@ -8,18 +8,14 @@ import pytest
 
 from core.intervene.spec import parse_site
 from tests.support.app_fixtures import switch_model
-from tests.support.causal_models import tiny_pair
+from tests.support.causal_models import tiny_pair_and_another
 
 A, B = "the cat sat on the mat today", "the dog ran on the mat today"
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    from core.encoder.backends import get_backend
-    from tests.support.tiny_models import make_tiny_distilbert
-    backend, _ = tiny_pair(tmp_path_factory.mktemp("walk_panel_patched"))
-    other = make_tiny_distilbert(tmp_path_factory.mktemp("walk_panel_other"), n_layers=1, n_heads=2, seed=2)
-    return backend, get_backend(str(other), "scratch", device="cpu", precision="fp32")
+    return tiny_pair_and_another(tmp_path_factory.mktemp("walk_panel_patched"))
 
 
 def test_the_walk_follows_the_intervene_tabs_patch_and_a_model_switch_clears_it(
