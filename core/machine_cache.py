@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from core import platform_os
+from core.files import platform_os
 
 KERNEL_CHOICE = "kernel_choice.json"
 BF16_CHECK = "bf16_check.json"

@@ -20,7 +20,7 @@ through here, with one set of rules:
   JSON string; broken JSON and a missing field are ``BadLine``s with their line number.
 
 Rows are 1-based line numbers in the file (CSV: the line a record starts on, header = line 1).
-Encodings, the binary check and a file's numbered lines: core/text_file.py.
+Encodings, the binary check and a file's numbered lines: core/files/text_file.py.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import InputError
-from core.text_file import nul_refusal, numbered_lines, open_checked
+from core.files.text_file import nul_refusal, numbered_lines, open_checked
 
 TEXT_SUFFIXES = (".txt", ".text", ".md", "")       # one sentence per line
 TABLE_SUFFIXES = (".csv", ".tsv")

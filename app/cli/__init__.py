@@ -79,7 +79,7 @@ def _on_sigterm(signum, frame):
 
 def main(argv=None, open_gui: Callable[[str | None], int] | None = None) -> int:
     """Run one command; SIGTERM ends it as Ctrl-C does (each command keeps or saves its work)."""
-    from core.platform_os import stop_signals
+    from core.files.platform_os import stop_signals
     if threading.current_thread() is not threading.main_thread() or len(stop_signals()) < 2:
         return _main(argv, open_gui)     # Windows sends no SIGTERM: Ctrl-C is the only stop
     previous = signal.signal(signal.SIGTERM, _on_sigterm)

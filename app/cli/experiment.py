@@ -71,7 +71,7 @@ def refuse_used_folders(exp, base) -> None:
 
 
 def cmd_experiment(args) -> int:
-    from core.folder_lock import OutputFolderLock
+    from core.files.folder_lock import OutputFolderLock
     from core.train.experiments import get_experiment
 
     exp = get_experiment(args.name)
@@ -128,7 +128,7 @@ def _stop_on_signals(cancel: threading.Event) -> dict:
             raise KeyboardInterrupt
         cancel.set()
         print("stopping after this step and saving the run (again to abort) ...", file=sys.stderr, flush=True)
-    from core.platform_os import stop_signals
+    from core.files.platform_os import stop_signals
     for sig in stop_signals():
         previous[sig] = signal.signal(sig, on_stop)
     return previous

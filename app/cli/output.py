@@ -85,7 +85,7 @@ def result_follows(what: str = "the output") -> None:
 
 
 def stream_name(stream) -> str:
-    from core.platform_os import path_of_fd
+    from core.files.platform_os import path_of_fd
     try:
         return path_of_fd(stream.fileno()) or "standard output"
     except (OSError, ValueError, AttributeError):

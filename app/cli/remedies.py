@@ -86,7 +86,7 @@ def _mismatch_commands(error, args) -> str:
 
 def encoding_hint() -> str:
     """The command line's way out of a file that is not UTF-8 (tests run it)."""
-    from core.text_file import OTHER_ENCODING
+    from core.files.text_file import OTHER_ENCODING
     first, *more = OTHER_ENCODING["choices"]
     return f"if the file is in another encoding, add --encoding {first} (or {', '.join(more)})"
 

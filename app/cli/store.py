@@ -24,7 +24,7 @@ def _add_model_options(p, store_default: bool = False):
 
 
 def _add_encoding_option(p):
-    from core.text_file import COMMON_ENCODINGS
+    from core.files.text_file import COMMON_ENCODINGS
     p.add_argument("--encoding", metavar="NAME", default=None,
                    help="the files' text encoding when they are not UTF-8, e.g. "
                         f"{', '.join(COMMON_ENCODINGS[:-1])} (default: UTF-8, or what a "

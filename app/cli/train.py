@@ -195,7 +195,7 @@ def cmd_train(args) -> int:
             what = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             _note(bar, f"{what}: stopping after this step and saving a checkpoint (Ctrl-C "
                        "again to abort without saving) ...")
-        from core.platform_os import stop_signals
+        from core.files.platform_os import stop_signals
         for sig in stop_signals():
             previous[sig] = signal.signal(sig, on_stop)
     try:

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import InputError
+from core.files.text_file import COMMON_ENCODINGS
 from core.readers import JSONL_SUFFIXES, TABLE_SUFFIXES, Sentence, collect, list_fields, read_file
-from core.text_file import COMMON_ENCODINGS
 
 __all__ = ["COMMON_ENCODINGS", "FileSentences", "NotInEncoding", "list_fields", "needs_field", "preview",
            "read_sentences"]

@@ -168,7 +168,7 @@ def _digest(body: str, settings: dict) -> str:
 
 
 def write_cached(key: str, pipeline, settings: Settings) -> None:
-    from core.atomic import atomic_write
+    from core.files.atomic import atomic_write
     body, fields = pipeline.to_str(), asdict(settings)
     rec = {"format": CACHE_FORMAT, "key": key, "settings": fields, "sha256": _digest(body, fields),
            "pipeline": body}

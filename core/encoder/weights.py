@@ -17,10 +17,10 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from core.atomic import readable_as_umask_allows, writing
 from core.encoder.model import Encoder, EncoderConfig, EncoderForMaskedLM, sinusoidal_table
 from core.encoder.sources import CHECKPOINT_MARKER, read_json
 from core.errors import ModelUnavailable, settings_fix
+from core.files.atomic import readable_as_umask_allows, writing
 
 CHECKPOINT_FORMAT = "encoderscope-checkpoint"
 CHECKPOINT_VERSION = 1

@@ -98,7 +98,7 @@ def save_whitening(path, w: Whitening) -> None:
     """Write ``w`` as safetensors (mean, matrix; its digest in the metadata)."""
     from safetensors.numpy import save as save_bytes
 
-    from core.atomic import atomic_write
+    from core.files.atomic import atomic_write
     data = save_bytes({"mean": np.ascontiguousarray(w.mean, "<f8"),
                        "matrix": np.ascontiguousarray(w.matrix, "<f8")},
                       metadata={"format": FORMAT, "sha256": w.digest()})

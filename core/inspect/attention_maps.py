@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.atomic import atomic_write_with
+from core.files.atomic import atomic_write_with
 
 MODES = ("head", "mean", "rollout")
 MODE_LABELS = {"head": "Single head", "mean": "Mean over heads", "rollout": "Attention rollout"}
@@ -241,7 +241,7 @@ def all_heads_csv(attentions, tokens: Sequence[str], precision: int = 8) -> str:
 
 
 def _atomic(path: Path, write) -> Path:
-    """Write through a temporary file next to ``path`` and rename it into place (core.atomic):
+    """Write through a temporary file next to ``path`` and rename it into place (core.files.atomic):
     a failed or cancelled export never leaves a half-written file (nor clobbers an older one).
     No fsync: an export needs no crash guarantee."""
     atomic_write_with(path, write, durable=False)

@@ -94,7 +94,7 @@ def _note(path: Path, why: str, what: str) -> None:
 def _write(path: Path, arrays: dict, fields: dict, what: str) -> bool:
     from safetensors.numpy import save
 
-    from core.atomic import atomic_write
+    from core.files.atomic import atomic_write
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = save({k: np.ascontiguousarray(v) for k, v in arrays.items()},

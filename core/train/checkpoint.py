@@ -70,7 +70,7 @@ def _is_write_error(e: Exception) -> bool:
 
 def _failed_file(e: Exception, tmp: Path) -> Path | None:
     """The file a failed write was writing, as a path inside the folder: the one the error
-    names (core.atomic.writing names it), else the file written last."""
+    names (core.files.atomic.writing names it), else the file written last."""
     named = getattr(e, "filename", None)
     if named:
         try:

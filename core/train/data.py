@@ -45,8 +45,8 @@ def read_corpus(source: str | Path, limit: int | None = None, encoding: str | No
 def _read_file(path: Path, encoding: str | None) -> list[str]:
     """A corpus file's sentences; any unreadable line stops training (a corpus is read whole),
     one that is not in the encoding with a hint to give another."""
+    from core.files.text_file import OTHER_ENCODING
     from core.readers import TEXT_SUFFIXES, BadLine, Blank, NoLetters, read_file
-    from core.text_file import OTHER_ENCODING
     lines = []
     for rec in read_file(path, encoding=encoding, guess_columns=True):
         if isinstance(rec, BadLine):

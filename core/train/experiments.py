@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import InputError
-from core.folder_lock import OutputFolderLock
+from core.files.folder_lock import OutputFolderLock
 from core.train.runs import compare_runs, differing_settings
 
 # A setting's value that forces others: a run set to the key's value also gets these settings.

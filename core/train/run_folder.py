@@ -19,7 +19,7 @@ import re
 import shutil
 from pathlib import Path
 
-from core.atomic import writing
+from core.files.atomic import writing
 
 METRICS = "metrics.jsonl"
 SNAPSHOTS = "snapshots"

@@ -15,8 +15,8 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from core.atomic import atomic_write_with
 from core.errors import InputError
+from core.files.atomic import atomic_write_with
 from core.train.config import TrainConfig
 from core.train.run_folder import read_metrics
 

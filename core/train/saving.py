@@ -10,10 +10,10 @@ import numpy as np
 import torch
 from safetensors.torch import load, save_file
 
-from core.atomic import readable_as_umask_allows, writing
 from core.device import describe_device
 from core.encoder.weights import save_checkpoint
 from core.errors import InputError
+from core.files.atomic import readable_as_umask_allows, writing
 from core.train import run_folder
 from core.train.checkpoint import (
     STATE_JSON,

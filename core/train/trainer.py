@@ -50,7 +50,7 @@ import torch
 
 from core.device import describe_device
 from core.errors import EncoderscopeError, settings_fix
-from core.folder_lock import OutputFolderLock
+from core.files.folder_lock import OutputFolderLock
 from core.train.checkpoint import STATE_JSON
 from core.train.config import TrainConfig
 from core.train.data import read_corpus

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from safetensors.numpy import save_file
 
-from core.atomic import readable_as_umask_allows
 from core.errors import InputError
+from core.files.atomic import readable_as_umask_allows
 from core.inspect.attention_maps import entropy
 from core.train import run_folder
 from core.train.data import collate, encode

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core import platform_os
+from core.files import platform_os
 from index.faiss.paging import id_pages
 from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecker, row_checksum
 from index.faiss.row_checks import read_record as _record

@@ -16,7 +16,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from core.platform_os import open_nofollow, pid_alive
+from core.files.platform_os import open_nofollow, pid_alive
 from index.faiss.manifest import MANIFEST_NAME
 from index.faiss.sentences import DB_NAME, SIDE_FILES
 from index.store.errors import StoreError, StoreNotFound

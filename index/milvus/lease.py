@@ -25,8 +25,8 @@ import threading
 import time
 import uuid
 
+from core.files.platform_os import pid_alive
 from core.notices import say
-from core.platform_os import pid_alive
 from index.milvus.schema import PROP
 from index.store.durability import command_of
 from index.store.errors import StoreError, StoreUnavailable, WriterLockLost

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from core.errors import InputError
-from core.platform_os import PosixLock, pid_alive
+from core.files.platform_os import PosixLock, pid_alive
 from index.milvus.calls import INSTALL_HINT
 from index.milvus.schema import FORMAT, FORMAT_VERSION
 from index.store.durability import WriterLock, atomic_write, write_failed

@@ -1,4 +1,4 @@
-"""The store's file safety: crash-safe writes (core.atomic), the single-writer lock, reading
+"""The store's file safety: crash-safe writes (core.files.atomic), the single-writer lock, reading
 only regular files (a FIFO or a folder in place of a store file must give an error, never a
 hang or a traceback), and OS write errors (disk full) turned into one clear StoreWriteFailed.
 """
@@ -9,9 +9,9 @@ import os
 import stat
 from pathlib import Path
 
-from core.atomic import atomic_write, atomic_write_with, fsync_dir, remove_stale_temps  # noqa: F401
-from core.folder_lock import ExclusiveFile, LockBusy, NotRegularFile
-from core.platform_os import BINARY, CLOEXEC, NONBLOCK, process_argv
+from core.files.atomic import atomic_write, atomic_write_with, fsync_dir, remove_stale_temps  # noqa: F401
+from core.files.folder_lock import ExclusiveFile, LockBusy, NotRegularFile
+from core.files.platform_os import BINARY, CLOEXEC, NONBLOCK, process_argv
 from index.store.errors import StoreCorrupted, StoreError, StoreLocked, StoreWriteFailed
 from index.store.files import open_own
 

@@ -5,7 +5,7 @@ side files, the manifest, the index snapshots, the whitening, the markers). None
 a symbolic link: writing through one would truncate or overwrite a file outside the store (the
 lock is truncated when taken; SQLite rewrites its WAL). So every store open checks its files
 with lstat (`refuse_links`), and every write here opens without following a link
-(core.platform_os.open_nofollow: O_NOFOLLOW, or an lstat/fstat check where the OS lacks it), which
+(core.files.platform_os.open_nofollow: O_NOFOLLOW, or an lstat/fstat check where the OS lacks it), which
 also closes the gap between that check and the open. The store folder itself may be a link: it is the user's
 choice of where the store lives; its files are what the store writes.
 """
@@ -16,7 +16,7 @@ import os
 import stat
 from pathlib import Path
 
-from core.platform_os import open_nofollow
+from core.files.platform_os import open_nofollow
 from index.store.errors import StoreError
 
 # Names a store owns in its folder; `index-*.faiss` snapshots are matched by pattern.

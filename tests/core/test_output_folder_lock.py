@@ -68,7 +68,7 @@ def test_a_second_train_into_a_folder_being_trained_is_refused(corpus, tmp_path,
 def test_a_second_experiment_into_the_same_folder_is_refused(corpus, tmp_path, capsys):
     lab = tmp_path / "lab"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from core.folder_lock import OutputFolderLock; "
+        [sys.executable, "-c", "import sys, time; from core.files.folder_lock import OutputFolderLock; "
          "OutputFolderLock(sys.argv[1], 'experiment').acquire(); print('held', flush=True); "
          "time.sleep(60)", str(lab)],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
@@ -85,7 +85,7 @@ def test_a_second_experiment_into_the_same_folder_is_refused(corpus, tmp_path, c
 
 
 def test_the_folder_lock_never_writes_through_a_link(tmp_path):
-    from core.folder_lock import FolderBusy, OutputFolderLock, lock_path
+    from core.files.folder_lock import FolderBusy, OutputFolderLock, lock_path
     victim = tmp_path / "victim"
     victim.write_bytes(b"keep\n")
     lock_path(tmp_path / "run").symlink_to(victim)
@@ -97,7 +97,7 @@ def test_the_folder_lock_never_writes_through_a_link(tmp_path):
 def test_one_lock_implementation_for_output_folders_and_stores(tmp_path):
     """core's ExclusiveFile is the lock of both: held, it refuses a second holder with the
     first one's record; given back, its record is emptied and the next holder takes it."""
-    from core.folder_lock import ExclusiveFile, LockBusy, NotRegularFile, OutputFolderLock
+    from core.files.folder_lock import ExclusiveFile, LockBusy, NotRegularFile, OutputFolderLock
     from index.store.durability import WriterLock
     from index.store.errors import StoreError, StoreLocked
     path = tmp_path / "lock"

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.errors import InputError
+from core.files.text_file import BinaryFile
 from core.readers import (
     BadLine,
     Blank,
@@ -21,7 +22,6 @@ from core.readers import (
     read_text,
     read_txt,
 )
-from core.text_file import BinaryFile
 from tests.support.paths import ROOT
 
 

@@ -37,7 +37,7 @@ def test_every_module_imports_without_posix_only_modules(results):
     _, r = results
     assert r["still_blocked"] == []
     names = set(r["modules"])
-    for expected in ("core.platform_os", "core.folder_lock", "index.store.durability", "index.faiss.store",
+    for expected in ("core.files.platform_os", "core.files.folder_lock", "index.store.durability", "index.faiss.store",
                      "index.milvus.lite", "app.cli", "app.cli.train", "app.gui.shell.main"):
         assert expected in names
     py_files = {p for p in ROOT.glob("*/**/*.py") if p.parts[len(ROOT.parts)] in ("app", "core", "index")

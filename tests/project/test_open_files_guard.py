@@ -69,7 +69,7 @@ def test_only_flocks_holder_may_delete_its_held_lock_file(tmp_path, monkeypatch)
     one merely open, or held by a shared flock, beside the exclusive one."""
     import fcntl
 
-    from core import platform_os
+    from core.files import platform_os
 
     def delete_while(kind, how):
         monkeypatch.setenv(platform_os.LOCK_ENV, kind)

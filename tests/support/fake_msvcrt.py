@@ -1,5 +1,5 @@
 """A stand-in for Windows' msvcrt.locking on Linux, for tests that make fcntl unimportable (as on
-Windows) yet need the Windows lock to work: `install()` makes core.platform_os use it (not
+Windows) yet need the Windows lock to work: `install()` makes core.files.platform_os use it (not
 sys.modules: the standard library takes an importable msvcrt to mean Windows).
 
 msvcrt.locking(fd, mode, nbytes) locks `nbytes` from the file's current position, per handle,
@@ -31,6 +31,6 @@ def install() -> types.ModuleType:
     for name, value in (("LK_UNLCK", LK_UNLCK), ("LK_LOCK", LK_LOCK), ("LK_NBLCK", LK_NBLCK),
                         ("LK_RLCK", LK_RLCK), ("LK_NBRLCK", LK_NBRLCK)):
         setattr(module, name, value)
-    from core import platform_os
+    from core.files import platform_os
     platform_os.msvcrt_module = lambda: module
     return module

@@ -1,4 +1,4 @@
-"""One of several processes taking and giving back the same removing lock (core.folder_lock's
+"""One of several processes taking and giving back the same removing lock (core.files.folder_lock's
 ExclusiveFile, as an output folder's lock uses it) as fast as they can, each checking that
 nobody else is inside while it holds it:
 
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from core.folder_lock import ExclusiveFile, LockBusy
+from core.files.folder_lock import ExclusiveFile, LockBusy
 
 
 def _inside(shared: Path) -> int:

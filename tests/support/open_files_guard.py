@@ -6,7 +6,7 @@ records each call whose path is open in this process, read from Linux's /proc/se
 there); the test fails when anything was recorded.
 
 One exception, where the platform allows it: a lock file that its holder deletes while still
-holding it (core.folder_lock), which flock's lock kind declares (`removes_held_file`: that kind
+holding it (core.files.folder_lock), which flock's lock kind declares (`removes_held_file`: that kind
 never runs on Windows), allowed only when a handle of this process holds an exclusive flock on
 the file (/proc/self/fdinfo) and nothing maps it. Windows' lock kind (forced by
 $ENCODERSCOPE_FILE_LOCK=windows) declares no such thing, so there every such delete is recorded."""
@@ -71,7 +71,7 @@ def held_lock_file(full: str) -> bool:
     """Whether deleting the open file `full` is the flock holder's own delete of its lock file:
     the lock kind allows it (it never runs on Windows), a handle of this process holds an
     exclusive flock on the file, and nothing maps it."""
-    from core import platform_os
+    from core.files import platform_os
     if not platform_os.file_lock().removes_held_file or _mapped(full):
         return False
     for fd in _open_fds(full):

@@ -53,7 +53,7 @@ def quit_on_sigterm(app):
     from PySide6.QtCore import QSocketNotifier
 
     from app.gui.logs import log
-    from core.platform_os import stop_signals
+    from core.files.platform_os import stop_signals
     if threading.current_thread() is not threading.main_thread() or len(stop_signals()) < 2:
         return lambda: None          # no SIGTERM here (Windows): closing the window is Quit
     reader, writer = socket.socketpair()

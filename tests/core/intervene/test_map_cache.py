@@ -109,7 +109,7 @@ def test_a_cache_that_cannot_be_written_is_one_warning(tmp_path, monkeypatch):
 
     def full(*a, **k):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr("core.atomic.atomic_write", full)
+    monkeypatch.setattr("core.files.atomic.atomic_write", full)
     notes.clear()
     with listening(notes.append):
         assert map_cache.save_map(tmp_path / "ok", KEY, a_map()) is False
@@ -144,7 +144,7 @@ def test_a_full_disk_is_one_warning_and_the_map_is_still_printed(capsys, tmp_pat
 
     def full(*a, **k):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr("core.atomic.atomic_write", full)
+    monkeypatch.setattr("core.files.atomic.atomic_write", full)
     code, out, err = _importance(capsys)
     assert code == 0 and json.loads(out)["n"] == 94
     assert "No space left on device" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

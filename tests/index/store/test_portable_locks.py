@@ -1,5 +1,5 @@
 """The store's and the output folder's lock through the Windows implementation
-(core.platform_os.WindowsLock, forced by $ENCODERSCOPE_FILE_LOCK=windows; on Linux its msvcrt
+(core.files.platform_os.WindowsLock, forced by $ENCODERSCOPE_FILE_LOCK=windows; on Linux its msvcrt
 byte lock is an open-file-description lock with the same semantics): the store contract and
 trust tests run a second time with it (two writers, kill -9 during ingest, a symlinked lock
 refused, a foreign folder kept), and it is shown to be that lock, not flock, that holds."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core import platform_os
+from core.files import platform_os
 from tests.core import test_output_folder_lock as folder_lock_tests
 from tests.index.faiss import test_durability as durability
 from tests.index.store import test_contract as contract
@@ -79,7 +79,7 @@ def test_a_second_experiment_is_refused(tmp_path, capsys):
 def _holder(path: Path) -> subprocess.Popen:
     """Another process holding the lock on `path` (the Windows implementation: inherited env)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from core.folder_lock import ExclusiveFile; "
+        [sys.executable, "-c", "import sys, time; from core.files.folder_lock import ExclusiveFile; "
          "f = ExclusiveFile(sys.argv[1]); f.acquire(b'holder record'); print(f._lock.name, flush=True); "
          "time.sleep(60)", str(path)], cwd=ROOT, env=child_env(),
         stdout=subprocess.PIPE, text=True)
@@ -88,7 +88,7 @@ def _holder(path: Path) -> subprocess.Popen:
 
 
 def test_it_is_the_byte_lock_that_holds_not_flock_and_a_kill_frees_it(tmp_path, monkeypatch):
-    from core.folder_lock import ExclusiveFile, LockBusy
+    from core.files.folder_lock import ExclusiveFile, LockBusy
     path = tmp_path / "lock"
     proc = _holder(path)
     try:

@@ -1,4 +1,4 @@
-"""Portable by construction: outside core/platform_os.py no module of app/, core/ or index/ imports
+"""Portable by construction: outside core/files/platform_os.py no module of app/, core/ or index/ imports
 a POSIX-only module or calls what Windows lacks or does differently (read from the source, so it
 runs in `make test`; tests/project/test_no_posix_modules.py runs the CLI without them). And the command
 line stops on Ctrl-C alone where the OS sends no SIGTERM (sys.platform simulated)."""
@@ -17,7 +17,7 @@ POSIX_ONLY = {"fcntl", "resource", "pwd", "grp", "termios", "posix", "pty", "tty
 OS_CALLS = {"kill", "pread", "pwrite", "statvfs", "getuid", "geteuid", "fork", "setsid", "killpg",
             "getpgid", "mkfifo", "getloadavg", "sched_getaffinity", "fchmod", "fchown", "chown",
             "uname", "nice"}
-HOME = "core/platform_os.py"
+HOME = "core/files/platform_os.py"
 
 
 def _sources():
@@ -43,7 +43,7 @@ def test_no_posix_only_import_and_no_windows_missing_call_outside_the_platform_m
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
                     and node.value.startswith("/proc/"):
                 found.append(f"{rel}:{node.lineno} {node.value!r}")
-    assert not found, "belongs in core/platform_os.py (with a fallback): " + "; ".join(found)
+    assert not found, "belongs in core/files/platform_os.py (with a fallback): " + "; ".join(found)
 
 
 def test_the_platform_module_imports_fcntl_only_inside_functions():
@@ -55,7 +55,7 @@ def test_the_platform_module_imports_fcntl_only_inside_functions():
 
 def test_where_no_sigterm_comes_the_cli_handles_ctrl_c_alone(monkeypatch, capsys):
     from app.cli import main
-    from core import platform_os
+    from core.files import platform_os
     monkeypatch.setattr(sys, "platform", "win32")
     assert platform_os.stop_signals() == (signal.SIGINT,)
     monkeypatch.setattr(sys, "platform", "linux")     # libraries branch on it: Windows for ours alone
@@ -77,8 +77,8 @@ def test_a_crash_safe_write_flushes_through_a_handle_windows_accepts(tmp_path, m
     import fcntl
     import os
 
-    from core import platform_os
-    from core.atomic import atomic_write
+    from core.files import platform_os
+    from core.files.atomic import atomic_write
     modes = []
     real = os.fsync
 
@@ -100,7 +100,7 @@ def test_without_proc_each_reading_falls_back(tmp_path, monkeypatch):
     line is unknown (the lock's holder is named by its pid), the umask is read by setting it back."""
     import os
 
-    from core import platform_os
+    from core.files import platform_os
     from index.store.durability import describe_holder
     real_path = platform_os.Path
     monkeypatch.setattr(platform_os, "Path",

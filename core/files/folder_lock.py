@@ -8,7 +8,7 @@ holder removes it when done, so nothing is left beside the folder. The OS drops 
 its process dies (kill -9 included), so a stale file never blocks anyone (the next run takes
 it, then removes it); while held, the file names the holder (pid, host, start time) for the
 refusal message. The file is opened without following a link (O_NOFOLLOW, or checked where the
-OS lacks it), so it never writes anywhere else. The OS lock itself is core.platform_os's (flock
+OS lacks it), so it never writes anywhere else. The OS lock itself is core.files.platform_os's (flock
 on Linux and macOS, a byte lock on Windows; what each guarantees is said there).
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from core import platform_os
 from core.errors import EncoderscopeError, settings_fix
+from core.files import platform_os
 
 _HELD: dict[str, int] = {}     # lock file -> how many locks of this process hold it
 _RETRIES = 100                 # tries to lock the file at the path while holders come and go
@@ -42,7 +42,7 @@ class NotRegularFile(Exception):
 
 
 class ExclusiveFile:
-    """An exclusive, non-blocking OS lock (core.platform_os.file_lock) on one file, which names
+    """An exclusive, non-blocking OS lock (core.files.platform_os.file_lock) on one file, which names
     its holder.
 
     The OS drops the lock when its process dies (kill -9 included), so a stale file never

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from core import platform_os
+from core.files import platform_os
 from tests.cli.test_train import TINY
 from tests.support.paths import ROOT, child_env
 from tests.support.tiny_models import cli_clean as cli
@@ -89,7 +89,7 @@ def test_a_holder_that_locked_the_removed_file_goes_on_to_the_new_one(kind, tmp_
     file). flock: B locks the removed file, sees that the path no longer names it and takes
     the new one. Windows' kind: A's delete is refused while B's handle is open, so B takes the
     same file. Either way B holds the file at the path, and C is refused."""
-    from core.folder_lock import ExclusiveFile, LockBusy
+    from core.files.folder_lock import ExclusiveFile, LockBusy
     path = tmp_path / ".run.writer"
     opens = []
 
@@ -118,7 +118,7 @@ def test_a_holder_that_locked_the_removed_file_goes_on_to_the_new_one(kind, tmp_
 def test_a_killed_holders_lock_is_taken_and_removed_by_the_next_run(kind, corpus, tmp_path, capsys):
     out = tmp_path / "run"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from core.folder_lock import OutputFolderLock; "
+        [sys.executable, "-c", "import sys, time; from core.files.folder_lock import OutputFolderLock; "
          "OutputFolderLock(sys.argv[1], 'train').acquire(); print('held', flush=True); time.sleep(60)",
          str(out)], cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, text=True)
     try:

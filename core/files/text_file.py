@@ -82,10 +82,10 @@ def open_checked(path, encoding: str | None) -> tuple[Path, str]:
     enc = _choose_encoding(head, encoding)
     why = looks_binary(head, enc)
     if why:
-        from core.file_kind import refusal
+        from core.files.file_kind import refusal
         raise BinaryFile(refusal(path.name, head, path.stat().st_size, enc, why))
     if enc in ("utf-16-le", "utf-16-be"):      # given as UTF-16, no byte-order mark to confirm it
-        from core.file_kind import not_utf16
+        from core.files.file_kind import not_utf16
         if not_utf16(head):
             raise InputError(f"{path.name} is not UTF-16 text: its line breaks are single bytes "
                              "(8-bit text such as ASCII or UTF-8); read it without the utf-16 encoding")

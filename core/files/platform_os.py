@@ -18,7 +18,7 @@ implementations, chosen by the platform or, to test the other one, by $ENCODERSC
   which has msvcrt's semantics (per handle, dropped on close and on death), so the suite runs
   the Windows implementation's code here (tests/index/store/test_portable_locks.py).
 
-A lock file its last holder removes (core.folder_lock): `removes_held_file` says how. flock's
+A lock file its last holder removes (core.files.folder_lock): `removes_held_file` says how. flock's
 holder unlinks it while still holding it; Windows refuses to delete an open file, so its holder
 unlocks, closes, then tries to delete it (`remove_closed`), which Windows refuses while another
 process has it open: that one keeps it. Linux deletes open files, so the "windows" stand-in
@@ -192,7 +192,7 @@ def file_lock() -> PosixLock | WindowsLock:
 
 class ReplacedWhileOpening(OSError):
     """Where the OS lacks O_NOFOLLOW: the path no longer named the file just opened (removed,
-    or replaced by another file or a link). An ELOOP as before; a removing lock (core.folder_lock)
+    or replaced by another file or a link). An ELOOP as before; a removing lock (core.files.folder_lock)
     takes it as its file having been removed by its last holder, and tries again."""
 
 

@@ -13,7 +13,7 @@ import secrets
 from contextlib import contextmanager
 from pathlib import Path
 
-from core import platform_os
+from core.files import platform_os
 
 TEMP_GLOB = ".*.tmp"   # the temporary files' names: .<name>.<random>.tmp
 
