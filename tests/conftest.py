@@ -99,7 +99,7 @@ GUARDED = {"tests.index.store.test_contract", "tests.index.store.test_portable_l
            "tests.index.milvus.test_store", "tests.index.corpus.test_migrate_milvus",
            "tests.cli.test_store", "tests.cli.test_store_repair", "tests.cli.test_train", "tests.cli.test_whiten",
            "tests.core.train.test_train", "tests.core.train.test_runs", "tests.core.train.test_experiments",
-           "tests.core.walkthrough.test_notebook_export", "tests.core.test_folder_lock_file"}
+           "tests.core.walkthrough.test_notebook_export", "tests.core.files.test_folder_lock_file"}
 
 
 @pytest.fixture(autouse=True)
