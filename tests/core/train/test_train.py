@@ -17,6 +17,7 @@ from core.train.config import TrainConfig
 from core.train.data import BatchSampler, read_corpus, split_heldout, split_text
 from core.train.masking import IGNORE, mask_tokens, special_mask
 from core.train.trainer import Trainer
+from tests.support.bf16 import needs_cpu_bf16
 from tests.support.train_corpus import tiny_config, write_corpus
 
 
@@ -306,11 +307,8 @@ def test_sinusoidal_post_norm_wordpiece(corpus, tmp_path):
     assert cfg.vocab_size == 30522 and cfg.positions == "sinusoidal" and cfg.norm == "post"
 
 
+@needs_cpu_bf16
 def test_bf16_autocast_on_cpu(corpus, tmp_path):
-    from core.device import bf16_supported
-
-    if not bf16_supported(torch.device("cpu")):
-        pytest.skip("this CPU has no bf16")
     s = Trainer(tiny_config(corpus, tmp_path / "bf", precision="bf16", steps=40, eval_every=40)).run()
     assert s["precision"] == "bf16" and np.isfinite(s["train_loss"])
     assert s["heldout_mlm_loss"] < s["initial_heldout_mlm_loss"]
