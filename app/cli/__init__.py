@@ -21,7 +21,7 @@ from collections.abc import Callable
 from app.cli import causal, experiment, explain, intervene, migrate, model, runs, store, train, why
 from app.cli import eval as eval_command  # not `eval`: the builtin stays itself here
 from app.cli import map as map_command  # not `map`: the builtin stays itself here
-from app.cli.output import OutputFailed, guarded_stdout, result_follows
+from app.cli.output import CLOSED_STDOUT, OutputFailed, guarded_stdout, result_follows, stdout_closed
 from app.cli.remedies import worded
 from core.errors import EncoderscopeError, InputError, Terminated
 from core.notices import listening
@@ -94,6 +94,9 @@ def _main(argv, open_gui) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    if args.command != "gui" and stdout_closed():      # refused before any work: nothing half done
+        print(f"error: {CLOSED_STDOUT}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         check_arguments(args)
         with listening(_note), guarded_stdout():

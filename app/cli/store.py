@@ -322,7 +322,10 @@ def cmd_remove(args) -> int:
     if not gone:      # nothing done: the error alone, no "removed 0" result before it
         raise InputError(f"no sentence with id {', '.join(map(str, missing))} in {loc.describe()}, so "
                          "nothing was removed: give the ids a search shows beside each sentence")
-    print(f"removed {len(gone)} sentence{'s' if len(gone) != 1 else ''}; the store holds {left}")
+    result = f"removed {len(gone)} sentence{'s' if len(gone) != 1 else ''}; the store holds {left}"
+    from app.cli.output import result_follows
+    result_follows("the result", done=result)
+    print(result)
     if missing:
         _err(f"error: no sentence with id {', '.join(map(str, missing))} in {loc.describe()}"
              + (" (the others were removed)" if gone else ""))

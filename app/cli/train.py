@@ -206,6 +206,9 @@ def cmd_train(args) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if not as_json:               # with --json the "done" event was the last line
+        from app.cli.output import result_follows
+        result_follows("the training summary", done=f"the run is saved in {cfg.out}"
+                       + (" (cancelled, resumable)" if summary["cancelled"] else ""))
         print(json.dumps(summary), flush=True)
     return EXIT_INTERRUPTED if summary["cancelled"] else 0
 
