@@ -177,8 +177,15 @@ def encoder_in(model) -> Encoder:
 
 @dataclass
 class Captured:
-    """What a capture saw: ``value`` the last forward's, ``values`` every forward's in order."""
+    """What a capture saw: ``value`` the last forward's; ``values`` every forward's in order when
+    the capture keeps them all (every=True), else the last one only (a corpus loop keeps no pile)."""
+    every: bool = False
     values: list = field(default_factory=list)
+
+    def keep(self, value: torch.Tensor) -> None:
+        if not self.every:
+            self.values.clear()
+        self.values.append(value)
 
     @property
     def value(self) -> torch.Tensor:
@@ -219,11 +226,13 @@ class Hooks:
             fn(value if cols is None else value[..., cols])
         return self._register(module, kind.hook, hook, prepend)
 
-    def capture(self, name: str | Where, detach: bool = True, prepend: bool = False) -> Captured:
-        """The site's value at each forward (a detached copy; detach=False: the tensor itself,
-        gradients and all)."""
-        got = Captured()
-        self.read(name, lambda v: got.values.append(v.detach().clone() if detach else v), prepend)
+    def capture(self, name: str | Where, detach: bool = True, prepend: bool = False,
+                every: bool = False) -> Captured:
+        """The site's value at the last forward (every=True: at each forward), a detached copy
+        (detach=False: the tensor itself, gradients and all). For a running statistic over many
+        batches, ``read`` with a function is the lighter way."""
+        got = Captured(every)
+        self.read(name, lambda v: got.keep(v.detach().clone() if detach else v), prepend)
         return got
 
     def edit(self, name: str | Where, fn):

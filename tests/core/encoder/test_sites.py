@@ -77,6 +77,16 @@ def test_add_at_the_residual_is_run_from_there():
         assert torch.equal(m(IDS).last_hidden_state, clean.last_hidden_state)
 
 
+def test_capture_keeps_the_last_forward_or_every_one():
+    m = model()
+    with torch.no_grad(), sites.hooks(m) as at:
+        last, every = at.capture("L1.ffn"), at.capture("L1.ffn", every=True)
+        m(IDS)
+        m(IDS[:, :4])
+    assert len(last.values) == 1 and last.value.shape[1] == 4
+    assert [v.shape[1] for v in every.values] == [6, 4]
+
+
 def test_edit_one_head_changes_only_its_columns():
     m = model()
     with torch.no_grad(), sites.hooks(m) as at:
