@@ -112,7 +112,8 @@ def _add_importance(sub) -> None:
     p.add_argument("--gradient", action="store_true",
                    help="also Michel et al.'s gradient head importance I_h = E|dL/d gate_h| (one backward pass; "
                         "spearman and mlm metrics) beside the measured drop, and their rank agreement")
-    p.add_argument("--no-cache", action="store_true", help="compute afresh, ignoring a cached map")
+    p.add_argument("--no-cache", action="store_true",
+                   help="compute afresh, ignoring a cached map, and rewrite it (a damaged one included)")
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_importance, model=None)     # None: the store's with --store, else the default
@@ -364,7 +365,8 @@ def cmd_importance(args) -> int:
         from index.corpus.intervene_ranking import store_sample
         texts = store_sample(args.store, args.sample, args.seed)
     backend = get_backend(_model_for(args), args.backend, device=args.device, precision=args.precision)
-    cache = None if args.no_cache else data_dir() / "cache" / "importance"
+    cache = data_dir() / "cache" / "importance"
+    refresh = args.no_cache
 
     progress_shown = [False]
 
@@ -374,10 +376,10 @@ def cmd_importance(args) -> int:
             print(f"\r{done}/{total} parts", end="", file=sys.stderr, flush=True)
 
     mode = "mean" if args.mean_ablation else "zero"
-    means = _cached_means(backend, cache) if args.mean_ablation else None
+    means = _cached_means(backend, cache, refresh) if args.mean_ablation else None
     from core.intervene.importance import importance_map
     m = importance_map(backend, args.metric, seed=args.seed, progress=progress, cache_dir=cache, texts=texts,
-                       head_mode=mode, means=means)
+                       head_mode=mode, means=means, refresh=refresh)
     removal = _prune(args, backend, texts, cache, progress, mode, means) if args.prune is not None else None
     gradient = None
     if args.gradient:
@@ -400,12 +402,12 @@ def cmd_importance(args) -> int:
     return 0
 
 
-def _cached_means(backend, cache):
+def _cached_means(backend, cache, refresh: bool = False):
     from core.intervene import effects
     from core.intervene.map_cache import cached_means
     from core.intervene.means import mean_head_outputs
     texts = effects.sample_corpus()
-    return cached_means(backend, texts, cache, lambda: mean_head_outputs(backend, texts))
+    return cached_means(backend, texts, cache, lambda: mean_head_outputs(backend, texts), refresh)
 
 
 def _prune(args, backend, texts, cache, progress, mode, means):
@@ -416,11 +418,11 @@ def _prune(args, backend, texts, cache, progress, mode, means):
     n_items = Measure(backend, args.metric, args.seed, texts=texts).n_all
     choose, curve = held_out_halves(n_items, args.seed)
     chosen = importance_map(backend, args.metric, seed=args.seed, cache_dir=cache, texts=texts, items=choose,
-                            head_mode=mode, means=means)
+                            head_mode=mode, means=means, refresh=args.no_cache)
     tie = None
     if args.metric != "spearman" and texts is None:
         # ties (many on a coarse metric) by the Spearman map: scored pairs, none of the curve's queries
-        tie = importance_map(backend, "spearman", seed=args.seed, cache_dir=cache).heads
+        tie = importance_map(backend, "spearman", seed=args.seed, cache_dir=cache, refresh=args.no_cache).heads
     order = least_important_first(chosen.heads, tie)
     return cumulative_removal(backend, order, args.metric, seed=args.seed, texts=texts, progress=progress,
                               stop_drop=None if args.all_counts else args.prune, items=curve, chosen_on=choose)

@@ -89,10 +89,11 @@ def remove_stale_temps(path: Path, older_than: float = STALE_TEMP_SECONDS) -> in
     return removed
 
 
-def write(path: Path, data: bytes, what: str = "cache", durable: bool = False) -> bool:
+def write(path: Path, data: bytes, what: str = "cache", durable: bool = False, warn=None) -> bool:
     """Write ``data`` to ``path`` atomically (never half a file, never through a predictable
-    temporary name). A cache that cannot be written (read-only or full disk) is one log line and
-    False: the result it would have kept is computed again next time."""
+    temporary name). A cache that cannot be written (read-only or full disk) is one line (a log
+    line, or ``warn(line)`` for a cache the user should hear of) and False: the result it would
+    have kept is computed again next time."""
     from core.files.atomic import atomic_write
     path = Path(path)
     try:
@@ -101,8 +102,12 @@ def write(path: Path, data: bytes, what: str = "cache", durable: bool = False) -
         atomic_write(path, data, durable=durable)
         return True
     except OSError as e:
-        log.info("the %s could not be kept in %s (%s): it is computed again next time", what, path.parent,
-                 e.strerror or e)
+        line = (f"the {what} could not be cached in {path.parent} ({e.strerror or e}); "
+                "it is computed again next time")
+        if warn is None:
+            log.info("%s", line)
+        else:
+            warn(line)
         return False
 
 

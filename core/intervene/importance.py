@@ -140,14 +140,15 @@ def all_off(kind: str, n_layers: int, n_heads: int, head_mode: str = "zero") -> 
 
 def importance_map(backend, metric: str = "spearman", seed: int = 0, progress=None, cancel=None,
                    cache_dir: Path | None = None, batched: bool = True, texts: list[str] | None = None,
-                   items=None, head_mode: str = "zero", means=None) -> ImportanceMap:
+                   items=None, head_mode: str = "zero", means=None, refresh: bool = False) -> ImportanceMap:
     """Every part's drop in ``metric``, with its bootstrap interval, the floors and n.
     progress(done, total) in parts; cancel() between batches.
     batched: a layer's parts run as one stacked batch (core/intervene/sweep.py); False runs them
     one at a time through the hooked modules (the reference the tests compare it with).
     texts: measure over these (a sample of a store's texts) instead of the shipped data.
     items: only these items (pair, query or text indices): a half of a held-out split.
-    head_mode "mean": heads are replaced by ``means`` (L, H, Dh) instead of zeroed."""
+    head_mode "mean": heads are replaced by ``means`` (L, H, Dh) instead of zeroed.
+    refresh: compute afresh and rewrite the cached map (a damaged one included), never reading it."""
     from core.intervene import map_cache
     m = Measure(backend, metric, seed, texts=texts, items=items)
     cfg = m.encoder.config
@@ -156,7 +157,7 @@ def importance_map(backend, metric: str = "spearman", seed: int = 0, progress=No
         from core.errors import InputError
         raise InputError("a mean-ablation map needs the heads' mean outputs (core.intervene.means)")
     key = map_cache.map_key(backend, metric, m.corpus_sha, head_mode)
-    if cache_dir is not None:
+    if cache_dir is not None and not refresh:
         cached = map_cache.load_map(Path(cache_dir), key, (L, H), metric)
         if cached is not None:
             return cached

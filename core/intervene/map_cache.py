@@ -12,12 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import stat
 from pathlib import Path
 
 import numpy as np
 
+from core.files import cache_file
 from core.notices import say
 
 log = logging.getLogger(__name__)
@@ -25,8 +24,7 @@ FORMAT = 3          # bump when what a cached map means changes
 MAX_BYTES = 64 << 20
 
 
-class _Unusable(Exception):
-    """Why a cached file is not used (said in one note line)."""
+_Unusable = cache_file.Unusable
 
 
 def map_key(backend, metric: str, corpus_sha: str, head_mode: str = "zero") -> str:
@@ -42,33 +40,8 @@ def means_key(backend, texts: list[str]) -> str:
 
 
 def read_regular(path: Path) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file (not followed if a link); None if absent.
-    _Unusable for anything else. Opened without blocking, then checked again on the open file."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise _Unusable(f"cannot be read ({e.strerror or e})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise _Unusable("is not a regular file (a link, FIFO or device): not opened")
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as e:
-        raise _Unusable(f"cannot be opened ({e.strerror or e})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _Unusable("is not a regular file: not read")
-        if st.st_size > MAX_BYTES:
-            raise _Unusable(f"is {st.st_size:,} bytes, far more than a cached map")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(MAX_BYTES + 1)
-    except OSError as e:
-        raise _Unusable(f"cannot be read ({e.strerror or e})") from None
-    finally:
-        os.close(fd)
+    """The bytes of a cached file (core.files.cache_file.read: regular files only, never blocking)."""
+    return cache_file.read(path, MAX_BYTES)
 
 
 def _decode(data: bytes) -> tuple[dict, dict]:
@@ -93,18 +66,9 @@ def _note(path: Path, why: str, what: str) -> None:
 
 def _write(path: Path, arrays: dict, fields: dict, what: str) -> bool:
     from safetensors.numpy import save
-
-    from core.files.atomic import atomic_write
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = save({k: np.ascontiguousarray(v) for k, v in arrays.items()},
-                    metadata={"encoderscope": json.dumps({**fields, "format": FORMAT})})
-        atomic_write(path, [data])
-        return True
-    except OSError as e:
-        say(f"the {what} could not be cached in {path.parent} ({e.strerror or e}); "
-            "it is shown but will be computed again next time", log)
-        return False
+    data = save({k: np.ascontiguousarray(v) for k, v in arrays.items()},
+                metadata={"encoderscope": json.dumps({**fields, "format": FORMAT})})
+    return cache_file.write(path, data, what, durable=True, warn=lambda line: say(line, log))
 
 
 # -- importance maps ------------------------------------------------------------------------------
@@ -140,11 +104,7 @@ def load_map(folder: Path, key: str, shape: tuple[int, int], metric: str):
         for kind in KINDS:
             want[f"{kind}_low"] = want[f"{kind}_high"] = want[kind]
         for name, sh in want.items():
-            a = arrays.get(name)
-            if a is None or tuple(a.shape) != sh:
-                raise _Unusable(f"holds {name} of shape {None if a is None else tuple(a.shape)}, not {sh}")
-            if not np.isfinite(a).all():
-                raise _Unusable(f"holds numbers that are not finite in {name}")
+            _check_array(arrays.get(name), name, sh)
         try:
             numbers = [f["baseline"], *f["interval"], *f["floors"].values(),
                        *(x for v in f["floor_intervals"].values() for x in v)]
@@ -154,19 +114,51 @@ def load_map(folder: Path, key: str, shape: tuple[int, int], metric: str):
             ok = False
         if not ok:
             raise _Unusable("does not describe a map of this metric (fields missing, wrong or not finite)")
+        try:      # every field as the map holds it: a seed of "abc" is a wrong file, not a traceback
+            return ImportanceMap(
+                f["metric"], float(f["baseline"]), arrays["heads"].astype(np.float64),
+                arrays["attention"].astype(np.float64), arrays["ffn"].astype(np.float64), _integer(f["seed"]),
+                str(f["model"]), str(f["corpus"]), str(f["measured"]), int(f["n"]), str(f["unit"]),
+                _pair(f["interval"]), {k: _finite(v) for k, v in f["floors"].items()},
+                {k: _pair(v) for k, v in f["floor_intervals"].items()},
+                {k: arrays[f"{k}_low"].astype(np.float64) for k in KINDS},
+                {k: arrays[f"{k}_high"].astype(np.float64) for k in KINDS},
+                str(f.get("head_mode", "zero")), str(f.get("precision", "")),
+                {k: _pair(v) for k, v in (f.get("floor_drops") or {}).items()})
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+            raise _Unusable(f"holds a field that is not what a map holds ({type(e).__name__}: {e})") from None
     except _Unusable as e:
         _note(path, str(e), "importance map")
         return None
-    return ImportanceMap(
-        f["metric"], float(f["baseline"]), arrays["heads"].astype(np.float64), arrays["attention"].astype(np.float64),
-        arrays["ffn"].astype(np.float64), int(f["seed"]), str(f["model"]), str(f["corpus"]), str(f["measured"]),
-        int(f["n"]), str(f["unit"]), tuple(float(x) for x in f["interval"]),
-        {k: float(v) for k, v in f["floors"].items()},
-        {k: tuple(float(x) for x in v) for k, v in f["floor_intervals"].items()},
-        {k: arrays[f"{k}_low"].astype(np.float64) for k in KINDS},
-        {k: arrays[f"{k}_high"].astype(np.float64) for k in KINDS},
-        str(f.get("head_mode", "zero")), str(f.get("precision", "")),
-        {k: tuple(float(x) for x in v) for k, v in (f.get("floor_drops") or {}).items()})
+
+
+def _check_array(a, name: str, shape: tuple) -> None:
+    """A cached array must be floating point (integers would print every drop as 0), of the
+    model's shape, every number finite."""
+    if a is None or tuple(a.shape) != shape:
+        raise _Unusable(f"holds {name} of shape {None if a is None else tuple(a.shape)}, not {shape}")
+    if a.dtype.kind != "f":
+        raise _Unusable(f"holds {name} as {a.dtype} numbers, not floating point")
+    if not np.isfinite(a).all():
+        raise _Unusable(f"holds numbers that are not finite in {name}")
+
+
+def _integer(x) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise TypeError(f"{x!r} is not a whole number")
+    return x
+
+
+def _finite(x) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not np.isfinite(x):
+        raise ValueError(f"{x!r} is not a finite number")
+    return float(x)
+
+
+def _pair(v) -> tuple[float, float]:
+    if not isinstance(v, (list, tuple)) or len(v) != 2:
+        raise ValueError(f"{v!r} is not a pair of numbers")
+    return _finite(v[0]), _finite(v[1])
 
 
 # -- head means -----------------------------------------------------------------------------------
@@ -174,8 +166,9 @@ def means_path(folder: Path, key: str) -> Path:
     return Path(folder) / f"head-means-{key}.safetensors"
 
 
-def cached_means(backend, texts: list[str], folder: Path | None, compute):
-    """The heads' mean outputs over ``texts`` from the cache, else ``compute()`` (then cached)."""
+def cached_means(backend, texts: list[str], folder: Path | None, compute, refresh: bool = False):
+    """The heads' mean outputs over ``texts`` from the cache, else ``compute()`` (then cached).
+    refresh: compute afresh and rewrite the cached file, whatever it holds."""
     import torch
     if folder is None:
         return compute()
@@ -183,14 +176,11 @@ def cached_means(backend, texts: list[str], folder: Path | None, compute):
     shape = (cfg.n_layers, cfg.n_heads, cfg.dim // cfg.n_heads)
     path = means_path(folder, means_key(backend, texts))
     try:
-        data = read_regular(path)
+        data = None if refresh else read_regular(path)
         if data is not None:
             arrays, _ = _decode(data)
             a = arrays.get("means")
-            if a is None or tuple(a.shape) != shape:
-                raise _Unusable(f"holds means of shape {None if a is None else tuple(a.shape)}, not {shape}")
-            if not np.isfinite(a).all():
-                raise _Unusable("holds numbers that are not finite")
+            _check_array(a, "means", shape)
             return torch.from_numpy(a.astype(np.float32))
     except _Unusable as e:
         _note(path, str(e), "head means")
