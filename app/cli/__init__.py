@@ -53,7 +53,8 @@ def _gui(args, open_gui) -> int:
 
 def check_arguments(args) -> None:
     """Arguments are text: bytes that are not UTF-8 (Python keeps them as lone surrogates)
-    are refused here, before a tokenizer or a database meets them."""
+    are refused here, before a tokenizer or a database meets them; numbers within their bounds
+    (app/cli/bounds.py)."""
     for name, value in vars(args).items():
         for text in (value if isinstance(value, list) else [value]):
             if isinstance(text, str) and not text.isascii():
@@ -64,6 +65,8 @@ def check_arguments(args) -> None:
                     raise EncoderscopeError(
                         f"the {name.replace('_', ' ')} argument is not valid UTF-8 text (byte "
                         f"{bad[0]:#04x} at character {e.start + 1}); pass it in UTF-8") from None
+    from app.cli.bounds import check_bounds
+    check_bounds(args)          # every numeric option within its range, before any work
 
 
 def _note(line: str) -> None:

@@ -16,11 +16,11 @@ a second Ctrl-C aborts at once.
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
 
+from app.cli.options import json_line
 from core.errors import EncoderscopeError
 
 EXIT_INTERRUPTED = 130
@@ -164,7 +164,7 @@ def cmd_train(args) -> int:
         nonlocal bar
         kind = ev["kind"]
         if as_json:
-            print(json.dumps(ev), flush=True)
+            print(json_line(ev), flush=True)
             return
         if kind == "status":
             _note(bar, ev["message"])
@@ -209,7 +209,7 @@ def cmd_train(args) -> int:
         from app.cli.output import result_follows
         result_follows("the training summary", done=f"the run is saved in {cfg.out}"
                        + (" (cancelled, resumable)" if summary["cancelled"] else ""))
-        print(json.dumps(summary), flush=True)
+        print(json_line(summary), flush=True)
     return EXIT_INTERRUPTED if summary["cancelled"] else 0
 
 
