@@ -137,3 +137,29 @@ def test_michel_head_importance_equals_a_hook_gradient_on_transformers(tiny):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-9)
     assert want.max() > 1e-6 and want.std() > 1e-7
     assert agreement(got, want) == pytest.approx(1.0)
+
+
+# ---- the Gauss-Legendre nodes: O(n^2), numpy's leggauss (an O(n^3) eigen-solve) only as the reference
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 16, 31, 32, 64, 101, 128])
+def test_gauss_legendre_equals_numpys_leggauss(n):
+    from core.intervene.attribute import gauss_legendre
+    nodes, weights = gauss_legendre(n)
+    x, w = np.polynomial.legendre.leggauss(n)
+    np.testing.assert_allclose(nodes, (x + 1) / 2, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(weights, w / 2, rtol=0, atol=1e-13)
+
+
+def test_many_gauss_legendre_nodes_come_without_the_eigen_solve_and_stay_exact(monkeypatch):
+    from core.intervene import attribute as A
+
+    def eigen(*a):
+        raise AssertionError("leggauss (O(n^3)) called")
+    monkeypatch.setattr(np.polynomial.legendre, "leggauss", eigen)
+    nodes, weights = A.gauss_legendre(4096)
+    assert nodes.shape == weights.shape == (4096,) and np.all(np.diff(nodes) > 0) and np.all(weights > 0)
+    assert 0 < nodes[0] and nodes[-1] < 1 and weights.sum() == pytest.approx(1, abs=1e-12)
+    for degree in (1, 7, 50, 301):                 # exact for polynomials of degree < 2n
+        assert (weights * nodes ** degree).sum() == pytest.approx(1 / (degree + 1), rel=1e-11)
+    np.testing.assert_allclose(nodes, 1 - nodes[::-1], atol=1e-15)          # symmetric about 1/2
