@@ -103,7 +103,7 @@ def cmd_patch_trace(args, backend, pooling) -> int:
     if not words:
         raise InputError("--trace names the words to corrupt, e.g. --trace cat")
     r = causal_trace(backend, args.a, words, noise=args.noise, samples=args.samples, seed=args.seed,
-                     target=args.mask_token, pooling=pooling, progress=_progress(args, "layers"),
+                     target=args.mask_token, pooling=pooling, progress=_progress(args, "batches"),
                      resample=args.b)
     if args.json:
         emit_json({"model": backend.model_name, "trace": r.to_dict()})

@@ -121,12 +121,53 @@ def trace_noise(shape: tuple, positions: list[int], std: float, seed: int) -> to
     return noise * keep[None, :, None]
 
 
+# One batch's activations: rows x tokens x max(FFN width, heads x tokens) numbers at most, so that
+# memory stays bounded whatever the sample count, and Cancel or a signal is seen between batches
+# (each a fraction of a second to a few seconds on a CPU).
+BATCH_ELEMENTS = 1 << 25
+NOISE_BYTES = 1 << 30     # the noise of every sample is drawn at once (one seeded stream)
+
+
+def rows_per_batch(cfg, T: int) -> int:
+    """Restored runs per batch for a sentence of T tokens."""
+    width = max(getattr(cfg, "hidden_dim", 4 * cfg.dim), cfg.dim, cfg.n_heads * T)
+    return max(1, BATCH_ELEMENTS // (T * width))
+
+
+def samples_per_chunk(cfg, T: int, samples: int) -> int:
+    """Corrupted runs kept at once: their L + 1 hidden states within one batch's memory."""
+    return max(1, min(samples, rows_per_batch(cfg, T), BATCH_ELEMENTS // (T * cfg.dim * (cfg.n_layers + 1))))
+
+
+def _sample_groups(chunk: range, T: int, rows: int):
+    """(samples, token positions) of each batch: whole samples when a batch holds all T
+    positions of at least one, else one sample's positions a slice at a time."""
+    if rows >= T:
+        per = rows // T
+        for s in range(chunk.start, chunk.stop, per):
+            yield list(range(s, min(chunk.stop, s + per))), list(range(T))
+    else:
+        for s in chunk:
+            for t in range(0, T, rows):
+                yield [s], list(range(t, min(T, t + rows)))
+
+
+def _token_batches(n_samples: int, T: int, rows: int) -> list:
+    return list(_sample_groups(range(n_samples), T, rows))
+
+
+def _stop_if_cancelled(cancel) -> None:
+    if cancel is not None and cancel():
+        raise Cancelled("causal trace cancelled")
+
+
 def causal_trace(backend, text: str, corrupt: list[str], noise: float = NOISE_MULTIPLE, samples: int = SAMPLES,
                  seed: int = 0, target: str | None = None, pooling: str | None = None,
                  progress=None, cancel=None, resample: str | None = None) -> TraceResult:
     """Trace ``text`` with the tokens ``corrupt`` (words of it, or positions) noised, or with
     ``resample`` given, given that sentence's word embeddings at those positions.
-    progress(done, total) in restored rows; cancel() between them (Cancelled)."""
+    progress(done, total) in batches of restored runs; cancel() between them (Cancelled). The
+    batches are sized by memory (BATCH_ELEMENTS), so any sample count runs in bounded memory."""
     if not corrupt:
         raise InputError("name the tokens to corrupt: words of the sentence or positions (e.g. cat)")
     if not noise > 0:
@@ -147,38 +188,71 @@ def causal_trace(backend, text: str, corrupt: list[str], noise: float = NOISE_MU
     std = noise * embedding_std(encoder)
     dev = backend.device
     if resample is None:
+        if samples * T * D * 4 > NOISE_BYTES:
+            raise InputError(f"at most {NOISE_BYTES // (T * D * 4):,} noise samples for a sentence of {T} tokens "
+                             f"on this model (their noise alone would take over {NOISE_BYTES >> 30} GiB), not "
+                             f"{samples:,}")
         eps = trace_noise((samples, T, D), positions, std, seed).to(dev)
     else:
         eps, samples, std, noise = resample_shift(backend, ids, resample, positions), 1, 0.0, 0.0
+    per_chunk = samples_per_chunk(encoder.config, T, samples)
+    chunks = [range(s, min(samples, s + per_chunk)) for s in range(0, samples, per_chunk)]
+    t_ids = torch.tensor([ids], device=dev)
+
+    def corrupted_states(chunk):
+        return clean_run(encoder, t_ids.expand(len(chunk), -1), word_noise=eps[chunk.start:chunk.stop])
+
     with torch.inference_mode(), autocast(dev, backend.precision):
-        clean = clean_run(encoder, torch.tensor([ids], device=dev))
-        corrupted = clean_run(encoder, torch.tensor([ids] * samples, device=dev), word_noise=eps)
-        ends = torch.cat([run_from(encoder, L, clean[L]), run_from(encoder, L, corrupted[L])])
-        v = readout.unit_vectors(backend, ends, pooling)
-        v_clean = v[:1]
-        cos_corr = float(readout.cosine(v[1:], v_clean).mean())
+        clean = clean_run(encoder, t_ids)
+        clean_end = run_from(encoder, L, clean[L])
+        v_clean = readout.unit_vectors(backend, clean_end, pooling)
+        token_id = p_clean = p_corr = None
+        if mask_at is not None:
+            token_id = readout.guessed_token(backend, target, clean_end, mask_at)     # the clean guess
+            p_clean = float(readout.mask_probability(backend, clean_end, mask_at, token_id)[0])
+        # the corrupted runs' outputs first (a chunk of samples at a time): is there anything to recover?
+        cos_corr_sum = p_corr_sum = 0.0
+        kept = None
+        for chunk in chunks:
+            _stop_if_cancelled(cancel)
+            states = corrupted_states(chunk)
+            kept = states if len(chunks) == 1 else None       # one chunk: reused below, not run again
+            end = run_from(encoder, L, states[L])
+            cos_corr_sum += float(readout.cosine(readout.unit_vectors(backend, end, pooling), v_clean)
+                                  .double().sum())
+            if mask_at is not None:
+                p_corr_sum += float(readout.mask_probability(backend, end, mask_at, token_id).double().sum())
+        cos_corr = cos_corr_sum / samples
         if 1.0 - cos_corr <= 1e-12:
             raise InputError("the corruption leaves the sentence vector as it was: nothing to recover; "
                              "raise the noise level or corrupt other words")
-        token_id = p_clean = p_corr = None
         if mask_at is not None:
-            token_id = readout.guessed_token(backend, target, ends[:1], mask_at)     # the clean guess
-            p = readout.mask_probability(backend, ends, mask_at, token_id)
-            p_clean, p_corr = float(p[0]), float(p[1:].mean())
-        cos_rows, p_rows = [], []
-        for index in range(L + 1):
-            if cancel is not None and cancel():
-                raise Cancelled("causal trace cancelled")
-            variants = torch.cat([resid_variants(corrupted[index][s:s + 1], clean[index], list(range(T)))
-                                  for s in range(samples)])                  # (samples * T, T, D)
-            y = run_from(encoder, index, variants)
-            cos_rows.append(readout.cosine(readout.unit_vectors(backend, y, pooling), v_clean)
-                            .view(samples, T).mean(0).cpu().numpy())
-            if mask_at is not None:
-                p_rows.append(readout.mask_probability(backend, y, mask_at, token_id)
-                              .view(samples, T).mean(0).double().cpu().numpy())
-            if progress is not None:
-                progress(index + 1, L + 1)
+            p_corr = p_corr_sum / samples
+        # then every (layer, token) cell restored, in batches of at most rows_per_batch rows
+        rows = rows_per_batch(encoder.config, T)
+        cos_sum = np.zeros((L + 1, T))
+        p_sum = np.zeros((L + 1, T)) if mask_at is not None else None
+        pieces = [(chunk, index, tokens_batch) for chunk in chunks for index in range(L + 1)
+                  for tokens_batch in _token_batches(len(chunk), T, rows)]
+        done = 0
+        for chunk in chunks:
+            states = kept if kept is not None else corrupted_states(chunk)
+            for index in range(L + 1):
+                for group, cols in _sample_groups(chunk, T, rows):
+                    _stop_if_cancelled(cancel)
+                    variants = torch.cat([resid_variants(states[index][s - chunk.start:s - chunk.start + 1],
+                                                         clean[index], cols) for s in group])
+                    y = run_from(encoder, index, variants)
+                    cos = readout.cosine(readout.unit_vectors(backend, y, pooling), v_clean)
+                    cos_sum[index, cols] += cos.view(len(group), len(cols)).double().sum(0).cpu().numpy()
+                    if mask_at is not None:
+                        p = readout.mask_probability(backend, y, mask_at, token_id)
+                        p_sum[index, cols] += p.view(len(group), len(cols)).double().sum(0).cpu().numpy()
+                    done += 1
+                    if progress is not None:
+                        progress(done, len(pieces))
+    cos_rows = list(cos_sum / samples)
+    p_rows = [] if p_sum is None else list(p_sum / samples)
     cos_restored = np.stack(cos_rows)
     result = TraceResult(
         tokens, positions, ["emb"] + [f"L{i + 1}" for i in range(L)], list(tokens),

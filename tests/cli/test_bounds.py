@@ -12,7 +12,8 @@ from tests.support.tiny_models import run_cli
 # what each command needs to parse at all (nothing is run: the bounds are checked first)
 REQUIRED = {"embed": ["x"], "inspect": ["x"], "fill-mask": ["x"], "ingest": ["f.txt"], "search": ["q"],
             "remove": ["1"], "migrate": ["--from", "a", "--to", "b"], "explain": ["x"], "why": ["a", "b"],
-            "eval": ["--pairs", "p.tsv"], "ablate": ["x"], "patch": ["a", "--trace", "a"], "attribute": ["x", "--to", "y"],
+            "eval": ["--pairs", "p.tsv"], "ablate": ["x"], "patch": ["a", "--trace", "a"],
+            "attribute": ["x", "--to", "y"],
             "experiment": ["positions", "--corpus", "c.txt", "--out", "o"]}
 
 

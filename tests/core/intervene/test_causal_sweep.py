@@ -172,3 +172,38 @@ def test_resampling_from_b_equals_running_b_where_every_token_is_taken(tiny, run
     out = json.loads(run("patch", a, b, "--trace", "cat", "--model", str(backend.source.folder), "--json").stdout)
     assert out["trace"]["resampled_from"] == b and out["trace"]["samples"] == 1
     np.testing.assert_allclose(out["trace"]["recovered"][0][2], 1.0, atol=1e-3)
+
+
+@pytest.mark.parametrize("budget", [1, 40, 100])
+def test_a_trace_in_memory_sized_batches_gives_the_one_batch_numbers(tiny, monkeypatch, budget):
+    """Batches of at most rows_per_batch restored runs (a tiny budget: one token of one sample at a
+    time, or a few samples), corrupted runs a chunk of samples at a time: the cells of one batch."""
+    from core.intervene import trace as tr
+    backend, _ = tiny
+    text = "the cat sat on the [MASK] today"
+    whole = causal_trace(backend, text, ["cat"], noise=3.0, samples=5, seed=5, pooling="mean")
+    T, cfg = len(whole.tokens), backend.encoder.config
+    monkeypatch.setattr(tr, "BATCH_ELEMENTS", budget * T * max(cfg.hidden_dim, cfg.n_heads * T))
+    rows, calls, real = tr.rows_per_batch(cfg, T), [], tr.run_from
+    assert rows == budget
+    monkeypatch.setattr(tr, "run_from", lambda enc, i, x: calls.append(x.shape[0]) or real(enc, i, x))
+    done = []
+    cut = causal_trace(backend, text, ["cat"], noise=3.0, samples=5, seed=5, pooling="mean",
+                       progress=lambda d, t: done.append((d, t)))
+    assert max(calls) <= max(rows, 1) and done[-1][0] == done[-1][1] == len(done)
+    np.testing.assert_allclose(cut.recovered, whole.recovered, atol=2e-6)
+    np.testing.assert_allclose(cut.p_restored, whole.p_restored, atol=2e-6)
+    assert cut.cosine_corrupted == pytest.approx(whole.cosine_corrupted, abs=1e-6)
+    assert cut.p_corrupted == pytest.approx(whole.p_corrupted, abs=1e-6)
+
+
+def test_a_trace_cancelled_between_batches_stops_there(tiny, monkeypatch):
+    from core.errors import Cancelled
+    from core.intervene import trace as tr
+    backend, _ = tiny
+    monkeypatch.setattr(tr, "BATCH_ELEMENTS", 1)            # one run per batch
+    asked = []
+    with pytest.raises(Cancelled):
+        causal_trace(backend, "the cat sat on the mat today", ["cat"], samples=4, pooling="mean",
+                     cancel=lambda: asked.append(1) or len(asked) > 5)
+    assert len(asked) == 6
