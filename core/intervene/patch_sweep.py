@@ -30,6 +30,7 @@ from core.intervene.restore import (
     head_variants,
     heads_context,
     resid_variants,
+    rows_per_batch,
     run_from,
 )
 from core.names import SWEEP_KINDS
@@ -105,11 +106,15 @@ def patch_sweep(backend, text_a: str, text_b: str, kind: str, pooling: str | Non
         for layer in range(L):
             if cancel is not None and cancel():
                 raise Cancelled("patching sweep cancelled")
-            y = _layer_cells(encoder, kind, layer, ha, hb, len(ids[0]), H)
-            v = readout.unit_vectors(backend, y, pooling)
-            cosines.append(readout.cosine(v, vb).cpu().numpy())
+            cos_parts, dp_parts = [], []
+            for y in _layer_cells(encoder, kind, layer, ha, hb, len(ids[0]), H, cancel):
+                v = readout.unit_vectors(backend, y, pooling)
+                cos_parts.append(readout.cosine(v, vb).cpu().numpy())
+                if mask_at is not None:
+                    dp_parts.append((readout.mask_probability(backend, y, mask_at, token_id) - p_a).cpu().numpy())
+            cosines.append(np.concatenate(cos_parts))
             if mask_at is not None:
-                dps.append((readout.mask_probability(backend, y, mask_at, token_id) - p_a).cpu().numpy())
+                dps.append(np.concatenate(dp_parts))
             if progress is not None:
                 progress(layer + 1, L)
     cols = (tokens_a if kind == "resid" else [f"H{h + 1}" for h in range(H)] if kind == "heads" else ["ffn"])
@@ -123,12 +128,20 @@ def patch_sweep(backend, text_a: str, text_b: str, kind: str, pooling: str | Non
         p_a=p_a, p_b=p_b, mask_position=mask_at)
 
 
-def _layer_cells(encoder, kind: str, layer: int, ha: list, hb: list, n_tokens: int, n_heads: int) -> torch.Tensor:
-    """The final hidden states (cells, T, D) of every ``kind`` site of ``layer`` patched from B."""
+def _layer_cells(encoder, kind: str, layer: int, ha: list, hb: list, n_tokens: int, n_heads: int, cancel=None):
+    """The final hidden states (cells, T, D) of every ``kind`` site of ``layer`` patched from B, in
+    batches of at most rows_per_batch cells (a long sentence's resid sweep would otherwise run all
+    its T copies of T tokens at once); cancel() between them."""
     if kind == "resid":
         # the residual after block layer+1 (hidden index layer+1), one token per copy
         index = layer + 1
-        return run_from(encoder, index, resid_variants(ha[index], hb[index], list(range(n_tokens))))
+        rows = rows_per_batch(encoder.config, n_tokens)
+        for start in range(0, n_tokens, rows):
+            if cancel is not None and start and cancel():
+                raise Cancelled("patching sweep cancelled")
+            tokens = list(range(start, min(n_tokens, start + rows)))
+            yield run_from(encoder, index, resid_variants(ha[index], hb[index], tokens))
+        return
     block = encoder.transformer.layer[layer]
     bias = bias_for(encoder, ha[layer])
     context_a = heads_context(block, ha[layer], bias)
@@ -139,4 +152,4 @@ def _layer_cells(encoder, kind: str, layer: int, ha: list, hb: list, n_tokens: i
     else:
         _, ffn_b = finish_block(block, hb[layer], context_b)
         y, _ = finish_block(block, ha[layer], context_a, ffn_out=ffn_b)
-    return run_from(encoder, layer + 1, y)
+    yield run_from(encoder, layer + 1, y)

@@ -20,10 +20,10 @@ import torch
 
 from core.device import autocast
 from core.errors import Cancelled, InputError
-from core.intervene import readout
+from core.intervene import readout, restore
 from core.intervene.apply import encoder_of
 from core.intervene.edges import token_position
-from core.intervene.restore import clean_run, resid_variants, run_from
+from core.intervene.restore import clean_run, resid_variants, rows_per_batch, run_from
 
 NOISE_MULTIPLE = 3.0      # Meng et al.: noise std 3x the std of the subject tokens' embeddings
 SAMPLES = 10              # Meng et al. average over 10 noise samples
@@ -121,22 +121,13 @@ def trace_noise(shape: tuple, positions: list[int], std: float, seed: int) -> to
     return noise * keep[None, :, None]
 
 
-# One batch's activations: rows x tokens x max(FFN width, heads x tokens) numbers at most, so that
-# memory stays bounded whatever the sample count, and Cancel or a signal is seen between batches
-# (each a fraction of a second to a few seconds on a CPU).
-BATCH_ELEMENTS = 1 << 25
 NOISE_BYTES = 1 << 30     # the noise of every sample is drawn at once (one seeded stream)
-
-
-def rows_per_batch(cfg, T: int) -> int:
-    """Restored runs per batch for a sentence of T tokens."""
-    width = max(getattr(cfg, "hidden_dim", 4 * cfg.dim), cfg.dim, cfg.n_heads * T)
-    return max(1, BATCH_ELEMENTS // (T * width))
 
 
 def samples_per_chunk(cfg, T: int, samples: int) -> int:
     """Corrupted runs kept at once: their L + 1 hidden states within one batch's memory."""
-    return max(1, min(samples, rows_per_batch(cfg, T), BATCH_ELEMENTS // (T * cfg.dim * (cfg.n_layers + 1))))
+    return max(1, min(samples, rows_per_batch(cfg, T),
+                      restore.BATCH_ELEMENTS // (T * cfg.dim * (cfg.n_layers + 1))))
 
 
 def _sample_groups(chunk: range, T: int, rows: int):
@@ -167,7 +158,7 @@ def causal_trace(backend, text: str, corrupt: list[str], noise: float = NOISE_MU
     """Trace ``text`` with the tokens ``corrupt`` (words of it, or positions) noised, or with
     ``resample`` given, given that sentence's word embeddings at those positions.
     progress(done, total) in batches of restored runs; cancel() between them (Cancelled). The
-    batches are sized by memory (BATCH_ELEMENTS), so any sample count runs in bounded memory."""
+    batches are sized by memory (core.intervene.restore.rows_per_batch), so any sample count runs in bounded memory."""
     if not corrupt:
         raise InputError("name the tokens to corrupt: words of the sentence or positions (e.g. cat)")
     if not noise > 0:
@@ -205,12 +196,10 @@ def causal_trace(backend, text: str, corrupt: list[str], noise: float = NOISE_MU
     with torch.inference_mode(), autocast(dev, backend.precision):
         clean = clean_run(encoder, t_ids)
         clean_end = run_from(encoder, L, clean[L])
-        v_clean = readout.unit_vectors(backend, clean_end, pooling)
-        token_id = p_clean = p_corr = None
-        if mask_at is not None:
-            token_id = readout.guessed_token(backend, target, clean_end, mask_at)     # the clean guess
-            p_clean = float(readout.mask_probability(backend, clean_end, mask_at, token_id)[0])
+        token_id = p_clean = v_clean = None
         # the corrupted runs' outputs first (a chunk of samples at a time): is there anything to recover?
+        # The clean output is read in one batch with the first chunk's, as the restored runs are read
+        # in batches: the same kernels for both (a restored run equal to the clean one reads equal).
         cos_corr_sum = p_corr_sum = 0.0
         kept = None
         for chunk in chunks:
@@ -218,10 +207,19 @@ def causal_trace(backend, text: str, corrupt: list[str], noise: float = NOISE_MU
             states = corrupted_states(chunk)
             kept = states if len(chunks) == 1 else None       # one chunk: reused below, not run again
             end = run_from(encoder, L, states[L])
-            cos_corr_sum += float(readout.cosine(readout.unit_vectors(backend, end, pooling), v_clean)
-                                  .double().sum())
+            first = v_clean is None
+            ends = torch.cat([clean_end, end]) if first else end
+            v = readout.unit_vectors(backend, ends, pooling)
+            if first:
+                v_clean, v = v[:1], v[1:]
+            cos_corr_sum += float(readout.cosine(v, v_clean).double().sum())
             if mask_at is not None:
-                p_corr_sum += float(readout.mask_probability(backend, end, mask_at, token_id).double().sum())
+                if first:
+                    token_id = readout.guessed_token(backend, target, ends[:1], mask_at)     # the clean guess
+                p = readout.mask_probability(backend, ends, mask_at, token_id).double()
+                if first:
+                    p_clean, p = float(p[0]), p[1:]
+                p_corr_sum += float(p.sum())
         cos_corr = cos_corr_sum / samples
         if 1.0 - cos_corr <= 1e-12:
             raise InputError("the corruption leaves the sentence vector as it was: nothing to recover; "

@@ -183,7 +183,7 @@ def test_a_trace_in_memory_sized_batches_gives_the_one_batch_numbers(tiny, monke
     text = "the cat sat on the [MASK] today"
     whole = causal_trace(backend, text, ["cat"], noise=3.0, samples=5, seed=5, pooling="mean")
     T, cfg = len(whole.tokens), backend.encoder.config
-    monkeypatch.setattr(tr, "BATCH_ELEMENTS", budget * T * max(cfg.hidden_dim, cfg.n_heads * T))
+    monkeypatch.setattr(tr.restore, "BATCH_ELEMENTS", budget * T * max(cfg.hidden_dim, cfg.n_heads * T))
     rows, calls, real = tr.rows_per_batch(cfg, T), [], tr.run_from
     assert rows == budget
     monkeypatch.setattr(tr, "run_from", lambda enc, i, x: calls.append(x.shape[0]) or real(enc, i, x))
@@ -201,9 +201,30 @@ def test_a_trace_cancelled_between_batches_stops_there(tiny, monkeypatch):
     from core.errors import Cancelled
     from core.intervene import trace as tr
     backend, _ = tiny
-    monkeypatch.setattr(tr, "BATCH_ELEMENTS", 1)            # one run per batch
+    monkeypatch.setattr(tr.restore, "BATCH_ELEMENTS", 1)    # one run per batch
     asked = []
     with pytest.raises(Cancelled):
         causal_trace(backend, "the cat sat on the mat today", ["cat"], samples=4, pooling="mean",
                      cancel=lambda: asked.append(1) or len(asked) > 5)
     assert len(asked) == 6
+
+
+def test_a_resid_sweep_in_memory_sized_batches_gives_the_one_batch_numbers(tiny, sweeps, monkeypatch):
+    from core.errors import Cancelled
+    from core.intervene import patch_sweep as ps
+    from core.intervene import restore
+    backend, _ = tiny
+    whole = sweeps["resid"]
+    monkeypatch.setattr(restore, "BATCH_ELEMENTS", 1)            # one patched copy per forward
+    calls, real = [], ps.run_from
+    monkeypatch.setattr(ps, "run_from", lambda enc, i, x: calls.append(x.shape[0]) or real(enc, i, x))
+    cut = patch_sweep(backend, A, B, "resid", pooling="mean", target="mat")
+    assert set(calls[-len(whole.cols):]) == {1}
+    np.testing.assert_allclose(cut.values, whole.values, atol=2e-6)
+    if whole.delta_p is not None:
+        np.testing.assert_allclose(cut.delta_p, whole.delta_p, atol=2e-6)
+    asked = []
+    with pytest.raises(Cancelled):               # asked between the batches of one layer too
+        patch_sweep(backend, A, B, "resid", pooling="mean", target="mat",
+                    cancel=lambda: asked.append(1) or len(asked) > 3)
+    assert len(asked) == 4
