@@ -197,7 +197,7 @@ def write_cached(key: str, pipeline, settings: Settings) -> None:
     rec = {"format": CACHE_FORMAT, "key": key, "settings": fields, "sha256": _digest(body, fields),
            "pipeline": body}
     path = cache_file(key)
-    if cache_file_io.write(path, json.dumps(rec).encode("utf-8"), what="tokenizer pipeline"):
+    if cache_file_io.write(path, json.dumps(rec).encode("utf-8"), what="tokenizer pipeline", names=CACHE_NAME):
         # only this cache's own files: its names and its records, never another file in the folder
         cache_file_io.prune(path.parent, CACHE_NAME, CACHE_KEEP, _is_our_file, CACHE_MAX_BYTES)
 

@@ -60,17 +60,18 @@ def read(path: Path, max_bytes: int) -> bytes | None:
         os.close(fd)
 
 
-def _temp_pattern(name: str) -> re.Pattern:
-    # core.files.atomic's temporaries of this file (.<name>.<12 hex>.tmp), and <name>.<pid>.tmp
-    # that an earlier version wrote with a predictable name
-    return re.compile(rf"(\.{re.escape(name)}\.[0-9a-f]{{12}}|{re.escape(name)}\.\d+)\.tmp")
+def _temp_pattern(names: str) -> re.Pattern:
+    # core.files.atomic's temporaries (.<name>.<12 hex>.tmp), and <name>.<pid>.tmp that an earlier
+    # version wrote with a predictable name, of the files whose names match ``names`` (a regex)
+    return re.compile(rf"(\.(?:{names})\.[0-9a-f]{{12}}|(?:{names})\.\d+)\.tmp")
 
 
-def remove_stale_temps(path: Path, older_than: float = STALE_TEMP_SECONDS) -> int:
-    """Remove the temporaries a killed writer of ``path`` left (its own names only, regular files,
-    older than ``older_than`` seconds so that a writer at work now keeps its own). -> how many."""
+def remove_stale_temps(path: Path, older_than: float = STALE_TEMP_SECONDS, names: str | None = None) -> int:
+    """Remove the temporaries a killed writer of ``path`` left, or of any file beside it whose name
+    matches ``names`` (a regex: a cache's own file names): regular files only, older than
+    ``older_than`` seconds so that a writer at work now keeps its own. -> how many."""
     path = Path(path)
-    pattern, removed, now = _temp_pattern(path.name), 0, time.time()
+    pattern, removed, now = _temp_pattern(names or re.escape(path.name)), 0, time.time()
     try:
         names = os.listdir(path.parent)
     except OSError:
@@ -89,16 +90,18 @@ def remove_stale_temps(path: Path, older_than: float = STALE_TEMP_SECONDS) -> in
     return removed
 
 
-def write(path: Path, data: bytes, what: str = "cache", durable: bool = False, warn=None) -> bool:
+def write(path: Path, data: bytes, what: str = "cache", durable: bool = False, warn=None,
+          names: str | None = None) -> bool:
     """Write ``data`` to ``path`` atomically (never half a file, never through a predictable
     temporary name). A cache that cannot be written (read-only or full disk) is one line (a log
     line, or ``warn(line)`` for a cache the user should hear of) and False: the result it would
-    have kept is computed again next time."""
+    have kept is computed again next time. names: the cache's own file names (a regex), whose
+    killed writers' temporaries are removed too, not only this file's."""
     from core.files.atomic import atomic_write
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_temps(path)
+        remove_stale_temps(path, names=names)
         atomic_write(path, data, durable=durable)
         return True
     except OSError as e:

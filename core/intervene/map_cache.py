@@ -22,6 +22,7 @@ from core.notices import say
 log = logging.getLogger(__name__)
 FORMAT = 3          # bump when what a cached map means changes
 MAX_BYTES = 64 << 20
+OWN_NAMES = r"(?:importance|head-means)-[0-9a-f]{32}\.safetensors"     # map_path, means_path
 
 
 _Unusable = cache_file.Unusable
@@ -68,7 +69,7 @@ def _write(path: Path, arrays: dict, fields: dict, what: str) -> bool:
     from safetensors.numpy import save
     data = save({k: np.ascontiguousarray(v) for k, v in arrays.items()},
                 metadata={"encoderscope": json.dumps({**fields, "format": FORMAT})})
-    return cache_file.write(path, data, what, durable=True, warn=lambda line: say(line, log))
+    return cache_file.write(path, data, what, durable=True, warn=lambda line: say(line, log), names=OWN_NAMES)
 
 
 # -- importance maps ------------------------------------------------------------------------------

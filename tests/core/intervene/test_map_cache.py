@@ -234,3 +234,17 @@ def test_no_cache_rewrites_a_damaged_map_and_the_next_run_reads_it(capsys, tmp_p
     assert got is not None and got.seed == 0                      # rewritten whole
     code, out, err = _importance(capsys)
     assert code == 0 and json.loads(out)["heads"] == first["heads"] and err.strip() == "", err
+
+
+def test_a_killed_writers_temporaries_of_this_cache_are_removed_on_the_next_write(tmp_path):
+    other = "0123456789abcdef" * 2
+    left = [tmp_path / f".importance-{other}.safetensors.0123456789ab.tmp",
+            tmp_path / f".head-means-{other}.safetensors.ba9876543210.tmp"]
+    strangers = [tmp_path / ".notes.txt.0123456789ab.tmp", tmp_path / f".importance-{other}.csv.0123456789ab.tmp"]
+    fresh = tmp_path / f".importance-{other}.safetensors.aaaaaaaaaaaa.tmp"     # a writer at work now
+    for p in left + strangers + [fresh]:
+        p.write_bytes(b"half")
+    for p in left + strangers:
+        os.utime(p, (1, 1))
+    assert map_cache.save_map(tmp_path, KEY, a_map())
+    assert not any(p.exists() for p in left) and all(p.exists() for p in strangers + [fresh])
