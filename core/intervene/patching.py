@@ -120,21 +120,3 @@ def patched_run(backend, text_a: str, text_b: str, sites: list[tuple[Site, str |
     source = capture_sites(backend, input_b, alignment, len(ids[0]), spec, means)
     return patched, source, alignment, ids[0]
 
-
-def cosine(x, y) -> float:
-    """Cosine of two unit vectors, in float64."""
-    import numpy as np
-    return float(np.dot(np.asarray(x, np.float64), np.asarray(y, np.float64)))
-
-
-def moved_toward_b(vector_a, vector_patched, vector_b) -> float | None:
-    """How far patching moved A's unit vector toward B's, in cosine with B: 0 = not at all, 1 = as
-    close to B as B itself (the CLI's "97% of the way to B" and the app's say the same). None when
-    A and B have the same vector: there is no way to go."""
-    import numpy as np
-    gap = 1.0 - cosine(vector_a, vector_b)
-    if np.array_equal(vector_a, vector_b) or gap <= 1e-12:
-        return None
-    if np.array_equal(vector_patched, vector_b):
-        return 1.0          # B's vector itself (float32 unit vectors' cosines can read 1.0001)
-    return (cosine(vector_patched, vector_b) - cosine(vector_a, vector_b)) / gap
