@@ -80,8 +80,6 @@ def register(sub) -> None:
     _add_importance(sub)
 
 
-# Twin of app.cli.intervene.register, alike: argparse lines of one shape (an option, its type, its
-#   default, its words); each command's options are its own.
 def _add_importance(sub) -> None:
     from app.cli.options import add_model_options
 
