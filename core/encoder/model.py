@@ -11,6 +11,7 @@ Shapes: B = batch, T = tokens, D = model dim, H = heads, Dh = D // H, V = vocab.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, fields
 
 import torch
@@ -148,6 +149,11 @@ class Embeddings(nn.Module):
     def word_table(self) -> torch.Tensor:
         """The word-embedding table (V, D), one row per token id."""
         return self.word_embeddings.weight
+
+    @property
+    def position_table(self) -> torch.Tensor:
+        """The position table (P, D): learned rows, or the fixed sin/cos encodings."""
+        return self.position_embeddings.weight
 
     def words(self, input_ids):
         """The word vectors (B, T, D) of the ids: the rows of the embedding table, before positions."""
@@ -432,6 +438,24 @@ class EncoderForMaskedLM(nn.Module):
     def layer_logits(self, hidden_states):
         """The MLM head applied to every layer's hidden state: what each layer would guess."""
         return [self.head(self.distilbert.normalise_layer(h)) for h in hidden_states]
+
+
+_LAYER = re.compile(r"(?:^|\.)layer\.(\d+)\.(attention|sa_layer_norm|ffn|output_layer_norm)\.")
+
+
+def parameter_group(name: str) -> str:
+    """The block and sublayer a parameter belongs to, by its state-dict name."""
+    m = _LAYER.search(name)
+    if m:
+        part = "attention" if m.group(2) in ("attention", "sa_layer_norm") else "FFN"
+        return f"layer {int(m.group(1)) + 1} {part}"
+    if "embeddings." in name:
+        return "embeddings"
+    if "final_layer_norm" in name:
+        return "final norm"
+    if name.startswith("vocab_"):
+        return "MLM head"
+    return "other"
 
 
 def init_weights(module: nn.Module, cfg: EncoderConfig):

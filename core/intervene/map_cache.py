@@ -72,71 +72,10 @@ def _write(path: Path, arrays: dict, fields: dict, what: str) -> bool:
     return cache_file.write(path, data, what, durable=True, warn=lambda line: say(line, log), names=OWN_NAMES)
 
 
-# -- importance maps ------------------------------------------------------------------------------
-def map_path(folder: Path, key: str) -> Path:
-    return Path(folder) / f"importance-{key}.safetensors"
-
-
-def save_map(folder: Path, key: str, m) -> bool:
-    from core.intervene.importance import KINDS
-    arrays = {"heads": m.heads, "attention": m.attention, "ffn": m.ffn}
-    for kind in KINDS:
-        if kind in m.low:
-            arrays[f"{kind}_low"], arrays[f"{kind}_high"] = m.low[kind], m.high[kind]
-    fields = {"metric": m.metric, "baseline": m.baseline, "seed": m.seed, "model": m.model, "corpus": m.corpus,
-              "measured": m.measured, "n": m.n, "unit": m.unit, "interval": list(m.interval),
-              "floors": m.floors, "floor_intervals": {k: list(v) for k, v in m.floor_intervals.items()},
-              "head_mode": m.head_mode, "precision": m.precision,
-              "floor_drops": {k: list(v) for k, v in m.floor_drops.items()}}
-    return _write(map_path(folder, key), arrays, fields, "importance map")
-
-
-def load_map(folder: Path, key: str, shape: tuple[int, int], metric: str):
-    """The cached map, or None (absent, or unusable: then one note line says why)."""
-    from core.intervene.importance import KINDS, ImportanceMap
-    path = map_path(folder, key)
-    try:
-        data = read_regular(path)
-        if data is None:
-            return None
-        arrays, f = _decode(data)
-        L, H = shape
-        want = {"heads": (L, H), "attention": (L,), "ffn": (L,)}
-        for kind in KINDS:
-            want[f"{kind}_low"] = want[f"{kind}_high"] = want[kind]
-        for name, sh in want.items():
-            _check_array(arrays.get(name), name, sh)
-        try:
-            numbers = [f["baseline"], *f["interval"], *f["floors"].values(),
-                       *(x for v in f["floor_intervals"].values() for x in v)]
-            ok = (f["metric"] == metric and isinstance(f["n"], int) and f["n"] > 0
-                  and set(f["floors"]) == set(KINDS) and all(np.isfinite(float(x)) for x in numbers))
-        except (KeyError, TypeError, ValueError, AttributeError):
-            ok = False
-        if not ok:
-            raise _Unusable("does not describe a map of this metric (fields missing, wrong or not finite)")
-        try:      # every field as the map holds it: a seed of "abc" is a wrong file, not a traceback
-            return ImportanceMap(
-                f["metric"], float(f["baseline"]), arrays["heads"].astype(np.float64),
-                arrays["attention"].astype(np.float64), arrays["ffn"].astype(np.float64), _integer(f["seed"]),
-                str(f["model"]), str(f["corpus"]), str(f["measured"]), int(f["n"]), str(f["unit"]),
-                _pair(f["interval"]), {k: _finite(v) for k, v in f["floors"].items()},
-                {k: _pair(v) for k, v in f["floor_intervals"].items()},
-                {k: arrays[f"{k}_low"].astype(np.float64) for k in KINDS},
-                {k: arrays[f"{k}_high"].astype(np.float64) for k in KINDS},
-                str(f.get("head_mode", "zero")), str(f.get("precision", "")),
-                {k: _pair(v) for k, v in (f.get("floor_drops") or {}).items()})
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
-            raise _Unusable(f"holds a field that is not what a map holds ({type(e).__name__}: {e})") from None
-    except _Unusable as e:
-        _note(path, str(e), "importance map")
-        return None
-
-
 def _check_array(a, name: str, shape: tuple) -> None:
     """A cached array must be floating point (integers would print every drop as 0), of the
-    model's shape, every number finite."""
-    if a is None or tuple(a.shape) != shape:
+    shape asked for, every number finite."""
+    if a is None or tuple(a.shape) != tuple(shape):
         raise _Unusable(f"holds {name} of shape {None if a is None else tuple(a.shape)}, not {shape}")
     if a.dtype.kind != "f":
         raise _Unusable(f"holds {name} as {a.dtype} numbers, not floating point")
@@ -144,22 +83,37 @@ def _check_array(a, name: str, shape: tuple) -> None:
         raise _Unusable(f"holds numbers that are not finite in {name}")
 
 
-def _integer(x) -> int:
-    if isinstance(x, bool) or not isinstance(x, int):
-        raise TypeError(f"{x!r} is not a whole number")
-    return x
+# -- importance maps ------------------------------------------------------------------------------
+def map_path(folder: Path, key: str) -> Path:
+    return Path(folder) / f"importance-{key}.safetensors"
 
 
-def _finite(x) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not np.isfinite(x):
-        raise ValueError(f"{x!r} is not a finite number")
-    return float(x)
+def save_map(folder: Path, key: str, arrays: dict, fields: dict) -> bool:
+    """Write one map as data: its arrays and its fields (importance.ImportanceMap.cache_data)."""
+    return _write(map_path(folder, key), arrays, fields, "importance map")
 
 
-def _pair(v) -> tuple[float, float]:
-    if not isinstance(v, (list, tuple)) or len(v) != 2:
-        raise ValueError(f"{v!r} is not a pair of numbers")
-    return _finite(v[0]), _finite(v[1])
+def load_map(folder: Path, key: str, shapes: dict, fits) -> tuple[dict, dict] | None:
+    """The cached map's (arrays, fields) when every array in ``shapes`` ({name: shape}) is there,
+    of that shape and finite, and ``fits(fields)`` holds; else None (then one note line says why)."""
+    path = map_path(folder, key)
+    try:
+        data = read_regular(path)
+        if data is None:
+            return None
+        arrays, f = _decode(data)
+        for name, sh in shapes.items():
+            _check_array(arrays.get(name), name, sh)
+        try:
+            ok = bool(fits(f))
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+            ok = False
+        if not ok:
+            raise _Unusable("does not describe a map of this metric (fields missing, wrong or not finite)")
+    except _Unusable as e:
+        _note(path, str(e), "importance map")
+        return None
+    return arrays, f
 
 
 # -- head means -----------------------------------------------------------------------------------

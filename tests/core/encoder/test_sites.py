@@ -129,3 +129,21 @@ def test_names_round_trip_and_refusals():
         with pytest.raises(InputError, match="read only"):
             at.edit("L1.pattern", lambda v: v)
     assert {row["name"] for row in sites.table()} >= {"L3.resid", "L3.H5", "embed", "L3.ffn", "L3.pattern"}
+
+
+def test_the_architecture_docs_example_runs_and_steers():
+    """docs/architecture.md's example of a new technique through the sites, run as written."""
+    import re
+    from pathlib import Path
+
+    from core.encoder.backends.scratch import RandomScratchBackend
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    code = re.search(r"```python\n(from core.encoder import sites\n.*?)```", doc, re.S)[1]
+    assert len(code.strip().splitlines()) <= 12
+    space: dict = {}
+    exec(code, space)
+    backend = RandomScratchBackend("random:dim=32,layers=2,heads=4,ffn=64", torch.device("cpu"))
+    with torch.no_grad():
+        plain = space["steer"](backend, "the cat sat", 0, torch.zeros(32), 1)
+        steered = space["steer"](backend, "the cat sat", 0, torch.ones(32), 1)
+    assert plain.shape == (1, 5, 8) and not torch.equal(plain, steered)
