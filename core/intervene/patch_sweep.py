@@ -94,9 +94,10 @@ def patch_sweep(backend, text_a: str, text_b: str, kind: str, pooling: str | Non
         ends = torch.cat([run_from(encoder, L, ha[L]), run_from(encoder, L, hb[L])])
         va, vb = readout.unit_vectors(backend, ends, pooling)
         cos_ab = float(readout.cosine(va, vb))
-        if 1.0 - cos_ab <= 1e-12:
-            raise InputError("A and B have the same sentence vector: there is no way to B to measure; "
-                             "give a B that differs from A")
+        if ids[0] == ids[1] or 1.0 - cos_ab <= readout.COSINE_RESOLUTION:
+            same = "the same tokens" if ids[0] == ids[1] else f"the same sentence vector (cosine {cos_ab:.8f})"
+            raise InputError(f"A and B have {same}: there is no way to B to measure; "
+                             "give a B that differs from A (one word changed)")
         token_id = p_a = p_b = None
         if mask_at is not None:
             token_id = readout.guessed_token(backend, target, ends[1:], mask_at)     # B's guess
