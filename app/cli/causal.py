@@ -40,21 +40,43 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_attribute)
 
 
+# Off a terminal (a log, a pipe) a long run says where it is at most this often, one line each.
+OFF_TERMINAL_SECONDS = 10.0
+
+
 def _progress(args, unit: str):
+    """progress(done, total): redrawn in place on a terminal; off one, a line at most every
+    OFF_TERMINAL_SECONDS (a 600-token sweep runs minutes). Quiet with --json."""
+    import time
+    last = [time.monotonic()]
+
     def show(done, total):
-        if not args.json and sys.stderr.isatty():
+        if args.json:
+            return
+        if sys.stderr.isatty():
             print(f"\r{done}/{total} {unit}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+        elif done < total and time.monotonic() - last[0] >= OFF_TERMINAL_SECONDS:
+            last[0] = time.monotonic()
+            print(f"{done}/{total} {unit}", file=sys.stderr, flush=True)
     return show
 
 
 def cmd_attribute(args) -> int:
+    from app.cli.intervene import truncation_said_once
     from app.cli.options import emit_json
     from core.encoder.backends import get_backend
+    from core.errors import NoMLMHead
     from core.intervene.attribute import attribute
 
     backend = get_backend(args.model, args.backend, device=args.device, precision=args.precision)
-    result = attribute(backend, args.text, args.method, other=args.to, word=args.mask_token, steps=args.steps,
-                       baseline=args.baseline, pooling=args.pooling, progress=_progress(args, "steps"))
+    if args.mask_token is not None and not backend.has_mlm:
+        raise NoMLMHead(f"{backend.model_name} has no masked-LM head, so p({args.mask_token}) at a mask cannot be "
+                        "attributed: attribute the similarity to another sentence instead (--to OTHER), or use "
+                        "a model with one", fix={"kind": "train_mlm", "init": "minilm"})
+    with truncation_said_once(backend, {"TEXT": args.text, "OTHER": args.to}):
+        result = attribute(backend, args.text, args.method, other=args.to, word=args.mask_token,
+                           steps=args.steps, baseline=args.baseline, pooling=args.pooling,
+                           progress=_progress(args, "steps"))
     if args.json:
         emit_json({"model": backend.model_name, **result.to_dict()})
         return 0

@@ -151,15 +151,15 @@ def cmd_ablate(args) -> int:
     if args.k < 1:
         raise InputError("-k must be at least 1")
     backend = get_backend(_model_for(args), args.backend, device=args.device, precision=args.precision)
-    if args.cut:
-        from dataclasses import replace
-
-        from app.cli.causal import cuts_for
-        spec = replace(spec, cuts=cuts_for(backend, args.text, args.cut))
-    if args.mean_ablation and not spec.heads:
-        raise InputError("--mean-ablation replaces ablated heads: give them with --heads (e.g. --heads 3.5)")
-    spec.check(backend.n_layers, backend.n_heads)
     with truncation_said_once(backend, {"the text": args.text}):
+        if args.cut:
+            from dataclasses import replace
+
+            from app.cli.causal import cuts_for
+            spec = replace(spec, cuts=cuts_for(backend, args.text, args.cut))
+        if args.mean_ablation and not spec.heads:
+            raise InputError("--mean-ablation replaces ablated heads: give them with --heads (e.g. --heads 3.5)")
+        spec.check(backend.n_layers, backend.n_heads)
         means = _cached_means(backend, data_dir() / "cache" / "importance") if args.mean_ablation else None
         ranking = None
         if args.store:
@@ -275,9 +275,10 @@ def cmd_patch(args) -> int:
 
     backend = get_backend(args.model, args.backend, device=args.device, precision=args.precision)
     pooling = backend.choose_pooling(args.pooling)
-    if args.sweep or args.trace:
+    if args.sweep or args.trace is not None:
         from app.cli import causal
-        return (causal.cmd_patch_sweep if args.sweep else causal.cmd_patch_trace)(args, backend, pooling)
+        with truncation_said_once(backend, {"A": args.a, "B": args.b}):
+            return (causal.cmd_patch_sweep if args.sweep else causal.cmd_patch_trace)(args, backend, pooling)
     if args.b is None:
         from core.errors import InputError
         raise InputError("patching takes numbers from sentence B: encoderscope patch A B --site L5.H3")
@@ -433,9 +434,12 @@ def truncation_said_once(backend, texts: dict):
     model's own warning would come with every run."""
     import logging
     import sys
+
+    from core.errors import InputError
+    texts = {name: text for name, text in texts.items() if text is not None}
     _, cut = backend.encode_ids(list(texts.values()))
-    for i in cut:
-        name = list(texts)[i]
+    names = [list(texts)[i] for i in cut]
+    for name in names:
         print(f"note: {name} is longer than the {backend.max_length} tokens {backend.model_name} reads: "
               f"only its first {backend.max_length} tokens were used", file=sys.stderr)
     log = logging.getLogger("core.encoder.backends.base")
@@ -443,6 +447,13 @@ def truncation_said_once(backend, texts: dict):
     log.addFilter(said)
     try:
         yield
+    except InputError as e:
+        if names and "occurs 0 times" in str(e):
+            # a word past the cut is not among the tokens the model reads: say so with the error
+            raise InputError(f"{e} ({' and '.join(names)} {'is' if len(names) == 1 else 'are'} cut to the first "
+                             f"{backend.max_length} tokens the model reads: a word past them is not there)",
+                             fix=e.fix) from e
+        raise
     finally:
         log.removeFilter(said)
 

@@ -47,3 +47,58 @@ def test_a_sweep_of_a_sentence_against_itself_says_there_is_no_way_to_b(run, dat
                  "search engines rank documents by relevance to a query"):
         bad = run("patch", text, text, "--sweep", kind, "--model", "minilm", check=False)
         assert bad.returncode == 2 and "no way to B" in bad.stderr, bad.stdout
+
+
+@pytest.fixture(scope="module")
+def tiny_no_mlm(tmp_path_factory):
+    from tests.support.tiny_models import make_tiny_bert
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny_no_mlm"), mlm=False)
+
+
+def test_an_empty_trace_says_what_trace_takes(run, tiny_distilbert):
+    bad = run("patch", "the cat sat", "--trace", "", "--model", str(tiny_distilbert), check=False)
+    assert bad.returncode == 2 and "--trace names the words to corrupt" in bad.stderr
+    assert "--site" not in bad.stderr
+
+
+def test_attribute_of_a_mask_without_an_mlm_head_names_to_and_to_works(run, tiny_no_mlm):
+    model = ("--model", str(tiny_no_mlm))
+    for text in ("the [MASK] sat", "the cat sat"):      # each piece of advice once, no loop between two
+        bad = run("attribute", text, "--mask-token", "cat", *model, check=False)
+        assert bad.returncode == 2 and "--to OTHER" in bad.stderr and "put [MASK]" not in bad.stderr
+    ok = run("attribute", "the cat sat", "--to", "the dog sat", "--steps", "4", *model)
+    assert "ig of cosine with 'the dog sat'" in ok.stdout
+
+
+LONG = " ".join(["the"] * 140)        # past the tiny models' 128 positions
+
+
+@pytest.mark.parametrize("argv", [
+    ("patch", f"{LONG} cat sat", f"{LONG} dog sat", "--site", "L1.resid@cat"),
+    ("patch", f"{LONG} cat sat", "--trace", "cat"),
+    ("ablate", f"{LONG} cat sat", "--cut", "1:cat>the"),
+])
+def test_a_word_past_the_models_length_is_said_to_be_cut_off(run, tiny_distilbert, argv):
+    bad = run(*argv, "--model", str(tiny_distilbert), check=False)
+    assert bad.returncode == 2 and "occurs 0 times" in bad.stderr
+    assert "cut to the first 128 tokens the model reads: a word past them is not there" in bad.stderr
+
+
+def test_sweeps_traces_and_attributions_say_they_cut_a_long_text(run, tiny_distilbert):
+    model = ("--model", str(tiny_distilbert))
+    a, b = f"{LONG} cat sat", f"the cat sat {LONG}"
+    for argv in (("patch", b, b.replace("cat", "dog"), "--sweep", "ffn"), ("patch", b, "--trace", "cat"),
+                 ("attribute", b, "--to", a, "--steps", "4")):
+        out = run(*argv, *model)
+        assert "is longer than the 128 tokens" in out.stderr and "only its first 128 tokens were used" in out.stderr
+    same = run("patch", a, a.replace("cat", "dog"), "--sweep", "ffn", *model, check=False)   # same first 128
+    assert same.returncode == 2 and "the same tokens" in same.stderr and "longer than the 128" in same.stderr
+
+
+def test_a_long_sweep_off_a_terminal_says_where_it_is(run, tiny_distilbert, monkeypatch):
+    from app.cli import causal
+    monkeypatch.setattr(causal, "OFF_TERMINAL_SECONDS", 0.0)
+    out = run("patch", "the cat sat", "the dog sat", "--sweep", "resid", "--model", str(tiny_distilbert))
+    assert "1/2 layers" in out.stderr.splitlines()          # stderr is captured: not a terminal
+    quiet = run("patch", "the cat sat", "the dog sat", "--sweep", "resid", "--json", "--model", str(tiny_distilbert))
+    assert "layers" not in quiet.stderr
