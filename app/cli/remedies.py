@@ -21,8 +21,7 @@ def worded(error: Exception, args) -> str:
             return (f"{message}: nothing to migrate from there; --from names an existing store "
                     "(a store folder, milvus-lite:FOLDER or http(s)://HOST:PORT?collection=NAME)")
         if error.location is not None:
-            return (f"{message}: ingest some files first (encoderscope ingest FILE --store "
-                    f"{shlex.quote(error.location)})")
+            return message + _where_to_ingest(error.location)
     elif isinstance(error, ModelMismatch):
         if "`encoderscope" not in message:
             return message + _mismatch_commands(error, args)
@@ -30,6 +29,20 @@ def worded(error: Exception, args) -> str:
         where = store_option or (f" --store {shlex.quote(error.location)}" if error.location else " --store STORE")
         return f"{message}: add some with `encoderscope ingest FILE{where}`"
     return message
+
+
+def _where_to_ingest(location: str) -> str:
+    """Ingest there first; or, where that ingest would be refused (a file, a folder of other
+    files), what is there and where a store can be made instead."""
+    from index.store.files import why_no_new_store
+    from index.store.location import parse_location
+    loc = parse_location(location)
+    why = why_no_new_store(loc.path) if loc.path is not None else None
+    if why is None:
+        return f": ingest some files first (encoderscope ingest FILE --store {shlex.quote(location)})"
+    new = ("milvus-lite:" if loc.kind == "lite" else "") + "NEW_FOLDER"
+    return (f": it {why}; give the location of a store, or make one in a new or empty folder "
+            f"(encoderscope ingest FILE --store {new})")
 
 
 def _in_migrates_words(fix: dict | None, args) -> dict | None:
