@@ -15,6 +15,10 @@ def worded(error: Exception, args) -> str:
     store_option = f" --store {shlex.quote(store)}" if store else ""
     if isinstance(error, StoreCorrupted):
         if error.remedy == "repair" and not getattr(args, "repair", False):
+            if (error.fix or {}).get("kind") == "sampled":      # wrong vectors found in a sample
+                return (f"{message}: run `encoderscope info --repair{store_option}` to repair these (it "
+                        f"checks the same sample), or `encoderscope info --repair --full{store_option}` "
+                        "to check and repair every vector (a sample that finds some suggests more)")
             return f"{message}: run `encoderscope info --repair{store_option}`"
     elif isinstance(error, StoreNotFound):
         if error.location is not None and getattr(args, "command", None) == "migrate":
