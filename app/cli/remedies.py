@@ -77,6 +77,8 @@ def _mismatch_commands(error, args) -> str:
     rebuild = (f"`encoderscope ingest --rebuild --model {shlex.quote(str(r['model']))} --pooling "
                f"{r['pooling']} --store {shlex.quote(str(r['location']))}`") if r else None
     command = getattr(args, "command", None)
+    if getattr(error, "again", False):
+        return ""        # another writer re-embedded the store meanwhile: the message says to run it again
     if command == "search" and given:
         store = getattr(args, "store", None)
         keep = (f"`encoderscope search {shlex.quote(args.query)}"

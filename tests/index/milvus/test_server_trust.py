@@ -100,6 +100,12 @@ def test_a_writable_open_during_a_rebuild_leaves_its_staging_collection(milvus_s
     assert not errors, errors
     assert len(writer_error) == 1 and isinstance(writer_error[0], ModelMismatch), writer_error
     assert "re-embedded with other" in str(writer_error[0]) and "run the command again" in str(writer_error[0])
+    from types import SimpleNamespace
+
+    from app.cli.remedies import worded
+    said = worded(writer_error[0], SimpleNamespace(command="ingest", store=loc, model=None, pooling=None,
+                                                   files=["f.txt"]))
+    assert said == str(writer_error[0]) and "--whiten" not in said     # run it again: nothing else to offer
     assert not c.has_collection(name + "__rebuild")
     with open_store(loc, writable=False) as s:
         assert s.model_name == "other"
