@@ -8,11 +8,6 @@ import torch
 from core.encoder.pooling import l2_normalize, pool
 from core.errors import InputError, NoMLMHead
 
-# The smallest gap 1 - cos(u, v) between two fp32 unit vectors that is a difference and not
-# rounding: their cosine is exact to about sqrt(D) x 6e-8 (2e-7 at 384-d), so a sentence run
-# twice can read 0.99999996 or 1.0000002. A way shorter than this has nothing to measure.
-COSINE_RESOLUTION = 1e-6
-
 
 def mask_position(backend, ids: list[int]) -> int | None:
     """The first [MASK] among the token ids, or None."""
