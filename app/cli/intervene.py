@@ -48,7 +48,8 @@ def register(sub) -> None:
     p.add_argument("-k", type=int, default=10, help="with --store: the hits compared (default 10)")
     p.add_argument("--cut", action="append", metavar="L[.H]:Q>K",
                    help="knock out an attention edge: in layer L (head H, else every head) token Q may not "
-                        "look at token K (a word of TEXT or a position, 0 = [CLS]); e.g. 3:[MASK]>cat; repeatable")
+                        "look at token K (a word of TEXT or a position, 0 = [CLS]); e.g. --cut '3:[MASK]>cat', quoted: "
+                        "unquoted, the shell reads > as a redirection and writes a file named after K; repeatable")
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_ablate, model=None)     # None: the store's with --store, else the default
@@ -133,6 +134,8 @@ def _vector(v) -> list:
 
 
 def cmd_ablate(args) -> int:
+    import sys
+
     import numpy as np
 
     from app.cli.options import emit_json
@@ -171,12 +174,15 @@ def cmd_ablate(args) -> int:
         att = effects.compare_attentions(backend, args.text, spec, means)
         mask = backend.tokenizer.mask_token
         fill = None
-        if mask and mask in args.text or args.mask_token:
-            if not backend.has_mlm:
-                raise NoMLMHead(f"{backend.model_name} has no masked-LM head, so fill-mask effects cannot be shown: "
-                                "leave out [MASK] and --mask-token, or use a model with one (encoderscope train "
-                                "--init minilm --objective mlm --corpus FILE --out DIR, then --model DIR)")
+        if args.mask_token and not backend.has_mlm:
+            raise NoMLMHead(f"{backend.model_name} has no masked-LM head, so p({args.mask_token}) at the mask "
+                            "cannot be shown: leave out --mask-token (the sentence vector and attentions are "
+                            "still compared), or use a model with one", fix={"kind": "train_mlm", "init": "minilm"})
+        if (mask and mask in args.text or args.mask_token) and backend.has_mlm:
             fill = effects.compare_fill_mask(backend, args.text, spec, args.top, args.mask_token, means)
+        elif mask and mask in args.text and not args.json:
+            print(f"note: {backend.model_name} has no masked-LM head: the sentence vector and attentions were "
+                  "compared; the guesses at the [MASK] need a model with one", file=sys.stderr)
     changed = np.abs(att.difference).max(axis=(2, 3))          # (L, H)
     if args.json:
         out = {"model": backend.model_name, "intervention": spec.describe(), "pooling": pooling,

@@ -87,8 +87,10 @@ def patch_sweep(backend, text_a: str, text_b: str, kind: str, pooling: str | Non
     mask_at = readout.mask_position(backend, ids[0])
     if target is not None and mask_at is None:
         raise InputError("a target word is read at A's [MASK]: put [MASK] in sentence A")
-    if mask_at is not None:
+    if target is not None:
         readout.need_mlm(backend, "p(token) at the mask")
+    if not backend.has_mlm:
+        mask_at = None          # the sentence vector is swept; p(token) needs a masked-LM head
     L, H = encoder.config.n_layers, encoder.config.n_heads
     dev = backend.device
     with torch.inference_mode(), autocast(dev, backend.precision):

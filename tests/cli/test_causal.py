@@ -102,3 +102,33 @@ def test_a_long_sweep_off_a_terminal_says_where_it_is(run, tiny_distilbert, monk
     assert "1/2 layers" in out.stderr.splitlines()          # stderr is captured: not a terminal
     quiet = run("patch", "the cat sat", "the dog sat", "--sweep", "resid", "--json", "--model", str(tiny_distilbert))
     assert "layers" not in quiet.stderr
+
+
+def test_every_cut_example_is_quoted_and_the_help_says_why():
+    # unquoted, `--cut 6.12:cat>cat` is `--cut 6.12:cat` with stdout redirected into a file `cat`
+    import re
+
+    from tests.support.paths import ROOT
+    unquoted = []
+    for path in [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md", ROOT / "app" / "cli" / "causal.py"]:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            unquoted += [f"{path.name}:{n}: {m}" for m in re.findall(r"--cut\s+([^\s'\"`]*>\S*)", line)]
+    assert not unquoted, unquoted
+    from app.cli import build_parser
+    sub = next(a for a in build_parser()._actions if a.choices and "ablate" in a.choices)
+    helped = sub.choices["ablate"].format_help()
+    assert "'3:[MASK]>cat'" in " ".join(helped.split()) and "redirection" in helped
+
+
+def test_a_mask_on_a_model_without_an_mlm_head_runs_the_vector_side(run, data_dir):
+    model = ("--model", "minilm")
+    cut = run("ablate", "the cat sat on the [MASK]", "--cut", "3:[MASK]>cat", *model)   # the help's example
+    assert "cosine with the original" in cut.stdout and "no masked-LM head" in cut.stderr
+    sweep = run("patch", "the [MASK] sat on the mat", "the dog sat on the mat", "--sweep", "ffn", *model)
+    assert "fraction of the way to B" in sweep.stdout and "p(token) at the [MASK] needs" in sweep.stderr
+    trace = run("patch", "the [MASK] sat on the mat", "--trace", "mat", "--samples", "2", *model)
+    assert "share of the clean vector" in trace.stdout and "p(token) at the [MASK] needs" in trace.stderr
+    for argv in (("patch", "the [MASK] sat", "the dog sat", "--sweep", "ffn"), ("patch", "the [MASK] sat", "--trace",
+                 "sat"), ("ablate", "the [MASK] sat", "--heads", "1.1")):
+        bad = run(*argv, "--mask-token", "cat", *model, check=False)      # p(WORD) asked for: refused, worded
+        assert bad.returncode == 2 and "leave out --mask-token" in bad.stderr, bad.stderr
