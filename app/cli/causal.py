@@ -34,7 +34,7 @@ def register(sub) -> None:
                    help=f"integrated gradients: Gauss-Legendre nodes of the path integral (default {STEPS})")
     p.add_argument("--baseline", choices=BASELINES, default="pad",
                    help="integrated gradients: start from the [PAD] embedding (default) or zero vectors at "
-                        "every token but [CLS], [SEP] and [MASK], which are kept")
+                        "every token but [CLS], [SEP] and [MASK], which are kept ([UNK], a word of TEXT, is not)")
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_attribute)
