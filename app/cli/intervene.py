@@ -48,7 +48,8 @@ def register(sub) -> None:
     p.add_argument("-k", type=int, default=10, help="with --store: the hits compared (default 10)")
     p.add_argument("--cut", action="append", metavar="L[.H]:Q>K",
                    help="knock out an attention edge: in layer L (head H, else every head) token Q may not "
-                        "look at token K (a word of TEXT or a position, 0 = [CLS]); e.g. 3:[MASK]>cat; repeatable")
+                        "look at token K (a word of TEXT or a position, 0 = [CLS]); e.g. --cut '3:[MASK]>cat', quoted: "
+                        "unquoted, the shell reads > as a redirection and writes a file named after K; repeatable")
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_ablate, model=None)     # None: the store's with --store, else the default
@@ -134,6 +135,8 @@ def _vector(v) -> list:
 
 
 def cmd_ablate(args) -> int:
+    import sys
+
     import numpy as np
 
     from app.cli.options import emit_json
@@ -150,15 +153,15 @@ def cmd_ablate(args) -> int:
     if args.k < 1:
         raise InputError("-k must be at least 1")
     backend = get_backend(_model_for(args), args.backend, device=args.device, precision=args.precision)
-    if args.cut:
-        from dataclasses import replace
-
-        from app.cli.causal import cuts_for
-        spec = replace(spec, cuts=cuts_for(backend, args.text, args.cut))
-    if args.mean_ablation and not spec.heads:
-        raise InputError("--mean-ablation replaces ablated heads: give them with --heads (e.g. --heads 3.5)")
-    spec.check(backend.n_layers, backend.n_heads)
     with truncation_said_once(backend, {"the text": args.text}):
+        if args.cut:
+            from dataclasses import replace
+
+            from app.cli.causal import cuts_for
+            spec = replace(spec, cuts=cuts_for(backend, args.text, args.cut))
+        if args.mean_ablation and not spec.heads:
+            raise InputError("--mean-ablation replaces ablated heads: give them with --heads (e.g. --heads 3.5)")
+        spec.check(backend.n_layers, backend.n_heads)
         means = _cached_means(backend, data_dir() / "cache" / "importance") if args.mean_ablation else None
         ranking = None
         if args.store:
@@ -172,12 +175,15 @@ def cmd_ablate(args) -> int:
         att = effects.compare_attentions(backend, args.text, spec, means)
         mask = backend.tokenizer.mask_token
         fill = None
-        if mask and mask in args.text or args.mask_token:
-            if not backend.has_mlm:
-                raise NoMLMHead(f"{backend.model_name} has no masked-LM head, so fill-mask effects cannot be shown: "
-                                "leave out [MASK] and --mask-token, or use a model with one (encoderscope train "
-                                "--init minilm --objective mlm --corpus FILE --out DIR, then --model DIR)")
+        if args.mask_token and not backend.has_mlm:
+            raise NoMLMHead(f"{backend.model_name} has no masked-LM head, so p({args.mask_token}) at the mask "
+                            "cannot be shown: leave out --mask-token (the sentence vector and attentions are "
+                            "still compared), or use a model with one", fix={"kind": "train_mlm", "init": "minilm"})
+        if (mask and mask in args.text or args.mask_token) and backend.has_mlm:
             fill = effects.compare_fill_mask(backend, args.text, spec, args.top, args.mask_token, means)
+        elif mask and mask in args.text and not args.json:
+            print(f"note: {backend.model_name} has no masked-LM head: the sentence vector and attentions were "
+                  "compared; the guesses at the [MASK] need a model with one", file=sys.stderr)
     changed = np.abs(att.difference).max(axis=(2, 3))          # (L, H)
     if args.json:
         out = {"model": backend.model_name, "intervention": spec.describe(), "pooling": pooling,
@@ -275,9 +281,10 @@ def cmd_patch(args) -> int:
 
     backend = get_backend(args.model, args.backend, device=args.device, precision=args.precision)
     pooling = backend.choose_pooling(args.pooling)
-    if args.sweep or args.trace:
+    if args.sweep or args.trace is not None:
         from app.cli import causal
-        return (causal.cmd_patch_sweep if args.sweep else causal.cmd_patch_trace)(args, backend, pooling)
+        with truncation_said_once(backend, {"A": args.a, "B": args.b}):
+            return (causal.cmd_patch_sweep if args.sweep else causal.cmd_patch_trace)(args, backend, pooling)
     if args.b is None:
         from core.errors import InputError
         raise InputError("patching takes numbers from sentence B: encoderscope patch A B --site L5.H3")
@@ -434,9 +441,12 @@ def truncation_said_once(backend, texts: dict):
     model's own warning would come with every run."""
     import logging
     import sys
+
+    from core.errors import InputError
+    texts = {name: text for name, text in texts.items() if text is not None}
     _, cut = backend.encode_ids(list(texts.values()))
-    for i in cut:
-        name = list(texts)[i]
+    names = [list(texts)[i] for i in cut]
+    for name in names:
         print(f"note: {name} is longer than the {backend.max_length} tokens {backend.model_name} reads: "
               f"only its first {backend.max_length} tokens were used", file=sys.stderr)
     log = logging.getLogger("core.encoder.backends.base")
@@ -444,6 +454,13 @@ def truncation_said_once(backend, texts: dict):
     log.addFilter(said)
     try:
         yield
+    except InputError as e:
+        if names and "occurs 0 times" in str(e):
+            # a word past the cut is not among the tokens the model reads: say so with the error
+            raise InputError(f"{e} ({' and '.join(names)} {'is' if len(names) == 1 else 'are'} cut to the first "
+                             f"{backend.max_length} tokens the model reads: a word past them is not there)",
+                             fix=e.fix) from e
+        raise
     finally:
         log.removeFilter(said)
 

@@ -96,9 +96,10 @@ class Target:
 
 
 def kept_tokens(backend, ids: list[int]) -> list[bool]:
-    """True at the tokens the baseline keeps: every special token but [PAD] ([CLS], [SEP], [MASK])."""
+    """True at the tokens the baseline keeps: the special tokens but [PAD] and [UNK] ([CLS],
+    [SEP], [MASK]). [UNK] stands for a word of the text, so it is attributed like one."""
     tok = backend.tokenizer
-    specials = set(tok.all_special_ids) - {tok.pad_token_id}
+    specials = set(tok.all_special_ids) - {tok.pad_token_id, tok.unk_token_id}
     return [i in specials for i in ids]
 
 

@@ -88,8 +88,10 @@ def patch_sweep(backend, text_a: str, text_b: str, kind: str, pooling: str | Non
     mask_at = readout.mask_position(backend, ids[0])
     if target is not None and mask_at is None:
         raise InputError("a target word is read at A's [MASK]: put [MASK] in sentence A")
-    if mask_at is not None:
+    if target is not None:
         readout.need_mlm(backend, "p(token) at the mask")
+    if not backend.has_mlm:
+        mask_at = None          # the sentence vector is swept; p(token) needs a masked-LM head
     L, H = encoder.config.n_layers, encoder.config.n_heads
     dev = backend.device
     with torch.inference_mode(), autocast(dev, backend.precision):
@@ -98,9 +100,10 @@ def patch_sweep(backend, text_a: str, text_b: str, kind: str, pooling: str | Non
         ends = torch.cat([run_from(encoder, L, ha[L]), run_from(encoder, L, hb[L])])
         va, vb = readout.unit_vectors(backend, ends, pooling).cpu().numpy()
         cos_ab = way_to_b.cosine(va, vb)
-        if way_to_b.moved_toward_b(va, va, vb) is None:
-            raise InputError("A and B have the same sentence vector: there is no way to B to measure; "
-                             "give a B that differs from A")
+        if ids[0] == ids[1] or way_to_b.moved_toward_b(va, va, vb) is None:
+            same = "the same tokens" if ids[0] == ids[1] else f"the same sentence vector (cosine {cos_ab:.8f})"
+            raise InputError(f"A and B have {same}: there is no way to B to measure; "
+                             "give a B that differs from A (one word changed)")
         token_id = p_a = p_b = None
         if mask_at is not None:
             token_id = readout.guessed_token(backend, target, ends[1:], mask_at)     # B's guess

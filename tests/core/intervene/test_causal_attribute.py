@@ -78,6 +78,25 @@ def test_integrated_gradients_are_complete_and_start_from_the_stated_baseline(ti
     assert zero.relative_gap < 0.01     # (this tiny model's [PAD] row is zero, as BERT initialises it)
 
 
+def test_an_unknown_word_starts_from_the_baseline_like_any_word(tiny):
+    # [UNK] is a word of the text: the baseline replaces it (the docs' "every token but [CLS],
+    # [SEP] and [MASK]"); kept, it got exactly 0 and the other words' shares moved
+    backend, ref = tiny
+    text = "the cat sat on the \u4e2d [MASK] today"
+    ids = backend.encode_ids([text])[0][0]
+    tok = backend.tokenizer
+    assert tok.unk_token_id in ids
+    r = attribute(backend, text, "ig", word="mat", steps=32)
+    unk = ids.index(tok.unk_token_id)
+    assert r.attributions[unk] != 0.0 and r.relative_gap < 0.01
+    keep = {tok.cls_token_id, tok.sep_token_id, tok.mask_token_id}
+    pad_ids = [i if i in keep else tok.pad_token_id for i in ids]
+    pos, mat = ids.index(tok.mask_token_id), tok.convert_tokens_to_ids("mat")
+    with torch.no_grad():
+        want = float(ref(input_ids=torch.tensor([pad_ids])).logits[0, pos].softmax(-1)[mat])
+    assert r.baseline_value == pytest.approx(want, abs=1e-6)
+
+
 def test_dummy_axiom_tokens_after_the_mask_of_a_causal_model_get_zero():
     backend = get_backend("random:dim=32,layers=2,heads=4,ffn=64,attention=causal,seed=3", device="cpu")
     r = attribute(backend, "the cat [MASK] on the mat", "ig", word="sat", steps=16)

@@ -137,12 +137,19 @@ def test_trace_cell_equals_transformers_with_the_same_noise(tiny):
         np.testing.assert_allclose(r.recovered[layer + 1, tok], want, atol=4e-6 / (1 - r.cosine_corrupted))
         np.testing.assert_allclose(r.p_restored[layer + 1, tok], np.mean(p_rest), atol=2e-6)
         np.testing.assert_allclose(r.p_corrupted, np.mean(p_corr), atol=2e-6)
+        # the error bar: the ratio estimator's standard error over the 3 samples, from transformers' runs
+        for got, rest, corr, goal in ((r.recovered_se, cos, cos_corr, 1.0),
+                                      (r.p_recovered_se, p_rest, p_corr, r.p_clean)):
+            d, g = np.array(rest) - np.array(corr), goal - np.array(corr)
+            se = (d - d.mean() / g.mean() * g).std(ddof=1) / np.sqrt(3) / abs(g.mean())
+            np.testing.assert_allclose(got[layer + 1, tok], se, atol=2e-5 / abs(g.mean()))
     assert 1 - r.cosine_corrupted > 1e-4 and abs(r.p_clean - r.p_corrupted) > 1e-3, "the noise must show"
     # restoring the corrupted token's embedding output undoes the corruption entirely
     tol = 4e-6 / (1 - r.cosine_corrupted)
     np.testing.assert_allclose(r.recovered[0, 2], 1.0, atol=tol)
     np.testing.assert_allclose(r.p_recovered[0, 2], 1.0, atol=1e-4)
     np.testing.assert_allclose(r.recovered[0, [0, 1, 3]], 0.0, atol=tol)
+    np.testing.assert_allclose(r.recovered_se[0, 2], 0.0, atol=tol)       # every sample recovers it all
 
 
 def test_trace_cli(tiny, run):
@@ -228,3 +235,34 @@ def test_a_resid_sweep_in_memory_sized_batches_gives_the_one_batch_numbers(tiny,
         patch_sweep(backend, A, B, "resid", pooling="mean", target="mat",
                     cancel=lambda: asked.append(1) or len(asked) > 3)
     assert len(asked) == 4
+
+
+def test_a_trace_refuses_noise_too_small_to_measure(minilm):
+    # 1e-9 x the embeddings' std moves minilm's vector less than fp32 rounding does: the grid was
+    # rounding over rounding (-0.20 where restoring the whole corruption gives exactly the clean run)
+    for text, word in (("search engines rank documents by relevance to a query", "engines"),
+                       ("the cat sat on the mat", "mat")):
+        with pytest.raises(InputError, match="no further than rounding .* raise the noise level"):
+            causal_trace(minilm, text, [word], noise=1e-9)
+
+
+def test_a_trace_resampled_from_the_same_words_says_so(tiny, run):
+    backend, _ = tiny
+    with pytest.raises(InputError, match="same tokens at the corrupted positions .* resampling changes nothing"):
+        causal_trace(backend, "the cat sat on the mat", ["cat"], resample="the cat sat on the mat")
+    bad = run("patch", "the cat sat", "the cat sat", "--trace", "cat", "--model", str(backend.source.folder),
+              check=False)
+    assert bad.returncode == 2 and "resampling changes nothing" in bad.stderr
+
+
+def test_trace_cli_shows_the_spread_over_samples(tiny, run):
+    backend, _ = tiny
+    folder = str(backend.source.folder)
+    text = run("patch", "the cat sat on the mat", "--trace", "cat", "--samples", "4", "--model", folder).stdout
+    assert "+/- standard error over the 4 noise samples" in text
+    out = json.loads(run("patch", "the cat sat on the mat", "--trace", "cat", "--samples", "4", "--model", folder,
+                         "--json").stdout)["trace"]
+    assert np.array(out["recovered_se"]).shape == np.array(out["recovered"]).shape and "se_is" in out
+    one = json.loads(run("patch", "the cat sat on the mat", "--trace", "cat", "--samples", "1", "--model", folder,
+                         "--json").stdout)["trace"]
+    assert one["recovered_se"] is None

@@ -101,6 +101,16 @@ def test_wrapped_prose_is_cut_into_sentences():
         "Winston Smith slipped quickly through the doors.", "A new paragraph starts here.", "And ends."]
 
 
+def test_lines_of_short_lower_case_sentences_are_one_sentence_each(tmp_path):
+    # no closing punctuation and a lower-case next line, as wrapped prose has, but no sentence
+    # ends inside a line: one sentence a line, not one long one
+    assert split_text("the cat sat on the mat\nthe dog ran in the park\n") == [
+        "the cat sat on the mat", "the dog ran in the park"]
+    assert split_text("a cat\nthe dog\nsome bird\n") == ["a cat", "the dog", "some bird"]
+    (tmp_path / "two.txt").write_text("the cat sat on the mat\nthe dog ran in the park\n", encoding="utf-8")
+    assert len(read_corpus(tmp_path / "two.txt")) == 2
+
+
 def test_store_corpus(tmp_path):
     """A FAISS store folder (or its store.db) is a corpus: its sentences in id order."""
     from index.corpus.door import read_training_corpus
