@@ -70,6 +70,7 @@ class MainWindow(QMainWindow):
         self.resize(1200, 780)
         self._error_boxes: list[QMessageBox] = []
         self.tour = None                 # the Start here tour, made when first shown
+        self._patch_failures_followed = False   # the Intervene tab's refusals reach Step by step
 
         self.model_bar = ModelBar(self.state, self)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.model_bar)
@@ -174,7 +175,9 @@ class MainWindow(QMainWindow):
         panel.editor.text_b.setText(b)
         panel.editor.sites.setText(site)
         walk = self.optional_panels["Step by step"]
-        panel.failed.connect(walk.patch_failed, Qt.ConnectionType.UniqueConnection)
+        if not self._patch_failures_followed:     # once: a unique connection silently fails on a wrapped slot
+            panel.failed.connect(walk.patch_failed)
+            self._patch_failures_followed = True
         walk.follow_patch(a, parse_site(site)[0], applying=True)   # before apply: it may fail at once
         panel.apply()
         self.tabs.setCurrentWidget(self._panel_tabs["Step by step"])

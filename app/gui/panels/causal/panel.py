@@ -12,6 +12,8 @@ model; a model switch cancels the work and clears every page.
 """
 from __future__ import annotations
 
+import html
+
 from PySide6 import QtCore, QtWidgets
 
 from app.gui.follow_model import FollowModel
@@ -68,10 +70,18 @@ class CausalPanel(QtWidgets.QWidget):
             self.pages.addTab(view, title)
             view.run_requested.connect(lambda settings, page=page: self.run(page, settings))
             view.cancel_requested.connect(lambda page=page: self.state.jobs.cancel(f"causal.{page}"))
-        self.sweep_view.cell_clicked.connect(
-            lambda site: self.patch_requested.emit(self.text_a.text(), self.text_b.text(), site))
+        self.sweep_view.cell_clicked.connect(self._patch_cell)
         self.cuts_view.walk_requested.connect(self._walk_cuts)
         outer.addWidget(self.pages, 1)
+        self.shown_args: dict[str, tuple] = {}      # page -> the worker arguments of the picture it shows
+        for edit in (self.text_a, self.text_b, self.target):
+            edit.textChanged.connect(self._mark_stale)
+        for view in self.views.values():           # every setting of every page's form
+            for kind, changed in ((QtWidgets.QLineEdit, "textChanged"), (QtWidgets.QComboBox, "currentIndexChanged"),
+                                  (QtWidgets.QAbstractSpinBox, "valueChanged"), (QtWidgets.QCheckBox, "toggled")):
+                for child in view.findChildren(kind):
+                    if hasattr(child, changed):
+                        getattr(child, changed).connect(self._mark_stale)
 
     # ---- running -------------------------------------------------------------------------------
     def request(self, page: str, s: dict) -> tuple:
@@ -97,7 +107,7 @@ class CausalPanel(QtWidgets.QWidget):
         view.say("")
         ran = self.follows[page].run(
             fn, *args, label=f"Causal: {page}",
-            on_result=lambda result, backend: self._show(page, result),
+            on_result=lambda result, backend: self._show(page, result, args),
             on_error=lambda message: self._error(page, message),
             on_progress=view.on_progress,
             on_cancelled=lambda: self._cancelled(page),
@@ -126,9 +136,29 @@ class CausalPanel(QtWidgets.QWidget):
         if r is not None:
             self.cuts_walk_requested.emit(r.text, r.spec.cuts)
 
-    def _show(self, page: str, result) -> None:
+    def _patch_cell(self, site: str) -> None:
+        """A sweep cell: the patch of the sweep shown (its own A and B, whatever is typed now)."""
+        a, b = self.shown_args["sweep"][:2]
+        self.patch_requested.emit(a, b, site)
+
+    def _show(self, page: str, result, args: tuple) -> None:
+        self.shown_args[page] = args
         self.views[page].show_result(result)
+        self._mark_stale()
         self.shown.emit(page, result)
+
+    def _mark_stale(self, *_) -> None:
+        """A page whose picture was computed from other inputs than those typed now says so."""
+        for page, view in self.views.items():
+            shown = self.shown_args.get(page) if view.result is not None else None
+            if shown is None or self.request(page, view.settings())[1] == shown:
+                view.set_stale("")
+                continue
+            a, b = shown[0], shown[1] if page == "sweep" else None
+            which = f"A “{html.escape(a)}”" + (f" and B “{html.escape(b)}”" if b is not None else "")
+            view.set_stale(f"This picture is of {which} with the settings it ran with: the inputs have changed "
+                           f"since. Press <b>{view.run_label}</b> to compute it for the new ones"
+                           + (" (a cell click still applies the patch shown)." if page == "sweep" else "."))
 
     def _error(self, page: str, message: str) -> None:
         self.views[page].say(message, error=True)      # the last good picture stays
@@ -146,6 +176,8 @@ class CausalPanel(QtWidgets.QWidget):
             self.follows[page].drop()
         name = getattr(backend, "model_name", None)
         note = "Loading the model …" if backend is None else f"{name}: press Run"
+        self.shown_args.clear()
         for view in self.views.values():
             view.clear(note)
+            view.set_stale("")
             view.run_button.setEnabled(backend is not None)

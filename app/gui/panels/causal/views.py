@@ -51,6 +51,18 @@ class Page(QtWidgets.QWidget):
         self.info.setWordWrap(True)
         self.info.setTextFormat(QtCore.Qt.TextFormat.RichText)
         self.outer.addWidget(self.info)
+        self.stale = QtWidgets.QLabel()
+        self.stale.setObjectName("causal_stale")
+        self.stale.setWordWrap(True)
+        self.stale.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.stale.setStyleSheet("color: #b35900;")
+        self.stale.hide()
+        self.outer.addWidget(self.stale)
+
+    def set_stale(self, text: str) -> None:
+        """Say (or stop saying) that the picture is of other inputs than those typed now."""
+        self.stale.setText(text)
+        self.stale.setVisible(bool(text))
 
     def finish_bar(self) -> None:
         self.bar.addWidget(self.run_button)

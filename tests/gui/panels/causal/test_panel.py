@@ -147,6 +147,26 @@ def test_a_sweep_cell_asks_for_its_patch_and_an_edge_click_cuts(qtbot, make_pane
     assert "1.2:2>1" in shown.args[1].spec.describe()
 
 
+def test_a_sweep_cell_applies_the_sweep_shown_and_changed_inputs_are_said(qtbot, make_panel, models):
+    panel = make_panel(models[0])
+    view = panel.sweep_view
+    run_page(qtbot, panel, "sweep", kind="resid")
+    assert view.stale.isHidden()
+    panel.text_b.setText("a bird ran on the [MASK] today")           # the same length, not run again
+    assert not view.stale.isHidden() and B in view.stale.text() and "Run sweep" in view.stale.text()
+    with qtbot.waitSignal(panel.patch_requested) as sig:
+        view.heatmap.cell_clicked.emit(1, 2)
+    assert sig.args == [A, B, "L2.resid@2"]                            # the map's own B, not the one typed
+    panel.text_b.setText(B)
+    assert view.stale.isHidden()
+    view.kind.setCurrentIndex(view.kind.findData("heads"))
+    assert not view.stale.isHidden()
+    assert panel.trace_view.stale.isHidden()                           # no picture there: nothing stale
+    run_page(qtbot, panel, "trace", words="cat", samples=1)
+    panel.text_a.setText("the cat ran on the [MASK] today")
+    assert not panel.trace_view.stale.isHidden() and A in panel.trace_view.stale.text()
+
+
 @pytest.mark.slow
 def test_head_gradients_page_shows_michels_numbers_beside_the_drop(qtbot, make_panel, models, tmp_path,
                                                                    monkeypatch):
