@@ -80,6 +80,7 @@ def test_a_refusal_that_arrives_before_the_tab_first_shows_stays_said(qtbot, mak
     walk = w.optional_panels["Step by step"]                        # built on a hidden tab: not shown yet
     walk.follow_patch(A, parse_site("L2.resid@zebra")[0], applying=True)
     walk.patch_failed("token 'zebra' occurs 0 times in sentence A")
+    ran.clear()                                                     # (its build ran it, hidden)
     w.show_panel("Step by step")                                    # its first show: the deferred example
     qtbot.waitUntil(lambda: walk in ran)
     assert "not applied" in walk.info_label.text() and "zebra" in walk.info_label.text()
