@@ -20,6 +20,7 @@ from app.gui.follow_model import FollowModel
 from app.gui.panels.causal import compute as C
 from app.gui.panels.causal.views import AttributionView, CutsView, HeadGradientView, SweepView, TraceView
 from app.gui.widgets.line_edit import long_line_edit
+from app.gui.wording import model_label
 
 EXAMPLE_A, EXAMPLE_B = "The cat sat on the mat.", "The dog sat on the mat."
 PAGES = ("sweep", "attribute", "trace", "cuts", "heads")
@@ -174,8 +175,7 @@ class CausalPanel(QtWidgets.QWidget):
         for page in PAGES:
             self.state.jobs.cancel(f"causal.{page}")
             self.follows[page].drop()
-        name = getattr(backend, "model_name", None)
-        note = "Loading the model …" if backend is None else f"{name}: press Run"
+        note = "Loading the model …" if backend is None else model_label(backend.model_name)
         self.shown_args.clear()
         for view in self.views.values():
             view.clear(note)

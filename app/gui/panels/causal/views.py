@@ -15,6 +15,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
+from app.gui.widgets.doc_link import QuestionLine
+from app.gui.widgets.empty_state import EmptyState
 from app.gui.widgets.heatmap import HeatmapWidget
 
 DIVERGING = "CET-D1"
@@ -32,14 +34,19 @@ class ValueHeatmap(HeatmapWidget):
 
 
 class Page(QtWidgets.QWidget):
+    """A page: its question (how to read the answer, a link to its docs section), its form, Run,
+    progress and Cancel, a line of numbers, and its picture (words naming the button until drawn)."""
     run_requested = QtCore.Signal(dict)
     cancel_requested = QtCore.Signal()
     run_label = "Run"
+    question, how_to_read, doc_section = "", "", ""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.outer = QtWidgets.QVBoxLayout(self)
         self.outer.setContentsMargins(0, 0, 0, 0)
+        self.about = QuestionLine(self.question, self.how_to_read, "causal.md", self.doc_section)
+        self.outer.addWidget(self.about)
         self.bar = QtWidgets.QHBoxLayout()
         self.run_button = QtWidgets.QPushButton(self.run_label)
         self.run_button.clicked.connect(lambda: self.run_requested.emit(self.settings()))
@@ -64,6 +71,15 @@ class Page(QtWidgets.QWidget):
         self.stale.setText(text)
         self.stale.setVisible(bool(text))
 
+    def add_picture(self, widget: QtWidgets.QWidget, stretch: int = 1) -> None:
+        """The page's picture, behind words (which name the Run button) until there is a result."""
+        self.picture = EmptyState(widget, f"causal_{type(self).__name__.lower()}")
+        self.outer.addWidget(self.picture, stretch)
+
+    def empty_words(self, note: str = "") -> str:
+        return (f"{note + ': ' if note else ''}press “{self.run_label}” above to compute this page for the "
+                "sentences at the top.")
+
     def finish_bar(self) -> None:
         self.bar.addWidget(self.run_button)
         self.bar.addWidget(self.progress, 1)
@@ -79,6 +95,9 @@ class Page(QtWidgets.QWidget):
         self.progress.setVisible(running)
         if running:
             self.progress.setRange(0, 0)
+        if getattr(self, "result", None) is None and hasattr(self, "picture"):
+            self.picture.say("Computing … (the bar above shows how far; Cancel stops it)" if running
+                             else self.empty_words())
 
     def on_progress(self, done: int, total: int, message: str) -> None:
         self.progress.setRange(0, max(total, 1))
@@ -100,11 +119,12 @@ class MapPage(Page):
     def clear(self, note: str = "") -> None:
         self.result = None
         self.heatmap.set_matrix(np.zeros((0, 0)), [], [])
-        self.heatmap.set_placeholder(note)
-        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+        self.picture.say(note if note.endswith("…") else self.empty_words(note))
+        self.info.setText("")
 
     def show_result(self, r) -> None:
         self.result = r
+        self.picture.show_content()
         self.show_p.setEnabled(getattr(r, self.P_VALUES) is not None)
         self._draw()
 
@@ -116,6 +136,10 @@ class MapPage(Page):
 class SweepView(MapPage):
     cell_clicked = QtCore.Signal(str)       # the clicked cell's site, as `patch --site` takes it
     run_label = "Run sweep"
+    question = "Where in the network does the difference between A and B live?"
+    how_to_read = ("Each cell patches one site (a layer at one token, one head, or one FFN) from B into A: "
+                   "0 = A's vector unchanged, 1 = it became B's. Click a cell to walk that patch step by step.")
+    doc_section = "1. Patching sweeps"
     VALUES, P_VALUES = "values", "delta_p"
 
     def __init__(self, parent=None):
@@ -137,8 +161,8 @@ class SweepView(MapPage):
         self.heatmap.set_colormap(DIVERGING)
         self.heatmap.colorbar.getAxis("right").setLabel("fraction of the way to B")
         self.heatmap.cell_clicked.connect(self._clicked)
-        self.outer.addWidget(self.heatmap, 1)
-        self.clear("Patch every site of one kind from B into A, one at a time")
+        self.add_picture(self.heatmap)
+        self.clear()
 
     def settings(self) -> dict:
         return {"kind": self.kind.currentData()}
@@ -173,6 +197,10 @@ class SweepView(MapPage):
 
 class AttributionView(Page):
     run_label = "Attribute"
+    question = "Which tokens of A drive the score: its cosine with B, or p(word) at the [MASK]?"
+    how_to_read = ("One bar per token: red raises the score, blue lowers it. Integrated gradients' bars add "
+                   "up to the score's change from the baseline; the gap says how closely.")
+    doc_section = "3. Gradient attributions"
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -195,8 +223,8 @@ class AttributionView(Page):
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.7)
         self.plot.addItem(self.bars)
         self.plot.showGrid(y=True, alpha=0.3)
-        self.outer.addWidget(self.plot, 1)
-        self.clear("Which tokens drive the similarity to B, or the masked word")
+        self.add_picture(self.plot)
+        self.clear()
 
     def settings(self) -> dict:
         return {"target": self.target.currentData(), "method": self.method.currentData(), "steps": self.steps.value()}
@@ -205,10 +233,12 @@ class AttributionView(Page):
         self.result = None
         self.bars.setOpts(x=[], height=[], width=0.7)
         self.plot.getAxis("bottom").setTicks([[]])
-        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+        self.picture.say(note if note.endswith("…") else self.empty_words(note))
+        self.info.setText("")
 
     def show_result(self, r) -> None:
         self.result = r
+        self.picture.show_content()
         a = np.asarray(r.attributions, dtype=float)
         brushes = [pg.mkBrush("#c0392b" if v >= 0 else "#2e86c1") for v in a]
         self.bars.setOpts(x=np.arange(len(a)), height=a, width=0.7, brushes=brushes)
@@ -223,6 +253,10 @@ class AttributionView(Page):
 
 class TraceView(MapPage):
     run_label = "Trace"
+    question = "Where in the network is the information about the corrupted words carried?"
+    how_to_read = ("The words get noise (or B's words); each cell puts one clean hidden state back (a layer at "
+                   "a token): 1 = the clean output recovered, 0 = still corrupted.")
+    doc_section = "2. Causal tracing (Meng et al. 2022)"
     VALUES, P_VALUES = "recovered", "p_recovered"
 
     def __init__(self, parent=None):
@@ -255,8 +289,8 @@ class TraceView(MapPage):
         self.heatmap.what = "share of the clean output recovered"
         self.heatmap.colorbar.getAxis("right").setLabel("share recovered")
         self.heatmap.set_show_values(True)
-        self.outer.addWidget(self.heatmap, 1)
-        self.clear("Noise on some tokens' embeddings, then each clean state restored in turn")
+        self.add_picture(self.heatmap)
+        self.clear()
 
     def settings(self) -> dict:
         return {"words": self.words.text(), "noise": self.noise.value(), "samples": self.samples.value(),
@@ -282,6 +316,10 @@ class TraceView(MapPage):
 
 class CutsView(Page):
     run_label = "Cut"
+    question = "Which attention connection carries it?"
+    how_to_read = ("A cut L[.H]:Q>K stops query Q reading key K in that layer (and head); the lines say what "
+                   "changes, the maps show the first cut's head before and after.")
+    doc_section = "4. Attention-edge knock-out"
     walk_requested = QtCore.Signal()        # "Step by step": walk the sentence with these cuts
 
     def __init__(self, parent=None):
@@ -308,8 +346,8 @@ class CutsView(Page):
             m.what = f"attention weight {name}"
             m.set_show_values(True)
             split.addWidget(m)
-        self.outer.addWidget(split, 1)
-        self.clear("Knock out attention edges: the query may not look at the key")
+        self.add_picture(split)
+        self.clear()
 
     def settings(self) -> dict:
         return {"cuts": [c.strip() for c in self.cuts.text().split(",") if c.strip()]}
@@ -325,8 +363,12 @@ class CutsView(Page):
         self.table.setText("")
         for m in (self.before, self.after):
             m.set_matrix(np.zeros((0, 0)), [], [])
-        self.before.set_placeholder(note)
-        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+        self.picture.say(note if note.endswith("…") else self.empty_words(note))
+        self.info.setText("")
+
+    def empty_words(self, note: str = "") -> str:
+        return (f"{note + ': ' if note else ''}type cuts above (or click a cell of the Attention tab's heatmap) "
+                f"and press “{self.run_label}”.")
 
     def shown_head(self, r) -> tuple[int, int | None]:
         first = sorted(r.spec.cuts, key=lambda c: (c.layer, -1 if c.head is None else c.head))[0]
@@ -334,6 +376,7 @@ class CutsView(Page):
 
     def show_result(self, r) -> None:
         self.result = r
+        self.picture.show_content()
         self.walk_button.setEnabled(True)
         diff = np.abs(r.attention.difference).max(axis=(2, 3))
         l, h = np.unravel_index(int(np.argmax(diff)), diff.shape)
@@ -359,6 +402,10 @@ class CutsView(Page):
 #   Qt way (combo boxes, a spin box, a chart); what they ask for and show differs.
 class HeadGradientView(Page):
     run_label = "Compute"
+    question = "Does one backward pass (Michel et al.'s I_h) know which heads matter?"
+    how_to_read = ("Left: I_h for each layer and head; right: the metric's drop measured with that head switched "
+                   "off. Their Spearman says how well the cheap estimate ranks the heads.")
+    doc_section = "5. Michel et al.'s gradient head importance, beside the measured drop"
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -378,8 +425,8 @@ class HeadGradientView(Page):
         for m in (self.gradient, self.drop):
             m.set_show_values(True)
             split.addWidget(m)
-        self.outer.addWidget(split, 1)
-        self.clear("Michel et al.'s gradient head importance beside the drop measured by switching each head off")
+        self.add_picture(split)
+        self.clear()
 
     def settings(self) -> dict:
         return {"metric": self.metric.currentData()}
@@ -388,11 +435,16 @@ class HeadGradientView(Page):
         self.result = None
         for m in (self.gradient, self.drop):
             m.set_matrix(np.zeros((0, 0)), [], [])
-        self.gradient.set_placeholder(note)
-        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+        self.picture.say(note if note.endswith("…") else self.empty_words(note))
+        self.info.setText("")
+
+    def empty_words(self, note: str = "") -> str:
+        return (f"{note + ': ' if note else ''}press “{self.run_label}” above (the measured drop is cached, like "
+                "the Intervene tab's importance map).")
 
     def show_result(self, r) -> None:
         self.result = r
+        self.picture.show_content()
         L, H = r.gradient.shape
         rows, cols = [f"L{l + 1}" for l in range(L)], [f"H{h + 1}" for h in range(H)]
         self.gradient.set_matrix(r.gradient, rows, cols, title="gradient importance I_h",

@@ -16,7 +16,6 @@ on their sentence only (their positions are its tokens) until another sentence o
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets

@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 import pytest
+from PySide6 import QtWidgets
 
 from tests.support.causal_models import tiny_pair_and_another
 
@@ -127,7 +128,9 @@ def test_a_model_switch_clears_every_page(qtbot, make_panel, models):
     switch_model(panel.state, small)
     qtbot.waitUntil(lambda: panel.sweep_view.result is None and panel.attribution_view.result is None)
     assert panel.sweep_view.heatmap.matrix.size == 0
-    assert small.model_name in panel.sweep_view.info.text()
+    from app.gui.wording import model_label
+    assert model_label(small.model_name) in panel.sweep_view.picture.said()
+    assert str(small.model_name) not in panel.sweep_view.picture.said()         # a name, not a path
     panel.text_a.setText("the cat sat")
     panel.text_b.setText("the dog sat")
     r = run_page(qtbot, panel, "sweep", kind="resid")
@@ -184,3 +187,18 @@ def test_head_gradients_page_shows_michels_numbers_beside_the_drop(qtbot, make_p
     assert r.spearman == pytest.approx(agreement(want, drop), abs=1e-6)
     assert f"{r.spearman:+.3f}" in panel.heads_view.info.text()
     np.testing.assert_allclose(panel.heads_view.gradient.matrix, want.astype(np.float32), rtol=1e-5)
+
+
+def test_every_page_says_its_question_names_its_button_and_links_its_docs_section(qtbot, make_panel, models):
+    from app.gui.widgets.doc_link import doc_section
+    panel = make_panel(models[0])
+    for view in panel.views.values():
+        assert view.about.text().startswith("<b>") and "?" in view.about.text() and "what is this?" in view.about.text()
+        assert doc_section("causal.md", view.doc_section) is not None, view.doc_section
+        assert view.picture.is_empty and f"“{view.run_button.text()}”" in view.picture.said()   # the real button
+        with qtbot.waitSignal(view.about.opened) as sig:
+            view.about.linkActivated.emit("#doc")                                # as a click on the link does
+        assert view.doc_section in sig.args[0].findChild(QtWidgets.QTextBrowser).toPlainText()
+        sig.args[0].close()
+    run_page(qtbot, panel, "sweep", kind="ffn")
+    assert not panel.sweep_view.picture.is_empty and "<b>" in panel.sweep_view.about.text()   # not overwritten
