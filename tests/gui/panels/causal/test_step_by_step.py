@@ -160,6 +160,11 @@ def test_cuts_are_walked_alone_and_no_old_walk_shows_while_a_new_one_computes(qt
         assert "computing" in walk.info_label.text()
     assert walked.args[0].intervention == spec and walked.args[0].text == A
     assert "heads 1.2 zeroed is not applied here" in walk.info_label.text()
+    step = walked.args[0].step("masked_scores")                      # the cut worded, not the padding mask
+    assert "padding" not in step.formula + step.description and "sat(3)>cat(2)" in step.description
+    assert "1 of" in step.shape_text and "cut" in step.title
+    mask = walk.arch_map.items["masked_scores"]
+    assert not mask.text.font().strikeOut() and "cut" in mask.patched
     with qtbot.waitSignal(walk.explained, timeout=60_000):
         w._open_patch(A, B, "L2.H3")                                   # a sweep cell's click
         assert walk.walkthrough is None and "Applying the patch" in walk.info_label.text()
