@@ -50,6 +50,19 @@ def trace_fn(backend, text: str, words: str, noise: float, samples: int, seed: i
                         progress=_said(progress, "Causal trace"), cancel=_asked(cancel), resample=resample)
 
 
+def p_note(backend, text: str, target: str) -> str:
+    """Why p(word) at a [MASK] is not read for ``text`` ('' when it is, or nothing asked for it)."""
+    mask = getattr(backend.tokenizer, "mask_token", None) or "[MASK]"
+    has_mask = mask.lower() in text.lower()
+    if has_mask and not getattr(backend, "has_mlm", False):
+        return (f"A has {mask}, but this model has no masked-LM head: p at the mask cannot be read, so only the "
+                "sentence vector's side is shown")
+    if not has_mask and target.strip():
+        return (f"“p of {target.strip()}” is read at a {mask} in A, and A has none: only the sentence vector's "
+                "side is shown")
+    return ""
+
+
 @dataclass
 class CutEffects:
     spec: object            # core.intervene.spec.Intervention with the cuts

@@ -144,7 +144,13 @@ class CausalPanel(QtWidgets.QWidget):
 
     def _show(self, page: str, result, args: tuple) -> None:
         self.shown_args[page] = args
-        self.views[page].show_result(result)
+        view = self.views[page]
+        view.show_result(result)
+        backend = self.follows[page].backend
+        at = {"sweep": 3, "trace": 5, "cuts": 2}.get(page)          # the target's place in the page's arguments
+        note = C.p_note(backend, args[0], args[at]) if at is not None and backend is not None else ""
+        if note:
+            view.info.setText(view.info.text() + f"<br><span style='color:#b35900'>{html.escape(note)}</span>")
         self._mark_stale()
         self.shown.emit(page, result)
 

@@ -381,8 +381,10 @@ class CutsView(Page):
         diff = np.abs(r.attention.difference).max(axis=(2, 3))
         l, h = np.unravel_index(int(np.argmax(diff)), diff.shape)
         names = ", ".join(sorted(c.describe(r.tokens) for c in r.spec.cuts))
+        change = (f"the largest change of a weight is {diff[l, h]:.4f}, in head {l + 1}.{h + 1}" if diff[l, h] >= 5e-5
+                  else "no weight of any head changes by 0.0001 or more")
         rows = [f"<b>attention edges cut: {html.escape(names)}</b>", f"sentence vector: cosine with the uncut one "
-                f"<b>{r.cosine:.6f}</b> · attention: largest change {diff[l, h]:.4f} in head {l + 1}.{h + 1}"]
+                f"<b>{r.cosine:.6f}</b> · attention: {change}"]
         if r.fill is not None:
             before = ", ".join(f"{p['token']} {p['score']:.3f}" for p in r.fill.before.masks[0]["predictions"])
             after = ", ".join(f"{p['token']} {p['score']:.3f}" for p in r.fill.after.masks[0]["predictions"])

@@ -62,6 +62,7 @@ class InterventionPanel(QtWidgets.QWidget):
         self.shown_backend = None             # the model whose numbers are drawn
         self._last_request: C.EffectsRequest | None = None
         self._dropped = ""                    # why a model switch dropped some parts (said after the re-run)
+        self._refused: tuple = ()             # the patch sites of the last refused request (not "patched")
         self._build()
         self.follow = FollowModel(state, JOB_EFFECTS)
         self.metrics_follow = FollowModel(state, JOB_METRICS)
@@ -164,10 +165,13 @@ class InterventionPanel(QtWidgets.QWidget):
         spec = self.editor.value()
         b, sites = self.editor.patch_request()
         text = spec.describe() if not spec.is_empty or not sites else ""
-        if sites:
+        refused = bool(sites) and tuple(sites) == self._refused
+        if sites and not refused:
             text = "; ".join(filter(None, [text, f"patched {', '.join(sites)} from B"]))
         applied = "" if self.editor.value() == self.current.spec.without_patch() else " <i>(not applied yet)</i>"
-        self.description.setText(f"<b>Switched off:</b> {html.escape(text or 'nothing')}{applied}")
+        note = (f" · <span style='color:#c0392b'>the patch of {html.escape(', '.join(sites))} from B was refused "
+                "(why: under B)</span>" if refused else "")
+        self.description.setText(f"<b>Switched off:</b> {html.escape(text or 'nothing')}{applied}{note}")
 
     def _current_changed(self, spec) -> None:
         if spec.without_patch() != self.editor.value():
@@ -183,6 +187,8 @@ class InterventionPanel(QtWidgets.QWidget):
         request = C.EffectsRequest(self.text_edit.text(), spec, self.masked_edit.text(), self.target_edit.text(),
                                    b, sites)
         self._last_request = request
+        self._refused = ()
+        self._describe()
         if backend is None:
             self._say("Waiting for the model to load …")
             return
@@ -222,6 +228,8 @@ class InterventionPanel(QtWidgets.QWidget):
     def _on_effects_error(self, message: str) -> None:
         if self._last_request is not None and self._last_request.sites:
             self.editor.show_refusal(message)       # the patch refused, said once, where B is typed
+            self._refused = tuple(self._last_request.sites)
+            self._describe()
             self._say("")
             self.failed.emit(message)
             return

@@ -202,3 +202,37 @@ def test_every_page_says_its_question_names_its_button_and_links_its_docs_sectio
         sig.args[0].close()
     run_page(qtbot, panel, "sweep", kind="ffn")
     assert not panel.sweep_view.picture.is_empty and "<b>" in panel.sweep_view.about.text()   # not overwritten
+
+
+def test_p_not_read_is_said(qtbot, make_panel, models, tmp_path):
+    from core.encoder.backends import get_backend
+    from tests.support.tiny_models import make_tiny_distilbert
+    panel = make_panel(models[0])
+    panel.text_a.setText("the cat sat on the mat today")                  # no [MASK], "p of mat" typed
+    panel.cuts_view.cuts.setText("1.1:0>0")
+    run_page(qtbot, panel, "cuts")
+    assert "has none" in panel.cuts_view.info.text() and "p of mat" in panel.cuts_view.info.text()
+    headless = get_backend(str(make_tiny_distilbert(tmp_path / "headless", n_layers=1, n_heads=2, mlm=False)),
+                           "scratch", device="cpu", precision="fp32")
+    assert not headless.has_mlm
+    switch_model(panel.state, headless)
+    qtbot.waitUntil(lambda: panel.cuts_view.run_button.isEnabled())
+    panel.text_a.setText("the cat sat on the [MASK]")
+    panel.cuts_view.cuts.setText("1.1:0>0")
+    run_page(qtbot, panel, "cuts")
+    assert "no masked-LM head" in panel.cuts_view.info.text()
+
+
+def test_a_cut_that_changes_no_weight_says_so():
+    from types import SimpleNamespace
+
+    from app.gui.panels.causal.views import CutsView
+    from core.intervene.edges import Cut
+    from core.intervene.spec import Intervention
+    view = CutsView()
+    att = np.full((1, 1, 3, 3), 1 / 3)
+    r = SimpleNamespace(spec=Intervention(cuts=frozenset({Cut(0, 0, 1, 1)})), tokens=["[CLS]", "a", "[SEP]"],
+                        cosine=1.0, fill=None, text="a",
+                        attention=SimpleNamespace(difference=np.zeros_like(att), before=att, after=att))
+    view.show_result(r)
+    assert "no weight of any head changes" in view.table.text() and "largest" not in view.table.text()
