@@ -17,6 +17,7 @@ import html
 from PySide6 import QtCore, QtWidgets
 
 from app.gui.follow_model import FollowModel
+from app.gui.panels import model_calls
 from app.gui.panels.causal import compute as C
 from app.gui.panels.causal.views import AttributionView, CutsView, HeadGradientView, SweepView, TraceView
 from app.gui.widgets.line_edit import long_line_edit
@@ -97,8 +98,7 @@ class CausalPanel(QtWidgets.QWidget):
             resample = b if s.get("resample") else None
             return C.trace_fn, (a, s["words"], s["noise"], s["samples"], s["seed"], target, resample)
         if page == "heads":
-            from app.gui.panels.intervene.panel import importance_cache_dir
-            return C.head_gradient_fn, (s["metric"], 0, importance_cache_dir())
+            return C.head_gradient_fn, (s["metric"], 0, model_calls.importance_cache_dir())
         return C.cuts_fn, (a, s["cuts"], target)
 
     def run(self, page: str, settings: dict | None = None) -> bool:

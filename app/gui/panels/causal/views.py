@@ -18,6 +18,7 @@ from PySide6 import QtCore, QtWidgets
 from app.gui.widgets.doc_link import QuestionLine
 from app.gui.widgets.empty_state import EmptyState
 from app.gui.widgets.heatmap import HeatmapWidget
+from app.gui.widgets.run_bar import RunBar
 
 DIVERGING = "CET-D1"
 
@@ -47,11 +48,11 @@ class Page(QtWidgets.QWidget):
         self.outer.setContentsMargins(0, 0, 0, 0)
         self.about = QuestionLine(self.question, self.how_to_read, "causal.md", self.doc_section)
         self.outer.addWidget(self.about)
-        self.bar = QtWidgets.QHBoxLayout()
-        self.run_button = QtWidgets.QPushButton(self.run_label)
+        self.bar = QtWidgets.QHBoxLayout()          # the page's settings, then its RunBar (finish_bar)
+        self.run_bar = RunBar(self.run_label, f"causal_{type(self).__name__.lower()}")
+        self.run_button, self.progress, self.cancel_button = (self.run_bar.run_button, self.run_bar.progress,
+                                                              self.run_bar.cancel_button)
         self.run_button.clicked.connect(lambda: self.run_requested.emit(self.settings()))
-        self.progress = QtWidgets.QProgressBar()
-        self.cancel_button = QtWidgets.QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel_requested)
         self.outer.addLayout(self.bar)
         self.info = QtWidgets.QLabel()
@@ -81,28 +82,20 @@ class Page(QtWidgets.QWidget):
                 "sentences at the top.")
 
     def finish_bar(self) -> None:
-        self.bar.addWidget(self.run_button)
-        self.bar.addWidget(self.progress, 1)
-        self.bar.addWidget(self.cancel_button)
+        self.bar.addWidget(self.run_bar, 1)
         self.set_running(False)
 
     def settings(self) -> dict:
         return {}
 
     def set_running(self, running: bool) -> None:
-        self.run_button.setEnabled(not running)
-        self.cancel_button.setEnabled(running)
-        self.progress.setVisible(running)
-        if running:
-            self.progress.setRange(0, 0)
+        self.run_bar.set_running(running)
         if getattr(self, "result", None) is None and hasattr(self, "picture"):
             self.picture.say("Computing … (the bar above shows how far; Cancel stops it)" if running
                              else self.empty_words())
 
     def on_progress(self, done: int, total: int, message: str) -> None:
-        self.progress.setRange(0, max(total, 1))
-        self.progress.setValue(done)
-        self.progress.setFormat(f"{message}: %v of %m")
+        self.run_bar.on_progress(done, total, message)
 
     def say(self, text: str, error: bool = False) -> None:
         self.info.setText(f"<span style='color:#c0392b'>{html.escape(text)}</span>" if error else text)

@@ -173,10 +173,10 @@ def test_a_sweep_cell_applies_the_sweep_shown_and_changed_inputs_are_said(qtbot,
 @pytest.mark.slow
 def test_head_gradients_page_shows_michels_numbers_beside_the_drop(qtbot, make_panel, models, tmp_path,
                                                                    monkeypatch):
-    from app.gui.panels.intervene import panel as P
+    from app.gui.panels import model_calls
     from core.intervene.head_gradient import agreement, head_gradient_importance
     from core.intervene.importance import importance_map
-    monkeypatch.setattr(P, "importance_cache_dir", lambda: tmp_path / "importance")
+    monkeypatch.setattr(model_calls, "importance_cache_dir", lambda: tmp_path / "importance")
     backend = models[0]
     panel = make_panel(backend)
     r = run_page(qtbot, panel, "heads", metric="mlm")
