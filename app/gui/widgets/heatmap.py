@@ -389,6 +389,13 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         if i >= 0:
             self.cell_clicked.emit(i, j)
 
+    def viewportEvent(self, ev):
+        # the cell's tooltip is shown on mouse moves; QGraphicsView's own tooltip event (a resting
+        # mouse, ~1 s later) asks the scene, whose items have none, and would hide it
+        if ev.type() == QtCore.QEvent.Type.ToolTip:
+            return True
+        return super().viewportEvent(ev)
+
     def leaveEvent(self, ev):
         self._set_hover(-1, -1)
         super().leaveEvent(ev)

@@ -13,12 +13,13 @@ import html
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.gui.widgets.doc_link import QuestionLine
 from app.gui.widgets.empty_state import EmptyState
 from app.gui.widgets.heatmap import HeatmapWidget
 from app.gui.widgets.run_bar import RunBar
+from app.gui.widgets.significant import sig, signed
 
 DIVERGING = "CET-D1"
 
@@ -171,7 +172,7 @@ class SweepView(MapPage):
         title = (f"p({r.target}) patched − p in A" if p_shown else "fraction of the way to B")
         self.heatmap.set_matrix(m, r.rows, r.cols, title=title, levels=(-top, top))
         self.heatmap.colorbar.getAxis("right").setLabel("Δp" if p_shown else "fraction of the way to B")
-        extra = (f" · p({html.escape(str(r.target))}) at the mask: A {r.p_a:.4f}, B {r.p_b:.4f}"
+        extra = (f" · p({html.escape(str(r.target))}) at the mask: A {sig(r.p_a)}, B {sig(r.p_b)}"
                  if r.delta_p is not None else "")
         self.info.setText(f"cos(A, B) <b>{r.cosine_a_b:.4f}</b> · {r.site} sites · {r.pooling} pooling · "
                           f"{r.precision}{extra} · <i>click a cell to apply that one patch and walk it step by "
@@ -216,14 +217,38 @@ class AttributionView(Page):
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.7)
         self.plot.addItem(self.bars)
         self.plot.showGrid(y=True, alpha=0.3)
+        self.plot.setLabel("bottom", "token of A")
+        self.plot.setLabel("left", "attribution")
+        self.value_items: list = []              # each bar's number, over (or under) it
+        self._hover = pg.SignalProxy(self.plot.scene().sigMouseMoved, rateLimit=30, slot=self._mouse_moved)
         self.add_picture(self.plot)
         self.clear()
 
     def settings(self) -> dict:
         return {"target": self.target.currentData(), "method": self.method.currentData(), "steps": self.steps.value()}
 
+    def bar_tooltip(self, i: int) -> str:
+        r = self.result
+        a = np.asarray(r.attributions, dtype=float)
+        share = f" ({a[i] / a.sum():.0%} of the sum)" if abs(a.sum()) > 1e-12 else ""
+        return (f"token {i} <b>{html.escape(r.tokens[i])}</b>: {html.escape(r.method)} <b>{a[i]:+.6f}</b>{share}"
+                f"<br>{'raises' if a[i] >= 0 else 'lowers'} {html.escape(r.target)}")
+
+    def _mouse_moved(self, evt) -> None:
+        if self.result is None:
+            return
+        x = self.plot.getViewBox().mapSceneToView(evt[0]).x()
+        i = int(round(x))
+        if 0 <= i < len(self.result.tokens) and abs(x - i) <= 0.35:
+            QtWidgets.QToolTip.showText(QtGui.QCursor.pos(), self.bar_tooltip(i), self.plot)
+        else:
+            QtWidgets.QToolTip.hideText()
+
     def clear(self, note: str = "") -> None:
         self.result = None
+        for item in self.value_items:
+            self.plot.removeItem(item)
+        self.value_items = []
         self.bars.setOpts(x=[], height=[], width=0.7)
         self.plot.getAxis("bottom").setTicks([[]])
         self.picture.say(note if note.endswith("…") else self.empty_words(note))
@@ -236,7 +261,19 @@ class AttributionView(Page):
         brushes = [pg.mkBrush("#c0392b" if v >= 0 else "#2e86c1") for v in a]
         self.bars.setOpts(x=np.arange(len(a)), height=a, width=0.7, brushes=brushes)
         self.plot.getAxis("bottom").setTicks([[(i, t) for i, t in enumerate(r.tokens)]])
+        self.plot.setLabel("left", f"{r.method} attribution")
+        for item in self.value_items:
+            self.plot.removeItem(item)
+        self.value_items = []
+        for i, v in enumerate(a):
+            item = pg.TextItem(signed(v, 2), color="#333333", anchor=(0.5, 1.0 if v >= 0 else 0.0))
+            item.setPos(i, v)
+            self.plot.addItem(item)
+            self.value_items.append(item)
         text = f"{html.escape(r.method)} of {html.escape(r.target)} = <b>{r.target_value:.6f}</b> · {r.precision}"
+        if r.baseline_value is None:
+            text += (f"<br>sum of the bars <b>{a.sum():+.6f}</b> (grad × input is a first-order estimate: unlike "
+                     "integrated gradients, its bars need not add up to the score's change)")
         if r.baseline_value is not None:
             text += (f"<br>baseline ({r.baseline} at every token but the specials): {r.baseline_value:.6f} · sum "
                      f"{a.sum():+.6f} vs f(x) − f(baseline) {r.target_value - r.baseline_value:+.6f} · "
@@ -298,7 +335,7 @@ class TraceView(MapPage):
         title = f"share of p({r.target}) recovered" if p_shown else "share of the clean vector recovered"
         self.heatmap.set_matrix(m, r.rows, r.cols, levels=(0.0, max(1.0, float(np.nanmax(m)))), title=title)
         corrupted = ", ".join(r.tokens[p] for p in r.corrupted)
-        extra = (f" · p({html.escape(str(r.target))}): clean {r.p_clean:.4f}, corrupted {r.p_corrupted:.4f}"
+        extra = (f" · p({html.escape(str(r.target))}): clean {sig(r.p_clean)}, corrupted {sig(r.p_corrupted)}"
                  if r.p_clean is not None else "")
         how = (f"resampled from “{html.escape(r.resampled_from)}”" if r.resampled_from is not None else
                f"with noise std {r.noise_std:.4f} ({r.noise_multiple:g} × the word embeddings' std), "
@@ -383,7 +420,8 @@ class CutsView(Page):
             after = ", ".join(f"{p['token']} {p['score']:.3f}" for p in r.fill.after.masks[0]["predictions"])
             rows += [f"[MASK] before: {html.escape(before)} · after: {html.escape(after)}"]
             if r.fill.target:
-                rows.append(f"p({html.escape(r.fill.target)}): {r.fill.target_before:.4f} → {r.fill.target_after:.4f}")
+                rows.append(f"p({html.escape(r.fill.target)}): {sig(r.fill.target_before)} → "
+                            f"{sig(r.fill.target_after)}")
         self.table.setText("<br>".join(rows))
         layer, head = self.shown_head(r)
         where = f"layer {layer + 1}, " + ("mean over heads" if head is None else f"head {head + 1}")
@@ -417,6 +455,8 @@ class HeadGradientView(Page):
         self.drop = ValueHeatmap(row_title="layer", col_title="head")
         self.drop.what = "measured drop"
         self.drop.set_colormap(DIVERGING)
+        self.gradient.colorbar.getAxis("right").setLabel("I_h")
+        self.drop.colorbar.getAxis("right").setLabel("drop")
         for m in (self.gradient, self.drop):
             m.set_show_values(True)
             split.addWidget(m)

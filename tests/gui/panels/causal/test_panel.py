@@ -236,3 +236,16 @@ def test_a_cut_that_changes_no_weight_says_so():
                         attention=SimpleNamespace(difference=np.zeros_like(att), before=att, after=att))
     view.show_result(r)
     assert "no weight of any head changes" in view.table.text() and "largest" not in view.table.text()
+
+
+def test_attribution_bars_carry_their_values_and_grad_x_input_its_sum(qtbot, make_panel, models):
+    from app.gui.widgets.significant import signed
+    panel = make_panel(models[0])
+    r = run_page(qtbot, panel, "attribute", target="other", method="grad-x-input")
+    view = panel.attribution_view
+    assert [t.textItem.toPlainText() for t in view.value_items] == [signed(v, 2) for v in r.attributions]
+    assert f"{r.attributions.sum():+.6f}" in view.info.text() and "sum of the bars" in view.info.text()
+    assert view.plot.getAxis("left").labelText and view.plot.getAxis("bottom").labelText == "token of A"
+    assert r.tokens[1] in view.bar_tooltip(1) and f"{r.attributions[1]:+.6f}" in view.bar_tooltip(1)
+    assert panel.heads_view.gradient.colorbar.getAxis("right").labelText == "I_h"
+    assert panel.heads_view.drop.colorbar.getAxis("right").labelText == "drop"
