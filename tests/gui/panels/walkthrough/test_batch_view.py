@@ -106,3 +106,16 @@ def test_hovering_a_cell_reads_its_score_and_weight(qtbot, panel, tiny):
     assert "−∞ (a padded key)" in view.readout.text() and "weight <b>0.0000</b>" in view.readout.text()
     view.scores.hover(-1, -1)
     assert "Hover a cell" in view.readout.text()
+
+
+def test_a_note_said_above_is_not_said_again_whatever_its_quotes(qtbot, panel, tiny):
+    """Under the transformers encoder the note ("… Encoderscope's own encoder …") was printed twice:
+    the line above escapes no quote, the batch looked for &#x27;."""
+    from dataclasses import replace
+    r = replace(explain_batch(tiny, SHORT, LONG, layer=0, head=0), note="the steps are Encoderscope's own encoder")
+    panel.batch_view.said_above = lambda: "model · <span>the steps are Encoderscope's own encoder</span>"
+    panel.batch_view.set_result(r)
+    assert "own encoder" not in panel.batch_view.info.text()
+    panel.batch_view.said_above = lambda: ""
+    panel.batch_view.set_result(r)
+    assert "own encoder" in panel.batch_view.info.text()
