@@ -119,3 +119,16 @@ def test_a_note_said_above_is_not_said_again_whatever_its_quotes(qtbot, panel, t
     panel.batch_view.said_above = lambda: ""
     panel.batch_view.set_result(r)
     assert "own encoder" in panel.batch_view.info.text()
+
+
+def test_the_line_above_the_batch_never_counts_another_sentences_tokens(qtbot, panel, tiny):
+    with qtbot.waitSignal(panel.explained, timeout=60_000):
+        panel.explain_text(SHORT)
+    panel.text_edit.setText(LONG)                                    # typed, Enter not pressed
+    panel.other_edit.setText(SHORT)
+    with qtbot.waitSignal(panel.explained, timeout=60_000) as sig:
+        panel.set_view(2)
+    assert sig.args[0].text == LONG
+    assert f"{len(sig.args[0].tokens)} tokens" in panel.info_label.text()
+    qtbot.waitUntil(lambda: panel.batch_view.result is not None, timeout=60_000)
+    assert max(panel.batch_view.result.lengths) == len(sig.args[0].tokens)
