@@ -239,7 +239,9 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.image.setImage(m if m.size else np.zeros((1, 1), np.float32), autoLevels=False)
         self.colorbar.setLevels((lo, hi))
         rows, cols = m.shape
-        self.plot.vb.setLimits(xMin=-0.5, xMax=max(cols, 1) - 0.5, yMin=-0.5, yMax=max(rows, 1) - 0.5)
+        # zoom stops at 3 cells, or the whole matrix when it has fewer (one column fills the plot)
+        self.plot.vb.setLimits(xMin=-0.5, xMax=max(cols, 1) - 0.5, yMin=-0.5, yMax=max(rows, 1) - 0.5,
+                               minXRange=min(3, max(cols, 1)), minYRange=min(3, max(rows, 1)))
         self.plot.vb.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0)
         self._set_hover(-1, -1, emit=False)
         self.set_marks([])

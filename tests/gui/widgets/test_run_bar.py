@@ -41,32 +41,3 @@ def test_every_long_jobs_panel_uses_the_one_bar_and_causal_no_intervene_internal
     for p in APP_GUI.rglob("*.py"):          # no module reaches into another's private helpers
         assert not re.search(r"from app\.gui\.\S+ import .*\b_[a-z]", p.read_text(encoding="utf-8")), p
 
-
-def test_a_heatmap_cells_tooltip_stays_while_the_mouse_rests(qtbot):
-    import numpy as np
-    from PySide6 import QtCore, QtGui, QtWidgets
-
-    from app.gui.widgets.heatmap import HeatmapWidget
-    w = HeatmapWidget()
-    qtbot.addWidget(w)
-    w.resize(400, 300)
-    w.set_matrix(np.eye(3), ["a", "b", "c"])
-    w.show()
-    qtbot.waitExposed(w)
-    centre = w.mapFromScene(w.plot.vb.mapViewToScene(QtCore.QPointF(1, 1)))
-    QtWidgets.QToolTip.showText(w.mapToGlobal(centre), w.tooltip_text(1, 1), w)   # as a mouse move does
-    assert QtWidgets.QToolTip.isVisible()
-    asked = []
-
-    class SceneHelp(QtCore.QObject):        # the scene's help event is what hid it (its items have no tooltip)
-        def eventFilter(self, obj, ev):
-            if ev.type() == QtCore.QEvent.Type.GraphicsSceneHelp:
-                asked.append(ev)
-            return False
-
-    spy = SceneHelp()
-    w.scene().installEventFilter(spy)
-    rest = QtGui.QHelpEvent(QtCore.QEvent.Type.ToolTip, centre, w.mapToGlobal(centre))   # the mouse rests
-    QtWidgets.QApplication.sendEvent(w.viewport(), rest)
-    assert asked == [] and QtWidgets.QToolTip.isVisible() and "weight" in QtWidgets.QToolTip.text()
-    QtWidgets.QToolTip.hideText()
