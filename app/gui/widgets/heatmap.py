@@ -178,6 +178,8 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.colorbar.getAxis("right").setTextPen(pg.mkPen(fg))
         self.colorbar.getAxis("right").enableAutoSIPrefix(False)
         self.colorbar.getAxis("right").setLabel("weight", color=fg.name())
+        # as wide as its tick numbers and title need: a fixed width dropped "−0.0004" and overlapped the title
+        self.colorbar.getAxis("right").setWidth(None)
         self.addItem(self.colorbar, row=0, col=1)
 
         # hover + click

@@ -48,3 +48,17 @@ def test_one_column_or_few_rows_fill_the_plot(qtbot):
     w.resize(600, 400)
     qtbot.waitUntil(lambda: w.width() == 600)
     assert w.plot.vb.viewRange() == [[-0.5, 1.5], [-0.5, 0.5]]
+
+
+def test_the_colour_bar_is_as_wide_as_its_tick_numbers(qtbot):
+    w = HeatmapWidget()
+    qtbot.addWidget(w)
+    w.resize(600, 400)
+    w.show()
+    qtbot.waitExposed(w)
+    w.set_matrix(np.linspace(-4e-4, 3e-4, 12).reshape(6, 2), list("abcdef"), ["x", "y"], levels=(-4e-4, 4e-4))
+    w.colorbar.getAxis("right").setLabel("Δp")
+    axis = w.colorbar.getAxis("right")
+    qtbot.waitUntil(lambda: axis.width() > 0)
+    widest = QtGui.QFontMetrics(axis.style.get("tickFont") or QtGui.QFont()).horizontalAdvance("-0.0004")
+    assert axis.width() >= widest + axis.style["tickTextOffset"][0]      # "−0.0004" is not dropped
