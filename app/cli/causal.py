@@ -62,8 +62,8 @@ def _progress(args, unit: str):
 
 
 def cmd_attribute(args) -> int:
-    from app.cli.intervene import truncation_said_once
     from app.cli.options import emit_json
+    from app.cli.truncation import truncation_said_once
     from core.encoder.backends import get_backend
     from core.errors import NoMLMHead
     from core.intervene.attribute import attribute
