@@ -37,6 +37,7 @@ import numpy as np
 from core.errors import Cancelled, InputError
 from index.faiss import rebuild
 from index.faiss.faiss_index import AUTO_IVF_THRESHOLD, REQUESTS, FaissIndex, resolve_kind
+from index.faiss.new_rows import NewRows, planned_rows
 from index.faiss.opening import IVF_THRESHOLD_KEY, load_checked, open_store
 from index.faiss.sentences import SentenceDB
 from index.faiss.snapshot import (
@@ -49,7 +50,7 @@ from index.store.base import Hit, Store
 from index.store.durability import WriterLock
 from index.store.errors import DuplicateText, StoreCorrupted, StoreError, UnknownId
 from index.store.location import default_store_dir
-from index.store.records import split_meta
+from index.store.text_hash import text_hash
 from index.store.whitening import describe_whitening, is_whitened
 from index.store.whitening import load as load_whitening
 
@@ -189,16 +190,18 @@ class VectorStore(Store):
     # ---------------------------------------------------------------------------------------
     # changes
     # ---------------------------------------------------------------------------------------
-    def _plan(self, texts, result: AddResult):
-        from index.faiss.sentences import text_hash
+    def _text_keys(self, texts) -> list:
         check_texts(texts)
-        hashes = [text_hash(t) for t in texts]
+        return [text_hash(t) for t in texts]
+
+    def _plan(self, texts, result: AddResult, keys=None):
+        hashes = self._text_keys(texts) if keys is None else keys
         existing = self._db.existing_ids(set(hashes))
         plan, dup_of = plan_unique(hashes, existing, result)
-        return plan, dup_of, None
+        return plan, dup_of, hashes
 
-    def _store_planned(self, plan, texts, metas, vecs, result: AddResult, context, ids=None):
-        rows = [(texts[i], *_split_meta(metas[i]), v) for i, v in zip(plan, vecs)]
+    def _store_planned(self, plan, texts, metas, vecs, result: AddResult, hashes, ids=None):
+        rows = planned_rows(plan, texts, hashes, metas, vecs)
         if ids is None:
             self._commit_rows(plan, rows, result)
         else:               # a migrate copy keeps its source's ids
@@ -208,8 +211,9 @@ class VectorStore(Store):
         """Whether no id was ever handed out here (a migrate copy then keeps its source's ids)."""
         return self._db.highest_id_ever() == 0
 
-    def _commit_rows(self, plan, rows, result: AddResult, keep=None):
-        if not rows:
+    def _commit_rows(self, plan, rows: NewRows, result: AddResult, keep=None):
+        """Insert the rows in one transaction, then add their vectors to the index at once."""
+        if not len(rows):
             return
         db = self._db
         with db.transaction():
@@ -218,12 +222,9 @@ class VectorStore(Store):
         for i, id_ in zip(plan, ids):
             result.ids[i] = id_
         result.added += len(ids)
-        vecs = np.stack([r[4] for r in rows]).astype(np.float32)
-        if self._stale:
-            self._indexed_gen = gen
-        else:
-            self._index.add(np.asarray(ids, np.int64), vecs)
-            self._indexed_gen = gen
+        if not self._stale:
+            self._index.add(np.asarray(ids, np.int64), rows.vectors)
+        self._indexed_gen = gen
 
     def remove(self, ids) -> list:
         """Remove sentences by id; returns the ids that were there (unknown ids are skipped)."""
@@ -400,9 +401,4 @@ class VectorStore(Store):
         return f"VectorStore({str(self.folder)!r}, {self.count()} sentences, {self._index.kind})"
 
 
-
-def _split_meta(meta):
-    """-> (source, row, extra-json-dict) from a metadata dict (this store stamps `added`)."""
-    source, row, _added, extra = split_meta(meta)
-    return source, row, extra
 
