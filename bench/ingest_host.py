@@ -12,6 +12,7 @@ Rows, each into a new FAISS store (flat), add_stream then save(), start-up outsi
   simulated R/s  real tokenisation, then a sleep of n / R seconds (it releases the GIL, as a
                  GPU's wait does), then random unit vectors: ingest against an encoder of R/s
   2 sentences    a new store, add_stream of 2 sentences, save, close: the small case (ms)
+  Milvus Lite    (--milvus-lite N) the null encoder into a Milvus Lite store, N sentences
 Each as sentences/s and, for the simulated encoders, as a ratio to R. --before TREE runs the
 same rows on TREE's code in a child process right after, and prints new / before for each.
 The encoders are importable (tools/gpu_check.py).
@@ -139,12 +140,14 @@ class SimulatedEncoder(NullEncoder):
         return super().embed(texts, progress=progress, stats=stats)
 
 
-def ingest_rate(encoder, texts, folder=None, **add) -> float:
-    """Sentences/s of add_stream(texts) into a new FAISS store, then save()."""
-    from index.faiss.store import VectorStore
+def ingest_rate(encoder, texts, folder=None, engine: str = "faiss", **add) -> float:
+    """Sentences/s of add_stream(texts) into a new store, then save() (Milvus: its flush).
+    engine: "faiss" (a folder) or "milvus-lite" (a Milvus Lite file)."""
+    from index.opening import open_store
     where = Path(tempfile.mkdtemp(prefix="encoderscope-ingest-host-", dir=folder)) / "store"
+    location = str(where) if engine == "faiss" else f"milvus-lite:{where}.db"
     try:
-        store = VectorStore.open(where, writable=True, create=True, fingerprint=encoder.fingerprint())
+        store = open_store(location, writable=True, create=True, fingerprint=encoder.fingerprint())
         t = time.perf_counter()
         result = store.add_stream(texts, encoder, **add)
         store.save()
@@ -181,7 +184,7 @@ def small_ms(encoder, reps: int = 15) -> float:
     return float(np.median(times))
 
 
-def measure(model: str, n: int, rates, rounds: int = 1) -> dict:
+def measure(model: str, n: int, rates, rounds: int = 1, milvus_n: int = 0) -> dict:
     """Every row: best of `rounds` each."""
     from core.encoder.backends import get_backend
     real = get_backend(model, "scratch", device="cpu", precision="fp32")
@@ -197,6 +200,9 @@ def measure(model: str, n: int, rates, rounds: int = 1) -> dict:
         sim = SimulatedEncoder(real, rate)
         out["simulated"][str(rate)] = max(ingest_rate(sim, texts) for _ in range(rounds))
     out["small_ms"] = small_ms(null)
+    if milvus_n:
+        out["milvus_n"] = milvus_n
+        out["milvus_null"] = ingest_rate(null, texts[:milvus_n], engine="milvus-lite")
     out["load_after"] = load_average()
     return out
 
@@ -216,6 +222,10 @@ def report(r: dict, before: dict | None = None) -> str:
         lines.append(f"  simulated {int(rate):>7,}/s   {got:>9,.0f} s/s  {got / int(rate):4.2f}x of it"
                      + (f"   before {old:>9,.0f} ({old / int(rate):4.2f}x)  new / before {got / old:5.2f}"
                         if old else ""))
+    if r.get("milvus_null"):
+        old = b.get("milvus_null")
+        lines.append(f"  Milvus Lite, null     {r['milvus_null']:>9,.0f} s/s ({r['milvus_n']:,} sentences)"
+                     + (f"   before {old:>9,.0f}  new / before {r['milvus_null'] / old:5.2f}" if old else ""))
     lines.append(f"  2 sentences           {r['small_ms']:>9,.1f} ms"
                  + (f"   before {b['small_ms']:.1f} ms  new / before {r['small_ms'] / b['small_ms']:5.2f}"
                     if b else ""))
@@ -228,18 +238,20 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--rates", default=",".join(map(str, RATES)), help="simulated encoders' sentences/s")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--milvus-lite", type=int, default=0, metavar="N",
+                    help="also the null encoder into a Milvus Lite store, N sentences (needs pymilvus)")
     ap.add_argument("--before", default=None, help="another tree (e.g. /work/main): its rows too, same run")
     ap.add_argument("--tree", default=None, help="measure this tree's code (what --before runs)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     rates = [int(x) for x in args.rates.split(",") if x]
-    r = measure(args.model, args.n, rates, args.rounds)
+    r = measure(args.model, args.n, rates, args.rounds, args.milvus_lite)
     r["tree"] = str(_tree_from_argv())
     before = None
     if args.before:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--tree", args.before, "--json",
                "--model", args.model, "--n", str(args.n), "--rates", args.rates,
-               "--rounds", str(args.rounds)]
+               "--rounds", str(args.rounds), "--milvus-lite", str(args.milvus_lite)]
         child = subprocess.run(cmd, capture_output=True, text=True, check=True)
         before = json.loads(child.stdout.strip().splitlines()[-1])
     if args.json:
