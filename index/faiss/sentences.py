@@ -120,6 +120,7 @@ class SentenceDB:
             self.conn.execute("PRAGMA synchronous=FULL")
             # A window's rows (1.6 kB each at 384-d) fit in the page cache: SQLite's 2 MB default
             # spills them mid-transaction and inserts cost ~1.7x the CPU (docs/benchmarks.md).
+            # release_cache() after each commit keeps it at a window's pages, not the store's.
             self.conn.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
             if shared:
                 self.conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
@@ -172,6 +173,14 @@ class SentenceDB:
 
     def commit(self):
         self._q("COMMIT")
+
+    def release_cache(self) -> None:
+        """Free the page cache's unused pages (after a window's commit): the writer's memory
+        stays at one window's pages however large the store grows."""
+        try:
+            self.conn.execute("PRAGMA shrink_memory")
+        except sqlite3.Error:
+            pass
 
     def rollback(self):
         try:

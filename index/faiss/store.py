@@ -219,6 +219,7 @@ class VectorStore(Store):
         with db.transaction():
             ids = db.insert(rows, keep)
             gen = db.bump()
+        db.release_cache()
         for i, id_ in zip(plan, ids):
             result.ids[i] = id_
         result.added += len(ids)
