@@ -229,3 +229,28 @@ def test_kill9_during_overlapped_ingest_keeps_a_prefix_and_a_rerun_adds_the_rest
     run_child(folder, n)
     texts = stored_texts(folder)
     assert texts == unique
+
+
+def test_windows_grow_to_a_second_of_a_fast_encoder_and_stay_for_a_slow_one():
+    from index.store.adding import EMBED_WINDOW, MAX_WINDOW, WINDOW_SECONDS, next_window
+    assert next_window(EMBED_WINDOW, 1024, 1024 / 600) == EMBED_WINDOW          # a CPU's minilm
+    assert next_window(EMBED_WINDOW, 1024, 1024 / 5000 / WINDOW_SECONDS) == 4096  # a power of two below
+    assert next_window(EMBED_WINDOW, 1024, 0.0) == MAX_WINDOW                   # a null encoder
+    assert next_window(4096, 0, 0.0) == 4096                 # nothing new embedded: no measurement
+
+
+def test_a_fast_encoders_windows_grow_after_the_two_in_flight(tmp_path):
+    b = HookBackend()
+    store = open_store(tmp_path, b)
+    sizes = []
+    commit = store._commit_rows
+
+    def recording(plan, rows, result):
+        sizes.append(len(rows))
+        commit(plan, rows, result)
+    store._commit_rows = recording
+    r = store.add_texts([f"t{i}" for i in range(5000)], b)       # the defaults: window None
+    assert r.added == 5000
+    # windows 0 and 1 are read before any rate is known; the rest is one grown window
+    assert sizes == [1024, 1024, 5000 - 2048]
+    store.close()
