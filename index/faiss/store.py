@@ -18,7 +18,9 @@ database's vector for that id, so a foreign, older or damaged part gives StoreCo
 remedy "repair"), never a wrong result (index/faiss/snapshot.py). Only regular files are opened (no
 FIFO can block); OS write errors (a full disk) are one StoreWriteFailed (index/store/durability.py).
 
-Durability: every batch of added sentences is one SQLite transaction (WAL, synchronous=FULL).
+Durability: every batch of added sentences is one SQLite transaction (WAL, synchronous=FULL); the
+in-memory index takes the batch's vectors beside the commit and is rebuilt from the database if
+either fails.
 `save()` writes the FAISS snapshot to a new file (temp + fsync + rename), then the manifest (same
 way), then deletes older snapshots; a crash at any point leaves the manifest pointing at a
 complete older snapshot. On open, a snapshot behind the database (crash between commit and
@@ -212,19 +214,31 @@ class VectorStore(Store):
         return self._db.highest_id_ever() == 0
 
     def _commit_rows(self, plan, rows: NewRows, result: AddResult, keep=None):
-        """Insert the rows in one transaction, then add their vectors to the index at once."""
+        """Insert the rows in one transaction; their vectors go into the index at once, on a
+        helper thread while SQLite's COMMIT writes and syncs them (both release the GIL). The
+        database stays the truth: if the commit fails, or the add does, the index is rebuilt
+        from the database before its next use (a failing add fails again there, and says so)."""
         if not len(rows):
             return
         db = self._db
-        with db.transaction():
-            ids = db.insert(rows, keep)
-            gen = db.bump()
+        adding = None
+        try:
+            with db.transaction():
+                ids = db.insert(rows, keep)
+                gen = db.bump()
+                if not self._stale:
+                    adding = _IndexAdd(self._index, ids, rows.vectors)
+            if adding is not None and adding.finish() is not None:
+                self._stale = True      # committed, but not in the index: rebuilt from the database
+        except BaseException:
+            if adding is not None:
+                adding.wait()
+                self._stale = True      # the index may disagree with the database now
+            raise
         db.release_cache()
         for i, id_ in zip(plan, ids):
             result.ids[i] = id_
         result.added += len(ids)
-        if not self._stale:
-            self._index.add(np.asarray(ids, np.int64), rows.vectors)
         self._indexed_gen = gen
 
     def remove(self, ids) -> list:
@@ -402,4 +416,24 @@ class VectorStore(Store):
         return f"VectorStore({str(self.folder)!r}, {self.count()} sentences, {self._index.kind})"
 
 
+class _IndexAdd:
+    """index.add(ids, vectors) on a helper thread: finish() waits and returns what it raised."""
 
+    def __init__(self, index: FaissIndex, ids, vectors):
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(index, np.asarray(ids, np.int64), vectors),
+                                        daemon=True, name="encoderscope-index-add")
+        self._thread.start()
+
+    def _run(self, index, ids, vectors) -> None:
+        try:
+            index.add(ids, vectors)
+        except BaseException as e:      # noqa: BLE001 - raised again on the caller's thread
+            self._error = e
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def finish(self) -> BaseException | None:
+        self.wait()
+        return self._error

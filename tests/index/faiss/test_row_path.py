@@ -74,3 +74,50 @@ def test_each_text_is_hashed_once_and_a_window_is_one_commit(tmp_path, monkeypat
     inserts = [q for q in statements if q.startswith("INSERT INTO sentences")]
     assert len(inserts) == 300                      # executemany: one traced statement per row
     s.close()
+
+
+def test_a_failed_commit_leaves_no_row_in_the_index_its_add_ran_beside(tmp_path, monkeypatch):
+    """The window's FAISS add runs beside SQLite's COMMIT: when the commit fails, the index is
+    rebuilt from the database before it is used, so no uncommitted row is ever found."""
+    from index.store.errors import StoreWriteFailed
+    b = FakeBackend(dim=8)
+    s = VectorStore.open(tmp_path / "s", writable=True, create=True, fingerprint=b.fingerprint())
+    s.add_texts([f"kept {i}" for i in range(20)], b)
+    db = s._db
+    real_commit = db.commit
+
+    def failing_commit():
+        db.rollback()
+        raise StoreWriteFailed("could not write: the disk is full (ENOSPC)")
+    monkeypatch.setattr(db, "commit", failing_commit)
+    with pytest.raises(StoreWriteFailed):
+        s.add_texts([f"lost {i}" for i in range(20)], b)
+    monkeypatch.setattr(db, "commit", real_commit)
+    hits = s.search(np.stack([b.embed([f"lost {i}"])[0] for i in range(20)]), k=1)
+    assert all(h[0].text.startswith("kept") for h in hits)
+    ids, _ = s.vectors()
+    assert s.count() == 20 and s.index_ids().tolist() == sorted(ids.tolist())
+    s.close()
+    with VectorStore.open(tmp_path / "s", verify=True) as again:
+        assert again.count() == 20 and again.index_ids().tolist() == sorted(again.vectors()[0].tolist())
+
+
+def test_a_failed_index_add_after_the_commit_is_rebuilt_from_the_database(tmp_path, monkeypatch):
+    from index.faiss.faiss_index import FaissIndex
+    b = FakeBackend(dim=8)
+    s = VectorStore.open(tmp_path / "s", writable=True, create=True, fingerprint=b.fingerprint())
+    real_add = FaissIndex.add
+    calls = []
+
+    def failing_once(self, ids, vectors):
+        calls.append(len(ids))
+        if len(calls) == 1:
+            raise MemoryError("no room for the window")
+        return real_add(self, ids, vectors)
+    monkeypatch.setattr(FaissIndex, "add", failing_once)
+    r = s.add_texts([f"t{i}" for i in range(30)], b)
+    assert r.added == 30 and s.count() == 30              # committed: the database is the truth
+    hits = s.search(np.stack(b.embed(["t7"])), k=1)       # the index is rebuilt first
+    assert hits[0][0].text == "t7" and hits[0][0].score > 0.9999
+    assert s.index_ids().tolist() == list(range(1, 31))
+    s.close()
