@@ -56,6 +56,10 @@ from index.store.text_hash import text_hash
 from index.store.whitening import describe_whitening, is_whitened
 from index.store.whitening import load as load_whitening
 
+# Windows of at least this many rows add their vectors to the index beside the COMMIT; smaller
+# ones add them after it, on this thread (a thread handoff would cost more than the copy).
+INDEX_ADD_BESIDE = 256
+
 
 class VectorStore(Store):
     """FAISS + SQLite store. Open with `VectorStore.open(folder, ...)`."""
@@ -226,8 +230,10 @@ class VectorStore(Store):
             with db.transaction():
                 ids = db.insert(rows, keep)
                 gen = db.bump()
-                if not self._stale:
+                if not self._stale and len(rows) >= INDEX_ADD_BESIDE:
                     adding = _IndexAdd(self._index, ids, rows.vectors)
+            if adding is None and not self._stale:
+                adding = _IndexAdd(self._index, ids, rows.vectors, now=True)
             if adding is not None and adding.finish() is not None:
                 self._stale = True      # committed, but not in the index: rebuilt from the database
         except BaseException:
@@ -417,13 +423,18 @@ class VectorStore(Store):
 
 
 class _IndexAdd:
-    """index.add(ids, vectors) on a helper thread: finish() waits and returns what it raised."""
+    """index.add(ids, vectors) on a helper thread (now: on this one, at once): finish() waits
+    and returns what it raised."""
 
-    def __init__(self, index: FaissIndex, ids, vectors):
+    def __init__(self, index: FaissIndex, ids, vectors, now: bool = False):
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(index, np.asarray(ids, np.int64), vectors),
-                                        daemon=True, name="encoderscope-index-add")
-        self._thread.start()
+        args = (index, np.asarray(ids, np.int64), vectors)
+        self._thread = None if now else threading.Thread(target=self._run, args=args, daemon=True,
+                                                         name="encoderscope-index-add")
+        if now:
+            self._run(*args)
+        else:
+            self._thread.start()
 
     def _run(self, index, ids, vectors) -> None:
         try:
@@ -432,7 +443,8 @@ class _IndexAdd:
             self._error = e
 
     def wait(self) -> None:
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
 
     def finish(self) -> BaseException | None:
         self.wait()

@@ -133,7 +133,7 @@ def add_stream(store, items, backend, *, pooling=None, batch_size: int | None = 
     from collections import deque
 
     from core.encoder.backends import EmbedStats
-    from index.store.embed_ahead import EmbedAhead
+    from index.store.embed_ahead import EmbedAhead, EmbedNow
     store._need_writer()
     fp = backend.fingerprint(pooling=pooling or store.pooling)
     fpmod.check(store.model_fingerprint_dict, fp, f"texts embedded with {backend.model_name}",
@@ -204,7 +204,9 @@ def add_stream(store, items, backend, *, pooling=None, batch_size: int | None = 
             return lambda k, n: progress(base + size * k // n, total)
         return None
 
-    ahead = EmbedAhead(embed, cancel, prepare)
+    # An input of one window has nothing to overlap: no helper threads for it.
+    one_window = total is not None and total <= window
+    ahead = (EmbedNow if one_window else EmbedAhead)(embed, cancel, prepare)
     source = windows()
     queued: deque = deque()       # windows submitted, in input order
 

@@ -302,7 +302,7 @@ class Store(ABC):
         texts = list(texts)
         metadata = list(metadata) if metadata is not None else [None] * len(texts)
         kw.setdefault("keep_ids", True)
-        return self.add_stream(zip(texts, metadata), backend, **kw)
+        return self.add_stream(list(zip(texts, metadata)), backend, **kw)
 
     # ---- the rest ----------------------------------------------------------------------------
     @abstractmethod

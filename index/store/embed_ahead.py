@@ -126,3 +126,32 @@ class EmbedAhead:
         self._threads = []
         self._in_flight = 0
         self._events = queue.Queue()
+
+
+class EmbedNow(EmbedAhead):
+    """EmbedAhead's interface with no helper thread: the one window of a small input is
+    tokenised and embedded on the caller's thread when its result is asked for. There is
+    nothing to overlap then, and on a loaded machine each thread handoff costs a time slice."""
+
+    def __init__(self, embed, cancel=None, prepare=None):
+        super().__init__(embed, cancel, prepare, depth=1)
+        self._waiting: list = []
+
+    def submit(self, texts) -> None:
+        if self.full:
+            raise RuntimeError(f"{self._in_flight} windows are in flight already")
+        self._in_flight += 1
+        self._waiting.append(list(texts))
+
+    def result(self, progress=None):
+        if not self._in_flight:
+            raise RuntimeError("no window is being embedded")
+        texts = self._waiting.pop(0)
+        self._in_flight -= 1
+        prepared = None if self._prepare is None else self._prepare(texts)
+        return self._embed(texts, prepared, progress, self.cancelled)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._waiting = []
+        self._in_flight = 0

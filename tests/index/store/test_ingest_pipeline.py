@@ -254,3 +254,18 @@ def test_a_fast_encoders_windows_grow_after_the_two_in_flight(tmp_path):
     # windows 0 and 1 are read before any rate is known; the rest is one grown window
     assert sizes == [1024, 1024, 5000 - 2048]
     store.close()
+
+
+def test_a_small_input_runs_on_the_callers_thread_alone(tmp_path, monkeypatch):
+    """Two sentences: nothing to overlap, so no helper thread is started (each handoff costs a
+    time slice on a loaded machine); a large one uses them."""
+    b = HookBackend()
+    store = open_store(tmp_path, b)
+    started = []
+    real_start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda self: started.append(self.name) or real_start(self))
+    r = store.add_texts(["one sentence", "another sentence"], b)
+    assert r.added == 2 and started == []
+    store.add_texts([f"t{i}" for i in range(3000)], b)
+    assert {"encoderscope-tokenize-ahead", "encoderscope-embed-ahead", "encoderscope-index-add"} <= set(started)
+    store.close()
