@@ -158,11 +158,12 @@ def requested_precision(requested: str | None = None) -> str:
 
 
 def resolve_precision(device: torch.device, requested: str | None = None) -> str:
-    """The precision to run in: "auto" becomes bf16 where it is native on ``device``, else fp32;
-    an explicit bf16 must be supported there."""
+    """The precision to run in: "auto" becomes bf16 where it is native on ``device`` and its
+    kernels run there (a CPU with the bf16 flag whose oneDNN or torch build is held to AVX2
+    cannot pack bf16 weights: fp32 there), else fp32; an explicit bf16 must be supported there."""
     choice = requested_precision(requested)
     if choice == "auto":
-        return "bf16" if bf16_native(device) else "fp32"
+        return "bf16" if bf16_native(device) and bf16_supported(device) else "fp32"
     if choice == "bf16" and not bf16_supported(device):
         raise DeviceUnavailable(f"bf16 is not supported on {describe_device(device)}; use fp32")
     return choice

@@ -6,7 +6,8 @@ sentence-transformers is measured when installed. No Qt, no Milvus. In one run, 
 
 1. embedding throughput on the same weights (minilm) and the same device: ours, transformers and
    sentence-transformers, fp32 and bf16, at batch 64 and at the device's best batch;
-2. `ingest` sentences/s against our own embed sentences/s (the store's share of the cost);
+2. `ingest` sentences/s against our own embed sentences/s (the store's share of the cost), and
+   the host path's own rows beside it (bench/ingest_host.py): a null encoder's ingest, tokenising alone;
 3. training tokens/s against the same model built from nn.TransformerEncoderLayer;
 4. the ``needs_cuda`` tests and the Qt-free suite with $ENCODERSCOPE_DEVICE set to the device
    (test files that need a module this Python lacks are left out, and named), cut off after
@@ -45,6 +46,7 @@ from core.encoder.backends import get_backend  # noqa: E402
 enc_bench = importlib.import_module("encoder_throughput")
 train_bench = importlib.import_module("train_throughput")
 ingest_bench = importlib.import_module("ingest_throughput")
+ingest_host = importlib.import_module("ingest_host")
 
 VERSIONED = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "faiss-cpu", "sentence-transformers")
 # Test files that need the desktop app, a Milvus server or UMAP are found by trying to import them
@@ -224,16 +226,30 @@ def embed_rows(device: torch.device, texts: list[str], rounds: int, quick: bool)
 
 
 # ---- 3. ingest against embed ------------------------------------------------------------------------
-# add_stream's shapes measured beside its defaults (a window of 1,024 texts committed 256 at a time,
-# sized for a CPU's minilm): a GPU embeds 1,024 texts in tens of milliseconds, less than a window's
-# fixed costs, so the next GPU run shows whether larger ones pay before any default changes.
-INGEST_SHAPES = ({}, {"window": 16384, "batch_size": 2048})
+# add_stream at its defaults (windows sized to ~1 s of the encoder's rate, one commit each) and at
+# a large fixed shape, so the GPU run shows whether larger windows still pay.
+INGEST_SHAPES = ({}, {"window": 16384, "batch_size": 16384})
+
+
+def host_rows(backend, distinct: list[str], embed_rate: float, precision: str) -> list:
+    """bench/ingest_host.py's rows beside the real encoder's embed rate: the store path with a null
+    encoder (random unit vectors, the model's identity) and the tokenizer alone, each against
+    embed; what the host can take before the encoder's speed matters."""
+    null = ingest_host.NullEncoder(backend)
+    null_rate = ingest_host.ingest_rate(null, distinct)
+    tok_rate = ingest_host.tokenise_rate(backend, distinct)
+    n = len(distinct)
+    return [("store path, null encoder (add_stream + save)", "vs our embed", precision, "-", null_rate, embed_rate,
+             f"{n} distinct sentences, random unit vectors under minilm's identity"),
+            ("tokenise alone", "vs our embed", precision, "-", tok_rate, embed_rate,
+             f"{n} distinct sentences, windows of {ingest_host.WINDOW}")]
 
 
 def ingest_rows(device: torch.device, texts: list[str], precision: str, rounds: int = 2) -> list:
-    """ingest (add_stream into a new FAISS store, then save: tokenise, embed, write) against embed
-    alone, start-up outside the clock, at the defaults and at INGEST_SHAPES' larger ones; then the
-    whole `encoderscope ingest` command, start-up and reading the file included."""
+    """ingest (add_stream into a new FAISS store, then save: tokenise, embed, write, pipelined)
+    against embed alone, start-up outside the clock, at the defaults and at INGEST_SHAPES' larger
+    one; the host path's own rows (host_rows); then the whole `encoderscope ingest` command,
+    start-up and reading the file included."""
     from app.cli import main as cli
     backend = get_backend("minilm", "scratch", device=str(device), precision=precision)
     distinct = ingest_bench.unique_sentences(len(texts))
@@ -241,11 +257,12 @@ def ingest_rows(device: torch.device, texts: list[str], precision: str, rounds: 
     for shape in INGEST_SHAPES:
         r = ingest_bench.compare(backend, distinct, rounds, **shape)
         label = (f"window {shape['window']}, commits of {shape['batch_size']}" if shape
-                 else "window 1024, commits of 256 (the defaults)")
+                 else "the defaults: adaptive windows, a commit per window")
         rows.append(("ingest (FAISS store, add_stream)", "vs our embed", precision, "auto", r["ingest"], r["embed"],
                      f"{len(distinct)} distinct sentences; {label}; start-up outside the clock; "
                      f"median of the rounds' ratios {r['median_round_ratio']:.2f}"))
     embed_rate = ingest_bench.embed_rate(backend, distinct)
+    rows += host_rows(backend, distinct, embed_rate, precision)
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
         corpus = Path(tmp) / "corpus.txt"
         corpus.write_text("\n".join(distinct) + "\n", encoding="utf-8")

@@ -53,8 +53,9 @@ def register(subparsers) -> None:
                                                    "line that is a JSON string is the text)")
     _add_encoding_option(p)
     add_index_option(p)
-    p.add_argument("--batch-size", type=int, default=256,
-                   help="sentences per committed batch (default 256)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="sentences per committed batch (default: a window, sized to about a "
+                        "second of the encoder's work)")
     p.add_argument("--whiten", action="store_true",
                    help="a new store keeps its vectors BERT-whitened (Su et al., 2021): mean and "
                         "whitening matrix fitted on the vectors of the FILEs' sentences, kept with "
@@ -92,7 +93,7 @@ def cmd_ingest(args) -> int:
     from index.corpus import door
     from index.store.errors import StoreUnavailable
 
-    if args.batch_size < 1:
+    if args.batch_size is not None and args.batch_size < 1:
         raise InputError("--batch-size must be at least 1")
     if args.sample_corpus:
         from core.assets import sample_corpus

@@ -19,6 +19,7 @@ hooks of this thread or unscoped ones, another device, weights changed since pac
 """
 from __future__ import annotations
 
+import os
 import time
 
 import torch
@@ -219,13 +220,22 @@ def pack_for_cpu_inference(model: nn.Module, bf16: bool = False, tune: bool = Tr
                 if tune:
                     gelu = "none" if name.endswith("ffn.lin1") else None   # fp32 FFN fuses its GELU
                     key = machine_cache.machine_key(f"{w.shape[0]}x{w.shape[1]}", f"gelu {gelu}",
-                                                    f"reordered for {PACK_ROWS_HINT} rows")
+                                                    f"reordered for {PACK_ROWS_HINT} rows", *kernel_isa())
                     if key not in chosen:
                         chosen[key] = timed[key] = _onednn_is_faster(m, gelu)
                     m.fp32_onednn = chosen[key]
     if timed:
         machine_cache.save(machine_cache.KERNEL_CHOICE, timed)
     return True
+
+
+def kernel_isa() -> tuple[str, ...]:
+    """What the fp32 kernels compiled for besides the CPU's name: ATen's capability and oneDNN's
+    ISA limit. A choice timed with AVX-512 says nothing of the same CPU held to AVX2
+    (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA), so each is timed and remembered apart."""
+    cap = getattr(torch.backends.cpu, "get_cpu_capability", lambda: "?")()
+    limit = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
+    return (f"aten {cap}",) + ((f"onednn max {limit}",) if limit else ())
 
 
 def _onednn_is_faster(m: Linear, gelu: str | None, tokens: int = 512, rounds: int = 3) -> bool:

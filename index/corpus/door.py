@@ -170,7 +170,7 @@ class Ingested(AddResult):
     interrupted: BaseException | None = None   # the KeyboardInterrupt/Terminated that stopped it
 
 
-def ingest(store: Store, items, backend, *, pooling: str | None = None, batch_size: int = 256,
+def ingest(store: Store, items, backend, *, pooling: str | None = None, batch_size: int | None = None,
            progress=None, cancel=None, keep_ids: bool = True, result: Ingested | None = None,
            count: bool = False) -> Ingested:
     """Embed and add texts (or (text, metadata) pairs) in committed batches, then save.

@@ -12,6 +12,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _json_string
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +34,29 @@ CREATE TABLE IF NOT EXISTS damaged (
 )"""
 
 
+def _json_or_null(s) -> str:
+    return "null" if s is None else _json_string(s)
+
+
+def checksum_head(id_, text, source, line, meta_json) -> bytes:
+    """The bytes a row's checksum covers before its vector: what
+    ``json.dumps([id, text, source, line, meta_json])`` writes (ASCII, the same escapes), built
+    without a JSON encoder per row."""
+    return (f"[{int(id_)}, {_json_string(text)}, {_json_or_null(source)}, "
+            f"{'null' if line is None else int(line)}, {_json_or_null(meta_json)}]").encode("ascii")
+
+
 def row_checksum(id_, text, source, line, meta_json, vector_bytes) -> bytes:
     """16-byte digest of everything a row says (not `added`): a changed bit anywhere shows."""
-    head = json.dumps([int(id_), text, source, line, meta_json]).encode("utf-8")
+    head = checksum_head(id_, text, source, line, meta_json)
     return hashlib.blake2b(head + b"\0" + bytes(vector_bytes), digest_size=16).digest()
+
+
+def row_checksums(ids, texts, sources, lines, metas_json, blobs) -> list[bytes]:
+    """row_checksum of many rows at once (columns as lists, blobs each row's vector bytes)."""
+    blake2b = hashlib.blake2b
+    return [blake2b(checksum_head(i, t, s, n, m) + b"\0" + b, digest_size=16).digest()
+            for i, t, s, n, m, b in zip(ids, texts, sources, lines, metas_json, blobs)]
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from core.files import platform_os
+from index.faiss.new_rows import NewRows
 from index.faiss.paging import id_pages
-from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecker, row_checksum
+from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecker, row_checksum, row_checksums
 from index.faiss.row_checks import read_record as _record
 from index.store.durability import INTACT, check_regular
 from index.store.errors import StoreCorrupted, StoreError, StoreWriteFailed
@@ -36,6 +37,7 @@ from index.store.text_hash import text_hash  # one text hash for both stores
 
 DB_NAME = "store.db"
 SIDE_FILES = ("-wal", "-shm", "-journal")   # SQLite's files beside store.db
+PAGE_CACHE_KIB = 64 << 10   # SQLite's page cache for this connection (grows only as used)
 HASHES_PER_QUERY = 4096     # the duplicate check of a whole ingest window in one query
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sentences (
@@ -116,6 +118,10 @@ class SentenceDB:
             self.conn.execute("PRAGMA busy_timeout=30000")
             # synchronous=FULL: a commit is on disk before it returns (WAL is set at create).
             self.conn.execute("PRAGMA synchronous=FULL")
+            # A window's rows (1.6 kB each at 384-d) fit in the page cache: SQLite's 2 MB default
+            # spills them mid-transaction and inserts cost ~1.7x the CPU (docs/benchmarks.md).
+            # release_cache() after each commit keeps it at a window's pages, not the store's.
+            self.conn.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
             if shared:
                 self.conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
         except sqlite3.OperationalError as e:
@@ -167,6 +173,14 @@ class SentenceDB:
 
     def commit(self):
         self._q("COMMIT")
+
+    def release_cache(self) -> None:
+        """Free the page cache's unused pages (after a window's commit): the writer's memory
+        stays at one window's pages however large the store grows."""
+        try:
+            self.conn.execute("PRAGMA shrink_memory")
+        except sqlite3.Error:
+            pass
 
     def rollback(self):
         try:
@@ -337,37 +351,34 @@ class SentenceDB:
             "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name='sentences'), 0), "
             "COALESCE((SELECT MAX(id) FROM sentences), 0))").fetchone()[0])
 
-    def insert(self, rows, ids=None) -> list[int]:
-        """rows: (text, source, row, meta-dict-or-None, vector float32). Inside a transaction
-        (BEGIN IMMEDIATE: no other writer), so the new ids are known before the rows are
-        written, each row's checksum goes in with it, and the rows go in as one statement.
+    def insert(self, rows: NewRows, ids=None) -> list[int]:
+        """Write new rows (index/faiss/new_rows.py). Inside a transaction (BEGIN IMMEDIATE: no
+        other writer), so the new ids are known before the rows are written, each row's
+        checksum goes in with it, and the rows go in as one statement.
         ids: keep these (a migrate copy keeps its source's ids), each past every id the table
         ever had: ids are never reused."""
-        rows = list(rows)
-        if not rows:
+        n = len(rows)
+        if not n:
             return []
         # AUTOINCREMENT: past every id the table ever had (sqlite_sequence), as SQLite would number them
         first = 1 + self.highest_id_ever()
         if ids is None:
-            ids = list(range(first, first + len(rows)))
+            ids = list(range(first, first + n))
         else:
             ids = [int(i) for i in ids]
-            if len(ids) != len(rows) or len(set(ids)) != len(ids) or min(ids) < first:
+            if len(ids) != n or len(set(ids)) != len(ids) or min(ids) < first:
                 raise ValueError(f"ids to keep must be distinct and at least {first}")
-        now = time.time()
-        checksums = self.has_checksums
-        values = []
-        for id_, (text, source, line, meta, vec) in zip(ids, rows):
-            meta_json = json.dumps(meta) if meta else None
-            blob = np.ascontiguousarray(vec, dtype=np.float32).tobytes()
-            check = row_checksum(id_, text, source, line, meta_json, blob) if checksums else None
-            values.append((id_, text_hash(text), text, source, line, now, meta_json, blob, check))
-        if checksums:
+        blobs = rows.blobs()
+        added = [time.time()] * n
+        columns = [ids, rows.hashes, rows.texts, rows.sources, rows.lines, added, rows.metas_json, blobs]
+        if self.has_checksums:
+            columns.append(row_checksums(ids, rows.texts, rows.sources, rows.lines,
+                                         rows.metas_json, blobs))
             self._q("INSERT INTO sentences(id, hash, text, source, row, added, meta, vector, checksum) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", values, many=True)
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", zip(*columns), many=True)
         else:
             self._q("INSERT INTO sentences(id, hash, text, source, row, added, meta, vector) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [v[:-1] for v in values], many=True)
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", zip(*columns), many=True)
         return ids
 
     def _set_checksum(self, id_, text, source, line, meta_json, blob) -> None:

@@ -18,7 +18,9 @@ database's vector for that id, so a foreign, older or damaged part gives StoreCo
 remedy "repair"), never a wrong result (index/faiss/snapshot.py). Only regular files are opened (no
 FIFO can block); OS write errors (a full disk) are one StoreWriteFailed (index/store/durability.py).
 
-Durability: every batch of added sentences is one SQLite transaction (WAL, synchronous=FULL).
+Durability: every batch of added sentences is one SQLite transaction (WAL, synchronous=FULL); the
+in-memory index takes the batch's vectors beside the commit and is rebuilt from the database if
+either fails.
 `save()` writes the FAISS snapshot to a new file (temp + fsync + rename), then the manifest (same
 way), then deletes older snapshots; a crash at any point leaves the manifest pointing at a
 complete older snapshot. On open, a snapshot behind the database (crash between commit and
@@ -37,6 +39,7 @@ import numpy as np
 from core.errors import Cancelled, InputError
 from index.faiss import rebuild
 from index.faiss.faiss_index import AUTO_IVF_THRESHOLD, REQUESTS, FaissIndex, resolve_kind
+from index.faiss.new_rows import NewRows, planned_rows
 from index.faiss.opening import IVF_THRESHOLD_KEY, load_checked, open_store
 from index.faiss.sentences import SentenceDB
 from index.faiss.snapshot import (
@@ -49,9 +52,13 @@ from index.store.base import Hit, Store
 from index.store.durability import WriterLock
 from index.store.errors import DuplicateText, StoreCorrupted, StoreError, UnknownId
 from index.store.location import default_store_dir
-from index.store.records import split_meta
+from index.store.text_hash import text_hash
 from index.store.whitening import describe_whitening, is_whitened
 from index.store.whitening import load as load_whitening
+
+# Windows of at least this many rows add their vectors to the index beside the COMMIT; smaller
+# ones add them after it, on this thread (a thread handoff would cost more than the copy).
+INDEX_ADD_BESIDE = 256
 
 
 class VectorStore(Store):
@@ -189,16 +196,18 @@ class VectorStore(Store):
     # ---------------------------------------------------------------------------------------
     # changes
     # ---------------------------------------------------------------------------------------
-    def _plan(self, texts, result: AddResult):
-        from index.faiss.sentences import text_hash
+    def _text_keys(self, texts) -> list:
         check_texts(texts)
-        hashes = [text_hash(t) for t in texts]
+        return [text_hash(t) for t in texts]
+
+    def _plan(self, texts, result: AddResult, keys=None):
+        hashes = self._text_keys(texts) if keys is None else keys
         existing = self._db.existing_ids(set(hashes))
         plan, dup_of = plan_unique(hashes, existing, result)
-        return plan, dup_of, None
+        return plan, dup_of, hashes
 
-    def _store_planned(self, plan, texts, metas, vecs, result: AddResult, context, ids=None):
-        rows = [(texts[i], *_split_meta(metas[i]), v) for i, v in zip(plan, vecs)]
+    def _store_planned(self, plan, texts, metas, vecs, result: AddResult, hashes, ids=None):
+        rows = planned_rows(plan, texts, hashes, metas, vecs)
         if ids is None:
             self._commit_rows(plan, rows, result)
         else:               # a migrate copy keeps its source's ids
@@ -208,22 +217,35 @@ class VectorStore(Store):
         """Whether no id was ever handed out here (a migrate copy then keeps its source's ids)."""
         return self._db.highest_id_ever() == 0
 
-    def _commit_rows(self, plan, rows, result: AddResult, keep=None):
-        if not rows:
+    def _commit_rows(self, plan, rows: NewRows, result: AddResult, keep=None):
+        """Insert the rows in one transaction; their vectors go into the index at once, on a
+        helper thread while SQLite's COMMIT writes and syncs them (both release the GIL). The
+        database stays the truth: if the commit fails, or the add does, the index is rebuilt
+        from the database before its next use (a failing add fails again there, and says so)."""
+        if not len(rows):
             return
         db = self._db
-        with db.transaction():
-            ids = db.insert(rows, keep)
-            gen = db.bump()
+        adding = None
+        try:
+            with db.transaction():
+                ids = db.insert(rows, keep)
+                gen = db.bump()
+                if not self._stale and len(rows) >= INDEX_ADD_BESIDE:
+                    adding = _IndexAdd(self._index, ids, rows.vectors)
+            if adding is None and not self._stale:
+                adding = _IndexAdd(self._index, ids, rows.vectors, now=True)
+            if adding is not None and adding.finish() is not None:
+                self._stale = True      # committed, but not in the index: rebuilt from the database
+        except BaseException:
+            if adding is not None:
+                adding.wait()
+                self._stale = True      # the index may disagree with the database now
+            raise
+        db.release_cache()
         for i, id_ in zip(plan, ids):
             result.ids[i] = id_
         result.added += len(ids)
-        vecs = np.stack([r[4] for r in rows]).astype(np.float32)
-        if self._stale:
-            self._indexed_gen = gen
-        else:
-            self._index.add(np.asarray(ids, np.int64), vecs)
-            self._indexed_gen = gen
+        self._indexed_gen = gen
 
     def remove(self, ids) -> list:
         """Remove sentences by id; returns the ids that were there (unknown ids are skipped)."""
@@ -400,9 +422,30 @@ class VectorStore(Store):
         return f"VectorStore({str(self.folder)!r}, {self.count()} sentences, {self._index.kind})"
 
 
+class _IndexAdd:
+    """index.add(ids, vectors) on a helper thread (now: on this one, at once): finish() waits
+    and returns what it raised."""
 
-def _split_meta(meta):
-    """-> (source, row, extra-json-dict) from a metadata dict (this store stamps `added`)."""
-    source, row, _added, extra = split_meta(meta)
-    return source, row, extra
+    def __init__(self, index: FaissIndex, ids, vectors, now: bool = False):
+        self._error: BaseException | None = None
+        args = (index, np.asarray(ids, np.int64), vectors)
+        self._thread = None if now else threading.Thread(target=self._run, args=args, daemon=True,
+                                                         name="encoderscope-index-add")
+        if now:
+            self._run(*args)
+        else:
+            self._thread.start()
 
+    def _run(self, index, ids, vectors) -> None:
+        try:
+            index.add(ids, vectors)
+        except BaseException as e:      # noqa: BLE001 - raised again on the caller's thread
+            self._error = e
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def finish(self) -> BaseException | None:
+        self.wait()
+        return self._error

@@ -154,14 +154,17 @@ class MilvusStore(ServerCommits, MilvusReading, Store):
     def id_of(self, text: str) -> int | None:
         return self._existing([self._hash(text)]).get(self._hash(text))
 
-    def _plan(self, texts, result: AddResult):
+    def _text_keys(self, texts) -> list:
         check_texts(texts)
         for t in texts:
             if len(t) * 4 > MAX_TEXT_BYTES and len(t.encode("utf-8", "surrogatepass")) > MAX_TEXT_BYTES:
                 raise InputError(f"a text of {len(t.encode('utf-8', 'surrogatepass'))} bytes is "
                                  f"longer than Milvus stores ({MAX_TEXT_BYTES} bytes): split it "
                                  f"into sentences (it starts {t[:60]!r})")
-        hashes = [self._hash(t) for t in texts]
+        return [self._hash(t) for t in texts]
+
+    def _plan(self, texts, result: AddResult, keys=None):
+        hashes = self._text_keys(texts) if keys is None else keys
         plan, dup_of = plan_unique(hashes, self._existing(hashes), result)
         return plan, dup_of, hashes
 

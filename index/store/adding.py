@@ -3,6 +3,7 @@ distinct text once, the result of an add, and add_stream, which embeds (text, me
 window at a time outside the store's lock, one window ahead, and commits them in batches."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,12 +11,20 @@ import numpy as np
 from core.errors import Cancelled, InputError
 from index.store import fingerprint as fpmod
 
-ADD_BATCH = 256       # sentences committed per add_stream batch (one transaction each)
 # Sentences embedded together by add_stream: the encoder sorts them by length, so the more it
 # sees at once, the less its batches pad. Embedding each 256-sentence batch alone ran 14 %
 # slower than the whole 2,000 (64 at a time: 40 % slower); 1,024 is within 3 % of it and, at
 # minilm's 600 sentences/s, about 2 s of work that a kill or cancel can lose (docs/benchmarks.md).
 EMBED_WINDOW = 1024
+# Sentences committed per transaction: a whole window (each commit's fsync costs as much as
+# writing ~1,000 rows; null-encoder ingest of 50,000 ran 2x faster than at 256 a commit).
+ADD_BATCH = EMBED_WINDOW
+# With window=None add_stream starts at EMBED_WINDOW and sizes the next window to about this
+# many seconds of the encoder's measured rate, up to MAX_WINDOW: a fast encoder (a GPU) gets
+# fewer, larger commits (4,096 a window ran ~25 % faster than 1,024 with a null encoder), while
+# what a kill or cancel can lose stays about WINDOW_SECONDS of work per window in flight.
+WINDOW_SECONDS = 1.0
+MAX_WINDOW = 8192
 
 
 # A backend's vectors are L2-normalised in float32 (core/encoder/pooling.py): their lengths are
@@ -70,14 +79,61 @@ class AddResult:
     cancelled: bool = False
 
 
-def add_stream(store, items, backend, *, pooling=None, batch_size: int = ADD_BATCH,
+class Embedded:
+    """A window's vectors as the store keeps them, found by text, and which texts were cut."""
+
+    def __init__(self, texts=(), vectors=None, cut_indices=(), seconds: float = 0.0):
+        self.row = {t: i for i, t in enumerate(texts)}
+        self.vectors = vectors
+        self.cut = {texts[i] for i in cut_indices}
+        self.seconds = seconds      # the encoder's time for them
+
+    def extend(self, other: Embedded) -> None:
+        if not other.row:
+            return
+        base = 0 if self.vectors is None else len(self.vectors)
+        self.row.update((t, base + i) for t, i in other.row.items())
+        self.vectors = other.vectors if self.vectors is None else np.concatenate([self.vectors, other.vectors])
+        self.cut |= other.cut
+
+    def rows_of(self, texts) -> np.ndarray:
+        return self.vectors[[self.row[t] for t in texts]]
+
+
+class _Window:
+    """Items read together: their texts, metadata, duplicate keys (one hash per text), and the
+    texts handed to the encoder."""
+
+    def __init__(self, items, store):
+        self.texts = [t for t, _ in items]
+        self.metas = [m for _, m in items]
+        self.keys = store._text_keys(self.texts)
+        self.text_set = set(self.texts)
+        self.new: list = []
+
+
+def next_window(size: int, embedded: int, seconds: float) -> int:
+    """The next window of an adaptive add_stream: about WINDOW_SECONDS of the encoder's rate
+    over the last one (`embedded` texts in `seconds`), a power of two in [EMBED_WINDOW, MAX_WINDOW];
+    a window with nothing new to embed keeps the size."""
+    if embedded < 1:
+        return size
+    rate = embedded / max(seconds, 1e-6)
+    want = max(EMBED_WINDOW, min(MAX_WINDOW, rate * WINDOW_SECONDS))
+    return int(min(MAX_WINDOW, 2 ** int(np.log2(want))))
+
+
+def add_stream(store, items, backend, *, pooling=None, batch_size: int | None = None,
                embed_batch_size: int | None = None, progress=None, cancel=None,
                result: AddResult | None = None, keep_ids: bool = False,
-               window: int = EMBED_WINDOW) -> AddResult:
-    """Store.add_stream on `store` (see its docstring): windows embedded outside the store's
-    lock, one ahead on a helper thread, committed in input order batch_size at a time."""
+               window: int | None = None) -> AddResult:
+    """Store.add_stream on `store` (see its docstring): windows tokenised and embedded outside
+    the store's lock, ahead on helper threads (index/store/embed_ahead.py), committed in input
+    order batch_size at a time."""
+    from collections import deque
+
     from core.encoder.backends import EmbedStats
-    from index.store.embed_ahead import EmbedAhead
+    from index.store.embed_ahead import EmbedAhead, EmbedNow
     store._need_writer()
     fp = backend.fingerprint(pooling=pooling or store.pooling)
     fpmod.check(store.model_fingerprint_dict, fp, f"texts embedded with {backend.model_name}",
@@ -86,43 +142,45 @@ def add_stream(store, items, backend, *, pooling=None, batch_size: int = ADD_BAT
     had_vectors = store.count() > 0
     result = result if result is not None else AddResult(ids=[])
     total = len(items) if hasattr(items, "__len__") else None
-    window = max(window, batch_size)
+    adaptive = window is None
+    window = EMBED_WINDOW if adaptive else max(window, batch_size or 1)
+    tokenize = getattr(backend, "tokenize", None)     # a backend that tokenises apart (Backend)
     done = 0
 
-    def embed(texts, on_progress=None, cancel_=cancel) -> tuple[dict, set]:
-        """text -> vector as the store keeps it; the texts cut to the model's maximum length."""
+    def prepare(texts):
+        return tokenize(texts) if tokenize is not None and texts else None
+
+    def embed(texts, tokens=None, on_progress=None, cancel_=cancel) -> Embedded:
+        """The texts' vectors as the store keeps them; the texts cut to the model's maximum length."""
         if not texts:
-            return {}, set()
+            return Embedded()
         stats = EmbedStats()
+        more = {} if tokens is None else {"tokens": tokens}
+        start = time.perf_counter()
         vecs = backend.embed(texts, pooling=pooling, batch_size=embed_batch_size, cancel=cancel_,
-                             stats=stats, progress=on_progress)
-        return (dict(zip(texts, store._to_store_space(normalize(vecs)))),
-                {texts[i] for i in stats.truncated_indices})
+                             stats=stats, progress=on_progress, **more)
+        return Embedded(texts, store._to_store_space(normalize(vecs)), stats.truncated_indices,
+                        time.perf_counter() - start)
 
-    def to_embed(chunk, in_flight: set) -> list:
-        """The chunk's texts the store lacks (one look-up), less those of the window in flight."""
-        texts = [t for t, _ in chunk]
+    def to_embed(w: _Window, in_flight) -> list:
+        """The window's texts the store lacks (one look-up), less those of the windows in flight."""
         with store._mutex:    # only to read which texts are stored; embedding runs unlocked
-            plan, _, _ = store._plan(texts, AddResult(ids=[None] * len(texts)))
-        return [texts[i] for i in plan if texts[i] not in in_flight]
+            plan, _, _ = store._plan(w.texts, AddResult(ids=[None] * len(w.texts)), w.keys)
+        return [w.texts[i] for i in plan if not any(w.texts[i] in f.text_set for f in in_flight)]
 
-    def commit(chunk, vectors: dict, cut: set):
-        texts = [t for t, _ in chunk]
-        metas = [m for _, m in chunk]
+    def commit(texts, metas, keys, vectors: Embedded):
         part = AddResult(ids=[None] * len(texts))
         with store._mutex, store._commit_guard():
             fpmod.unchanged_since_embedding(store.model_fingerprint_dict, fp, f"at {store.where}")
-            plan, dup_of, context = store._plan(texts, part)
+            plan, dup_of, context = store._plan(texts, part, keys)
             # A text the window did not embed (the store changed since it looked): now.
-            missing = [texts[i] for i in plan if texts[i] not in vectors]
+            missing = [texts[i] for i in plan if texts[i] not in vectors.row]
             if missing:
-                more, more_cut = embed(missing)
-                vectors.update(more)
-                cut.update(more_cut)
+                vectors.extend(embed(missing, prepare(missing)))
             if plan:
-                store._store_planned(plan, texts, metas,
-                                    np.stack([vectors[texts[i]] for i in plan]), part, context)
-                result.truncated += sum(texts[i] in cut for i in plan)
+                planned = [texts[i] for i in plan]
+                store._store_planned(plan, texts, metas, vectors.rows_of(planned), part, context)
+                result.truncated += sum(t in vectors.cut for t in planned)
         for i, j in dup_of.items():
             part.ids[i] = part.ids[j]
         result.added += part.added
@@ -134,11 +192,11 @@ def add_stream(store, items, backend, *, pooling=None, batch_size: int = ADD_BAT
         pending = []
         for item in items:
             pending.append((item, None) if isinstance(item, str) else item)
-            if len(pending) >= window:
-                yield pending
+            if len(pending) >= window:     # read as each window fills: it may have grown
+                yield _Window(pending, store)
                 pending = []
         if pending:
-            yield pending
+            yield _Window(pending, store)
 
     def share_of(base, size):
         """progress(k, n) of embedding a window -> the window's share of done."""
@@ -146,28 +204,41 @@ def add_stream(store, items, backend, *, pooling=None, batch_size: int = ADD_BAT
             return lambda k, n: progress(base + size * k // n, total)
         return None
 
-    ahead = EmbedAhead(embed, cancel)
+    # An input of one window has nothing to overlap: no helper threads for it.
+    one_window = total is not None and total <= window
+    ahead = (EmbedNow if one_window else EmbedAhead)(embed, cancel, prepare)
     source = windows()
+    queued: deque = deque()       # windows submitted, in input order
+
+    def fill(committing=None):
+        """Submit windows until the pipeline is full; each planned before the windows in
+        flight (and the one being committed) are stored, so their texts are skipped."""
+        while not ahead.full:
+            w = next(source, None)
+            if w is None:
+                return
+            w.new = to_embed(w, [*queued, *([committing] if committing else [])])
+            ahead.submit(w.new)
+            queued.append(w)
+
     try:
-        current = next(source, None)
-        if current is not None:
-            ahead.start(to_embed(current, set()))
-        while current is not None:
-            upcoming = next(source, None)
-            if upcoming is not None:         # planned before `current` is stored: skip its texts
-                in_flight = {t for t, _ in current}
-                upcoming_new = to_embed(upcoming, in_flight)
-            vectors, cut = ahead.result(share_of(done, len(current)))
+        fill()
+        while queued:
+            current = queued[0]
+            vectors = ahead.result(share_of(done, len(current.texts)))
+            queued.popleft()
             if ahead.cancelled():        # set while the window before was committed: stop there
                 raise Cancelled("adding cancelled")
-            if upcoming is not None:
-                ahead.start(upcoming_new)
-            for start in range(0, len(current), batch_size):
-                commit(current[start:start + batch_size], vectors, cut)
-            done += len(current)
+            if adaptive:
+                window = next_window(window, len(current.new), vectors.seconds)
+            fill(current)
+            step = batch_size or len(current.texts)
+            for s in range(0, len(current.texts), step):
+                e = s + step
+                commit(current.texts[s:e], current.metas[s:e], current.keys[s:e], vectors)
+            done += len(current.texts)
             if progress is not None:
                 progress(done, total)
-            current = upcoming
     except Cancelled:
         result.cancelled = True
     finally:

@@ -10,7 +10,7 @@ import numpy as np
 
 from core.errors import InputError
 from index.store import fingerprint as fpmod
-from index.store.adding import ADD_BATCH, EMBED_WINDOW, AddResult, add_stream, normalize
+from index.store.adding import AddResult, add_stream, normalize
 from index.store.errors import ModelMismatch, StoreError
 
 ENCODER_WORDS = {"scratch": "the from-scratch encoder", "hf": "the transformers encoder"}
@@ -208,8 +208,14 @@ class Store(ABC):
     def _need_writer(self) -> None: ...
 
     @abstractmethod
-    def _plan(self, texts, result: AddResult):
-        """-> (plan, dup_of, context): see plan_unique; context goes to _store_planned."""
+    def _text_keys(self, texts) -> list:
+        """Each text checked (InputError) and its duplicate key (its hash): computed once per
+        text and handed to _plan (keys)."""
+
+    @abstractmethod
+    def _plan(self, texts, result: AddResult, keys=None):
+        """-> (plan, dup_of, context): see plan_unique; context goes to _store_planned.
+        keys: the texts' _text_keys when already at hand."""
 
     @abstractmethod
     def _store_planned(self, plan, texts, metas, vecs, result: AddResult, context, ids=None):
@@ -265,22 +271,25 @@ class Store(ABC):
         ids: keep these ids (migrate into a store that never handed one out, can_keep_ids)."""
         return self._add_vectors(texts, vectors, metadata, fingerprint, ids)
 
-    def add_stream(self, items, backend, *, pooling=None, batch_size: int = ADD_BATCH,
+    def add_stream(self, items, backend, *, pooling=None, batch_size: int | None = None,
                    embed_batch_size: int | None = None, progress=None, cancel=None,
                    result: AddResult | None = None, keep_ids: bool = False,
-                   window: int = EMBED_WINDOW) -> AddResult:
+                   window: int | None = None) -> AddResult:
         """Embed and add (text, metadata) items (or plain texts) in committed batches.
 
-        Items are read `window` at a time (at least batch_size); the texts of a window that
-        the store does not hold yet are embedded together, outside the store's lock (searches
-        go on meanwhile) and on a helper thread while the window before is committed
-        (index/store/embed_ahead.py), and then committed in input order, batch_size at a time.
+        Items are read `window` at a time (at least batch_size; None: EMBED_WINDOW to start,
+        then about WINDOW_SECONDS of the encoder's measured rate, index/store/adding.py), each
+        text hashed once; the texts of a window that the store does not hold yet are tokenised
+        and embedded together, outside the store's lock (searches go on meanwhile), on helper
+        threads while the window before is committed (index/store/embed_ahead.py: the next
+        window is tokenised while this one is embedded), and then committed in input order,
+        batch_size at a time (None: a window at a time; one transaction and one FAISS add each).
         embed_batch_size: rows per encoder batch (None: the backend's plan for its device,
         core/encoder/batching.py). progress(done, total) as a window is embedded and once it
         is committed (total None for an iterator). An interruption (Ctrl-C, kill, cancel)
         keeps what was committed: a prefix of the input; what is lost is the rest of the
-        window being committed and the window being embedded. A cancel (cancel set) returns
-        with result.cancelled; KeyboardInterrupt propagates. `result` is updated in place as
+        window being committed and the windows being embedded and tokenised. A cancel (cancel
+        set) returns with result.cancelled; KeyboardInterrupt propagates. `result` is updated in place as
         batches commit; with keep_ids its ids list gets every input's id.
         Call save() (or close()) afterwards.
         """
@@ -293,7 +302,7 @@ class Store(ABC):
         texts = list(texts)
         metadata = list(metadata) if metadata is not None else [None] * len(texts)
         kw.setdefault("keep_ids", True)
-        return self.add_stream(zip(texts, metadata), backend, **kw)
+        return self.add_stream(list(zip(texts, metadata)), backend, **kw)
 
     # ---- the rest ----------------------------------------------------------------------------
     @abstractmethod

@@ -51,6 +51,24 @@ def test_the_remembered_choice_is_the_one_used(tmp_path, monkeypatch):
         assert b.fp32_onednn is (not a.fp32_onednn)
 
 
+def test_a_choice_timed_with_another_instruction_set_is_timed_again(tmp_path, monkeypatch):
+    """The same CPU held to AVX2 (ONEDNN_MAX_CPU_ISA) runs other kernels: the choices timed
+    without the limit are not reused for it, and it keeps its own."""
+    monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    _packed_model()
+    timed = []
+    real = P._onednn_is_faster
+    monkeypatch.setattr(P, "_onednn_is_faster", lambda m, gelu: timed.append(m.weight.shape) or real(m, gelu))
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    _packed_model()
+    assert timed, "a choice made without the limit was reused under it"
+    saved = json.loads((tmp_path / "cache" / machine_cache.KERNEL_CHOICE).read_text())
+    assert sum("onednn max AVX2" in k for k in saved) == len(timed)
+    assert all(f"aten {torch.backends.cpu.get_cpu_capability()}" in k for k in saved)
+
+
 def test_an_unreadable_cache_means_timing_again(tmp_path, monkeypatch):
     monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path))
     path = tmp_path / "cache" / machine_cache.KERNEL_CHOICE

@@ -33,6 +33,7 @@ def auto_env(monkeypatch):
 
 def test_auto_picks_bf16_only_where_native(monkeypatch, auto_env):
     monkeypatch.setattr(device_mod, "bf16_native", lambda dev: True)
+    monkeypatch.setattr(device_mod, "bf16_supported", lambda dev: True)
     assert device_mod.resolve_precision(CPU) == "bf16"
     monkeypatch.setattr(device_mod, "bf16_native", lambda dev: False)
     assert device_mod.resolve_precision(CPU) == "fp32"
@@ -42,6 +43,25 @@ def test_auto_picks_bf16_only_where_native(monkeypatch, auto_env):
     monkeypatch.setenv(device_mod.PRECISION_ENV, "fp64")
     with pytest.raises(InputError, match="ENCODERSCOPE_PRECISION"):
         device_mod.requested_precision()
+
+
+def test_auto_is_fp32_where_the_bf16_flag_is_set_but_its_kernels_cannot_run(monkeypatch, auto_env):
+    # a CPU with avx512_bf16 whose oneDNN / ATen are held to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2,
+    # ATEN_CPU_CAPABILITY=avx2): packing bf16 weights would fail there, so auto must not pick it
+    monkeypatch.setattr(device_mod, "bf16_native", lambda dev: True)
+    monkeypatch.setattr(device_mod, "bf16_supported", lambda dev: False)
+    assert device_mod.resolve_precision(CPU) == "fp32"
+
+
+def test_auto_without_bf16_is_the_fp32_model_itself(monkeypatch, auto_env):
+    """Where auto means fp32, the default loads the very model (kernels, packed weights) that
+    fp32 asked for: it cannot run slower than the explicit choice."""
+    monkeypatch.setattr(device_mod, "bf16_native", lambda dev: False)
+    spec = "random:dim=32,layers=1,heads=2,ffn=64"
+    auto = get_backend(spec, "scratch", device="cpu", precision="auto")
+    assert auto.precision == "fp32"
+    assert auto is get_backend(spec, "scratch", device="cpu", precision="fp32")
+    assert get_backend(spec, "scratch", device="cpu") is auto     # no precision given: the default
 
 
 def test_bf16_native_follows_the_cpu_flags():

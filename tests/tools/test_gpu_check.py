@@ -23,6 +23,8 @@ def test_gpu_check_dry_run_prints_one_table(capsys):
     kinds = {k[0] for k in measured}
     assert "embed, minilm" in kinds and "ingest (FAISS store, add_stream)" in kinds
     assert "`encoderscope ingest` (the command)" in kinds
+    # the host path's rows (bench/ingest_host.py) beside the real encoder's embed rate
+    assert {"store path, null encoder (add_stream + save)", "tokenise alone"} <= kinds
     shapes = [row for row in rows if row.startswith("| ingest (FAISS store, add_stream)")]
     assert len(shapes) == len(gpu_check.INGEST_SHAPES) and "the defaults" in shapes[0]
     assert any(k.startswith("train MLM step") for k in kinds)

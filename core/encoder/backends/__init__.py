@@ -43,6 +43,10 @@ def get_backend(model: str = DEFAULT_MODEL, backend: str = "scratch", device=Non
     dev = pick_device(device if isinstance(device, str) or device is None else str(device))
     asked = requested_precision(precision)
     run_in = resolve_precision(dev, asked)
+    if asked == "auto" and run_in == "fp32":
+        # auto without bf16 here is plain fp32: the very model an explicit fp32 loads (its
+        # kernels, its packed weights), so the default can never run slower than fp32 asked for
+        asked = "fp32"
     if model == "random" or model.startswith("random:"):
         if backend != "scratch":
             raise InputError("random weights exist only for the from-scratch encoder",

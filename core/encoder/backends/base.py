@@ -60,6 +60,14 @@ class EmbedStats:
 
 
 @dataclass
+class Tokens:
+    """Token ids of some texts (Backend.tokenize), for embed(texts, tokens=...): a pipeline
+    tokenises the next texts while the model embeds these."""
+    ids: list                    # token ids with specials, cut to the model's maximum length
+    cut: list                    # indices of the texts that were cut
+
+
+@dataclass
 class Inspection:
     tokens: list                 # as the tokenizer writes them, specials included
     attentions: np.ndarray       # (L, H, T, T) float32
@@ -156,6 +164,12 @@ class Backend:
             full = len(self.tokenizer(text, pair, truncation=False, verbose=False)["input_ids"])
         return list(ids), types, full - len(ids)
 
+    def tokenize(self, texts) -> Tokens:
+        """The texts checked and tokenised as embed() would (thread-safe: the tokenizer
+        releases the GIL), for embed(texts, tokens=...)."""
+        ids, cut = self.encode_ids(list(texts))
+        return Tokens(ids, cut)
+
     @staticmethod
     def check_texts(texts: list[str]) -> None:
         """An InputError naming the first text that cannot be embedded (empty, or far too long)."""
@@ -173,7 +187,8 @@ class Backend:
 
     def embed(self, texts, pooling: str | None = None, batch_size: int | None = None, progress=None,
               cancel=None, stats: EmbedStats | None = None, max_tokens: int | None | str = "auto",
-              tokenize_ahead: int | None | str = "auto", shape_buckets: bool | str = "auto") -> np.ndarray:
+              tokenize_ahead: int | None | str = "auto", shape_buckets: bool | str = "auto",
+              tokens: Tokens | None = None) -> np.ndarray:
         """Unit vectors (N, dim) float32 of `texts`, in input order, pooled as asked (None: the
         model's default_pooling). Batches hold at most `batch_size` texts (None: the device's
         row cap) and, with max_tokens, at most that many padded tokens ("auto": the measured
@@ -184,6 +199,7 @@ class Backend:
         shape_buckets: pad batches to few shapes (core.encoder.batch_input: lengths to a multiple of
         LENGTH_STEP, a short batch's rows to a power of two; "auto": off the CPU, where each new
         shape costs the GPU a new kernel plan); the vectors are the same either way.
+        tokens: the texts' tokenize() already (then nothing is tokenised here).
         The vectors stay on the device until the last batch and come back in one copy."""
         pooling = self.choose_pooling(pooling)
         if batch_size is None:
@@ -191,6 +207,8 @@ class Backend:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InputError(f"batch size must be a whole number of at least 1, not {batch_size!r}")
         texts = list(texts)
+        if tokens is not None and len(tokens.ids) != len(texts):
+            raise InputError(f"{len(texts)} texts but {len(tokens.ids)} tokenised ones")
         t0 = time.perf_counter()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
@@ -205,7 +223,9 @@ class Backend:
         done, cut = 0, []
         order, pooled = [], []
         with self._lock, torch.inference_mode(), autocast(self.device, self.precision):
-            for start, ids, chunk_cut in self._tokenised(texts, tokenize_ahead):
+            chunks = (self._tokenised(texts, tokenize_ahead) if tokens is None
+                      else [(0, tokens.ids, list(tokens.cut))])
+            for start, ids, chunk_cut in chunks:
                 cut += chunk_cut
                 lengths = [len(x) for x in ids]
                 if shape_buckets:

@@ -51,3 +51,26 @@ def test_torch_ops_per_embed_grow_with_batches_not_sentences(tiny, options):
     more_batches = ops_of_embed(tiny, 512, 4, **options)
     assert more_batches > small                         # the counter does see the per-batch work
     assert small < 400, small                           # a fixed cost per batch, not per text
+
+
+def test_embedding_texts_tokenised_ahead_gives_the_same_vectors_and_cuts():
+    """Backend.tokenize then embed(tokens=...) (what the ingest pipeline runs on two threads) is
+    embed(texts) exactly: the same vectors, the same truncated texts, and nothing tokenised twice."""
+    from core.encoder.backends import EmbedStats
+    b = get_backend(TINY, "scratch", device="cpu", precision="fp32")
+    batch = texts(40) + [" ".join(WORDS * 80)]          # the last one is cut to max_length
+    whole, whole_stats = b.embed(batch, stats=(s := EmbedStats())), s
+    tokens = b.tokenize(batch)
+    assert tokens.cut == [len(batch) - 1]
+    calls = []
+    real = b.model_tokenizer.encode
+    b.model_tokenizer.encode = lambda t: calls.append(t) or real(t)
+    try:
+        ahead = b.embed(batch, stats=(s2 := EmbedStats()), tokens=tokens)
+    finally:
+        del b.model_tokenizer.encode
+    assert calls == []
+    assert (ahead == whole).all()
+    assert s2.truncated_indices == whole_stats.truncated_indices == [len(batch) - 1]
+    with pytest.raises(Exception, match="tokenised"):
+        b.embed(batch[:3], tokens=tokens)

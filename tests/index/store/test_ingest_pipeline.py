@@ -1,5 +1,5 @@
-"""add_stream's pipeline (index/store/embed_ahead.py): window k + 1 is embedded while window k is
-committed, the rows still land in input order, a cancel or an error keeps the committed prefix
+"""add_stream's pipeline (index/store/embed_ahead.py): window k + 1 is embedded (and k + 2 tokenised)
+while window k is committed, the rows still land in input order, a cancel or an error keeps the committed prefix
 with nothing twice, the duplicate check is one query per window, and kill -9 in the middle of
 an overlapped ingest leaves a prefix that a second run completes without a duplicate."""
 from __future__ import annotations
@@ -51,7 +51,7 @@ def test_the_next_window_is_embedded_while_the_window_before_is_committed(tmp_pa
 
     def waiting_commit(plan, rows, result):
         # Window 0's commit waits for window 1's embedding to start: it does on a helper thread.
-        if rows and rows[0][0] == "t0":
+        if len(rows) and rows.texts[0] == "t0":
             overlapped.append(second_started.wait(timeout=10))
         commit(plan, rows, result)
     store._commit_rows = waiting_commit
@@ -90,14 +90,14 @@ def test_a_cancel_during_a_commit_keeps_that_window_and_no_later_one(tmp_path):
     commit = store._commit_rows
 
     def cancelling_commit(plan, rows, result):
-        if rows and rows[0][0] == "t20":          # window 1 is being committed, window 2 embedded
+        if len(rows) and rows.texts[0] == "t20":          # window 1 is being committed, window 2 embedded
             cancel.set()
         commit(plan, rows, result)
     store._commit_rows = cancelling_commit
     r = store.add_texts([f"t{i}" for i in range(100)], b, batch_size=10, window=20, cancel=cancel)
     assert r.cancelled and r.added == 40 and store.count() == 40
     assert [t["text"] for t in store.iter()] == [f"t{i}" for i in range(40)]
-    assert not any(t.name == "encoderscope-embed-ahead" for t in threading.enumerate())
+    assert not any(t.name.endswith("-ahead") for t in threading.enumerate())
     # running it again adds the rest, nothing twice
     r2 = store.add_texts([f"t{i}" for i in range(100)], b, batch_size=10, window=20)
     assert (r2.added, r2.duplicates) == (60, 40) and store.count() == 100
@@ -113,7 +113,7 @@ def test_an_error_while_embedding_ahead_reaches_the_caller_after_the_prefix(tmp_
     with pytest.raises(RuntimeError, match="the encoder failed"):
         store.add_texts([f"t{i}" for i in range(100)], b, batch_size=10, window=20)
     assert [t["text"] for t in store.iter()] == [f"t{i}" for i in range(40)]
-    assert not any(t.name == "encoderscope-embed-ahead" for t in threading.enumerate())
+    assert not any(t.name.endswith("-ahead") for t in threading.enumerate())
     store.close()
 
 
@@ -123,13 +123,13 @@ def test_an_interrupt_in_a_commit_stops_the_window_being_embedded(tmp_path):
     commit = store._commit_rows
 
     def interrupted(plan, rows, result):
-        if rows and rows[0][0] == "t20":
+        if len(rows) and rows.texts[0] == "t20":
             raise KeyboardInterrupt
         commit(plan, rows, result)
     store._commit_rows = interrupted
     with pytest.raises(KeyboardInterrupt):
         store.add_texts([f"t{i}" for i in range(100)], b, batch_size=10, window=20)
-    assert not any(t.name == "encoderscope-embed-ahead" for t in threading.enumerate())
+    assert not any(t.name.endswith("-ahead") for t in threading.enumerate())
     assert store.count() == 20
     store.close()
 
@@ -229,3 +229,43 @@ def test_kill9_during_overlapped_ingest_keeps_a_prefix_and_a_rerun_adds_the_rest
     run_child(folder, n)
     texts = stored_texts(folder)
     assert texts == unique
+
+
+def test_windows_grow_to_a_second_of_a_fast_encoder_and_stay_for_a_slow_one():
+    from index.store.adding import EMBED_WINDOW, MAX_WINDOW, WINDOW_SECONDS, next_window
+    assert next_window(EMBED_WINDOW, 1024, 1024 / 600) == EMBED_WINDOW          # a CPU's minilm
+    assert next_window(EMBED_WINDOW, 1024, 1024 / 5000 / WINDOW_SECONDS) == 4096  # a power of two below
+    assert next_window(EMBED_WINDOW, 1024, 0.0) == MAX_WINDOW                   # a null encoder
+    assert next_window(4096, 0, 0.0) == 4096                 # nothing new embedded: no measurement
+
+
+def test_a_fast_encoders_windows_grow_after_the_two_in_flight(tmp_path):
+    b = HookBackend()
+    store = open_store(tmp_path, b)
+    sizes = []
+    commit = store._commit_rows
+
+    def recording(plan, rows, result):
+        sizes.append(len(rows))
+        commit(plan, rows, result)
+    store._commit_rows = recording
+    r = store.add_texts([f"t{i}" for i in range(5000)], b)       # the defaults: window None
+    assert r.added == 5000
+    # windows 0 and 1 are read before any rate is known; the rest is one grown window
+    assert sizes == [1024, 1024, 5000 - 2048]
+    store.close()
+
+
+def test_a_small_input_runs_on_the_callers_thread_alone(tmp_path, monkeypatch):
+    """Two sentences: nothing to overlap, so no helper thread is started (each handoff costs a
+    time slice on a loaded machine); a large one uses them."""
+    b = HookBackend()
+    store = open_store(tmp_path, b)
+    started = []
+    real_start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda self: started.append(self.name) or real_start(self))
+    r = store.add_texts(["one sentence", "another sentence"], b)
+    assert r.added == 2 and started == []
+    store.add_texts([f"t{i}" for i in range(3000)], b)
+    assert {"encoderscope-tokenize-ahead", "encoderscope-embed-ahead", "encoderscope-index-add"} <= set(started)
+    store.close()

@@ -1,0 +1,56 @@
+"""The rows one commit adds to the sentence database, as columns: what add_stream's window
+hands SentenceDB.insert (index/faiss/sentences.py) in one piece.
+
+Columns rather than a tuple per row, so the text hashes computed once for the duplicate check
+are the ones stored, the vectors stay one float32 array (FAISS adds it as it is, SQLite binds
+each row's slice of it without a copy) and the metadata is encoded only for rows that carry
+user keys.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from index.store.records import split_meta
+
+
+@dataclass
+class NewRows:
+    texts: list            # str
+    hashes: list           # text_hash of each text (16 bytes)
+    sources: list          # str or None
+    lines: list            # int or None
+    metas_json: list       # the user keys as JSON, or None
+    vectors: np.ndarray    # (n, dim) float32, C-contiguous, unit rows
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def blobs(self) -> list:
+        """Each row's vector bytes: zero-copy slices of the one array."""
+        v = np.ascontiguousarray(self.vectors, dtype=np.float32)
+        self.vectors = v
+        if not len(v):
+            return []
+        view, width = memoryview(v).cast("B"), v.shape[1] * 4
+        return [view[k:k + width] for k in range(0, len(v) * width, width)]
+
+
+def planned_rows(plan, texts, hashes, metas, vectors) -> NewRows:
+    """The rows of texts[i] for i in plan (vectors: theirs, in plan order)."""
+    sources, lines, metas_json = [], [], []
+    for i in plan:
+        meta = metas[i]
+        if not meta:
+            sources.append(None)
+            lines.append(None)
+            metas_json.append(None)
+            continue
+        source, line, _added, extra = split_meta(meta)    # this store stamps `added` itself
+        sources.append(source)
+        lines.append(line)
+        metas_json.append(json.dumps(extra) if extra else None)
+    return NewRows([texts[i] for i in plan], [hashes[i] for i in plan], sources, lines,
+                   metas_json, np.ascontiguousarray(vectors, dtype=np.float32))
