@@ -48,7 +48,8 @@ def test_reconstruction_rows_equal_numpy_over_every_held_out_token(report, train
         ids = backend.encode_ids([text])[0][0]
         t = torch.tensor([ids])
         with torch.no_grad():
-            h = ref(input_ids=t, attention_mask=torch.ones_like(t), output_hidden_states=True).hidden_states[meta.layer + 1]
+            out = ref(input_ids=t, attention_mask=torch.ones_like(t), output_hidden_states=True)
+            h = out.hidden_states[meta.layer + 1]
         xs.append(h[0, 1:-1].double().numpy())
     x = np.concatenate(xs)
     codes = numpy_codes(w, x, meta.k)
