@@ -227,8 +227,8 @@ def cmd_quality(args) -> int:
     def f(x):
         return "-" if x is None else f"{x:.4f}"
     for row in report.rows:
-        lo, hi = row.interval
-        print(f"  {row.name:<20} {row.value:>8.4f} {f'[{lo:.4f}, {hi:.4f}]':>19} {f(row.floors['mean']):>12} "
+        span = "-" if row.interval is None else f"[{row.interval[0]:.4f}, {row.interval[1]:.4f}]"
+        print(f"  {row.name:<20} {row.value:>8.4f} {span:>19} {f(row.floors['mean']):>12} "
               f"{f(row.floors['zero']):>10}  {row.better}")
     return 0
 

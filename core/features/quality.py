@@ -44,7 +44,7 @@ ROUNDS = 400             # bootstrap resamples
 class QualityRow:
     name: str
     value: float
-    interval: tuple | None          # (lo, hi) 95 %; None where a resample means nothing
+    interval: tuple | None          # (lo, hi) 95 %; None for the dead fraction (see evaluate_sae)
     floors: dict                    # {"mean": value or None, "zero": value or None}
     better: str                     # "lower" or "higher"
     meaning: str                    # one line for people
@@ -135,7 +135,8 @@ def evaluate_sae(model, sae: SparseAutoencoder, meta: SaeMeta, sentences, max_se
     dense = float((fires / max(total_tokens, 1.0) > DENSE_ABOVE).mean())
     boot_fires = counts.astype(np.float32) @ fired                               # (R, width)
     boot_tokens = counts @ tokens
-    dead_ci = interval((boot_fires == 0).mean(1))
+    # no interval for the dead fraction: a resample repeats sentences, so it sees fewer distinct
+    # tokens and more silent features; its percentiles would not bracket the value
     dense_ci = interval((boot_fires / boot_tokens[:, None] > DENSE_ABOVE).mean(1))
 
     # -- downstream: the sentence vector with the site spliced ------------------------------
@@ -161,8 +162,8 @@ def evaluate_sae(model, sae: SparseAutoencoder, meta: SaeMeta, sentences, max_se
                    "the share of the activations' variance the reconstruction misses"),
         QualityRow("L0", l0, l0_ci, {"mean": None, "zero": None}, "lower",
                    f"features active per token (at most k = {sae.k})"),
-        QualityRow("dead fraction", dead, dead_ci, {"mean": None, "zero": None}, "lower",
-                   "features that fire on none of these tokens"),
+        QualityRow("dead fraction", dead, None, {"mean": None, "zero": None}, "lower",
+                   "features that fire on none of these tokens (fewer tokens, more of them)"),
         QualityRow("dense fraction", dense, dense_ci, {"mean": None, "zero": None}, "lower",
                    f"features that fire on more than {DENSE_ABOVE:.0%} of these tokens"),
         QualityRow("spliced cosine", *mean_ci(cos["sae"]),
