@@ -350,7 +350,7 @@ def _vocabulary(model, sae, peak: torch.Tensor) -> dict:
     at the site: a middle layer's reading is rough)."""
     from core.intervene.apply import encoder_of
     encoder = encoder_of(model)
-    emb = encoder.embeddings.word_embeddings.weight.detach().float()
+    emb = encoder.embeddings.word_table.detach().float()
     tokens = model.tokenizer.convert_ids_to_tokens(list(range(emb.shape[0])))
     # special and unused tokens ([CLS], [unused17]) are nobody's meaning
     skip = torch.tensor([t.startswith("[") and t.endswith("]") for t in tokens], device=emb.device)

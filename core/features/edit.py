@@ -86,7 +86,7 @@ def features_edited(model, edit: FeatureEdit):
     encoder = encoder_of(model)
     site = parse_feature_site(edit.site)
     check_site(site, encoder.config.n_layers, edit.site)
-    device = encoder.embeddings.word_embeddings.weight.device
+    device = encoder.embeddings.word_table.device
     edit.sae.to(device)
 
     def replace(h):
@@ -206,7 +206,7 @@ def features_sweep(model, sae: SparseAutoencoder, meta, a: str, b: str, pooling:
     check_model(meta, model)
     encoder = encoder_of(model)
     site = parse_feature_site(meta.site)
-    device = encoder.embeddings.word_embeddings.weight.device
+    device = encoder.embeddings.word_table.device
     sae = sae.to(device)
     pooling = model.choose_pooling(pooling)
 

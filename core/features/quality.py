@@ -92,7 +92,7 @@ def evaluate_sae(model, sae: SparseAutoencoder, meta: SaeMeta, sentences, max_se
     if len(ids) > max_sentences:
         ids = np.sort(np.random.default_rng([seed, 7]).choice(ids, max_sentences, replace=False))
     held = [sentences[i] for i in ids]
-    device = encoder_of(model).embeddings.word_embeddings.weight.device
+    device = encoder_of(model).embeddings.word_table.device
     sae = sae.to(device)
     n = len(held)
 
@@ -189,7 +189,7 @@ def _vectors(model, site, texts: list[str], replace, batch_size: int, should_sto
     from core.encoder.batching import plan_batches
     from core.errors import Cancelled
     encoder = encoder_of(model)
-    device = encoder.embeddings.word_embeddings.weight.device
+    device = encoder.embeddings.word_table.device
     pad = model.model_tokenizer.pad_token_id or 0
     specials = torch.tensor(special_ids(model), device=device)
     ids, _ = model.encode_ids(texts)
