@@ -94,7 +94,10 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)
     args, unknown = parser.parse_known_args(argv[:cut])
-    pytest_args = unknown + argv[cut + 1:]
+    if unknown:     # a typo (--dryrun) must not run the real set-up and the tests
+        parser.error(f"unrecognized arguments: {' '.join(unknown)} (pytest's options go after `--`: "
+                     f"python dev.py {args.target} -- {' '.join(unknown)})")
+    pytest_args = argv[cut + 1:]
     venv = Path(args.venv)
     steps = setup_steps(venv, args.torch_index) + target_steps(args.target, venv, pytest_args)
     for env, command in steps:

@@ -327,13 +327,14 @@ def measure_device(texts, device: str, n_bs1: int = 500, batches=DEVICE_BATCHES,
     waits for the device."""
     from transformers import AutoModel
 
-    from core.device import bf16_supported
+    from core.device import bf16_refusal
     from core.encoder.batching import row_cap
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("error: no CUDA device here (torch.cuda.is_available() is False): "
                          "run `--device cuda` on a machine with an NVIDIA GPU and a CUDA build of torch")
     dev = torch.device(device)
-    precisions = ["fp32"] + (["bf16"] if bf16_supported(dev) else [])
+    refused = bf16_refusal(dev)           # an AVX2-only CPU cannot pack bf16 weights: a row says so
+    precisions = ["fp32"] + ([] if refused else ["bf16"])
     ours = {p: get_backend("minilm", "scratch", device=device, precision=p) for p in precisions}
     folder = str(ours["fp32"].source.folder)
     hf = AutoModel.from_pretrained(folder, attn_implementation="sdpa").eval().to(dev)
@@ -362,6 +363,8 @@ def measure_device(texts, device: str, n_bs1: int = 500, batches=DEVICE_BATCHES,
             rows.append({"batch": "plan" if bs is None else bs, "precision": p, "n": len(sub),
                          "ours": best["ours"], "hf": best["hf"], "st": best.get("st"),
                          "tflops": best["ours"] * tokens / len(sub) * per_token / 1e12, "min_cos": cos})
+    if refused:
+        rows.append({"precision": "bf16", "skipped": refused})
     return rows
 
 
@@ -373,6 +376,9 @@ def print_device_rows(device: str, rows: list[dict]) -> None:
           "ours TFLOP/s | min cosine vs our fp32 |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
+        if "skipped" in r:
+            print(f"| - | {r['precision']} | - | - | - | - | - | - | skipped: {r['skipped']} |", flush=True)
+            continue
         st = f"{r['st']:.1f}" if r["st"] else "-"
         print(f"| {r['batch']} | {r['precision']} | {r['n']} | {r['ours']:.1f} | {r['hf']:.1f} | {st} | "
               f"{r['ours'] / r['hf']:.2f} | {r['tflops']:.3f} | {r['min_cos']:.6f} |", flush=True)

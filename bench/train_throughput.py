@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-from core.device import bf16_supported, describe_device, pick_device  # noqa: E402
+from core.device import bf16_refusal, describe_device, pick_device  # noqa: E402
 from core.encoder.model import EncoderConfig, EncoderForMaskedLM  # noqa: E402
 from core.train.data import collate, encode  # noqa: E402
 from core.train.masking import IGNORE, mask_tokens, special_mask  # noqa: E402
@@ -215,7 +215,9 @@ def main(argv=None) -> int:
     steps = args.steps or (100 if device.type == "cuda" else (8 if args.quick else 12))
     warmup = 2 if device.type == "cpu" else 10
     data = batches(tok, steps + warmup, args.batch_size, 128)
-    precisions = ["fp32"] + (["bf16"] if bf16_supported(device) else [])
+    refused = bf16_refusal(device)        # an AVX2-only CPU cannot run bf16 kernels: a row says so
+    precisions = ["fp32"] + ([] if refused else ["bf16"])
+    skipped = [{"model": "-", "precision": "bf16", "skipped": refused}] if refused else []
     sizes = dict(list(SIZES.items())[:1]) if args.quick else SIZES
     rows = []
     for name, (L, D, H, FF) in sizes.items():
@@ -234,6 +236,7 @@ def main(argv=None) -> int:
                          "torch_layer_tokens_per_s": round(ref), "ratio": round(ours / ref, 2)})
             print(f"  {name} {precision}: ours {ours:,.0f} tok/s, nn.TransformerEncoderLayer {ref:,.0f} tok/s",
                   file=sys.stderr, flush=True)
+    rows += skipped
     mean_tokens = np.mean([int(a.sum()) / len(a) for _, a, _ in data])
     where = f"{describe_device(device)}, torch {torch.__version__}, batch {args.batch_size}, {args.norm}-norm, " \
             f"sample corpus (WordPiece, mean {mean_tokens:.1f} tokens/sentence)"
@@ -244,6 +247,9 @@ def main(argv=None) -> int:
         print("| model | precision | ours (tokens/s) | nn.TransformerEncoderLayer (tokens/s) | ours / torch |")
         print("|---|---|---:|---:|---:|")
         for r in rows:
+            if "skipped" in r:
+                print(f"| {r['model']} | {r['precision']} | - | - | skipped: {r['skipped']} |")
+                continue
             print(f"| {r['model']} | {r['precision']} | {r['ours_tokens_per_s']:,} | "
                   f"{r['torch_layer_tokens_per_s']:,} | {r['ratio']:.2f} |")
     return 0

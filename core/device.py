@@ -97,26 +97,52 @@ def available_devices() -> list[str]:
     return names
 
 
-def bf16_supported(device: torch.device) -> bool:
+@functools.cache
+def _cpu_bf16_kernels_refusal() -> str | None:
+    """None where this CPU's kernels run bf16, else torch's own reason. Probed, not guessed from
+    CPU flags: oneDNN packs bf16 weights only with AVX512-BW/VL/DQ or AVX-NE-CONVERT (an AVX2-only
+    CPU refuses, as does ONEDNN_MAX_CPU_ISA=AVX2), so a tiny weight is packed the way
+    pack_for_cpu_inference packs the model's, and a tiny autocast matmul is run."""
+    try:
+        with torch.no_grad():
+            x, w = torch.ones(2, 8), torch.ones(4, 8)
+            if torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
+                torch.ops.mkldnn._reorder_linear_weight(w.to(torch.bfloat16), 2)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                torch.nn.functional.linear(x, w)
+    except RuntimeError as e:
+        return f"this CPU's kernels cannot run bf16 ({str(e).strip().splitlines()[0]})"
+    if not (getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")() in ("AVX512", "AMX")
+            or torch.ops.mkldnn._is_mkldnn_bf16_supported()):
+        return "this CPU's kernels have no bf16 path (torch reports neither AVX-512 nor oneDNN bf16)"
+    return None
+
+
+def bf16_refusal(device: torch.device) -> str | None:
+    """Why bf16 cannot run on ``device`` (a sentence), or None where it can."""
     if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
+        return None if torch.cuda.is_bf16_supported() else f"{describe_device(device)} has no bf16"
     if device.type == "cpu":
-        # Without native bf16 instructions, CPU autocast to bf16 is slower than fp32.
-        return bool(getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")() in ("AVX512", "AMX")
-                    or torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        return _cpu_bf16_kernels_refusal()
     if device.type == "mps":
-        return _mps_bf16()
-    return False
+        return None if _mps_bf16() else "Apple's GPU runs bf16 from macOS 14 on"
+    return f"bf16 is not supported on {device.type}"
+
+
+def bf16_supported(device: torch.device) -> bool:
+    """bf16 runs on ``device`` (on a CPU without native bf16, emulated and slower than fp32)."""
+    return bf16_refusal(device) is None
 
 
 def bf16_native(device: torch.device) -> bool:
-    """bf16 computed by the hardware itself (AVX512-BF16 or AMX; a CUDA GPU with bf16)."""
+    """bf16 computed by the hardware itself (AVX512-BF16 or AMX; a CUDA GPU with bf16), with
+    kernels that run it here."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     if device.type == "cpu":
         cpu = torch.cpu
         return bool(getattr(cpu, "_is_avx512_bf16_supported", lambda: False)()
-                    or getattr(cpu, "_is_amx_tile_supported", lambda: False)())
+                    or getattr(cpu, "_is_amx_tile_supported", lambda: False)()) and bf16_supported(device)
     if device.type == "mps":
         return _mps_bf16()
     return False

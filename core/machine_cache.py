@@ -11,15 +11,16 @@ or the model's folder and weights' mtime.
 from __future__ import annotations
 
 import json
-import os
+import math
 from pathlib import Path
 
 import torch
 
-from core.files import platform_os
+from core.files import cache_file, platform_os
 
 KERNEL_CHOICE = "kernel_choice.json"
 BF16_CHECK = "bf16_check.json"
+MAX_BYTES = 4 << 20           # a few hundred short entries; anything far larger is not ours
 
 
 def cpu_name() -> str:
@@ -39,23 +40,24 @@ def cache_path(name: str) -> Path:
 
 
 def load(name: str) -> dict[str, bool | float]:
-    """key -> the remembered result; {} when there is no cache yet or it cannot be read."""
+    """key -> the remembered result; {} when there is no cache yet or it is not one (a FIFO or link
+    in its place is never opened: core.files.cache_file)."""
     try:
-        data = json.loads(cache_path(name).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = cache_file.read(cache_path(name), MAX_BYTES)
+        data = json.loads(data) if data is not None else {}
+    except (cache_file.Unusable, ValueError):
         return {}
     if not isinstance(data, dict):
         return {}
-    return {k: v for k, v in data.items() if isinstance(v, (bool, float))}
+    return {k: v for k, v in data.items() if isinstance(v, (bool, float)) and not _non_finite(v)}
+
+
+def _non_finite(v) -> bool:
+    return isinstance(v, float) and not math.isfinite(v)
 
 
 def save(name: str, entries: dict[str, bool | float]) -> None:
-    """Merge ``entries`` into the cache file (written whole, then renamed: never half a file)."""
-    try:
-        path = cache_path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({**load(name), **entries}, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass    # a read-only data folder: measure again next start
+    """Merge ``entries`` into the cache file, written whole and atomically (a read-only or full
+    data folder: measured again next start)."""
+    cache_file.write(cache_path(name), json.dumps({**load(name), **entries}, indent=1, sort_keys=True).encode("utf-8"),
+                     what=f"machine measurement {name}")

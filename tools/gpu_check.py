@@ -38,7 +38,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import torch  # noqa: E402
 
-from core.device import bf16_native, bf16_supported, describe_device, pick_device  # noqa: E402
+from core.device import bf16_native, bf16_refusal, describe_device, pick_device  # noqa: E402
 from core.encoder.backends import get_backend  # noqa: E402
 
 # bench/ is not a package: its scripts' measuring functions are shared, not copied
@@ -183,9 +183,18 @@ def best_batch(backend, texts, candidates) -> int:
     return max(rates, key=rates.get)
 
 
+def precisions_here(device: torch.device, what: str, against: str) -> tuple[list[str], list]:
+    """fp32, and bf16 where its kernels run on ``device``; else a bf16 row that says why it was
+    skipped (an AVX2-only CPU cannot pack bf16 weights) instead of one silently missing."""
+    refused = bf16_refusal(device)
+    if refused is None:
+        return ["fp32", "bf16"], []
+    return ["fp32"], [(what, against, "bf16", "-", None, None, f"skipped: {refused}")]
+
+
 def embed_rows(device: torch.device, texts: list[str], rounds: int, quick: bool) -> tuple[list, int]:
     from transformers import AutoModel
-    precisions = ["fp32"] + (["bf16"] if bf16_supported(device) else [])
+    precisions, skipped = precisions_here(device, "embed, minilm", "vs transformers")
     ours = {p: get_backend("minilm", "scratch", device=str(device), precision=p) for p in precisions}
     folder = ours["fp32"].source.folder
     hf = AutoModel.from_pretrained(str(folder), attn_implementation="sdpa").eval().to(device)
@@ -211,7 +220,7 @@ def embed_rows(device: torch.device, texts: list[str], rounds: int, quick: bool)
                              f"{len(texts)} sentences; min cos vs our fp32 {cos:.6f}"))
             if st is None and p == precisions[-1] and bs == max({64, best}):
                 rows.append(("embed, minilm", "vs sentence-transformers", "-", "-", None, None, "not installed"))
-    return rows, best
+    return rows + skipped, best
 
 
 # ---- 3. ingest against embed ------------------------------------------------------------------------
@@ -261,7 +270,7 @@ def train_rows(device: torch.device, steps: int, rounds: int, quick: bool) -> li
     tok = AutoTokenizer.from_pretrained(str(resolve("minilm").folder))
     warmup = 10 if device.type == "cuda" else 1 if quick else 2
     data = train_bench.batches(tok, steps + warmup, 32, 128)
-    precisions = ["fp32"] + (["bf16"] if bf16_supported(device) else [])
+    precisions, skipped = precisions_here(device, "train MLM step", "vs nn.TransformerEncoderLayer")
     # minilm-size steps take seconds each on a CPU: the dry run times the small model only
     small = quick or device.type != "cuda"
     sizes = dict(list(train_bench.SIZES.items())[:1]) if small else train_bench.SIZES
@@ -277,7 +286,7 @@ def train_rows(device: torch.device, steps: int, rounds: int, quick: bool) -> li
                     best[k] = max(best[k], train_bench.time_steps(built[k], data, device, p, warmup))
             rows.append((f"train MLM step, {name}", "vs nn.TransformerEncoderLayer", p, "32", best["ours"],
                          best["torch"], f"{steps} steps, tokens/s"))
-    return rows
+    return rows + skipped
 
 
 # ---- the table ----------------------------------------------------------------------------------------

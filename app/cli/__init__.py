@@ -21,7 +21,7 @@ from collections.abc import Callable
 from app.cli import causal, experiment, explain, features, intervene, migrate, model, runs, store, train, why
 from app.cli import eval as eval_command  # not `eval`: the builtin stays itself here
 from app.cli import map as map_command  # not `map`: the builtin stays itself here
-from app.cli.output import OutputFailed, guarded_stdout, result_follows
+from app.cli.output import CLOSED_STDOUT, OutputFailed, guarded_stdout, result_follows, stdout_closed
 from app.cli.remedies import worded
 from core.errors import EncoderscopeError, InputError, Terminated
 from core.notices import listening
@@ -54,7 +54,8 @@ def _gui(args, open_gui) -> int:
 
 def check_arguments(args) -> None:
     """Arguments are text: bytes that are not UTF-8 (Python keeps them as lone surrogates)
-    are refused here, before a tokenizer or a database meets them."""
+    are refused here, before a tokenizer or a database meets them; numbers within their bounds
+    (app/cli/bounds.py)."""
     for name, value in vars(args).items():
         for text in (value if isinstance(value, list) else [value]):
             if isinstance(text, str) and not text.isascii():
@@ -65,6 +66,8 @@ def check_arguments(args) -> None:
                     raise EncoderscopeError(
                         f"the {name.replace('_', ' ')} argument is not valid UTF-8 text (byte "
                         f"{bad[0]:#04x} at character {e.start + 1}); pass it in UTF-8") from None
+    from app.cli.bounds import check_bounds
+    check_bounds(args)          # every numeric option within its range, before any work
 
 
 def _note(line: str) -> None:
@@ -95,6 +98,9 @@ def _main(argv, open_gui) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    if args.command != "gui" and stdout_closed():      # refused before any work: nothing half done
+        print(f"error: {CLOSED_STDOUT}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         check_arguments(args)
         with listening(_note), guarded_stdout():

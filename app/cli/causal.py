@@ -6,7 +6,7 @@
         (with B: the words' embeddings resampled from B at the same positions instead of noise)
     encoderscope attribute TEXT (--to OTHER | --mask-token WORD) --method ig|grad-x-input [--steps N]
                            [--baseline pad|zero] [--json]
-    encoderscope ablate TEXT --cut L[.H]:Q>K [--cut ...]
+    encoderscope ablate TEXT --cut 'L[.H]:Q>K' [--cut ...]    (quoted: the shell reads > as a redirection)
 
 Layers and heads count from 1. No Qt here.
 """
@@ -34,27 +34,49 @@ def register(sub) -> None:
                    help=f"integrated gradients: Gauss-Legendre nodes of the path integral (default {STEPS})")
     p.add_argument("--baseline", choices=BASELINES, default="pad",
                    help="integrated gradients: start from the [PAD] embedding (default) or zero vectors at "
-                        "every token but [CLS], [SEP] and [MASK], which are kept")
+                        "every token but [CLS], [SEP] and [MASK], which are kept ([UNK], a word of TEXT, is not)")
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_attribute)
 
 
+# Off a terminal (a log, a pipe) a long run says where it is at most this often, one line each.
+OFF_TERMINAL_SECONDS = 10.0
+
+
 def _progress(args, unit: str):
+    """progress(done, total): redrawn in place on a terminal; off one, a line at most every
+    OFF_TERMINAL_SECONDS (a 600-token sweep runs minutes). Quiet with --json."""
+    import time
+    last = [time.monotonic()]
+
     def show(done, total):
-        if not args.json and sys.stderr.isatty():
+        if args.json:
+            return
+        if sys.stderr.isatty():
             print(f"\r{done}/{total} {unit}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+        elif done < total and time.monotonic() - last[0] >= OFF_TERMINAL_SECONDS:
+            last[0] = time.monotonic()
+            print(f"{done}/{total} {unit}", file=sys.stderr, flush=True)
     return show
 
 
 def cmd_attribute(args) -> int:
     from app.cli.options import emit_json
+    from app.cli.truncation import truncation_said_once
     from core.encoder.backends import get_backend
+    from core.errors import NoMLMHead
     from core.intervene.attribute import attribute
 
     backend = get_backend(args.model, args.backend, device=args.device, precision=args.precision)
-    result = attribute(backend, args.text, args.method, other=args.to, word=args.mask_token, steps=args.steps,
-                       baseline=args.baseline, pooling=args.pooling, progress=_progress(args, "steps"))
+    if args.mask_token is not None and not backend.has_mlm:
+        raise NoMLMHead(f"{backend.model_name} has no masked-LM head, so p({args.mask_token}) at a mask cannot be "
+                        "attributed: attribute the similarity to another sentence instead (--to OTHER), or use "
+                        "a model with one", fix={"kind": "train_mlm", "init": "minilm"})
+    with truncation_said_once(backend, {"TEXT": args.text, "OTHER": args.to}):
+        result = attribute(backend, args.text, args.method, other=args.to, word=args.mask_token,
+                           steps=args.steps, baseline=args.baseline, pooling=args.pooling,
+                           progress=_progress(args, "steps"))
     if args.json:
         emit_json({"model": backend.model_name, **result.to_dict()})
         return 0
@@ -78,8 +100,11 @@ def cmd_patch_sweep(args, backend, pooling) -> int:
 
     if args.b is None:
         raise InputError("a sweep patches from sentence B: encoderscope patch A B --sweep resid")
+    if args.mask_token is not None:
+        _need_mlm_for_target(backend)
     r = patch_sweep(backend, args.a, args.b, args.sweep, pooling, target=args.mask_token,
                     progress=_progress(args, "layers"))
+    _vector_side_only(backend, args.a, args.json)
     if args.json:
         emit_json({"model": backend.model_name, "sweep": r.to_dict()})
         return 0
@@ -102,9 +127,12 @@ def cmd_patch_trace(args, backend, pooling) -> int:
     words = [w for w in args.trace.replace(",", " ").split() if w]
     if not words:
         raise InputError("--trace names the words to corrupt, e.g. --trace cat")
+    if args.mask_token is not None:
+        _need_mlm_for_target(backend)
     r = causal_trace(backend, args.a, words, noise=args.noise, samples=args.samples, seed=args.seed,
-                     target=args.mask_token, pooling=pooling, progress=_progress(args, "layers"),
+                     target=args.mask_token, pooling=pooling, progress=_progress(args, "batches"),
                      resample=args.b)
+    _vector_side_only(backend, args.a, args.json)
     if args.json:
         emit_json({"model": backend.model_name, "trace": r.to_dict()})
         return 0
@@ -118,13 +146,39 @@ def cmd_patch_trace(args, backend, pooling) -> int:
     print(f"cosine(corrupted, clean) {r.cosine_corrupted:.4f}; each cell: the share of the clean vector "
           "recovered when that hidden state alone is restored")
     _grid(r.rows, r.cols, r.recovered)
+    _spread(r.recovered_se, r)
     if r.p_restored is not None:
         print(f"p({r.target}) at the mask: clean {r.p_clean:.4f}, corrupted {r.p_corrupted:.4f}; share recovered:")
         if r.p_recovered is None:
             print("  (none: the corruption leaves p as it was)")
         else:
             _grid(r.rows, r.cols, r.p_recovered)
+            _spread(r.p_recovered_se, r)
     return 0
+
+
+def _spread(se, r) -> None:
+    """The standard error of each cell over the noise samples (what another --seed moves)."""
+    if se is not None:
+        print(f"+/- standard error over the {r.samples} noise samples (another --seed moves a cell by about this):")
+        _grid(r.rows, r.cols, se)
+
+
+def _need_mlm_for_target(backend) -> None:
+    """--mask-token asks for p(WORD): refused, worded with the way out, without an MLM head."""
+    from core.errors import NoMLMHead
+    if not backend.has_mlm:
+        raise NoMLMHead(f"{backend.model_name} has no masked-LM head, so p(WORD) at the mask cannot be read: "
+                        "leave out --mask-token (the sentence vector is still measured), or use a model with "
+                        "one", fix={"kind": "train_mlm", "init": "minilm"})
+
+
+def _vector_side_only(backend, text: str, quiet: bool) -> None:
+    """A [MASK] on a model without a masked-LM head: the vector side ran; say what did not."""
+    mask = backend.tokenizer.mask_token
+    if not backend.has_mlm and mask and mask in text and not quiet:
+        print(f"note: {backend.model_name} has no masked-LM head: the sentence vector was measured; p(token) "
+              "at the [MASK] needs a model with one", file=sys.stderr)
 
 
 def _grid(rows, cols, values, signed: bool = False) -> None:

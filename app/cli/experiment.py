@@ -106,6 +106,9 @@ def _run(args, exp, base) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    from app.cli.output import result_follows
+    result_follows("the experiment's result", done=f"{len(result['completed'])} of {len(result['planned'])} "
+                   f"runs saved under {args.out}")
     if args.json:
         emit_json(result)
     else:

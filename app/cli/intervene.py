@@ -14,7 +14,7 @@ Layers and heads count from 1 (3.5 = layer 3, head 5). No Qt here.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from app.cli.truncation import truncation_said_once
 
 DIGITS = 6          # decimals of the vectors and attentions printed in --json
 
@@ -49,7 +49,8 @@ def register(sub) -> None:
     p.add_argument("-k", type=int, default=10, help="with --store: the hits compared (default 10)")
     p.add_argument("--cut", action="append", metavar="L[.H]:Q>K",
                    help="knock out an attention edge: in layer L (head H, else every head) token Q may not "
-                        "look at token K (a word of TEXT or a position, 0 = [CLS]); e.g. 3:[MASK]>cat; repeatable")
+                        "look at token K (a word of TEXT or a position, 0 = [CLS]); e.g. --cut '3:[MASK]>cat', quoted: "
+                        "unquoted, the shell reads > as a redirection and writes a file named after K; repeatable")
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_ablate, model=None)     # None: the store's with --store, else the default
@@ -111,7 +112,8 @@ def _add_importance(sub) -> None:
     p.add_argument("--gradient", action="store_true",
                    help="also Michel et al.'s gradient head importance I_h = E|dL/d gate_h| (one backward pass; "
                         "spearman and mlm metrics) beside the measured drop, and their rank agreement")
-    p.add_argument("--no-cache", action="store_true", help="compute afresh, ignoring a cached map")
+    p.add_argument("--no-cache", action="store_true",
+                   help="compute afresh, ignoring a cached map, and rewrite it (a damaged one included)")
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_importance, model=None)     # None: the store's with --store, else the default
@@ -134,6 +136,8 @@ def _vector(v) -> list:
 
 
 def cmd_ablate(args) -> int:
+    import sys
+
     import numpy as np
 
     from app.cli.options import emit_json
@@ -150,15 +154,15 @@ def cmd_ablate(args) -> int:
     if args.k < 1:
         raise InputError("-k must be at least 1")
     backend = get_backend(_model_for(args), args.backend, device=args.device, precision=args.precision)
-    if args.cut:
-        from dataclasses import replace
-
-        from app.cli.causal import cuts_for
-        spec = replace(spec, cuts=cuts_for(backend, args.text, args.cut))
-    if args.mean_ablation and not spec.heads:
-        raise InputError("--mean-ablation replaces ablated heads: give them with --heads (e.g. --heads 3.5)")
-    spec.check(backend.n_layers, backend.n_heads)
     with truncation_said_once(backend, {"the text": args.text}):
+        if args.cut:
+            from dataclasses import replace
+
+            from app.cli.causal import cuts_for
+            spec = replace(spec, cuts=cuts_for(backend, args.text, args.cut))
+        if args.mean_ablation and not spec.heads:
+            raise InputError("--mean-ablation replaces ablated heads: give them with --heads (e.g. --heads 3.5)")
+        spec.check(backend.n_layers, backend.n_heads)
         means = _cached_means(backend, data_dir() / "cache" / "importance") if args.mean_ablation else None
         ranking = None
         if args.store:
@@ -172,12 +176,15 @@ def cmd_ablate(args) -> int:
         att = effects.compare_attentions(backend, args.text, spec, means)
         mask = backend.tokenizer.mask_token
         fill = None
-        if mask and mask in args.text or args.mask_token:
-            if not backend.has_mlm:
-                raise NoMLMHead(f"{backend.model_name} has no masked-LM head, so fill-mask effects cannot be shown: "
-                                "leave out [MASK] and --mask-token, or use a model with one (encoderscope train "
-                                "--init minilm --objective mlm --corpus FILE --out DIR, then --model DIR)")
+        if args.mask_token and not backend.has_mlm:
+            raise NoMLMHead(f"{backend.model_name} has no masked-LM head, so p({args.mask_token}) at the mask "
+                            "cannot be shown: leave out --mask-token (the sentence vector and attentions are "
+                            "still compared), or use a model with one", fix={"kind": "train_mlm", "init": "minilm"})
+        if (mask and mask in args.text or args.mask_token) and backend.has_mlm:
             fill = effects.compare_fill_mask(backend, args.text, spec, args.top, args.mask_token, means)
+        elif mask and mask in args.text and not args.json:
+            print(f"note: {backend.model_name} has no masked-LM head: the sentence vector and attentions were "
+                  "compared; the guesses at the [MASK] need a model with one", file=sys.stderr)
     changed = np.abs(att.difference).max(axis=(2, 3))          # (L, H)
     if args.json:
         out = {"model": backend.model_name, "intervention": spec.describe(), "pooling": pooling,
@@ -275,9 +282,10 @@ def cmd_patch(args) -> int:
 
     backend = get_backend(args.model, args.backend, device=args.device, precision=args.precision)
     pooling = backend.choose_pooling(args.pooling)
-    if args.sweep or args.trace:
+    if args.sweep or args.trace is not None:
         from app.cli import causal
-        return (causal.cmd_patch_sweep if args.sweep else causal.cmd_patch_trace)(args, backend, pooling)
+        with truncation_said_once(backend, {"A": args.a, "B": args.b}):
+            return (causal.cmd_patch_sweep if args.sweep else causal.cmd_patch_trace)(args, backend, pooling)
     if args.b is None:
         from core.errors import InputError
         raise InputError("patching takes numbers from sentence B: encoderscope patch A B --site L5.H3")
@@ -364,7 +372,8 @@ def cmd_importance(args) -> int:
         from index.corpus.intervene_ranking import store_sample
         texts = store_sample(args.store, args.sample, args.seed)
     backend = get_backend(_model_for(args), args.backend, device=args.device, precision=args.precision)
-    cache = None if args.no_cache else data_dir() / "cache" / "importance"
+    cache = data_dir() / "cache" / "importance"
+    refresh = args.no_cache
 
     progress_shown = [False]
 
@@ -374,10 +383,10 @@ def cmd_importance(args) -> int:
             print(f"\r{done}/{total} parts", end="", file=sys.stderr, flush=True)
 
     mode = "mean" if args.mean_ablation else "zero"
-    means = _cached_means(backend, cache) if args.mean_ablation else None
+    means = _cached_means(backend, cache, refresh) if args.mean_ablation else None
     from core.intervene.importance import importance_map
     m = importance_map(backend, args.metric, seed=args.seed, progress=progress, cache_dir=cache, texts=texts,
-                       head_mode=mode, means=means)
+                       head_mode=mode, means=means, refresh=refresh)
     removal = _prune(args, backend, texts, cache, progress, mode, means) if args.prune is not None else None
     gradient = None
     if args.gradient:
@@ -400,12 +409,12 @@ def cmd_importance(args) -> int:
     return 0
 
 
-def _cached_means(backend, cache):
+def _cached_means(backend, cache, refresh: bool = False):
     from core.intervene import effects
     from core.intervene.map_cache import cached_means
     from core.intervene.means import mean_head_outputs
     texts = effects.sample_corpus()
-    return cached_means(backend, texts, cache, lambda: mean_head_outputs(backend, texts))
+    return cached_means(backend, texts, cache, lambda: mean_head_outputs(backend, texts), refresh)
 
 
 def _prune(args, backend, texts, cache, progress, mode, means):
@@ -416,37 +425,11 @@ def _prune(args, backend, texts, cache, progress, mode, means):
     n_items = Measure(backend, args.metric, args.seed, texts=texts).n_all
     choose, curve = held_out_halves(n_items, args.seed)
     chosen = importance_map(backend, args.metric, seed=args.seed, cache_dir=cache, texts=texts, items=choose,
-                            head_mode=mode, means=means)
+                            head_mode=mode, means=means, refresh=args.no_cache)
     tie = None
     if args.metric != "spearman" and texts is None:
         # ties (many on a coarse metric) by the Spearman map: scored pairs, none of the curve's queries
-        tie = importance_map(backend, "spearman", seed=args.seed, cache_dir=cache).heads
+        tie = importance_map(backend, "spearman", seed=args.seed, cache_dir=cache, refresh=args.no_cache).heads
     order = least_important_first(chosen.heads, tie)
     return cumulative_removal(backend, order, args.metric, seed=args.seed, texts=texts, progress=progress,
                               stop_drop=None if args.all_counts else args.prune, items=curve, chosen_on=choose)
-
-
-@contextmanager
-def truncation_said_once(backend, texts: dict):
-    """A note on stderr for each of `texts` ({name: text}) longer than the model reads, said
-    once here: the command runs the text several times (before, after, patched), and the
-    model's own warning would come with every run."""
-    import logging
-    import sys
-    _, cut = backend.encode_ids(list(texts.values()))
-    for i in cut:
-        name = list(texts)[i]
-        print(f"note: {name} is longer than the {backend.max_length} tokens {backend.model_name} reads: "
-              f"only its first {backend.max_length} tokens were used", file=sys.stderr)
-    log = logging.getLogger("core.encoder.backends.base")
-    said = _DropTruncationWarnings()
-    log.addFilter(said)
-    try:
-        yield
-    finally:
-        log.removeFilter(said)
-
-
-class _DropTruncationWarnings:
-    def filter(self, record) -> bool:
-        return not str(record.msg).startswith("%d of %d texts were longer than")

@@ -41,8 +41,9 @@ def print_removal(r, metric: str, drop: float) -> None:
         row = r.values[start:start + 12]
         print(f"  {start:>3}-{start + len(row) - 1:<3} " + " ".join(f"{v:.3f}" for v in row))
     print("  order: " + " ".join(f"{l + 1}.{h + 1}" for l, h in r.order[:len(r.values) - 1]))
-    print(f"  chosen on items {' '.join(str(i + 1) for i in r.chosen_on)}")
-    print(f"  curve on items {' '.join(str(i + 1) for i in r.items)}")
+    # items as in --json: 0-based indices into the metric's items (pairs, queries or texts, in order)
+    print(f"  chosen on items (0-based, as in --json) {' '.join(str(i) for i in r.chosen_on)}")
+    print(f"  curve on items (0-based) {' '.join(str(i) for i in r.items)}")
     fall = r.first_distinguishable_fall()
     print(f"{n} of {len(r.order)} heads can be removed before {metric} falls by {drop:g} "
           f"(to {r.baseline - drop:.4f} or below) on the held-out half (clean {r.baseline:.4f})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from core.encoder.sources import DEFAULT_HUB_MODEL, DEFAULT_MODEL
@@ -69,12 +70,31 @@ def store_backend(args, store) -> tuple[str, str | None]:
     return chosen, None
 
 
+def json_line(obj) -> str:
+    """``obj`` as one line of strict JSON: a number that is not finite (NaN, inf: a quantity that
+    could not be computed) is written as null, never as the bare NaN that JSON parsers refuse."""
+    try:
+        return json.dumps(obj, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite_or_null(obj), ensure_ascii=False, allow_nan=False)
+
+
+def _finite_or_null(obj):
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_null(v) for v in obj]
+    return obj
+
+
 def emit_json(obj):
     """The result as one JSON line on stdout, written and flushed here; a full disk or a failing
     output file is one error naming that file (app/cli/output.py)."""
     from app.cli.output import result_follows
     result_follows("the JSON output")
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_line(obj) + "\n")
     sys.stdout.flush()
 
 

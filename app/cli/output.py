@@ -13,11 +13,15 @@ class OutputFailed(Exception):
     """Standard output could not be written; `reason` says why in words, `finished` whether the
     command's work was done when it failed (its result was being printed)."""
 
-    def __init__(self, what: str, where: str, reason: str, finished: bool):
+    def __init__(self, what: str, where: str, reason: str, finished: bool, done: str | None = None):
         super().__init__(f"{where}: {reason}")
-        self.what, self.where, self.reason, self.finished = what, where, reason, finished
+        self.what, self.where, self.reason, self.finished, self.done = what, where, reason, finished, done
 
     def words(self) -> str:
+        if self.done:      # a command whose rerun would not do it again (a removal, a saved run)
+            return (f"could not write {self.what} to {self.where}: {self.reason}; the work is done and "
+                    f"kept ({self.done}), only its printed result is missing: there is no need to run it "
+                    "again; free some space or send the output elsewhere next time")
         after = ("the command's work is done and kept, only its printed result is missing"
                  if self.finished else "the command stopped there")
         return (f"could not write {self.what} to {self.where}: {self.reason}; {after}: free some "
@@ -32,6 +36,7 @@ class GuardedStdout:
         self._stream = stream
         self.what = "the output"
         self.finished = False
+        self.done: str | None = None
 
     def write(self, text):
         try:
@@ -52,7 +57,7 @@ class GuardedStdout:
     def _failed(self, e: OSError) -> OutputFailed:
         where = stream_name(self._stream)
         _drop(self._stream)
-        return OutputFailed(self.what, where, os_reason(e), self.finished)
+        return OutputFailed(self.what, where, os_reason(e), self.finished, self.done)
 
     def __getattr__(self, name):   # fileno, isatty, encoding...: the real stream's own
         return getattr(self._stream, name)
@@ -76,12 +81,38 @@ def guarded_stdout():
             sys.stdout = previous
 
 
-def result_follows(what: str = "the output") -> None:
+def result_follows(what: str = "the output", done: str | None = None) -> None:
     """What is printed from here on is the command's result, its work done (a JSON line at the
-    end): a failure to print it says so."""
+    end): a failure to print it says so. ``done``: what the work was, in words, for a command that
+    running again would not repeat (it says that instead of advising a rerun)."""
     if isinstance(sys.stdout, GuardedStdout):
         sys.stdout.what = what
         sys.stdout.finished = True
+        if done is not None:
+            sys.stdout.done = done
+
+
+CLOSED_STDOUT = ("standard output is closed (>&-), so nothing was done: to run it without output, send "
+                 "the output to the null device instead (> /dev/null, or > NUL on Windows)")
+
+
+def stdout_closed() -> bool:
+    """Standard output is closed (`>&-`): Python then has no sys.stdout at all. Its descriptor is
+    taken by the null device at once, so that no file the command opens gets it, and printing to
+    it could never land in that file."""
+    if sys.stdout is not None:
+        return False
+    try:
+        os.fstat(1)
+    except OSError:
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != 1:
+                os.dup2(null, 1)
+                os.close(null)
+        except OSError:
+            pass
+    return True
 
 
 def stream_name(stream) -> str:

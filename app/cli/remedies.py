@@ -15,14 +15,17 @@ def worded(error: Exception, args) -> str:
     store_option = f" --store {shlex.quote(store)}" if store else ""
     if isinstance(error, StoreCorrupted):
         if error.remedy == "repair" and not getattr(args, "repair", False):
+            if (error.fix or {}).get("kind") == "sampled":      # wrong vectors found in a sample
+                return (f"{message}: run `encoderscope info --repair{store_option}` to repair these (it "
+                        f"checks the same sample), or `encoderscope info --repair --full{store_option}` "
+                        "to check and repair every vector (a sample that finds some suggests more)")
             return f"{message}: run `encoderscope info --repair{store_option}`"
     elif isinstance(error, StoreNotFound):
         if error.location is not None and getattr(args, "command", None) == "migrate":
             return (f"{message}: nothing to migrate from there; --from names an existing store "
                     "(a store folder, milvus-lite:FOLDER or http(s)://HOST:PORT?collection=NAME)")
         if error.location is not None:
-            return (f"{message}: ingest some files first (encoderscope ingest FILE --store "
-                    f"{shlex.quote(error.location)})")
+            return message + _where_to_ingest(error.location)
     elif isinstance(error, ModelMismatch):
         if "`encoderscope" not in message:
             return message + _mismatch_commands(error, args)
@@ -30,6 +33,20 @@ def worded(error: Exception, args) -> str:
         where = store_option or (f" --store {shlex.quote(error.location)}" if error.location else " --store STORE")
         return f"{message}: add some with `encoderscope ingest FILE{where}`"
     return message
+
+
+def _where_to_ingest(location: str) -> str:
+    """Ingest there first; or, where that ingest would be refused (a file, a folder of other
+    files), what is there and where a store can be made instead."""
+    from index.store.files import why_no_new_store
+    from index.store.location import parse_location
+    loc = parse_location(location)
+    why = why_no_new_store(loc.path) if loc.path is not None else None
+    if why is None:
+        return f": ingest some files first (encoderscope ingest FILE --store {shlex.quote(location)})"
+    new = ("milvus-lite:" if loc.kind == "lite" else "") + "NEW_FOLDER"
+    return (f": it {why}; give the location of a store, or make one in a new or empty folder "
+            f"(encoderscope ingest FILE --store {new})")
 
 
 def _in_migrates_words(fix: dict | None, args) -> dict | None:
@@ -60,6 +77,8 @@ def _mismatch_commands(error, args) -> str:
     rebuild = (f"`encoderscope ingest --rebuild --model {shlex.quote(str(r['model']))} --pooling "
                f"{r['pooling']} --store {shlex.quote(str(r['location']))}`") if r else None
     command = getattr(args, "command", None)
+    if getattr(error, "again", False):
+        return ""        # another writer re-embedded the store meanwhile: the message says to run it again
     if command == "search" and given:
         store = getattr(args, "store", None)
         keep = (f"`encoderscope search {shlex.quote(args.query)}"

@@ -128,7 +128,7 @@ def cmd_ingest(args) -> int:
             door.ingest(store, items, backend, pooling=pooling, batch_size=args.batch_size,
                           progress=bars.update, keep_ids=False, result=result, count=True)
         except StoreUnavailable as e:
-            raise _kept(e, result) from None
+            raise _kept(e, result, len(items)) from None
         finally:
             bars.close()
         if result.interrupted is None:
@@ -146,7 +146,7 @@ def cmd_ingest(args) -> int:
     no_letters = f", no letter or digit {rest.no_letters}" if rest.no_letters else ""
     print(f"added {result.added}, duplicates {result.duplicates}, skipped {skipped} "
           f"(blank {blank}, unreadable {len(bad)}{no_letters}), truncated {result.truncated}; "
-          f"{loc.describe()} holds {result.total} sentences"
+          f"{loc.describe()} holds {_sentences(result.total)}"
           + (f" (index: {args.index})" if reindexed else ""))
     if result.truncated:
         print(f"note: {result.truncated} of the texts were longer than the {backend.max_length} tokens "
@@ -218,24 +218,32 @@ def _ingest_whitened(args, items, rest, loc) -> int:
         store.close()
     skipped = rest.blank + len(rest.bad) + rest.no_letters
     print(f"added {result.added}, duplicates {result.duplicates}, skipped {skipped}; "
-          f"{loc.describe()} holds {total} sentences, whitened to {w.dims} of {w.input_dim} "
+          f"{loc.describe()} holds {_sentences(total)}, whitened to {w.dims} of {w.input_dim} "
           f"dimensions (fitted on them)")
     return 0
 
 
-def _kept(e, result):
-    """The server went away mid-ingest: say what this run stored (it stays) and how to go on."""
-    msg = str(e).replace(" Nothing was changed locally.", "")
+def _sentences(n) -> str:
+    return f"{n} sentence{'' if n == 1 else 's'}"
+
+
+def _kept(e, result, given: int):
+    """The server went away mid-ingest: say what this run stored (it stays) and how to go on
+    (`given`: the texts this run was to store)."""
+    msg = str(e).replace(" Nothing was changed locally.", "").rstrip()
+    msg = msg if msg.endswith(("?", "!", ".")) else msg + "."
     n = result.added
     kept = ("This run had stored no new sentence yet" if n == 0 else
             f"The {n} new sentence{'s' if n != 1 else ''} this run stored before that "
             f"{'are' if n != 1 else 'is'} kept")
+    if n + result.duplicates >= given:
+        return type(e)(f"{msg} {kept}: every text of this run is stored, nothing is left to add.")
     from index.milvus.lease import LockHeld
     from index.store.errors import AccessRefused
     when = ("with a token that may write" if isinstance(e, AccessRefused) else
             "when that writer is done" if isinstance(e, LockHeld) else "once the server is back")
     return type(e)(
-        f"{msg.rstrip('.')}. {kept}; run the same command again {when} to add the rest "
+        f"{msg} {kept}; run the same command again {when} to add the rest "
         "(stored texts are skipped as duplicates).")
 
 
@@ -320,7 +328,10 @@ def cmd_remove(args) -> int:
     if not gone:      # nothing done: the error alone, no "removed 0" result before it
         raise InputError(f"no sentence with id {', '.join(map(str, missing))} in {loc.describe()}, so "
                          "nothing was removed: give the ids a search shows beside each sentence")
-    print(f"removed {len(gone)} sentence{'s' if len(gone) != 1 else ''}; the store holds {left}")
+    result = f"removed {len(gone)} sentence{'s' if len(gone) != 1 else ''}; the store holds {left}"
+    from app.cli.output import result_follows
+    result_follows("the result", done=result)
+    print(result)
     if missing:
         _err(f"error: no sentence with id {', '.join(map(str, missing))} in {loc.describe()}"
              + (" (the others were removed)" if gone else ""))

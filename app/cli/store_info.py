@@ -92,7 +92,10 @@ def _check_milvus(args, loc) -> int:
                                         full=bool(getattr(args, "full", False)))
     found = _milvus_problems(report)
     if found and not args.repair:
-        raise StoreCorrupted(f"{loc.describe()}: " + "; ".join(found), remedy="repair")
+        # a sample's wrong vectors: the repair draws the same sample (the same rows) and repairs
+        # them; --full finds the rest a sample that found some suggests
+        raise StoreCorrupted(f"{loc.describe()}: " + "; ".join(found), remedy="repair",
+                             fix={"kind": "sampled"} if _sampled_off(report) else None)
     if args.repair:
         done = report["repaired"]
         parts = [f"{n} {one if n == 1 else many}" for n, one, many in (
@@ -106,11 +109,15 @@ def _check_milvus(args, loc) -> int:
             if n]
         if parts:
             _err("repair: " + ", ".join(parts))
+        full_too = _full_worded(args) if _sampled_off(report) or _sampled_off(report["after"]) else ""
+        if full_too and not _milvus_problems(report["after"]):
+            _err(f"repair: the wrong vectors were found in a sample ({vectors_checked(report)}), so others "
+                 f"are likely wrong too: {full_too}")
         report = report["after"]
         left = _milvus_problems(report)
         if left:
             raise StoreError(f"repair: {loc.describe()} still has problems it could not "
-                             "repair: " + "; ".join(left))
+                             "repair: " + "; ".join(left) + (f"; {full_too}" if full_too else ""))
     what = "repair" if args.repair else "check"
     _err(f"{what}: ok: {report['readable']} sentence{'s' if report['readable'] != 1 else ''} "
          f"read back of {report['rows']} row{'s' if report['rows'] != 1 else ''} the server "
@@ -119,6 +126,16 @@ def _check_milvus(args, loc) -> int:
          + (" (read without the writer lock, which this user may not take: the server counted "
             "the same rows before and after)" if report.get("unlocked") else ""))
     return 0
+
+
+def _sampled_off(report: dict) -> bool:
+    """Whether a sample (not every vector) was checked and found wrong vectors."""
+    return bool(report["vectors_off"]) and not report.get("full") and report["sampled"] < report.get("of", 0)
+
+
+def _full_worded(args) -> str:
+    store = f" --store {shlex.quote(args.store)}" if getattr(args, "store", None) else ""
+    return f"`encoderscope info --repair --full{store}` checks and repairs every vector"
 
 
 def vectors_checked(report: dict) -> str:

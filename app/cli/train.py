@@ -16,11 +16,11 @@ a second Ctrl-C aborts at once.
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
 
+from app.cli.options import json_line
 from core.errors import EncoderscopeError
 
 EXIT_INTERRUPTED = 130
@@ -162,7 +162,7 @@ def cmd_train(args) -> int:
         nonlocal bar
         kind = ev["kind"]
         if as_json:
-            print(json.dumps(ev), flush=True)
+            print(json_line(ev), flush=True)
             return
         if kind == "status":
             _note(bar, ev["message"])
@@ -204,7 +204,10 @@ def cmd_train(args) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if not as_json:               # with --json the "done" event was the last line
-        print(json.dumps(summary), flush=True)
+        from app.cli.output import result_follows
+        result_follows("the training summary", done=f"the run is saved in {cfg.out}"
+                       + (" (cancelled, resumable)" if summary["cancelled"] else ""))
+        print(json_line(summary), flush=True)
     return EXIT_INTERRUPTED if summary["cancelled"] else 0
 
 

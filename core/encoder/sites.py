@@ -42,7 +42,7 @@ import torch
 
 from core.encoder.model import Encoder
 from core.encoder.scoped_hooks import scoped_hooks
-from core.errors import InputError
+from core.errors import InputError, settings_fix
 
 
 @dataclass(frozen=True)
@@ -164,15 +164,16 @@ def table() -> list[dict]:
             for k in KINDS.values()]
 
 
-def encoder_in(model) -> Encoder:
-    """The Encoder inside a backend, an EncoderForMaskedLM or an Encoder."""
+def encoder_in(model, what: str = "sites are read and written on") -> Encoder:
+    """The Encoder inside a backend, an EncoderForMaskedLM or an Encoder; else one clear refusal
+    ("{what} Encoderscope's own encoder", e.g. for the transformers backend, whose modules are not ours)."""
     if isinstance(model, Encoder):
         return model
     inner = getattr(model, "encoder", None)
     if isinstance(inner, Encoder):
         return inner
-    raise InputError("sites are Encoderscope's own encoder's: load the model with the from-scratch "
-                     "encoder (the default)")
+    raise InputError(f"{what} Encoderscope's own encoder: load the model with the from-scratch "
+                     "encoder (the default)", fix=settings_fix(backend="scratch"))
 
 
 @dataclass

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from core.encoder.transformers_import import from_transformers, transformers_lock
 from core.errors import ModelUnavailable
+from core.files import cache_file as cache_file_io
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,8 @@ CACHE_FORMAT = "encoderscope-tokenizer-pipeline/2"
 # Kept pipelines (~0.5 MB for a 30k WordPiece vocabulary): the least recently used beyond this
 # many are removed when one is written, so checkpoints and library upgrades don't pile up.
 CACHE_KEEP = 32
+CACHE_NAME = r"[0-9a-f]{32}\.json"     # cache_file(): the only names this cache writes, or prunes
+CACHE_MAX_BYTES = 256 << 20            # a 250k-piece multilingual vocabulary is ~20 MB
 # What the kept pipeline must tokenise exactly as transformers did before it is trusted: cases,
 # accents, scripts, emoji, spacing, control and zero-width characters, special-token spellings,
 # numbers and punctuation, and a text long enough to be cut at any model's max_length.
@@ -144,22 +147,44 @@ def cache_file(key: str) -> Path:
 
 
 def read_cached(key: str):
-    """(pipeline, Settings) kept for `key`, or None: missing, unreadable, for another key, or
-    altered since it was written (its sha256 no longer matches its pipeline and settings)."""
+    """(pipeline, Settings) kept for `key`, or None: missing, not a regular file (a FIFO in its place
+    is never opened), unreadable, for another key, or altered since it was written (its sha256 no
+    longer matches its pipeline and settings)."""
     from tokenizers import Tokenizer
+    path = cache_file(key)
     try:
-        rec = json.loads(cache_file(key).read_text(encoding="utf-8"))
-        if rec.get("format") != CACHE_FORMAT or rec.get("key") != key:
+        data = cache_file_io.read(path, CACHE_MAX_BYTES)
+        if data is None:
+            return None
+        rec = json.loads(data)
+        if not _is_record(rec) or rec.get("key") != key:
             return None
         body, settings = rec["pipeline"], rec["settings"]
         if _digest(body, settings) != rec["sha256"]:
-            log.warning("ignoring %s: it was altered after it was written", cache_file(key))
+            log.warning("ignoring %s: it was altered after it was written", path)
             return None
         kept = Tokenizer.from_str(body), Settings(**settings)
-        os.utime(cache_file(key))        # recently used: the last to be removed (CACHE_KEEP)
+        os.utime(path)        # recently used: the last to be removed (CACHE_KEEP)
         return kept
-    except Exception:   # unreadable, not JSON, fields missing, a pipeline tokenizers rejects
+    except cache_file_io.Unusable as e:
+        log.warning("ignoring %s: it %s", path, e)
         return None
+    except Exception:   # not JSON, fields missing, a pipeline tokenizers rejects
+        return None
+
+
+def _is_record(rec) -> bool:
+    """Is this decoded JSON one of this cache's records (its format and fields)?"""
+    return (isinstance(rec, dict) and rec.get("format") == CACHE_FORMAT and isinstance(rec.get("key"), str)
+            and isinstance(rec.get("pipeline"), str) and isinstance(rec.get("sha256"), str)
+            and isinstance(rec.get("settings"), dict))
+
+
+def _is_our_file(data: bytes) -> bool:
+    try:
+        return _is_record(json.loads(data))
+    except ValueError:
+        return False
 
 
 def _digest(body: str, settings: dict) -> str:
@@ -168,18 +193,13 @@ def _digest(body: str, settings: dict) -> str:
 
 
 def write_cached(key: str, pipeline, settings: Settings) -> None:
-    from core.files.atomic import atomic_write
     body, fields = pipeline.to_str(), asdict(settings)
     rec = {"format": CACHE_FORMAT, "key": key, "settings": fields, "sha256": _digest(body, fields),
            "pipeline": body}
-    try:
-        path = cache_file(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, json.dumps(rec).encode("utf-8"), durable=False)
-        for old in sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-CACHE_KEEP]:
-            old.unlink(missing_ok=True)
-    except OSError as e:
-        log.info("the tokenizer pipeline is not kept (%s): the next start loads transformers", e)
+    path = cache_file(key)
+    if cache_file_io.write(path, json.dumps(rec).encode("utf-8"), what="tokenizer pipeline", names=CACHE_NAME):
+        # only this cache's own files: its names and its records, never another file in the folder
+        cache_file_io.prune(path.parent, CACHE_NAME, CACHE_KEEP, _is_our_file, CACHE_MAX_BYTES)
 
 
 class ModelTokenizer:

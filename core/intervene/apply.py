@@ -16,7 +16,7 @@ import torch
 
 from core.encoder import sites
 from core.encoder.model import Encoder
-from core.errors import InputError, settings_fix
+from core.errors import InputError
 from core.intervene.edges import cut_bias
 from core.intervene.spec import Intervention, shuffled_positions
 
@@ -24,13 +24,7 @@ from core.intervene.spec import Intervention, shuffled_positions
 def encoder_of(model) -> Encoder:
     """The Encoder inside a backend, an EncoderForMaskedLM or an Encoder; a clear refusal for
     the transformers backend, whose modules are not ours."""
-    if isinstance(model, Encoder):
-        return model
-    inner = getattr(model, "encoder", None)
-    if isinstance(inner, Encoder):
-        return inner
-    raise InputError("interventions run on Encoderscope's own encoder: load the model with "
-                     "the from-scratch encoder (the default)", fix=settings_fix(backend="scratch"))
+    return sites.encoder_in(model, "interventions run on")
 
 
 @contextmanager
@@ -81,16 +75,11 @@ def _install(at: sites.Hooks, spec: Intervention, means, source: dict) -> None:
         if factor != 1.0:
             # q_i . k_j scaled by the factor: every score of the layer, before the mask and softmax
             at.edit(at_layer("q"), lambda q, f=factor: q * f)
-        for head in sorted(h for l, h in spec.heads if l == layer):
-            if spec.head_mode == "zero":
-                at.edit(at_layer("head", head), torch.zeros_like)
-            else:
-                at.edit(at_layer("head", head), lambda v, m=means[layer, head]: m.to(v).expand_as(v).clone())
+        heads = sorted(h for l, h in spec.heads if l == layer)
         patches = [s for s in spec.patch if s.layer == layer]
-        for s in patches:
-            if s.kind == "head":      # B's numbers: the heads side by side; this head's columns
-                cols = slice(s.head * dh, (s.head + 1) * dh)
-                at.replace(at_layer("head", s.head), source[s][..., cols], s.token)
+        head_patches = [s for s in patches if s.kind == "head"]
+        if heads or head_patches:
+            at.edit(at_layer("heads"), _heads_edit(heads, spec.head_mode, means, layer, head_patches, source, dh))
         if layer in spec.attention_off:
             at.edit(at_layer("attn"), torch.zeros_like)
         if layer in spec.ffn_off:
@@ -105,3 +94,21 @@ def _install(at: sites.Hooks, spec: Intervention, means, source: dict) -> None:
         for s in patches:
             if s.kind == "resid":
                 at.replace(at_layer("resid"), source[s], s.token)
+
+
+def _heads_edit(heads, mode, means, layer, patches, source, dh):
+    """One edit of the heads side by side (the site Lk.heads; head h owns columns h*Dh ...
+    (h+1)*Dh - 1) per layer, one copy for all: zero or mean the ablated heads' columns, then put
+    B's numbers in the patched heads' columns (at every token or one). The output projection and
+    everything after run as usual (its bias included: the head's contribution is gone, the layer's
+    bias is not)."""
+    def edit(context):
+        context = context.clone()
+        for h in heads:
+            cols = slice(h * dh, (h + 1) * dh)
+            context[..., cols] = 0.0 if mode == "zero" else means[layer, h].to(context)
+        for s in patches:        # B's numbers: the heads side by side; this head's columns
+            cols = slice(s.head * dh, (s.head + 1) * dh)
+            context[..., cols] = sites.put_at(context[..., cols], source[s][..., cols], s.token)
+        return context
+    return edit

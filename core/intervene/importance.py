@@ -178,25 +178,35 @@ def load_cached(folder: Path, key: str, shape: tuple[int, int], metric: str) -> 
     for kind in KINDS:
         shapes[f"{kind}_low"] = shapes[f"{kind}_high"] = shapes[kind]
 
+    def number(x) -> bool:        # a real number, not text or a bool ("seed": "abc" is a wrong file)
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and bool(np.isfinite(x))
+
+    def pairs(d) -> bool:
+        return isinstance(d, dict) and all(isinstance(v, list) and len(v) == 2 and all(map(number, v))
+                                           for v in d.values())
+
     def fits(f: dict) -> bool:
-        numbers = [f["baseline"], *f["interval"], *f["floors"].values(),
-                   *(x for v in f["floor_intervals"].values() for x in v)]
-        return (f["metric"] == metric and isinstance(f["n"], int) and f["n"] > 0
-                and set(f["floors"]) == set(KINDS) and all(np.isfinite(float(x)) for x in numbers))
+        return (f["metric"] == metric and isinstance(f["n"], int) and not isinstance(f["n"], bool) and f["n"] > 0
+                and isinstance(f["seed"], int) and not isinstance(f["seed"], bool)
+                and number(f["baseline"]) and isinstance(f["interval"], list) and len(f["interval"]) == 2
+                and all(map(number, f["interval"])) and isinstance(f["floors"], dict)
+                and set(f["floors"]) == set(KINDS) and all(map(number, f["floors"].values()))
+                and pairs(f["floor_intervals"]) and pairs(f.get("floor_drops") or {}))
     got = map_cache.load_map(folder, key, shapes, fits)
     return None if got is None else ImportanceMap.from_cache(*got)
 
 
 def importance_map(backend, metric: str = "spearman", seed: int = 0, progress=None, cancel=None,
                    cache_dir: Path | None = None, batched: bool = True, texts: list[str] | None = None,
-                   items=None, head_mode: str = "zero", means=None) -> ImportanceMap:
+                   items=None, head_mode: str = "zero", means=None, refresh: bool = False) -> ImportanceMap:
     """Every part's drop in ``metric``, with its bootstrap interval, the floors and n.
     progress(done, total) in parts; cancel() between batches.
     batched: a layer's parts run as one stacked batch (core/intervene/sweep.py); False runs them
     one at a time through the hooked modules (the reference the tests compare it with).
     texts: measure over these (a sample of a store's texts) instead of the shipped data.
     items: only these items (pair, query or text indices): a half of a held-out split.
-    head_mode "mean": heads are replaced by ``means`` (L, H, Dh) instead of zeroed."""
+    head_mode "mean": heads are replaced by ``means`` (L, H, Dh) instead of zeroed.
+    refresh: compute afresh and rewrite the cached map (a damaged one included), never reading it."""
     m = Measure(backend, metric, seed, texts=texts, items=items)
     cfg = m.encoder.config
     L, H = cfg.n_layers, cfg.n_heads
@@ -204,7 +214,7 @@ def importance_map(backend, metric: str = "spearman", seed: int = 0, progress=No
         from core.errors import InputError
         raise InputError("a mean-ablation map needs the heads' mean outputs (core.intervene.means)")
     key = map_cache.map_key(backend, metric, m.corpus_sha, head_mode)
-    if cache_dir is not None:
+    if cache_dir is not None and not refresh:
         cached = load_cached(Path(cache_dir), key, (L, H), metric)
         if cached is not None:
             return cached

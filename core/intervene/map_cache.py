@@ -12,21 +12,20 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import stat
 from pathlib import Path
 
 import numpy as np
 
+from core.files import cache_file
 from core.notices import say
 
 log = logging.getLogger(__name__)
 FORMAT = 3          # bump when what a cached map means changes
 MAX_BYTES = 64 << 20
+OWN_NAMES = r"(?:importance|head-means)-[0-9a-f]{32}\.safetensors"     # map_path, means_path
 
 
-class _Unusable(Exception):
-    """Why a cached file is not used (said in one note line)."""
+_Unusable = cache_file.Unusable
 
 
 def map_key(backend, metric: str, corpus_sha: str, head_mode: str = "zero") -> str:
@@ -42,33 +41,8 @@ def means_key(backend, texts: list[str]) -> str:
 
 
 def read_regular(path: Path) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file (not followed if a link); None if absent.
-    _Unusable for anything else. Opened without blocking, then checked again on the open file."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise _Unusable(f"cannot be read ({e.strerror or e})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise _Unusable("is not a regular file (a link, FIFO or device): not opened")
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as e:
-        raise _Unusable(f"cannot be opened ({e.strerror or e})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _Unusable("is not a regular file: not read")
-        if st.st_size > MAX_BYTES:
-            raise _Unusable(f"is {st.st_size:,} bytes, far more than a cached map")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(MAX_BYTES + 1)
-    except OSError as e:
-        raise _Unusable(f"cannot be read ({e.strerror or e})") from None
-    finally:
-        os.close(fd)
+    """The bytes of a cached file (core.files.cache_file.read: regular files only, never blocking)."""
+    return cache_file.read(path, MAX_BYTES)
 
 
 def _decode(data: bytes) -> tuple[dict, dict]:
@@ -93,18 +67,20 @@ def _note(path: Path, why: str, what: str) -> None:
 
 def _write(path: Path, arrays: dict, fields: dict, what: str) -> bool:
     from safetensors.numpy import save
+    data = save({k: np.ascontiguousarray(v) for k, v in arrays.items()},
+                metadata={"encoderscope": json.dumps({**fields, "format": FORMAT})})
+    return cache_file.write(path, data, what, durable=True, warn=lambda line: say(line, log), names=OWN_NAMES)
 
-    from core.files.atomic import atomic_write
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = save({k: np.ascontiguousarray(v) for k, v in arrays.items()},
-                    metadata={"encoderscope": json.dumps({**fields, "format": FORMAT})})
-        atomic_write(path, [data])
-        return True
-    except OSError as e:
-        say(f"the {what} could not be cached in {path.parent} ({e.strerror or e}); "
-            "it is shown but will be computed again next time", log)
-        return False
+
+def _check_array(a, name: str, shape: tuple) -> None:
+    """A cached array must be floating point (integers would print every drop as 0), of the
+    shape asked for, every number finite."""
+    if a is None or tuple(a.shape) != tuple(shape):
+        raise _Unusable(f"holds {name} of shape {None if a is None else tuple(a.shape)}, not {shape}")
+    if a.dtype.kind != "f":
+        raise _Unusable(f"holds {name} as {a.dtype} numbers, not floating point")
+    if not np.isfinite(a).all():
+        raise _Unusable(f"holds numbers that are not finite in {name}")
 
 
 # -- importance maps ------------------------------------------------------------------------------
@@ -127,14 +103,10 @@ def load_map(folder: Path, key: str, shapes: dict, fits) -> tuple[dict, dict] | 
             return None
         arrays, f = _decode(data)
         for name, sh in shapes.items():
-            a = arrays.get(name)
-            if a is None or tuple(a.shape) != sh:
-                raise _Unusable(f"holds {name} of shape {None if a is None else tuple(a.shape)}, not {sh}")
-            if not np.isfinite(a).all():
-                raise _Unusable(f"holds numbers that are not finite in {name}")
+            _check_array(arrays.get(name), name, sh)
         try:
             ok = bool(fits(f))
-        except (KeyError, TypeError, ValueError, AttributeError):
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             ok = False
         if not ok:
             raise _Unusable("does not describe a map of this metric (fields missing, wrong or not finite)")
@@ -149,8 +121,9 @@ def means_path(folder: Path, key: str) -> Path:
     return Path(folder) / f"head-means-{key}.safetensors"
 
 
-def cached_means(backend, texts: list[str], folder: Path | None, compute):
-    """The heads' mean outputs over ``texts`` from the cache, else ``compute()`` (then cached)."""
+def cached_means(backend, texts: list[str], folder: Path | None, compute, refresh: bool = False):
+    """The heads' mean outputs over ``texts`` from the cache, else ``compute()`` (then cached).
+    refresh: compute afresh and rewrite the cached file, whatever it holds."""
     import torch
     if folder is None:
         return compute()
@@ -158,14 +131,11 @@ def cached_means(backend, texts: list[str], folder: Path | None, compute):
     shape = (cfg.n_layers, cfg.n_heads, cfg.dim // cfg.n_heads)
     path = means_path(folder, means_key(backend, texts))
     try:
-        data = read_regular(path)
+        data = None if refresh else read_regular(path)
         if data is not None:
             arrays, _ = _decode(data)
             a = arrays.get("means")
-            if a is None or tuple(a.shape) != shape:
-                raise _Unusable(f"holds means of shape {None if a is None else tuple(a.shape)}, not {shape}")
-            if not np.isfinite(a).all():
-                raise _Unusable("holds numbers that are not finite")
+            _check_array(a, "means", shape)
             return torch.from_numpy(a.astype(np.float32))
     except _Unusable as e:
         _note(path, str(e), "head means")

@@ -33,6 +33,7 @@ from core.intervene.restore import (
     head_variants,
     heads_context,
     resid_variants,
+    rows_per_batch,
     run_from,
 )
 from core.names import SWEEP_KINDS
@@ -87,8 +88,10 @@ def patch_sweep(backend, text_a: str, text_b: str, kind: str, pooling: str | Non
     mask_at = readout.mask_position(backend, ids[0])
     if target is not None and mask_at is None:
         raise InputError("a target word is read at A's [MASK]: put [MASK] in sentence A")
-    if mask_at is not None:
+    if target is not None:
         readout.need_mlm(backend, "p(token) at the mask")
+    if not backend.has_mlm:
+        mask_at = None          # the sentence vector is swept; p(token) needs a masked-LM head
     L, H = encoder.config.n_layers, encoder.config.n_heads
     dev = backend.device
     with torch.inference_mode(), autocast(dev, backend.precision):
@@ -97,9 +100,10 @@ def patch_sweep(backend, text_a: str, text_b: str, kind: str, pooling: str | Non
         ends = torch.cat([run_from(encoder, L, ha[L]), run_from(encoder, L, hb[L])])
         va, vb = readout.unit_vectors(backend, ends, pooling).cpu().numpy()
         cos_ab = way_to_b.cosine(va, vb)
-        if way_to_b.moved_toward_b(va, va, vb) is None:
-            raise InputError("A and B have the same sentence vector: there is no way to B to measure; "
-                             "give a B that differs from A")
+        if ids[0] == ids[1] or way_to_b.moved_toward_b(va, va, vb) is None:
+            same = "the same tokens" if ids[0] == ids[1] else f"the same sentence vector (cosine {cos_ab:.8f})"
+            raise InputError(f"A and B have {same}: there is no way to B to measure; "
+                             "give a B that differs from A (one word changed)")
         token_id = p_a = p_b = None
         if mask_at is not None:
             token_id = readout.guessed_token(backend, target, ends[1:], mask_at)     # B's guess
@@ -108,14 +112,18 @@ def patch_sweep(backend, text_a: str, text_b: str, kind: str, pooling: str | Non
         for layer in range(L):
             if cancel is not None and cancel():
                 raise Cancelled("patching sweep cancelled")
-            with one_sentence_kernels():        # each cell's kernels: those of its single patch run
-                y = _layer_cells(encoder, kind, layer, ha, hb, len(ids[0]), H)
-            cells = readout.unit_vectors(backend, y, pooling).cpu().numpy()
-            measured = [way_to_b.toward_b(va, v, vb) for v in cells]
-            cosines.append([m.cosine_patched_b for m in measured])
-            fractions.append([m.moved for m in measured])
+            cos_row, frac_row, dp_parts = [], [], []
+            for y in _layer_cells(encoder, kind, layer, ha, hb, len(ids[0]), H, cancel):
+                cells = readout.unit_vectors(backend, y, pooling).cpu().numpy()
+                measured = [way_to_b.toward_b(va, v, vb) for v in cells]
+                cos_row += [m.cosine_patched_b for m in measured]
+                frac_row += [m.moved for m in measured]
+                if mask_at is not None:
+                    dp_parts.append((readout.mask_probability(backend, y, mask_at, token_id) - p_a).cpu().numpy())
+            cosines.append(cos_row)
+            fractions.append(frac_row)
             if mask_at is not None:
-                dps.append((readout.mask_probability(backend, y, mask_at, token_id) - p_a).cpu().numpy())
+                dps.append(np.concatenate(dp_parts))
             if progress is not None:
                 progress(layer + 1, L)
     cols = (tokens_a if kind == "resid" else [f"H{h + 1}" for h in range(H)] if kind == "heads" else ["ffn"])
@@ -129,20 +137,32 @@ def patch_sweep(backend, text_a: str, text_b: str, kind: str, pooling: str | Non
         p_a=p_a, p_b=p_b, mask_position=mask_at)
 
 
-def _layer_cells(encoder, kind: str, layer: int, ha: list, hb: list, n_tokens: int, n_heads: int) -> torch.Tensor:
-    """The final hidden states (cells, T, D) of every ``kind`` site of ``layer`` patched from B."""
+def _layer_cells(encoder, kind: str, layer: int, ha: list, hb: list, n_tokens: int, n_heads: int, cancel=None):
+    """The final hidden states (cells, T, D) of every ``kind`` site of ``layer`` patched from B, in
+    batches of at most rows_per_batch cells (a long sentence's resid sweep would otherwise run all
+    its T copies of T tokens at once); cancel() between them."""
     if kind == "resid":
         # the residual after block layer+1 (hidden index layer+1), one token per copy
         index = layer + 1
-        return run_from(encoder, index, resid_variants(ha[index], hb[index], list(range(n_tokens))))
-    block = encoder.transformer.layer[layer]
-    bias = bias_for(encoder, ha[layer])
-    context_a = heads_context(block, ha[layer], bias)
-    context_b = heads_context(block, hb[layer], bias)
-    if kind == "heads":
-        contexts = head_variants(context_a, context_b, n_heads)
-        y, _ = finish_block(block, ha[layer].repeat(n_heads, 1, 1), contexts)
-    else:
-        _, ffn_b = finish_block(block, hb[layer], context_b)
-        y, _ = finish_block(block, ha[layer], context_a, ffn_out=ffn_b)
-    return run_from(encoder, layer + 1, y)
+        rows = rows_per_batch(encoder.config, n_tokens)
+        for start in range(0, n_tokens, rows):
+            if cancel is not None and start and cancel():
+                raise Cancelled("patching sweep cancelled")
+            tokens = list(range(start, min(n_tokens, start + rows)))
+            with one_sentence_kernels():        # each cell's kernels: those of its single patch run
+                y = run_from(encoder, index, resid_variants(ha[index], hb[index], tokens))
+            yield y
+        return
+    with one_sentence_kernels():
+        block = encoder.transformer.layer[layer]
+        bias = bias_for(encoder, ha[layer])
+        context_a = heads_context(block, ha[layer], bias)
+        context_b = heads_context(block, hb[layer], bias)
+        if kind == "heads":
+            contexts = head_variants(context_a, context_b, n_heads)
+            y, _ = finish_block(block, ha[layer].repeat(n_heads, 1, 1), contexts)
+        else:
+            _, ffn_b = finish_block(block, hb[layer], context_b)
+            y, _ = finish_block(block, ha[layer], context_a, ffn_out=ffn_b)
+        y = run_from(encoder, layer + 1, y)
+    yield y

@@ -62,6 +62,8 @@ class Removal:
                "drop_interval": [[lo, hi] for lo, hi in zip(self.low, self.high)],
                "drop_interval_is": f"95% paired bootstrap interval of values[0] - values[n] over the {self.n} items",
                "n": self.n, "curve_items": list(self.items), "order_chosen_on_items": list(self.chosen_on),
+               "items_are": "0-based indices into the metric's items (its pairs, queries or texts, in order), "
+                            "as the text output prints them",
                "first_distinguishable_fall": self.first_distinguishable_fall(),
                "every_count": len(self.values) == len(self.order) + 1}
         if drop is not None:

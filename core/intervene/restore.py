@@ -63,6 +63,18 @@ def clean_run(encoder: Encoder, ids: torch.Tensor, word_noise: torch.Tensor | No
     return hidden
 
 
+# One batch's activations: rows x tokens x max(FFN width, heads x tokens) numbers at most, so that
+# memory stays bounded whatever the number of cells, and Cancel or a signal is seen between batches
+# (each a fraction of a second to a few seconds on a CPU).
+BATCH_ELEMENTS = 1 << 25
+
+
+def rows_per_batch(cfg, T: int) -> int:
+    """Patched or restored runs per forward for a sentence of T tokens (at least 1)."""
+    width = max(getattr(cfg, "hidden_dim", 4 * cfg.dim), cfg.dim, cfg.n_heads * T)
+    return max(1, BATCH_ELEMENTS // (T * width))
+
+
 def resid_variants(base: torch.Tensor, source: torch.Tensor, tokens: list[int]) -> torch.Tensor:
     """len(tokens) copies of ``base`` (1, T, D), copy j with token tokens[j] taken from ``source``."""
     out = base.repeat(len(tokens), 1, 1)

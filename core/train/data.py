@@ -79,10 +79,12 @@ def split_text(raw: str) -> list[str]:
     lines = raw.splitlines()
     stripped = [l.strip() for l in lines]
     content = [l for l in stripped if l]
-    # A wrapped line: no closing punctuation, and the next line carries on in lower case.
+    # A wrapped line: no closing punctuation, and the next line carries on in lower case. Lines
+    # of short lower-case sentences look so too: wrapped prose also ends a sentence inside a line.
     wrapped = sum(1 for a, b in zip(stripped, stripped[1:])
                   if a and b and not _TERMINAL.search(a) and b[0].islower())
-    if content and wrapped > 0.2 * len(content):
+    ends_inside = any(_SENTENCE_END.search(line) for line in content)
+    if content and wrapped > 0.2 * len(content) and ends_inside:
         blocks, cur = [], []
         for l in stripped:
             if l:

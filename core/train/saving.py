@@ -12,7 +12,7 @@ from safetensors.torch import load, save_file
 
 from core.device import describe_device
 from core.encoder.weights import save_checkpoint
-from core.errors import InputError
+from core.errors import InputError, settings_fix
 from core.files.atomic import readable_as_umask_allows, writing
 from core.train import run_folder
 from core.train.checkpoint import (
@@ -66,8 +66,12 @@ class TrainerCheckpoints:
             raise InputError(f"{folder}: training state version {saved.get('version')} is not supported")
         # Read into memory, not mapped: the optimizer keeps these tensors, and the next checkpoint
         # deletes the folder they came from, which Windows refuses while the file is mapped.
-        tensors = load((folder / STATE_TENSORS).read_bytes())
-        state = optimizer_state(tensors, saved["param_groups"])
+        from safetensors import SafetensorError
+        try:
+            tensors = load((folder / STATE_TENSORS).read_bytes())
+            state = optimizer_state(tensors, saved["param_groups"])
+        except (SafetensorError, OSError, KeyError, TypeError, ValueError, RuntimeError) as e:
+            raise self._damaged(folder, e) from None
         try:
             self.opt.load_state_dict(state)
         except (ValueError, KeyError) as e:
@@ -76,15 +80,25 @@ class TrainerCheckpoints:
             for k, v in st.items():
                 if torch.is_tensor(v) and k != "step":
                     st[k] = v.to(self.device)
-        torch.set_rng_state(tensors["rng.torch"])
-        self.mask_gen.set_state(tensors["rng.mask"])
-        if self.device.type == "cuda" and "rng.cuda" in tensors:
-            torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
+        try:
+            torch.set_rng_state(tensors["rng.torch"])
+            self.mask_gen.set_state(tensors["rng.mask"])
+            if self.device.type == "cuda" and "rng.cuda" in tensors:
+                torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:
+            raise self._damaged(folder, e) from None
         self.step = int(saved["step"])
         s = saved.get("sampler", {})
         self.sampler = BatchSampler(len(self.train_ids), self.config.batch_size, self.config.seed,
                                     int(s.get("epoch", 0)), min(int(s.get("position", 0)), len(self.train_ids)))
         self.history = saved.get("history") or {"train": [], "eval": []}
+
+    @staticmethod
+    def _damaged(folder: Path, e: Exception) -> InputError:
+        """A trainer_state.safetensors that cannot be read or lacks what a resume needs."""
+        why = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}" if str(e) else type(e).__name__
+        return InputError(f"cannot resume from {folder}: its {STATE_TENSORS} is damaged ({why}); "
+                          "start a new run from its weights instead", fix=settings_fix(init=str(folder)))
 
     def _summary(self, cancelled: bool, seconds: float, trained: int) -> dict:
         ev = self.history["eval"]

@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import EncoderscopeError, InputError
+from core.files import cache_file
+from core.files.atomic import atomic_write_with
 from core.walkthrough import numpy_ref
 from core.walkthrough.notebook_cells import (
     CHOOSE,
@@ -206,10 +208,17 @@ def write_notebook(walk, backend, path) -> Path:
     nb = build_notebook(walk, backend, data.name, has_tokenizer="tokenizer_json" in arrays)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = data.with_name(data.name + ".partial")
-        with open(partial, "wb") as f:           # an interrupted write never leaves a half file
-            np.savez_compressed(f, **arrays)
-        partial.replace(data)
+        # an interrupted write never leaves a half file; a killed one's temporary (or the fixed-name
+        # .partial an earlier version left) is removed by the next export of the same file
+        cache_file.remove_stale_temps(data)
+        legacy = data.with_name(data.name + ".partial")
+        if legacy.is_file() and not legacy.is_symlink():
+            legacy.unlink()
+
+        def fill(tmp):
+            with open(tmp, "wb") as f:
+                np.savez_compressed(f, **arrays)
+        atomic_write_with(data, fill, durable=False)
         nbformat.write(nb, str(path))
     except OSError as e:
         raise EncoderscopeError(f"cannot write {path}: {e.strerror or e}") from None

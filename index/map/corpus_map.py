@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -182,8 +183,12 @@ def write_map_csv(path_or_file, m: CorpusMap) -> None:
     if hasattr(path_or_file, "write"):
         _write_rows(path_or_file, m)
         return
-    with open(path_or_file, "w", newline="", encoding="utf-8") as f:
-        _write_rows(f, m)
+    from core.files.atomic import atomic_write_with
+
+    def fill(tmp):       # beside the file, then renamed over it: a full disk keeps the old map whole
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            _write_rows(f, m)
+    atomic_write_with(Path(path_or_file).expanduser(), fill, durable=False)
 
 
 def _write_rows(f, m: CorpusMap) -> None:

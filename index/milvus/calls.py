@@ -188,8 +188,9 @@ class Caller:
     def __call__(self, fn, *args, what: str, fenced: bool = True, **kw):
         if self.timeout is not None and "timeout" not in kw:
             kw["timeout"] = max(self.timeout, 30.0)
-        if fenced and self.lease is not None:
-            left = self.lease.fence(write=getattr(fn, "__name__", "") in WRITES)
+        lease = self.lease if fenced else None
+        if lease is not None:
+            left = lease.fence(write=getattr(fn, "__name__", "") in WRITES)
             kw["timeout"] = min(kw.get("timeout") or left, left)
         try:
             return fn(*args, **kw)
@@ -198,6 +199,10 @@ class Caller:
         except Exception as e:   # MilvusException, grpc.RpcError, OSError
             if not is_client_error(e):
                 raise
+            # the call's deadline was the lease's end: past it, this writer's own lease ran out
+            # (the process paused, or the call slow), which is not a server that did not answer
+            if lease is not None and lease.remaining() <= 0:
+                raise lease.ran_out_during(what) from None
             raise unavailable(self.loc, e, what) from None
 
 

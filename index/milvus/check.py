@@ -5,7 +5,8 @@ Found: rows hidden behind another row's id (Milvus keeps both rows of one primar
 counts both, but a read returns one), texts stored twice under two ids (grouped by the text's
 own hash, so a copy stored under a wrong hash is found too), rows whose hash is not their
 text's, and stored vectors that are not their text's embedding (every one in a store of up
-to FULL_UP_TO, else a random sample sized by a stated confidence: sample_size).
+to FULL_UP_TO, else a random sample sized by a stated confidence: sample_size, drawn the same
+for the same rows: sample_seed).
 Repaired: a hidden row is dropped (its id keeps the row a read returns; the hidden text is not
 readable, so the report asks to ingest again, which adds it as new), a text stored twice keeps
 its smallest id, a wrong hash is written again from the text, a wrong vector is embedded
@@ -129,7 +130,8 @@ def _check_vectors(store, rows, backend, full: bool) -> dict:
     if full:
         pick = rows
     else:
-        chosen = np.random.default_rng().choice(len(rows), sample_size(len(rows)), replace=False)
+        chosen = np.random.default_rng(sample_seed(rows)).choice(len(rows), sample_size(len(rows)),
+                                                                 replace=False)
         pick = [rows[int(i)] for i in np.sort(chosen)]
     off, checked = [], 0
     for s in range(0, len(pick), EMBED_CHUNK):
@@ -145,6 +147,14 @@ def _check_vectors(store, rows, backend, full: bool) -> dict:
         off += [i for i, c in zip(ids, cos) if not c >= MIN_COSINE]
         checked += len(ids)
     return {**base, "sampled": checked, "vectors_off": off}
+
+
+def sample_seed(rows) -> list[int]:
+    """The sample's seed, from the store's ids (rows in id order): the same store draws the same
+    sample, so the repair a sampled check suggests checks, and repairs, the very vectors that
+    check named; a store whose rows changed draws afresh."""
+    ids = [int(r["id"]) for r in rows]
+    return [len(ids), ids[0], ids[-1], sum(ids) % 2 ** 32]
 
 
 def _embedded(store, backend, texts) -> np.ndarray:

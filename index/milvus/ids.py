@@ -70,7 +70,7 @@ class ServerCommits:
                 f"the store at {self.location} was re-embedded with {fpmod.describe(stored)} by "
                 f"another writer while this one had it open with {fpmod.describe(self._fp)}; "
                 "nothing more was written: run the command again",
-                store_model=stored.get("model"), other_model=self._fp.get("model"))
+                store_model=stored.get("model"), other_model=self._fp.get("model"), again=True)
 
     def _server_query(self, filter: str, fields, *, strong: bool = False, limit=None):
         kw = {"limit": limit} if limit is not None else {}

@@ -265,6 +265,12 @@ class ServerWriterLock:
             "it stopped before writing anything more: what it committed before is kept; run "
             "the command again")
 
+    def ran_out_during(self, what: str) -> WriterLockLost:
+        """The lease ran out during a call (its deadline): this process was paused (SIGSTOP, a
+        suspended laptop) or the call took the whole lease."""
+        return self._lost(f"its lease ran out while it waited to {what}: this process was paused, "
+                          f"or the call took longer than the {LEASE - MARGIN:.0f} s left of the lease")
+
     def fence(self, write: bool) -> float:
         """Before a call under the lock: renew the lease when due and, for a write, check that
         the lock is still this holder's. Returns the seconds the call may take."""

@@ -3,6 +3,8 @@ or a half-made one dropped, or an interrupted rebuild finished), loading it and 
 model. MilvusStore.open calls open_store."""
 from __future__ import annotations
 
+import contextlib
+
 from core.errors import InputError
 from index.milvus import lite
 from index.milvus.calls import Caller, close_quietly, connect_server, import_pymilvus
@@ -50,21 +52,14 @@ def open_store(cls, location, *, writable: bool, create: bool, fingerprint, inde
         name = loc.collection
         if writable:
             _tidy_rebuild(client, call, loc, name)
-        exists = call(client.has_collection, name, what="look up the collection")
-        if exists and half_made_or_foreign(client, call, loc, name):
-            if not writable:
-                raise StoreNotFound(
-                    f"the store at {loc} was left half-made by an interrupted first "
-                    f"ingest (it holds no sentences)", location=str(loc))
-            call(client.drop_collection, name, what="remove a half-made collection")
-            exists = False
-        if not exists:
-            if not create:
-                raise StoreNotFound(f"no store at {loc}", location=str(loc))
-            if fingerprint is None:
-                raise InputError("creating a store needs the model fingerprint")
-            create_collection(client, call, loc, name, fpmod.as_dict(fingerprint), index,
-                              index_params or {}, version=version)
+        if not _ready(client, call, loc, name, writable=writable, create=create,
+                      fingerprint=fingerprint):
+            with _creating(client, call, loc, name):
+                # again under the writer lock: another writer may have made it meanwhile
+                if not _ready(client, call, loc, name, writable=True, create=create,
+                              fingerprint=fingerprint, drop_half_made=True):
+                    create_collection(client, call, loc, name, fpmod.as_dict(fingerprint), index,
+                                      index_params or {}, version=version)
         if loc.kind == "lite" and writable and not lite.has_manifest(loc):
             lite.write_manifest(loc)     # also ends a creation cut off before it was written
         desc = call(client.describe_collection, name, what="read the collection")
@@ -100,6 +95,47 @@ def open_store(cls, location, *, writable: bool, create: bool, fingerprint, inde
         if lock is not None:
             lock.release()
         raise
+
+
+def _ready(client, call, loc, name: str, *, writable: bool, create: bool, fingerprint,
+           drop_half_made: bool = False) -> bool:
+    """Whether the collection is there and whole; False where it is to be made (refused where
+    it may not be). A half-made one (creation stopped before its indexes) is dropped only with
+    drop_half_made: on a server, under the writer lock that its creator holds while it makes
+    it, so a collection another writer is making right now is never taken for one."""
+    exists = call(client.has_collection, name, what="look up the collection")
+    if exists and half_made_or_foreign(client, call, loc, name):
+        if not writable:
+            raise StoreNotFound(
+                f"the store at {loc} is being made by another writer, or was left half-made by an "
+                f"interrupted first ingest (it holds no sentences)", location=str(loc))
+        if drop_half_made:
+            call(client.drop_collection, name, what="remove a half-made collection")
+        exists = False
+    if not exists:
+        if not create:
+            raise StoreNotFound(f"no store at {loc}", location=str(loc))
+        if fingerprint is None:
+            raise InputError("creating a store needs the model fingerprint")
+    return exists
+
+
+@contextlib.contextmanager
+def _creating(client, call, loc, name: str):
+    """A collection is made (or a half-made one dropped) under the server's writer lock: three
+    writers starting at once on a new collection make it once, and none drops the collection
+    another is still building. Lite and FAISS: the folder's lock is held already."""
+    if loc.kind != "server":
+        yield
+        return
+    from index.milvus.lease import ServerWriterLock
+    lock = ServerWriterLock(client, call, name, loc.describe()).acquire()
+    call.lease = lock
+    try:
+        yield
+    finally:
+        call.lease = None
+        lock.release()
 
 
 def _tidy_rebuild(client, call, loc, name: str) -> None:

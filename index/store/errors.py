@@ -48,13 +48,16 @@ class ModelMismatch(StoreError):
     """Vectors or a query come from another model than the one the store was built with.
 
     `rebuild`, when re-embedding the store is the way out, says with what, as data for the caller
-    to word: {"model", "pooling", "location"}."""
+    to word: {"model", "pooling", "location"}. `again`: the store changed under this writer (its
+    message says to run the command again): no other way out to offer."""
 
-    def __init__(self, message: str, store_model=None, other_model=None, rebuild: dict | None = None):
+    def __init__(self, message: str, store_model=None, other_model=None, rebuild: dict | None = None,
+                 again: bool = False):
         super().__init__(message)
         self.store_model = store_model
         self.other_model = other_model
         self.rebuild = rebuild
+        self.again = again
 
 
 class StoreLocked(StoreError):

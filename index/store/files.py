@@ -110,3 +110,22 @@ def kind_of(path) -> str:
         if test(mode):
             return name
     return "not a folder"
+
+
+def why_no_new_store(path) -> str | None:
+    """Why a store could not be made at `path`, where none is (for "no store at X" advice): it is
+    a file, or a folder of other files; None where one can be (nothing there, or an empty folder)."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return None
+    if not path.is_dir():
+        return f"is {kind_of(path)}, not a store folder"
+    try:
+        others = sorted(p.name for p in path.iterdir()
+                        if not p.name.startswith(".") and p.name not in FAISS_FILES + LITE_FILES)
+    except OSError:
+        return None
+    if not others:
+        return None
+    shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+    return f"holds other files ({shown}) and no store"

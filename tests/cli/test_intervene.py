@@ -42,7 +42,8 @@ def test_ablate_fill_mask_with_a_chosen_token(capsys):
     (["ablate", "a text", "--heads", "9.1"], "head 9.1 does not exist: this model has layers 1-6"),
     (["ablate", "a text", "--heads", "3"], "LAYER.HEAD"),
     (["ablate", "a text"], "nothing to switch off"),
-    (["ablate", "the [MASK] sat", "--heads", "1.1"], "no masked-LM head"),
+    # a [MASK] alone runs the vector side on minilm; p(WORD) is what needs an MLM head
+    (["ablate", "the [MASK] sat", "--heads", "1.1", "--mask-token", "cat"], "no masked-LM head"),
     (["ablate", "a text", "--heads", "1.1", "--backend", "hf"], "--backend scratch"),
     (["patch", "the cat sat", "a dog ran in the park today", "--site", "L2.H1"], "no token-by-token alignment"),
     (["patch", "the cat sat", "the dog ran", "--site", "L2.att"], "L5.H3"),

@@ -117,6 +117,28 @@ def test_no_store_suggests_an_ingest_that_works(tmp_path, run):
     run(shlex.split(command.replace("FILE", "a.txt"))[1:], tmp_path, check=True)
 
 
+@pytest.mark.parametrize("lite", [False, True])
+def test_no_store_at_a_file_or_a_foreign_folder_says_what_is_there(tmp_path, models, run, lite):
+    # "ingest some files first" there would be refused: say what is there, and where a store can go
+    (tmp_path / "a.txt").write_text("hello there\n", encoding="utf-8")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.md").write_text("mine\n", encoding="utf-8")
+    prefix = "milvus-lite:" if lite else ""
+    for where, said in (("a.txt", "is a plain file"), ("notes", "holds other files (todo.md) and no store")):
+        for command in (["info", "--store", prefix + where],
+                        ["ablate", "the cat", "--heads", "1.1", "--model", models[0], "--store", prefix + where]):
+            message = one_error_line(run(command, tmp_path))
+            if command[0] == "info" and where == "a.txt":
+                assert "not a store folder" in message       # the store's own words, no advice to ingest
+                continue
+            assert said in message and "ingest some files first" not in message, message
+            suggestion = re.search(r"\((encoderscope ingest FILE [^)]+)\)", message).group(1)
+            assert suggestion.endswith(f"--store {prefix}NEW_FOLDER")
+    command = shlex.split(suggestion.replace("FILE", "a.txt").replace("NEW_FOLDER", "fresh"))[1:]
+    run(command + ["--model", models[0], "--quiet"], tmp_path, check=True)      # as suggested, works
+    assert (tmp_path / "notes" / "todo.md").read_text(encoding="utf-8") == "mine\n"
+
+
 def test_not_utf8_suggests_an_encoding_that_works(tmp_path, run):
     (tmp_path / "l.txt").write_bytes("café au lait\nnaïve\n".encode("latin-1"))
     for command in (["embed", "--file", "l.txt"], ["ingest", "l.txt", "--store", "s", "--quiet"]):

@@ -258,3 +258,10 @@ def test_console_script(tmp_path, inputs):
     r = subprocess.run([str(exe), "info", "--store", str(tmp_path / "none"), "--json"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.startswith("error: no store at")
+
+
+def test_a_store_of_one_sentence_holds_1_sentence(tmp_path, tiny_model, capsys):
+    (tmp_path / "one.txt").write_text("just this one\n", encoding="utf-8")
+    code, out, err = cli(["ingest", str(tmp_path / "one.txt"), "--store", str(tmp_path / "s"),
+                              "--model", str(tiny_model), "--quiet"], capsys)
+    assert code == 0 and "holds 1 sentence" in out and "1 sentences" not in out, (out, err)

@@ -86,3 +86,29 @@ def test_ctrl_c_saves_a_checkpoint(corpus, tmp_path):
     summary = json.loads(stdout.strip().splitlines()[-1])
     assert summary["cancelled"] and 5 <= summary["steps"] < 100000
     assert json.loads((out / "trainer_state.json").read_text())["step"] == summary["steps"]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "no rng"])
+def test_resume_from_a_damaged_trainer_state_is_one_error_line_and_its_advice_runs(corpus, tmp_path, capsys, damage):
+    from safetensors.torch import load, save
+    out = tmp_path / "run"
+    assert run_cli(["train", "--corpus", str(corpus), "--out", str(out), "--steps", "4", "--objective", "mlm",
+                    "--init", "fresh", "--tokenizer", "word", "--device", "cpu", "--no-progress", *TINY]) == 0
+    state = out / "trainer_state.safetensors"
+    data = state.read_bytes()
+    if damage == "truncated":
+        state.write_bytes(data[: len(data) // 2])
+    elif damage == "garbage":
+        state.write_bytes(b"\x00" * 64)
+    else:
+        state.write_bytes(save({k: v for k, v in load(data).items() if not k.startswith("rng.")}))
+    capsys.readouterr()
+    rc = run_cli(["train", "--resume", str(out), "--steps", "8", "--no-progress"])
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert rc == 2 and "Traceback" not in err and len(errors) == 1, err
+    assert "trainer_state.safetensors is damaged" in errors[0] and f"--init {out}" in errors[0], errors[0]
+    # what it advises: a new run from the weights kept
+    rc = run_cli(["train", "--init", str(out), "--corpus", str(corpus), "--out", str(tmp_path / "again"),
+                  "--steps", "2", "--no-progress", "--threads", "1"])
+    assert rc == 0, capsys.readouterr().err

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from core.device import bf16_supported, describe_device, pick_device
+from core.device import describe_device, pick_device
 from core.encoder.backends import get_backend
 from core.errors import DeviceUnavailable, EncoderscopeError, InputError
+from tests.support.bf16 import needs_cpu_bf16
 from tests.support.tiny_models import run_cli
 
 
@@ -63,7 +64,7 @@ def test_cli_device_option_env_var_and_report(_cli):
         assert "Traceback" not in p.stderr
 
 
-@pytest.mark.skipif(not bf16_supported(torch.device("cpu")), reason="this CPU has no bf16 support")
+@needs_cpu_bf16
 def test_bf16_embeddings_keep_cosine_with_fp32():
     texts = [line for line in open("assets/sample_corpus.txt", encoding="utf-8").read().splitlines()[:64]]
     fp32 = get_backend("minilm", precision="fp32", device="cpu").embed(texts)

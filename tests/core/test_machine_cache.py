@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -81,3 +82,58 @@ def test_the_bf16_check_is_remembered(tmp_path, monkeypatch):
     machine_cache.save(machine_cache.BF16_CHECK, {"poor": 0.99})
     assert backend.check_bf16(memo="poor") == 0.99 and backend.precision == "fp32"
     assert len(embeds) == 2
+
+
+# ---- the cache file is data (core.files.cache_file) -----------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo (POSIX)")
+def test_a_fifo_in_place_of_the_cache_never_hangs(tmp_path, monkeypatch):
+    import threading
+    monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path))
+    path = machine_cache.cache_path(machine_cache.KERNEL_CHOICE)
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    got = []
+    t = threading.Thread(target=lambda: got.append(machine_cache.load(machine_cache.KERNEL_CHOICE)), daemon=True)
+    t.start()
+    t.join(20)
+    if t.is_alive():
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        t.join(10)
+        pytest.fail("a FIFO in place of kernel_choice.json blocked the read")
+    assert got == [{}]
+    machine_cache.save(machine_cache.KERNEL_CHOICE, {"k": True})        # replaced by a regular file
+    assert machine_cache.load(machine_cache.KERNEL_CHOICE) == {"k": True}
+
+
+def test_a_failed_write_leaves_no_temporary_and_never_writes_through_a_planted_link(tmp_path, monkeypatch):
+    import errno
+    monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path))
+    path = machine_cache.cache_path(machine_cache.KERNEL_CHOICE)
+    path.parent.mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("a user's file")
+    (path.parent / f"{path.name}.{os.getpid()}.tmp").symlink_to(victim)    # the name an old writer used
+    machine_cache.save(machine_cache.KERNEL_CHOICE, {"a": True})
+    assert victim.read_text() == "a user's file" and machine_cache.load(machine_cache.KERNEL_CHOICE) == {"a": True}
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "replace", full)
+    machine_cache.save(machine_cache.KERNEL_CHOICE, {"b": False})         # no exception: best effort
+    monkeypatch.undo()
+    assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()] == []
+
+
+def test_a_killed_writers_temporaries_are_removed_on_the_next_write(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path))
+    path = machine_cache.cache_path(machine_cache.KERNEL_CHOICE)
+    path.parent.mkdir(parents=True)
+    left = [path.parent / f".{path.name}.0123456789ab.tmp", path.parent / f"{path.name}.4242.tmp"]
+    strangers = [path.parent / "notes.tmp", path.parent / f".{machine_cache.BF16_CHECK}.0123456789ab.tmp"]
+    for p in left + strangers:
+        p.write_text("{")
+        os.utime(p, (1, 1))
+    machine_cache.save(machine_cache.KERNEL_CHOICE, {"a": True})
+    assert not any(p.exists() for p in left) and all(p.exists() for p in strangers)

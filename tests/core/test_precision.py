@@ -3,6 +3,9 @@ check, fp32 elsewhere; fp32 and bf16 vectors of one model share a store; inspect
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +16,10 @@ import core.encoder.backends as backend_mod
 from core import device as device_mod
 from core.encoder.backends import get_backend
 from core.errors import InputError
+from tests.support.bf16 import CPU_BF16_REFUSAL, needs_cpu_bf16
 from tests.support.tiny_models import run_cli
 
 CPU = torch.device("cpu")
-needs_bf16 = pytest.mark.skipif(not device_mod.bf16_supported(CPU), reason="this CPU has no bf16 at all")
 
 
 @pytest.fixture
@@ -45,11 +48,12 @@ def test_bf16_native_follows_the_cpu_flags():
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     if not flags:
         pytest.skip("no /proc/cpuinfo")
-    native = " avx512_bf16" in flags or " amx_bf16" in flags
+    # native instructions, and kernels that run them (ONEDNN_MAX_CPU_ISA=AVX2 forbids them)
+    native = (" avx512_bf16" in flags or " amx_bf16" in flags) and device_mod.bf16_supported(CPU)
     assert device_mod.bf16_native(CPU) == native
 
 
-@needs_bf16
+@needs_cpu_bf16
 def test_auto_backend_checks_bf16_and_keeps_it(monkeypatch, auto_env):
     monkeypatch.setattr(backend_mod, "resolve_precision", lambda dev, asked: "bf16" if asked == "auto" else asked)
     b = get_backend("minilm")
@@ -66,9 +70,10 @@ def test_auto_backend_checks_bf16_and_keeps_it(monkeypatch, auto_env):
     np.testing.assert_allclose(b.inspect(texts[0]).attentions, ref.inspect(texts[0]).attentions, atol=1e-5)
 
 
+@needs_cpu_bf16
 def test_auto_falls_back_to_fp32_when_bf16_vectors_drift(monkeypatch, auto_env, caplog):
-    """The fallback is logic, not hardware: it runs on every machine (bf16 emulated where it is not
-    native) and on the CPU whatever ``auto`` would pick."""
+    """The fallback is logic, not hardware: it runs on every machine whose kernels run bf16 (emulated
+    where it is not native) and on the CPU whatever ``auto`` would pick."""
     monkeypatch.setattr(device_mod, "bf16_supported", lambda dev: True)
     monkeypatch.setattr(backend_mod, "resolve_precision", lambda dev, asked: "bf16" if asked == "auto" else asked)
     # check_bf16 reads the threshold where it is defined; no bf16 vector can pass this one
@@ -96,7 +101,7 @@ def test_cli_reports_the_precision_it_ran(auto_env, capsys):
 # ---- the app: Model > Precision -------------------------------------------------------------------
 
 
-@needs_bf16
+@needs_cpu_bf16
 def test_app_precision_menu_switches_without_reembedding(qtbot, make_window, tiny_store_template):
     w = make_window(tiny_store_template)
     assert w.state.backend.precision == "fp32"              # the suite pins fp32 (conftest)
@@ -115,3 +120,37 @@ def test_app_precision_menu_switches_without_reembedding(qtbot, make_window, tin
     assert [h.id for h in hits][:3] == [h.id for h in ref][:3]
     w.save_settings()
     assert w.settings.value("model/precision") == "bf16"
+
+
+# ---- a CPU whose kernels cannot run bf16 (AVX2 only), simulated by capping oneDNN and ATen ---------
+
+AVX2_ONLY = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _python(args, env_extra):
+    env = {**os.environ, **env_extra}
+    return subprocess.run([sys.executable, *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_a_test_forcing_bf16_skips_naming_why_where_the_kernels_cannot_pack_it():
+    run = _python(["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                   f"{Path(__file__).relative_to(REPO)}::test_auto_falls_back_to_fp32_when_bf16_vectors_drift"],
+                  AVX2_ONLY)
+    assert "1 skipped" in run.stdout, run.stdout[-2000:]
+    assert "needs bf16 on the CPU: this CPU's kernels cannot run bf16" in run.stdout
+    assert "avx512bw" in run.stdout                 # torch's own reason, not a guess from CPU flags
+    # and not here, where the CPU computes bf16 natively and nothing caps its kernels
+    if not any(k in os.environ for k in AVX2_ONLY) and getattr(torch.cpu, "_is_avx512_bf16_supported", bool)():
+        assert CPU_BF16_REFUSAL is None
+
+
+def test_auto_is_fp32_and_bf16_is_refused_where_the_kernels_cannot_pack_it():
+    """With oneDNN capped at AVX2 on a CPU whose flags still say avx512_bf16, "auto" must not pick bf16
+    (the weights could not be packed) and an explicit bf16 is one clear refusal."""
+    code = ("import torch\nfrom core.device import resolve_precision\nfrom core.errors import DeviceUnavailable\n"
+            "cpu = torch.device('cpu')\nprint('auto', resolve_precision(cpu, 'auto'))\n"
+            "try:\n    resolve_precision(cpu, 'bf16')\nexcept DeviceUnavailable as e:\n    print('refused', e)\n")
+    run = _python(["-c", code], {"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    assert run.returncode == 0, run.stderr
+    assert "auto fp32" in run.stdout and "refused bf16 is not supported on cpu" in run.stdout

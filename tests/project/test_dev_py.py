@@ -101,3 +101,17 @@ def test_qt_system_libraries_are_a_linux_step_only(tmp_path, monkeypatch, system
     assert steps[-1] == ["touch", str(tmp_path / "v" / ".installed")]
     monkeypatch.setattr(dev.platform, "system", lambda: "Linux")
     assert "scripts/qt-system-deps.sh" in dev.setup_steps(tmp_path / "v", None)[-1][1]
+
+
+def test_an_unknown_option_before_the_double_dash_is_refused_and_runs_nothing(tmp_path, capsys, monkeypatch):
+    import dev
+    ran = []
+    monkeypatch.setattr(dev, "run", lambda env, argv: ran.append(argv))
+    with pytest.raises(SystemExit) as e:
+        dev.main(["test", "--venv", str(tmp_path / "venv"), "--dryrun"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and ran == []
+    assert "unrecognized arguments: --dryrun" in err and "python dev.py test -- --dryrun" in err
+    # after `--` it is pytest's: passed through
+    dev.main(["test", "--venv", str(tmp_path / "venv"), "--dry-run", "--", "-x"])
+    assert capsys.readouterr().out.splitlines()[-1].endswith(" -x") and ran == []

@@ -48,3 +48,19 @@ def test_the_probe_names_the_module_each_left_out_file_lacks(tmp_path):
 def pytest_approx(x):
     import pytest
     return pytest.approx(x, rel=0.1, abs=0.01)       # the table rounds the rates
+
+
+def test_a_cpu_whose_kernels_cannot_run_bf16_gets_a_skipped_bf16_row_with_the_reason():
+    """An AVX2-only CPU (simulated: oneDNN and ATen capped at AVX2) measures fp32 and prints the bf16
+    rows as skipped, torch's reason in the note, rather than crashing or dropping them silently."""
+    from pathlib import Path
+    code = ("import torch\nfrom tools import gpu_check as g\n"
+            "p, skipped = g.precisions_here(torch.device('cpu'), 'embed, minilm', 'vs transformers')\n"
+            "print(p)\nprint(g.table(torch.device('cpu'), skipped, None))\n")
+    env = child_env(ONEDNN_MAX_CPU_ISA="AVX2", ATEN_CPU_CAPABILITY="avx2")
+    p = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == "['fp32']"
+    row = [line for line in p.stdout.splitlines() if line.startswith("| embed, minilm")]
+    assert len(row) == 1 and "| bf16 |" in row[0] and "skipped: this CPU's kernels cannot run bf16" in row[0]

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from core.device import bf16_supported
 from core.encoder.backends import get_backend
 from core.encoder.backends.base import BF16_CHECK_SENTENCES, BF16_MIN_COSINE
 from core.encoder.kernels import Linear
 from core.encoder.packed_forward import PackedEncoder, cast_for_inference
 from core.encoder.pooling import l2_normalize, pool
 from core.encoder.weights import load_folder
+from tests.support.bf16 import needs_cpu_bf16
 
-pytestmark = pytest.mark.skipif(not bf16_supported(torch.device("cpu")), reason="this CPU has no bf16")
+pytestmark = needs_cpu_bf16
 
 MORE = [f"{s} {t}" for s, t in zip(BF16_CHECK_SENTENCES, reversed(BF16_CHECK_SENTENCES))]
 

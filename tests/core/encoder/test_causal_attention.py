@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from core.device import bf16_supported
 from core.encoder.model import Encoder, EncoderConfig, EncoderForMaskedLM
 from core.encoder.packed_forward import PackedEncoder, pack_for_cpu_inference
 from core.walkthrough import numpy_ref
 from tests.core.encoder.test_parts import randomised, small_config
+from tests.support.bf16 import needs_cpu_bf16
 
 
 def causal_model(seed=0, **kw):
@@ -90,11 +90,9 @@ def test_numpy_causal_mask_is_the_lower_triangle():
     assert numpy_ref.attention_keep(keep, causal=False) is keep
 
 
-@pytest.mark.parametrize("bf16", [False, True])
+@pytest.mark.parametrize("bf16", [False, pytest.param(True, marks=needs_cpu_bf16)])
 def test_packed_cpu_path_keeps_the_causal_mask(bf16):
     """The fast path embed() takes equals the modules on a causal model (padded batch)."""
-    if bf16 and not bf16_supported(torch.device("cpu")):
-        pytest.skip("this CPU has no bf16")
     model = causal_model(seed=5)
     if not pack_for_cpu_inference(model, bf16=bf16, tune=False):
         pytest.skip("oneDNN is not available")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core.device import bf16_supported
 from core.encoder import kernels as kernels_mod
 from core.encoder import model as model_mod
 from core.encoder.backends import get_backend
 from core.encoder.packed_forward import pack_for_cpu_inference
+from tests.support.bf16 import needs_cpu_bf16
 
 TEXTS = ["The cat sat on the mat.", "A quick brown fox jumps over the lazy dog near the river bank.",
          "Where is the nearest train station?", "ok"] * 8
@@ -120,11 +120,7 @@ def test_the_encoder_exports_with_one_graph_for_padded_and_unpadded_batches():
         assert (exported(padded_ids, padded)[1, :6] - alone[0]).abs().max().item() <= 1e-5
 
 
-needs_bf16 = pytest.mark.skipif(not bf16_supported(torch.device("cpu")),
-                                reason="this CPU has no bf16")
-
-
-@needs_bf16
+@needs_cpu_bf16
 def test_bf16_attention_on_cpu_stays_within_bf16_rounding_of_fp32(minilm):
     """bf16 on a CPU computes attention in the open (faster there than the fused kernel) with its
     softmax in fp32: the result stays within bf16's rounding of the fp32 one, padding masked."""
@@ -191,7 +187,7 @@ def test_embed_runs_the_packed_encoder_and_hooks_send_it_back_to_the_modules(min
         minilm.encoder.eval()
 
 
-@needs_bf16
+@needs_cpu_bf16
 def test_packed_encoder_under_bf16_autocast_matches_the_modules():
     from core.device import autocast
     b = get_backend("minilm", precision="bf16", device="cpu")

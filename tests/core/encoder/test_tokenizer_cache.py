@@ -183,3 +183,66 @@ def test_a_second_start_embeds_without_transformers(tmp_path):
                                       text=True, check=True).stdout.splitlines()[-1]) for _ in range(2)]
     assert runs[0]["had"] and not runs[1]["had"]
     assert runs[0]["v"] == runs[1]["v"] and runs[0]["n"] == runs[1]["n"]
+
+
+# ---- the cache is data: only its own files, never through a link, never a hang -----------------
+
+
+def test_pruning_deletes_only_this_caches_own_files_never_through_a_linked_folder(folders, data_dir, tmp_path,
+                                                                                 monkeypatch):
+    monkeypatch.setattr(tk, "CACHE_KEEP", 1)
+    users = tmp_path / "users_json"
+    users.mkdir()
+    for i in range(6):                        # a user's files, some with names like the cache's
+        name = f"{i:032x}.json" if i % 2 else f"notes{i}.json"
+        (users / name).write_text(json.dumps({"mine": i}))
+        os.utime(users / name, (1, 1))        # older than anything the cache writes
+    (data_dir / "cache").mkdir(parents=True)
+    (data_dir / "cache" / "tokenizers").symlink_to(users, target_is_directory=True)
+    tk.ModelTokenizer(folders["minilm"], MAX)
+    tk.ModelTokenizer(folders["word"], MAX)       # a second key: one beyond CACHE_KEEP
+    assert {p.name for p in users.iterdir()} >= {f"{i:032x}.json" if i % 2 else f"notes{i}.json" for i in range(6)}
+    # in the cache's own (real) folder too: a user's file named like a cache file is not one
+    (data_dir / "cache" / "tokenizers").unlink()
+    folder = data_dir / "cache" / "tokenizers"
+    folder.mkdir()
+    stranger = folder / ("f" * 32 + ".json")
+    stranger.write_text(json.dumps({"format": "someone else's"}))
+    other = folder / "settings.json"
+    other.write_text("{}")
+    os.utime(stranger, (1, 1))
+    os.utime(other, (1, 1))
+    tk.ModelTokenizer(folders["minilm"], MAX)
+    tk.ModelTokenizer(folders["word"], MAX)
+    ours = [p for p in folder.glob("*.json") if p not in (stranger, other)]
+    assert stranger.exists() and other.exists() and len(ours) == 1     # the older of its own went
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo (POSIX)")
+def test_a_fifo_in_place_of_a_kept_pipeline_never_hangs_the_load(folders, data_dir):
+    import threading
+    path = tk.cache_file(tk.cache_key(folders["minilm"]))
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    done = []
+    t = threading.Thread(target=lambda: done.append(tk.ModelTokenizer(folders["minilm"], MAX)), daemon=True)
+    t.start()
+    t.join(30)
+    if t.is_alive():                          # unblock the reader before failing
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        t.join(10)
+        pytest.fail("a FIFO in the tokenizer cache blocked the load")
+    assert done and done[0].loaded          # read from transformers, the FIFO left alone
+    assert done[0].encode(["hello"]) == done[0]._encode_hf(["hello"])
+
+
+def test_a_killed_writers_temporary_is_removed_on_the_next_write(folders, data_dir):
+    path = tk.cache_file(tk.cache_key(folders["minilm"]))
+    path.parent.mkdir(parents=True)
+    stale = path.parent / f".{path.name}.0123456789ab.tmp"
+    stale.write_text("half a pipeline")
+    os.utime(stale, (1, 1))
+    fresh = path.parent / f".{path.name}.ba9876543210.tmp"    # another writer at work now
+    fresh.write_text("")
+    tk.ModelTokenizer(folders["minilm"], MAX)
+    assert path.is_file() and not stale.exists() and fresh.exists()

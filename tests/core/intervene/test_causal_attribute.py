@@ -78,6 +78,25 @@ def test_integrated_gradients_are_complete_and_start_from_the_stated_baseline(ti
     assert zero.relative_gap < 0.01     # (this tiny model's [PAD] row is zero, as BERT initialises it)
 
 
+def test_an_unknown_word_starts_from_the_baseline_like_any_word(tiny):
+    # [UNK] is a word of the text: the baseline replaces it (the docs' "every token but [CLS],
+    # [SEP] and [MASK]"); kept, it got exactly 0 and the other words' shares moved
+    backend, ref = tiny
+    text = "the cat sat on the \u4e2d [MASK] today"
+    ids = backend.encode_ids([text])[0][0]
+    tok = backend.tokenizer
+    assert tok.unk_token_id in ids
+    r = attribute(backend, text, "ig", word="mat", steps=32)
+    unk = ids.index(tok.unk_token_id)
+    assert r.attributions[unk] != 0.0 and r.relative_gap < 0.01
+    keep = {tok.cls_token_id, tok.sep_token_id, tok.mask_token_id}
+    pad_ids = [i if i in keep else tok.pad_token_id for i in ids]
+    pos, mat = ids.index(tok.mask_token_id), tok.convert_tokens_to_ids("mat")
+    with torch.no_grad():
+        want = float(ref(input_ids=torch.tensor([pad_ids])).logits[0, pos].softmax(-1)[mat])
+    assert r.baseline_value == pytest.approx(want, abs=1e-6)
+
+
 def test_dummy_axiom_tokens_after_the_mask_of_a_causal_model_get_zero():
     backend = get_backend("random:dim=32,layers=2,heads=4,ffn=64,attention=causal,seed=3", device="cpu")
     r = attribute(backend, "the cat [MASK] on the mat", "ig", word="sat", steps=16)
@@ -137,3 +156,29 @@ def test_michel_head_importance_equals_a_hook_gradient_on_transformers(tiny):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-9)
     assert want.max() > 1e-6 and want.std() > 1e-7
     assert agreement(got, want) == pytest.approx(1.0)
+
+
+# ---- the Gauss-Legendre nodes: O(n^2), numpy's leggauss (an O(n^3) eigen-solve) only as the reference
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 16, 31, 32, 64, 101, 128])
+def test_gauss_legendre_equals_numpys_leggauss(n):
+    from core.intervene.attribute import gauss_legendre
+    nodes, weights = gauss_legendre(n)
+    x, w = np.polynomial.legendre.leggauss(n)
+    np.testing.assert_allclose(nodes, (x + 1) / 2, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(weights, w / 2, rtol=0, atol=1e-13)
+
+
+def test_many_gauss_legendre_nodes_come_without_the_eigen_solve_and_stay_exact(monkeypatch):
+    from core.intervene import attribute as A
+
+    def eigen(*a):
+        raise AssertionError("leggauss (O(n^3)) called")
+    monkeypatch.setattr(np.polynomial.legendre, "leggauss", eigen)
+    nodes, weights = A.gauss_legendre(4096)
+    assert nodes.shape == weights.shape == (4096,) and np.all(np.diff(nodes) > 0) and np.all(weights > 0)
+    assert 0 < nodes[0] and nodes[-1] < 1 and weights.sum() == pytest.approx(1, abs=1e-12)
+    for degree in (1, 7, 50, 301):                 # exact for polynomials of degree < 2n
+        assert (weights * nodes ** degree).sum() == pytest.approx(1 / (degree + 1), rel=1e-11)
+    np.testing.assert_allclose(nodes, 1 - nodes[::-1], atol=1e-15)          # symmetric about 1/2

@@ -137,12 +137,19 @@ def test_trace_cell_equals_transformers_with_the_same_noise(tiny):
         np.testing.assert_allclose(r.recovered[layer + 1, tok], want, atol=4e-6 / (1 - r.cosine_corrupted))
         np.testing.assert_allclose(r.p_restored[layer + 1, tok], np.mean(p_rest), atol=2e-6)
         np.testing.assert_allclose(r.p_corrupted, np.mean(p_corr), atol=2e-6)
+        # the error bar: the ratio estimator's standard error over the 3 samples, from transformers' runs
+        for got, rest, corr, goal in ((r.recovered_se, cos, cos_corr, 1.0),
+                                      (r.p_recovered_se, p_rest, p_corr, r.p_clean)):
+            d, g = np.array(rest) - np.array(corr), goal - np.array(corr)
+            se = (d - d.mean() / g.mean() * g).std(ddof=1) / np.sqrt(3) / abs(g.mean())
+            np.testing.assert_allclose(got[layer + 1, tok], se, atol=2e-5 / abs(g.mean()))
     assert 1 - r.cosine_corrupted > 1e-4 and abs(r.p_clean - r.p_corrupted) > 1e-3, "the noise must show"
     # restoring the corrupted token's embedding output undoes the corruption entirely
     tol = 4e-6 / (1 - r.cosine_corrupted)
     np.testing.assert_allclose(r.recovered[0, 2], 1.0, atol=tol)
     np.testing.assert_allclose(r.p_recovered[0, 2], 1.0, atol=1e-4)
     np.testing.assert_allclose(r.recovered[0, [0, 1, 3]], 0.0, atol=tol)
+    np.testing.assert_allclose(r.recovered_se[0, 2], 0.0, atol=tol)       # every sample recovers it all
 
 
 def test_trace_cli(tiny, run):
@@ -172,3 +179,90 @@ def test_resampling_from_b_equals_running_b_where_every_token_is_taken(tiny, run
     out = json.loads(run("patch", a, b, "--trace", "cat", "--model", str(backend.source.folder), "--json").stdout)
     assert out["trace"]["resampled_from"] == b and out["trace"]["samples"] == 1
     np.testing.assert_allclose(out["trace"]["recovered"][0][2], 1.0, atol=1e-3)
+
+
+@pytest.mark.parametrize("budget", [1, 40, 100])
+def test_a_trace_in_memory_sized_batches_gives_the_one_batch_numbers(tiny, monkeypatch, budget):
+    """Batches of at most rows_per_batch restored runs (a tiny budget: one token of one sample at a
+    time, or a few samples), corrupted runs a chunk of samples at a time: the cells of one batch."""
+    from core.intervene import trace as tr
+    backend, _ = tiny
+    text = "the cat sat on the [MASK] today"
+    whole = causal_trace(backend, text, ["cat"], noise=3.0, samples=5, seed=5, pooling="mean")
+    T, cfg = len(whole.tokens), backend.encoder.config
+    monkeypatch.setattr(tr.restore, "BATCH_ELEMENTS", budget * T * max(cfg.hidden_dim, cfg.n_heads * T))
+    rows, calls, real = tr.rows_per_batch(cfg, T), [], tr.run_from
+    assert rows == budget
+    monkeypatch.setattr(tr, "run_from", lambda enc, i, x: calls.append(x.shape[0]) or real(enc, i, x))
+    done = []
+    cut = causal_trace(backend, text, ["cat"], noise=3.0, samples=5, seed=5, pooling="mean",
+                       progress=lambda d, t: done.append((d, t)))
+    assert max(calls) <= max(rows, 1) and done[-1][0] == done[-1][1] == len(done)
+    np.testing.assert_allclose(cut.recovered, whole.recovered, atol=2e-6)
+    np.testing.assert_allclose(cut.p_restored, whole.p_restored, atol=2e-6)
+    assert cut.cosine_corrupted == pytest.approx(whole.cosine_corrupted, abs=1e-6)
+    assert cut.p_corrupted == pytest.approx(whole.p_corrupted, abs=1e-6)
+
+
+def test_a_trace_cancelled_between_batches_stops_there(tiny, monkeypatch):
+    from core.errors import Cancelled
+    from core.intervene import trace as tr
+    backend, _ = tiny
+    monkeypatch.setattr(tr.restore, "BATCH_ELEMENTS", 1)    # one run per batch
+    asked = []
+    with pytest.raises(Cancelled):
+        causal_trace(backend, "the cat sat on the mat today", ["cat"], samples=4, pooling="mean",
+                     cancel=lambda: asked.append(1) or len(asked) > 5)
+    assert len(asked) == 6
+
+
+def test_a_resid_sweep_in_memory_sized_batches_gives_the_one_batch_numbers(tiny, sweeps, monkeypatch):
+    from core.errors import Cancelled
+    from core.intervene import patch_sweep as ps
+    from core.intervene import restore
+    backend, _ = tiny
+    whole = sweeps["resid"]
+    monkeypatch.setattr(restore, "BATCH_ELEMENTS", 1)            # one patched copy per forward
+    calls, real = [], ps.run_from
+    monkeypatch.setattr(ps, "run_from", lambda enc, i, x: calls.append(x.shape[0]) or real(enc, i, x))
+    cut = patch_sweep(backend, A, B, "resid", pooling="mean", target="mat")
+    assert set(calls[-len(whole.cols):]) == {1}
+    np.testing.assert_allclose(cut.values, whole.values, atol=2e-6)
+    if whole.delta_p is not None:
+        np.testing.assert_allclose(cut.delta_p, whole.delta_p, atol=2e-6)
+    asked = []
+    with pytest.raises(Cancelled):               # asked between the batches of one layer too
+        patch_sweep(backend, A, B, "resid", pooling="mean", target="mat",
+                    cancel=lambda: asked.append(1) or len(asked) > 3)
+    assert len(asked) == 4
+
+
+def test_a_trace_refuses_noise_too_small_to_measure(minilm):
+    # 1e-9 x the embeddings' std moves minilm's vector less than fp32 rounding does: the grid was
+    # rounding over rounding (-0.20 where restoring the whole corruption gives exactly the clean run)
+    for text, word in (("search engines rank documents by relevance to a query", "engines"),
+                       ("the cat sat on the mat", "mat")):
+        with pytest.raises(InputError, match="no further than rounding .* raise the noise level"):
+            causal_trace(minilm, text, [word], noise=1e-9)
+
+
+def test_a_trace_resampled_from_the_same_words_says_so(tiny, run):
+    backend, _ = tiny
+    with pytest.raises(InputError, match="same tokens at the corrupted positions .* resampling changes nothing"):
+        causal_trace(backend, "the cat sat on the mat", ["cat"], resample="the cat sat on the mat")
+    bad = run("patch", "the cat sat", "the cat sat", "--trace", "cat", "--model", str(backend.source.folder),
+              check=False)
+    assert bad.returncode == 2 and "resampling changes nothing" in bad.stderr
+
+
+def test_trace_cli_shows_the_spread_over_samples(tiny, run):
+    backend, _ = tiny
+    folder = str(backend.source.folder)
+    text = run("patch", "the cat sat on the mat", "--trace", "cat", "--samples", "4", "--model", folder).stdout
+    assert "+/- standard error over the 4 noise samples" in text
+    out = json.loads(run("patch", "the cat sat on the mat", "--trace", "cat", "--samples", "4", "--model", folder,
+                         "--json").stdout)["trace"]
+    assert np.array(out["recovered_se"]).shape == np.array(out["recovered"]).shape and "se_is" in out
+    one = json.loads(run("patch", "the cat sat on the mat", "--trace", "cat", "--samples", "1", "--model", folder,
+                         "--json").stdout)["trace"]
+    assert one["recovered_se"] is None

@@ -10,6 +10,7 @@ from core.errors import NoMLMHead
 from core.intervene import effects
 from core.intervene.importance import importance_map, measure
 from core.intervene.spec import Intervention
+from tests.support.bf16 import needs_cpu_bf16
 
 RANDOM = "random:dim=32,layers=2,heads=4,ffn=64,seed=3"
 
@@ -126,12 +127,8 @@ def test_a_mean_ablation_map_is_each_head_replaced_by_its_mean(tiny):
                                    means=means, items=pairs) == pytest.approx(drop, abs=1e-6)
 
 
+@needs_cpu_bf16
 def test_maps_of_each_precision_are_cached_apart(tmp_path):
-    import torch
-
-    from core.device import bf16_supported
-    if not bf16_supported(torch.device("cpu")):
-        pytest.skip("this CPU computes no bf16: there is no second precision to cache")
     fp32 = importance_map(get_backend(RANDOM, "scratch", device="cpu", precision="fp32"), "spearman",
                           cache_dir=tmp_path)
     bf16 = importance_map(get_backend(RANDOM, "scratch", device="cpu", precision="bf16"), "spearman",

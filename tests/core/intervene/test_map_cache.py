@@ -191,3 +191,60 @@ def test_head_means_are_cached_like_maps(tmp_path):
     assert len(calls) == 2 and len(notes) == 1 and "head means" in notes[0]
     map_cache.cached_means(backend, ["another corpus"], tmp_path, compute)
     assert len(calls) == 3
+
+
+def _rewrite(path, arrays=None, fields=None):
+    """The cached file with some arrays or metadata fields replaced (as another writer might)."""
+    from safetensors.numpy import load as load_bytes
+    from safetensors.numpy import save
+    data = path.read_bytes()
+    header = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])
+    meta = json.loads(header["__metadata__"]["encoderscope"])
+    path.write_bytes(save({**load_bytes(data), **(arrays or {})},
+                          metadata={"encoderscope": json.dumps({**meta, **(fields or {})})}))
+
+
+@pytest.mark.parametrize("fault", ["integer heads", "integer attention_low", "seed abc", "seed 1.5",
+                                   "floor text", "interval of three", "n text"])
+def test_integer_arrays_and_non_numeric_fields_are_recomputed_with_one_note(tmp_path, fault):
+    path = map_cache.map_path(tmp_path, KEY)
+    save_cached(tmp_path, KEY, a_map())
+    if fault.startswith("integer"):
+        name = fault.split()[1]
+        _rewrite(path, arrays={name: np.ones((2, 3) if name == "heads" else 2, dtype=np.int64)})
+    else:
+        _rewrite(path, fields={"seed abc": {"seed": "abc"}, "seed 1.5": {"seed": 1.5},
+                               "floor text": {"floors": {"heads": "x", "attention": 0.2, "ffn": 0.3}},
+                               "interval of three": {"interval": [0.1, 0.2, 0.3]},
+                               "n text": {"n": "10"}}[fault])
+    got, notes = load(tmp_path)
+    assert got is None and len(notes) == 1 and "computing it afresh" in notes[0], notes
+
+
+def test_no_cache_rewrites_a_damaged_map_and_the_next_run_reads_it(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENCODERSCOPE_DATA_DIR", str(tmp_path))
+    code, out, err = _importance(capsys)
+    assert code == 0, err
+    first = json.loads(out)
+    (path,) = (tmp_path / "cache" / "importance").glob("importance-*.safetensors")
+    _rewrite(path, fields={"seed": "abc"})
+    code, out, err = _importance(capsys, "--no-cache")
+    assert code == 0 and json.loads(out)["heads"] == first["heads"] and "note:" not in err, err
+    got = load_cached(path.parent, path.stem.removeprefix("importance-"), (1, 2), "spearman")
+    assert got is not None and got.seed == 0                      # rewritten whole
+    code, out, err = _importance(capsys)
+    assert code == 0 and json.loads(out)["heads"] == first["heads"] and err.strip() == "", err
+
+
+def test_a_killed_writers_temporaries_of_this_cache_are_removed_on_the_next_write(tmp_path):
+    other = "0123456789abcdef" * 2
+    left = [tmp_path / f".importance-{other}.safetensors.0123456789ab.tmp",
+            tmp_path / f".head-means-{other}.safetensors.ba9876543210.tmp"]
+    strangers = [tmp_path / ".notes.txt.0123456789ab.tmp", tmp_path / f".importance-{other}.csv.0123456789ab.tmp"]
+    fresh = tmp_path / f".importance-{other}.safetensors.aaaaaaaaaaaa.tmp"     # a writer at work now
+    for p in left + strangers + [fresh]:
+        p.write_bytes(b"half")
+    for p in left + strangers:
+        os.utime(p, (1, 1))
+    assert save_cached(tmp_path, KEY, a_map())
+    assert not any(p.exists() for p in left) and all(p.exists() for p in strangers + [fresh])

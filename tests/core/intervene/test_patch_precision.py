@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from core.device import bf16_supported
 from core.encoder.backends import get_backend
 from core.encoder.scoped_hooks import modules_path
 from core.intervene.apply import intervene
 from core.intervene.patching import patched_run
 from core.intervene.spec import parse_site
+from tests.support.bf16 import needs_cpu_bf16
 from tests.support.tiny_models import make_tiny_bert
 
 A, B = "the film was good", "the film was bad"
@@ -46,10 +46,8 @@ def _check_exact(backend):
     np.testing.assert_array_equal(_patched(backend, A, B, ["L3.resid"]), b)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", pytest.param("bf16", marks=needs_cpu_bf16)])
 def test_patch_is_exact_on_the_cpu(folder, precision):
-    if precision == "bf16" and not bf16_supported(torch.device("cpu")):
-        pytest.skip("this CPU runs no bf16 autocast")
     _check_exact(get_backend(str(folder), "scratch", device="cpu", precision=precision))
 
 

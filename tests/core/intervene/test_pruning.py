@@ -68,4 +68,8 @@ def test_prune_cli(capsys, tmp_path, monkeypatch):
     code, out, err = run_cli(["importance", "--metric", "spearman", "--prune", "0.05", "--model", RANDOM], capsys)
     assert code == 0, err
     assert f"{d['removable']} of 8 heads can be removed before spearman falls by 0.05" in out
+    # the items are one convention in both: 0-based, said so
+    assert "0-based" in d["items_are"]
+    assert f"chosen on items (0-based, as in --json) {' '.join(map(str, chosen))}" in out
+    assert f"curve on items (0-based) {' '.join(map(str, curve))}" in out
     assert "the order chosen on 47 of the 94 items (a seeded half), the curve measured on the other 47" in out

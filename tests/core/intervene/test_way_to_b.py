@@ -7,15 +7,14 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
-from core.device import bf16_supported
 from core.intervene import effects
 from core.intervene.apply import intervene
 from core.intervene.patch_sweep import patch_sweep
 from core.intervene.patching import patched_run
 from core.intervene.spec import parse_site
 from core.intervene.way_to_b import moved_toward_b, toward_b
+from tests.support.bf16 import needs_cpu_bf16
 from tests.support.causal_models import tiny_pair
 
 A, B = "the cat sat on the [MASK] today", "the dog ran on the [MASK] today"
@@ -41,10 +40,8 @@ def test_the_measure_is_its_formula():
     assert t.moved == moved_toward_b(va, vp, vb) and t.cosine_patched_b == pytest.approx(vp @ vb, abs=1e-7)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", pytest.param("bf16", marks=needs_cpu_bf16)])
 def test_cli_app_and_sweep_agree_to_every_digit(tiny, run, precision):
-    if precision == "bf16" and not bf16_supported(torch.device("cpu")):
-        pytest.skip("this CPU's torch runs no bf16 autocast (no AVX512/AMX): the default precision is fp32 here")
     backend, _ = tiny
     was = backend.precision
     backend.precision = precision

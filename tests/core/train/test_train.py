@@ -17,6 +17,7 @@ from core.train.config import TrainConfig
 from core.train.data import BatchSampler, read_corpus, split_heldout, split_text
 from core.train.masking import IGNORE, mask_tokens, special_mask
 from core.train.trainer import Trainer
+from tests.support.bf16 import needs_cpu_bf16
 from tests.support.train_corpus import tiny_config, write_corpus
 
 
@@ -98,6 +99,16 @@ def test_wrapped_prose_is_cut_into_sentences():
     assert split_text(prose) == [
         "It was a bright cold day in April, and the clocks were striking thirteen.",
         "Winston Smith slipped quickly through the doors.", "A new paragraph starts here.", "And ends."]
+
+
+def test_lines_of_short_lower_case_sentences_are_one_sentence_each(tmp_path):
+    # no closing punctuation and a lower-case next line, as wrapped prose has, but no sentence
+    # ends inside a line: one sentence a line, not one long one
+    assert split_text("the cat sat on the mat\nthe dog ran in the park\n") == [
+        "the cat sat on the mat", "the dog ran in the park"]
+    assert split_text("a cat\nthe dog\nsome bird\n") == ["a cat", "the dog", "some bird"]
+    (tmp_path / "two.txt").write_text("the cat sat on the mat\nthe dog ran in the park\n", encoding="utf-8")
+    assert len(read_corpus(tmp_path / "two.txt")) == 2
 
 
 def test_store_corpus(tmp_path):
@@ -306,11 +317,8 @@ def test_sinusoidal_post_norm_wordpiece(corpus, tmp_path):
     assert cfg.vocab_size == 30522 and cfg.positions == "sinusoidal" and cfg.norm == "post"
 
 
+@needs_cpu_bf16
 def test_bf16_autocast_on_cpu(corpus, tmp_path):
-    from core.device import bf16_supported
-
-    if not bf16_supported(torch.device("cpu")):
-        pytest.skip("this CPU has no bf16")
     s = Trainer(tiny_config(corpus, tmp_path / "bf", precision="bf16", steps=40, eval_every=40)).run()
     assert s["precision"] == "bf16" and np.isfinite(s["train_loss"])
     assert s["heldout_mlm_loss"] < s["initial_heldout_mlm_loss"]

@@ -213,3 +213,33 @@ def test_runs_in_a_fresh_venv_with_only_what_its_first_cell_names(exported, tmp_
                             cwd=str(path.parent), env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"all {len(walk.steps)} steps equal the numbers Encoderscope computed" in result.stdout
+
+
+def test_an_interrupted_export_leaves_no_partial_file_and_the_next_one_clears_a_killed_ones(tiny_backend, tmp_path,
+                                                                                         monkeypatch):
+    import errno
+
+    from core.errors import EncoderscopeError
+    backend = tiny_backend
+    walk = W.explain(backend, "the cat sat on the mat", layer=1, head=2, pooling="mean")
+    target = tmp_path / "nb" / "walk.ipynb"
+    data = data_path(target)
+    data.parent.mkdir(parents=True)
+    killed = [data.with_name(data.name + ".partial"), data.parent / f".{data.name}.0123456789ab.tmp"]
+    for p in killed:                          # what kill -9 in the middle of a write left
+        p.write_bytes(b"PK half")
+        os.utime(p, (1, 1))
+    mine = data.parent / "mine.partial"
+    mine.write_text("a user's file")
+    write_notebook(walk, backend, target)
+    assert data.is_file() and not any(p.exists() for p in killed) and mine.exists()
+
+    def full(f, **arrays):
+        f.write(b"PK partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(np, "savez_compressed", full)
+    before = data.read_bytes()
+    with pytest.raises(EncoderscopeError, match="No space left"):
+        write_notebook(walk, backend, target)
+    assert data.read_bytes() == before                        # the last good data file kept
+    assert sorted(p.name for p in data.parent.iterdir()) == sorted([data.name, target.name, mine.name])

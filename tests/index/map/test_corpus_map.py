@@ -258,3 +258,23 @@ def test_a_milvus_lite_store_maps_like_the_faiss_store(tmp_path):
     assert sorted(ta) == sorted(tb) == sorted(texts)
     np.testing.assert_allclose([ta[t] for t in texts], [tb[t] for t in texts], atol=1e-5)
     assert [c.to_dict() for c in a.clusters] == [c.to_dict() for c in b.clusters]
+
+
+def test_a_failed_csv_write_keeps_the_old_map_whole(tmp_path, monkeypatch):
+    import errno
+
+    from index.map import corpus_map
+    x, _ = planted(n_per=2, k=3)
+    m = map_vectors([1, 2, 3, 4, 5, 6], x, [f"s{i}" for i in range(6)], clusters=2)
+    path = tmp_path / "map.csv"
+    write_map_csv(path, m)
+    before = path.read_bytes()
+
+    def full(f, m):                    # the header, then the disk is full
+        f.write(",".join(corpus_map.CSV_HEADER) + "\n")
+        f.flush()
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(corpus_map, "_write_rows", full)
+    with pytest.raises(OSError):
+        write_map_csv(path, m)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["map.csv"]

@@ -101,6 +101,60 @@ def test_a_failed_create_leaves_nothing_and_a_half_made_one_is_removed(milvus_se
     assert set(_client(milvus_server).list_indexes(name)) == {"vector", "hash"}
 
 
+def test_a_collection_another_writer_is_making_is_waited_for_not_dropped(milvus_server, monkeypatch):
+    """Writers starting at once on a new collection: one is between creating the collection
+    and its indexes when another opens it. The other waits (the creator holds the writer
+    lock), then opens the finished collection; it dropped it as "half-made" before, and the
+    creator failed with `could not create the collection's indexes: collection not found`."""
+    import threading
+
+    import pymilvus
+    b = FakeBackend(dim=D)
+    name = _name()
+    loc = f"{milvus_server.uri}?collection={name}"
+    creating, resume = threading.Event(), threading.Event()
+    original_index, original_drop = pymilvus.MilvusClient.create_index, pymilvus.MilvusClient.drop_collection
+    paused, dropped = [], []
+
+    def slow_first_create_index(self, collection, *a, **kw):
+        if collection == name and not paused:
+            paused.append(1)
+            creating.set()
+            resume.wait(6.0)      # the second writer's open runs meanwhile
+        return original_index(self, collection, *a, **kw)
+
+    def drop(self, collection, *a, **kw):
+        if collection == name:
+            dropped.append(collection)
+            resume.set()          # the creator goes on right after its collection went
+        return original_drop(self, collection, *a, **kw)
+    monkeypatch.setattr(pymilvus.MilvusClient, "create_index", slow_first_create_index)
+    monkeypatch.setattr(pymilvus.MilvusClient, "drop_collection", drop)
+    errors, ids = [], {}
+
+    def writer(tag):
+        try:
+            with open_store(loc, create=True, fingerprint=b.fingerprint(), index="flat") as s:
+                ids[tag] = s.add_texts([f"{tag} one", f"{tag} two"], b).ids
+        except Exception as e:  # noqa: BLE001  (reported below)
+            errors.append(f"{tag}: {e}")
+        finally:
+            if tag == "second":
+                resume.set()
+    first = threading.Thread(target=writer, args=("first",))
+    first.start()
+    assert creating.wait(60)
+    second = threading.Thread(target=writer, args=("second",))
+    second.start()
+    for t in (first, second):
+        t.join(120)
+    assert not errors and not dropped, (errors, dropped)
+    assert sorted(ids["first"] + ids["second"]) == [1, 2, 3, 4]
+    with open_store(loc, writable=False) as s:
+        assert sorted(r["text"] for r in s.iter()) == ["first one", "first two", "second one", "second two"]
+    assert not _client(milvus_server).has_collection(name + "__writer")
+
+
 def test_a_store_opened_after_another_process_wrote_reads_every_row_at_once(milvus_server):
     """A new client's Session reads are only eventually consistent (pymilvus sends guarantee
     timestamp 1 until it has written): right after another process's ingest, a read could miss

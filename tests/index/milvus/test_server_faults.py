@@ -140,6 +140,17 @@ def test_two_writer_processes_on_one_collection(server):
     _sound(loc, _texts(0, 800, "a") + _texts(0, 800, "b"))
 
 
+def test_three_writer_processes_starting_at_once_on_a_new_collection(server):
+    # the collection is made once, under the writer lock: no writer drops another's
+    # collection as "half-made" while it builds its indexes (3 of 7 runs failed so)
+    loc = f"{server.uri}?collection=fresh"
+    ws = [_writer(loc, 0, 60, tag) for tag in "abc"]
+    for w in ws:
+        _out, err = w.communicate(timeout=600)
+        assert w.returncode == 0, err
+    _sound(loc, _texts(0, 60, "a") + _texts(0, 60, "b") + _texts(0, 60, "c"))
+
+
 def test_authentication_on_and_off(tmp_path):
     server = LocalMilvus(tmp_path / "milvus", auth=True).start()
     try:

@@ -100,6 +100,12 @@ def test_a_writable_open_during_a_rebuild_leaves_its_staging_collection(milvus_s
     assert not errors, errors
     assert len(writer_error) == 1 and isinstance(writer_error[0], ModelMismatch), writer_error
     assert "re-embedded with other" in str(writer_error[0]) and "run the command again" in str(writer_error[0])
+    from types import SimpleNamespace
+
+    from app.cli.remedies import worded
+    said = worded(writer_error[0], SimpleNamespace(command="ingest", store=loc, model=None, pooling=None,
+                                                   files=["f.txt"]))
+    assert said == str(writer_error[0]) and "--whiten" not in said     # run it again: nothing else to offer
     assert not c.has_collection(name + "__rebuild")
     with open_store(loc, writable=False) as s:
         assert s.model_name == "other"
@@ -194,6 +200,40 @@ def test_check_on_the_cli_finds_wrong_vectors_and_its_repair_command_works(milvu
     assert repaired.returncode == 0, repaired.stderr
     assert "repair: 1 vector embedded again" in repaired.stderr
     assert "all 30 vectors checked: all right" in _cli("info", "--check", "--store", loc).stderr
+
+
+def test_a_sampled_check_suggests_a_repair_that_repairs_the_ids_it_named_and_full(milvus_server, tmp_path, run,
+                                                                                 monkeypatch):
+    """A store larger than a full check: the check names the wrong vectors of its sample; the
+    repair it suggests repairs those very ids (it drew a fresh sample before, and left a named
+    one in place while saying "ok"), and the --full it names repairs every one."""
+    from index.milvus import check
+    monkeypatch.setattr(check, "FULL_UP_TO", 10)
+    monkeypatch.setattr(check, "SMALLEST_SHARE", 0.2)       # a sample of 14 of 30
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(f"line number {i} of the corpus" for i in range(30)) + "\n")
+    name = _name()
+    loc = f"{milvus_server.uri}?collection={name}"
+    run("ingest", str(corpus), "--store", loc, "--model", MODEL, "--quiet")
+    c = _client(milvus_server)
+    wrong = list(range(1, 31, 3))                            # 10 of 30
+    rows = c.get(name, ids=wrong, output_fields=["*"])
+    c.upsert(name, [{**dict(r), "vector": text_vector(f"elsewhere {r['id']}", 32, "x").tolist()} for r in rows])
+    line = _one_error(run("info", "--check", "--store", loc, check=False))
+    named = [int(i) for i in line.split("(ids ", 1)[1].split(")", 1)[0].replace("...", "").split(",")]
+    assert named and set(named) <= set(wrong), line
+    repair, full = [shlex.split(cmd) for cmd in
+                    [part.split("`", 1)[0] for part in line.split("`encoderscope ")[1:]]]
+    assert repair == ["info", "--repair", "--store", loc] and full == ["info", "--repair", "--full", "--store", loc]
+    done = run(*repair)
+    assert f"{len(named)} vectors embedded again" in done.stderr and "--full" in done.stderr, done.stderr
+    from core.encoder.backends import get_backend
+    with open_store(loc, writable=False) as s:      # the named ones repaired, the others not yet
+        report = s.check(get_backend(MODEL, "scratch", device="cpu"), full=True)
+    assert set(report["vectors_off"]) == set(wrong) - set(named)
+    run(*full)
+    assert "all 30 vectors checked: all right" in run("info", "--check", "--full", "--store", loc).stderr
+    c.close()
 
 
 @pytest.mark.slow   # four stores made and checked: over 10 s

@@ -1,0 +1,64 @@
+"""A heatmap reads at any shape: a cell's tooltip stays while the mouse rests, and a matrix of one
+column (or few rows) fills the plot instead of a corner of it."""
+from __future__ import annotations
+
+import numpy as np
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from app.gui.widgets.heatmap import HeatmapWidget
+
+
+def test_a_heatmap_cells_tooltip_stays_while_the_mouse_rests(qtbot):
+    w = HeatmapWidget()
+    qtbot.addWidget(w)
+    w.resize(400, 300)
+    w.set_matrix(np.eye(3), ["a", "b", "c"])
+    w.show()
+    qtbot.waitExposed(w)
+    centre = w.mapFromScene(w.plot.vb.mapViewToScene(QtCore.QPointF(1, 1)))
+    QtWidgets.QToolTip.showText(w.mapToGlobal(centre), w.tooltip_text(1, 1), w)   # as a mouse move does
+    assert QtWidgets.QToolTip.isVisible()
+    asked = []
+
+    class SceneHelp(QtCore.QObject):        # the scene's help event is what hid it (its items have no tooltip)
+        def eventFilter(self, obj, ev):
+            if ev.type() == QtCore.QEvent.Type.GraphicsSceneHelp:
+                asked.append(ev)
+            return False
+
+    spy = SceneHelp()
+    w.scene().installEventFilter(spy)
+    rest = QtGui.QHelpEvent(QtCore.QEvent.Type.ToolTip, centre, w.mapToGlobal(centre))   # the mouse rests
+    QtWidgets.QApplication.sendEvent(w.viewport(), rest)
+    assert asked == [] and QtWidgets.QToolTip.isVisible() and "weight" in QtWidgets.QToolTip.text()
+    QtWidgets.QToolTip.hideText()
+
+
+def test_one_column_or_few_rows_fill_the_plot(qtbot):
+    w = HeatmapWidget()
+    qtbot.addWidget(w)
+    w.resize(600, 400)
+    w.show()
+    qtbot.waitExposed(w)
+    w.set_matrix(np.arange(6, dtype=float)[:, None], [f"L{i}" for i in range(1, 7)], ["ffn"])
+    w.resize(640, 420)                                               # a layout pass after the matrix
+    qtbot.waitUntil(lambda: w.plot.vb.width() > 0 and w.width() == 640)
+    assert w.plot.vb.viewRange() == [[-0.5, 0.5], [-0.5, 5.5]]
+    w.set_matrix(np.ones((1, 2)), ["pooled"], ["a", "b"])
+    w.resize(600, 400)
+    qtbot.waitUntil(lambda: w.width() == 600)
+    assert w.plot.vb.viewRange() == [[-0.5, 1.5], [-0.5, 0.5]]
+
+
+def test_the_colour_bar_is_as_wide_as_its_tick_numbers(qtbot):
+    w = HeatmapWidget()
+    qtbot.addWidget(w)
+    w.resize(600, 400)
+    w.show()
+    qtbot.waitExposed(w)
+    w.set_matrix(np.linspace(-4e-4, 3e-4, 12).reshape(6, 2), list("abcdef"), ["x", "y"], levels=(-4e-4, 4e-4))
+    w.colorbar.getAxis("right").setLabel("Δp")
+    axis = w.colorbar.getAxis("right")
+    qtbot.waitUntil(lambda: axis.width() > 0)
+    widest = QtGui.QFontMetrics(axis.style.get("tickFont") or QtGui.QFont()).horizontalAdvance("-0.0004")
+    assert axis.width() >= widest + axis.style["tickTextOffset"][0]      # "−0.0004" is not dropped
