@@ -2,6 +2,7 @@
 from another sentence, and measure what each part is worth (core/intervene, docs/interventions.md).
 
     encoderscope ablate TEXT [--heads 3.5,4.1] [--ffn L] [--attn-off L] [--skip-layer L]
+                        [--sae DIR --feature F --steer F=+A] (app/cli/features.py)
                         [--no-positions | --shuffle-positions] [--no-scale | --temperature T]
                         [--mean-ablation] [--mask-token WORD] [--store S [-k K]] [--json]
     encoderscope patch A B --site L5.H3|L5.resid@TOKEN|L5.ffn [--site ...] [--json]
@@ -148,8 +149,8 @@ def cmd_ablate(args) -> int:
     spec = spec_from_args(args)
     if spec.is_empty and not args.cut:
         raise InputError("nothing to switch off: give --heads, --ffn, --attn-off, --skip-layer, --no-positions, "
-                         "--shuffle-positions, --no-scale, --temperature or --cut "
-                         "(e.g. encoderscope ablate TEXT --heads 3.5)")
+                         "--shuffle-positions, --no-scale, --temperature or --cut, or an SAE's features "
+                         "with --sae DIR --feature F (e.g. encoderscope ablate TEXT --heads 3.5)")
     if args.k < 1:
         raise InputError("-k must be at least 1")
     backend = get_backend(_model_for(args), args.backend, device=args.device, precision=args.precision)
