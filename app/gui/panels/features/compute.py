@@ -1,0 +1,158 @@
+"""The Features tab's worker side (no Qt): each function runs in app/gui/workers.py's pool and
+returns core.features' plain results, the same the CLI prints.
+
+    source = Sentences("corpus", store) | Sentences("sample") | Sentences("file", file=path)
+    train_fn(backend, source, settings, folder)              -> OpenedSae (trained, indexed, opened)
+    open_fn(backend, folder)                                 -> OpenedSae (the feature index, if built)
+    index_fn(backend, opened, source)                        -> OpenedSae with its FeatureIndex
+    rows_fn(index, sort, filter_dead, word)                  -> list[FeatureRow] for the feature list
+    summary_fn(index, feature)                               -> core.features.browse.FeatureSummary
+    quality_fn(backend, opened, source)                      -> core.features.quality.QualityReport
+
+``progress(done, total, message)`` and ``cancel`` (a threading.Event) come from the worker; core
+asks ``should_stop()``, and a stop it honoured is raised as Cancelled here, so the job ends as
+cancelled with the SAE's checkpoint on disk (Train again on the same folder resumes it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.gui.current_features import OpenedSae
+from core.errors import Cancelled, InputError
+
+SOURCES = ("corpus", "sample", "file")
+
+
+@dataclass(frozen=True)
+class Sentences:
+    """The sentences an SAE trains on and is browsed over: the open corpus, the sample corpus or a file
+    (read in the worker: a large corpus never blocks the window)."""
+    kind: str = "sample"          # one of SOURCES
+    store: object = None          # the open store, for "corpus"
+    file: str = ""                # for "file"
+
+    def read(self) -> list[str]:
+        if self.kind == "corpus":
+            if self.store is None:
+                raise InputError("no corpus is open: open one (File > Open corpus folder…) or choose the "
+                                 "sample corpus")
+            from index.corpus.door import read_rows
+            return list(dict.fromkeys(t for t in read_rows(self.store)[1] if t.strip()))
+        if self.kind == "file":
+            if not self.file.strip():
+                raise InputError("choose the text file the SAE trains on (one sentence a line, or .csv/.jsonl)")
+            from index.corpus.door import read_training_corpus
+            return read_training_corpus(Path(self.file))
+        from core.intervene.effects import sample_corpus
+        return sample_corpus()
+
+
+def _stop(cancel):
+    return (lambda: cancel.is_set()) if cancel is not None else (lambda: False)
+
+
+def _stopped(cancel) -> None:
+    if cancel is not None and cancel.is_set():
+        raise Cancelled()
+
+
+def _said(progress, message: str):
+    """core's progress(done, total, note) as the worker's, the note prefixed with what runs."""
+    if progress is None:
+        return None
+    return lambda done, total=0, note="": progress(done, total, f"{message}: {note}" if note else message)
+
+
+def train_fn(backend, source: Sentences, settings: dict, folder, progress=None, cancel=None) -> OpenedSae:
+    """Train (or resume) an SAE into ``folder`` with ``settings`` (TrainConfig's fields), then build its
+    feature index and open it. Cancel stops at the next step with a checkpoint: the same call resumes."""
+    from core.features.saved import load_sae
+    from core.features.train import TrainConfig, train_sae
+    folder = Path(folder)
+    if not str(folder).strip() or folder == Path():
+        raise InputError("choose the folder the SAE is saved in")
+    sentences = source.read()
+    if not sentences:
+        raise InputError("no sentence to train on")
+    train_sae(backend, sentences, TrainConfig(**settings), folder, progress=_said(progress, "Training the SAE"),
+              should_stop=_stop(cancel))
+    _stopped(cancel)
+    sae, meta = load_sae(folder)
+    return _indexed(backend, OpenedSae(folder, sae, meta), sentences, progress, cancel)
+
+
+def open_fn(backend, folder, progress=None, cancel=None) -> OpenedSae:
+    """The SAE saved in ``folder``, checked against ``backend``'s model, with its feature index if built."""
+    from core.features.browse import FeatureIndex
+    from core.features.saved import check_model, load_sae
+    folder = Path(folder)
+    sae, meta = load_sae(folder)
+    if backend is not None:
+        check_model(meta, backend)
+    index = FeatureIndex.load(folder) if has_index(folder) else None
+    return OpenedSae(folder, sae, meta, index)
+
+
+def has_index(folder: Path) -> bool:
+    from core.features import browse
+    name = getattr(browse, "INDEX_FILE", None)
+    if name is None:
+        try:
+            browse.FeatureIndex.load(folder)
+        except Exception:     # noqa: BLE001 - no index, or one to build again: the tab offers Build
+            return False
+        return True
+    return (Path(folder) / name).exists()
+
+
+def index_fn(backend, opened: OpenedSae, source: Sentences, progress=None, cancel=None) -> OpenedSae:
+    """Build the feature browser's index over the sentences (saved in the SAE's folder)."""
+    return _indexed(backend, opened, source.read(), progress, cancel)
+
+
+def _indexed(backend, opened: OpenedSae, sentences: list[str], progress=None, cancel=None) -> OpenedSae:
+    from core.features.browse import build_feature_index
+    index = build_feature_index(backend, opened.sae, opened.meta, sentences, opened.folder,
+                                progress=_said(progress, "Indexing features"), should_stop=_stop(cancel))
+    _stopped(cancel)
+    return OpenedSae(opened.folder, opened.sae, opened.meta, index)
+
+
+@dataclass(frozen=True)
+class FeatureRow:
+    feature: int
+    label: str
+    density: float
+    max_activation: float
+
+
+def rows_fn(index, sort: str = "density", filter_dead: bool = True, word: str = "", progress=None,
+            cancel=None) -> list[FeatureRow]:
+    """The feature list: every feature (sorted, the dead ones left out), or those firing on ``word``."""
+    if word.strip():
+        features = [f for f, _ in index.find(word.strip())]
+    else:
+        features = index.features(sort=sort, filter_dead=filter_dead)
+    rows = []
+    for n, f in enumerate(features):
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
+        s = index.summary(f)
+        rows.append(FeatureRow(int(f), s.label, float(s.density), float(s.max_activation)))
+        if progress is not None:
+            progress(n + 1, len(features), "Listing features")
+    return rows
+
+
+def summary_fn(index, feature: int, progress=None, cancel=None):
+    return index.summary(int(feature))
+
+
+def quality_fn(backend, opened: OpenedSae, source: Sentences, progress=None, cancel=None):
+    """The quality table on the held-out tokens, with intervals and floors."""
+    from core.features.quality import evaluate_sae
+    report = evaluate_sae(backend, opened.sae, opened.meta, source.read(), progress=_said(progress, "Quality"),
+                          should_stop=_stop(cancel))
+    _stopped(cancel)
+    return report
