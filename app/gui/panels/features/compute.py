@@ -156,3 +156,71 @@ def quality_fn(backend, opened: OpenedSae, source: Sentences, progress=None, can
                           should_stop=_stop(cancel))
     _stopped(cancel)
     return report
+
+
+# ---- the features in the other views (Step by step, Why, the Map) ------------------------------------
+def token_features_fn(backend, opened: OpenedSae, text: str, top: int = 5, progress=None, cancel=None):
+    """Each token of ``text`` with its ``top`` features at the SAE's site: [(token, [(feature, activation)])]."""
+    from core.features.browse import token_features
+    return token_features(backend, opened.sae, opened.meta, text, top=top)
+
+
+def labels_of(opened: OpenedSae, features) -> dict[int, str]:
+    """feature -> its short label ('' before the SAE's features are indexed)."""
+    if opened.index is None:
+        return {int(f): "" for f in features}
+    return {int(f): opened.index.summary(int(f)).label for f in set(features)}
+
+
+def labelled_token_features_fn(backend, opened: OpenedSae, text: str, top: int = 5, progress=None, cancel=None):
+    """(token_features_fn's list, the labels of the features in it)."""
+    per_token = token_features_fn(backend, opened, text, top)
+    return per_token, labels_of(opened, [f for _t, pairs in per_token for f, _a in pairs])
+
+
+def strongest(per_token) -> dict[int, float]:
+    """feature -> its largest activation over a sentence's tokens (token_features' result)."""
+    best: dict[int, float] = {}
+    for _token, pairs in per_token:
+        for feature, value in pairs:
+            best[int(feature)] = max(best.get(int(feature), 0.0), float(value))
+    return best
+
+
+@dataclass(frozen=True)
+class SharedFeature:
+    feature: int
+    label: str
+    query: float             # its largest activation on the query's tokens
+    hit: float               # on the hit's
+
+
+def shared_features_fn(backend, opened: OpenedSae, query: str, hit: str, top: int = 8, progress=None,
+                       cancel=None) -> list[SharedFeature]:
+    """The features both the query and the hit fire on (each token's top k), the strongest in both first."""
+    q = strongest(token_features_fn(backend, opened, query, top=opened.meta.k))
+    h = strongest(token_features_fn(backend, opened, hit, top=opened.meta.k))
+    both = sorted(set(q) & set(h), key=lambda f: -min(q[f], h[f]))[:top]
+    labels = labels_of(opened, both)
+    return [SharedFeature(f, labels[f], q[f], h[f]) for f in both]
+
+
+def sentence_values_fn(backend, opened: OpenedSae, texts: list[str], feature: int, progress=None,
+                       cancel=None):
+    """Each sentence's largest activation of ``feature`` (0 where it never fires), streamed in batches."""
+    import numpy as np
+    import torch
+
+    from core.features.collect import iter_activations
+    values = np.zeros(len(texts), np.float32)
+    done = 0
+    with torch.no_grad():
+        for batch in iter_activations(backend, texts, opened.site, batch_size=64, device=opened.sae.W_enc.device):
+            _stopped(cancel)
+            codes = opened.sae.encode(torch.as_tensor(batch.acts))[:, int(feature)].float().cpu().numpy()
+            ids = np.asarray(batch.sentence_ids, np.int64)
+            np.maximum.at(values, ids, codes)
+            done = max(done, int(ids.max()) + 1 if ids.size else done)
+            if progress is not None:
+                progress(done, len(texts), f"Feature {feature} over the map")
+    return values

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.follow_model import FollowModel
+from app.gui.panels.features.map_colour import FeatureColouring
 from app.gui.panels.map.plot import MapPlot
 from app.gui.widgets.spin_box import spin_box
 
@@ -103,9 +104,12 @@ class MapPanel(QWidget):
         self.lasso_list = QListWidget()
         self.lasso_list.setObjectName("map_lasso_list")
 
+        self.feature_colour = FeatureColouring(state)    # sentences coloured by an SAE feature (Features tab)
+        self.feature_colour.values_ready.connect(self.plot.set_values)
+        self.feature_colour.said.connect(self._set_info)
         top = QHBoxLayout()
         for w in (self.method, self.clusters, self.recompute_button, self.lasso_button,
-                  self.png_button, self.csv_button):
+                  self.png_button, self.csv_button, self.feature_colour):
             top.addWidget(w)
         top.addStretch(1)
         side = QWidget()
@@ -194,6 +198,7 @@ class MapPanel(QWidget):
         self.row_of = {int(i): r for r, i in enumerate(m.ids.tolist())}
         self.selected_row = -1
         self.plot.set_points(m.xy, m.cluster, [f"{c.id}: {c.label} ({c.size:,})" for c in m.clusters])
+        self.feature_colour.set_texts(m.texts)
         self.set_lasso_rows(np.zeros(0, np.int64))
         self._enable_selection_actions(False)
         self.sentence.setText("Hover over a point to read its sentence; click to select it.")

@@ -25,6 +25,7 @@ from PySide6.QtCore import Qt
 from app.gui import panel_state
 from app.gui.current_intervention import current_intervention
 from app.gui.follow_model import FollowModel
+from app.gui.panels.features.token_view import TokenFeaturesView
 from app.gui.panels.walkthrough.batch_view import BatchView
 from app.gui.panels.walkthrough.controls import build_controls
 from app.gui.panels.walkthrough.positions_view import PositionsView
@@ -121,6 +122,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
 
         self.info_label = rich_label("walkthrough_info")
         outer.addWidget(self.info_label)
+        self.token_features = TokenFeaturesView(self.state)   # each token's top SAE features (Features tab)
+        outer.addWidget(self.token_features)
 
         self.stack = QtWidgets.QStackedWidget()
         self.stack.addWidget(build_steps_page(self))
@@ -309,6 +312,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         if self._open_step in names and (self._open_step != "masked_scores" or walkthrough.intervention):
             current, self._open_step = self._open_step, None     # a patch or cut has arrived: show where
         self.show_step(current if current in names else names[0])
+        self.token_features.show_for(walkthrough.text)
         self.explained.emit(walkthrough)
 
     def _draw_map(self, w) -> None:
