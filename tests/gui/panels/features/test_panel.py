@@ -1,0 +1,262 @@
+"""The Features tab on a tiny SAE trained here on a tiny model: Train writes the SAE (SAELens's files)
+and opens it, the list and a feature are core.features' own (FeatureIndex.load from disk), find by a
+word, Cancel keeps a checkpoint that Train resumes, an SAE of another model is refused, the quality
+table is the report's; and the SAE in the other views: Step by step's tokens, Why's shared features,
+the Map's per-sentence values (brute force over the saved weights)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.support.causal_models import tiny_pair_and_another
+
+SETTINGS = {"width": 64, "k": 4, "tokens": 3000, "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """(the tiny MLM model, another model, transformers' BertModel of the first: the reference)."""
+    from transformers import BertModel
+    folder = tmp_path_factory.mktemp("features_panel")
+    ours, other = tiny_pair_and_another(folder)
+    return ours, other, BertModel.from_pretrained(str(folder / "pair"), attn_implementation="eager").eval()
+
+
+@pytest.fixture
+def make_panel(qtbot):
+    from app.gui.panels.features.panel import FeaturesPanel
+    from app.gui.state import AppState
+    states = []
+
+    def make(backend):
+        state = AppState()
+        states.append(state)
+        panel = FeaturesPanel(state)
+        qtbot.addWidget(panel)
+        panel.resize(1200, 800)
+        panel.show()
+        switch_model(state, backend)
+        return panel
+
+    yield make
+    for state in states:
+        state.shutdown(20_000)
+
+
+def switch_model(state, backend):
+    state.backend = backend
+    state.backend_changed.emit(backend)
+
+
+def configure(panel, folder, **changes):
+    s = {**SETTINGS, **changes}
+    panel.bar.width_box.setValue(s["width"])
+    panel.bar.k_box.setValue(s["k"])
+    panel.bar.tokens_box.setValue(s["tokens"])
+    panel.bar.seed_box.setValue(s["seed"])
+    panel.bar.folder.setText(str(folder))
+
+
+def train(qtbot, panel, folder, **changes):
+    configure(panel, folder, **changes)
+    with qtbot.waitSignal(panel.opened, timeout=180_000) as sig:
+        assert panel.train()
+    return sig.args[0]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, models):
+    """One SAE trained through the core (as the tab's worker does), shared by the read-only tests."""
+    import threading
+
+    from app.gui.panels.features import compute as C
+    folder = tmp_path_factory.mktemp("sae") / "sae"
+    settings = {**SETTINGS, "site": "L2.resid"}
+    return C.train_fn(models[0], C.Sentences("sample"), settings, folder, progress=lambda *a: None,
+                      cancel=threading.Event())
+
+
+def test_train_writes_the_sae_and_browses_core_s_index(qtbot, make_panel, models, tmp_path):
+    from core.features.browse import FeatureIndex
+    from core.features.saved import load_sae
+    panel = make_panel(models[0])
+    assert panel.bar.site.text() == "L1.resid"          # the middle of 3 layers
+    assert panel.bar.width_box.value() == 8 * models[0].dim
+    folder = tmp_path / "sae"
+    with qtbot.waitSignal(panel.rows_shown, timeout=180_000) as rows:
+        opened = train(qtbot, panel, folder)
+    assert (folder / "sae_weights.safetensors").is_file() and (folder / "cfg.json").is_file()
+    sae, meta = load_sae(folder)
+    assert (meta.width, meta.k, meta.site) == (64, 4, "L1.resid")
+    index = FeatureIndex.load(folder)                   # what is on disk, not the worker's object
+    assert [r.feature for r in rows.args[0]] == list(index.features(sort="density", filter_dead=True))
+    assert opened is panel.current.opened
+    first = rows.args[0][0]
+    with qtbot.waitSignal(panel.feature_shown, timeout=30_000) as shown:
+        panel.show_feature(first.feature)
+    summary = shown.args[0]
+    want = index.summary(first.feature)
+    assert summary.feature == first.feature and summary.label == want.label == first.label
+    assert [e.sentence_id for e in summary.top_examples] == [e.sentence_id for e in want.top_examples]
+    page = panel.feature_view.examples.toHtml()
+    top = want.top_examples[0]
+    assert top.tokens[top.position].replace("#", "") in page
+    edges, counts = want.histogram
+    assert np.array_equal(panel.feature_view.bars.opts["height"], np.asarray(counts, float))
+    assert panel.feature_view.vocab.rowCount() == len(want.vocab_aligned)
+    assert panel.feature_view.promoted.rowCount() == len(want.promoted or [])   # the tiny model has an MLM head
+
+
+def test_sort_and_find_by_a_word_list_core_s_features(qtbot, make_panel, models, trained):
+    panel = make_panel(models[0])
+    with qtbot.waitSignal(panel.opened, timeout=60_000):
+        assert panel.open_folder(trained.folder)
+    index = trained.index
+    lists = panel.feature_list
+    with qtbot.waitSignal(panel.rows_shown, timeout=30_000) as sig:
+        lists.sort.setCurrentIndex(lists.sort.findData("max"))
+    assert [r.feature for r in sig.args[0]] == list(index.features(sort="max", filter_dead=True))
+    with qtbot.waitSignal(panel.rows_shown, timeout=30_000) as sig:
+        lists.filter_dead.setChecked(False)
+    assert [r.feature for r in sig.args[0]] == list(index.features(sort="max", filter_dead=False))
+    word = trained.index.summary(sig.args[0][0].feature).top_examples[0].tokens[0]
+    lists.word.setText(word)
+    with qtbot.waitSignal(panel.rows_shown, timeout=30_000) as sig:
+        lists.word.returnPressed.emit()
+    assert [r.feature for r in sig.args[0]] == [f for f, _ in index.find(word)]
+
+
+def test_cancel_keeps_a_checkpoint_that_train_resumes(qtbot, make_panel, models, tmp_path):
+    panel = make_panel(models[0])
+    folder = tmp_path / "sae"
+    configure(panel, folder, tokens=400_000)
+    assert panel.train()
+    job = panel.state.jobs.get("features.train")
+    with qtbot.waitSignal(job.progress, timeout=60_000):
+        pass
+    assert panel.bar.cancel_button.isEnabled()
+    with qtbot.waitSignal(panel.cancelled, timeout=60_000) as sig:
+        panel.bar.cancel_button.click()
+    assert sig.args == ["features.train"]
+    assert "resumes" in panel.bar.message.text()
+    assert panel.current.opened is None and panel.bar.train_button.isEnabled()
+    assert any(folder.iterdir())                         # the checkpoint stays on disk
+    opened = train(qtbot, panel, folder, tokens=4000)    # a smaller goal: the resumed run ends soon
+    assert opened.meta.width == SETTINGS["width"]
+
+
+def test_an_sae_of_another_model_is_refused_and_a_switch_closes_it(qtbot, make_panel, models, trained):
+    panel = make_panel(models[1])
+    with qtbot.waitSignal(panel.failed, timeout=60_000) as sig:
+        panel.open_folder(trained.folder)
+    assert panel.current.opened is None
+    assert sig.args[0] in panel.bar.message.text() or sig.args[0].replace("'", "&#x27;") in panel.bar.message.text()
+    panel2 = make_panel(models[0])
+    with qtbot.waitSignal(panel2.opened, timeout=60_000):
+        panel2.open_folder(trained.folder)
+    switch_model(panel2.state, models[1])
+    assert panel2.current.opened is None
+    assert "was closed" in panel2.bar.message.text()
+    assert panel2.feature_list.model.rowCount() == 0
+
+
+def test_the_quality_table_is_the_report(qtbot, make_panel, models, trained):
+    from core.features.quality import evaluate_sae
+    from core.intervene.effects import sample_corpus
+    panel = make_panel(models[0])
+    with qtbot.waitSignal(panel.opened, timeout=60_000):
+        panel.open_folder(trained.folder)
+    with qtbot.waitSignal(panel.quality_shown, timeout=180_000) as sig:
+        assert panel.evaluate()
+    report = sig.args[0]
+    want = evaluate_sae(models[0], trained.sae, trained.meta, sample_corpus())
+    table = panel.quality_view.table
+    assert table.rowCount() == len(want.rows) == len(report.rows)
+    for r, row in enumerate(want.rows):
+        assert table.item(r, 0).text() == row.name
+        assert table.item(r, 1).text() == f"{float(row.value):.4g}"
+
+
+# ---- the SAE in the other views ---------------------------------------------------------------------
+def codes_numpy(folder, acts: np.ndarray) -> np.ndarray:
+    """TopK codes from the saved weights, in NumPy (the SAE's formula, not its code)."""
+    import json
+
+    from safetensors.numpy import load_file
+    w = load_file(str(folder / "sae_weights.safetensors"))
+    k = json.loads((folder / "cfg.json").read_text())
+    k = int(k.get("k") or k.get("activation_fn_kwargs", {}).get("k"))
+    pre = (acts - w["b_dec"]) @ w["W_enc"] + w["b_enc"]
+    codes = np.zeros_like(pre)
+    top = np.argsort(-pre, axis=1)[:, :k]
+    np.put_along_axis(codes, top, np.maximum(np.take_along_axis(pre, top, axis=1), 0), axis=1)
+    return codes
+
+
+def residual(models, text: str, layer: int) -> np.ndarray:
+    """The residual stream after ``layer`` (1-based) at the text's non-special tokens: transformers' BertModel."""
+    import torch
+    ids = models[0].encode_ids([text])[0][0]
+    with torch.no_grad():
+        out = models[2](torch.tensor([ids]), output_hidden_states=True)
+    return out.hidden_states[layer][0, 1:-1].float().numpy()
+
+
+def test_step_by_step_lists_each_token_s_top_features(qtbot, models, trained):
+    from app.gui.current_features import current_features
+    from app.gui.panels.features.token_view import TokenFeaturesView
+    from app.gui.state import AppState
+    state = AppState()
+    try:
+        view = TokenFeaturesView(state)
+        qtbot.addWidget(view)
+        switch_model(state, models[0])
+        text = "the cat sat on the mat"
+        current_features(state).set(trained)
+        with qtbot.waitSignal(view.shown, timeout=30_000) as sig:
+            view.show_for(text)
+        per_token = sig.args[0]
+        codes = codes_numpy(trained.folder, residual(models, text, 2))
+        assert len(per_token) == len(codes)
+        for (_token, pairs), row in zip(per_token, codes):
+            top = [f for f, _ in pairs]
+            assert top == [int(f) for f in np.argsort(-row, kind="stable")[:len(top)]]
+            np.testing.assert_allclose([a for _, a in pairs], row[top], atol=1e-4)
+        assert view.isVisible() or not view.parent()
+        assert f"#{per_token[0][1][0][0]}" in view.label.text()
+    finally:
+        state.shutdown(10_000)
+
+
+def test_why_shows_the_features_both_sentences_fire_on(qtbot, models, trained):
+    from app.gui.current_features import current_features
+    from app.gui.panels.features.shared_view import SharedFeaturesView
+    from app.gui.state import AppState
+    state = AppState()
+    try:
+        view = SharedFeaturesView(state)
+        qtbot.addWidget(view)
+        switch_model(state, models[0])
+        current_features(state).set(trained)
+        query, hit = "the cat sat on the mat", "a cat slept on a mat"
+        with qtbot.waitSignal(view.shown, timeout=30_000) as sig:
+            view.show_for(query, hit)
+        q = codes_numpy(trained.folder, residual(models, query, 2)).max(axis=0)
+        h = codes_numpy(trained.folder, residual(models, hit, 2)).max(axis=0)
+        both = np.flatnonzero((q > 0) & (h > 0))
+        want = sorted(both.tolist(), key=lambda f: -min(q[f], h[f]))[:8]
+        assert [s.feature for s in sig.args[0]] == want
+        np.testing.assert_allclose([s.query for s in sig.args[0]], q[want], atol=1e-4)
+    finally:
+        state.shutdown(10_000)
+
+
+def test_map_values_are_each_sentence_s_largest_activation(models, trained):
+    import threading
+
+    from app.gui.panels.features import compute as C
+    texts = ["the cat sat on the mat", "stocks fell sharply today", "a dog ran in the park"]
+    feature = int(trained.index.features(sort="density")[0])
+    values = C.sentence_values_fn(models[0], trained, texts, feature, cancel=threading.Event())
+    want = [codes_numpy(trained.folder, residual(models, t, 2))[:, feature].max() for t in texts]
+    np.testing.assert_allclose(values, want, atol=1e-4)
