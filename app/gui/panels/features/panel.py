@@ -17,6 +17,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
+from app.gui import panel_state
 from app.gui.current_features import current_features, why_not_fitting
 from app.gui.follow_model import FollowModel
 from app.gui.panels.features import compute as C
@@ -190,6 +191,19 @@ class FeaturesPanel(QtWidgets.QWidget):
         self.bar.say(f"Quality of {self.current.opened.describe()} on its held-out tokens"
                      if self.current.opened else "")
         self.quality_shown.emit(report)
+
+    # ---- remembered across restarts (app/gui/panel_state.py) ------------------------------------
+    def save_state(self) -> dict:
+        return {**self.bar.settings(), "folder": self.bar.folder.text(), "source": self.bar.source()[0],
+                "file": self.bar.source()[1]}
+
+    def restore_state(self, saved: dict) -> None:
+        self.bar.folder.setText(panel_state.text(saved, "folder"))
+        self.bar.file.setText(panel_state.text(saved, "file"))
+        index = self.bar.source_box.findData(panel_state.text(saved, "source", "sample"))
+        self.bar.source_box.setCurrentIndex(max(index, 0))
+        for box, key in ((self.bar.k_box, "k"), (self.bar.tokens_box, "tokens"), (self.bar.seed_box, "seed")):
+            panel_state.set_spin(box, panel_state.number(saved, key))
 
     # ---- state ---------------------------------------------------------------------------------
     def _open(self, opened) -> None:
