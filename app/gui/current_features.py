@@ -25,6 +25,7 @@ class OpenedSae:
     sae: object               # core.features.sae.SparseAutoencoder
     meta: object              # core.features.saved.SaeMeta
     index: object = None      # core.features.browse.FeatureIndex, or None before it is built
+    note: str = ""            # why there is no index (none yet, or one to build again)
 
     @property
     def site(self) -> str:

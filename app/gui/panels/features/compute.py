@@ -75,9 +75,10 @@ def train_fn(backend, source: Sentences, settings: dict, folder, progress=None, 
     sentences = source.read()
     if not sentences:
         raise InputError("no sentence to train on")
-    train_sae(backend, sentences, TrainConfig(**settings), folder, progress=_said(progress, "Training the SAE"),
-              should_stop=_stop(cancel))
-    _stopped(cancel)
+    result = train_sae(backend, sentences, TrainConfig(**settings), folder,
+                       progress=_said(progress, "Training the SAE"), should_stop=_stop(cancel))
+    if not result.finished:       # stopped: the checkpoint is saved, the same call continues it
+        raise Cancelled()
     sae, meta = load_sae(folder)
     return _indexed(backend, OpenedSae(folder, sae, meta), sentences, progress, cancel)
 
@@ -90,20 +91,10 @@ def open_fn(backend, folder, progress=None, cancel=None) -> OpenedSae:
     sae, meta = load_sae(folder)
     if backend is not None:
         check_model(meta, backend)
-    index = FeatureIndex.load(folder) if has_index(folder) else None
-    return OpenedSae(folder, sae, meta, index)
-
-
-def has_index(folder: Path) -> bool:
-    from core.features import browse
-    name = getattr(browse, "INDEX_FILE", None)
-    if name is None:
-        try:
-            browse.FeatureIndex.load(folder)
-        except Exception:     # noqa: BLE001 - no index, or one to build again: the tab offers Build
-            return False
-        return True
-    return (Path(folder) / name).exists()
+    try:
+        return OpenedSae(folder, sae, meta, FeatureIndex.load(folder))
+    except InputError as e:       # none yet, damaged or stale: the SAE opens, Index features builds it
+        return OpenedSae(folder, sae, meta, None, str(e))
 
 
 def index_fn(backend, opened: OpenedSae, source: Sentences, progress=None, cancel=None) -> OpenedSae:
@@ -138,8 +129,7 @@ def rows_fn(index, sort: str = "density", filter_dead: bool = True, word: str = 
     for n, f in enumerate(features):
         if cancel is not None and cancel.is_set():
             raise Cancelled()
-        s = index.summary(f)
-        rows.append(FeatureRow(int(f), s.label, float(s.density), float(s.max_activation)))
+        rows.append(FeatureRow(int(f), index.label(f), index.density(f), float(index.a["max"][f])))
         if progress is not None:
             progress(n + 1, len(features), "Listing features")
     return rows
@@ -169,7 +159,7 @@ def labels_of(opened: OpenedSae, features) -> dict[int, str]:
     """feature -> its short label ('' before the SAE's features are indexed)."""
     if opened.index is None:
         return {int(f): "" for f in features}
-    return {int(f): opened.index.summary(int(f)).label for f in set(features)}
+    return {int(f): opened.index.label(int(f)) for f in set(features)}
 
 
 def labelled_token_features_fn(backend, opened: OpenedSae, text: str, top: int = 5, progress=None, cancel=None):
@@ -178,10 +168,19 @@ def labelled_token_features_fn(backend, opened: OpenedSae, text: str, top: int =
     return per_token, labels_of(opened, [f for _t, pairs in per_token for f, _a in pairs])
 
 
-def strongest(per_token) -> dict[int, float]:
-    """feature -> its largest activation over a sentence's tokens (token_features' result)."""
+def special_tokens(backend) -> set[str]:
+    """The texts of [CLS], [SEP] and padding: what a sentence's features leave out."""
+    from core.features.collect import special_ids
+    return set(backend.tokenizer.convert_ids_to_tokens(special_ids(backend)))
+
+
+def strongest(per_token, leave_out=frozenset()) -> dict[int, float]:
+    """feature -> its largest activation over a sentence's tokens (token_features' result), the
+    tokens in ``leave_out`` (the special ones) left out."""
     best: dict[int, float] = {}
-    for _token, pairs in per_token:
+    for token, pairs in per_token:
+        if token in leave_out:
+            continue
         for feature, value in pairs:
             best[int(feature)] = max(best.get(int(feature), 0.0), float(value))
     return best
@@ -197,9 +196,11 @@ class SharedFeature:
 
 def shared_features_fn(backend, opened: OpenedSae, query: str, hit: str, top: int = 8, progress=None,
                        cancel=None) -> list[SharedFeature]:
-    """The features both the query and the hit fire on (each token's top k), the strongest in both first."""
-    q = strongest(token_features_fn(backend, opened, query, top=opened.meta.k))
-    h = strongest(token_features_fn(backend, opened, hit, top=opened.meta.k))
+    """The features both the query and the hit fire on (at a token other than [CLS]/[SEP]), the strongest
+    in both first."""
+    specials = special_tokens(backend)
+    q = strongest(token_features_fn(backend, opened, query, top=opened.meta.k), specials)
+    h = strongest(token_features_fn(backend, opened, hit, top=opened.meta.k), specials)
     both = sorted(set(q) & set(h), key=lambda f: -min(q[f], h[f]))[:top]
     labels = labels_of(opened, both)
     return [SharedFeature(f, labels[f], q[f], h[f]) for f in both]
@@ -207,20 +208,24 @@ def shared_features_fn(backend, opened: OpenedSae, query: str, hit: str, top: in
 
 def sentence_values_fn(backend, opened: OpenedSae, texts: list[str], feature: int, progress=None,
                        cancel=None):
-    """Each sentence's largest activation of ``feature`` (0 where it never fires), streamed in batches."""
+    """Each sentence's largest activation of ``feature`` over its tokens ([CLS]/[SEP] left out; 0 where it
+    never fires), the activations streamed in batches."""
     import numpy as np
     import torch
 
     from core.features.collect import iter_activations
+    from core.features.saved import check_model
+    check_model(opened.meta, backend)
+    if not 0 <= int(feature) < int(opened.meta.width):
+        raise InputError(f"feature {feature} is not one of this SAE's 0 to {opened.meta.width - 1}")
     values = np.zeros(len(texts), np.float32)
     done = 0
-    with torch.no_grad():
-        for batch in iter_activations(backend, texts, opened.site, batch_size=64, device=opened.sae.W_enc.device):
-            _stopped(cancel)
-            codes = opened.sae.encode(torch.as_tensor(batch.acts))[:, int(feature)].float().cpu().numpy()
-            ids = np.asarray(batch.sentence_ids, np.int64)
-            np.maximum.at(values, ids, codes)
-            done = max(done, int(ids.max()) + 1 if ids.size else done)
-            if progress is not None:
-                progress(done, len(texts), f"Feature {feature} over the map")
+    for batch in iter_activations(backend, texts, opened.site, should_stop=_stop(cancel)):
+        with torch.inference_mode():
+            codes = opened.sae.to(batch.acts.device).encode(batch.acts)[:, int(feature)]
+        ids = batch.sentence_ids.cpu().numpy()
+        np.maximum.at(values, ids, codes.float().cpu().numpy())
+        done = max(done, int(ids.max()) + 1 if ids.size else done)
+        if progress is not None:
+            progress(done, len(texts), f"Feature {feature} over the map")
     return values

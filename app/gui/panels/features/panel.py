@@ -202,7 +202,8 @@ class FeaturesPanel(QtWidgets.QWidget):
         self.bar.file.setText(panel_state.text(saved, "file"))
         index = self.bar.source_box.findData(panel_state.text(saved, "source", "sample"))
         self.bar.source_box.setCurrentIndex(max(index, 0))
-        for box, key in ((self.bar.k_box, "k"), (self.bar.tokens_box, "tokens"), (self.bar.seed_box, "seed")):
+        for box, key in ((self.bar.k_box, "k"), (self.bar.tokens_box, "tokens"), (self.bar.batch_box, "batch"),
+                         (self.bar.seed_box, "seed")):
             panel_state.set_spin(box, panel_state.number(saved, key))
 
     # ---- state ---------------------------------------------------------------------------------
@@ -213,7 +214,8 @@ class FeaturesPanel(QtWidgets.QWidget):
         self.feature_view.clear("")
         if opened.index is None:
             self.feature_list.clear("")
-            self.bar.say(f"Opened {opened.describe()}: press Index features to find what each feature fires on")
+            self.bar.say(f"Opened {opened.describe()}: {opened.note or 'no feature index yet'} · press Index "
+                         "features to find what each feature fires on")
         else:
             self.bar.say(f"Opened {opened.describe()}")
             self.feature_list.ask()

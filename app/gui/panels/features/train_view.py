@@ -1,7 +1,7 @@
 """The Features tab's top bar: what an SAE trains on and where it goes, Train (or resume), Cancel, Open.
 
     bar = TrainBar()
-    bar.settings()              # TrainConfig's fields: site, width, k, tokens, seed
+    bar.settings()              # TrainConfig's fields: site, width, k, tokens, batch, seed
     bar.source()                # ("corpus" | "sample" | "file", the file)
     bar.folder.text()           # the SAE's folder: a folder holding a checkpoint resumes
     bar.train_requested / cancel_requested / open_requested / index_requested
@@ -20,11 +20,6 @@ from app.gui.widgets.line_edit import long_line_edit
 from app.gui.widgets.spin_box import spin_box
 
 SOURCE_TITLES = (("sample", "Sample corpus"), ("corpus", "The open corpus"), ("file", "A text file…"))
-
-
-def default_site(n_layers: int) -> str:
-    """The middle layer's residual stream, as ``patch --site`` names it (L3.resid: after layer 3)."""
-    return f"L{max(1, n_layers // 2)}.resid"
 
 
 class TrainBar(QtWidgets.QWidget):
@@ -58,6 +53,8 @@ class TrainBar(QtWidgets.QWidget):
                                    tooltip="How many activation tokens training reads (passes over the corpus "
                                            "as needed)")
         self.tokens_box.setSingleStep(10_000)
+        self.batch_box = spin_box("features_batch", 16, 1 << 20, 4096,
+                                  tooltip="Activation tokens per optimiser step")
         self.seed_box = spin_box("features_seed", 0, 2**31 - 1, 0,
                                  tooltip="The same seed, corpus and settings give the same SAE")
         self.folder = long_line_edit("", "the SAE's folder", "features_folder")
@@ -86,7 +83,7 @@ class TrainBar(QtWidgets.QWidget):
         self.open_button.clicked.connect(self.open_requested)
         self.index_button.clicked.connect(self.index_requested)
         row = [("Sentences", self.source_box), (None, self.file), ("Site", self.site), ("Width", self.width_box),
-               ("k", self.k_box), ("Tokens", self.tokens_box), ("Seed", self.seed_box)]
+               ("k", self.k_box), ("Tokens", self.tokens_box), ("Batch", self.batch_box), ("Seed", self.seed_box)]
         column = 0
         for title, widget in row:
             if title:
@@ -113,12 +110,13 @@ class TrainBar(QtWidgets.QWidget):
 
     def set_model(self, n_layers: int, dim: int) -> None:
         """The defaults for a model: its middle layer, 8 × its width."""
+        from core.features.collect import default_site
         self.site.setText(default_site(n_layers))
         self.width_box.setValue(8 * dim)
 
     def settings(self) -> dict:
         return {"site": self.site.text().strip(), "width": self.width_box.value(), "k": self.k_box.value(),
-                "tokens": self.tokens_box.value(), "seed": self.seed_box.value()}
+                "tokens": self.tokens_box.value(), "batch": self.batch_box.value(), "seed": self.seed_box.value()}
 
     def source(self) -> tuple[str, str]:
         return self.source_box.currentData(), self.file.text().strip()

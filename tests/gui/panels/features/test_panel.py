@@ -8,18 +8,28 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.support.causal_models import tiny_pair_and_another
+from tests.support.feature_models import hidden_after, tiny_bert_pair, tiny_corpus
 
-SETTINGS = {"width": 64, "k": 4, "tokens": 3000, "seed": 0}
+SETTINGS = {"width": 64, "k": 4, "tokens": 3000, "batch": 256, "seed": 0}
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """(the tiny MLM model, another model, transformers' BertModel of the first: the reference)."""
-    from transformers import BertModel
+    from core.encoder.backends import get_backend
+    from tests.support.tiny_models import make_tiny_distilbert
     folder = tmp_path_factory.mktemp("features_panel")
-    ours, other = tiny_pair_and_another(folder)
-    return ours, other, BertModel.from_pretrained(str(folder / "pair"), attn_implementation="eager").eval()
+    ours, ref = tiny_bert_pair(folder / "pair")
+    other = get_backend(str(make_tiny_distilbert(folder / "other", n_layers=1, n_heads=2, seed=2)), "scratch",
+                        device="cpu", precision="fp32")
+    return ours, other, ref
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("features_corpus") / "corpus.txt"
+    path.write_text("\n".join(tiny_corpus(120)) + "\n", encoding="utf-8")
+    return path
 
 
 @pytest.fixture
@@ -48,46 +58,53 @@ def switch_model(state, backend):
     state.backend_changed.emit(backend)
 
 
-def configure(panel, folder, **changes):
+def configure(panel, folder, corpus, **changes):
     s = {**SETTINGS, **changes}
-    panel.bar.width_box.setValue(s["width"])
-    panel.bar.k_box.setValue(s["k"])
-    panel.bar.tokens_box.setValue(s["tokens"])
-    panel.bar.seed_box.setValue(s["seed"])
-    panel.bar.folder.setText(str(folder))
+    bar = panel.bar
+    for box, key in ((bar.width_box, "width"), (bar.k_box, "k"), (bar.tokens_box, "tokens"),
+                     (bar.batch_box, "batch"), (bar.seed_box, "seed")):
+        box.setValue(s[key])
+    bar.source_box.setCurrentIndex(bar.source_box.findData("file"))
+    bar.file.setText(str(corpus))
+    bar.folder.setText(str(folder))
 
 
-def train(qtbot, panel, folder, **changes):
-    configure(panel, folder, **changes)
-    with qtbot.waitSignal(panel.opened, timeout=180_000) as sig:
-        assert panel.train()
-    return sig.args[0]
+def train(qtbot, panel, folder, corpus, **changes):
+    """Train as the button does; the opened SAE (an error fails at once, with its message)."""
+    configure(panel, folder, corpus, **changes)
+    got = []
+    panel.opened.connect(got.append)
+    panel.failed.connect(got.append)
+    assert panel.train()
+    qtbot.waitUntil(lambda: bool(got), timeout=180_000)
+    assert not isinstance(got[0], str), got[0]
+    return got[0]
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, models):
-    """One SAE trained through the core (as the tab's worker does), shared by the read-only tests."""
+def trained(tmp_path_factory, models, corpus_file):
+    """One SAE trained and indexed through the tab's worker function, shared by the read-only tests."""
     import threading
 
     from app.gui.panels.features import compute as C
     folder = tmp_path_factory.mktemp("sae") / "sae"
     settings = {**SETTINGS, "site": "L2.resid"}
-    return C.train_fn(models[0], C.Sentences("sample"), settings, folder, progress=lambda *a: None,
-                      cancel=threading.Event())
+    return C.train_fn(models[0], C.Sentences("file", file=str(corpus_file)), settings, folder,
+                      progress=lambda *a: None, cancel=threading.Event())
 
 
-def test_train_writes_the_sae_and_browses_core_s_index(qtbot, make_panel, models, tmp_path):
+def test_train_writes_the_sae_and_browses_core_s_index(qtbot, make_panel, models, corpus_file, tmp_path):
     from core.features.browse import FeatureIndex
     from core.features.saved import load_sae
     panel = make_panel(models[0])
-    assert panel.bar.site.text() == "L1.resid"          # the middle of 3 layers
+    assert panel.bar.site.text() == "L2.resid"          # the middle of 3 layers
     assert panel.bar.width_box.value() == 8 * models[0].dim
     folder = tmp_path / "sae"
     with qtbot.waitSignal(panel.rows_shown, timeout=180_000) as rows:
-        opened = train(qtbot, panel, folder)
+        opened = train(qtbot, panel, folder, corpus_file)
     assert (folder / "sae_weights.safetensors").is_file() and (folder / "cfg.json").is_file()
     sae, meta = load_sae(folder)
-    assert (meta.width, meta.k, meta.site) == (64, 4, "L1.resid")
+    assert (meta.width, meta.k, meta.site) == (64, 4, "L2.resid") and meta.tokens_trained >= 3000
     index = FeatureIndex.load(folder)                   # what is on disk, not the worker's object
     assert [r.feature for r in rows.args[0]] == list(index.features(sort="density", filter_dead=True))
     assert opened is panel.current.opened
@@ -126,10 +143,10 @@ def test_sort_and_find_by_a_word_list_core_s_features(qtbot, make_panel, models,
     assert [r.feature for r in sig.args[0]] == [f for f, _ in index.find(word)]
 
 
-def test_cancel_keeps_a_checkpoint_that_train_resumes(qtbot, make_panel, models, tmp_path):
+def test_cancel_keeps_a_checkpoint_that_train_resumes(qtbot, make_panel, models, corpus_file, tmp_path):
     panel = make_panel(models[0])
     folder = tmp_path / "sae"
-    configure(panel, folder, tokens=400_000)
+    configure(panel, folder, corpus_file, tokens=20_000)       # ~10 s: Cancel lands long before the end
     assert panel.train()
     job = panel.state.jobs.get("features.train")
     with qtbot.waitSignal(job.progress, timeout=60_000):
@@ -141,8 +158,8 @@ def test_cancel_keeps_a_checkpoint_that_train_resumes(qtbot, make_panel, models,
     assert "resumes" in panel.bar.message.text()
     assert panel.current.opened is None and panel.bar.train_button.isEnabled()
     assert any(folder.iterdir())                         # the checkpoint stays on disk
-    opened = train(qtbot, panel, folder, tokens=4000)    # a smaller goal: the resumed run ends soon
-    assert opened.meta.width == SETTINGS["width"]
+    opened = train(qtbot, panel, folder, corpus_file, tokens=20_000)    # the same run, to its end
+    assert opened.meta.tokens_trained >= 20_000
 
 
 def test_an_sae_of_another_model_is_refused_and_a_switch_closes_it(qtbot, make_panel, models, trained):
@@ -179,27 +196,27 @@ def test_the_quality_table_is_the_report(qtbot, make_panel, models, trained):
 
 # ---- the SAE in the other views ---------------------------------------------------------------------
 def codes_numpy(folder, acts: np.ndarray) -> np.ndarray:
-    """TopK codes from the saved weights, in NumPy (the SAE's formula, not its code)."""
+    """TopK codes from the saved weights, in NumPy, as SAELens reads cfg.json (not the SAE's code)."""
     import json
 
     from safetensors.numpy import load_file
-    w = load_file(str(folder / "sae_weights.safetensors"))
-    k = json.loads((folder / "cfg.json").read_text())
-    k = int(k.get("k") or k.get("activation_fn_kwargs", {}).get("k"))
-    pre = (acts - w["b_dec"]) @ w["W_enc"] + w["b_enc"]
+    w = {name: v.astype(np.float64) for name, v in load_file(str(folder / "sae_weights.safetensors")).items()}
+    cfg = json.loads((folder / "cfg.json").read_text())
+    k = int(cfg["k"])
+    x = acts - w["b_dec"] if cfg["apply_b_dec_to_input"] else acts
+    pre = x @ w["W_enc"] + w["b_enc"]
     codes = np.zeros_like(pre)
     top = np.argsort(-pre, axis=1)[:, :k]
     np.put_along_axis(codes, top, np.maximum(np.take_along_axis(pre, top, axis=1), 0), axis=1)
     return codes
 
 
-def residual(models, text: str, layer: int) -> np.ndarray:
-    """The residual stream after ``layer`` (1-based) at the text's non-special tokens: transformers' BertModel."""
-    import torch
+def residual(models, text: str, specials: bool = False) -> np.ndarray:
+    """The residual stream after block 2 (L2.resid) at the text's tokens ([CLS]/[SEP] only with
+    ``specials``): transformers' BertModel."""
     ids = models[0].encode_ids([text])[0][0]
-    with torch.no_grad():
-        out = models[2](torch.tensor([ids]), output_hidden_states=True)
-    return out.hidden_states[layer][0, 1:-1].float().numpy()
+    h = hidden_after(models[2], list(ids), 1).float().numpy()
+    return h if specials else h[1:-1]
 
 
 def test_step_by_step_lists_each_token_s_top_features(qtbot, models, trained):
@@ -211,12 +228,12 @@ def test_step_by_step_lists_each_token_s_top_features(qtbot, models, trained):
         view = TokenFeaturesView(state)
         qtbot.addWidget(view)
         switch_model(state, models[0])
-        text = "the cat sat on the mat"
+        text = tiny_corpus(3, seed=5)[0]
         current_features(state).set(trained)
         with qtbot.waitSignal(view.shown, timeout=30_000) as sig:
             view.show_for(text)
         per_token = sig.args[0]
-        codes = codes_numpy(trained.folder, residual(models, text, 2))
+        codes = codes_numpy(trained.folder, residual(models, text, specials=True))
         assert len(per_token) == len(codes)
         for (_token, pairs), row in zip(per_token, codes):
             top = [f for f, _ in pairs]
@@ -238,11 +255,11 @@ def test_why_shows_the_features_both_sentences_fire_on(qtbot, models, trained):
         qtbot.addWidget(view)
         switch_model(state, models[0])
         current_features(state).set(trained)
-        query, hit = "the cat sat on the mat", "a cat slept on a mat"
+        query, hit = tiny_corpus(2, seed=5)
         with qtbot.waitSignal(view.shown, timeout=30_000) as sig:
             view.show_for(query, hit)
-        q = codes_numpy(trained.folder, residual(models, query, 2)).max(axis=0)
-        h = codes_numpy(trained.folder, residual(models, hit, 2)).max(axis=0)
+        q = codes_numpy(trained.folder, residual(models, query)).max(axis=0)
+        h = codes_numpy(trained.folder, residual(models, hit)).max(axis=0)
         both = np.flatnonzero((q > 0) & (h > 0))
         want = sorted(both.tolist(), key=lambda f: -min(q[f], h[f]))[:8]
         assert [s.feature for s in sig.args[0]] == want
@@ -255,8 +272,8 @@ def test_map_values_are_each_sentence_s_largest_activation(models, trained):
     import threading
 
     from app.gui.panels.features import compute as C
-    texts = ["the cat sat on the mat", "stocks fell sharply today", "a dog ran in the park"]
+    texts = tiny_corpus(6, seed=9)
     feature = int(trained.index.features(sort="density")[0])
     values = C.sentence_values_fn(models[0], trained, texts, feature, cancel=threading.Event())
-    want = [codes_numpy(trained.folder, residual(models, t, 2))[:, feature].max() for t in texts]
+    want = [codes_numpy(trained.folder, residual(models, t))[:, feature].max() for t in texts]
     np.testing.assert_allclose(values, want, atol=1e-4)
