@@ -263,7 +263,7 @@ def test_window_has_every_panel_as_a_tab(qtbot, make_window, tiny_store_template
     w = make_window(tiny_store_template)
     titles = [w.tabs.tabText(i) for i in range(w.tabs.count())]
     assert titles == ["Search", "Corpus", "Attention", "Step by step", "Fill-mask", "Intervene", "Causal",
-                       "Train", "Map"]
+                       "Features", "Train", "Map"]
     assert type(w.optional_panels["Attention"]).__name__ == "AttentionPanel"
     assert w.findChild(type(w.optional_panels["Train"]), "train_panel") is w.optional_panels["Train"]
 
