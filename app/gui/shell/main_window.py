@@ -98,8 +98,8 @@ class MainWindow(QMainWindow):
             # the height left); in a scrolling tab its plots' natural heights made the page taller
             # than the window, the newest part of a curve and Start below the fold
             name = panel_object_name(title)
-            self._panel_tabs[title] = (plain_holder(f"{name}_tab") if title in ("Train", "Intervene", "Causal", "Features")
-                                       else scroll_holder(f"{name}_scroll"))
+            fits = title in ("Train", "Intervene", "Causal", "Features")
+            self._panel_tabs[title] = plain_holder(f"{name}_tab") if fits else scroll_holder(f"{name}_scroll")
             self.tabs.addTab(self._panel_tabs[title], title)
         # ---- corpus map: the Map tab follows the search and feeds it back ----
         self._panel_tabs["Map"] = plain_holder("map_tab")

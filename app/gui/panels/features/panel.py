@@ -5,7 +5,8 @@ and seed, its folder; Train (a folder with an unfinished run resumes it), Cancel
 step, the checkpoint kept), Open SAE… and Index features. Below, the feature browser: the list
 (sorted, the dead left out, or the features that fire on a word) beside the chosen feature (its top
 examples highlighted in their sentences, its activation histogram, the tokens its decoder aligns
-with and those it promotes), and the Quality page (the table with its floors).
+with and those it promotes; Ablate / Steer it in a query and see which of the corpus's hits move),
+and the Quality page (the table with its floors).
 
 Every computation runs in a worker (app/gui/workers.py) with progress and Cancel; the SAE opened
 here is the app's (app/gui/current_features.py): Step by step, Why and the Map follow it. An SAE
@@ -21,12 +22,14 @@ from app.gui import panel_state
 from app.gui.current_features import current_features, why_not_fitting
 from app.gui.follow_model import FollowModel
 from app.gui.panels.features import compute as C
+from app.gui.panels.features.edit_view import EditBox
 from app.gui.panels.features.feature_list import FeatureList
 from app.gui.panels.features.feature_view import FeatureView
 from app.gui.panels.features.quality_view import QualityView
 from app.gui.panels.features.train_view import TrainBar
 
 LONG_JOBS = ("features.train", "features.open", "features.index", "features.quality")
+EDIT_JOB = "features.edit"
 
 
 class FeaturesPanel(QtWidgets.QWidget):
@@ -34,6 +37,7 @@ class FeaturesPanel(QtWidgets.QWidget):
     rows_shown = QtCore.Signal(list)          # the feature list's rows
     feature_shown = QtCore.Signal(object)     # a FeatureSummary, after it is drawn
     quality_shown = QtCore.Signal(object)     # a QualityReport, after it is drawn
+    edit_shown = QtCore.Signal(object)        # a SteeredSearch (which hits move), after it is drawn
     cancelled = QtCore.Signal(str)            # the job's key
     failed = QtCore.Signal(str)
 
@@ -62,9 +66,16 @@ class FeaturesPanel(QtWidgets.QWidget):
         split.addWidget(self.feature_list)
         self.pages = QtWidgets.QTabWidget()
         self.feature_view = FeatureView()
+        self.edit_box = EditBox()
+        self.edit_box.run_requested.connect(self.edit_feature)
+        feature_page = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
+        feature_page.addWidget(self.feature_view)
+        feature_page.addWidget(self.edit_box)
+        feature_page.setStretchFactor(0, 3)
+        feature_page.setStretchFactor(1, 1)
         self.quality_view = QualityView()
         self.quality_view.run_requested.connect(self.evaluate)
-        self.pages.addTab(self.feature_view, "Feature")
+        self.pages.addTab(feature_page, "Feature")
         self.pages.addTab(self.quality_view, "Quality")
         split.addWidget(self.pages)
         split.setStretchFactor(0, 1)
@@ -143,8 +154,34 @@ class FeaturesPanel(QtWidgets.QWidget):
                           label="Measuring the SAE", on_result=self._show_quality)
 
     def cancel(self) -> None:
-        for key in LONG_JOBS:
+        for key in LONG_JOBS + (EDIT_JOB,):
             self.state.jobs.cancel(key)
+
+    def edit_feature(self, mode: str, alpha: float, query: str = "") -> bool:
+        """The shown feature ablated or steered in ``query``'s forward pass: the open corpus's hits
+        before and after (the chosen sentences when no corpus is open)."""
+        opened, summary, backend = self.current.opened, self.feature_view.summary, self.follow.backend
+        if opened is None or summary is None or backend is None:
+            self.edit_box.say("choose a feature first", error=True)
+            return False
+        query = query or self.edit_box.query.text().strip()
+        feature = summary.feature
+        self.edit_box.set_running(True)
+        self.edit_box.say(f"Searching with feature {feature} {'ablated' if mode == 'ablate' else 'steered'} …")
+        job = self.state.run(EDIT_JOB, C.edit_fn, backend, opened, feature, mode, alpha, query, self.state.store,
+                             self.source(), label=f"Feature {feature}: which hits move",
+                             on_result=lambda r: self._show_edit(backend, feature, mode, alpha, r),
+                             on_error=lambda m: self.edit_box.say(m, error=True),
+                             on_finished=lambda: self.edit_box.set_running(False))
+        if job is None:
+            self.edit_box.set_running(False)
+        return job is not None
+
+    def _show_edit(self, backend, feature, mode, alpha, result) -> None:
+        if backend is not self.follow.backend:
+            return
+        self.edit_box.show_changes(feature, mode, alpha, result)
+        self.edit_shown.emit(result)
 
     # ---- the browser -------------------------------------------------------------------------
     def list_features(self, sort: str = "density", filter_dead: bool = True, word: str = "") -> bool:
@@ -184,6 +221,8 @@ class FeaturesPanel(QtWidgets.QWidget):
         if not self._fresh(index) or self.state.has_waiting("features.summary"):
             return
         self.feature_view.show_summary(summary)
+        if not self.edit_box.query.text().strip() and summary.top_examples:
+            self.edit_box.query.setText(summary.top_examples[0].sentence)   # a query the feature fires on
         self.feature_shown.emit(summary)
 
     def _show_quality(self, report) -> None:

@@ -277,3 +277,53 @@ def test_map_values_are_each_sentence_s_largest_activation(models, trained):
     values = C.sentence_values_fn(models[0], trained, texts, feature, cancel=threading.Event())
     want = [codes_numpy(trained.folder, residual(models, t))[:, feature].max() for t in texts]
     np.testing.assert_allclose(values, want, atol=1e-4)
+
+
+def steered_vector(models, folder, text: str, feature: int, alpha: float) -> np.ndarray:
+    """transformers' BertModel with alpha x the feature's decoder row added after block 2 at every token,
+    mean-pooled over every token and made unit: the steered query, without core.features."""
+    import torch
+    from safetensors.numpy import load_file
+    direction = torch.tensor(load_file(str(folder / "sae_weights.safetensors"))["W_dec"][feature])
+    ref = models[2]
+    hook = ref.encoder.layer[1].register_forward_hook(
+        lambda _m, _i, out: (out[0] + alpha * direction,) + tuple(out[1:]) if isinstance(out, tuple)
+        else out + alpha * direction)
+    try:
+        ids = torch.tensor([models[0].encode_ids([text])[0][0]])
+        with torch.no_grad():
+            h = ref(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state[0]
+    finally:
+        hook.remove()
+    v = h.mean(dim=0).double().numpy()
+    return v / np.linalg.norm(v)
+
+
+def test_steering_a_feature_moves_the_hits_as_a_hooked_transformers_model_does(qtbot, make_panel, models,
+                                                                               corpus_file, trained):
+    panel = make_panel(models[0])
+    bar = panel.bar
+    bar.source_box.setCurrentIndex(bar.source_box.findData("file"))
+    bar.file.setText(str(corpus_file))
+    with qtbot.waitSignal(panel.opened, timeout=60_000):
+        panel.open_folder(trained.folder)
+    feature = int(trained.index.features(sort="density")[0])
+    with qtbot.waitSignal(panel.feature_shown, timeout=30_000):
+        panel.show_feature(feature)
+    query = trained.index.summary(feature).top_examples[0].sentence
+    assert panel.edit_box.query.text() == query              # a sentence the feature fires on, to start
+    panel.edit_box.alpha.setValue(6.0)
+    with qtbot.waitSignal(panel.edit_shown, timeout=60_000) as sig:
+        panel.edit_box.steer_button.click()
+    result = sig.args[0]
+    texts = corpus_file.read_text(encoding="utf-8").splitlines()
+    vectors = models[0].embed(texts)
+    after = np.argsort(-(vectors.astype(np.float64) @ steered_vector(models, trained.folder, query, feature, 6.0)),
+                       kind="stable")[:10]
+    assert [h.text for h in result.hits] == [texts[i] for i in after]
+    before = np.argsort(-(vectors @ models[0].embed([query])[0]), kind="stable")[:10]
+    assert {h.text for h in result.left} == {texts[i] for i in before} - {texts[i] for i in after}
+    assert result.cosine < 0.9999                            # steering moved the query
+    table = panel.edit_box.table
+    assert table.rowCount() == len(result.hits) + len(result.left)
+    assert table.item(0, 3).text() == texts[after[0]]
