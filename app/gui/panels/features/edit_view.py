@@ -39,6 +39,8 @@ class EditBox(QtWidgets.QGroupBox):
         layout.setContentsMargins(6, 4, 6, 4)
         row = QtWidgets.QHBoxLayout()
         self.query = long_line_edit("", "a query searched in the open corpus", "feature_edit_query")
+        self.typed = False                 # the user typed a query: a newly shown feature keeps it
+        self.query.textEdited.connect(lambda text: setattr(self, "typed", bool(text.strip())))
         self.query.setToolTip("Embedded with the feature edited at the SAE's site and searched against the "
                               "corpus's stored vectors (they stay as the clean model made them)")
         self.alpha = QtWidgets.QDoubleSpinBox()

@@ -83,6 +83,8 @@ class FeatureList(QtWidgets.QWidget):
         self.table.setObjectName("features_list")
         self.table.setModel(self.model)
         self.table.verticalHeader().setVisible(False)
+        self.table.setWordWrap(False)                       # one line a feature; the tooltip has it all
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
         self.table.horizontalHeader().setSectionResizeMode(1, QtWidgets.QHeaderView.ResizeMode.Stretch)

@@ -98,18 +98,16 @@ class FeatureView(QtWidgets.QWidget):
         self.examples.setHtml(examples_html(summary))
         edges, counts = summary.histogram
         edges, counts = np.asarray(edges, float), np.asarray(counts, float)
-        if counts.size:
+        if counts.size and counts.any():
             self.bars.setOpts(x0=edges[:-1], x1=edges[1:], height=counts)
+            used = np.flatnonzero(counts)          # the bins reach 10 x a typical norm: show the filled ones
+            self.histogram.setXRange(0.0, float(edges[used[-1] + 1]) * 1.05, padding=0)
+            self.histogram.setYRange(0.0, float(counts.max()) * 1.05, padding=0)
         else:
             self.bars.setOpts(x0=[], x1=[], height=[])
         _fill(self.vocab, summary.vocab_aligned, ".3f")
-        if summary.promoted is None:
-            self.promoted.setRowCount(0)
-            self.promoted.setEnabled(False)
-            self.promoted.setToolTip("This model has no masked-LM head: no token to promote")
-        else:
-            self.promoted.setEnabled(True)
-            _fill(self.promoted, summary.promoted, ".2f")
+        self.promoted.setVisible(summary.promoted is not None)     # a model without a masked-LM head promotes none
+        _fill(self.promoted, summary.promoted, ".2f")
 
     def clear(self, note: str = "") -> None:
         self.summary = None

@@ -80,7 +80,7 @@ class FeaturesPanel(QtWidgets.QWidget):
         split.addWidget(self.pages)
         split.setStretchFactor(0, 1)
         split.setStretchFactor(1, 3)
-        split.setSizes([330, 900])
+        split.setSizes([430, 900])
         outer.addWidget(split, 1)
         self._enable()
 
@@ -221,7 +221,7 @@ class FeaturesPanel(QtWidgets.QWidget):
         if not self._fresh(index) or self.state.has_waiting("features.summary"):
             return
         self.feature_view.show_summary(summary)
-        if not self.edit_box.query.text().strip() and summary.top_examples:
+        if not self.edit_box.typed and summary.top_examples:
             self.edit_box.query.setText(summary.top_examples[0].sentence)   # a query the feature fires on
         self.feature_shown.emit(summary)
 

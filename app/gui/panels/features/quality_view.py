@@ -43,7 +43,9 @@ class QualityView(QtWidgets.QWidget):
         self.run_button.setToolTip("Measure the open SAE on its held-out tokens of the chosen sentences")
         self.run_button.clicked.connect(self.run_requested)
         bar.addWidget(self.run_button)
-        bar.addStretch(1)
+        self.caption = QtWidgets.QLabel("")
+        self.caption.setObjectName("features_quality_caption")
+        bar.addWidget(self.caption, 1)
         layout.addLayout(bar)
         self.table = read_only_table("features_quality", HEADERS)
         self.table.horizontalHeader().setStretchLastSection(True)
@@ -53,6 +55,8 @@ class QualityView(QtWidgets.QWidget):
         layout.addWidget(explain)
 
     def show_report(self, report) -> None:
+        self.caption.setText(f"{report.site} · {report.split}: {report.n_sentences:,} sentences, "
+                             f"{report.n_tokens:,} tokens · 95 % bootstrap intervals")
         self.table.setRowCount(0)
         for row in report.rows:
             n = self.table.rowCount()
@@ -65,9 +69,11 @@ class QualityView(QtWidgets.QWidget):
             for column, text in enumerate(cells):
                 item = QtWidgets.QTableWidgetItem(text)
                 if column:
-                    item.setTextAlignment(int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter))
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                item.setToolTip(f"{row.meaning} ({row.better} is better)")
                 self.table.setItem(n, column, item)
         self.table.resizeColumnsToContents()
 
     def clear(self) -> None:
+        self.caption.setText("")
         self.table.setRowCount(0)

@@ -30,8 +30,6 @@ class TrainBar(QtWidgets.QWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        grid = QtWidgets.QGridLayout(self)
-        grid.setContentsMargins(0, 0, 0, 0)
         self.source_box = QtWidgets.QComboBox()
         self.source_box.setObjectName("features_source")
         for key, title in SOURCE_TITLES:
@@ -82,18 +80,23 @@ class TrainBar(QtWidgets.QWidget):
         self.cancel_button.clicked.connect(self.cancel_requested)
         self.open_button.clicked.connect(self.open_requested)
         self.index_button.clicked.connect(self.index_requested)
-        row = [("Sentences", self.source_box), (None, self.file), ("Site", self.site), ("Width", self.width_box),
-               ("k", self.k_box), ("Tokens", self.tokens_box), ("Batch", self.batch_box), ("Seed", self.seed_box)]
-        column = 0
-        for title, widget in row:
+        outer = QtWidgets.QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        settings = QtWidgets.QHBoxLayout()          # packed from the left: each label beside its box
+        for title, widget in (("Sentences", self.source_box), (None, self.file), ("Site", self.site),
+                              ("Width", self.width_box), ("k", self.k_box), ("Tokens", self.tokens_box),
+                              ("Batch", self.batch_box), ("Seed", self.seed_box)):
             if title:
-                grid.addWidget(QtWidgets.QLabel(title), 0, column)
-                column += 1
-            grid.addWidget(widget, 0, column)
-            column += 1
-        grid.addWidget(QtWidgets.QLabel("Folder"), 1, 0)
-        grid.addWidget(self.folder, 1, 1, 1, column - 2)
-        grid.addWidget(choose, 1, column - 1)
+                settings.addSpacing(8)
+                settings.addWidget(QtWidgets.QLabel(title))
+            settings.addWidget(widget)
+        settings.addStretch(1)
+        outer.addLayout(settings)
+        folder_row = QtWidgets.QHBoxLayout()
+        folder_row.addWidget(QtWidgets.QLabel("Folder"))
+        folder_row.addWidget(self.folder, 1)
+        folder_row.addWidget(choose)
+        outer.addLayout(folder_row)
         buttons = QtWidgets.QHBoxLayout()
         for b in (self.train_button, self.cancel_button, self.open_button, self.index_button):
             buttons.addWidget(b)
@@ -101,12 +104,13 @@ class TrainBar(QtWidgets.QWidget):
         self.progress.setObjectName("features_progress")
         self.progress.setVisible(False)
         buttons.addWidget(self.progress, 1)
-        grid.addLayout(buttons, 2, 0, 1, column)
+        buttons.addStretch(0)
+        outer.addLayout(buttons)
         self.message = QtWidgets.QLabel("")
         self.message.setObjectName("features_message")
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
-        grid.addWidget(self.message, 3, 0, 1, column)
+        outer.addWidget(self.message)
 
     def set_model(self, n_layers: int, dim: int) -> None:
         """The defaults for a model: its middle layer, 8 × its width."""
