@@ -3,7 +3,7 @@
 One module per group of subcommands, each with `register(subparsers)`: model.py (embed, inspect,
 fill-mask, models), store.py (ingest, search, info, remove), migrate.py, train.py, runs.py (list,
 compare), experiment.py, eval.py, explain.py, why.py, intervene.py (ablate, patch, importance), causal.py
-(attribute; patch --sweep/--trace, ablate --cut), map.py;
+(attribute; patch --sweep/--trace, ablate --cut), map.py, features.py (features train|quality|show|ablate|steer|sweep);
 options.py holds what they share. Nothing here imports Qt: `gui` runs the desktop app through the
 `open_gui` function the launcher (app/main.py) passes in.
 Errors meant for people print as `error: ...` with exit code 2, never a traceback.
@@ -18,7 +18,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from app.cli import causal, experiment, explain, intervene, migrate, model, runs, store, train, why
+from app.cli import causal, experiment, explain, features, intervene, migrate, model, runs, store, train, why
 from app.cli import eval as eval_command  # not `eval`: the builtin stays itself here
 from app.cli import map as map_command  # not `map`: the builtin stays itself here
 from app.cli.output import OutputFailed, guarded_stdout, result_follows
@@ -28,7 +28,8 @@ from core.notices import listening
 
 EXIT_USAGE = 2
 # in the order `--help` lists them
-COMMANDS = (model, store, migrate, train, runs, experiment, eval_command, explain, why, intervene, causal, map_command)
+COMMANDS = (model, store, migrate, train, runs, experiment, eval_command, explain, why, intervene, causal, map_command,
+            features)
 
 
 def build_parser(open_gui: Callable[[str | None], int] | None = None) -> argparse.ArgumentParser:

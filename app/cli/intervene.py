@@ -2,6 +2,7 @@
 from another sentence, and measure what each part is worth (core/intervene, docs/interventions.md).
 
     encoderscope ablate TEXT [--heads 3.5,4.1] [--ffn L] [--attn-off L] [--skip-layer L]
+                        [--sae DIR --feature F --steer F=+A] (app/cli/features.py)
                         [--no-positions | --shuffle-positions] [--no-scale | --temperature T]
                         [--mean-ablation] [--mask-token WORD] [--store S [-k K]] [--json]
     encoderscope patch A B --site L5.H3|L5.resid@TOKEN|L5.ffn [--site ...] [--json]
@@ -49,6 +50,8 @@ def register(sub) -> None:
     p.add_argument("--cut", action="append", metavar="L[.H]:Q>K",
                    help="knock out an attention edge: in layer L (head H, else every head) token Q may not "
                         "look at token K (a word of TEXT or a position, 0 = [CLS]); e.g. 3:[MASK]>cat; repeatable")
+    from app.cli.features import add_edit_options
+    add_edit_options(p)
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_ablate, model=None)     # None: the store's with --store, else the default
@@ -143,11 +146,14 @@ def cmd_ablate(args) -> int:
     from core.intervene import effects
     from core.paths import data_dir
 
+    if args.sae or args.feature or args.steer:
+        from app.cli.features import cmd_ablate_features
+        return cmd_ablate_features(args)
     spec = spec_from_args(args)
     if spec.is_empty and not args.cut:
         raise InputError("nothing to switch off: give --heads, --ffn, --attn-off, --skip-layer, --no-positions, "
-                         "--shuffle-positions, --no-scale, --temperature or --cut "
-                         "(e.g. encoderscope ablate TEXT --heads 3.5)")
+                         "--shuffle-positions, --no-scale, --temperature or --cut, or an SAE's features "
+                         "with --sae DIR --feature F (e.g. encoderscope ablate TEXT --heads 3.5)")
     if args.k < 1:
         raise InputError("-k must be at least 1")
     backend = get_backend(_model_for(args), args.backend, device=args.device, precision=args.precision)

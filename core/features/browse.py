@@ -179,7 +179,7 @@ class FeatureIndex:
         """The index of the SAE in ``folder``; one InputError when it is missing, damaged or of
         other weights than the folder's SAE now."""
         folder = Path(folder)
-        redo = "build it again (`encoderscope features show` does)"
+        redo = "build it again over a corpus"
         if not (folder / INDEX_JSON).is_file() or not (folder / INDEX_FILE).is_file():
             raise InputError(f"{folder} has no feature index yet: {redo}")
         from safetensors import SafetensorError

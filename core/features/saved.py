@@ -102,13 +102,12 @@ def load_sae(folder, device="cpu") -> tuple[SparseAutoencoder, SaeMeta]:
     every weight of the shape the meta says, finite, decoder rows unit length."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise InputError(f"no SAE folder at {folder}: train one with `encoderscope features train`")
+        raise InputError(f"no SAE folder at {folder}: train one on a corpus first")
     if not (folder / META_FILE).is_file():
         foreign = (folder / SAELENS_CFG).is_file()
         raise InputError(f"{folder} has no {META_FILE}: " + (
             "it is an SAE from another tool, which does not say which model and site it reads; "
-            "train one here with `encoderscope features train`" if foreign else
-            "it is not an SAE folder; train one with `encoderscope features train`"))
+            "train one here on a corpus" if foreign else "it is not an SAE folder; train one on a corpus first"))
     raw = _read_json(folder / META_FILE, "the SAE's description")
     if raw.get("format") != FORMAT:
         raise InputError(f"{folder / META_FILE} is format {raw.get('format')!r}, not {FORMAT}: "

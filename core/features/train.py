@@ -258,7 +258,9 @@ def _load_state(folder: Path) -> tuple[dict, dict] | None:
 
 
 def _meta(backend, cfg: TrainConfig, trainer: _Trainer, n: int, chash: str, d_in: int) -> SaeMeta:
-    return SaeMeta(site=cfg.site, model=getattr(backend, "model_name", "?"),
+    # the model's location (a folder's absolute path, a packaged model's name): what loads it again
+    where = getattr(backend, "model_location", None) or getattr(backend, "model_name", "?")
+    return SaeMeta(site=cfg.site, model=where,
                    model_sha256=getattr(backend, "weights_sha256", ""), d_in=d_in, width=cfg.width,
                    k=cfg.k, seed=cfg.seed, tokens_trained=trainer.tokens,
                    held_out_fraction=cfg.held_out_fraction, n_sentences=n, corpus_sha256=chash,
@@ -294,8 +296,10 @@ def train_sae(model, sentences, config: TrainConfig, out_folder, progress=None,
         info, tensors = state
         mine = {k: info.get(k) for k in identity}
         if mine != identity:
-            differ = [k for k in identity if info.get(k) != identity[k]]
-            raise InputError(f"{folder} holds a training run of another {' and '.join(differ)}: "
+            differ = [k for k in identity if k != "config" and info.get(k) != identity[k]]
+            theirs = info.get("config") or {}
+            differ += [k for k in identity["config"] if theirs.get(k) != identity["config"][k]]
+            raise InputError(f"{folder} holds a training run of another {', '.join(differ)}: "
                              "train into a new folder, or give the same model, corpus and settings to continue it")
         trainer.load_state(tensors, info["where"])
     elif folder.is_dir() and (folder / META_FILE).exists():

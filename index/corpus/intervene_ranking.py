@@ -99,7 +99,28 @@ def ranking_changes(store_or_corpus, backend, query: str, spec: Intervention, k:
             where = _where(store_or_corpus)
             raise EmptyStore(f"the store at {where} is empty: there are no hits whose ranks could move",
                              location=where)
-        return _changes(store, backend, query, spec, k, means, source, depth)
+        return _changes(store, backend, query, k, depth,
+                        lambda: intervene(backend, spec, means=means, patch_source=source), spec.describe())
+    finally:
+        if store is not store_or_corpus:
+            store.close()
+
+
+def edited_ranking_changes(store_or_corpus, backend, query: str, edited, description: str, k: int = 10,
+                           *, depth: int = DEPTH) -> RankingChanges:
+    """ranking_changes for any scoped edit of the query's forward pass: ``edited()`` returns the
+    ``with`` that applies it (e.g. core.features.edit.features_edited(backend, edit)), and
+    ``description`` says what it is."""
+    from core.errors import InputError
+    if k < 1:
+        raise InputError("k must be at least 1")
+    store = _open(store_or_corpus)
+    try:
+        if store.count() == 0:
+            where = _where(store_or_corpus)
+            raise EmptyStore(f"the store at {where} is empty: there are no hits whose ranks could move",
+                             location=where)
+        return _changes(store, backend, query, k, depth, edited, description)
     finally:
         if store is not store_or_corpus:
             store.close()
@@ -147,13 +168,13 @@ def _open(store_or_corpus) -> Store:
     return store
 
 
-def _changes(store: Store, backend, query, spec, k, means, source, depth) -> RankingChanges:
+def _changes(store: Store, backend, query, k, depth, edited, description: str) -> RankingChanges:
     from index.corpus.door import require_match
     pooling = store.pooling
     require_match(store, backend, pooling, "the query's vectors")
     fp = backend.fingerprint(pooling=pooling)
     before = backend.embed([query], pooling=pooling)[0]
-    with intervene(backend, spec, means=means, patch_source=source):
+    with edited():
         after = backend.embed([query], pooling=pooling)[0]
     depth = max(k, min(int(depth), MAX_DEPTH, store.count()))
     ranked_before, ranked_after = store.search(np.stack([before, after]), depth, fingerprint=fp)
@@ -169,6 +190,6 @@ def _changes(store: Store, backend, query, spec, k, means, source, depth) -> Ran
     after_ids = {h.id for h in ranked_after[:k]}
     cos = float(np.dot(before.astype(np.float64), after.astype(np.float64))
                 / (np.linalg.norm(before) * np.linalg.norm(after)))
-    return RankingChanges(query, spec.describe(), k, depth, cos,
+    return RankingChanges(query, description, k, depth, cos,
                           [move(h) for h in ranked_after[:k]],
                           [move(h) for h in ranked_before[:k] if h.id not in after_ids])

@@ -79,7 +79,7 @@ def test_a_stopped_run_resumed_equals_one_that_ran_through(bert_pair, corpus, tr
     got = load_file(str(tmp_path / "run" / WEIGHTS_FILE))
     for name in want:
         np.testing.assert_array_equal(got[name], want[name])
-    with pytest.raises(InputError, match="another config"):
+    with pytest.raises(InputError, match="another k:"):
         train_sae(bert_pair[0], corpus, small_config(k=5), tmp_path / "run")
     with pytest.raises(InputError, match="another corpus_sha256"):
         train_sae(bert_pair[0], corpus[:-1], small_config(), tmp_path / "run")

@@ -1,0 +1,133 @@
+"""Sparse-autoencoder features on minilm: activation collection against `embed` of the same model
+in one run, SAE training time, and the feature browser's open time.
+
+    python bench/features.py                       # all three, CPU, minilm at L3.resid
+    python bench/features.py --only collect        # collect | train | browse
+    python bench/features.py --train-tokens 100000 --browse-n 20000
+
+collect: tokens/second of core.features.collect.iter_activations at the site (the forward stops
+    after the site's block) against tokens/second of Backend.embed (the whole model, its packed CPU
+    path), the same texts, rounds alternated, best of each; the ratio collect / embed.
+train:  a width-3,072, k-32 SAE (core.features.train.train_sae) on ``--train-tokens`` tokens of
+    L3.resid: wall-clock seconds; scaled to 1M tokens it is named "extrapolated" (linear: the
+    steps are alike and the activations stream).
+browse: an SAE's feature index over ``--browse-n`` sentences (bench/encoder_throughput's mixed
+    sentences: the sample corpus, plus its sentences joined in pairs and triples); the time to load
+    the index (FeatureIndex.load) and to open one feature's summary (top examples, histogram,
+    vocabulary), median over the 20 densest features.
+Prints JSON. State the machine and its load (`uptime`) beside the figures (docs/benchmarks.md).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+from bench.encoder_throughput import mixed_sentences  # noqa: E402
+
+
+def n_tokens(backend, texts) -> int:
+    return sum(len(x) for x in backend.encode_ids(texts)[0])
+
+
+def collect_vs_embed(backend, texts, site: str, rounds: int = 3) -> dict:
+    from core.features.collect import iter_activations
+    tokens = n_tokens(backend, texts)
+    best_embed = best_collect = float("inf")
+    for _ in range(rounds):
+        t = time.perf_counter()
+        backend.embed(texts)
+        best_embed = min(best_embed, time.perf_counter() - t)
+        t = time.perf_counter()
+        for _ in iter_activations(backend, texts, site, batch_size=64):
+            pass
+        best_collect = min(best_collect, time.perf_counter() - t)
+    return {"sentences": len(texts), "tokens": tokens, "embed_tokens_per_s": round(tokens / best_embed),
+            "collect_tokens_per_s": round(tokens / best_collect), "ratio": round(best_embed / best_collect, 3)}
+
+
+def train_time(backend, texts, site: str, tokens: int, width: int = 3072, k: int = 32) -> dict:
+    from core.features.train import TrainConfig, train_sae
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        result = train_sae(backend, texts, TrainConfig(site=site, width=width, k=k, tokens=tokens),
+                           Path(tmp) / "sae")
+        seconds = time.perf_counter() - t
+    return {"width": width, "k": k, "tokens": result.tokens_trained, "steps": result.steps,
+            "seconds": round(seconds, 1), "train_normalised_mse": round(result.train_fvu, 4),
+            "dead_fraction": round(result.dead_fraction, 4),
+            "seconds_per_1M_tokens": round(seconds * 1_000_000 / result.tokens_trained, 1),
+            "note": "measured" if result.tokens_trained >= 1_000_000 else
+                    f"extrapolated linearly from {result.tokens_trained:,} tokens"}
+
+
+def browse_time(backend, texts, site: str, tokens: int) -> dict:
+    from core.features.browse import FeatureIndex, build_feature_index
+    from core.features.saved import load_sae
+    from core.features.train import TrainConfig, train_sae
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "sae"
+        train_sae(backend, texts, TrainConfig(site=site, width=3072, k=32, tokens=tokens), folder)
+        sae, meta = load_sae(folder)
+        t = time.perf_counter()
+        build_feature_index(backend, sae, meta, texts, folder)
+        build = time.perf_counter() - t
+        t = time.perf_counter()
+        index = FeatureIndex.load(folder)
+        load = time.perf_counter() - t
+        times = []
+        for f in index.features(sort="density")[:20]:
+            t = time.perf_counter()
+            s = index.summary(f)
+            times.append(time.perf_counter() - t)
+            assert s.top_examples
+        size = sum(p.stat().st_size for p in folder.glob("feature_index.*"))
+    return {"sentences": len(texts), "index_build_s": round(build, 1), "index_mb": round(size / 1e6, 1),
+            "load_ms": round(load * 1000, 1), "summary_ms_median": round(statistics.median(times) * 1000, 2),
+            "open_ms": round((load + statistics.median(times)) * 1000, 1)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="minilm")
+    p.add_argument("--site", default="L3.resid")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--precision", default=None)
+    p.add_argument("--only", choices=("collect", "train", "browse"))
+    p.add_argument("--collect-n", type=int, default=2000)
+    p.add_argument("--train-tokens", type=int, default=100_000)
+    p.add_argument("--browse-n", type=int, default=20_000)
+    p.add_argument("--browse-train-tokens", type=int, default=50_000)
+    args = p.parse_args(argv)
+    import torch
+
+    from core.encoder.backends import get_backend
+    backend = get_backend(args.model, "scratch", device=args.device, precision=args.precision)
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    out = {"model": args.model, "site": args.site, "device": backend.device_name, "precision": backend.precision,
+           "torch_threads": torch.get_num_threads(), "load_average": load}
+    if args.only in (None, "collect"):
+        out["collect"] = collect_vs_embed(backend, mixed_sentences(args.collect_n), args.site)
+        print(json.dumps(out["collect"]), file=sys.stderr)
+    if args.only in (None, "train"):
+        out["train"] = train_time(backend, mixed_sentences(20_000), args.site, args.train_tokens)
+        print(json.dumps(out["train"]), file=sys.stderr)
+    if args.only in (None, "browse"):
+        out["browse"] = browse_time(backend, mixed_sentences(args.browse_n), args.site, args.browse_train_tokens)
+    out["load_average_after"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
