@@ -240,41 +240,24 @@ def the_edit(opened: OpenedSae, feature: int, mode: str, alpha: float):
     return FeatureEdit(opened.sae, opened.site, steer={int(feature): float(alpha)})
 
 
-def searched_vectors(backend, store, source: Sentences, cancel=None):
-    """(unit vectors, texts, pooling) a steered query is searched against: the open corpus's stored
-    vectors when it was embedded by this model, else the chosen sentences embedded by it here."""
-    import numpy as np
-    if store is None:
-        from core.features.edit import sentence_vectors
-        texts = source.read()
-        if not texts:
-            raise InputError("no sentence to search")
-        return sentence_vectors(backend, texts), texts, None
-    from index.corpus.door import require_match
-    if store.whitening is not None:
-        raise InputError("the open corpus is whitened: its stored vectors are not the model's own, so a "
-                         "steered query cannot be compared with them; choose the sample corpus or a file")
-    require_match(store, backend, store.pooling, "the steered query's vectors")
-    vectors, texts = [], []
-    for _ids, batch, records in store.iter_batches(vectors=True):
-        _stopped(cancel)
-        vectors.append(np.asarray(batch, np.float32))
-        texts.extend(r["text"] for r in records)
-    if not texts:
-        raise InputError("the open corpus is empty: there are no hits to move")
-    return np.concatenate(vectors), texts, store.pooling
-
-
 def edit_fn(backend, opened: OpenedSae, feature: int, mode: str, alpha: float, query: str, store=None,
             source: Sentences | None = None, k: int = 10, progress=None, cancel=None):
-    """core.features.edit.SteeredSearch: ``query``'s top ``k`` before and after the feature is ablated or
-    steered in its forward pass (the searched vectors stay as the clean model made them)."""
-    from core.features.edit import steered_search
+    """``query``'s top ``k`` before and after the feature is ablated or steered in its forward pass, the
+    searched vectors as the clean model made them: the open corpus's store (index's RankingChanges), or,
+    with none open, the chosen sentences embedded here (core.features.edit.SteeredSearch)."""
+    from core.features.edit import features_edited, sentence_vectors, steered_search
     from core.features.saved import check_model
     check_model(opened.meta, backend)
     if not query.strip():
         raise InputError("type a query: its hits before and after the edit are compared")
     edit = the_edit(opened, feature, mode, alpha)
-    vectors, texts, pooling = searched_vectors(backend, store, source or Sentences(), cancel)
+    if store is not None:
+        from index.corpus.intervene_ranking import edited_ranking_changes
+        return edited_ranking_changes(store, backend, query, lambda: features_edited(backend, edit),
+                                      edit.describe(), k=k)
+    texts = (source or Sentences()).read()
+    if not texts:
+        raise InputError("no sentence to search")
+    vectors = sentence_vectors(backend, texts)
     _stopped(cancel)
-    return steered_search(backend, edit, query, vectors, texts, k=k, pooling=pooling)
+    return steered_search(backend, edit, query, vectors, texts, k=k)

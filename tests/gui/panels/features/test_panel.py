@@ -327,3 +327,33 @@ def test_steering_a_feature_moves_the_hits_as_a_hooked_transformers_model_does(q
     table = panel.edit_box.table
     assert table.rowCount() == len(result.hits) + len(result.left)
     assert table.item(0, 3).text() == texts[after[0]]
+
+
+def test_steering_over_the_open_corpus_ranks_its_stored_vectors(qtbot, make_panel, models, corpus_file, trained,
+                                                                 tmp_path):
+    from index.corpus.door import open_corpus
+    from tests.support.app_fixtures import build_store
+    texts = corpus_file.read_text(encoding="utf-8").splitlines()
+    store = open_corpus(build_store(tmp_path / "store", models[0], texts))
+    panel = make_panel(models[0])
+    try:
+        panel.state.store = store
+        with qtbot.waitSignal(panel.opened, timeout=60_000):
+            panel.open_folder(trained.folder)
+        feature = int(trained.index.features(sort="density")[0])
+        with qtbot.waitSignal(panel.feature_shown, timeout=30_000):
+            panel.show_feature(feature)
+        query = texts[3]
+        panel.edit_box.query.setText(query)
+        panel.edit_box.query.textEdited.emit(query)
+        panel.edit_box.alpha.setValue(6.0)
+        with qtbot.waitSignal(panel.edit_shown, timeout=60_000) as sig:
+            panel.edit_box.steer_button.click()
+        result = sig.args[0]
+        vectors = models[0].embed(texts)
+        after = np.argsort(-(vectors.astype(np.float64) @ steered_vector(models, trained.folder, query, feature, 6.0)),
+                           kind="stable")[:10]
+        assert [h.text for h in result.hits] == [texts[i] for i in after]
+        assert result.query == query and "feature" in result.intervention
+    finally:
+        store.close()
