@@ -4,7 +4,8 @@ Hover shows a sentence; a click selects it and offers Search like this / Step by
 Attention; the current search query is a star and its hits are
 ringed; a lasso lists the sentences inside it; Export PNG / CSV (the CSV `encoderscope map`
 writes). The map is computed by index.map.corpus_map in a worker, again whenever the corpus
-changes (at once if the tab is showing, else when it is next shown).
+changes (at once if the tab is showing, else when it is next shown). With an SAE of the corpus
+model open (Features tab), *Colour by feature* shades each sentence by a feature instead.
 """
 from __future__ import annotations
 

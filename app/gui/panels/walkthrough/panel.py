@@ -13,6 +13,8 @@ Corpus and Attention panels through ``state.walkthrough_requested``; a patching-
 Causal tab) opens its patch here (``follow_patch``): sentence A walked with B's numbers at the
 site, the step where they come in shown; its Edge cuts page sends its cuts (``follow_cuts``), walked
 on their sentence only (their positions are its tokens) until another sentence or model comes.
+With an SAE of the inspected model open (Features tab), each token's top features at its site are
+listed under the summary.
 """
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ The query × hit matrix of contributions (core/evaluate/why.py) is a heatmap wit
 centred at 0 (blue below, red above: negative contributions stay visible), each query token's
 sum as a bar beside its row, each hit token's sum as a bar under its column, the top pairs in
 words and the score they add up to, next to the score search showed. It uses the app's current
-backend and pooling: the model the corpus was embedded with.
+backend and pooling: the model the corpus was embedded with. With an SAE of that model open
+(Features tab), the features both sentences fire on are named under it.
 """
 from __future__ import annotations
 
