@@ -67,6 +67,7 @@ class EditBox(QtWidgets.QGroupBox):
         layout.addWidget(self.summary)
         self.table = read_only_table("feature_edit_hits", ["after", "before", "moved", "hit"])
         self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)   # ten hits in view
         self.table.setMinimumHeight(120)
         layout.addWidget(self.table, 1)
         self.ablate_button.clicked.connect(lambda: self._ask("ablate"))
@@ -85,7 +86,7 @@ class EditBox(QtWidgets.QGroupBox):
 
     def show_changes(self, feature: int, mode: str, alpha: float, changes) -> None:
         what = f"feature {feature} ablated" if mode == "ablate" else f"feature {feature} steered by α = {alpha:+g}"
-        moved = sum(1 for h in changes.hits if h.moved) + len(changes.entered)
+        moved = sum(1 for h in changes.hits if h.rank_before != h.rank_after)     # the entered ones too, once
         self.summary.setText(f"“{html.escape(changes.query)}” with {what}: the query vector's cosine with the "
                              f"clean one is {changes.cosine:.4f}; {moved} of the top {changes.k} moved, "
                              f"{len(changes.entered)} entered, {len(changes.left)} left")

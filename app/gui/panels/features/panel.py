@@ -72,7 +72,7 @@ class FeaturesPanel(QtWidgets.QWidget):
         feature_page.addWidget(self.feature_view)
         feature_page.addWidget(self.edit_box)
         feature_page.setStretchFactor(0, 3)
-        feature_page.setStretchFactor(1, 1)
+        feature_page.setStretchFactor(1, 2)
         self.quality_view = QualityView()
         self.quality_view.run_requested.connect(self.evaluate)
         self.pages.addTab(feature_page, "Feature")

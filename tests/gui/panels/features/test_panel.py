@@ -357,3 +357,21 @@ def test_steering_over_the_open_corpus_ranks_its_stored_vectors(qtbot, make_pane
         assert result.query == query and "feature" in result.intervention
     finally:
         store.close()
+
+
+def test_the_edit_summary_counts_each_moved_hit_once(qtbot):
+    from types import SimpleNamespace as NS
+
+    from app.gui.panels.features.edit_view import EditBox
+
+    def move(before, after, text):
+        return NS(rank_before=before, rank_after=after, text=text,
+                  moved=None if before is None or after is None else before - after)
+    hits = [move(1, 1, "a"), move(3, 2, "b"), move(None, 3, "c"), move(12, 4, "d")]
+    changes = NS(query="q", cosine=0.9, k=4, hits=hits, left=[move(2, None, "e"), move(4, None, "f")],
+                 entered=[hits[2], hits[3]])
+    box = EditBox()
+    qtbot.addWidget(box)
+    box.show_changes(7, "ablate", 0.0, changes)
+    assert "3 of the top 4 moved, 2 entered, 2 left" in box.summary.text()
+    assert [box.table.item(r, 2).text() for r in range(6)] == ["=", "+1", "new", "+8", "–", "–"]
