@@ -56,9 +56,7 @@ class CurrentIntervention(QtCore.QObject):
             self.spec.check(int(backend.n_layers), int(backend.n_heads))
         except InputError as e:
             kept = self.spec.within(int(backend.n_layers), int(backend.n_heads))
-            gone = self.spec.describe()
-            reason = (f"{e}: {gone} became {kept.describe()}" if not kept.is_empty
-                      else f"{gone} was cleared: {e}")
+            reason = what_changed(self.spec, kept, str(e))
             self.set(kept)
             self.dropped.emit(reason)
             return reason
@@ -69,6 +67,18 @@ class CurrentIntervention(QtCore.QObject):
         the model switch reached this object never applies a part the model lacks."""
         self.check(backend)
         return self.spec
+
+
+def what_changed(before: Intervention, after: Intervention, why: str) -> str:
+    """A model lacking some parts: only the parts that changed named, each once ("heads 1.2, 7.1
+    zeroed became heads 1.2 zeroed; positions off kept"), never "X became X"."""
+    if after.is_empty:
+        return f"{before.describe()} was cleared: {why}"
+    old, new = before.describe().split("; "), after.describe().split("; ")
+    gone, came = [p for p in old if p not in new], [p for p in new if p not in old]
+    kept = [p for p in new if p in old]
+    said = f"{', '.join(gone)} became {', '.join(came)}" if came else f"{', '.join(gone)} dropped"
+    return f"{why}: {said}" + (f"; {', '.join(kept)} kept" if kept else "")
 
 
 def intervention_note(spec: Intervention) -> str:

@@ -300,7 +300,7 @@ def _walk(backend, ref, cfg, text, pair, ids, types, tokens, cut, layer, head, p
           ours, model, as_run, p) -> Walkthrough:
     """The Walkthrough: each NumPy step beside its |difference| to the model's."""
     from core.walkthrough import patched as P
-    from core.walkthrough.text import describe
+    from core.walkthrough.text import cut_scores_entry, describe
     from core.walkthrough.weights import step_input, step_weights
     order = P.with_patch_steps(PRE_ORDER if cfg.norm == "pre" else POST_ORDER, cfg.norm)
     steps = []
@@ -321,6 +321,10 @@ def _walk(backend, ref, cfg, text, pair, ids, types, tokens, cut, layer, head, p
             extra = {"from B": P.patched_mark(name, patch, layer, head, len(tokens))}
         else:
             text_ = describe(name, cfg, len(ids), layer, head, pooling)
+        cut_here = [] if switch is None or name != "masked_scores" else sorted(
+            c.describe(list(tokens)) for c in switch.cuts if c.layer == layer and c.head in (None, head))
+        if cut_here:
+            text_ = cut_scores_entry(len(ids), head + 1, cut_here)
         one_d = values.ndim == 1
         steps.append(Step(
             name=name, title=text_["title"], values=values, formula=text_["formula"],

@@ -30,6 +30,17 @@ def masked_scores_entry(cfg, T: int, h: int) -> tuple:
             f"{T} × {T} → {T} × {T}")
 
 
+def cut_scores_entry(T: int, h: int, cuts: list[str]) -> dict:
+    """The masked-scores step when attention edges are cut there (``cuts`` described, e.g. "2.3:sat(3)>cat(2)")."""
+    n = len(cuts)
+    return {"title": f"Masked scores, head {h}: {n} edge{'s' if n != 1 else ''} cut",
+            "formula": "S′ᵢⱼ = −∞ for each cut edge (query i → key j), S′ᵢⱼ = Sᵢⱼ for every other pair",
+            "description": (f"Cut here: {', '.join(cuts)}. A cut stops query i reading key j: its score is "
+                            "pushed to minus infinity, so softmax gives that key weight 0 and the query's "
+                            "other weights share what it had. Every other score is unchanged."),
+            "shape_text": f"{T} × {T} → {T} × {T}, {n} of {T * T} scores cut"}
+
+
 def describe(name: str, cfg, T: int, layer: int, head: int, pooling: str) -> dict:
     """-> {"title", "formula", "description", "shape_text"} for one step (layer, head 0-based)."""
     D, H, F = cfg.dim, cfg.n_heads, cfg.hidden_dim

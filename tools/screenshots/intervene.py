@@ -68,10 +68,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     app, w = sample_window("encoderscope-intervene-shots-")
     w.resize(*DEFAULT)
-    from app.gui.panels.intervene import panel as P
+    from app.gui.panels import model_calls
     from core.intervene.spec import Intervention
     if args.map_cache is not None:
-        P.importance_cache_dir = lambda: args.map_cache
+        model_calls.importance_cache_dir = lambda: args.map_cache
     w.show_panel("Intervene")
     panel = w.optional_panels["Intervene"]
     spin(app, until=lambda: panel.follow.backend is not None, timeout=300)

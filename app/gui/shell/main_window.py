@@ -71,6 +71,7 @@ class MainWindow(QMainWindow):
         self.resize(1200, 780)
         self._error_boxes: list[QMessageBox] = []
         self.tour = None                 # the Start here tour, made when first shown
+        self._patch_failures_followed = False   # the Intervene tab's refusals reach Step by step
 
         self.model_bar = ModelBar(self.state, self)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.model_bar)
@@ -175,7 +176,9 @@ class MainWindow(QMainWindow):
         panel.editor.text_b.setText(b)
         panel.editor.sites.setText(site)
         walk = self.optional_panels["Step by step"]
-        panel.failed.connect(walk.patch_failed, Qt.ConnectionType.UniqueConnection)
+        if not self._patch_failures_followed:     # once: a unique connection silently fails on a wrapped slot
+            panel.failed.connect(walk.patch_failed)
+            self._patch_failures_followed = True
         walk.follow_patch(a, parse_site(site)[0], applying=True)   # before apply: it may fail at once
         panel.apply()
         self.tabs.setCurrentWidget(self._panel_tabs["Step by step"])
@@ -189,7 +192,18 @@ class MainWindow(QMainWindow):
         """An Attention heatmap cell: that edge cut in the Causal tab (its Edge cuts page shows the effect)."""
         self.optional_panels["Causal"].add_cut(text, layer, head, query, key)
         where = f"{layer + 1}" if head is None else f"{layer + 1}.{head + 1}"
-        self.state.status.emit(f"Attention edge {where}: token {query} -> {key} cut: see the Causal tab's Edge cuts")
+        self.state.status.emit(f"Attention edge {where}: token {query} → {key} cut: the Causal tab's Edge cuts "
+                               "page shows what it changes (the link beside the heatmap opens it)")
+
+    def _cuts_shown(self, page: str, result) -> None:
+        """The Edge cuts page's cuts, crossed out on the Attention tab's heatmap of their sentence."""
+        if page == "cuts" and self.optional_panels.built("Attention"):
+            self.optional_panels["Attention"].mark_cuts(result.text, result.spec.cuts)
+
+    def _show_edge_cuts(self) -> None:
+        causal = self.optional_panels["Causal"]
+        causal.pages.setCurrentWidget(causal.cuts_view)
+        self.show_panel("Causal")
 
     def _build_panel(self, title: str):
         """Build the panel of tab ``title`` into its holder (LazyPanels calls this once)."""
@@ -201,8 +215,10 @@ class MainWindow(QMainWindow):
         if title == "Causal":
             panel.patch_requested.connect(self._open_patch)
             panel.cuts_walk_requested.connect(self._walk_cuts)
+            panel.shown.connect(self._cuts_shown)
         if title == "Attention":
             panel.edge_clicked.connect(lambda *edge: self._cut_edge(*edge))
+            panel.show_cuts_requested.connect(self._show_edge_cuts)
         if title in MAP_PANEL:
             panel.search_requested.connect(self.search_for)
             if self._last_search is not None:

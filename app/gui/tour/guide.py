@@ -112,7 +112,7 @@ class Tour(QFrame):
         self.body.setObjectName("tour_body")
         self.body.setWordWrap(True)
         self.body.setTextFormat(Qt.TextFormat.RichText)
-        self.offers = QHBoxLayout()               # the stop's own buttons (e.g. Train one in the lab)
+        self.offers = QVBoxLayout()               # the stop's own buttons, one a row: never cut by the width
         self.counter = QLabel()
         self.dont_show = QCheckBox("Don't show this again at start-up")
         self.dont_show.setObjectName("tour_dont_show")

@@ -10,9 +10,10 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from PySide6.QtWidgets import QWidget
+
+from app.gui.wording import model_label
 
 LAB_STEPS = 300                   # minilm + a fresh MLM head: guesses words after ~4 min on 2 CPU cores
 
@@ -76,9 +77,9 @@ def _fillmask_text(window) -> str:
     if _inspected_has_mlm(window):
         return ("Write a sentence with <b>[MASK]</b> where a word is missing, e.g. <i>The cat sat on the "
                 "[MASK].</i>, and press Enter: the model's top guesses and their probabilities.")
-    name = Path(str(getattr(window.state.inspect_backend, "model_name", "") or "this model")).name
+    name = model_label(getattr(window.state.inspect_backend, "model_name", "") or "this model")
     ready = _ready_mlm_models()
-    found = (f" On this machine: <b>{html.escape(ready[0])}</b> has one." if ready else "")
+    found = (f" On this machine: <b>{html.escape(model_label(ready[0]))}</b> has one." if ready else "")
     return (f"Fill-mask shows the model's guesses for a <b>[MASK]</b>ed word. It needs a masked-language "
             f"head, and <b>{html.escape(name)}</b> was published without one.{found} What works offline: "
             f"<b>train one in the lab</b> (minilm + a new head, {LAB_STEPS} steps on the sample corpus, a "
@@ -90,7 +91,7 @@ def _fillmask_actions(window):
     if _inspected_has_mlm(window):
         return []
     ready = _ready_mlm_models()[:1]
-    offers = [(f"Inspect with {Path(name).name}", lambda tour, n=name: inspect_with(tour.window_, n))
+    offers = [(f"Inspect with {model_label(name)}", lambda tour, n=name: inspect_with(tour.window_, n))
               for name in ready]
     return offers + [("Train one in the lab", lambda tour: tour.detour(lab_detour(tour.window_))),
                      ("Open a model folder…", lambda tour: tour.window_.inspect_bar.browse.click())]
@@ -136,6 +137,24 @@ def _intervene_editor(window):
     return panel.editor.heads if panel is not None else None
 
 
+def _walk_map(window):
+    """Step by step's architecture map, its Steps view shown (not Positions or Batch of two)."""
+    panel = _panel(window, "Step by step")
+    if panel is None:
+        return None
+    if panel.stack.currentIndex() != 0:
+        panel.set_view(0)
+    return panel.left_tabs
+
+
+def _causal_sweep(window):
+    panel = _panel(window, "Causal")
+    if panel is None:
+        return None
+    panel.pages.setCurrentWidget(panel.sweep_view)
+    return panel.sweep_view.picture
+
+
 def _run_panel(window):
     """The lab's Run page (app/gui/panels/train/panel.py)."""
     return _panel(window, "Train").run_panel
@@ -161,7 +180,7 @@ STOPS = (
              "the feed-forward network, pooling. Each step shows its formula, its real numbers and "
              "a badge proving they are the model's. Click a block of the ringed architecture map "
              "(or a step in its <b>List</b> tab), or use <b>Next ▶</b> (Alt+Right).",
-             _attr(lambda w: _panel(w, "Step by step"), "left_tabs"),
+             _walk_map,
              _attrs(lambda w: _panel(w, "Step by step"), "next_button")),
     TourStop("Search", "Why: a hit explained",
              "Back in Search: select a hit and press the ringed <b>Why?</b> button. The score is "
@@ -177,6 +196,13 @@ STOPS = (
              "the difference, and how far the sentence's vector moved. <b>Importance map</b> switches "
              "every part off in turn and measures what each one is worth.",
              _intervene_editor, _attrs(lambda w: _panel(w, "Intervene"), "apply_button")),
+    TourStop("Causal", "Causal: where does the information live?",
+             "Sentences <b>A</b> and <b>B</b> differ in one word. Press <b>Run sweep</b>: each cell of the "
+             "ringed map patches one site of A (a layer at one token) with B's numbers and says how far "
+             "A's vector moved toward B's (0 → 1). Click a cell to walk that patch in Step by step. The "
+             "other pages trace, attribute and cut attention edges; each says its question, and "
+             "<i>what is this?</i> opens its explanation.",
+             _causal_sweep, _attrs(lambda w: getattr(_panel(w, "Causal"), "sweep_view", None), "run_button")),
     TourStop("Map", "And then",
              "The ringed <b>Map</b> draws the whole corpus in 2-D, clustered: hover a point to read "
              "its sentence. <b>Train</b> trains the from-scratch encoder; <b>Step by step → Export "

@@ -8,7 +8,8 @@
 Every cell of one matrix gets the same number of decimals, chosen so that its largest finite
 magnitude keeps ``SIGNIFICANT`` significant digits: attention weights (≤ 1) read ".528",
 raw scores (±6) "4.53", a LayerNorm output with a 40-wide outlier "41.2". A number that rounds
-to zero but is not zero keeps its decimals ("0.00"), so it is never confused with an exact 0.
+to zero but is not zero keeps its decimals (".00", written like its neighbours ".04", "-.01"),
+so it is never confused with an exact 0.
 Magnitudes too large or too small for fixed decimals are written in e-notation. Every text is
 parseable by ``float`` (after the two symbols ``−∞`` / ``∞``), within half the last digit.
 """
@@ -51,7 +52,7 @@ class CellFormat:
             return f"{v:.{SIGNIFICANT - 1}e}"
         text = f"{v:.{self.decimals}f}"
         if float(text) == 0.0:
-            return text.lstrip("-")          # "0.00": not an exact 0; "-0.00" would read as negative
+            text = text.lstrip("-")          # "-0.00" would read as negative
         # a leading "0." costs a character the narrow cells do not have: ".528", "-.528"
         if text.startswith("0.") and len(text) > 2:
             text = text[1:]

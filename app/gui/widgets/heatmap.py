@@ -194,6 +194,14 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.row_band.setZValue(15)
         self.row_band.hide()
         self.plot.addItem(self.row_band, ignoreBounds=True)
+        self.marks = QtWidgets.QGraphicsPathItem()      # cells marked (an attention edge cut): a cross
+        mpen = pg.mkPen("#111111", width=2)
+        mpen.setCosmetic(True)
+        self.marks.setPen(mpen)
+        self.marks.setZValue(18)
+        self.plot.addItem(self.marks, ignoreBounds=True)
+        self.marked: list[tuple[int, int]] = []
+        self.click_hint = ""                            # said in the tooltip: what a click does
         self.placeholder = pg.TextItem("", color=fg.name(), anchor=(0.5, 0.5))
         self.plot.addItem(self.placeholder, ignoreBounds=True)
         self.plot.vb.setRange(xRange=(-0.5, 0.5), yRange=(-0.5, 0.5), padding=0)
@@ -234,7 +242,20 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.plot.vb.setLimits(xMin=-0.5, xMax=max(cols, 1) - 0.5, yMin=-0.5, yMax=max(rows, 1) - 0.5)
         self.plot.vb.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0)
         self._set_hover(-1, -1, emit=False)
+        self.set_marks([])
         self._update_values()
+
+    def set_marks(self, cells) -> None:
+        """A cross over each (row, column) of ``cells`` (those outside the matrix are skipped)."""
+        rows, cols = self.matrix.shape
+        self.marked = [(i, j) for i, j in cells if 0 <= i < rows and 0 <= j < cols]
+        path = QtGui.QPainterPath()
+        for i, j in self.marked:
+            for (x0, y0), (x1, y1) in (((-0.35, -0.35), (0.35, 0.35)), ((-0.35, 0.35), (0.35, -0.35))):
+                path.moveTo(j + x0, i + y0)
+                path.lineTo(j + x1, i + y1)
+            path.addRect(QtCore.QRectF(j - 0.45, i - 0.45, 0.9, 0.9))
+        self.marks.setPath(path)
 
     def set_placeholder(self, text: str) -> None:
         """A message in the middle of the empty plot (before the first matrix)."""
@@ -325,7 +346,9 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         v = float(self.matrix[i, j])
         return (f"query <b>{html.escape(self.row_labels[i])}</b> (token {self.positions[i]})<br>"
                 f"key <b>{html.escape(self.col_labels[j])}</b> (token {self.positions[j]})<br>"
-                f"weight <b>{v:.4f}</b>")
+                f"weight <b>{v:.4f}</b>"
+                + (" · <b>cut</b>" if (i, j) in self.marked else "")
+                + (f"<br><i>{self.click_hint}</i>" if self.click_hint else ""))
 
     def _mouse_moved(self, evt) -> None:
         pos = evt[0]
@@ -365,6 +388,13 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         i, j = self.cell_at(ev.scenePos())
         if i >= 0:
             self.cell_clicked.emit(i, j)
+
+    def viewportEvent(self, ev):
+        # the cell's tooltip is shown on mouse moves; QGraphicsView's own tooltip event (a resting
+        # mouse, ~1 s later) asks the scene, whose items have none, and would hide it
+        if ev.type() == QtCore.QEvent.Type.ToolTip:
+            return True
+        return super().viewportEvent(ev)
 
     def leaveEvent(self, ev):
         self._set_hover(-1, -1)

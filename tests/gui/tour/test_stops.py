@@ -116,3 +116,28 @@ def test_the_fillmask_stop_offline_offers_the_lab_and_a_folder(qtbot, make_windo
     assert tour.stop.target(w) is fill.text_edit
     qtbot.mouseClick(tour.next_button, Qt.MouseButton.LeftButton)
     assert tour.index == 5
+
+
+def test_the_causal_stop_and_step_by_steps_map_shown_and_offers_never_cut(qtbot, make_window, tiny_store_template,
+                                                                        monkeypatch):
+    from app.gui.tour import stops as S
+    w = make_window(tiny_store_template)
+    titles = [s.tab for s in STOPS]
+    assert titles.index("Causal") == titles.index("Map") - 1
+    w.show_panel("Step by step")
+    w.optional_panels["Step by step"].set_view(2)                    # Batch of two: no map on screen
+    tour = w.show_tour()
+    tour.go(titles.index("Step by step"))
+    _check_stop(qtbot, w, tour, "step by step from Batch of two")
+    monkeypatch.setattr(S, "_ready_mlm_models", lambda: ["/home/someone/models/bert-with-head"])
+    tour.go(titles.index("Fill-mask"))
+    qtbot.waitUntil(lambda: w.state.inspect_backend is not None, timeout=60_000)
+    tour.go(titles.index("Fill-mask"))
+    assert "/home/someone" not in tour.body.text() and "bert-with-head" in tour.body.text()
+    assert len(tour.action_buttons) == 3
+    qtbot.waitUntil(lambda: all(b.isVisible() for b in tour.action_buttons))    # shown once laid out
+    for b in tour.action_buttons:                                    # each label whole
+        assert b.isVisible() and b.width() >= b.sizeHint().width(), b.text()
+    tour.go(titles.index("Causal"))
+    _check_stop(qtbot, w, tour, "the causal stop")
+    assert "Run sweep" in tour.body.text()

@@ -41,6 +41,7 @@ class AttentionPanel(QtWidgets.QWidget):
     exported = QtCore.Signal(object)         # the Path of each file written by an export
     export_failed = QtCore.Signal(str, str)  # path, why ("cancelled" when cancelled)
     edge_clicked = QtCore.Signal(str, int, object, int, int)   # text, layer, head (None: all), query, key
+    show_cuts_requested = QtCore.Signal()     # "open the Causal tab's Edge cuts"
 
     def __init__(self, state, parent=None, auto_inspect: bool = True):
         super().__init__(parent)
@@ -56,6 +57,7 @@ class AttentionPanel(QtWidgets.QWidget):
         self.labels: list[str] = []
         self.exporter = AttentionExporter(state, self, self._export_source, self._saved)
         self._info_html = ""
+        self._cuts = ("", frozenset())       # (sentence, Cuts) of the Causal tab's Edge cuts: crossed out
         self.intervention = current_intervention(state)     # said under the info line while one is applied
         self.intervention.changed.connect(lambda _spec: self._set_info(self._info_html))
         self._build()
@@ -105,6 +107,7 @@ class AttentionPanel(QtWidgets.QWidget):
 
     # ---- model + requests ---------------------------------------------------------------------
     def _on_backend(self, backend) -> None:
+        self._cuts = ("", frozenset())            # the cuts were the last model's (the Causal tab clears them too)
         if backend is None:
             self._set_info("<i>Loading the model …</i>")
             self.inspect_button.setEnabled(False)
@@ -291,6 +294,7 @@ class AttentionPanel(QtWidgets.QWidget):
         self.matrix = A.hide(self.current_matrix_full(), keep, renormalise=renorm)
         note = " (rows renormalised)" if renorm else ""
         self.heatmap.set_matrix(self.matrix, self.labels, title=self.title() + note, positions=keep)
+        self._show_cuts()
         self.hover_label.setText("Hover a cell to read its weight.")
         self.heatmap.set_show_values(self.show_values.isChecked())
         grid_att = A.hide(self.inspection.attentions, keep, renormalise=renorm)
@@ -308,7 +312,8 @@ class AttentionPanel(QtWidgets.QWidget):
 
     def _hovered(self, i: int, j: int, v: float) -> None:
         if i < 0:
-            self.hover_label.setText("Hover a cell to read its weight.")
+            self.hover_label.setText("Hover a cell to read its weight."
+                                     + (" Click one to cut that edge." if self.cuttable() else ""))
             return
         row = self.matrix[i]
         names = A.distinct_labels(self.labels)
@@ -316,7 +321,29 @@ class AttentionPanel(QtWidgets.QWidget):
             f"<b>{html.escape(names[i])}</b> → <b>{html.escape(names[j])}</b>: <b>{v:.4f}</b><br>"
             f"<span style='color:gray'>the row of token {self.heatmap.positions[i]} sums to {row.sum():.3f}; "
             f"its largest weight goes to "
-            f"{html.escape(names[int(row.argmax())])}</span>")
+            f"{html.escape(names[int(row.argmax())])}</span>"
+            + ("<br><i>click: cut this edge (Causal ▸ Edge cuts)</i>" if self.cuttable() else ""))
+
+    def cuttable(self) -> bool:
+        """Whether a click on the heatmap cuts an edge (one head, or the heads' mean: every head)."""
+        return self.inspection is not None and self.mode in ("head", "mean") and not self.pair_edit.text().strip()
+
+    def mark_cuts(self, text: str, cuts) -> None:
+        """The edges cut in the Causal tab (core.intervene.edges.Cut of ``text``): crossed out here."""
+        self._cuts = (text, frozenset(cuts))
+        self._show_cuts()
+
+    def _show_cuts(self) -> None:
+        text, cuts = self._cuts
+        self.heatmap.click_hint = ("click: cut this edge (the Causal tab's Edge cuts page shows what it changes)"
+                                   if self.cuttable() else "")
+        here = [c for c in cuts if self.inspection is not None and text == self.text_edit.text()
+                and c.layer == self.layer and (c.head is None or (self.mode == "head" and c.head == self.head))]
+        where = {p: i for i, p in enumerate(self.heatmap.positions)}
+        self.heatmap.set_marks([(where[c.query], where[c.key]) for c in here if c.query in where and c.key in where])
+        shown = ", ".join(sorted(c.describe() for c in cuts)) if text == self.text_edit.text() else ""
+        self.cuts_label.setText(f"<b>Cut</b> (crossed out): {html.escape(shown)} · <a href='#cuts'>open Edge "
+                                "cuts</a>" if shown else "")
 
     def _cell_clicked(self, i: int, j: int) -> None:
         """A cell of one head (or of the heads' mean: every head) is an edge the Causal tab can cut."""

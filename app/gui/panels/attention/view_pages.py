@@ -46,7 +46,12 @@ def build_view_pages(panel) -> QtWidgets.QStackedWidget:
     panel.links_label.setWordWrap(True)
     panel.links_label.setTextFormat(Qt.TextFormat.RichText)
     panel.links_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-    for w in (panel.explain_label, _rule(), panel.hover_label, _rule(), panel.links_label):
+    panel.cuts_label = QtWidgets.QLabel("")          # the edges cut in the Causal tab, and the way there
+    panel.cuts_label.setObjectName("attention_cuts")
+    panel.cuts_label.setWordWrap(True)
+    panel.cuts_label.setTextFormat(Qt.TextFormat.RichText)
+    panel.cuts_label.linkActivated.connect(lambda _href: panel.show_cuts_requested.emit())
+    for w in (panel.explain_label, _rule(), panel.hover_label, panel.cuts_label, _rule(), panel.links_label):
         side_layout.addWidget(w)
     side_layout.addStretch(1)
     side.setMinimumWidth(200)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.gui.panels.intervene.compute import _asked, _said, ours
+from app.gui.panels.model_calls import asked, ours, said
 from core.errors import InputError
 
 
@@ -25,8 +25,8 @@ def sweep_fn(backend, a: str, b: str, kind: str, target: str = "", progress=None
         raise InputError("a patching sweep needs sentence A and sentence B (the same length, a word changed)")
     mask = backend.tokenizer.mask_token
     word = _word(target) if mask and mask.lower() in a.lower() else None
-    return patch_sweep(backend, a, b, kind, target=word, progress=_said(progress, f"Sweep ({kind})"),
-                       cancel=_asked(cancel))
+    return patch_sweep(backend, a, b, kind, target=word, progress=said(progress, f"Sweep ({kind})"),
+                       cancel=asked(cancel))
 
 
 def attribute_fn(backend, text: str, method: str, other: str | None, word: str | None, steps: int,
@@ -36,7 +36,7 @@ def attribute_fn(backend, text: str, method: str, other: str | None, word: str |
     if not text.strip():
         raise InputError("type a sentence whose tokens are scored")
     return attribute(backend, text, method, other=other, word=word, steps=steps, baseline=baseline,
-                     progress=_said(progress, "Integrated gradients"), cancel=_asked(cancel))
+                     progress=said(progress, "Integrated gradients"), cancel=asked(cancel))
 
 
 def trace_fn(backend, text: str, words: str, noise: float, samples: int, seed: int, target: str = "",
@@ -47,7 +47,20 @@ def trace_fn(backend, text: str, words: str, noise: float, samples: int, seed: i
     mask = backend.tokenizer.mask_token
     word = _word(target) if mask and mask.lower() in text.lower() else None
     return causal_trace(backend, text, chosen, noise=noise, samples=samples, seed=seed, target=word,
-                        progress=_said(progress, "Causal trace"), cancel=_asked(cancel), resample=resample)
+                        progress=said(progress, "Causal trace"), cancel=asked(cancel), resample=resample)
+
+
+def p_note(backend, text: str, target: str) -> str:
+    """Why p(word) at a [MASK] is not read for ``text`` ('' when it is, or nothing asked for it)."""
+    mask = getattr(backend.tokenizer, "mask_token", None) or "[MASK]"
+    has_mask = mask.lower() in text.lower()
+    if has_mask and not getattr(backend, "has_mlm", False):
+        return (f"A has {mask}, but this model has no masked-LM head: p at the mask cannot be read, so only the "
+                "sentence vector's side is shown")
+    if not has_mask and target.strip():
+        return (f"“p of {target.strip()}” is read at a {mask} in A, and A has none: only the sentence vector's "
+                "side is shown")
+    return ""
 
 
 @dataclass
@@ -101,7 +114,7 @@ def head_gradient_fn(backend, metric: str, seed: int, cache_dir=None, progress=N
     from core.intervene.importance import importance_map
     ours(backend)
     m = importance_map(backend, metric, seed=seed, cache_dir=cache_dir,
-                       progress=_said(progress, f"Measured drop ({metric})"), cancel=_asked(cancel))
-    grads = head_gradient_importance(backend, metric, seed=seed, progress=_said(progress, "Gradients"),
-                                     cancel=_asked(cancel))
+                       progress=said(progress, f"Measured drop ({metric})"), cancel=asked(cancel))
+    grads = head_gradient_importance(backend, metric, seed=seed, progress=said(progress, "Gradients"),
+                                     cancel=asked(cancel))
     return HeadGradients(grads, m, agreement(grads, m.heads), agreement(grads, np.abs(m.heads)), LOSSES[metric])

@@ -12,12 +12,16 @@ model; a model switch cancels the work and clears every page.
 """
 from __future__ import annotations
 
+import html
+
 from PySide6 import QtCore, QtWidgets
 
 from app.gui.follow_model import FollowModel
+from app.gui.panels import model_calls
 from app.gui.panels.causal import compute as C
 from app.gui.panels.causal.views import AttributionView, CutsView, HeadGradientView, SweepView, TraceView
 from app.gui.widgets.line_edit import long_line_edit
+from app.gui.wording import model_label
 
 EXAMPLE_A, EXAMPLE_B = "The cat sat on the mat.", "The dog sat on the mat."
 PAGES = ("sweep", "attribute", "trace", "cuts", "heads")
@@ -68,10 +72,18 @@ class CausalPanel(QtWidgets.QWidget):
             self.pages.addTab(view, title)
             view.run_requested.connect(lambda settings, page=page: self.run(page, settings))
             view.cancel_requested.connect(lambda page=page: self.state.jobs.cancel(f"causal.{page}"))
-        self.sweep_view.cell_clicked.connect(
-            lambda site: self.patch_requested.emit(self.text_a.text(), self.text_b.text(), site))
+        self.sweep_view.cell_clicked.connect(self._patch_cell)
         self.cuts_view.walk_requested.connect(self._walk_cuts)
         outer.addWidget(self.pages, 1)
+        self.shown_args: dict[str, tuple] = {}      # page -> the worker arguments of the picture it shows
+        for edit in (self.text_a, self.text_b, self.target):
+            edit.textChanged.connect(self._mark_stale)
+        for view in self.views.values():           # every setting of every page's form
+            for kind, changed in ((QtWidgets.QLineEdit, "textChanged"), (QtWidgets.QComboBox, "currentIndexChanged"),
+                                  (QtWidgets.QAbstractSpinBox, "valueChanged"), (QtWidgets.QCheckBox, "toggled")):
+                for child in view.findChildren(kind):
+                    if hasattr(child, changed):
+                        getattr(child, changed).connect(self._mark_stale)
 
     # ---- running -------------------------------------------------------------------------------
     def request(self, page: str, s: dict) -> tuple:
@@ -86,8 +98,7 @@ class CausalPanel(QtWidgets.QWidget):
             resample = b if s.get("resample") else None
             return C.trace_fn, (a, s["words"], s["noise"], s["samples"], s["seed"], target, resample)
         if page == "heads":
-            from app.gui.panels.intervene.panel import importance_cache_dir
-            return C.head_gradient_fn, (s["metric"], 0, importance_cache_dir())
+            return C.head_gradient_fn, (s["metric"], 0, model_calls.importance_cache_dir())
         return C.cuts_fn, (a, s["cuts"], target)
 
     def run(self, page: str, settings: dict | None = None) -> bool:
@@ -97,7 +108,7 @@ class CausalPanel(QtWidgets.QWidget):
         view.say("")
         ran = self.follows[page].run(
             fn, *args, label=f"Causal: {page}",
-            on_result=lambda result, backend: self._show(page, result),
+            on_result=lambda result, backend: self._show(page, result, args),
             on_error=lambda message: self._error(page, message),
             on_progress=view.on_progress,
             on_cancelled=lambda: self._cancelled(page),
@@ -126,9 +137,35 @@ class CausalPanel(QtWidgets.QWidget):
         if r is not None:
             self.cuts_walk_requested.emit(r.text, r.spec.cuts)
 
-    def _show(self, page: str, result) -> None:
-        self.views[page].show_result(result)
+    def _patch_cell(self, site: str) -> None:
+        """A sweep cell: the patch of the sweep shown (its own A and B, whatever is typed now)."""
+        a, b = self.shown_args["sweep"][:2]
+        self.patch_requested.emit(a, b, site)
+
+    def _show(self, page: str, result, args: tuple) -> None:
+        self.shown_args[page] = args
+        view = self.views[page]
+        view.show_result(result)
+        backend = self.follows[page].backend
+        at = {"sweep": 3, "trace": 5, "cuts": 2}.get(page)          # the target's place in the page's arguments
+        note = C.p_note(backend, args[0], args[at]) if at is not None and backend is not None else ""
+        if note:
+            view.info.setText(view.info.text() + f"<br><span style='color:#b35900'>{html.escape(note)}</span>")
+        self._mark_stale()
         self.shown.emit(page, result)
+
+    def _mark_stale(self, *_) -> None:
+        """A page whose picture was computed from other inputs than those typed now says so."""
+        for page, view in self.views.items():
+            shown = self.shown_args.get(page) if view.result is not None else None
+            if shown is None or self.request(page, view.settings())[1] == shown:
+                view.set_stale("")
+                continue
+            a, b = shown[0], shown[1] if page == "sweep" else None
+            which = f"A “{html.escape(a)}”" + (f" and B “{html.escape(b)}”" if b is not None else "")
+            view.set_stale(f"This picture is of {which} with the settings it ran with: the inputs have changed "
+                           f"since. Press <b>{view.run_label}</b> to compute it for the new ones"
+                           + (" (a cell click still applies the patch shown)." if page == "sweep" else "."))
 
     def _error(self, page: str, message: str) -> None:
         self.views[page].say(message, error=True)      # the last good picture stays
@@ -144,8 +181,9 @@ class CausalPanel(QtWidgets.QWidget):
         for page in PAGES:
             self.state.jobs.cancel(f"causal.{page}")
             self.follows[page].drop()
-        name = getattr(backend, "model_name", None)
-        note = "Loading the model …" if backend is None else f"{name}: press Run"
+        note = "Loading the model …" if backend is None else model_label(backend.model_name)
+        self.shown_args.clear()
         for view in self.views.values():
             view.clear(note)
+            view.set_stale("")
             view.run_button.setEnabled(backend is not None)

@@ -13,9 +13,13 @@ import html
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
+from app.gui.widgets.doc_link import QuestionLine
+from app.gui.widgets.empty_state import EmptyState
 from app.gui.widgets.heatmap import HeatmapWidget
+from app.gui.widgets.run_bar import RunBar
+from app.gui.widgets.significant import sig, signed
 
 DIVERGING = "CET-D1"
 
@@ -32,46 +36,67 @@ class ValueHeatmap(HeatmapWidget):
 
 
 class Page(QtWidgets.QWidget):
+    """A page: its question (how to read the answer, a link to its docs section), its form, Run,
+    progress and Cancel, a line of numbers, and its picture (words naming the button until drawn)."""
     run_requested = QtCore.Signal(dict)
     cancel_requested = QtCore.Signal()
     run_label = "Run"
+    question, how_to_read, doc_section = "", "", ""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.outer = QtWidgets.QVBoxLayout(self)
         self.outer.setContentsMargins(0, 0, 0, 0)
-        self.bar = QtWidgets.QHBoxLayout()
-        self.run_button = QtWidgets.QPushButton(self.run_label)
+        self.about = QuestionLine(self.question, self.how_to_read, "causal.md", self.doc_section)
+        self.outer.addWidget(self.about)
+        self.bar = QtWidgets.QHBoxLayout()          # the page's settings, then its RunBar (finish_bar)
+        self.run_bar = RunBar(self.run_label, f"causal_{type(self).__name__.lower()}")
+        self.run_button, self.progress, self.cancel_button = (self.run_bar.run_button, self.run_bar.progress,
+                                                              self.run_bar.cancel_button)
         self.run_button.clicked.connect(lambda: self.run_requested.emit(self.settings()))
-        self.progress = QtWidgets.QProgressBar()
-        self.cancel_button = QtWidgets.QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel_requested)
         self.outer.addLayout(self.bar)
         self.info = QtWidgets.QLabel()
         self.info.setWordWrap(True)
         self.info.setTextFormat(QtCore.Qt.TextFormat.RichText)
         self.outer.addWidget(self.info)
+        self.stale = QtWidgets.QLabel()
+        self.stale.setObjectName("causal_stale")
+        self.stale.setWordWrap(True)
+        self.stale.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.stale.setStyleSheet("color: #b35900;")
+        self.stale.hide()
+        self.outer.addWidget(self.stale)
+
+    def set_stale(self, text: str) -> None:
+        """Say (or stop saying) that the picture is of other inputs than those typed now."""
+        self.stale.setText(text)
+        self.stale.setVisible(bool(text))
+
+    def add_picture(self, widget: QtWidgets.QWidget, stretch: int = 1) -> None:
+        """The page's picture, behind words (which name the Run button) until there is a result."""
+        self.picture = EmptyState(widget, f"causal_{type(self).__name__.lower()}")
+        self.outer.addWidget(self.picture, stretch)
+
+    def empty_words(self, note: str = "") -> str:
+        return (f"{note + ': ' if note else ''}press “{self.run_label}” above to compute this page for the "
+                "sentences at the top.")
 
     def finish_bar(self) -> None:
-        self.bar.addWidget(self.run_button)
-        self.bar.addWidget(self.progress, 1)
-        self.bar.addWidget(self.cancel_button)
+        self.bar.addWidget(self.run_bar, 1)
         self.set_running(False)
 
     def settings(self) -> dict:
         return {}
 
     def set_running(self, running: bool) -> None:
-        self.run_button.setEnabled(not running)
-        self.cancel_button.setEnabled(running)
-        self.progress.setVisible(running)
-        if running:
-            self.progress.setRange(0, 0)
+        self.run_bar.set_running(running)
+        if getattr(self, "result", None) is None and hasattr(self, "picture"):
+            self.picture.say("Computing … (the bar above shows how far; Cancel stops it)" if running
+                             else self.empty_words())
 
     def on_progress(self, done: int, total: int, message: str) -> None:
-        self.progress.setRange(0, max(total, 1))
-        self.progress.setValue(done)
-        self.progress.setFormat(f"{message}: %v of %m")
+        self.run_bar.on_progress(done, total, message)
 
     def say(self, text: str, error: bool = False) -> None:
         self.info.setText(f"<span style='color:#c0392b'>{html.escape(text)}</span>" if error else text)
@@ -88,11 +113,12 @@ class MapPage(Page):
     def clear(self, note: str = "") -> None:
         self.result = None
         self.heatmap.set_matrix(np.zeros((0, 0)), [], [])
-        self.heatmap.set_placeholder(note)
-        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+        self.picture.say(note if note.endswith("…") else self.empty_words(note))
+        self.info.setText("")
 
     def show_result(self, r) -> None:
         self.result = r
+        self.picture.show_content()
         self.show_p.setEnabled(getattr(r, self.P_VALUES) is not None)
         self._draw()
 
@@ -104,6 +130,10 @@ class MapPage(Page):
 class SweepView(MapPage):
     cell_clicked = QtCore.Signal(str)       # the clicked cell's site, as `patch --site` takes it
     run_label = "Run sweep"
+    question = "Where in the network does the difference between A and B live?"
+    how_to_read = ("Each cell patches one site (a layer at one token, one head, or one FFN) from B into A: "
+                   "0 = A's vector unchanged, 1 = it became B's. Click a cell to walk that patch step by step.")
+    doc_section = "1. Patching sweeps"
     VALUES, P_VALUES = "values", "delta_p"
 
     def __init__(self, parent=None):
@@ -125,8 +155,8 @@ class SweepView(MapPage):
         self.heatmap.set_colormap(DIVERGING)
         self.heatmap.colorbar.getAxis("right").setLabel("fraction of the way to B")
         self.heatmap.cell_clicked.connect(self._clicked)
-        self.outer.addWidget(self.heatmap, 1)
-        self.clear("Patch every site of one kind from B into A, one at a time")
+        self.add_picture(self.heatmap)
+        self.clear()
 
     def settings(self) -> dict:
         return {"kind": self.kind.currentData()}
@@ -142,7 +172,7 @@ class SweepView(MapPage):
         title = (f"p({r.target}) patched − p in A" if p_shown else "fraction of the way to B")
         self.heatmap.set_matrix(m, r.rows, r.cols, title=title, levels=(-top, top))
         self.heatmap.colorbar.getAxis("right").setLabel("Δp" if p_shown else "fraction of the way to B")
-        extra = (f" · p({html.escape(str(r.target))}) at the mask: A {r.p_a:.4f}, B {r.p_b:.4f}"
+        extra = (f" · p({html.escape(str(r.target))}) at the mask: A {sig(r.p_a)}, B {sig(r.p_b)}"
                  if r.delta_p is not None else "")
         self.info.setText(f"cos(A, B) <b>{r.cosine_a_b:.4f}</b> · {r.site} sites · {r.pooling} pooling · "
                           f"{r.precision}{extra} · <i>click a cell to apply that one patch and walk it step by "
@@ -161,6 +191,10 @@ class SweepView(MapPage):
 
 class AttributionView(Page):
     run_label = "Attribute"
+    question = "Which tokens of A drive the score: its cosine with B, or p(word) at the [MASK]?"
+    how_to_read = ("One bar per token: red raises the score, blue lowers it. Integrated gradients' bars add "
+                   "up to the score's change from the baseline; the gap says how closely.")
+    doc_section = "3. Gradient attributions"
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -183,25 +217,63 @@ class AttributionView(Page):
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.7)
         self.plot.addItem(self.bars)
         self.plot.showGrid(y=True, alpha=0.3)
-        self.outer.addWidget(self.plot, 1)
-        self.clear("Which tokens drive the similarity to B, or the masked word")
+        self.plot.setLabel("bottom", "token of A")
+        self.plot.setLabel("left", "attribution")
+        self.value_items: list = []              # each bar's number, over (or under) it
+        self._hover = pg.SignalProxy(self.plot.scene().sigMouseMoved, rateLimit=30, slot=self._mouse_moved)
+        self.add_picture(self.plot)
+        self.clear()
 
     def settings(self) -> dict:
         return {"target": self.target.currentData(), "method": self.method.currentData(), "steps": self.steps.value()}
 
+    def bar_tooltip(self, i: int) -> str:
+        r = self.result
+        a = np.asarray(r.attributions, dtype=float)
+        share = f" ({a[i] / a.sum():.0%} of the sum)" if abs(a.sum()) > 1e-12 else ""
+        return (f"token {i} <b>{html.escape(r.tokens[i])}</b>: {html.escape(r.method)} <b>{a[i]:+.6f}</b>{share}"
+                f"<br>{'raises' if a[i] >= 0 else 'lowers'} {html.escape(r.target)}")
+
+    def _mouse_moved(self, evt) -> None:
+        if self.result is None:
+            return
+        x = self.plot.getViewBox().mapSceneToView(evt[0]).x()
+        i = int(round(x))
+        if 0 <= i < len(self.result.tokens) and abs(x - i) <= 0.35:
+            QtWidgets.QToolTip.showText(QtGui.QCursor.pos(), self.bar_tooltip(i), self.plot)
+        else:
+            QtWidgets.QToolTip.hideText()
+
     def clear(self, note: str = "") -> None:
         self.result = None
+        for item in self.value_items:
+            self.plot.removeItem(item)
+        self.value_items = []
         self.bars.setOpts(x=[], height=[], width=0.7)
         self.plot.getAxis("bottom").setTicks([[]])
-        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+        self.picture.say(note if note.endswith("…") else self.empty_words(note))
+        self.info.setText("")
 
     def show_result(self, r) -> None:
         self.result = r
+        self.picture.show_content()
         a = np.asarray(r.attributions, dtype=float)
         brushes = [pg.mkBrush("#c0392b" if v >= 0 else "#2e86c1") for v in a]
         self.bars.setOpts(x=np.arange(len(a)), height=a, width=0.7, brushes=brushes)
         self.plot.getAxis("bottom").setTicks([[(i, t) for i, t in enumerate(r.tokens)]])
+        self.plot.setLabel("left", f"{r.method} attribution")
+        for item in self.value_items:
+            self.plot.removeItem(item)
+        self.value_items = []
+        for i, v in enumerate(a):
+            item = pg.TextItem(signed(v, 2), color="#333333", anchor=(0.5, 1.0 if v >= 0 else 0.0))
+            item.setPos(i, v)
+            self.plot.addItem(item)
+            self.value_items.append(item)
         text = f"{html.escape(r.method)} of {html.escape(r.target)} = <b>{r.target_value:.6f}</b> · {r.precision}"
+        if r.baseline_value is None:
+            text += (f"<br>sum of the bars <b>{a.sum():+.6f}</b> (grad × input is a first-order estimate: unlike "
+                     "integrated gradients, its bars need not add up to the score's change)")
         if r.baseline_value is not None:
             text += (f"<br>baseline ({r.baseline} at every token but the specials): {r.baseline_value:.6f} · sum "
                      f"{a.sum():+.6f} vs f(x) − f(baseline) {r.target_value - r.baseline_value:+.6f} · "
@@ -211,6 +283,10 @@ class AttributionView(Page):
 
 class TraceView(MapPage):
     run_label = "Trace"
+    question = "Where in the network is the information about the corrupted words carried?"
+    how_to_read = ("The words get noise (or B's words); each cell puts one clean hidden state back (a layer at "
+                   "a token): 1 = the clean output recovered, 0 = still corrupted.")
+    doc_section = "2. Causal tracing (Meng et al. 2022)"
     VALUES, P_VALUES = "recovered", "p_recovered"
 
     def __init__(self, parent=None):
@@ -243,8 +319,8 @@ class TraceView(MapPage):
         self.heatmap.what = "share of the clean output recovered"
         self.heatmap.colorbar.getAxis("right").setLabel("share recovered")
         self.heatmap.set_show_values(True)
-        self.outer.addWidget(self.heatmap, 1)
-        self.clear("Noise on some tokens' embeddings, then each clean state restored in turn")
+        self.add_picture(self.heatmap)
+        self.clear()
 
     def settings(self) -> dict:
         return {"words": self.words.text(), "noise": self.noise.value(), "samples": self.samples.value(),
@@ -259,7 +335,7 @@ class TraceView(MapPage):
         title = f"share of p({r.target}) recovered" if p_shown else "share of the clean vector recovered"
         self.heatmap.set_matrix(m, r.rows, r.cols, levels=(0.0, max(1.0, float(np.nanmax(m)))), title=title)
         corrupted = ", ".join(r.tokens[p] for p in r.corrupted)
-        extra = (f" · p({html.escape(str(r.target))}): clean {r.p_clean:.4f}, corrupted {r.p_corrupted:.4f}"
+        extra = (f" · p({html.escape(str(r.target))}): clean {sig(r.p_clean)}, corrupted {sig(r.p_corrupted)}"
                  if r.p_clean is not None else "")
         how = (f"resampled from “{html.escape(r.resampled_from)}”" if r.resampled_from is not None else
                f"with noise std {r.noise_std:.4f} ({r.noise_multiple:g} × the word embeddings' std), "
@@ -270,6 +346,10 @@ class TraceView(MapPage):
 
 class CutsView(Page):
     run_label = "Cut"
+    question = "Which attention connection carries it?"
+    how_to_read = ("A cut L[.H]:Q>K stops query Q reading key K in that layer (and head); the lines say what "
+                   "changes, the maps show the first cut's head before and after.")
+    doc_section = "4. Attention-edge knock-out"
     walk_requested = QtCore.Signal()        # "Step by step": walk the sentence with these cuts
 
     def __init__(self, parent=None):
@@ -296,8 +376,8 @@ class CutsView(Page):
             m.what = f"attention weight {name}"
             m.set_show_values(True)
             split.addWidget(m)
-        self.outer.addWidget(split, 1)
-        self.clear("Knock out attention edges: the query may not look at the key")
+        self.add_picture(split)
+        self.clear()
 
     def settings(self) -> dict:
         return {"cuts": [c.strip() for c in self.cuts.text().split(",") if c.strip()]}
@@ -313,8 +393,12 @@ class CutsView(Page):
         self.table.setText("")
         for m in (self.before, self.after):
             m.set_matrix(np.zeros((0, 0)), [], [])
-        self.before.set_placeholder(note)
-        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+        self.picture.say(note if note.endswith("…") else self.empty_words(note))
+        self.info.setText("")
+
+    def empty_words(self, note: str = "") -> str:
+        return (f"{note + ': ' if note else ''}type cuts above (or click a cell of the Attention tab's heatmap) "
+                f"and press “{self.run_label}”.")
 
     def shown_head(self, r) -> tuple[int, int | None]:
         first = sorted(r.spec.cuts, key=lambda c: (c.layer, -1 if c.head is None else c.head))[0]
@@ -322,18 +406,22 @@ class CutsView(Page):
 
     def show_result(self, r) -> None:
         self.result = r
+        self.picture.show_content()
         self.walk_button.setEnabled(True)
         diff = np.abs(r.attention.difference).max(axis=(2, 3))
         l, h = np.unravel_index(int(np.argmax(diff)), diff.shape)
         names = ", ".join(sorted(c.describe(r.tokens) for c in r.spec.cuts))
+        change = (f"the largest change of a weight is {diff[l, h]:.4f}, in head {l + 1}.{h + 1}" if diff[l, h] >= 5e-5
+                  else "no weight of any head changes by 0.0001 or more")
         rows = [f"<b>attention edges cut: {html.escape(names)}</b>", f"sentence vector: cosine with the uncut one "
-                f"<b>{r.cosine:.6f}</b> · attention: largest change {diff[l, h]:.4f} in head {l + 1}.{h + 1}"]
+                f"<b>{r.cosine:.6f}</b> · attention: {change}"]
         if r.fill is not None:
             before = ", ".join(f"{p['token']} {p['score']:.3f}" for p in r.fill.before.masks[0]["predictions"])
             after = ", ".join(f"{p['token']} {p['score']:.3f}" for p in r.fill.after.masks[0]["predictions"])
             rows += [f"[MASK] before: {html.escape(before)} · after: {html.escape(after)}"]
             if r.fill.target:
-                rows.append(f"p({html.escape(r.fill.target)}): {r.fill.target_before:.4f} → {r.fill.target_after:.4f}")
+                rows.append(f"p({html.escape(r.fill.target)}): {sig(r.fill.target_before)} → "
+                            f"{sig(r.fill.target_after)}")
         self.table.setText("<br>".join(rows))
         layer, head = self.shown_head(r)
         where = f"layer {layer + 1}, " + ("mean over heads" if head is None else f"head {head + 1}")
@@ -347,6 +435,10 @@ class CutsView(Page):
 #   Qt way (combo boxes, a spin box, a chart); what they ask for and show differs.
 class HeadGradientView(Page):
     run_label = "Compute"
+    question = "Does one backward pass (Michel et al.'s I_h) know which heads matter?"
+    how_to_read = ("Left: I_h for each layer and head; right: the metric's drop measured with that head switched "
+                   "off. Their Spearman says how well the cheap estimate ranks the heads.")
+    doc_section = "5. Michel et al.'s gradient head importance, beside the measured drop"
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -363,11 +455,13 @@ class HeadGradientView(Page):
         self.drop = ValueHeatmap(row_title="layer", col_title="head")
         self.drop.what = "measured drop"
         self.drop.set_colormap(DIVERGING)
+        self.gradient.colorbar.getAxis("right").setLabel("I_h")
+        self.drop.colorbar.getAxis("right").setLabel("drop")
         for m in (self.gradient, self.drop):
             m.set_show_values(True)
             split.addWidget(m)
-        self.outer.addWidget(split, 1)
-        self.clear("Michel et al.'s gradient head importance beside the drop measured by switching each head off")
+        self.add_picture(split)
+        self.clear()
 
     def settings(self) -> dict:
         return {"metric": self.metric.currentData()}
@@ -376,11 +470,16 @@ class HeadGradientView(Page):
         self.result = None
         for m in (self.gradient, self.drop):
             m.set_matrix(np.zeros((0, 0)), [], [])
-        self.gradient.set_placeholder(note)
-        self.info.setText(f"<i>{html.escape(note)}</i>" if note else "")
+        self.picture.say(note if note.endswith("…") else self.empty_words(note))
+        self.info.setText("")
+
+    def empty_words(self, note: str = "") -> str:
+        return (f"{note + ': ' if note else ''}press “{self.run_label}” above (the measured drop is cached, like "
+                "the Intervene tab's importance map).")
 
     def show_result(self, r) -> None:
         self.result = r
+        self.picture.show_content()
         L, H = r.gradient.shape
         rows, cols = [f"L{l + 1}" for l in range(L)], [f"H{h + 1}" for h in range(H)]
         self.gradient.set_matrix(r.gradient, rows, cols, title="gradient importance I_h",

@@ -13,6 +13,7 @@ import threading
 import weakref
 from dataclasses import dataclass, field
 
+from app.gui.panels.model_calls import asked, ours, said
 from app.gui.wording import model_label
 from core.errors import Cancelled, InputError
 from core.intervene import effects as E
@@ -31,8 +32,8 @@ def head_means(backend, progress=None, cancel=None):
         held = _means.get(backend)
     if held is not None and held[0] == key:
         return held[1]
-    means = mean_head_outputs(backend, E.sample_corpus(), progress=_said(progress, "Mean head outputs"),
-                              cancel=_asked(cancel))
+    means = mean_head_outputs(backend, E.sample_corpus(), progress=said(progress, "Mean head outputs"),
+                              cancel=asked(cancel))
     with _means_lock:
         _means[backend] = (key, means)
     return means
@@ -93,15 +94,6 @@ def resolve_patch(backend, request: EffectsRequest, means):
     return spec, source, alignment
 
 
-def ours(backend):
-    """Interventions hook our encoder's modules: the transformers encoder is refused in the app's words."""
-    if getattr(backend, "backend", "scratch") != "scratch":
-        raise InputError("interventions switch parts of Encoderscope's own encoder off: choose "
-                         "“From-scratch encoder” in Inspect with (the same weights; transformers' modules "
-                         "are not ours to hook)")
-    return backend
-
-
 def effects_fn(backend, request: EffectsRequest, progress=None, cancel=None) -> Effects:
     """Before | after of the attentions, the sentence vector and fill-mask for one sentence."""
     ours(backend)
@@ -143,10 +135,10 @@ def metrics_fn(backend, spec: Intervention, progress=None, cancel=None) -> list:
     if spec.is_empty:
         raise InputError("switch something off first: the metrics compare the model with and without it")
     means = means_for(backend, spec, progress, cancel)
-    spearman = E.compare_pairs(backend, spec, means=means, progress=_said(progress, "Spearman on the shipped pairs"),
+    spearman = E.compare_pairs(backend, spec, means=means, progress=said(progress, "Spearman on the shipped pairs"),
                                cancel=cancel)
     recall, mrr = E.compare_queries(backend, spec, means=means,
-                                    progress=_said(progress, "recall@10 on the shipped queries"), cancel=cancel)
+                                    progress=said(progress, "recall@10 on the shipped queries"), cancel=cancel)
     return [spearman, recall, mrr]
 
 
@@ -169,18 +161,7 @@ def map_fn(backend, metric: str, seed: int, cache_dir=None, progress=None, cance
     from core.intervene.importance import importance_map
     ours(backend)
     return importance_map(backend, metric, seed=seed, cache_dir=cache_dir,
-                          progress=_said(progress, f"Importance map ({metric})"), cancel=_asked(cancel))
-
-
-def _said(progress, message: str):
-    if progress is None:
-        return None
-    return lambda done, total=0, *_: progress(done, total, message)
-
-
-def _asked(cancel):
-    """core.intervene calls ``cancel()``; the workers hand a threading.Event."""
-    return getattr(cancel, "is_set", cancel)
+                          progress=said(progress, f"Importance map ({metric})"), cancel=asked(cancel))
 
 
 def _step(progress, cancel, done: int, message: str) -> None:

@@ -8,7 +8,6 @@ attention and each FFN (two more columns) is switched off alone. Click a cell to
 from __future__ import annotations
 
 import html
-import time
 
 import numpy as np
 from PySide6 import QtCore, QtWidgets
@@ -16,9 +15,8 @@ from PySide6 import QtCore, QtWidgets
 from app.gui.panels.attention.head_grid import HeadGrid
 from app.gui.widgets.empty_state import EmptyState
 from app.gui.widgets.heatmap import HeatmapWidget
-from app.gui.widgets.keep_place import keep_place
 from app.gui.widgets.labels import rich_label
-from app.gui.widgets.time_left import time_left_words
+from app.gui.widgets.run_bar import RunBar
 from core.intervene.spec import Intervention
 
 DIVERGING = "CET-D1"         # blue - white - red: a drop's sign is its colour
@@ -55,7 +53,6 @@ class ImportanceView(QtWidgets.QWidget):
         self.map = None
         outer = QtWidgets.QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
-        bar = QtWidgets.QHBoxLayout()
         self.metric = QtWidgets.QComboBox()
         for i, (key, text, words) in enumerate(METRICS):
             self.metric.addItem(text, key)
@@ -65,26 +62,17 @@ class ImportanceView(QtWidgets.QWidget):
         self.seed.setRange(0, 1_000_000)
         self.seed.setPrefix("seed ")
         self.seed.setToolTip("The seed of the mlm metric's masked tokens: the same seed, the same map")
-        self.compute_button = QtWidgets.QPushButton("Compute map")
+        self.run_bar = RunBar("Compute map", "importance")
+        self.compute_button, self.progress, self.cancel_button = (self.run_bar.run_button, self.run_bar.progress,
+                                                                  self.run_bar.cancel_button)
         self.compute_button.setToolTip("Switch every head, attention and FFN off in turn and measure the metric "
                                        "(a 72-head model takes minutes on a laptop; a computed map is cached)")
         self.compute_button.clicked.connect(lambda: self.compute_requested.emit(self.metric.currentData(),
                                                                                 self.seed.value()))
-        self.progress = QtWidgets.QProgressBar()
-        self.progress.setObjectName("importance_progress")
-        self.progress.setTextVisible(True)
-        self.cancel_button = QtWidgets.QPushButton("Cancel")
-        self.cancel_button.setObjectName("importance_cancel")
         self.cancel_button.clicked.connect(self.cancel_requested)
-        keep_place(self.progress)                 # hidden or shown, Cancel stays where it was
-        self.progress.setMinimumWidth(self.progress.fontMetrics().horizontalAdvance(
-            "part 00 of 000 · about 00 min 00 s left") + 30)
-        self._started = 0.0
-        for w in (QtWidgets.QLabel("metric"), self.metric, self.seed, self.compute_button):
-            bar.addWidget(w)
-        bar.addWidget(self.progress, 1)
-        bar.addWidget(self.cancel_button)
-        outer.addLayout(bar)
+        for w in (QtWidgets.QLabel("metric"), self.metric, self.seed):
+            self.run_bar.add_field(w)
+        outer.addWidget(self.run_bar)
         self.info = rich_label("importance_info")
         outer.addWidget(self.info)
         self.heatmap = DropHeatmap(row_title="layer", col_title="head · attention · FFN")
@@ -116,22 +104,15 @@ class ImportanceView(QtWidgets.QWidget):
             self.grid_box.say(GRID_WORDS)
 
     def set_running(self, running: bool) -> None:
-        self.cancel_button.setEnabled(running)
-        self.compute_button.setEnabled(not running)
-        self.progress.setVisible(running)
+        self.run_bar.set_running(running)
         if running:
-            self.progress.setRange(0, 0)
-            self._started = time.monotonic()
             if self.info.text().startswith("<i>Cancelled"):
                 self.info.clear()                # the last run's word, not this one's
             if self.map is None:
                 self.stack.say("Computing the map: every head, attention and FFN is switched off in turn …")
 
     def on_progress(self, done: int, total: int, message: str) -> None:
-        self.progress.setRange(0, max(total, 1))
-        self.progress.setValue(done)
-        left = time_left_words(time.monotonic() - self._started, done, total)
-        self.progress.setFormat("part %v of %m" + (f" · {left}" if left else ""))    # the map's name is above
+        self.run_bar.on_progress(done, total, unit="part")                 # the map's name is above
         self.progress.setToolTip(message)
 
     def ended(self, info: str, words: str) -> None:

@@ -11,8 +11,8 @@ import html
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.gui.widgets.keep_place import keep_place
 from app.gui.widgets.line_edit import long_line_edit
+from app.gui.widgets.run_bar import RunBar
 from app.gui.widgets.tables import read_only_table
 
 EXAMPLE_QUERY = "a pet sleeping in the sun"
@@ -39,20 +39,14 @@ class MetricsView(QtWidgets.QWidget):
         super().__init__(parent)
         outer = QtWidgets.QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
-        bar = QtWidgets.QHBoxLayout()
-        self.measure_button = QtWidgets.QPushButton("Measure")
+        self.run_bar = RunBar("Measure", "metrics")
+        self.measure_button, self.progress, self.cancel_button = (self.run_bar.run_button, self.run_bar.progress,
+                                                                  self.run_bar.cancel_button)
         self.measure_button.setToolTip("Spearman on the shipped eval pairs; recall@10 and MRR of the shipped queries "
                                        "over the sample corpus — with and without the intervention")
         self.measure_button.clicked.connect(self.measure_requested)
-        self.progress = QtWidgets.QProgressBar()
-        self.progress.setTextVisible(True)
-        self.cancel_button = QtWidgets.QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel_requested)
-        keep_place(self.progress)                 # Cancel stays where it was when a run starts
-        bar.addWidget(self.measure_button)
-        bar.addWidget(self.progress, 1)
-        bar.addWidget(self.cancel_button)
-        outer.addLayout(bar)
+        outer.addWidget(self.run_bar)
         self.table = read_only_table("metric_effects", ["metric", "before", "after", "difference"])
         self.table.setMaximumHeight(130)
         outer.addWidget(self.table)
@@ -88,16 +82,11 @@ class MetricsView(QtWidgets.QWidget):
         self.ranking_requested.emit(self.query_edit.text())
 
     def set_running(self, running: bool, message: str = "") -> None:
-        self.cancel_button.setEnabled(running)
-        self.progress.setVisible(running)
-        if running:
-            self.progress.setRange(0, 0)
-            self.progress.setFormat(message or "working …")
+        self.run_bar.set_running(running, message)
+        self.rank_button.setEnabled(not running)
 
     def on_progress(self, done: int, total: int, message: str) -> None:
-        self.progress.setRange(0, max(total, 1))
-        self.progress.setValue(done)
-        self.progress.setFormat(f"{message} %v/%m" if message else "%v/%m")
+        self.run_bar.on_progress(done, total, message)
 
     def clear(self, note: str = "") -> None:
         self.table.setRowCount(0)

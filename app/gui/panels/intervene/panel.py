@@ -14,26 +14,22 @@ from PySide6 import QtCore, QtWidgets
 
 from app.gui.current_intervention import current_intervention
 from app.gui.follow_model import FollowModel
+from app.gui.panels import model_calls
 from app.gui.panels.intervene import compute as C
 from app.gui.panels.intervene.editor import InterventionEditor
 from app.gui.panels.intervene.effects_view import EffectsView
 from app.gui.panels.intervene.fill_view import FillMaskEffectsView
 from app.gui.panels.intervene.importance_view import ImportanceView
 from app.gui.panels.intervene.metrics_view import MetricsView
-from app.gui.widgets.keep_place import keep_place
 from app.gui.widgets.labels import rich_label
 from app.gui.widgets.line_edit import long_line_edit
+from app.gui.widgets.run_bar import RunBar
 from app.gui.wording import model_label, model_tooltip
 
 EXAMPLE = "The cat sat on the mat because it was tired."
 MASKED_EXAMPLE = "The cat sat on the [MASK]."
 JOB_EFFECTS, JOB_METRICS = "intervene.effects", "intervene.metrics"
 JOB_RANKING, JOB_MAP = "intervene.ranking", "intervene.importance"
-
-
-def importance_cache_dir():
-    from core.paths import data_dir
-    return data_dir() / "cache" / "importance"
 
 
 class FittingScroll(QtWidgets.QScrollArea):
@@ -62,6 +58,7 @@ class InterventionPanel(QtWidgets.QWidget):
         self.shown_backend = None             # the model whose numbers are drawn
         self._last_request: C.EffectsRequest | None = None
         self._dropped = ""                    # why a model switch dropped some parts (said after the re-run)
+        self._refused: tuple = ()             # the patch sites of the last refused request (not "patched")
         self._build()
         self.follow = FollowModel(state, JOB_EFFECTS)
         self.metrics_follow = FollowModel(state, JOB_METRICS)
@@ -93,28 +90,23 @@ class InterventionPanel(QtWidgets.QWidget):
         form.addWidget(self.target_edit, 1)
         outer.addLayout(form)
 
-        bar = QtWidgets.QHBoxLayout()
         self.description = rich_label("intervention_description")
-        self.apply_button = QtWidgets.QPushButton("Apply")
+        self.run_bar = RunBar("Apply", "effects")
+        self.apply_button, self.progress, self.cancel_button = (self.run_bar.run_button, self.run_bar.progress,
+                                                                self.run_bar.cancel_button)
         self.apply_button.setDefault(True)
         self.apply_button.setToolTip("Run the sentence with these parts switched off (Step by step follows too)")
         self.apply_button.clicked.connect(self.apply)
+        self.cancel_button.clicked.connect(lambda: self.state.jobs.cancel(JOB_EFFECTS))
+        # wide enough for its longest message ("Mean head outputs: 540 of 576"), whatever the description
+        self.progress.setFixedWidth(self.progress.fontMetrics().horizontalAdvance(
+            "Mean head outputs: 000 of 000 · about 00 s left") + 30)
+        self.run_bar.add_field(self.description, 1)
         self.clear_button = QtWidgets.QPushButton("Clear")
         self.clear_button.setToolTip("Switch everything back on")
         self.clear_button.clicked.connect(self.clear)
-        self.progress = QtWidgets.QProgressBar()
-        self.progress.setObjectName("effects_progress")
-        self.progress.setTextVisible(True)
-        self.cancel_button = QtWidgets.QPushButton("Cancel")
-        self.cancel_button.setObjectName("effects_cancel")
-        self.cancel_button.clicked.connect(lambda: self.state.jobs.cancel(JOB_EFFECTS))
-        keep_place(self.progress, self.cancel_button)
-        # wide enough for its longest message ("Mean head outputs 540/576"), whatever the description
-        self.progress.setFixedWidth(self.progress.fontMetrics().horizontalAdvance("Mean head outputs 000/000") + 40)
-        bar.addWidget(self.description, 1)
-        for w in (self.progress, self.cancel_button, self.apply_button, self.clear_button):
-            bar.addWidget(w)
-        outer.addLayout(bar)
+        self.run_bar.row.addWidget(self.clear_button)
+        outer.addWidget(self.run_bar)
         self.message = rich_label("intervene_message")
         outer.addWidget(self.message)
 
@@ -164,10 +156,13 @@ class InterventionPanel(QtWidgets.QWidget):
         spec = self.editor.value()
         b, sites = self.editor.patch_request()
         text = spec.describe() if not spec.is_empty or not sites else ""
-        if sites:
+        refused = bool(sites) and tuple(sites) == self._refused
+        if sites and not refused:
             text = "; ".join(filter(None, [text, f"patched {', '.join(sites)} from B"]))
         applied = "" if self.editor.value() == self.current.spec.without_patch() else " <i>(not applied yet)</i>"
-        self.description.setText(f"<b>Switched off:</b> {html.escape(text or 'nothing')}{applied}")
+        note = (f" · <span style='color:#c0392b'>the patch of {html.escape(', '.join(sites))} from B was refused "
+                "(why: under B)</span>" if refused else "")
+        self.description.setText(f"<b>Switched off:</b> {html.escape(text or 'nothing')}{applied}{note}")
 
     def _current_changed(self, spec) -> None:
         if spec.without_patch() != self.editor.value():
@@ -183,6 +178,8 @@ class InterventionPanel(QtWidgets.QWidget):
         request = C.EffectsRequest(self.text_edit.text(), spec, self.masked_edit.text(), self.target_edit.text(),
                                    b, sites)
         self._last_request = request
+        self._refused = ()
+        self._describe()
         if backend is None:
             self._say("Waiting for the model to load …")
             return
@@ -222,22 +219,20 @@ class InterventionPanel(QtWidgets.QWidget):
     def _on_effects_error(self, message: str) -> None:
         if self._last_request is not None and self._last_request.sites:
             self.editor.show_refusal(message)       # the patch refused, said once, where B is typed
+            self._refused = tuple(self._last_request.sites)
+            self._describe()
             self._say("")
             self.failed.emit(message)
             return
         self._say(message, error=True)
 
     def _on_progress(self, done: int, total: int, message: str) -> None:
-        self.progress.setRange(0, max(total, 1))
-        self.progress.setValue(done)
-        self.progress.setFormat(message or "%v/%m")
+        self.run_bar.on_progress(done, total, message)
 
     def _set_running(self, running: bool) -> None:
-        self.progress.setVisible(running)
-        self.cancel_button.setVisible(running)
+        self.run_bar.set_running(running)
+        self.apply_button.setEnabled(self.follow.backend is not None if hasattr(self, "follow") else True)
         if running:
-            self.progress.setRange(0, 0)
-            self.progress.setFormat("")
             if self.effects_view.effects is None:
                 self.effects_view.stack.say("Computing the intervention's effects …")
 
@@ -298,7 +293,8 @@ class InterventionPanel(QtWidgets.QWidget):
 
     def compute_map(self, metric: str, seed: int) -> None:
         self.importance_view.set_running(True)          # clears a last run's "Cancelled" too
-        ran = self.map_follow.run(C.map_fn, metric, seed, importance_cache_dir(), label=f"Importance map ({metric})",
+        ran = self.map_follow.run(C.map_fn, metric, seed, model_calls.importance_cache_dir(),
+                                  label=f"Importance map ({metric})",
                                   on_result=self._on_map, on_error=self._on_map_error,
                                   on_progress=self.importance_view.on_progress,
                                   on_cancelled=self._on_map_cancelled,

@@ -19,8 +19,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QProgressBar,
-    QPushButton,
     QSpinBox,
     QTableWidget,
     QTableWidgetItem,
@@ -30,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.widgets.model_choice import WeightsCombo, add_trained_checkpoints
+from app.gui.widgets.run_bar import RunBar
 from app.gui.wording import BACKEND_LABELS
 from core.names import BACKENDS, POOLINGS
 
@@ -99,11 +98,9 @@ class EvaluateView(QWidget):
         self.dims.setRange(0, 4096)
         self.dims.setSpecialValueText("all")
         self.dims.setToolTip("Keep the first k whitened dimensions (all: every direction the corpus spans)")
-        self.run_button = QPushButton("Evaluate")
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setEnabled(False)
-        self.progress = QProgressBar()
-        self.progress.setVisible(False)
+        self.run_bar = RunBar("Evaluate", "evaluate")
+        self.run_button, self.progress, self.cancel_button = (self.run_bar.run_button, self.run_bar.progress,
+                                                              self.run_bar.cancel_button)
         self.message = QLabel("")
         self.message.setWordWrap(True)
         self.table = QTableWidget(len(ROWS), 2)
@@ -132,9 +129,7 @@ class EvaluateView(QWidget):
             white_row.addWidget(w)
         form.addRow("Whitening", white_row)
         buttons = QHBoxLayout()
-        buttons.addWidget(self.run_button)
-        buttons.addWidget(self.cancel_button)
-        buttons.addWidget(self.progress, 1)
+        buttons.addWidget(self.run_bar, 1)
         box = QVBoxLayout(self)
         intro = QLabel("How well the model's cosines order sentence pairs scored by people (Spearman: "
                        "ranks, Pearson: values), and its anisotropy (the mean cosine of random pairs "
@@ -220,10 +215,7 @@ class EvaluateView(QWidget):
             self.message.setText("An evaluation is already running; wait for it or cancel it first")
             return False
         self.job = job
-        self.run_button.setEnabled(False)
-        self.cancel_button.setEnabled(True)
-        self.progress.setRange(0, 0)
-        self.progress.setVisible(True)
+        self.run_bar.set_running(True)
         self.message.setText(f"Evaluating {model} …")
         return True
 
@@ -232,8 +224,10 @@ class EvaluateView(QWidget):
             self.job.cancel()
 
     def _progress(self, done: int, total: int, text: str):
-        self.progress.setRange(0, max(total, 0))
-        self.progress.setValue(done)
+        if total > 0:
+            self.run_bar.on_progress(done, total, "sentences embedded")
+        else:
+            self.run_bar.set_running(True, text)     # a step without a count (loading): busy
         if text:
             self.message.setText(text)
 
@@ -270,9 +264,7 @@ class EvaluateView(QWidget):
 
     def _finished(self):
         self.job = None
-        self.run_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
-        self.progress.setVisible(False)
+        self.run_bar.set_running(False)
 
     def value(self, metric: str, whitened: bool = False) -> float | None:
         """The number shown for ``metric`` ("spearman", "pearson", "anisotropy"), or None."""

@@ -57,8 +57,8 @@ class BlockItem(QtWidgets.QGraphicsRectItem):
         self.text.setFont(font)
 
     def mark_patched(self, why: str) -> None:
-        """A "patched from B" block keeps its fill and gets an italic label: B's numbers come in
-        here, nothing is switched off (a struck-through label would say it is)."""
+        """A "patched from B" block (or a mask with edges cut) keeps its fill and gets an italic
+        label: its numbers change, nothing is switched off (a struck-through label would say it is)."""
         self.patched = why
         font = self.text.font()
         font.setItalic(True)
@@ -154,7 +154,8 @@ class ArchitectureMap(QtWidgets.QGraphicsView):
                 tip += "<br>in: " + ", ".join(html.escape(s) for s in shapes)
             why = arch.switched_off.get(b.step)
             if why:
-                (item.mark_patched if b.kind == "patch" else item.mark_switched_off)(why)
+                changed = b.kind == "patch" or b.step == "masked_scores"    # B's numbers, or edges cut: not off
+                (item.mark_patched if changed else item.mark_switched_off)(why)
                 tip += f"<br><b style='color:#b35900'>{html.escape(why)}</b>"
             item.setToolTip(tip + "<br><i>click: show this step</i>")
             scene.addItem(item)

@@ -18,7 +18,6 @@ listed under the summary.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -35,6 +34,7 @@ from app.gui.panels.walkthrough.steps_page import build_steps_page
 from app.gui.panels.walkthrough.steps_view import MATCH_LIMIT, badge_color
 from app.gui.widgets.labels import rich_label
 from app.gui.widgets.line_edit import long_line_edit
+from core.intervene.spec import Intervention
 from core.names import POOLINGS
 
 EXAMPLE = "The cat sat on the mat because it was tired."
@@ -84,6 +84,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
         self._awaited_patch = None           # (text, site) to walk once the Intervene tab has applied it
         self._cuts = None                    # (sentence, Cuts) from the Causal tab, walked on that sentence
         self._last_request = None            # the newest request: run again when the model loads or changes
+        self._asked = False                  # a sentence, patch or cuts was asked for: the example never replaces it
+        self._shown_key = None               # (text, pair, intervention, patch source) of the walk on screen
         self.last_dir = Path.home()
         self._build()
         self.follow = FollowModel(state, JOB_KEY)
@@ -148,6 +150,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
     # ---- requests -----------------------------------------------------------------------------
     def request(self, text: str) -> None:
         """A sentence sent from another panel (``state.walkthrough_requested``)."""
+        self._asked = True
         self.text_edit.setText(text)
         self.explain_current()
 
@@ -157,6 +160,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         is the app's intervention (set by the Intervene tab), which the walk follows; until it holds
         the patch (always, with ``applying``: the tab is about to apply it) the walk waits for it."""
         from core.walkthrough.patched import KIND_STEP
+        self._asked = True                     # the example must not be walked over the patch's outcome
         self._open_step = KIND_STEP[site.kind]
         self.set_view(0)
         if not applying and self._patch_applied(site):
@@ -165,6 +169,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         # the Intervene tab is about to apply it (applying) or still computing B's side: walking
         # now would show A unpatched first
         self._awaited_patch = (text, site)
+        self._forget_walk()                    # A unpatched (or the last sentence) must not show meanwhile
         self._set_info(f"Applying the patch {_html(site.describe())} from B (the Intervene tab computes it) …")
 
     def patch_failed(self, why: str) -> None:
@@ -184,12 +189,14 @@ class WalkthroughPanel(QtWidgets.QWidget):
         """Attention edges of ``text`` knocked out (core.intervene.edges.Cut, the Causal tab's):
         ``text`` walked with them at the first cut's layer (and head), its masked scores shown."""
         first = min(cuts, key=lambda c: (c.layer, c.head is None, c.head or 0))   # a named head before "every"
+        self._asked = True
         self._cuts = (text, frozenset(cuts))
         self._open_step = "masked_scores"
         self.set_view(0)
         self.explain_text(text, "", False, first.layer + 1, None if first.head is None else first.head + 1)
 
     def explain_current(self) -> None:
+        self._asked = True
         self._awaited_patch = None             # a walk asked for now replaces one awaited
         self.explain_text(self.text_edit.text(), self.other_edit.text(), as_pair=self.as_pair.isChecked())
         if self.stack.currentIndex() in (1, 2):
@@ -243,16 +250,30 @@ class WalkthroughPanel(QtWidgets.QWidget):
             self._set_info("<i>Waiting for the model to load …</i>")
             return                                     # _on_backend runs it
         text, other, as_pair, layer, head, pooling = request
-        self._set_info(f"{self._model_text(backend)} · <i>computing every step …</i>")
-        spec = self.intervention.fitting(backend)
+        spec, patch_from = self.intervention.fitting(backend), self.intervention.patch_from
         if self._cuts is not None and (text != self._cuts[0] or as_pair):
             self._cuts = None                          # their positions were another sentence's
-        if self._cuts is not None:
-            spec = replace(spec, cuts=spec.cuts | self._cuts[1])
+        if self._cuts is not None:                     # the Edge cuts page's cuts alone, as that page shows them
+            spec, patch_from = Intervention(cuts=self._cuts[1]), None
+        key = (text, other if as_pair else None, spec, patch_from)
+        if key != self._shown_key:
+            self._forget_walk()                        # another sentence or intervention: no old numbers meanwhile
+        self._set_info(f"{self._model_text(backend)} · <i>computing every step …</i>")
         self.follow.run(explain_fn, text, other if as_pair else None, layer, head, pooling,
-                        spec, self.intervention.patch_from, label="Step by step",
-                        show_progress=False, on_result=self._on_result,
+                        spec, patch_from, label="Step by step",
+                        show_progress=False, on_result=lambda r, b, k=key: self._on_result(r, b, k),
                         on_error=self._on_error)
+
+    def _forget_walk(self) -> None:
+        """No walk on screen (the steps page empty) until the one asked for arrives."""
+        self.walkthrough, self._shown_key = None, None
+        self.step_list.blockSignals(True)
+        self.step_list.clear()
+        self.step_list.blockSignals(False)
+        self.arch_map.clear()
+        self.page.widget().setVisible(False)
+        self.export_button.setEnabled(False)
+        self._update_nav()
 
     def _on_backend(self, backend) -> None:
         self._cuts = None                              # positions of the last model's tokens
@@ -273,6 +294,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
         """The example, once: when a model is loaded and the tab is on screen (not for a hidden tab)."""
         if self._awaited_patch is not None:
             return                             # a patched walk is on its way
+        if self._asked:
+            return                             # asked for something (its walk, or why it failed, is shown)
         if (self.auto_explain and self.isVisible() and self.walkthrough is None and self._last_request is None
                 and self.state.inspect_backend is not None and self.text_edit.text().strip()):
             self.explain_current()
@@ -292,10 +315,11 @@ class WalkthroughPanel(QtWidgets.QWidget):
         """Show a Walkthrough (as a worker would hand it; also for screenshots)."""
         self._on_result(walkthrough, backend or self.state.inspect_backend)
 
-    def _on_result(self, result, backend) -> None:
+    def _on_result(self, result, backend, key=None) -> None:
         walkthrough = result
         current = self.current_step_name()
-        self.walkthrough, self.walkthrough_backend = walkthrough, backend
+        self.walkthrough, self.walkthrough_backend, self._shown_key = walkthrough, backend, key
+        self.page.widget().setVisible(True)
         self._set_ranges(backend, walkthrough.layer + 1, walkthrough.head + 1)
         self.step_list.blockSignals(True)
         self.step_list.clear()
@@ -348,6 +372,10 @@ class WalkthroughPanel(QtWidgets.QWidget):
                      f"{where}</span>")
         if w.intervention is not None:
             text += f"<br><span style='color:#b35900'><b>Intervened:</b> {_html(w.intervention.describe())}</span>"
+        elsewhere = self.intervention.spec
+        if self._cuts is not None and w.text == self._cuts[0] and not elsewhere.is_empty:
+            text += (f" · the Intervene tab's {_html(elsewhere.describe())} is not applied here: the Edge cuts "
+                     "page's cuts alone, as that page shows them")
         if w.patched_from is not None:
             text += f" · <b>patched from B</b> ({_html(w.patched_from)})"
         if w.note:

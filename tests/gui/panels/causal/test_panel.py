@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 import pytest
+from PySide6 import QtWidgets
 
 from tests.support.causal_models import tiny_pair_and_another
 
@@ -127,7 +128,9 @@ def test_a_model_switch_clears_every_page(qtbot, make_panel, models):
     switch_model(panel.state, small)
     qtbot.waitUntil(lambda: panel.sweep_view.result is None and panel.attribution_view.result is None)
     assert panel.sweep_view.heatmap.matrix.size == 0
-    assert small.model_name in panel.sweep_view.info.text()
+    from app.gui.wording import model_label
+    assert model_label(small.model_name) in panel.sweep_view.picture.said()
+    assert str(small.model_name) not in panel.sweep_view.picture.said()         # a name, not a path
     panel.text_a.setText("the cat sat")
     panel.text_b.setText("the dog sat")
     r = run_page(qtbot, panel, "sweep", kind="resid")
@@ -147,13 +150,33 @@ def test_a_sweep_cell_asks_for_its_patch_and_an_edge_click_cuts(qtbot, make_pane
     assert "1.2:2>1" in shown.args[1].spec.describe()
 
 
+def test_a_sweep_cell_applies_the_sweep_shown_and_changed_inputs_are_said(qtbot, make_panel, models):
+    panel = make_panel(models[0])
+    view = panel.sweep_view
+    run_page(qtbot, panel, "sweep", kind="resid")
+    assert view.stale.isHidden()
+    panel.text_b.setText("a bird ran on the [MASK] today")           # the same length, not run again
+    assert not view.stale.isHidden() and B in view.stale.text() and "Run sweep" in view.stale.text()
+    with qtbot.waitSignal(panel.patch_requested) as sig:
+        view.heatmap.cell_clicked.emit(1, 2)
+    assert sig.args == [A, B, "L2.resid@2"]                            # the map's own B, not the one typed
+    panel.text_b.setText(B)
+    assert view.stale.isHidden()
+    view.kind.setCurrentIndex(view.kind.findData("heads"))
+    assert not view.stale.isHidden()
+    assert panel.trace_view.stale.isHidden()                           # no picture there: nothing stale
+    run_page(qtbot, panel, "trace", words="cat", samples=1)
+    panel.text_a.setText("the cat ran on the [MASK] today")
+    assert not panel.trace_view.stale.isHidden() and A in panel.trace_view.stale.text()
+
+
 @pytest.mark.slow
 def test_head_gradients_page_shows_michels_numbers_beside_the_drop(qtbot, make_panel, models, tmp_path,
                                                                    monkeypatch):
-    from app.gui.panels.intervene import panel as P
+    from app.gui.panels import model_calls
     from core.intervene.head_gradient import agreement, head_gradient_importance
     from core.intervene.importance import importance_map
-    monkeypatch.setattr(P, "importance_cache_dir", lambda: tmp_path / "importance")
+    monkeypatch.setattr(model_calls, "importance_cache_dir", lambda: tmp_path / "importance")
     backend = models[0]
     panel = make_panel(backend)
     r = run_page(qtbot, panel, "heads", metric="mlm")
@@ -164,3 +187,65 @@ def test_head_gradients_page_shows_michels_numbers_beside_the_drop(qtbot, make_p
     assert r.spearman == pytest.approx(agreement(want, drop), abs=1e-6)
     assert f"{r.spearman:+.3f}" in panel.heads_view.info.text()
     np.testing.assert_allclose(panel.heads_view.gradient.matrix, want.astype(np.float32), rtol=1e-5)
+
+
+def test_every_page_says_its_question_names_its_button_and_links_its_docs_section(qtbot, make_panel, models):
+    from app.gui.widgets.doc_link import doc_section
+    panel = make_panel(models[0])
+    for view in panel.views.values():
+        assert view.about.text().startswith("<b>") and "?" in view.about.text() and "what is this?" in view.about.text()
+        assert doc_section("causal.md", view.doc_section) is not None, view.doc_section
+        assert view.picture.is_empty and f"“{view.run_button.text()}”" in view.picture.said()   # the real button
+        with qtbot.waitSignal(view.about.opened) as sig:
+            view.about.linkActivated.emit("#doc")                                # as a click on the link does
+        assert view.doc_section in sig.args[0].findChild(QtWidgets.QTextBrowser).toPlainText()
+        sig.args[0].close()
+    run_page(qtbot, panel, "sweep", kind="ffn")
+    assert not panel.sweep_view.picture.is_empty and "<b>" in panel.sweep_view.about.text()   # not overwritten
+
+
+def test_p_not_read_is_said(qtbot, make_panel, models, tmp_path):
+    from core.encoder.backends import get_backend
+    from tests.support.tiny_models import make_tiny_distilbert
+    panel = make_panel(models[0])
+    panel.text_a.setText("the cat sat on the mat today")                  # no [MASK], "p of mat" typed
+    panel.cuts_view.cuts.setText("1.1:0>0")
+    run_page(qtbot, panel, "cuts")
+    assert "has none" in panel.cuts_view.info.text() and "p of mat" in panel.cuts_view.info.text()
+    headless = get_backend(str(make_tiny_distilbert(tmp_path / "headless", n_layers=1, n_heads=2, mlm=False)),
+                           "scratch", device="cpu", precision="fp32")
+    assert not headless.has_mlm
+    switch_model(panel.state, headless)
+    qtbot.waitUntil(lambda: panel.cuts_view.run_button.isEnabled())
+    panel.text_a.setText("the cat sat on the [MASK]")
+    panel.cuts_view.cuts.setText("1.1:0>0")
+    run_page(qtbot, panel, "cuts")
+    assert "no masked-LM head" in panel.cuts_view.info.text()
+
+
+def test_a_cut_that_changes_no_weight_says_so():
+    from types import SimpleNamespace
+
+    from app.gui.panels.causal.views import CutsView
+    from core.intervene.edges import Cut
+    from core.intervene.spec import Intervention
+    view = CutsView()
+    att = np.full((1, 1, 3, 3), 1 / 3)
+    r = SimpleNamespace(spec=Intervention(cuts=frozenset({Cut(0, 0, 1, 1)})), tokens=["[CLS]", "a", "[SEP]"],
+                        cosine=1.0, fill=None, text="a",
+                        attention=SimpleNamespace(difference=np.zeros_like(att), before=att, after=att))
+    view.show_result(r)
+    assert "no weight of any head changes" in view.table.text() and "largest" not in view.table.text()
+
+
+def test_attribution_bars_carry_their_values_and_grad_x_input_its_sum(qtbot, make_panel, models):
+    from app.gui.widgets.significant import signed
+    panel = make_panel(models[0])
+    r = run_page(qtbot, panel, "attribute", target="other", method="grad-x-input")
+    view = panel.attribution_view
+    assert [t.textItem.toPlainText() for t in view.value_items] == [signed(v, 2) for v in r.attributions]
+    assert f"{r.attributions.sum():+.6f}" in view.info.text() and "sum of the bars" in view.info.text()
+    assert view.plot.getAxis("left").labelText and view.plot.getAxis("bottom").labelText == "token of A"
+    assert r.tokens[1] in view.bar_tooltip(1) and f"{r.attributions[1]:+.6f}" in view.bar_tooltip(1)
+    assert panel.heads_view.gradient.colorbar.getAxis("right").labelText == "I_h"
+    assert panel.heads_view.drop.colorbar.getAxis("right").labelText == "drop"

@@ -66,6 +66,27 @@ def test_a_patch_the_intervene_tab_cannot_apply_is_said_in_step_by_step(qtbot, m
     assert "zebra" in sig.args[0] and walk.walkthrough is None
 
 
+def test_a_refusal_that_arrives_before_the_tab_first_shows_stays_said(qtbot, make_window, tiny, monkeypatch):
+    """The order that lost the refusal: the Intervene tab's failure reached Step by step before the
+    tab's first show ran its deferred example walk, which then wrote over "not applied" (seen on a
+    slower machine, where the worker fails before the window's tab switch is laid out)."""
+    from app.gui.panels.walkthrough.panel import JOB_KEY, WalkthroughPanel
+    from core.intervene.spec import parse_site
+    ran = []
+    auto = WalkthroughPanel._auto_explain
+    monkeypatch.setattr(WalkthroughPanel, "_auto_explain", lambda self: (auto(self), ran.append(self)))
+    w = make_window(start=False)
+    switch_model(w.state, tiny)
+    walk = w.optional_panels["Step by step"]                        # built on a hidden tab: not shown yet
+    walk.follow_patch(A, parse_site("L2.resid@zebra")[0], applying=True)
+    walk.patch_failed("token 'zebra' occurs 0 times in sentence A")
+    ran.clear()                                                     # (its build ran it, hidden)
+    w.show_panel("Step by step")                                    # its first show: the deferred example
+    qtbot.waitUntil(lambda: walk in ran)
+    assert "not applied" in walk.info_label.text() and "zebra" in walk.info_label.text()
+    assert not w.state.jobs.is_running(JOB_KEY) and walk.walkthrough is None
+
+
 def test_edge_cuts_walked_step_by_step_and_dropped_for_another_sentence_or_model(qtbot, make_window, tiny,
                                                                                    tmp_path):
     from core.encoder.backends import get_backend
@@ -106,9 +127,44 @@ def test_edge_cuts_walked_step_by_step_and_dropped_for_another_sentence_or_model
         walk.explain_text(A)
     assert walk.walkthrough.intervention is None                       # the cuts went with their sentence
     causal.cuts_view.walk_button.click()
-    qtbot.waitUntil(lambda: walk.walkthrough.intervention is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: walk.walkthrough is not None and walk.walkthrough.intervention is not None,
+                    timeout=60_000)
     other = get_backend(str(make_tiny_distilbert(tmp_path / "other", n_layers=2, n_heads=4, seed=3)), "scratch",
                         device="cpu", precision="fp32")
     switch_model(w.state, other)                                       # positions of the last model's tokens
-    qtbot.waitUntil(lambda: walk.walkthrough.model == other.model_name, timeout=60_000)
+    qtbot.waitUntil(lambda: walk.walkthrough is not None and walk.walkthrough.model == other.model_name,
+                    timeout=60_000)
     assert walk.walkthrough.intervention is None and not causal.cuts_view.walk_button.isEnabled()
+
+
+def test_cuts_are_walked_alone_and_no_old_walk_shows_while_a_new_one_computes(qtbot, make_window, tiny):
+    """Edge cuts ▸ Step by step walks the page's cuts alone (what the Intervene tab holds is named, not
+    applied), and a walk of another sentence or intervention hides the last one until it arrives."""
+    from app.gui.current_intervention import current_intervention
+    from core.intervene.spec import Intervention
+    w = make_window(start=False)
+    switch_model(w.state, tiny)
+    walk = w.optional_panels["Step by step"]
+    with qtbot.waitSignal(walk.explained, timeout=60_000):
+        walk.explain_text(B)
+    current_intervention(w.state).set(Intervention(heads=frozenset({(0, 1)})))     # the Intervene tab's
+    causal = w.optional_panels["Causal"]
+    causal.text_a.setText(A)
+    causal.cuts_view.cuts.setText("2.3:sat>cat")
+    with qtbot.waitSignal(causal.shown, timeout=60_000) as sig:
+        assert causal.run("cuts")
+    spec = sig.args[1].spec
+    with qtbot.waitSignal(walk.explained, timeout=60_000) as walked:
+        causal.cuts_view.walk_button.click()
+        assert walk.walkthrough is None and walk.step_list.count() == 0      # B's walk is not shown meanwhile
+        assert "computing" in walk.info_label.text()
+    assert walked.args[0].intervention == spec and walked.args[0].text == A
+    assert "heads 1.2 zeroed is not applied here" in walk.info_label.text()
+    step = walked.args[0].step("masked_scores")                      # the cut worded, not the padding mask
+    assert "padding" not in step.formula + step.description and "sat(3)>cat(2)" in step.description
+    assert "1 of" in step.shape_text and "cut" in step.title
+    mask = walk.arch_map.items["masked_scores"]
+    assert not mask.text.font().strikeOut() and "cut" in mask.patched
+    with qtbot.waitSignal(walk.explained, timeout=60_000):
+        w._open_patch(A, B, "L2.H3")                                   # a sweep cell's click
+        assert walk.walkthrough is None and "Applying the patch" in walk.info_label.text()

@@ -24,9 +24,10 @@ def models(tmp_path_factory):
 @pytest.fixture
 def make_panel(qtbot, tmp_path, monkeypatch):
     """make_panel(backend, size=(1300, 900), masked="") -> an InterventionPanel on `backend`, TEXT typed."""
+    from app.gui.panels import model_calls
     from app.gui.panels.intervene import panel as P
     from app.gui.state import AppState
-    monkeypatch.setattr(P, "importance_cache_dir", lambda: tmp_path / "importance")
+    monkeypatch.setattr(model_calls, "importance_cache_dir", lambda: tmp_path / "importance")
     states = []
 
     def make(backend, size=(1300, 900), masked=""):

@@ -89,6 +89,7 @@ def test_patching_shows_the_alignment_and_refuses_in_one_message(qtbot, make_pan
         panel.apply()
     assert "tokens" in sig.args[0] and "Cannot patch" in panel.editor.alignment_label.text()
     assert panel.effects_view.effects is None           # nothing half-computed is shown
+    assert "patched L1.H2" not in panel.description.text() and "refused" in panel.description.text()
     b = "the dog sat on the mat ."
     panel.editor.text_b.setText(b)
     panel.editor.sites.setText("L1.H2, L1.resid@cat")
@@ -249,3 +250,12 @@ def test_compute_functions_run_without_qt(models):
     request = EffectsRequest(TEXT, Intervention(positions="off"), MASKED, "mat")
     effects = effects_fn(models[0], request, noop_progress, threading.Event())
     assert effects.fill is not None and effects.vector.cosine < 0.9999
+
+
+def test_a_model_lacking_some_parts_names_only_what_changed():
+    from app.gui.current_intervention import what_changed
+    before = Intervention(heads={(0, 1), (6, 0)}, positions="off")
+    said = what_changed(before, Intervention(heads={(0, 1)}, positions="off"), "layer 7 does not exist")
+    assert said == "layer 7 does not exist: heads 1.2, 7.1 zeroed became heads 1.2 zeroed; positions off kept"
+    said = what_changed(Intervention(ffn_off={6}, positions="off"), Intervention(positions="off"), "no layer 7")
+    assert said == "no layer 7: FFN 7 off dropped; positions off kept"                # never "X became X"
