@@ -99,7 +99,7 @@ class FeaturesPanel(QtWidgets.QWidget):
         if any(self.state.jobs.is_running(k) for k in LONG_JOBS):
             self.bar.say("Another features job is running: wait for it or Cancel it")
             return False
-        self.bar.set_running(True)
+        self.bar.set_running(True, label)
         self.bar.say(label + " …")
         job = self.state.run(key, fn, backend, *args, label=label,
                              on_result=lambda result: self._landed(backend, on_result, result),

@@ -5,7 +5,9 @@
     bar.source()                # ("corpus" | "sample" | "file", the file)
     bar.folder.text()           # the SAE's folder: a folder holding a checkpoint resumes
     bar.train_requested / cancel_requested / open_requested / index_requested
-    bar.set_running(True) ; bar.on_progress(done, total, message) ; bar.say(text, error=False)
+    bar.set_running(True, label) ; bar.on_progress(done, total, message) ; bar.say(text, error=False)
+
+Train, its progress (with the time left) and Cancel are the app's RunBar (app/gui/widgets/run_bar.py).
 
 The defaults are the issue's (docs/features.md justifies them): the middle layer's residual stream,
 8 × the model's width features, k 32. ``set_model(n_layers, dim)`` fills them in for the model.
@@ -17,6 +19,7 @@ import html
 from PySide6 import QtCore, QtWidgets
 
 from app.gui.widgets.line_edit import long_line_edit
+from app.gui.widgets.run_bar import RunBar
 from app.gui.widgets.spin_box import spin_box
 
 SOURCE_TITLES = (("sample", "Sample corpus"), ("corpus", "The open corpus"), ("file", "A text file…"))
@@ -61,13 +64,11 @@ class TrainBar(QtWidgets.QWidget):
         choose = QtWidgets.QToolButton()
         choose.setText("…")
         choose.clicked.connect(self._choose_folder)
-        self.train_button = QtWidgets.QPushButton("Train")
-        self.train_button.setObjectName("features_train")
+        self.run_bar = RunBar("Train", "features")      # the app's Run / progress / Cancel bar
+        self.train_button, self.cancel_button, self.progress = (self.run_bar.run_button, self.run_bar.cancel_button,
+                                                               self.run_bar.progress)
         self.train_button.setToolTip("Train an SAE into the folder (or resume the run saved there), then "
                                      "index its features over the sentences and open it")
-        self.cancel_button = QtWidgets.QPushButton("Cancel")
-        self.cancel_button.setObjectName("features_cancel")
-        self.cancel_button.setEnabled(False)
         self.cancel_button.setToolTip("Stop at the next step; the checkpoint stays: Train resumes it")
         self.open_button = QtWidgets.QPushButton("Open SAE…")
         self.open_button.setObjectName("features_open")
@@ -98,13 +99,9 @@ class TrainBar(QtWidgets.QWidget):
         folder_row.addWidget(choose)
         outer.addLayout(folder_row)
         buttons = QtWidgets.QHBoxLayout()
-        for b in (self.train_button, self.cancel_button, self.open_button, self.index_button):
+        for b in (self.open_button, self.index_button):
             buttons.addWidget(b)
-        self.progress = QtWidgets.QProgressBar()
-        self.progress.setObjectName("features_progress")
-        self.progress.setVisible(False)
-        buttons.addWidget(self.progress, 1)
-        buttons.addStretch(0)
+        buttons.addWidget(self.run_bar, 1)
         outer.addLayout(buttons)
         self.message = QtWidgets.QLabel("")
         self.message.setObjectName("features_message")
@@ -125,19 +122,13 @@ class TrainBar(QtWidgets.QWidget):
     def source(self) -> tuple[str, str]:
         return self.source_box.currentData(), self.file.text().strip()
 
-    def set_running(self, running: bool) -> None:
-        self.cancel_button.setEnabled(running)
-        for b in (self.train_button, self.open_button, self.index_button):
+    def set_running(self, running: bool, message: str = "") -> None:
+        self.run_bar.set_running(running, message)
+        for b in (self.open_button, self.index_button):
             b.setEnabled(not running)
-        self.progress.setVisible(running)
-        if running:
-            self.progress.setRange(0, 0)
 
     def on_progress(self, done: int, total: int, message: str) -> None:
-        if total > 0:
-            self.progress.setRange(0, total)
-            self.progress.setValue(min(done, total))
-        self.progress.setFormat(f"{message}  %p%" if message else "%p%")
+        self.run_bar.on_progress(done, total, message)
 
     def say(self, text: str, error: bool = False) -> None:
         self.message.setText(f"<span style='color:#b00020'>{html.escape(text)}</span>" if error else text)
