@@ -375,3 +375,41 @@ def test_the_edit_summary_counts_each_moved_hit_once(qtbot):
     box.show_changes(7, "ablate", 0.0, changes)
     assert "3 of the top 4 moved, 2 entered, 2 left" in box.summary.text()
     assert [box.table.item(r, 2).text() for r in range(6)] == ["=", "+1", "new", "+8", "–", "–"]
+
+
+def test_the_map_colours_its_sentences_by_a_feature_and_back(qtbot, models, trained):
+    from app.gui.current_features import current_features
+    from app.gui.panels.features.map_colour import FeatureColouring
+    from app.gui.panels.map.plot import MapPlot
+    from app.gui.state import AppState
+    state = AppState()
+    try:
+        colour = FeatureColouring(state)
+        plot = MapPlot()
+        qtbot.addWidget(colour)
+        qtbot.addWidget(plot)
+        colour.values_ready.connect(plot.set_values)
+        texts = tiny_corpus(12, seed=3)
+        plot.set_points(np.random.default_rng(0).normal(size=(12, 2)), np.arange(12) % 3, ["a", "b", "c"])
+        colour.set_texts(texts)
+        assert colour.isHidden()                              # no SAE open
+        switch_model(state, models[0])
+        current_features(state).set(trained)
+        assert not colour.isHidden()
+        feature = int(trained.index.features(sort="density")[0])
+        colour.feature.setValue(feature)
+        with qtbot.waitSignal(colour.values_ready, timeout=30_000) as sig:
+            colour.on.setChecked(True)
+        want = np.array([codes_numpy(trained.folder, residual(models, t))[:, feature].max() for t in texts])
+        np.testing.assert_allclose(sig.args[0], want, atol=1e-4)
+        rows = np.sort(np.concatenate([item.rows for item in plot.value_items]))
+        assert rows.tolist() == list(range(12)) and not any(i.isVisible() for i in plot.cluster_items)
+        strongest = max(plot.value_items, key=lambda i: i.zValue())
+        assert int(np.argmax(want)) in strongest.rows.tolist()
+        with qtbot.waitSignal(colour.values_ready, timeout=5_000) as sig:
+            colour.on.setChecked(False)
+        assert sig.args[0] is None and not plot.value_items and all(i.isVisible() for i in plot.cluster_items)
+        switch_model(state, models[1])                        # another model: the SAE does not fit, hidden
+        assert colour.isHidden()
+    finally:
+        state.shutdown(10_000)
