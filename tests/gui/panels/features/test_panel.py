@@ -413,3 +413,16 @@ def test_the_map_colours_its_sentences_by_a_feature_and_back(qtbot, models, trai
         assert colour.isHidden()
     finally:
         state.shutdown(10_000)
+
+
+def test_step_by_step_shows_the_token_features_of_the_sentence_it_walks(qtbot, make_walkthrough_panel, models,
+                                                                         trained):
+    from app.gui.current_features import current_features
+    walk = make_walkthrough_panel(models[0])
+    assert walk.token_features.isHidden()                     # no SAE open: nothing of it shown
+    current_features(walk.state).set(trained)
+    text = tiny_corpus(3, seed=11)[1]
+    with qtbot.waitSignal(walk.token_features.shown, timeout=60_000) as sig:
+        walk.explain_text(text)
+    assert [t for t, _ in sig.args[0]] == walk.walkthrough.tokens
+    assert walk.token_features.isVisible() and "L2.resid" in walk.token_features.title()
