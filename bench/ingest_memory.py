@@ -78,8 +78,6 @@ def peak_rss_of_ingest(n: int, dim: int, work: Path, index: str) -> tuple[float,
     return peak_kib / 1024, seconds
 
 
-# Twin of bench.map.main, alike: two benchmarks' ends (ratios printed, exit 0); each prints its own
-#   measurements.
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, nargs="+", default=[1_000, 100_000, 1_000_000])

@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     ids = torch.randint(1000, 20000, (1, args.tokens))
     mask = torch.ones_like(ids)
     with torch.no_grad():
-        embeds = model.embeddings.word_embeddings(ids)        # (1, T, D): what the path runs over
+        embeds = model.get_input_embeddings()(ids)        # (1, T, D): what the path runs over
 
     def sentence_vector(x):                                  # x (T, D) -> (D,)
         out = model(inputs_embeds=x[None], attention_mask=mask).last_hidden_state[0]

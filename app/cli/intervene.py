@@ -83,8 +83,6 @@ def register(sub) -> None:
     _add_importance(sub)
 
 
-# Twin of app.cli.intervene.register, alike: argparse lines of one shape (an option, its type, its
-#   default, its words); each command's options are its own.
 def _add_importance(sub) -> None:
     from app.cli.options import add_model_options
 
@@ -275,9 +273,10 @@ def cmd_patch(args) -> int:
     from core.encoder.backends import get_backend
     from core.encoder.scoped_hooks import modules_path
     from core.intervene.apply import intervene
-    from core.intervene.patching import cosine as cos
-    from core.intervene.patching import moved_toward_b, patched_run
+    from core.intervene.patching import patched_run
     from core.intervene.spec import parse_site
+    from core.intervene.way_to_b import cosine as cos
+    from core.intervene.way_to_b import moved_toward_b
 
     backend = get_backend(args.model, args.backend, device=args.device, precision=args.precision)
     pooling = backend.choose_pooling(args.pooling)

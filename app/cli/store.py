@@ -31,8 +31,6 @@ def _add_encoding_option(p):
                         "byte-order mark says)")
 
 
-# Twin of app.cli.eval.register, alike: argparse declarations of different subcommands;
-#   each option's words belong to its command.
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "ingest", help="embed sentences from .txt/.csv/.jsonl files into a store",

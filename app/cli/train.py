@@ -26,8 +26,6 @@ from core.errors import EncoderscopeError
 EXIT_INTERRUPTED = 130
 
 
-# Twin of bench.search.main, alike: argparse declarations (a benchmark's and a
-#   subcommand's options), the same calls with different options.
 def register(subparsers) -> argparse.ArgumentParser:
     from core.names import ATTENTIONS, POOLINGS
     from core.train.config import OBJECTIVES, TrainConfig

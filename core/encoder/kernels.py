@@ -4,6 +4,9 @@ oneDNN's packed weights where that is faster (core/encoder/packed_forward.py pac
 Training, autograd, other devices and weights changed after packing use the plain path."""
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -104,11 +107,29 @@ class Linear(nn.Linear):
 FUSED_BF16_MAX_ROWS = 32
 
 
+_choice = threading.local()      # .one_sentence: this thread chooses kernels as for one sentence
+
+
+@contextmanager
+def one_sentence_kernels():
+    """Inside the block this thread's attention kernel is chosen as for one sentence of the batch
+    alone: a stack of variants of one sentence (a patching sweep's cells) then gets the kernels,
+    and so the numbers, that each variant's own run gets (fused and explicit agree only to
+    rounding in bf16)."""
+    was = getattr(_choice, "one_sentence", False)
+    _choice.one_sentence = True
+    try:
+        yield
+    finally:
+        _choice.one_sentence = was
+
+
 def explicit_attention_is_faster(q: torch.Tensor) -> bool:
     """Whether the explicit attention (scores, softmax in fp32, then V) beats torch's fused kernel
     for these queries (B, H, T, Dh): bf16 on a CPU for more than a short sentence, 6% faster in
     batches of 64 on 2 threads. A speed choice only: both compute the same maths."""
-    return q.is_cpu and q.dtype == torch.bfloat16 and q.shape[0] * q.shape[2] > FUSED_BF16_MAX_ROWS
+    rows = q.shape[2] if getattr(_choice, "one_sentence", False) else q.shape[0] * q.shape[2]
+    return q.is_cpu and q.dtype == torch.bfloat16 and rows > FUSED_BF16_MAX_ROWS
 
 
 def sdpa_mask(mask: torch.Tensor | None, q: torch.Tensor) -> torch.Tensor | None:

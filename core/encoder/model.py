@@ -11,6 +11,7 @@ Shapes: B = batch, T = tokens, D = model dim, H = heads, Dh = D // H, V = vocab.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, fields
 
 import torch
@@ -144,15 +145,36 @@ class Embeddings(nn.Module):
         self.LayerNorm = nn.LayerNorm(cfg.dim, eps=cfg.layer_norm_eps)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, input_ids, token_type_ids=None):
-        T = input_ids.shape[1]
-        positions = torch.arange(T, device=input_ids.device)[None, :]       # (1, T)
-        x = self.word_embeddings(input_ids) + self.position_embeddings(positions)  # (B, T, D)
+    @property
+    def word_table(self) -> torch.Tensor:
+        """The word-embedding table (V, D), one row per token id."""
+        return self.word_embeddings.weight
+
+    @property
+    def position_table(self) -> torch.Tensor:
+        """The position table (P, D): learned rows, or the fixed sin/cos encodings."""
+        return self.position_embeddings.weight
+
+    def words(self, input_ids):
+        """The word vectors (B, T, D) of the ids: the rows of the embedding table, before positions."""
+        return self.word_embeddings(input_ids)
+
+    def positions(self, n_tokens: int, device):
+        """The position vectors (1, T, D) of positions 0 .. T-1."""
+        return self.position_embeddings(torch.arange(n_tokens, device=device)[None, :])
+
+    def from_words(self, words, token_type_ids=None):
+        """The embeddings' output for given word vectors (B, T, D): + positions (+ token types),
+        LayerNorm, dropout. What attributions and causal tracing feed their own word vectors to."""
+        x = words + self.positions(words.shape[1], words.device)            # (B, T, D)
         if self.token_type_embeddings is not None:
             if token_type_ids is None:
-                token_type_ids = torch.zeros_like(input_ids)
+                token_type_ids = torch.zeros(words.shape[:2], dtype=torch.long, device=words.device)
             x = x + self.token_type_embeddings(token_type_ids)
         return self.dropout(self.LayerNorm(x))
+
+    def forward(self, input_ids, token_type_ids=None):
+        return self.from_words(self.words(input_ids), token_type_ids)
 
 
 class MultiHeadSelfAttention(nn.Module):
@@ -211,12 +233,26 @@ class MultiHeadSelfAttention(nn.Module):
         scores = at_least_fp32(q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
         return (scores if mask is None else scores + mask).softmax(dim=-1)
 
-    def forward(self, x, mask, need_weights: bool = False):
+    def heads(self, x, mask, need_weights: bool = False):
+        """Every head's output side by side (B, T, D), head h in columns h*Dh ... (h+1)*Dh - 1:
+        the input of the output projection. And the weights (B, H, T, T) when asked for."""
         B, T, D = x.shape
         q, k, v = (self.split_heads(t) for t in self.project_qkv(x))   # each (B, H, T, Dh)
         context, weights = self.attend(q, k, v, mask, need_weights)
-        context = context.transpose(1, 2).reshape(B, T, D)     # merge heads: (B, T, D)
-        return self.out_lin(context), weights
+        return context.transpose(1, 2).reshape(B, T, D), weights      # merge heads: (B, T, D)
+
+    def pattern(self, x, mask):
+        """The attention weights (B, H, T, T) of input x: softmax(Q K^T / sqrt(Dh) + mask)."""
+        q, k, _ = (self.split_heads(t) for t in self.project_qkv(x))
+        return self.attention_weights(q, k, mask)
+
+    def project(self, heads):
+        """The heads' outputs (B, T, D) mixed into the attention's output by out_lin."""
+        return self.out_lin(heads)
+
+    def forward(self, x, mask, need_weights: bool = False):
+        heads, weights = self.heads(x, mask, need_weights)
+        return self.project(heads), weights
 
 
 class FFN(nn.Module):
@@ -251,15 +287,32 @@ class TransformerBlock(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x, mask, need_weights: bool = False):
-        if self.pre_norm:                                       # x + f(LN(x))
-            a, w = self.attention(self.sa_layer_norm(x), mask, need_weights)
-            x = x + self.dropout(a)
-            x = x + self.ffn(self.output_layer_norm(x))
-        else:                                                   # LN(x + f(x))
-            a, w = self.attention(x, mask, need_weights)
-            x = self.sa_layer_norm(x + self.dropout(a))
-            x = self.output_layer_norm(x + self.ffn(x))
-        return x, w
+        a, w = self.attention(self.attention_input(x), mask, need_weights)
+        return self.finish(x, self.dropout(a)), w
+
+    # The seams: forward is attention_input -> attention -> finish, and finish is
+    # add_attention -> ffn_branch -> add_ffn. Batched techniques call them on their own tensors.
+    def attention_input(self, x):
+        """What the attention reads: LN(x) pre-norm, x itself post-norm."""
+        return self.sa_layer_norm(x) if self.pre_norm else x
+
+    def add_attention(self, x, a):
+        """The residual stream after the attention branch a: x + a (pre-norm), LN(x + a) (post)."""
+        return x + a if self.pre_norm else self.sa_layer_norm(x + a)
+
+    def ffn_branch(self, y):
+        """The FFN's output (before its residual add) on the stream y after attention."""
+        return self.ffn(self.output_layer_norm(y) if self.pre_norm else y)
+
+    def add_ffn(self, y, f):
+        """The block's output: y + f (pre-norm), LN(y + f) (post-norm)."""
+        return y + f if self.pre_norm else self.output_layer_norm(y + f)
+
+    def finish(self, x, a):
+        """The end of the block after attention: the block's output given its input x and the
+        attention's output a (after out_lin)."""
+        y = self.add_attention(x, a)
+        return self.add_ffn(y, self.ffn_branch(y))
 
 
 class AttentionPooling(nn.Module):
@@ -314,7 +367,7 @@ class Encoder(nn.Module):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None,
                 output_hidden_states: bool = False, output_attentions: bool = False) -> EncoderOutput:
         x = self.embeddings(input_ids, token_type_ids)          # (B, T, D)
-        mask = attention_bias(attention_mask, x.shape[1], x.dtype, x.device, self.config.attention == "causal")
+        mask = self.bias(attention_mask, x)
         hidden, attentions = [x], []
         for block in self.transformer.layer:
             x, w = block(x, mask, need_weights=output_attentions)
@@ -327,6 +380,18 @@ class Encoder(nn.Module):
             hidden_states=tuple(hidden) if output_hidden_states else None,
             attentions=tuple(attentions) if output_attentions else None,
         )
+
+    def bias(self, attention_mask, x):
+        """The additive mask every block's attention adds to its scores, for hidden states x
+        (B, T, D): padding and, causal, the triangle; None when nothing is masked."""
+        return attention_bias(attention_mask, x.shape[1], x.dtype, x.device, self.config.attention == "causal")
+
+    def run_from(self, index: int, x, bias):
+        """The final hidden states (B, T, D) given hidden state ``index`` x (0 = the embeddings'
+        output, i = block i's output): blocks index+1 .. L, then the final LayerNorm if any."""
+        for block in self.transformer.layer[index:]:
+            x, _ = block(x, bias)
+        return self.normalise_layer(x)
 
     def normalise_layer(self, h):
         """Put any layer's hidden state where the MLM head expects it (pre-norm: the final LN)."""
@@ -373,6 +438,24 @@ class EncoderForMaskedLM(nn.Module):
     def layer_logits(self, hidden_states):
         """The MLM head applied to every layer's hidden state: what each layer would guess."""
         return [self.head(self.distilbert.normalise_layer(h)) for h in hidden_states]
+
+
+_LAYER = re.compile(r"(?:^|\.)layer\.(\d+)\.(attention|sa_layer_norm|ffn|output_layer_norm)\.")
+
+
+def parameter_group(name: str) -> str:
+    """The block and sublayer a parameter belongs to, by its state-dict name."""
+    m = _LAYER.search(name)
+    if m:
+        part = "attention" if m.group(2) in ("attention", "sa_layer_norm") else "FFN"
+        return f"layer {int(m.group(1)) + 1} {part}"
+    if "embeddings." in name:
+        return "embeddings"
+    if "final_layer_norm" in name:
+        return "final norm"
+    if name.startswith("vocab_"):
+        return "MLM head"
+    return "other"
 
 
 def init_weights(module: nn.Module, cfg: EncoderConfig):

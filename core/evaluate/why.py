@@ -28,9 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.encoder.pooling import POOLINGS, l2_normalize, pool
+from core.encoder.pooling import POOLINGS, attention_pool_weights, l2_normalize, pool
 from core.inspect.attention_maps import distinct_labels
-from core.walkthrough import numpy_ref
 
 # ---------------------------------------------------------------------------- the maths, one step each
 
@@ -61,11 +60,17 @@ def max_pair_contributions(h: np.ndarray, g: np.ndarray) -> np.ndarray:
     return out
 
 
+def _pool_weights(x: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Attention pooling's weight of each token (T,), by the pooling the model uses, in float64."""
+    t = torch.from_numpy(x)[None]
+    return attention_pool_weights(t, torch.ones(t.shape[:2], dtype=torch.bool), torch.from_numpy(q))[0].numpy()
+
+
 def attention_pair_contributions(h: np.ndarray, g: np.ndarray, query: np.ndarray) -> np.ndarray:
     """(n, m): ``a_i b_j (h_i · g_j) / (|u| |v|)`` with a, b the query's softmax weights of
     each sentence's tokens and u, v the weighted sums."""
     h, g, q = np.asarray(h, np.float64), np.asarray(g, np.float64), np.asarray(query, np.float64)
-    a, b = (numpy_ref.attention_pool_weights(x, q) for x in (h, g))
+    a, b = (_pool_weights(x, q) for x in (h, g))
     u, v = a @ h, b @ g
     return np.outer(a, b) * (h @ g.T) / (np.linalg.norm(u) * np.linalg.norm(v))
 

@@ -12,7 +12,8 @@ scale (their root-mean-square entry) while training; the scale is folded into th
 
 Streaming: the training sentences (those not in the held-out split) go round by round
 (ROUND_SENTENCES at a time, in a seeded order per epoch); a round's activations are collected,
-shuffled with a generator seeded by (seed, epoch, round) and cut into batches. Everything is
+shuffled with a generator seeded by (seed, epoch, round) and cut into batches (a training split
+whose activations fit CACHE_BYTES is collected once and kept for the later epochs). Everything is
 seeded: the same seed, corpus and machine give the same SAE, and a run stopped and resumed gives
 the same SAE as one that ran through (the optimiser's state is saved with the weights).
 """
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch import nn
 
 from core.errors import Cancelled, InputError
 from core.features.collect import check_site, default_site, iter_activations, parse_feature_site
@@ -39,6 +41,7 @@ STATE_FILE = "train_state.safetensors"
 STATE_JSON = "train_state.json"
 ROUND_SENTENCES = 2048        # sentences whose activations are shuffled together
 CHECKPOINT_SECONDS = 60.0     # the state is saved at least this often (and at the end, or when stopped)
+CACHE_BYTES = 512 * 2**20     # a small corpus's activations are kept across epochs up to this size
 
 
 @dataclass(frozen=True)
@@ -171,8 +174,8 @@ class _Trainer:
         cfg, sae = self.cfg, self.sae
         xs = x / self.scale
         pre = sae.pre_activations(xs)
-        codes = sae.topk_codes(pre)
-        x_hat = sae.decode(codes)
+        values, idx = sae.topk_parts(pre)
+        x_hat = sae.decode_topk(values, idx)
         err = xs - x_hat
         mse = err.pow(2).sum(-1).mean()
         variance = (xs - xs.mean(0)).pow(2).sum(-1).mean().clamp_min(1e-12)
@@ -180,10 +183,8 @@ class _Trainer:
         dead = self.since_fired >= cfg.dead_tokens
         n_dead = int(dead.sum())
         if n_dead:
-            aux_pre = pre.masked_fill(~dead, float("-inf"))
-            values, idx = aux_pre.topk(min(cfg.aux_k, n_dead), dim=-1)
-            aux_codes = torch.zeros_like(pre).scatter_(-1, idx, values.relu())
-            e_hat = aux_codes @ sae.W_dec
+            aux_values, aux_idx = pre.masked_fill(~dead, float("-inf")).topk(min(cfg.aux_k, n_dead), dim=-1)
+            e_hat = nn.functional.embedding_bag(aux_idx, sae.W_dec, per_sample_weights=aux_values.relu(), mode="sum")
             target = err.detach()
             aux = (e_hat - target).pow(2).sum(-1).mean() / target.pow(2).sum(-1).mean().clamp_min(1e-12)
             loss = loss + cfg.aux_coef * aux * mse.detach()
@@ -194,9 +195,8 @@ class _Trainer:
         self.opt.step()
         sae.normalise_decoder()
         with torch.no_grad():
-            fired = (codes > 0).any(0)
             self.since_fired += len(x)
-            self.since_fired[fired] = 0
+            self.since_fired[idx[values > 0]] = 0
         self.tokens += len(x)
         self.steps += 1
         self.recent_fvu = (self.recent_fvu + [float(mse.detach() / variance)])[-20:]
@@ -270,6 +270,24 @@ def _meta(backend, cfg: TrainConfig, trainer: _Trainer, n: int, chash: str, d_in
                           "train_fvu": trainer.recent_fvu[-1] if trainer.recent_fvu else None})
 
 
+def _collect_all(model, sentences, train_ids, cfg: TrainConfig, d_in: int, should_stop) -> dict | None:
+    """{sentence id: its activations (n_tokens, d_in)} of every training sentence when they fit
+    CACHE_BYTES (counted from the token ids first), else None."""
+    texts = [sentences[i] for i in train_ids]
+    tokens = sum(len(x) - 2 for x in model.encode_ids(texts)[0])
+    if tokens * d_in * 4 > CACHE_BYTES:
+        return None
+    cache: dict = {}
+    for batch in iter_activations(model, texts, cfg.site, cfg.collect_batch, should_stop=should_stop):
+        order = torch.argsort(batch.sentence_ids * 100_000 + batch.positions)
+        sid, acts = batch.sentence_ids[order], batch.acts[order]
+        for local in torch.unique(sid).tolist():
+            cache[int(train_ids[local])] = acts[sid == local]
+    for i in train_ids:
+        cache.setdefault(int(i), torch.zeros(0, d_in, device=model.device))
+    return cache
+
+
 def train_sae(model, sentences, config: TrainConfig, out_folder, progress=None,
               should_stop=None) -> TrainResult:
     """Train (or continue training) an SAE on ``model``'s activations over ``sentences``, saving
@@ -312,6 +330,13 @@ def train_sae(model, sentences, config: TrainConfig, out_folder, progress=None,
     rounds = -(-len(train_ids) // ROUND_SENTENCES)
     last_save = time.perf_counter()
     stopped = False
+    # A training split whose activations fit CACHE_BYTES is collected once, in one pass in a fixed
+    # order (so a resumed run reads the very same numbers), and kept for every epoch; a larger one
+    # streams, round by round.
+    try:
+        cache = _collect_all(model, sentences, train_ids, cfg, d_in, should_stop)
+    except Cancelled:
+        raise Cancelled("training stopped before its first step: nothing was saved") from None
 
     def save_all():
         _save_state(folder, trainer, identity)
@@ -322,12 +347,15 @@ def train_sae(model, sentences, config: TrainConfig, out_folder, progress=None,
         while trainer.round < rounds and trainer.tokens < cfg.tokens:
             ids = order[trainer.round * ROUND_SENTENCES:(trainer.round + 1) * ROUND_SENTENCES]
             chunk = [sentences[i] for i in ids]
-            try:
-                acts = torch.cat([b.acts for b in iter_activations(model, chunk, cfg.site, cfg.collect_batch,
-                                                                   should_stop=should_stop)])
-            except Cancelled:
-                stopped = True
-                break
+            if cache is not None:
+                acts = torch.cat([cache[int(i)] for i in ids])
+            else:
+                try:
+                    acts = torch.cat([b.acts for b in iter_activations(model, chunk, cfg.site, cfg.collect_batch,
+                                                                       should_stop=should_stop)])
+                except Cancelled:
+                    stopped = True
+                    break
             if trainer.scale == 0.0:
                 trainer.start(acts)
             gen = torch.Generator().manual_seed(int(np.random.default_rng(

@@ -1,6 +1,7 @@
 """Apply an Intervention to our encoder (core/encoder/model.py) for the duration of a ``with``.
 
-Everything is done by forward hooks on the model's own modules, removed on exit: no weight is
+Everything is done by edits of the encoder's sites (core/encoder/sites.py: forward hooks on the
+model's own modules), removed on exit: no weight is
 touched, so the model after the block is the model before it, bit for bit. The hooks act only on
 the thread that entered the block (core/encoder/scoped_hooks.py); another thread using the same
 cached model meanwhile sees the model unchanged (the GUI runs an intervention in one worker while
@@ -13,11 +14,11 @@ from contextlib import contextmanager
 
 import torch
 
+from core.encoder import sites
 from core.encoder.model import Encoder
-from core.encoder.scoped_hooks import scoped_hooks
 from core.errors import InputError, settings_fix
-from core.intervene.edges import cut_hook
-from core.intervene.spec import Intervention, Site, shuffled_positions
+from core.intervene.edges import cut_bias
+from core.intervene.spec import Intervention, shuffled_positions
 
 
 def encoder_of(model) -> Encoder:
@@ -54,77 +55,53 @@ def intervene(model, spec: Intervention, means: torch.Tensor | None = None,
     if missing:
         raise InputError(f"no activation of sentence B for {', '.join(s.describe() for s in missing)}: "
                          "run patching.capture_sites on B first")
-    with scoped_hooks() as register:
-        _install(encoder, spec, means, patch_source or {},
-                 lambda module, fn: register(module, "pre", fn), lambda module, fn: register(module, "post", fn))
+    with sites.hooks(encoder) as at:
+        _install(at, spec, means, patch_source or {})
         yield encoder
 
 
-def _install(encoder: Encoder, spec: Intervention, means, source: dict, pre, post) -> None:
-    cfg = encoder.config
+def _install(at: sites.Hooks, spec: Intervention, means, source: dict) -> None:
+    """Every part of ``spec`` as edits of the encoder's sites (core/encoder/sites.py), in a fixed
+    order: positions, then per layer the attention mask (cuts), the queries (score scaling), the
+    heads (ablation, then patches), the attention and FFN branches, the block's output."""
+    cfg = at.encoder.config
     dh = cfg.dim // cfg.n_heads
-    emb = encoder.embeddings
     if spec.positions == "off":
-        post(emb.position_embeddings, lambda m, a, out: torch.zeros_like(out))
+        at.edit("positions", torch.zeros_like)
     elif spec.positions == "shuffle":
-        def shuffle(m, args):
-            (positions,) = args
-            perm = shuffled_positions(positions.shape[-1], spec.shuffle_seed)
-            return (positions[..., perm],)
-        pre(emb.position_embeddings, shuffle)
+        # the tokens read the position vectors of a permutation of their positions
+        at.edit("positions", lambda v: v[:, shuffled_positions(v.shape[1], spec.shuffle_seed)])
     factor = spec.score_factor(dh)
-    for layer, block in enumerate(encoder.transformer.layer):
-        att = block.attention
+    for layer in range(cfg.n_layers):
+        def at_layer(kind, head=None, layer=layer):
+            return sites.site_name(kind, layer, head)
         cuts = [c for c in spec.cuts if c.layer == layer]
         if cuts:
-            pre(att, cut_hook(cuts, cfg.n_heads))
+            at.edit(at_layer("bias"), cut_bias(cuts, cfg.n_heads))
         if factor != 1.0:
             # q_i . k_j scaled by the factor: every score of the layer, before the mask and softmax
-            post(att.q_lin, lambda m, a, out, f=factor: out * f)
-        heads = sorted(h for l, h in spec.heads if l == layer)
+            at.edit(at_layer("q"), lambda q, f=factor: q * f)
+        for head in sorted(h for l, h in spec.heads if l == layer):
+            if spec.head_mode == "zero":
+                at.edit(at_layer("head", head), torch.zeros_like)
+            else:
+                at.edit(at_layer("head", head), lambda v, m=means[layer, head]: m.to(v).expand_as(v).clone())
         patches = [s for s in spec.patch if s.layer == layer]
-        head_patches = [s for s in patches if s.kind == "head"]
-        if heads or head_patches:
-            pre(att.out_lin, _heads_hook(layer, heads, spec.head_mode, means, head_patches, source, dh))
+        for s in patches:
+            if s.kind == "head":      # B's numbers: the heads side by side; this head's columns
+                cols = slice(s.head * dh, (s.head + 1) * dh)
+                at.replace(at_layer("head", s.head), source[s][..., cols], s.token)
         if layer in spec.attention_off:
-            post(att, lambda m, a, out: (torch.zeros_like(out[0]), out[1]))
+            at.edit(at_layer("attn"), torch.zeros_like)
         if layer in spec.ffn_off:
-            post(block.ffn, lambda m, a, out: torch.zeros_like(out))
+            at.edit(at_layer("ffn"), torch.zeros_like)
         for s in patches:
             if s.kind == "ffn":
-                post(block.ffn, lambda m, a, out, s=s: _patched(out, source[s], s.token, None))
-        if layer in spec.skip:
-            post(block, lambda m, args, out: (args[0], out[1]))
+                at.replace(at_layer("ffn"), source[s], s.token)
+        if layer in spec.skip:        # the block's output is its input
+            entering: list = [None]
+            at.read(at_layer("resid_pre"), lambda x, slot=entering: slot.__setitem__(0, x))
+            at.edit(at_layer("resid"), lambda y, slot=entering: slot[0])
         for s in patches:
             if s.kind == "resid":
-                post(block, lambda m, a, out, s=s: (_patched(out[0], source[s], s.token, None), out[1]))
-
-
-def _heads_hook(layer, heads, mode, means, patches: list[Site], source, dh):
-    """out_lin's input is the heads' outputs side by side (B, T, H*Dh): head h owns columns
-    h*Dh ... (h+1)*Dh - 1. Zero, mean or patch those columns; out_lin and everything after runs
-    as usual (its bias included: the head's contribution is gone, the layer's bias is not)."""
-    def hook(module, args):
-        context = args[0].clone()
-        for h in heads:
-            cols = slice(h * dh, (h + 1) * dh)
-            context[..., cols] = 0.0 if mode == "zero" else means[layer, h].to(context)
-        for s in patches:
-            cols = slice(s.head * dh, (s.head + 1) * dh)
-            context = _patched(context, source[s], s.token, cols)
-        return (context,)
-    return hook
-
-
-def _patched(value: torch.Tensor, from_b: torch.Tensor, token: int | None, cols: slice | None):
-    """``value`` (B, T, D) with B's numbers at one token or every token (and only ``cols``)."""
-    cols = slice(None) if cols is None else cols
-    out = value.clone()
-    if token is None:
-        if from_b.shape[1] != value.shape[1]:
-            raise InputError(f"sentence B has {from_b.shape[1]} tokens and A {value.shape[1]}: a site at "
-                             "every token needs two sentences of the same length (or give one token, @TOKEN)")
-        out[..., cols] = from_b[..., cols].to(out)
-    else:
-        out[:, token, cols] = from_b[:, token, cols].to(out)
-    return out
+                at.replace(at_layer("resid"), source[s], s.token)

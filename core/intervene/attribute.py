@@ -95,16 +95,6 @@ class Target:
         return readout.mask_probability(self.backend, y, self.position, self.token)
 
 
-def embed_words(encoder, ids: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
-    """The embeddings' output for given word embeddings (N, T, D): + positions (+ type 0), LayerNorm."""
-    emb = encoder.embeddings
-    positions = torch.arange(ids.shape[1], device=ids.device)[None, :]
-    x = words + emb.position_embeddings(positions)
-    if emb.token_type_embeddings is not None:
-        x = x + emb.token_type_embeddings(torch.zeros_like(ids))
-    return emb.LayerNorm(x)
-
-
 def kept_tokens(backend, ids: list[int]) -> list[bool]:
     """True at the tokens the baseline keeps: every special token but [PAD] ([CLS], [SEP], [MASK])."""
     tok = backend.tokenizer
@@ -117,7 +107,7 @@ def baseline_words(backend, ids: list[int], words: torch.Tensor, kind: str) -> t
     if kind not in BASELINES:
         raise InputError(f"the baseline is one of {', '.join(BASELINES)}, not {kind!r}")
     encoder = encoder_of(backend)
-    fill = (encoder.embeddings.word_embeddings.weight[backend.tokenizer.pad_token_id].detach()
+    fill = (encoder.embeddings.word_table[backend.tokenizer.pad_token_id].detach()
             if kind == "pad" else torch.zeros(words.shape[-1], device=words.device))
     keep = torch.tensor(kept_tokens(backend, ids), device=words.device)[None, :, None]
     return torch.where(keep, words, fill.to(words.dtype))
@@ -129,10 +119,10 @@ def gauss_legendre(steps: int) -> tuple[np.ndarray, np.ndarray]:
     return (nodes + 1) / 2, weights / 2
 
 
-def _gradients(encoder, ids: torch.Tensor, points: torch.Tensor, f) -> tuple[torch.Tensor, torch.Tensor]:
+def _gradients(encoder, points: torch.Tensor, f) -> tuple[torch.Tensor, torch.Tensor]:
     """f at each row of word embeddings ``points`` (N, T, D) and df/dpoints (N, T, D)."""
     points = points.detach().requires_grad_(True)
-    y = run_from(encoder, 0, embed_words(encoder, ids.expand(points.shape[0], -1), points))
+    y = run_from(encoder, 0, encoder.embeddings.from_words(points))     # + positions, LayerNorm
     values = f(y).float()
     (grad,) = torch.autograd.grad(values.sum(), points)
     return values.detach(), grad.float()
@@ -153,9 +143,9 @@ def attribute(backend, text: str, method: str = "ig", other: str | None = None, 
     t_ids = torch.tensor([ids], device=dev)
     tokens = backend.tokenizer.convert_ids_to_tokens(ids)
     with torch.enable_grad(), autocast(dev, backend.precision):
-        x = encoder.embeddings.word_embeddings(t_ids).detach().float()
+        x = encoder.embeddings.words(t_ids).detach().float()
         if method == "grad-x-input":
-            value, grad = _gradients(encoder, t_ids, x, f)
+            value, grad = _gradients(encoder, x, f)
             scores = (x * grad).sum(-1)[0]
             return Attribution(tokens, scores.double().cpu().numpy(), float(value[0]), None, method,
                                f.words, backend.precision)
@@ -167,11 +157,11 @@ def attribute(backend, text: str, method: str = "ig", other: str | None = None, 
                 raise Cancelled("attribution cancelled")
             a = torch.tensor(alphas[start:start + ROWS], device=dev, dtype=x.dtype)[:, None, None]
             w = torch.tensor(weights[start:start + ROWS], device=dev, dtype=x.dtype)[:, None, None]
-            _, grad = _gradients(encoder, t_ids, x0 + a * (x - x0), f)
+            _, grad = _gradients(encoder, x0 + a * (x - x0), f)
             total += (w * grad).sum(0, keepdim=True)
             if progress is not None:
                 progress(min(start + ROWS, steps), steps)
-        ends, _ = _gradients(encoder, t_ids, torch.cat([x, x0]), f)
+        ends, _ = _gradients(encoder, torch.cat([x, x0]), f)
         scores = ((x - x0) * total).sum(-1)[0]
     return Attribution(tokens, scores.double().cpu().numpy(), float(ends[0]), float(ends[1]), method,
                        f.words, backend.precision, steps, baseline)

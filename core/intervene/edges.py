@@ -1,8 +1,8 @@
 """Attention-edge knock-out: query token Q may not look at key token K in layer L (one head or all).
 
 The score q_Q . k_K gets -inf before the softmax, so row Q's weights renormalise over the keys it
-may still see. Applied by a forward pre-hook on the layer's attention that adds a (1, H, T, T)
-mask to the one the block passes (padding, causal triangle): the fused and the explicit attention
+may still see. Applied as an edit of the site Lk.bias (core/encoder/sites.py): a (1, H, T, T) mask added to
+the one the block passes (padding, causal triangle): the fused and the explicit attention
 paths both take it as it is.
 
 People type cuts 1-based for layers and heads, tokens as a word of the sentence or a position
@@ -83,13 +83,10 @@ def cut_mask(cuts, n_heads: int, n_tokens: int, dtype, device) -> torch.Tensor:
     return mask
 
 
-def cut_hook(cuts, n_heads: int):
-    """A forward pre-hook for a block's attention (x, mask, need_weights): the cut mask added to the
-    block's own (padding: (B, 1, 1, T); causal: (B or 1, 1, T, T); or None)."""
-    def hook(module, args):
-        x, mask, *rest = args
-        extra = cut_mask(cuts, n_heads, x.shape[1], torch.float32, x.device)
-        if mask is not None:
-            extra = extra + mask.to(extra.dtype)
-        return (x, extra, *rest)
-    return hook
+def cut_bias(cuts, n_heads: int):
+    """An edit of a layer's attention mask (the site Lk.bias: (B or 1, 1, 1 or T, T), zeros where
+    nothing is masked): the cut mask added to it."""
+    def edit(bias):
+        extra = cut_mask(cuts, n_heads, bias.shape[-1], torch.float32, bias.device)
+        return extra + bias.to(extra.dtype)
+    return edit

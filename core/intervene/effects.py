@@ -14,8 +14,10 @@ from core import assets
 from core.encoder.scoped_hooks import modules_path
 from core.evaluate.metrics import retrieval_scores, spearman
 from core.evaluate.pairs import read_queries, read_scored_pairs
+from core.intervene import way_to_b
 from core.intervene.apply import intervene
 from core.intervene.spec import Intervention
+from core.intervene.way_to_b import TowardB
 
 
 @dataclass
@@ -36,19 +38,12 @@ class VectorEffect:
     cosine: float
 
 
-@dataclass
-class TowardB:
-    """Patching A from B: where A's vector went, measured against B's (the CLI's `patch` line)."""
-    cosine_a_b: float           # A's and B's vectors, clean
-    cosine_patched_b: float     # patched A's and B's
-    moved: float | None         # 0 = A unchanged, 1 = as close to B as B itself; None: A and B are one vector
-
-
 def toward_b(backend, vector: VectorEffect, text_b: str, pooling: str | None = None) -> TowardB:
-    """``vector`` is A's before | after a patch from ``text_b``: how far it moved toward B."""
-    from core.intervene.patching import cosine, moved_toward_b
-    b = backend.embed([text_b], pooling=pooling)[0]
-    return TowardB(cosine(vector.before, b), cosine(vector.after, b), moved_toward_b(vector.before, vector.after, b))
+    """``vector`` is A's before | after a patch from ``text_b``: how far it moved toward B. B runs
+    through the modules, as A's before and after did (compare_vector): what the CLI measures."""
+    with modules_path():
+        b = backend.embed([text_b], pooling=pooling)[0]
+    return way_to_b.toward_b(vector.before, vector.after, b)
 
 
 @dataclass

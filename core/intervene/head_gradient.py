@@ -21,7 +21,6 @@ import torch
 
 from core import assets
 from core.device import autocast
-from core.encoder.model import attention_bias
 from core.encoder.pooling import l2_normalize, pool
 from core.errors import Cancelled, InputError
 from core.evaluate.metrics import spearman
@@ -39,15 +38,13 @@ def gated_forward(encoder, input_ids: torch.Tensor, mask: torch.Tensor, gates: t
     """Final hidden states (N, T, D) with head h of layer l's output multiplied by gates[n, l, h]."""
     cfg = encoder.config
     x = encoder.embeddings(input_ids)
-    bias = attention_bias(mask, x.shape[1], x.dtype, x.device, cfg.attention == "causal")
+    bias = encoder.bias(mask, x)
     dh = cfg.dim // cfg.n_heads
     for layer, block in enumerate(encoder.transformer.layer):
         context = heads_context(block, x, bias)
         scale = gates[:, layer].repeat_interleave(dh, -1)[:, None, :]        # (N, 1, D)
         x, _ = finish_block(block, x, context * scale.to(context.dtype))
-    if encoder.final_layer_norm is not None:
-        x = encoder.final_layer_norm(x)
-    return x
+    return encoder.normalise_layer(x)
 
 
 def head_gradient_importance(backend, metric: str = "spearman", seed: int = 0, batch_size: int = 32,

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import Cancelled
+from core.intervene import map_cache
 from core.intervene import uncertainty as U
 from core.intervene.measure import CEILING, METRICS, RECALL_K, Measure, measure  # noqa: F401 - re-exported
 from core.intervene.spec import Intervention
@@ -46,6 +47,33 @@ class ImportanceMap:
     head_mode: str = "zero"
     precision: str = ""
     floor_drops: dict = field(default_factory=dict)     # kind -> paired 95 % interval of baseline - floor
+
+    def cache_data(self) -> tuple[dict, dict]:
+        """(arrays, fields): the map as the cache stores it (core/intervene/map_cache.py)."""
+        arrays = {"heads": self.heads, "attention": self.attention, "ffn": self.ffn}
+        for kind in KINDS:
+            if kind in self.low:
+                arrays[f"{kind}_low"], arrays[f"{kind}_high"] = self.low[kind], self.high[kind]
+        fields = {"metric": self.metric, "baseline": self.baseline, "seed": self.seed, "model": self.model,
+                  "corpus": self.corpus, "measured": self.measured, "n": self.n, "unit": self.unit,
+                  "interval": list(self.interval), "floors": self.floors,
+                  "floor_intervals": {k: list(v) for k, v in self.floor_intervals.items()},
+                  "head_mode": self.head_mode, "precision": self.precision,
+                  "floor_drops": {k: list(v) for k, v in self.floor_drops.items()}}
+        return arrays, fields
+
+    @classmethod
+    def from_cache(cls, arrays: dict, f: dict) -> ImportanceMap:
+        return cls(
+            f["metric"], float(f["baseline"]), arrays["heads"].astype(np.float64),
+            arrays["attention"].astype(np.float64), arrays["ffn"].astype(np.float64), int(f["seed"]),
+            str(f["model"]), str(f["corpus"]), str(f["measured"]), int(f["n"]), str(f["unit"]),
+            tuple(float(x) for x in f["interval"]), {k: float(v) for k, v in f["floors"].items()},
+            {k: tuple(float(x) for x in v) for k, v in f["floor_intervals"].items()},
+            {k: arrays[f"{k}_low"].astype(np.float64) for k in KINDS},
+            {k: arrays[f"{k}_high"].astype(np.float64) for k in KINDS},
+            str(f.get("head_mode", "zero")), str(f.get("precision", "")),
+            {k: tuple(float(x) for x in v) for k, v in (f.get("floor_drops") or {}).items()})
 
     def drops(self, kind: str) -> np.ndarray:
         return getattr(self, kind)
@@ -138,6 +166,27 @@ def all_off(kind: str, n_layers: int, n_heads: int, head_mode: str = "zero") -> 
     return Intervention(ffn_off=set(range(n_layers)))
 
 
+def save_cached(folder: Path, key: str, m: ImportanceMap) -> bool:
+    """Write ``m`` to the cache (best effort: False, with one warning line, when it cannot)."""
+    return map_cache.save_map(folder, key, *m.cache_data())
+
+
+def load_cached(folder: Path, key: str, shape: tuple[int, int], metric: str) -> ImportanceMap | None:
+    """The cached map of a model of ``shape`` (L, H) for ``metric``, or None (absent or unusable)."""
+    L, H = shape
+    shapes = {"heads": (L, H), "attention": (L,), "ffn": (L,)}
+    for kind in KINDS:
+        shapes[f"{kind}_low"] = shapes[f"{kind}_high"] = shapes[kind]
+
+    def fits(f: dict) -> bool:
+        numbers = [f["baseline"], *f["interval"], *f["floors"].values(),
+                   *(x for v in f["floor_intervals"].values() for x in v)]
+        return (f["metric"] == metric and isinstance(f["n"], int) and f["n"] > 0
+                and set(f["floors"]) == set(KINDS) and all(np.isfinite(float(x)) for x in numbers))
+    got = map_cache.load_map(folder, key, shapes, fits)
+    return None if got is None else ImportanceMap.from_cache(*got)
+
+
 def importance_map(backend, metric: str = "spearman", seed: int = 0, progress=None, cancel=None,
                    cache_dir: Path | None = None, batched: bool = True, texts: list[str] | None = None,
                    items=None, head_mode: str = "zero", means=None) -> ImportanceMap:
@@ -148,7 +197,6 @@ def importance_map(backend, metric: str = "spearman", seed: int = 0, progress=No
     texts: measure over these (a sample of a store's texts) instead of the shipped data.
     items: only these items (pair, query or text indices): a half of a held-out split.
     head_mode "mean": heads are replaced by ``means`` (L, H, Dh) instead of zeroed."""
-    from core.intervene import map_cache
     m = Measure(backend, metric, seed, texts=texts, items=items)
     cfg = m.encoder.config
     L, H = cfg.n_layers, cfg.n_heads
@@ -157,7 +205,7 @@ def importance_map(backend, metric: str = "spearman", seed: int = 0, progress=No
         raise InputError("a mean-ablation map needs the heads' mean outputs (core.intervene.means)")
     key = map_cache.map_key(backend, metric, m.corpus_sha, head_mode)
     if cache_dir is not None:
-        cached = map_cache.load_map(Path(cache_dir), key, (L, H), metric)
+        cached = load_cached(Path(cache_dir), key, (L, H), metric)
         if cached is not None:
             return cached
     counts = U.resample_counts(m.n, seed)
@@ -211,5 +259,5 @@ def importance_map(backend, metric: str = "spearman", seed: int = 0, progress=No
                            U.interval(clean_scores), floors, floor_intervals, low, high, head_mode,
                            getattr(backend, "precision", "fp32"), floor_drops)
     if cache_dir is not None:
-        map_cache.save_map(Path(cache_dir), key, result)
+        save_cached(Path(cache_dir), key, result)
     return result

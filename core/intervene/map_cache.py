@@ -112,44 +112,28 @@ def map_path(folder: Path, key: str) -> Path:
     return Path(folder) / f"importance-{key}.safetensors"
 
 
-def save_map(folder: Path, key: str, m) -> bool:
-    from core.intervene.importance import KINDS
-    arrays = {"heads": m.heads, "attention": m.attention, "ffn": m.ffn}
-    for kind in KINDS:
-        if kind in m.low:
-            arrays[f"{kind}_low"], arrays[f"{kind}_high"] = m.low[kind], m.high[kind]
-    fields = {"metric": m.metric, "baseline": m.baseline, "seed": m.seed, "model": m.model, "corpus": m.corpus,
-              "measured": m.measured, "n": m.n, "unit": m.unit, "interval": list(m.interval),
-              "floors": m.floors, "floor_intervals": {k: list(v) for k, v in m.floor_intervals.items()},
-              "head_mode": m.head_mode, "precision": m.precision,
-              "floor_drops": {k: list(v) for k, v in m.floor_drops.items()}}
+def save_map(folder: Path, key: str, arrays: dict, fields: dict) -> bool:
+    """Write one map as data: its arrays and its fields (importance.ImportanceMap.cache_data)."""
     return _write(map_path(folder, key), arrays, fields, "importance map")
 
 
-def load_map(folder: Path, key: str, shape: tuple[int, int], metric: str):
-    """The cached map, or None (absent, or unusable: then one note line says why)."""
-    from core.intervene.importance import KINDS, ImportanceMap
+def load_map(folder: Path, key: str, shapes: dict, fits) -> tuple[dict, dict] | None:
+    """The cached map's (arrays, fields) when every array in ``shapes`` ({name: shape}) is there,
+    of that shape and finite, and ``fits(fields)`` holds; else None (then one note line says why)."""
     path = map_path(folder, key)
     try:
         data = read_regular(path)
         if data is None:
             return None
         arrays, f = _decode(data)
-        L, H = shape
-        want = {"heads": (L, H), "attention": (L,), "ffn": (L,)}
-        for kind in KINDS:
-            want[f"{kind}_low"] = want[f"{kind}_high"] = want[kind]
-        for name, sh in want.items():
+        for name, sh in shapes.items():
             a = arrays.get(name)
             if a is None or tuple(a.shape) != sh:
                 raise _Unusable(f"holds {name} of shape {None if a is None else tuple(a.shape)}, not {sh}")
             if not np.isfinite(a).all():
                 raise _Unusable(f"holds numbers that are not finite in {name}")
         try:
-            numbers = [f["baseline"], *f["interval"], *f["floors"].values(),
-                       *(x for v in f["floor_intervals"].values() for x in v)]
-            ok = (f["metric"] == metric and isinstance(f["n"], int) and f["n"] > 0
-                  and set(f["floors"]) == set(KINDS) and all(np.isfinite(float(x)) for x in numbers))
+            ok = bool(fits(f))
         except (KeyError, TypeError, ValueError, AttributeError):
             ok = False
         if not ok:
@@ -157,16 +141,7 @@ def load_map(folder: Path, key: str, shape: tuple[int, int], metric: str):
     except _Unusable as e:
         _note(path, str(e), "importance map")
         return None
-    return ImportanceMap(
-        f["metric"], float(f["baseline"]), arrays["heads"].astype(np.float64), arrays["attention"].astype(np.float64),
-        arrays["ffn"].astype(np.float64), int(f["seed"]), str(f["model"]), str(f["corpus"]), str(f["measured"]),
-        int(f["n"]), str(f["unit"]), tuple(float(x) for x in f["interval"]),
-        {k: float(v) for k, v in f["floors"].items()},
-        {k: tuple(float(x) for x in v) for k, v in f["floor_intervals"].items()},
-        {k: arrays[f"{k}_low"].astype(np.float64) for k in KINDS},
-        {k: arrays[f"{k}_high"].astype(np.float64) for k in KINDS},
-        str(f.get("head_mode", "zero")), str(f.get("precision", "")),
-        {k: tuple(float(x) for x in v) for k, v in (f.get("floor_drops") or {}).items()})
+    return arrays, f
 
 
 # -- head means -----------------------------------------------------------------------------------

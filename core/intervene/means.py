@@ -1,13 +1,13 @@
 """Each head's mean output over a corpus: what mean ablation puts in place of a head.
 
 The mean is over every real token (padding excluded) of every text, of the head's slice of the
-heads' concatenation (out_lin's input), computed by the clean model in fp32.
+heads' concatenation (the site Lk.heads), computed by the clean model in fp32.
 """
 from __future__ import annotations
 
 import torch
 
-from core.encoder.scoped_hooks import scoped_hooks
+from core.encoder import sites
 from core.errors import Cancelled
 from core.intervene.apply import encoder_of
 
@@ -21,15 +21,13 @@ def mean_head_outputs(backend, texts: list[str], batch_size: int = 32, progress=
     count = 0
     keep: list = [None]
 
-    def hook_for(layer):
-        def hook(module, args):
-            context = args[0].detach().cpu().double()        # (B, T, D); Apple's MPS has no float64
-            sums[layer] += (context * keep[0][..., None]).sum(dim=(0, 1)).cpu()
-        return hook
+    def add_up(layer, heads):
+        context = heads.detach().cpu().double()          # (B, T, D); Apple's MPS has no float64
+        sums[layer] += (context * keep[0][..., None]).sum(dim=(0, 1)).cpu()
 
-    with scoped_hooks() as register:     # only this call's batches, whatever runs beside it
-        for i, b in enumerate(encoder.transformer.layer):
-            register(b.attention.out_lin, "pre", hook_for(i))
+    with sites.hooks(encoder) as at:     # only this call's batches, whatever runs beside it
+        for i in range(cfg.n_layers):
+            at.read(sites.site_name("heads", i), lambda v, i=i: add_up(i, v))
         ids, _ = backend.encode_ids(list(texts))
         with torch.inference_mode():     # fp32: a corpus statistic, as exact as it can be
             for start in range(0, len(ids), batch_size):

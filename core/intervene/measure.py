@@ -28,7 +28,6 @@ import torch
 
 from core import assets
 from core.device import autocast
-from core.encoder.model import attention_bias
 from core.encoder.pooling import l2_normalize, pool
 from core.errors import Cancelled, InputError, NoMLMHead
 from core.evaluate.metrics import spearman
@@ -202,7 +201,6 @@ class Measure:
 
     def _run(self, spec: Intervention, from_layer: int, means=None) -> list:
         enc = self.encoder
-        causal = enc.config.attention == "causal"
         parts = []
         with torch.inference_mode(), autocast(self.backend.device, self.backend.precision), \
                 intervene(enc, spec, means):
@@ -211,12 +209,7 @@ class Measure:
                     parts.append(self.reduce(b, enc(input_ids, mask).last_hidden_state))
                     continue
                 x = hidden[from_layer]
-                bias = attention_bias(mask, x.shape[1], x.dtype, x.device, causal)
-                for block in enc.transformer.layer[from_layer:]:
-                    x, _ = block(x, bias)
-                if enc.final_layer_norm is not None:
-                    x = enc.final_layer_norm(x)
-                parts.append(self.reduce(b, x))
+                parts.append(self.reduce(b, enc.run_from(from_layer, x, enc.bias(mask, x))))
         return parts
 
     def sweep(self, layer: int, progress=None, cancel=None, fill=None) -> list[np.ndarray]:

@@ -4,12 +4,14 @@ resid: the residual stream after each layer at each token (layer x token); heads
 output at every token (layer x head); ffn: each layer's FFN output at every token (layer). Each
 cell is the fraction of the way to B of A's sentence vector,
     (cos(patched, v_B) - cos(v_A, v_B)) / (1 - cos(v_A, v_B)),
-what ``encoderscope patch`` prints for one site, and with a [MASK] in A also the change of
-p(token) at the mask (the token: the one asked for, else B's top guess there).
+measured by core/intervene/way_to_b.py, as ``encoderscope patch`` measures it for one site, and
+with a [MASK] in A also the change of p(token) at the mask (the token: the one asked for, else B's top guess there).
 
 Batched: a layer's cells run as one stacked batch through the rest of the network
-(core/intervene/restore.py). The numbers are those of one ``patch --site`` run per cell up to
-float rounding (tests/core/intervene/test_causal_sweep.py). A and B must have the same number of tokens: the
+(core/intervene/restore.py), with the attention kernels one sentence alone would get: the numbers
+are those of one ``patch --site`` run per cell, to the last digit where stacking rows leaves each
+row's products alone (tests/core/intervene/test_way_to_b.py; test_causal_sweep.py checks them
+against transformers). A and B must have the same number of tokens: the
 positions then line up one to one, as in every patching sweep.
 """
 from __future__ import annotations
@@ -20,8 +22,9 @@ import numpy as np
 import torch
 
 from core.device import autocast
+from core.encoder.kernels import one_sentence_kernels
 from core.errors import Cancelled, InputError
-from core.intervene import readout
+from core.intervene import readout, way_to_b
 from core.intervene.apply import encoder_of
 from core.intervene.restore import (
     bias_for,
@@ -92,29 +95,32 @@ def patch_sweep(backend, text_a: str, text_b: str, kind: str, pooling: str | Non
         ha = clean_run(encoder, torch.tensor([ids[0]], device=dev))
         hb = clean_run(encoder, torch.tensor([ids[1]], device=dev))
         ends = torch.cat([run_from(encoder, L, ha[L]), run_from(encoder, L, hb[L])])
-        va, vb = readout.unit_vectors(backend, ends, pooling)
-        cos_ab = float(readout.cosine(va, vb))
-        if 1.0 - cos_ab <= 1e-12:
+        va, vb = readout.unit_vectors(backend, ends, pooling).cpu().numpy()
+        cos_ab = way_to_b.cosine(va, vb)
+        if way_to_b.moved_toward_b(va, va, vb) is None:
             raise InputError("A and B have the same sentence vector: there is no way to B to measure; "
                              "give a B that differs from A")
         token_id = p_a = p_b = None
         if mask_at is not None:
             token_id = readout.guessed_token(backend, target, ends[1:], mask_at)     # B's guess
             p_a, p_b = (float(p) for p in readout.mask_probability(backend, ends, mask_at, token_id))
-        cosines, dps = [], []
+        cosines, fractions, dps = [], [], []
         for layer in range(L):
             if cancel is not None and cancel():
                 raise Cancelled("patching sweep cancelled")
-            y = _layer_cells(encoder, kind, layer, ha, hb, len(ids[0]), H)
-            v = readout.unit_vectors(backend, y, pooling)
-            cosines.append(readout.cosine(v, vb).cpu().numpy())
+            with one_sentence_kernels():        # each cell's kernels: those of its single patch run
+                y = _layer_cells(encoder, kind, layer, ha, hb, len(ids[0]), H)
+            cells = readout.unit_vectors(backend, y, pooling).cpu().numpy()
+            measured = [way_to_b.toward_b(va, v, vb) for v in cells]
+            cosines.append([m.cosine_patched_b for m in measured])
+            fractions.append([m.moved for m in measured])
             if mask_at is not None:
                 dps.append((readout.mask_probability(backend, y, mask_at, token_id) - p_a).cpu().numpy())
             if progress is not None:
                 progress(layer + 1, L)
     cols = (tokens_a if kind == "resid" else [f"H{h + 1}" for h in range(H)] if kind == "heads" else ["ffn"])
-    cosine_b = np.stack(cosines).astype(np.float64)
-    values = readout.fraction_toward(torch.from_numpy(cosine_b), cos_ab, 1.0).numpy()
+    cosine_b = np.array(cosines, dtype=np.float64)
+    values = np.array(fractions, dtype=np.float64)
     return SweepResult(
         kind, tokens_a, tokens_b, [f"L{layer + 1}" for layer in range(L)], list(cols),
         values, cos_ab, pooling, backend.precision, cosine_b=cosine_b,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from core.device import autocast
-from core.encoder.scoped_hooks import scoped_hooks
+from core.encoder import sites
 from core.errors import InputError
 from core.intervene.apply import encoder_of, intervene
 from core.intervene.spec import NOTHING, Intervention, Site
@@ -81,30 +81,23 @@ def align(sites: list[tuple[Site, str | None]], tokens_a: list[str],
 
 def capture_sites(model, input_ids_b: torch.Tensor, alignment: Alignment, n_tokens_a: int,
                   spec: Intervention = NOTHING, means=None) -> dict:
-    """{Site: (1, T_A, D)} B's activations at each site of the alignment, put at A's positions.
+    """{Site: (1, T_A, D)} B's activations at each site of the alignment, put at A's positions
+    (a head site: every head's output side by side, the site Lk.heads; apply takes its columns).
     B runs with ``spec`` (without its patches): patching asks what B's numbers do in A's run.
     A backend's B runs as its patched A will (backend.embed inside intervene): its precision and
     autocast, through the modules, one sentence unpadded; so A patched from A is A, bit for bit."""
     encoder = encoder_of(model)
     device = getattr(model, "device", None)
     precision = getattr(model, "precision", "fp32") if device is not None else "fp32"
-    got: dict = {}
-    with scoped_hooks() as register:
-        for site in alignment.pairs:
-            block = encoder.transformer.layer[site.layer]
-            if site.kind == "head":
-                register(block.attention.out_lin, "pre",
-                         lambda m, args, s=site: got.__setitem__(s, args[0].detach().clone()))
-            elif site.kind == "ffn":
-                register(block.ffn, "post", lambda m, a, out, s=site: got.__setitem__(s, out.detach().clone()))
-            else:
-                register(block, "post", lambda m, a, out, s=site: got.__setitem__(s, out[0].detach().clone()))
+    with sites.hooks(encoder) as at:
+        got = {site: at.capture(sites.site_name("heads" if site.kind == "head" else site.kind, site.layer))
+               for site in alignment.pairs}
         with torch.inference_mode(), autocast(device or input_ids_b.device, precision), \
                 intervene(encoder, spec.without_patch(), means):
             encoder(input_ids_b, torch.ones_like(input_ids_b))
     out = {}
     for site, mapping in alignment.pairs.items():
-        b = got[site]
+        b = got[site].value
         placed = torch.zeros(1, n_tokens_a, b.shape[-1], dtype=b.dtype, device=b.device)
         for pa, pb in mapping.items():
             placed[0, pa] = b[0, pb]
@@ -127,21 +120,3 @@ def patched_run(backend, text_a: str, text_b: str, sites: list[tuple[Site, str |
     source = capture_sites(backend, input_b, alignment, len(ids[0]), spec, means)
     return patched, source, alignment, ids[0]
 
-
-def cosine(x, y) -> float:
-    """Cosine of two unit vectors, in float64."""
-    import numpy as np
-    return float(np.dot(np.asarray(x, np.float64), np.asarray(y, np.float64)))
-
-
-def moved_toward_b(vector_a, vector_patched, vector_b) -> float | None:
-    """How far patching moved A's unit vector toward B's, in cosine with B: 0 = not at all, 1 = as
-    close to B as B itself (the CLI's "97% of the way to B" and the app's say the same). None when
-    A and B have the same vector: there is no way to go."""
-    import numpy as np
-    gap = 1.0 - cosine(vector_a, vector_b)
-    if np.array_equal(vector_a, vector_b) or gap <= 1e-12:
-        return None
-    if np.array_equal(vector_patched, vector_b):
-        return 1.0          # B's vector itself (float32 unit vectors' cosines can read 1.0001)
-    return (cosine(vector_patched, vector_b) - cosine(vector_a, vector_b)) / gap

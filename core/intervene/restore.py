@@ -4,8 +4,9 @@ A sweep asks the same question at many sites of one kind: with the numbers at si
 another run, what does the model output? Every site of one layer shares everything before that
 layer, so each layer's variants are stacked along the batch and run once through the rest of the
 network (one forward of the later layers per layer, not one per cell), as core/intervene/sweep.py
-does for importance maps. The block's internals are written out here with the block's own
-modules, exactly as TransformerBlock.forward runs them (eval: dropout is the identity).
+does for importance maps. The block is run through its seams (core/encoder/model.py:
+``attention.heads``, ``attention.project``, ``block.finish``), exactly as TransformerBlock.forward
+runs them (eval: dropout is the identity).
 
 Hidden index i: 0 = the embeddings' output, i = the output of block i (1-based), as in
 EncoderOutput.hidden_states. One sentence per run (no padding); call inside inference_mode and
@@ -15,48 +16,33 @@ from __future__ import annotations
 
 import torch
 
-from core.encoder.model import Encoder, attention_bias
+from core.encoder.model import Encoder
 
 
 def bias_for(encoder: Encoder, x: torch.Tensor) -> torch.Tensor | None:
     """The additive attention mask of unpadded rows: None, or the causal triangle."""
-    ones = torch.ones(x.shape[:2], dtype=torch.long, device=x.device)
-    return attention_bias(ones, x.shape[1], x.dtype, x.device, encoder.config.attention == "causal")
+    return encoder.bias(torch.ones(x.shape[:2], dtype=torch.long, device=x.device), x)
 
 
 def run_from(encoder: Encoder, index: int, x: torch.Tensor) -> torch.Tensor:
     """The final hidden states (N, T, D) given hidden state ``index`` (N, T, D): blocks index+1.. on."""
-    bias = bias_for(encoder, x)
-    for block in encoder.transformer.layer[index:]:
-        x, _ = block(x, bias)
-    if encoder.final_layer_norm is not None:
-        x = encoder.final_layer_norm(x)
-    return x
+    return encoder.run_from(index, x, bias_for(encoder, x))
 
 
 def heads_context(block, x: torch.Tensor, bias) -> torch.Tensor:
-    """The heads' outputs side by side (N, T, D): out_lin's input, where head h owns columns
+    """The heads' outputs side by side (N, T, D) (the site Lk.heads): head h owns columns
     h*Dh ... (h+1)*Dh - 1."""
-    att = block.attention
-    N, T, D = x.shape
-    h_in = block.sa_layer_norm(x) if block.pre_norm else x
-    q, k, v = (att.split_heads(t) for t in att.project_qkv(h_in))
-    context, _ = att.attend(q, k, v, bias)
-    return context.transpose(1, 2).reshape(N, T, D)
+    context, _ = block.attention.heads(block.attention_input(x), bias)
+    return context
 
 
 def finish_block(block, x: torch.Tensor, context: torch.Tensor,
                  ffn_out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The block's output given its input x and the heads' context, and the FFN's output
     (before its residual add). ffn_out: use this FFN output instead (FFN patching)."""
-    a = block.attention.out_lin(context).to(x.dtype)
-    if block.pre_norm:
-        y = x + a
-        f = block.ffn(block.output_layer_norm(y)) if ffn_out is None else ffn_out.to(y.dtype)
-        return y + f, f
-    y = block.sa_layer_norm(x + a)
-    f = block.ffn(y) if ffn_out is None else ffn_out.to(y.dtype)
-    return block.output_layer_norm(y + f), f
+    y = block.add_attention(x, block.attention.project(context).to(x.dtype))
+    f = block.ffn_branch(y) if ffn_out is None else ffn_out.to(y.dtype)
+    return block.add_ffn(y, f), f
 
 
 def clean_run(encoder: Encoder, ids: torch.Tensor, word_noise: torch.Tensor | None = None) -> list[torch.Tensor]:
@@ -67,12 +53,8 @@ def clean_run(encoder: Encoder, ids: torch.Tensor, word_noise: torch.Tensor | No
     if word_noise is None:
         x = emb(ids)
     else:
-        positions = torch.arange(ids.shape[1], device=ids.device)[None, :]
-        x = (emb.word_embeddings(ids) + word_noise.to(emb.word_embeddings.weight.dtype)
-             + emb.position_embeddings(positions))
-        if emb.token_type_embeddings is not None:
-            x = x + emb.token_type_embeddings(torch.zeros_like(ids))
-        x = emb.LayerNorm(x)
+        words = emb.words(ids)
+        x = emb.from_words(words + word_noise.to(words.dtype))
     bias = bias_for(encoder, x)
     hidden = [x]
     for block in encoder.transformer.layer:

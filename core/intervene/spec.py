@@ -20,7 +20,7 @@ SITE_KINDS = ("head", "resid", "ffn")
 class Site:
     """Where activation patching takes B's numbers into A's run (0-based layer and head).
 
-    kind "head": the head's output (its slice of the heads' concatenation, before out_lin);
+    kind "head": the head's output (its slice of the heads' concatenation, the site Lk.heads);
     "resid": the residual stream after the block; "ffn": the FFN's output before its residual
     add. token None = every token (A and B must then have the same length); else one position."""
     kind: str

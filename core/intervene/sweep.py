@@ -6,7 +6,7 @@ and share its queries, keys, values and attention weights. So the clean run's in
 layer is kept (one pass), and for layer l:
 
 * Q, K, V and the attention context are computed once from the kept input;
-* each variant's attention output is out_lin of the context with that head's columns zeroed
+* each variant's attention output is the projection of the context with that head's columns zeroed
   (exactly what core.intervene.apply's hook does), zero for "attention off", the clean one for
   "FFN off";
 * the H + 2 variants are stacked along the batch and run through the rest of layer l and every
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from core.encoder.model import Encoder, attention_bias
+from core.encoder.model import Encoder
 from core.intervene.spec import Intervention
 
 
@@ -42,41 +42,25 @@ def layer_sweep(encoder: Encoder, layer: int, x: torch.Tensor, mask: torch.Tenso
     cfg = encoder.config
     H, (B, T, D) = cfg.n_heads, x.shape
     dh = D // H
-    causal = cfg.attention == "causal"
     block = encoder.transformer.layer[layer]
     att = block.attention
-    bias = attention_bias(mask, T, x.dtype, x.device, causal)
-    h_in = block.sa_layer_norm(x) if block.pre_norm else x
-    q, k, v = (att.split_heads(t) for t in att.project_qkv(h_in))
-    context, _ = att.attend(q, k, v, bias)
-    context = context.transpose(1, 2).reshape(B, T, D)             # the heads side by side
-    # H copies of the context, copy h with head h's columns zeroed: out_lin of all H at once
+    bias = encoder.bias(mask, x)
+    context, _ = att.heads(block.attention_input(x), bias)          # the heads side by side
+    # H copies of the context, copy h with head h's columns zeroed: projected all H at once
     per_head = context.unsqueeze(0).repeat(H, 1, 1, 1)             # (H, B, T, D)
     for h in range(H):
         per_head[h, ..., h * dh:(h + 1) * dh] = 0.0 if fill is None else fill[h].to(per_head)
-    a_heads = att.out_lin(per_head.reshape(H * B, T, D))
-    a_clean = att.out_lin(context)
+    a_heads = att.project(per_head.reshape(H * B, T, D))
+    a_clean = att.project(context)
     a = torch.cat([a_heads.to(a_clean.dtype), torch.zeros_like(a_clean), a_clean])   # (V*B, T, D)
     V = H + 2
     xs = x.repeat(V, 1, 1)
-    ffn_off = slice((V - 1) * B, V * B)                              # the last variant's rows
-    if block.pre_norm:
-        y = xs + a.to(xs.dtype)
-        f = block.ffn(block.output_layer_norm(y))
-        f[ffn_off] = 0.0
-        y = y + f
-    else:
-        y = block.sa_layer_norm(xs + a.to(xs.dtype))
-        f = block.ffn(y)
-        f[ffn_off] = 0.0
-        y = block.output_layer_norm(y + f)
-    if layer + 1 < cfg.n_layers:
-        stacked_bias = bias.repeat(V, *([1] * (bias.dim() - 1))) if bias is not None and bias.shape[0] == B else bias
-        for later in encoder.transformer.layer[layer + 1:]:
-            y, _ = later(y, stacked_bias)
-    if encoder.final_layer_norm is not None:
-        y = encoder.final_layer_norm(y)
-    return list(y.split(B))
+    y = block.add_attention(xs, a.to(xs.dtype))
+    f = block.ffn_branch(y)
+    f[(V - 1) * B:] = 0.0                                            # the last variant: FFN off
+    y = block.add_ffn(y, f)
+    stacked_bias = bias.repeat(V, *([1] * (bias.dim() - 1))) if bias is not None and bias.shape[0] == B else bias
+    return list(encoder.run_from(layer + 1, y, stacked_bias).split(B))
 
 
 def heads_off_forward(encoder: Encoder, x: torch.Tensor, mask: torch.Tensor | None,
@@ -85,25 +69,14 @@ def heads_off_forward(encoder: Encoder, x: torch.Tensor, mask: torch.Tensor | No
     keep[v] (V, L, H) is False zeroed, run as one stacked batch from the embeddings ``x`` (B, T, D,
     the clean run's input to layer 0). What cumulative head removal measures in one forward."""
     cfg = encoder.config
-    V, (B, T, D) = keep.shape[0], x.shape
-    bias = attention_bias(mask, T, x.dtype, x.device, cfg.attention == "causal")
+    V, B, D = keep.shape[0], x.shape[0], x.shape[2]
+    bias = encoder.bias(mask, x)
     if bias is not None and bias.shape[0] == B:
         bias = bias.repeat(V, *([1] * (bias.dim() - 1)))
     y = x.repeat(V, 1, 1)
+    dh = D // cfg.n_heads
     for layer, block in enumerate(encoder.transformer.layer):
-        att = block.attention
-        h_in = block.sa_layer_norm(y) if block.pre_norm else y
-        q, k, v = (att.split_heads(t) for t in att.project_qkv(h_in))
-        context, _ = att.attend(q, k, v, bias)                       # (V*B, H, T, Dh)
-        gate = keep[:, layer].to(context.dtype).repeat_interleave(B, 0)[:, :, None, None]
-        context = (context * gate).transpose(1, 2).reshape(V * B, T, D)
-        a = att.out_lin(context).to(y.dtype)
-        if block.pre_norm:
-            y = y + a
-            y = y + block.ffn(block.output_layer_norm(y))
-        else:
-            y = block.sa_layer_norm(y + a)
-            y = block.output_layer_norm(y + block.ffn(y))
-    if encoder.final_layer_norm is not None:
-        y = encoder.final_layer_norm(y)
-    return list(y.split(B))
+        context, _ = block.attention.heads(block.attention_input(y), bias)      # (V*B, T, D)
+        gate = keep[:, layer].to(context.dtype).repeat_interleave(B, 0).repeat_interleave(dh, -1)[:, None, :]
+        y = block.finish(y, block.attention.project(context * gate).to(y.dtype))
+    return list(encoder.normalise_layer(y).split(B))

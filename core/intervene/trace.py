@@ -97,10 +97,10 @@ def resample_shift(backend, ids: list[int], other: str, positions: list[int]) ->
     if len(other_ids) != len(ids):
         raise InputError(f"the sentence to resample from has {len(other_ids)} tokens and this one {len(ids)}: "
                          "give one of the same length (a word changed), or corrupt with noise")
-    emb = encoder_of(backend).embeddings.word_embeddings
+    emb = encoder_of(backend).embeddings
     with torch.no_grad():
-        t = torch.tensor([ids, other_ids], device=emb.weight.device)
-        words = emb(t).float()
+        t = torch.tensor([ids, other_ids], device=emb.word_table.device)
+        words = emb.words(t).float()
     shift = torch.zeros_like(words[:1])
     shift[0, positions] = words[1, positions] - words[0, positions]
     return shift
@@ -108,7 +108,7 @@ def resample_shift(backend, ids: list[int], other: str, positions: list[int]) ->
 
 def embedding_std(encoder) -> float:
     """The std of every entry of the word-embedding table: the unit the noise level is stated in."""
-    return float(encoder.embeddings.word_embeddings.weight.detach().float().std())
+    return float(encoder.embeddings.word_table.detach().float().std())
 
 
 def trace_noise(shape: tuple, positions: list[int], std: float, seed: int) -> torch.Tensor:

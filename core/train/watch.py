@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import numpy as np
 import torch
 from safetensors.numpy import save_file
 
+from core.encoder.model import parameter_group
 from core.errors import InputError
 from core.files.atomic import readable_as_umask_allows
 from core.inspect.attention_maps import entropy
@@ -36,22 +36,6 @@ PROBE_SET_UNRELATED = 2       # ... and one sentence from each of this many othe
 AUTO_PROBES = 30              # probe_every = 0: about this many probes per run (at least every 25 steps)
 EMBED_BATCH = 64
 
-_LAYER = re.compile(r"(?:^|\.)layer\.(\d+)\.(attention|sa_layer_norm|ffn|output_layer_norm)\.")
-
-
-def parameter_group(name: str) -> str:
-    """The block and sublayer a parameter belongs to, by its state-dict name."""
-    m = _LAYER.search(name)
-    if m:
-        part = "attention" if m.group(2) in ("attention", "sa_layer_norm") else "FFN"
-        return f"layer {int(m.group(1)) + 1} {part}"
-    if "embeddings." in name:
-        return "embeddings"
-    if "final_layer_norm" in name:
-        return "final norm"
-    if name.startswith("vocab_"):
-        return "MLM head"
-    return "other"
 
 
 def probe_every(config) -> int:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.encoder import sites
 from core.encoder.pooling import POOLINGS
-from core.encoder.scoped_hooks import scoped_hooks
 from core.errors import InputError
 from core.walkthrough import numpy_ref as nr
 
@@ -72,7 +72,7 @@ def positions_view(backend, n_positions: int = 64) -> PositionsView:
     table = nr.sinusoidal_positions(n, cfg.dim)
     learned = None
     if cfg.positions == "learned":
-        learned = ref.encoder.embeddings.position_embeddings.weight[:n].detach().cpu().double().numpy()
+        learned = ref.encoder.embeddings.position_table[:n].detach().cpu().double().numpy()
     return PositionsView(n_positions=n, model_positions=cfg.positions, sinusoidal=table,
                          wavelengths=sinusoidal_wavelengths(cfg.dim), sinusoidal_cosine=cosine_matrix(table),
                          learned=learned, learned_cosine=None if learned is None else cosine_matrix(learned))
@@ -95,18 +95,16 @@ def shuffle_words(tokens: list, special: list, seed: int = 0) -> list:
 
 
 def _attention_output(encoder, ids, layer: int, positions: bool) -> np.ndarray:
-    """The attention sublayer's output (out_lin) in ``layer`` for one sequence, optionally with
-    the position embeddings replaced by zeros (a hook on the model's own position module)."""
-    got = {}
-    emb, att = encoder.embeddings, encoder.transformer.layer[layer].attention
-    with scoped_hooks() as register:      # only this thread's forward (another job may share the model)
-        register(att.out_lin, "post", lambda m, i, o: got.__setitem__("out", o))
+    """The attention sublayer's output (the site Lk.attn) in ``layer`` for one sequence, optionally
+    with the position vectors replaced by zeros (an edit of the site ``positions``)."""
+    with sites.hooks(encoder) as at:      # only this thread's forward (another job may share the model)
+        got = at.capture(sites.site_name("attn", layer))
         if not positions:
-            register(emb.position_embeddings, "post", lambda m, i, o: torch.zeros_like(o))
+            at.edit("positions", torch.zeros_like)
         with torch.inference_mode():
             input_ids = torch.tensor([ids])
             encoder(input_ids, torch.ones_like(input_ids))
-    return got["out"][0].double().numpy()
+    return got.value[0].double().numpy()
 
 
 def permutation_demo(backend, text: str, seed: int = 0, layer: int = 0) -> PermutationDemo:

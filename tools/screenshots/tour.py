@@ -43,8 +43,6 @@ def shoot_tour(app, w):
     return save(w, "tour-fill-mask")
 
 
-# Twin of tools.screenshots.map.main, alike: two screenshot scripts' entry points, each shooting
-#   its own views.
 def main() -> int:
     return shoot_sample_window(shoot_tour)
 

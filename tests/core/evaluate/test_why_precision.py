@@ -1,7 +1,7 @@
 """Why's Σ equals the score search showed, at fp32 and bf16, on both backends: the hit's token
 vectors are computed as its stored vector was made (precision, alone or in a padded ingest batch),
 and which is said. Where the CPU has no native bf16 it is emulated (slower, same kernels' maths):
-the test still runs."""
+the test still runs. The Why dialog on such a store: tests/gui/panels/why/test_precision.py."""
 from __future__ import annotations
 
 import json
@@ -121,31 +121,3 @@ def test_cli_why_with_a_store_states_the_precision_and_the_search_score(small_mo
     assert res["search_score"] == pytest.approx(hit["score"], abs=1e-7)
     assert np.sum(res["contributions"]) == pytest.approx(hit["score"], abs=W.SAME_SCORE)
     assert res["hit_run"]["precision"] == "fp32"
-
-
-def test_the_why_dialog_at_bf16_says_equal_and_names_the_precision(qtbot, small_model, tmp_path, emulated_bf16):
-    """The app's Why dialog on a bf16 corpus: the header's Σ equals the score the search showed."""
-    from app.gui.panels.why.view import WhyDialog
-    from app.gui.state import AppState
-    from index.corpus.door import search
-    backend = fresh_backend("scratch", small_model, "bf16")
-    store = build_store(tmp_path / "store", backend, corpus(12))
-    try:
-        hits, _ = search(store, QUERY, 3, backend)
-    finally:
-        store.close()
-    state = AppState()
-    state.backend = backend
-    dialog = WhyDialog(state)
-    qtbot.addWidget(dialog)
-    try:
-        for hit in hits:
-            with qtbot.waitSignal(dialog.shown, timeout=60_000) as sig:
-                dialog.request(QUERY, hit.text, float(hit.score))
-            why = sig.args[0]
-            assert why.total == pytest.approx(hit.score, abs=W.SAME_SCORE)
-            header = dialog.header.text()
-            assert "= the search score" in header and "≠" not in header
-            assert "query bf16, hit bf16" in header
-    finally:
-        state.shutdown(10_000)

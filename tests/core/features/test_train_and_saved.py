@@ -167,3 +167,24 @@ def test_a_folder_with_an_sae_and_no_state_is_not_overwritten(trained, bert_pair
         (c / name).unlink()
     with pytest.raises(InputError, match="already holds an SAE"):
         train_sae(bert_pair[0], corpus, small_config(), c)
+
+
+def test_streamed_training_resumes_exactly_too(bert_pair, corpus, tmp_path, monkeypatch):
+    """A corpus too large to keep (the budget set to 0 here) streams round by round, every epoch
+    collected again: a stopped and resumed run still equals one that ran through."""
+    from safetensors.numpy import load_file
+
+    from core.features import train
+    monkeypatch.setattr(train, "CACHE_BYTES", 0)
+    monkeypatch.setattr(train, "ROUND_SENTENCES", 40)       # several rounds per epoch
+    straight = train_sae(bert_pair[0], corpus, small_config(), tmp_path / "straight")
+    calls = []
+    stopped = train_sae(bert_pair[0], corpus, small_config(), tmp_path / "run",
+                        should_stop=lambda: calls.append(1) or len(calls) > 9)
+    assert not stopped.finished
+    resumed = train_sae(bert_pair[0], corpus, small_config(), tmp_path / "run")
+    assert resumed.tokens_trained == straight.tokens_trained
+    want = load_file(str(tmp_path / "straight" / WEIGHTS_FILE))
+    got = load_file(str(tmp_path / "run" / WEIGHTS_FILE))
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])

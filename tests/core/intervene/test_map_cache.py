@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from core.intervene import map_cache
-from core.intervene.importance import ImportanceMap
+from core.intervene.importance import ImportanceMap, load_cached, save_cached
 from core.notices import listening
 from tests.support.tiny_models import run_cli
 
@@ -34,12 +34,12 @@ def a_map(L=2, H=3, value=0.01) -> ImportanceMap:
 def load(folder, shape=(2, 3)):
     notes = []
     with listening(notes.append):
-        got = map_cache.load_map(folder, KEY, shape, "spearman")
+        got = load_cached(folder, KEY, shape, "spearman")
     return got, notes
 
 
 def test_a_written_map_reads_back_whole(tmp_path):
-    assert map_cache.save_map(tmp_path, KEY, a_map())
+    assert save_cached(tmp_path, KEY, a_map())
     got, notes = load(tmp_path)
     assert notes == [] and got.to_dict() == a_map().to_dict()
 
@@ -59,7 +59,7 @@ def test_a_fifo_in_the_caches_place_is_never_opened(tmp_path):
 def test_a_link_is_not_followed(tmp_path):
     real = tmp_path / "elsewhere"
     real.mkdir()
-    map_cache.save_map(real, KEY, a_map())
+    save_cached(real, KEY, a_map())
     try:
         map_cache.map_path(tmp_path, KEY).symlink_to(map_cache.map_path(real, KEY))
     except (OSError, NotImplementedError):
@@ -71,7 +71,7 @@ def test_a_link_is_not_followed(tmp_path):
 @pytest.mark.parametrize("fault", ["truncated", "empty json", "not ours", "garbage"])
 def test_an_unreadable_or_foreign_file_is_recomputed_with_one_note(tmp_path, fault):
     path = map_cache.map_path(tmp_path, KEY)
-    map_cache.save_map(tmp_path, KEY, a_map())
+    save_cached(tmp_path, KEY, a_map())
     data = path.read_bytes()
     if fault == "truncated":
         path.write_bytes(data[:len(data) // 2])
@@ -93,7 +93,7 @@ def test_a_well_formed_but_wrong_map_is_recomputed(tmp_path, fault):
         m.heads[0, 1] = np.nan
     if fault == "inf interval":
         m.interval = (0.4, float("inf"))
-    map_cache.save_map(tmp_path, KEY, m)
+    save_cached(tmp_path, KEY, m)
     got, notes = load(tmp_path)
     assert got is None and len(notes) == 1
     assert ("shape" in notes[0]) if fault == "shape" else ("finite" in notes[0])
@@ -104,7 +104,7 @@ def test_a_cache_that_cannot_be_written_is_one_warning(tmp_path, monkeypatch):
     blocked.write_text("not a folder")
     notes = []
     with listening(notes.append):
-        assert map_cache.save_map(blocked / "cache", KEY, a_map()) is False
+        assert save_cached(blocked / "cache", KEY, a_map()) is False
     assert len(notes) == 1 and "could not be cached" in notes[0]
 
     def full(*a, **k):
@@ -112,7 +112,7 @@ def test_a_cache_that_cannot_be_written_is_one_warning(tmp_path, monkeypatch):
     monkeypatch.setattr("core.files.atomic.atomic_write", full)
     notes.clear()
     with listening(notes.append):
-        assert map_cache.save_map(tmp_path / "ok", KEY, a_map()) is False
+        assert save_cached(tmp_path / "ok", KEY, a_map()) is False
     assert len(notes) == 1 and "No space left on device" in notes[0]
 
 

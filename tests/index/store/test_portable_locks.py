@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from core.files import platform_os
-from tests.core import test_output_folder_lock as folder_lock_tests
+from tests.core.files import test_output_folder_lock as folder_lock_tests
 from tests.index.faiss import test_durability as durability
 from tests.index.store import test_contract as contract
 from tests.index.store import test_contract_trust as trust

@@ -51,8 +51,6 @@ class MapPanel(QWidget):
     search_requested = Signal(str)     # "Search like this": the main window fills the search box
     map_shown = Signal(object)         # index.map.corpus_map.CorpusMap, once drawn
 
-# Twin of app.gui.panels.corpus.panel.CorpusPanel.__init__, alike: each panel connects its
-#   own buttons to its own slots, one line each.
     def __init__(self, state, parent=None):
         super().__init__(parent)
         self.state = state

@@ -37,8 +37,6 @@ def search_with(backend, store, pooling, query, k, seq=0):
 class SearchPanel(QWidget):
     results_shown = Signal(object)     # SearchResult, after the table shows it
 
-# Twin of app.gui.panels.corpus.panel.CorpusPanel.__init__, alike: two panels' Qt buttons
-#   (name, tooltip, enabled); each names its own action.
     def __init__(self, state, parent=None):
         super().__init__(parent)
         self.state = state

@@ -71,8 +71,6 @@ class WalkthroughPanel(QtWidgets.QWidget):
     exported = QtCore.Signal(object)         # the Path of the notebook written
     pooling_shown = QtCore.Signal(object)    # the pooling comparison, after it is drawn
 
-# Twin of app.gui.panels.attention.panel.AttentionPanel.__init__, alike: two panels built
-#   the Qt way (a follow-model hookup, then the layout); the widgets differ.
     def __init__(self, state, parent=None, auto_explain: bool = True):
         super().__init__(parent)
         self.state = state
