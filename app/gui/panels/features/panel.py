@@ -171,11 +171,15 @@ class FeaturesPanel(QtWidgets.QWidget):
         job = self.state.run(EDIT_JOB, C.edit_fn, backend, opened, feature, mode, alpha, query, self.state.store,
                              self.source(), label=f"Feature {feature}: which hits move",
                              on_result=lambda r: self._show_edit(backend, feature, mode, alpha, r),
-                             on_error=lambda m: self.edit_box.say(m, error=True),
+                             on_error=self._edit_failed,
                              on_finished=lambda: self.edit_box.set_running(False))
         if job is None:
             self.edit_box.set_running(False)
         return job is not None
+
+    def _edit_failed(self, message: str) -> None:
+        self.edit_box.say(message, error=True)      # the last hits shown stay
+        self.failed.emit(message)
 
     def _show_edit(self, backend, feature, mode, alpha, result) -> None:
         if backend is not self.follow.backend:

@@ -69,6 +69,17 @@ def configure(panel, folder, corpus, **changes):
     bar.folder.setText(str(folder))
 
 
+def outcome(qtbot, panel, signal, start):
+    """What ``signal`` carries once ``start()`` has run, or a failure with the panel's message."""
+    got = []
+    signal.connect(got.append)
+    panel.failed.connect(got.append)
+    start()
+    qtbot.waitUntil(lambda: bool(got), timeout=120_000)
+    assert not isinstance(got[0], str), got[0]
+    return got[0]
+
+
 def train(qtbot, panel, folder, corpus, **changes):
     """Train as the button does; the opened SAE (an error fails at once, with its message)."""
     configure(panel, folder, corpus, **changes)
@@ -313,9 +324,7 @@ def test_steering_a_feature_moves_the_hits_as_a_hooked_transformers_model_does(q
     query = trained.index.summary(feature).top_examples[0].sentence
     assert panel.edit_box.query.text() == query              # a sentence the feature fires on, to start
     panel.edit_box.alpha.setValue(6.0)
-    with qtbot.waitSignal(panel.edit_shown, timeout=60_000) as sig:
-        panel.edit_box.steer_button.click()
-    result = sig.args[0]
+    result = outcome(qtbot, panel, panel.edit_shown, panel.edit_box.steer_button.click)
     texts = corpus_file.read_text(encoding="utf-8").splitlines()
     vectors = models[0].embed(texts)
     after = np.argsort(-(vectors.astype(np.float64) @ steered_vector(models, trained.folder, query, feature, 6.0)),
@@ -347,9 +356,7 @@ def test_steering_over_the_open_corpus_ranks_its_stored_vectors(qtbot, make_pane
         panel.edit_box.query.setText(query)
         panel.edit_box.query.textEdited.emit(query)
         panel.edit_box.alpha.setValue(6.0)
-        with qtbot.waitSignal(panel.edit_shown, timeout=60_000) as sig:
-            panel.edit_box.steer_button.click()
-        result = sig.args[0]
+        result = outcome(qtbot, panel, panel.edit_shown, panel.edit_box.steer_button.click)
         vectors = models[0].embed(texts)
         after = np.argsort(-(vectors.astype(np.float64) @ steered_vector(models, trained.folder, query, feature, 6.0)),
                            kind="stable")[:10]
