@@ -76,6 +76,14 @@ def register(sub) -> None:
         _model_options(a)
         a.set_defaults(func=cmd_edit)
 
+    # `ablate TEXT --sae DIR --feature F`: the features' options on `ablate` (app/cli/intervene.py,
+    # registered before this module), and its command handing feature edits over to cmd_edit
+    ablate = sub.choices["ablate"]
+    add_edit_options(ablate)
+    parts = ablate.get_default("func")
+    ablate.set_defaults(func=lambda args: cmd_ablate_features(args) if args.sae or args.feature or args.steer
+                        else parts(args))
+
     w = fsub.add_parser("sweep", help="which of A's features, set to B's values, move A toward B")
     w.add_argument("sae", metavar="DIR", help="the SAE's folder")
     w.add_argument("a", metavar="A", help="the sentence that runs")

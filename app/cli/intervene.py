@@ -50,8 +50,6 @@ def register(sub) -> None:
     p.add_argument("--cut", action="append", metavar="L[.H]:Q>K",
                    help="knock out an attention edge: in layer L (head H, else every head) token Q may not "
                         "look at token K (a word of TEXT or a position, 0 = [CLS]); e.g. 3:[MASK]>cat; repeatable")
-    from app.cli.features import add_edit_options
-    add_edit_options(p)
     add_model_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_ablate, model=None)     # None: the store's with --store, else the default
@@ -144,9 +142,6 @@ def cmd_ablate(args) -> int:
     from core.intervene import effects
     from core.paths import data_dir
 
-    if args.sae or args.feature or args.steer:
-        from app.cli.features import cmd_ablate_features
-        return cmd_ablate_features(args)
     spec = spec_from_args(args)
     if spec.is_empty and not args.cut:
         raise InputError("nothing to switch off: give --heads, --ffn, --attn-off, --skip-layer, --no-positions, "

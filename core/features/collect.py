@@ -6,8 +6,8 @@
         batch.positions      # (n_tokens,) its token position there ([CLS] is 0)
 
 Sites are named as `patch --site` names them: "L3.resid" is the residual stream after layer 3
-(1-based). The forward stops right after the site's block: the layers above it are never run.
-``site_output`` is the one place that knows which module's output a site is.
+(1-based), as core/encoder/sites.py names every site. The forward stops right after the site's
+block: the layers above it are never run.
 """
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import torch
 
 from core.device import autocast
+from core.encoder import sites
 from core.encoder.batch_input import input_tensors
 from core.encoder.batching import plan_batches
-from core.encoder.scoped_hooks import scoped_hooks
+from core.encoder.sites import Where, where
 from core.errors import Cancelled, InputError
 from core.intervene.apply import encoder_of
-from core.intervene.spec import Site, parse_site
 
 SENTENCES_PER_CHUNK = 1024     # tokenised at a time; batches are planned inside a chunk
 
@@ -35,11 +35,14 @@ class ActivationBatch:
     positions: torch.Tensor      # (n_tokens,) long: token position in its sentence
 
 
-def parse_feature_site(text: str) -> Site:
-    """ "L3.resid" -> Site("resid", 2): a site an SAE can read (the residual stream after a block,
-    every token)."""
-    site, token = parse_site(text)
-    if site.kind != "resid" or token is not None:
+def parse_feature_site(text: str) -> Where:
+    """ "L3.resid" -> Where("resid", 2): a site an SAE can read (the residual stream after a block,
+    every token; core/encoder/sites.py names every site)."""
+    try:
+        site = where(text)
+    except InputError:
+        site = None
+    if site is None or site.kind != "resid":
         raise InputError(f"an SAE reads the residual stream after a layer, every token (e.g. L3.resid), not {text!r}")
     return site
 
@@ -49,14 +52,9 @@ def default_site(n_layers: int) -> str:
     return f"L{max(1, (n_layers + 1) // 2)}.resid"
 
 
-def check_site(site: Site, n_layers: int, text: str) -> None:
+def check_site(site: Where, n_layers: int, text: str) -> None:
     if not 0 <= site.layer < n_layers:
         raise InputError(f"site {text} is past this model's {n_layers} layers: use L1.resid to L{n_layers}.resid")
-
-
-def site_module(encoder, site: Site):
-    """The module whose output (first element) is the site's activation (B, T, D)."""
-    return encoder.transformer.layer[site.layer]
 
 
 class _SiteReached(Exception):
@@ -64,22 +62,15 @@ class _SiteReached(Exception):
 
 
 @contextmanager
-def site_hooks(model, site: Site, replace=None, capture=None):
-    """A scoped ``with`` around forwards of ``model`` (a backend or Encoder): ``capture(acts)``
-    sees the site's activation (B, T, D); ``replace(acts) -> acts`` returns the activation the
-    layers above then read. Only this thread's forwards are touched."""
-    block = site_module(encoder_of(model), site)
-
-    def hook(module, args, out):
-        h = out[0]
+def site_hooks(model, site: Where, replace=None, capture=None):
+    """A scoped ``with`` around forwards of ``model`` (a backend or Encoder): ``replace(acts) ->
+    acts`` puts a new activation (B, T, D) at the site for the layers above; ``capture(acts)``
+    then sees it. Only this thread's forwards are touched (core/encoder/sites.hooks)."""
+    with sites.hooks(model) as at:
         if replace is not None:
-            h = replace(h)
+            at.edit(site, replace)
         if capture is not None:
-            capture(h)
-        return (h,) + tuple(out[1:]) if replace is not None else None
-
-    with scoped_hooks() as register:
-        register(block, "post", hook)
+            at.read(site, capture)
         yield
 
 

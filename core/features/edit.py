@@ -34,7 +34,7 @@ from core.errors import InputError
 from core.features.collect import check_site, iter_activations, parse_feature_site, site_hooks
 from core.features.sae import SparseAutoencoder
 from core.intervene.apply import encoder_of
-from core.intervene.patching import moved_toward_b
+from core.intervene.way_to_b import moved_toward_b
 
 
 @dataclass(frozen=True)

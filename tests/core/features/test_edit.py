@@ -12,7 +12,7 @@ from core.errors import InputError
 from core.features.edit import FeatureEdit, features_edited, features_sweep, sentence_vectors, steered_search
 from core.features.saved import WEIGHTS_FILE, load_sae
 from core.intervene.apply import encoder_of
-from core.intervene.patching import moved_toward_b
+from core.intervene.way_to_b import moved_toward_b
 from tests.core.features.test_train_and_saved import numpy_codes
 
 TEXT = "the quick brown dog ran in the park with a happy child."
