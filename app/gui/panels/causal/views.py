@@ -171,6 +171,8 @@ class SweepView(MapPage):
         self.heatmap.what = f"change of p({r.target})" if p_shown else "fraction of the way to B"
         title = (f"p({r.target}) patched − p in A" if p_shown else "fraction of the way to B")
         self.heatmap.set_matrix(m, r.rows, r.cols, title=title, levels=(-top, top))
+        self.heatmap.top_axis.setLabel({"resid": "token of A", "heads": "head", "ffn": "FFN (every token)"}.get(
+            r.site, "site"), color=self.heatmap.fg.name())
         self.heatmap.colorbar.getAxis("right").setLabel("Δp" if p_shown else "fraction of the way to B")
         extra = (f" · p({html.escape(str(r.target))}) at the mask: A {sig(r.p_a)}, B {sig(r.p_b)}"
                  if r.delta_p is not None else "")
@@ -219,6 +221,7 @@ class AttributionView(Page):
         self.plot.showGrid(y=True, alpha=0.3)
         self.plot.setLabel("bottom", "token of A")
         self.plot.setLabel("left", "attribution")
+        self.plot.getAxis("left").enableAutoSIPrefix(False)      # the axis reads as the bars' own numbers
         self.value_items: list = []              # each bar's number, over (or under) it
         self._hover = pg.SignalProxy(self.plot.scene().sigMouseMoved, rateLimit=30, slot=self._mouse_moved)
         self.add_picture(self.plot)
@@ -428,6 +431,7 @@ class CutsView(Page):
         for m, att, name in ((self.before, r.attention.before, "before"), (self.after, r.attention.after, "after")):
             grid = att[layer].mean(0) if head is None else att[layer, head]
             m.set_matrix(grid, r.tokens, r.tokens, title=f"{where}, {name}", levels=(0.0, 1.0))
+            m.set_marks([(c.query, c.key) for c in r.spec.cuts if c.layer == layer and c.head in (None, head)])
         self.info.setText("")
 
 

@@ -37,6 +37,11 @@ def proof(label: str, diff: float) -> str:
             f"(max |Δ| {format_diff(diff)})</span>")
 
 
+def said_in(note: str, rich_text: str) -> bool:
+    """Whether ``note`` is already in ``rich_text``, however its quotes were escaped there."""
+    return any(html.escape(note, quote=q) in rich_text for q in (False, True))
+
+
 class BatchView(QtWidgets.QWidget):
     shown = QtCore.Signal(object)               # the core BatchOfTwo, after drawing
 
@@ -162,7 +167,7 @@ class BatchView(QtWidgets.QWidget):
                 "mask adds −∞ to the scores of padded keys, so softmax gives them weight exactly 0: no real "
                 "token reads the padding. (The padded rows are computed too, and thrown away.)"
                 + (f"<br><span style='color:#b35900'>{html.escape(r.note)}</span>"
-                   if r.note and html.escape(r.note) not in self.said_above() else ""))
+                   if r.note and not said_in(r.note, self.said_above()) else ""))
         self.proofs.setText(
             f"{proof('real tokens = each sentence run alone, unpadded', r.real_max_abs_diff)} · "
             f"{proof('weights = the model’s on this batch', r.weights_max_abs_diff)} · "

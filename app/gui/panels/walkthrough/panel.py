@@ -455,6 +455,10 @@ class WalkthroughPanel(QtWidgets.QWidget):
         """0: the steps; 1: the positions view (computed on first show); 2: the batch of two."""
         self.stack.setCurrentIndex(index)
         self.view_group.button(index).setChecked(True)
+        typed = self.text_edit.text()
+        if index and self.walkthrough is not None and typed.strip() and self.walkthrough.text != typed:
+            self.explain_current()     # the line above describes the walk: never another sentence's count
+            return
         if index == 1:
             text = self.text_edit.text().strip() or EXAMPLE
             self.positions_view.show_for(text, self.layer_spin.value() - 1)

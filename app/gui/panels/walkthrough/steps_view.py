@@ -289,8 +289,9 @@ class StepView(QtWidgets.QWidget):
     def _show_extra(self, step) -> None:
         """Per-token extras (a LayerNorm's mean and variance) as a narrow heatmap; scalars as text."""
         rows = len(step.row_labels)
+        # "from B" is said by the row labels ("cat ← dog (B)"): no column for it, the heatmap keeps the room
         columns = {k: np.asarray(v, np.float64).reshape(-1) for k, v in (step.extra or {}).items()
-                   if np.ndim(v) >= 1 and np.size(v) == rows}
+                   if np.ndim(v) >= 1 and np.size(v) == rows and k != "from B"}
         scalars = {k: v for k, v in (step.extra or {}).items() if np.ndim(v) == 0 and _is_number(v)}
         self.extra.setText(" · ".join(f"{html.escape(k)} = {float(v):.6g}" for k, v in scalars.items()))
         self.extra.setVisible(bool(scalars))

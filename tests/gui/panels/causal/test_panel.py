@@ -236,6 +236,7 @@ def test_a_cut_that_changes_no_weight_says_so():
                         attention=SimpleNamespace(difference=np.zeros_like(att), before=att, after=att))
     view.show_result(r)
     assert "no weight of any head changes" in view.table.text() and "largest" not in view.table.text()
+    assert view.before.marked == view.after.marked == [(1, 1)]                 # the cut cell crossed out
 
 
 def test_attribution_bars_carry_their_values_and_grad_x_input_its_sum(qtbot, make_panel, models):

@@ -106,3 +106,29 @@ def test_hovering_a_cell_reads_its_score_and_weight(qtbot, panel, tiny):
     assert "−∞ (a padded key)" in view.readout.text() and "weight <b>0.0000</b>" in view.readout.text()
     view.scores.hover(-1, -1)
     assert "Hover a cell" in view.readout.text()
+
+
+def test_a_note_said_above_is_not_said_again_whatever_its_quotes(qtbot, panel, tiny):
+    """Under the transformers encoder the note ("… Encoderscope's own encoder …") was printed twice:
+    the line above escapes no quote, the batch looked for &#x27;."""
+    from dataclasses import replace
+    r = replace(explain_batch(tiny, SHORT, LONG, layer=0, head=0), note="the steps are Encoderscope's own encoder")
+    panel.batch_view.said_above = lambda: "model · <span>the steps are Encoderscope's own encoder</span>"
+    panel.batch_view.set_result(r)
+    assert "own encoder" not in panel.batch_view.info.text()
+    panel.batch_view.said_above = lambda: ""
+    panel.batch_view.set_result(r)
+    assert "own encoder" in panel.batch_view.info.text()
+
+
+def test_the_line_above_the_batch_never_counts_another_sentences_tokens(qtbot, panel, tiny):
+    with qtbot.waitSignal(panel.explained, timeout=60_000):
+        panel.explain_text(SHORT)
+    panel.text_edit.setText(LONG)                                    # typed, Enter not pressed
+    panel.other_edit.setText(SHORT)
+    with qtbot.waitSignal(panel.explained, timeout=60_000) as sig:
+        panel.set_view(2)
+    assert sig.args[0].text == LONG
+    assert f"{len(sig.args[0].tokens)} tokens" in panel.info_label.text()
+    qtbot.waitUntil(lambda: panel.batch_view.result is not None, timeout=60_000)
+    assert max(panel.batch_view.result.lengths) == len(sig.args[0].tokens)

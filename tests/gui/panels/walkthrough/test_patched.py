@@ -41,6 +41,7 @@ def test_the_walk_follows_the_intervene_tabs_patch_and_a_model_switch_clears_it(
     view = panel.step_view
     assert "Patched from B: layer 2" in view.title.text() and view.badge.text().startswith("=")
     assert "cat ← dog (B)" in w.step("patched_resid").row_labels
+    assert view.side.isHidden()           # whose numbers is said by the rows' labels, not a column of 1 and 0
     info = panel.info_label.text()
     assert "patched from B" in info and "L2.resid@2" in info and "NOT all equal" not in info
     patched = panel.arch_map.items["patched_resid"]
@@ -55,7 +56,8 @@ def test_the_walk_follows_the_intervene_tabs_patch_and_a_model_switch_clears_it(
     np.testing.assert_array_equal(w.step("normalized").values, want.step("normalized").values)
 
     switch_model(panel.state, other)                                   # B's alignment was the old model's
-    qtbot.waitUntil(lambda: panel.walkthrough.model == other.model_name, timeout=60_000)
+    qtbot.waitUntil(lambda: panel.walkthrough is not None and panel.walkthrough.model == other.model_name,
+                    timeout=60_000)
     qtbot.waitUntil(lambda: not panel.state.jobs.busy, timeout=60_000)
     assert current.patch_from is None and not current.spec.patch
     w = panel.walkthrough
