@@ -11,8 +11,9 @@ collect: tokens/second of core.features.collect.iter_activations at the site (th
 train:  a width-3,072, k-32 SAE (core.features.train.train_sae) on ``--train-tokens`` tokens of
     L3.resid: wall-clock seconds; scaled to 1M tokens it is named "extrapolated" (linear: the
     steps are alike and the activations stream).
-browse: an SAE's feature index over ``--browse-n`` sentences (bench/encoder_throughput's mixed
-    sentences: the sample corpus, plus its sentences joined in pairs and triples); the time to load
+browse: an SAE's (``--browse-sae DIR``, else one trained here) feature index over ``--browse-n``
+    sentences (bench/encoder_throughput's mixed sentences: the sample corpus, plus its sentences
+    joined in pairs and triples); the time to load
     the index (FeatureIndex.load) and to open one feature's summary (top examples, histogram,
     vocabulary), median over the 20 densest features.
 Prints JSON. State the machine and its load (`uptime`) beside the figures (docs/benchmarks.md).
@@ -71,13 +72,20 @@ def train_time(backend, texts, site: str, tokens: int, width: int = 3072, k: int
                     f"extrapolated linearly from {result.tokens_trained:,} tokens"}
 
 
-def browse_time(backend, texts, site: str, tokens: int) -> dict:
+def browse_time(backend, texts, site: str, tokens: int, sae_folder: str | None = None) -> dict:
+    import shutil
+
     from core.features.browse import FeatureIndex, build_feature_index
     from core.features.saved import load_sae
     from core.features.train import TrainConfig, train_sae
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "sae"
-        train_sae(backend, texts, TrainConfig(site=site, width=3072, k=32, tokens=tokens), folder)
+        if sae_folder:          # an SAE already trained (its index is built here, in a copy)
+            folder.mkdir()
+            for name in ("cfg.json", "sae_weights.safetensors", "encoderscope_sae.json"):
+                shutil.copy(Path(sae_folder) / name, folder / name)
+        else:
+            train_sae(backend, texts, TrainConfig(site=site, width=3072, k=32, tokens=tokens), folder)
         sae, meta = load_sae(folder)
         t = time.perf_counter()
         build_feature_index(backend, sae, meta, texts, folder)
@@ -108,6 +116,8 @@ def main(argv=None) -> int:
     p.add_argument("--train-tokens", type=int, default=100_000)
     p.add_argument("--browse-n", type=int, default=20_000)
     p.add_argument("--browse-train-tokens", type=int, default=50_000)
+    p.add_argument("--browse-sae", metavar="DIR", help="browse: an SAE folder of this model and site (else one is "
+                                                       "trained on --browse-train-tokens tokens first)")
     args = p.parse_args(argv)
     import torch
 
@@ -123,7 +133,8 @@ def main(argv=None) -> int:
         out["train"] = train_time(backend, mixed_sentences(20_000), args.site, args.train_tokens)
         print(json.dumps(out["train"]), file=sys.stderr)
     if args.only in (None, "browse"):
-        out["browse"] = browse_time(backend, mixed_sentences(args.browse_n), args.site, args.browse_train_tokens)
+        out["browse"] = browse_time(backend, mixed_sentences(args.browse_n), args.site, args.browse_train_tokens,
+                                    args.browse_sae)
     out["load_average_after"] = os.getloadavg() if hasattr(os, "getloadavg") else None
     print(json.dumps(out, indent=1))
     return 0
