@@ -84,6 +84,7 @@ screenshots: setup
 	QT_QPA_PLATFORM=xcb ENCODERSCOPE_MLM_MODEL=$(abspath $(SHOT_MLM)) xvfb-run -a -s "-screen 0 1600x1000x24" \
 		$(BIN)/python -m tools.screenshots.intervene --compute-map
 	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.causal
+	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m tools.screenshots.features
 
 clean:
 	rm -rf $(VENV) build *.egg-info

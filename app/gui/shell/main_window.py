@@ -53,6 +53,7 @@ OPTIONAL_PANELS = {"Attention": _lazy("app.gui.panels.attention.panel", "Attenti
                    "Fill-mask": _lazy("app.gui.panels.fillmask.panel", "FillMaskPanel"),
                    "Intervene": _lazy("app.gui.panels.intervene.panel", "InterventionPanel"),
                    "Causal": _lazy("app.gui.panels.causal.panel", "CausalPanel"),
+                   "Features": _lazy("app.gui.panels.features.panel", "FeaturesPanel"),
                    "Train": _lazy("app.gui.panels.train.lab", "TrainLab")}  # Run, Runs, Experiments pages
 MAP_PANEL = {"Map": _lazy("app.gui.panels.map.panel", "MapPanel")}
 PREBUILD_DELAY_MS = 1500   # after the corpus model loaded, build the unbuilt panels one at a time
@@ -98,8 +99,8 @@ class MainWindow(QMainWindow):
             # the height left); in a scrolling tab its plots' natural heights made the page taller
             # than the window, the newest part of a curve and Start below the fold
             name = panel_object_name(title)
-            self._panel_tabs[title] = (plain_holder(f"{name}_tab") if title in ("Train", "Intervene", "Causal")
-                                       else scroll_holder(f"{name}_scroll"))
+            fits = title in ("Train", "Intervene", "Causal", "Features")
+            self._panel_tabs[title] = plain_holder(f"{name}_tab") if fits else scroll_holder(f"{name}_scroll")
             self.tabs.addTab(self._panel_tabs[title], title)
         # ---- corpus map: the Map tab follows the search and feeds it back ----
         self._panel_tabs["Map"] = plain_holder("map_tab")

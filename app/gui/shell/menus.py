@@ -75,9 +75,9 @@ def build_menus(window) -> None:
         window.precision_actions[key] = act
 
     view_menu = mb.addMenu("&View")
-    for i in range(window.tabs.count()):
+    for i in range(window.tabs.count()):     # Ctrl+1 … Ctrl+9, then Ctrl+0 for the tenth
         add_action(window, view_menu, window.tabs.tabText(i), lambda _=False, i=i: window.tabs.setCurrentIndex(i),
-                   f"Ctrl+{i + 1}")
+                   f"Ctrl+{(i + 1) % 10}" if i < 10 else None)
 
     help_menu = mb.addMenu("&Help")
     add_action(window, help_menu, "&Start here (a five-minute tour)", window.show_tour, tip="Which tab first, and a "

@@ -263,9 +263,12 @@ def test_window_has_every_panel_as_a_tab(qtbot, make_window, tiny_store_template
     w = make_window(tiny_store_template)
     titles = [w.tabs.tabText(i) for i in range(w.tabs.count())]
     assert titles == ["Search", "Corpus", "Attention", "Step by step", "Fill-mask", "Intervene", "Causal",
-                       "Train", "Map"]
+                       "Features", "Train", "Map"]
     assert type(w.optional_panels["Attention"]).__name__ == "AttentionPanel"
     assert w.findChild(type(w.optional_panels["Train"]), "train_panel") is w.optional_panels["Train"]
+    view = next(a.menu() for a in w.menuBar().actions() if a.text() == "&View")
+    keys = {a.text(): a.shortcut().toString() for a in view.actions()}
+    assert keys["Search"] == "Ctrl+1" and keys["Train"] == "Ctrl+9" and keys["Map"] == "Ctrl+0"   # ten tabs
 
 
 def test_open_other_corpora_folder_and_milvus_lite(qtbot, make_window, tiny_store_template, tmp_path):

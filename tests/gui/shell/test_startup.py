@@ -39,7 +39,7 @@ def test_window_is_built_without_torch_transformers_or_pyqtgraph(tmp_path):
     assert got["before"] == {m: False for m in got["before"]}
     # every tab is there from the start; asking for a panel builds it (and imports pyqtgraph)
     assert got["tabs"] == ["Search", "Corpus", "Attention", "Step by step", "Fill-mask", "Intervene", "Causal",
-                       "Train", "Map"]
+                       "Features", "Train", "Map"]
     assert got["attention"] == "AttentionPanel"
     assert got["pyqtgraph_after"]
 
@@ -47,7 +47,7 @@ def test_window_is_built_without_torch_transformers_or_pyqtgraph(tmp_path):
 def test_panels_are_built_when_their_tab_is_shown(qtbot, make_window):
     w = make_window(start=False)
     assert not any(w.optional_panels.built(t) for t in w.optional_panels)
-    assert "Train" in w.optional_panels and len(w.optional_panels) == 6   # neither builds
+    assert "Train" in w.optional_panels and len(w.optional_panels) == 7   # neither builds
     assert not w.optional_panels.built("Train")
     w.show_panel("Train")
     assert w.optional_panels.built("Train")

@@ -4,7 +4,8 @@ Hover shows a sentence; a click selects it and offers Search like this / Step by
 Attention; the current search query is a star and its hits are
 ringed; a lasso lists the sentences inside it; Export PNG / CSV (the CSV `encoderscope map`
 writes). The map is computed by index.map.corpus_map in a worker, again whenever the corpus
-changes (at once if the tab is showing, else when it is next shown).
+changes (at once if the tab is showing, else when it is next shown). With an SAE of the corpus
+model open (Features tab), *Colour by feature* shades each sentence by a feature instead.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.follow_model import FollowModel
+from app.gui.panels.features.map_colour import FeatureColouring
 from app.gui.panels.map.plot import MapPlot
 from app.gui.widgets.spin_box import spin_box
 
@@ -101,9 +103,12 @@ class MapPanel(QWidget):
         self.lasso_list = QListWidget()
         self.lasso_list.setObjectName("map_lasso_list")
 
+        self.feature_colour = FeatureColouring(state)    # sentences coloured by an SAE feature (Features tab)
+        self.feature_colour.values_ready.connect(self.plot.set_values)
+        self.feature_colour.said.connect(self._set_info)
         top = QHBoxLayout()
         for w in (self.method, self.clusters, self.recompute_button, self.lasso_button,
-                  self.png_button, self.csv_button):
+                  self.png_button, self.csv_button, self.feature_colour):
             top.addWidget(w)
         top.addStretch(1)
         side = QWidget()
@@ -192,6 +197,7 @@ class MapPanel(QWidget):
         self.row_of = {int(i): r for r, i in enumerate(m.ids.tolist())}
         self.selected_row = -1
         self.plot.set_points(m.xy, m.cluster, [f"{c.id}: {c.label} ({c.size:,})" for c in m.clusters])
+        self.feature_colour.set_texts(m.texts)
         self.set_lasso_rows(np.zeros(0, np.int64))
         self._enable_selection_actions(False)
         self.sentence.setText("Hover over a point to read its sentence; click to select it.")

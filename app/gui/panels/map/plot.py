@@ -26,6 +26,10 @@ PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b
            "#ff9da7", "#9c755f", "#bab0ac")
 
 
+VALUE_BINS = 8              # colouring by a value: its range in this many shades (one item each)
+UNFIRED = "#d9d9d9"         # a sentence whose value is 0 (a feature that never fires on it)
+
+
 def cluster_colour(c: int, n: int):
     return pg.mkColor(PALETTE[c]) if n <= len(PALETTE) else pg.intColor(c, n, maxValue=220)
 
@@ -111,6 +115,7 @@ class MapPlot(pg.PlotWidget):
         self.xy = np.zeros((0, 2), np.float32)
         self.cluster_items: list = []
         self.cluster_labels: list = []    # each cluster's name, written at its middle on the map
+        self.value_items: list = []       # colouring by a value (a feature): one item per shade
         self._hover_row = -1
         self.lassoed_marks = ClusterPoints(np.zeros((0, 2)), "#444444", 9, ring=True)
         self.selected = pg.ScatterPlotItem(size=13, pen=pg.mkPen("#000000", width=2), brush=None)
@@ -160,7 +165,36 @@ class MapPlot(pg.PlotWidget):
         item.visibleChanged.connect(lambda i=item, t=label: t.setVisible(i.isVisible()))
         self.cluster_labels.append(label)
 
+    def set_values(self, values) -> None:
+        """Colour the points by ``values`` (n,), 0 grey and the largest the darkest shade, in place of
+        the clusters; None: the clusters again."""
+        for item in self.value_items:
+            self.vb.removeItem(item)
+        self.value_items = []
+        on = values is not None and len(values) == len(self.xy)
+        for item in self.cluster_items + self.cluster_labels:
+            item.setVisible(not on)
+        self.legend.setVisible(not on)
+        if not on:
+            return
+        values = np.asarray(values, np.float32)
+        top = float(values.max(initial=0.0))
+        shade = np.zeros(len(values), np.int64) if top <= 0 else np.ceil(values / top * VALUE_BINS).astype(np.int64)
+        colours = pg.colormap.get("CET-L8")     # light to dark: the strongest stands out
+        for b in range(VALUE_BINS + 1):
+            rows = np.flatnonzero(shade == b)
+            if not len(rows):
+                continue
+            colour = pg.mkColor(UNFIRED) if b == 0 else colours.map(0.25 + 0.75 * b / VALUE_BINS, mode="qcolor")
+            item = ClusterPoints(self.xy[rows], colour, POINT_PX)
+            item.rows = rows
+            item.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+            item.setZValue(b)                      # the strongest on top
+            self.vb.addItem(item)
+            self.value_items.append(item)
+
     def clear_points(self) -> None:
+        self.set_values(None)
         for item in self.cluster_items + self.cluster_labels:
             self.vb.removeItem(item)
         self.cluster_items, self.cluster_labels = [], []

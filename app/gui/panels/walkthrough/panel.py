@@ -13,6 +13,8 @@ Corpus and Attention panels through ``state.walkthrough_requested``; a patching-
 Causal tab) opens its patch here (``follow_patch``): sentence A walked with B's numbers at the
 site, the step where they come in shown; its Edge cuts page sends its cuts (``follow_cuts``), walked
 on their sentence only (their positions are its tokens) until another sentence or model comes.
+With an SAE of the inspected model open (Features tab), each token's top features at its site are
+listed under the summary.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from PySide6.QtCore import Qt
 from app.gui import panel_state
 from app.gui.current_intervention import current_intervention
 from app.gui.follow_model import FollowModel
+from app.gui.panels.features.token_view import TokenFeaturesView
 from app.gui.panels.walkthrough.batch_view import BatchView
 from app.gui.panels.walkthrough.controls import build_controls
 from app.gui.panels.walkthrough.positions_view import PositionsView
@@ -121,6 +124,8 @@ class WalkthroughPanel(QtWidgets.QWidget):
 
         self.info_label = rich_label("walkthrough_info")
         outer.addWidget(self.info_label)
+        self.token_features = TokenFeaturesView(self.state)   # each token's top SAE features (Features tab)
+        outer.addWidget(self.token_features)
 
         self.stack = QtWidgets.QStackedWidget()
         self.stack.addWidget(build_steps_page(self))
@@ -331,6 +336,7 @@ class WalkthroughPanel(QtWidgets.QWidget):
         if self._open_step in names and (self._open_step != "masked_scores" or walkthrough.intervention):
             current, self._open_step = self._open_step, None     # a patch or cut has arrived: show where
         self.show_step(current if current in names else names[0])
+        self.token_features.show_for(walkthrough.text)
         self.explained.emit(walkthrough)
 
     def _draw_map(self, w) -> None:

@@ -7,7 +7,8 @@ The query × hit matrix of contributions (core/evaluate/why.py) is a heatmap wit
 centred at 0 (blue below, red above: negative contributions stay visible), each query token's
 sum as a bar beside its row, each hit token's sum as a bar under its column, the top pairs in
 words and the score they add up to, next to the score search showed. It uses the app's current
-backend and pooling: the model the corpus was embedded with.
+backend and pooling: the model the corpus was embedded with. With an SAE of that model open
+(Features tab), the features both sentences fire on are named under it.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
 from app.gui.follow_model import FollowModel
+from app.gui.panels.features.shared_view import SharedFeaturesView
 from app.gui.widgets.heatmap import HeatmapWidget
 from app.gui.widgets.save_dialog import ask_save_path
 from app.gui.wording import model_label
@@ -218,6 +220,8 @@ class WhyDialog(QtWidgets.QDialog):
         lay.addWidget(self.hover_label)
         lay.addWidget(self.pairs_label)
         lay.addWidget(self.explain_label)
+        self.features_label = SharedFeaturesView(state)     # the SAE features both fire on (Features tab)
+        lay.addWidget(self.features_label)
 
         self.hide_special.toggled.connect(self.refresh)
         self.show_values.toggled.connect(self.heatmap.set_show_values)
@@ -247,6 +251,7 @@ class WhyDialog(QtWidgets.QDialog):
         self.follow.run(explain_job, pooling, query, text, search_score, label="Why similar", show_progress=False,
                         on_result=lambda why, _b: self._on_result(why, query, text, search_score),
                         on_error=lambda message: self._on_error(message, query, text))
+        self.features_label.show_for(query, text)
 
     def _on_result(self, why, query, text, search_score) -> None:
         self.why, self.search_score = why, search_score
