@@ -28,11 +28,15 @@ class ValueHeatmap(HeatmapWidget):
     """A heat-map whose tooltip names the cell and its value (``what`` says what the value is)."""
     what = "value"
     click_hint = ""
+    spread = None           # a matrix of standard errors beside the values (the trace's over its samples)
+    spread_note = ""
 
     def tooltip_text(self, i: int, j: int) -> str:
         hint = f"<br><i>{self.click_hint}</i>" if self.click_hint else ""
+        se = (f" ± {float(self.spread[i, j]):.4f} <small>({self.spread_note})</small>"
+              if self.spread is not None else "")
         return (f"<b>{html.escape(self.row_labels[i])}, {html.escape(self.col_labels[j])}</b><br>"
-                f"{self.what} <b>{float(self.matrix[i, j]):+.4f}</b>{hint}")
+                f"{self.what} <b>{float(self.matrix[i, j]):+.4f}</b>{se}{hint}")
 
 
 class Page(QtWidgets.QWidget):
@@ -337,6 +341,9 @@ class TraceView(MapPage):
         p_shown = m is r.p_recovered
         title = f"share of p({r.target}) recovered" if p_shown else "share of the clean vector recovered"
         self.heatmap.set_matrix(m, r.rows, r.cols, levels=(0.0, max(1.0, float(np.nanmax(m)))), title=title)
+        se = r.p_recovered_se if p_shown else r.recovered_se
+        self.heatmap.spread = None if se is None else np.asarray(se)
+        self.heatmap.spread_note = f"standard error over the {r.samples} noise samples"
         corrupted = ", ".join(r.tokens[p] for p in r.corrupted)
         extra = (f" · p({html.escape(str(r.target))}): clean {sig(r.p_clean)}, corrupted {sig(r.p_corrupted)}"
                  if r.p_clean is not None else "")
@@ -344,7 +351,9 @@ class TraceView(MapPage):
                f"with noise std {r.noise_std:.4f} ({r.noise_multiple:g} × the word embeddings' std), "
                f"{r.samples} samples, seed {r.seed}")
         self.info.setText(f"corrupted <b>{html.escape(corrupted)}</b> {how} · "
-                          f"cos(corrupted, clean) {r.cosine_corrupted:.4f}{extra}")
+                          f"cos(corrupted, clean) {r.cosine_corrupted:.4f}{extra}"
+                          + (f" · largest standard error over the samples ±{float(np.nanmax(se)):.3f} "
+                             "(hover a cell for its own)" if se is not None else ""))
 
 
 class CutsView(Page):

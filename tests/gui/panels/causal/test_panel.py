@@ -81,6 +81,10 @@ def test_every_page_shows_the_clis_numbers(qtbot, make_panel, models, run):
                "--model", folder)["trace"]
     np.testing.assert_allclose(r.recovered, want["recovered"], atol=1e-6)
     np.testing.assert_allclose(r.p_recovered, want["p_recovered"], atol=1e-6)
+    tip = panel.trace_view.heatmap.tooltip_text(1, 2)          # the spread over samples, as the CLI gives it
+    assert f"± {want['recovered_se'][1][2]:.4f}" in tip and "standard error over the 2 noise samples" in tip
+    panel.trace_view.show_p.setChecked(True)
+    assert f"± {want['p_recovered_se'][1][2]:.4f}" in panel.trace_view.heatmap.tooltip_text(1, 2)
 
     panel.cuts_view.cuts.setText("2:sat>cat, 1.3:cat>0")
     r = run_page(qtbot, panel, "cuts")
