@@ -45,7 +45,6 @@ LIMITS: dict[tuple[str | None, str], tuple[float | None, float | None]] = {
 }
 GENERIC_FLOAT = 1e6
 GENERIC_INT = 2**31 - 1
-IDS = 2**63 - 1        # a store's ids are 64-bit
 
 
 def flag(dest: str) -> str:
@@ -69,11 +68,6 @@ def check_bounds(args) -> None:
     """InputError for the first numeric option outside its range (or not a finite number)."""
     command = getattr(args, "command", None)
     for dest, value in vars(args).items():
-        if dest == "ids" and isinstance(value, list):            # `remove ID...`
-            for v in value:
-                if isinstance(v, int) and not -IDS <= v <= IDS:
-                    raise InputError(f"the id {v} is out of range: a store's ids are 64-bit whole numbers")
-            continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         name = flag(dest)

@@ -116,7 +116,7 @@ def why_no_new_store(path) -> str | None:
     """Why a store could not be made at `path`, where none is (for "no store at X" advice): it is
     a file, or a folder of other files; None where one can be (nothing there, or an empty folder)."""
     path = Path(path)
-    if not os.path.lexists(path):
+    if not os.path.exists(path):      # nothing there, or a link to a place not made yet: ingest makes it
         return None
     if not path.is_dir():
         return f"is {kind_of(path)}, not a store folder"

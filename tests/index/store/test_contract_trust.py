@@ -400,7 +400,7 @@ def test_ingest_cut_off_words_what_it_kept():
     from index.store.adding import AddResult
     from index.store.errors import StoreUnavailable
     e = StoreUnavailable("cannot reach the server. Nothing was changed locally.")
-    none = str(_kept(e, AddResult(ids=[], added=0)))
+    none = str(_kept(e, AddResult(ids=[], added=0), given=5))
     assert "The 0 new" not in none and "stored no new sentence yet" in none
-    one = str(_kept(e, AddResult(ids=[], added=1)))
+    one = str(_kept(e, AddResult(ids=[], added=1), given=5))
     assert "The 1 new sentence this run stored before that is kept" in one
