@@ -90,20 +90,9 @@ def ranking_changes(store_or_corpus, backend, query: str, spec: Intervention, k:
     ``means``: the head means for a mean ablation; ``source``: the patch source for patching (see
     core.intervene.apply.intervene). ModelMismatch (its fix as data) when the store's vectors were
     not made by ``backend``: comparing rankings across models would be meaningless."""
-    from core.errors import InputError
-    if k < 1:
-        raise InputError("k must be at least 1")
-    store = _open(store_or_corpus)
-    try:
-        if store.count() == 0:
-            where = _where(store_or_corpus)
-            raise EmptyStore(f"the store at {where} is empty: there are no hits whose ranks could move",
-                             location=where)
-        return _changes(store, backend, query, k, depth,
-                        lambda: intervene(backend, spec, means=means, patch_source=source), spec.describe())
-    finally:
-        if store is not store_or_corpus:
-            store.close()
+    return edited_ranking_changes(store_or_corpus, backend, query,
+                                  lambda: intervene(backend, spec, means=means, patch_source=source),
+                                  spec.describe(), k, depth=depth)
 
 
 def edited_ranking_changes(store_or_corpus, backend, query: str, edited, description: str, k: int = 10,

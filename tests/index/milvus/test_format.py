@@ -110,12 +110,15 @@ def test_new_stores_are_format2(tmp_path):
 
 
 def test_one_metadata_split_for_both_stores():
-    from index.faiss import store as faiss_store
+    import numpy as np
+
+    from index.faiss.new_rows import planned_rows
     from index.store.records import make_record, split_meta
     meta = {"source": "a.csv", "row": "7", "added": "not a time", "lang": "de"}
     assert split_meta(meta) == ("a.csv", 7, None, {"lang": "de"})
     assert split_meta({"added": 12}) == (None, None, 12.0, None) and split_meta(None).extra is None
-    assert faiss_store._split_meta(meta) == ("a.csv", 7, {"lang": "de"})
+    rows = planned_rows([0], ["t"], [b"h" * 16], [meta], np.zeros((1, 4), np.float32))   # FAISS's rows
+    assert (rows.sources, rows.lines, rows.metas_json) == (["a.csv"], [7], ['{"lang": "de"}'])
     rec = make_record(5, "t", "a.csv", 7, 1.5, {"lang": "de"})
     assert rec == {"id": 5, "text": "t",
                    "metadata": {"source": "a.csv", "row": 7, "added": 1.5, "lang": "de"}}
