@@ -8,7 +8,8 @@ source, row, metadata, vector), so damage inside the file that SQLite's own chec
 synchronous=FULL: a committed transaction survives a crash. A writer's checkpoints (the log
 copied into store.db) run on a helper thread, not inside its commits
 (index/faiss/wal_checkpoints.py). `generation` counts committed changes; the manifest records
-which generation its index snapshot covers. `store_id` (random, set at creation) ties the manifest and index snapshot to this database.
+which generation its index snapshot covers. `store_id` (random, set at creation) ties the
+manifest and index snapshot to this database.
 
 Databases written before row checksums (schema 1) still open; a writer adds the column and
 fills it on open (upgrade()).
