@@ -5,7 +5,8 @@ and the pipeline are when the encoder takes no time, or a known time.
     python bench/ingest_host.py --n 20000 --rates 100000
     python bench/ingest_host.py --before /work/main      # also the same rows on another tree, same run
 
-Rows, each into a new FAISS store (flat), add_stream then save(), start-up outside the clock:
+Rows, each into a new FAISS store (flat), add_stream then close() (save and the WAL's last
+checkpoint inside the clock), start-up outside it:
   null encoder   random unit vectors (a bank drawn once) under the real model's identity
                  (fingerprint, dimension): the store path alone
   tokenise       the model's tokenizer alone over the same texts, a window at a time
@@ -142,7 +143,8 @@ class SimulatedEncoder(NullEncoder):
 
 
 def ingest_rate(encoder, texts, folder=None, engine: str = "faiss", **add) -> float:
-    """Sentences/s of add_stream(texts) into a new store, then save() (Milvus: its flush).
+    """Sentences/s of add_stream(texts) into a new store, then close() (the snapshot and the
+    WAL's last checkpoint; Milvus: its flush).
     engine: "faiss" (a folder) or "milvus-lite" (a Milvus Lite file)."""
     from index.opening import open_store
     where = Path(tempfile.mkdtemp(prefix="encoderscope-ingest-host-", dir=folder)) / "store"
@@ -151,9 +153,8 @@ def ingest_rate(encoder, texts, folder=None, engine: str = "faiss", **add) -> fl
         store = open_store(location, writable=True, create=True, fingerprint=encoder.fingerprint())
         t = time.perf_counter()
         result = store.add_stream(texts, encoder, **add)
-        store.save()
+        store.close()       # save() and the final WAL checkpoint: all the ingest's disk work
         rate = len(texts) / (time.perf_counter() - t)
-        store.close()
         if result.added != len(texts):
             raise RuntimeError(f"ingest stored {result.added} of {len(texts)} sentences")
         return rate

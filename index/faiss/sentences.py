@@ -5,9 +5,11 @@ source file, line/row, time added, optional JSON metadata, the float32 vector as
 the FAISS index can always be rebuilt without the model) and a checksum of the row (id, text,
 source, row, metadata, vector), so damage inside the file that SQLite's own checks cannot see
 (a flipped bit in a text or a vector) is found and named by row id. WAL journal +
-synchronous=FULL: a committed transaction survives a crash. `generation` counts committed
-changes; the manifest records which generation its index snapshot covers. `store_id` (random,
-set at creation) ties the manifest and index snapshot to this database.
+synchronous=FULL: a committed transaction survives a crash. A writer's checkpoints (the log
+copied into store.db) run on a helper thread, not inside its commits
+(index/faiss/wal_checkpoints.py). `generation` counts committed changes; the manifest records
+which generation its index snapshot covers. `store_id` (random, set at creation) ties the
+manifest and index snapshot to this database.
 
 Databases written before row checksums (schema 1) still open; a writer adds the column and
 fills it on open (upgrade()).
@@ -31,6 +33,7 @@ from index.faiss.new_rows import NewRows
 from index.faiss.paging import id_pages
 from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecker, row_checksum, row_checksums
 from index.faiss.row_checks import read_record as _record
+from index.faiss.wal_checkpoints import BackgroundCheckpoints
 from index.store.durability import INTACT, check_regular
 from index.store.errors import StoreCorrupted, StoreError, StoreWriteFailed
 from index.store.text_hash import text_hash  # one text hash for both stores
@@ -173,6 +176,16 @@ class SentenceDB:
 
     def commit(self):
         self._q("COMMIT")
+        if self._checkpoints is not None:
+            self._checkpoints.after_commit()
+
+    _checkpoints: BackgroundCheckpoints | None = None
+
+    def checkpoint_in_background(self) -> None:
+        """The writer's WAL checkpoints run on a helper thread (index/faiss/wal_checkpoints.py),
+        not inside its COMMITs."""
+        if self._checkpoints is None and not self.immutable and not self.readonly:
+            self._checkpoints = BackgroundCheckpoints(self.conn, self.path)
 
     def release_cache(self) -> None:
         """Free the page cache's unused pages (after a window's commit): the writer's memory
@@ -468,12 +481,16 @@ class SentenceDB:
 
     def checkpoint(self) -> None:
         """Fold the WAL into the database file (best effort: a reader may hold it)."""
+        if self._checkpoints is not None:
+            self._checkpoints.wait()
         try:
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.Error:
             pass
 
     def close(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.close()
         try:
             self.conn.close()
         except sqlite3.Error:

@@ -88,6 +88,8 @@ class VectorStore(Store):
         self._stale = False        # HNSW/ivf after an update: rebuild before use
         self._migration_cancelled = False   # prepare_index() was cancelled: keep the old kind
         self._closed = False
+        if lock is not None:       # the writer: WAL checkpoints off its commits' thread
+            db.checkpoint_in_background()
 
     # ---------------------------------------------------------------------------------------
     # opening
@@ -200,9 +202,19 @@ class VectorStore(Store):
         check_texts(texts)
         return [text_hash(t) for t in texts]
 
-    def _plan(self, texts, result: AddResult, keys=None):
+    def _change_mark(self) -> int:
+        """The database's generation: every committed change moves it (add_stream reuses a
+        window's duplicate look-up while only its own commits moved it)."""
+        return self._db.generation
+
+    def _stored_ids(self, keys) -> dict:
+        """hash -> id of the keys the database holds (one query a window)."""
+        return self._db.existing_ids(set(keys))
+
+    def _plan(self, texts, result: AddResult, keys=None, known=None):
+        """known: hash -> id of the stored ones among keys, when the caller has it current."""
         hashes = self._text_keys(texts) if keys is None else keys
-        existing = self._db.existing_ids(set(hashes))
+        existing = self._db.existing_ids(set(hashes)) if known is None else known
         plan, dup_of = plan_unique(hashes, existing, result)
         return plan, dup_of, hashes
 

@@ -56,6 +56,8 @@ def plan_unique(hashes, existing: dict, result: AddResult):
     """Which texts to insert: (plan, dup_of). A text already stored (its hash in `existing`,
     hash -> id) gets that id in result.ids; a repeat within this call is mapped in dup_of to
     its first occurrence. Both count as duplicates."""
+    if (not existing or existing.keys().isdisjoint(hashes)) and len(set(hashes)) == len(hashes):
+        return list(range(len(hashes))), {}      # all new and distinct: the usual window
     plan, first, dup_of = [], {}, {}
     for i, h in enumerate(hashes):
         if h in existing:
@@ -97,6 +99,8 @@ class Embedded:
         self.cut |= other.cut
 
     def rows_of(self, texts) -> np.ndarray:
+        if len(texts) == len(self.row) and list(self.row) == texts:
+            return self.vectors          # the window as it was embedded (the usual case): no copy
         return self.vectors[[self.row[t] for t in texts]]
 
 
@@ -110,6 +114,42 @@ class _Window:
         self.keys = store._text_keys(self.texts)
         self.text_set = set(self.texts)
         self.new: list = []
+        self.stored: dict | None = None    # hash -> id of its texts the store held when it looked
+        self.mark = None                   # the store's change mark then (None: none kept)
+
+
+class OwnCommits:
+    """What one add_stream committed since each window looked up its duplicates, so that a
+    window's commit reuses its look-up instead of a second query: valid while every change to
+    the store since the look-up was one of this stream's own commits (the store's change mark,
+    e.g. the FAISS database's generation, says so); otherwise the commit looks again."""
+
+    def __init__(self):
+        self._last = None       # the mark after this stream's last commit
+        self._since = None      # every change from this mark on was this stream's own
+        self._recent: list = []  # (mark after, {hash: id}) of own commits
+
+    def known(self, w: _Window, mark):
+        """hash -> id of w's stored texts as of now, or None (look again). Call under the
+        store's mutex, with its current mark."""
+        if mark is None or w.mark is None or w.stored is None:
+            return None
+        if mark != self._last:      # another change since this stream's last commit
+            self._since, self._recent = mark, []
+        if w.mark < self._since:
+            return None
+        self._recent = [(m, d) for m, d in self._recent if m > w.mark]
+        known = dict(w.stored)
+        for _, d in self._recent:
+            known.update(d)
+        return known
+
+    def committed(self, mark, keys, plan, ids) -> None:
+        """This stream's commit of keys[i] for i in plan as ids[i], leaving the store at mark."""
+        if mark is None:
+            return
+        self._recent.append((mark, {keys[i]: ids[i] for i in plan}))
+        self._last = mark
 
 
 def next_window(size: int, embedded: int, seconds: float) -> int:
@@ -162,17 +202,30 @@ def add_stream(store, items, backend, *, pooling=None, batch_size: int | None = 
         return Embedded(texts, store._to_store_space(normalize(vecs)), stats.truncated_indices,
                         time.perf_counter() - start)
 
-    def to_embed(w: _Window, in_flight) -> list:
-        """The window's texts the store lacks (one look-up), less those of the windows in flight."""
-        with store._mutex:    # only to read which texts are stored; embedding runs unlocked
-            plan, _, _ = store._plan(w.texts, AddResult(ids=[None] * len(w.texts)), w.keys)
-        return [w.texts[i] for i in plan if not any(w.texts[i] in f.text_set for f in in_flight)]
+    own = OwnCommits()
 
-    def commit(texts, metas, keys, vectors: Embedded):
+    def to_embed(w: _Window, in_flight) -> list:
+        """The window's texts the store lacks (one look-up, kept for its commit), less those
+        of the windows in flight."""
+        with store._mutex:    # only to read which texts are stored; embedding runs unlocked
+            w.mark = store._change_mark()
+            if w.mark is not None:
+                w.stored = store._stored_ids(w.keys)
+                plan, _ = plan_unique(w.keys, w.stored, AddResult(ids=[None] * len(w.texts)))
+            else:
+                plan, _, _ = store._plan(w.texts, AddResult(ids=[None] * len(w.texts)), w.keys)
+        busy = set().union(*(w.text_set & f.text_set for f in in_flight))   # usually empty
+        return [w.texts[i] for i in plan if w.texts[i] not in busy] if busy else [w.texts[i] for i in plan]
+
+    def commit(w: _Window, texts, metas, keys, vectors: Embedded):
         part = AddResult(ids=[None] * len(texts))
         with store._mutex, store._commit_guard():
             fpmod.unchanged_since_embedding(store.model_fingerprint_dict, fp, f"at {store.where}")
-            plan, dup_of, context = store._plan(texts, part, keys)
+            known = own.known(w, store._change_mark())
+            if known is None:
+                plan, dup_of, context = store._plan(texts, part, keys)
+            else:
+                plan, dup_of, context = store._plan(texts, part, keys, known=known)
             # A text the window did not embed (the store changed since it looked): now.
             missing = [texts[i] for i in plan if texts[i] not in vectors.row]
             if missing:
@@ -180,7 +233,8 @@ def add_stream(store, items, backend, *, pooling=None, batch_size: int | None = 
             if plan:
                 planned = [texts[i] for i in plan]
                 store._store_planned(plan, texts, metas, vectors.rows_of(planned), part, context)
-                result.truncated += sum(t in vectors.cut for t in planned)
+                own.committed(store._change_mark(), keys, plan, part.ids)
+                result.truncated += sum(t in vectors.cut for t in planned) if vectors.cut else 0
         for i, j in dup_of.items():
             part.ids[i] = part.ids[j]
         result.added += part.added
@@ -235,7 +289,7 @@ def add_stream(store, items, backend, *, pooling=None, batch_size: int | None = 
             step = batch_size or len(current.texts)
             for s in range(0, len(current.texts), step):
                 e = s + step
-                commit(current.texts[s:e], current.metas[s:e], current.keys[s:e], vectors)
+                commit(current, current.texts[s:e], current.metas[s:e], current.keys[s:e], vectors)
             done += len(current.texts)
             if progress is not None:
                 progress(done, total)

@@ -217,6 +217,15 @@ class Store(ABC):
         """-> (plan, dup_of, context): see plan_unique; context goes to _store_planned.
         keys: the texts' _text_keys when already at hand."""
 
+    def _change_mark(self):
+        """A value that changes with every committed change (None: the store keeps none, and
+        add_stream looks up each window's duplicates again when it commits it)."""
+        return None
+
+    def _stored_ids(self, keys) -> dict:
+        """hash -> id of the keys the store holds (used only when _change_mark is not None)."""
+        raise NotImplementedError
+
     @abstractmethod
     def _store_planned(self, plan, texts, metas, vecs, result: AddResult, context, ids=None):
         """Write texts[i] for i in plan with vecs (one row each, in plan order); their new ids

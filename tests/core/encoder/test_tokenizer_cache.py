@@ -246,3 +246,15 @@ def test_a_killed_writers_temporary_is_removed_on_the_next_write(folders, data_d
     fresh.write_text("")
     tk.ModelTokenizer(folders["minilm"], MAX)
     assert path.is_file() and not stale.exists() and fresh.exists()
+
+
+def test_the_sample_corpus_and_ingests_mixed_sentences_tokenise_the_same_either_way(minilm_kept):
+    """What ingest tokenises (the kept Rust pipeline's batch encoder) gives transformers' ids on
+    the sample corpus, the benchmark's joined sentences, and odd inputs, in one batch."""
+    corpus = [s for s in (ROOT / "assets" / "sample_corpus.txt").read_text(encoding="utf-8").splitlines() if s]
+    joined = [" ".join(corpus[i:i + 3]) + f" ({i})" for i in range(0, len(corpus), 7)]
+    odd = [" ", "\u200b", "a" * 5000, "word " * 400, "\t\n", "🙂" * 70, "[SEP] [CLS]", "ß" * 3]
+    texts = corpus + joined + odd
+    ids, cut = minilm_kept.encode(texts)
+    assert (ids, cut) == minilm_kept._encode_hf(texts)
+    assert len(ids) == len(texts) and cut

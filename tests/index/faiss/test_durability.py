@@ -27,8 +27,10 @@ CHILD = textwrap.dedent("""
     import numpy as np
     from index.faiss.store import VectorStore   # numpy + faiss + sqlite only: starts fast
     from tests.support.fake_vectors import text_vector
+    import index.faiss.wal_checkpoints as wal_checkpoints
 
     D = 24
+    wal_checkpoints.CHECKPOINT_ROWS = 32     # checkpoints on the helper thread all along: killed amid them too
     FP = {{"model": "fake", "weights_sha256": "f" * 64, "pooling": "mean", "dim": D,
            "normalized": True}}
 

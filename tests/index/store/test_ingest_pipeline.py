@@ -145,8 +145,50 @@ def test_the_duplicate_check_is_one_query_per_window_not_one_per_text(tmp_path):
     store._db.conn.set_trace_callback(None)
     assert r.duplicates == 600 and r.added == 0
     looks = [q for q in queries if "FROM sentences WHERE hash" in q]
-    # one look before a window is embedded, one per committed batch (under the writer's lock)
-    assert len(looks) == 3 + 6, looks[:3]
+    # one look before a window is embedded; its commits reuse it (nothing else changed the store)
+    assert len(looks) == 3, looks[:3]
+    store.close()
+
+
+def test_new_rows_commit_on_one_look_up_per_window_with_repeats_across_windows(tmp_path):
+    b = HookBackend()
+    store = open_store(tmp_path, b)
+    store.add_texts(["old"], b)
+    texts = [f"t{i}" for i in range(40)] + ["t3", "old", "t41"] + [f"t{i}" for i in range(40, 80)]
+    queries = []
+    store._db.conn.set_trace_callback(queries.append)
+    r = store.add_texts(texts, b, batch_size=7, window=20)
+    store._db.conn.set_trace_callback(None)
+    looks = [q for q in queries if "FROM sentences WHERE hash" in q]
+    assert len(looks) == 5                      # 83 texts, windows of 20: five windows, one look each
+    rows = list(store.iter())
+    assert [t["text"] for t in rows] == ["old"] + [t for t in dict.fromkeys(texts) if t != "old"]
+    by_text = {t["text"]: t["id"] for t in rows}
+    assert r.ids == [by_text[t] for t in texts] and (r.added, r.duplicates) == (80, 3)
+    store.close()
+
+
+def test_a_text_added_by_another_thread_after_a_windows_look_up_is_not_stored_twice(tmp_path):
+    """A window looks up its duplicates before it is embedded; another thread adding one of its
+    texts meanwhile moves the store's generation, so its commit looks again."""
+    store = None
+
+    def sneak_in(n, texts):
+        if n == 2:        # window 1 is being embedded: its look-up is done
+            other.add_texts(["t25", "t26"], FakeBackend(dim=D))
+    b = HookBackend(hook=sneak_in)
+    store = other = open_store(tmp_path, b)
+    queries = []
+    store._db.conn.set_trace_callback(queries.append)
+    r = store.add_texts([f"t{i}" for i in range(60)], b, window=20)
+    store._db.conn.set_trace_callback(None)
+    texts = [t["text"] for t in store.iter()]
+    assert sorted(texts) == sorted(f"t{i}" for i in range(60)) and len(texts) == 60
+    assert (r.added, r.duplicates) == (58, 2)
+    by_text = {t["text"]: t["id"] for t in store.iter()}
+    assert r.ids == [by_text[f"t{i}"] for i in range(60)]
+    looks = [q for q in queries if "FROM sentences WHERE hash" in q]
+    assert len(looks) >= 4          # three windows' look-ups, and window 1's again at its commit
     store.close()
 
 
@@ -157,8 +199,10 @@ CHILD = textwrap.dedent("""
     from index.faiss.store import VectorStore
     from tests.support.fake_vectors import text_vector
     from tests.support.store_backends import Fingerprint
+    import index.faiss.wal_checkpoints as wal_checkpoints
 
     D = 16
+    wal_checkpoints.CHECKPOINT_ROWS = 64      # checkpoints on the helper thread all along: killed amid them too
 
     class SlowFake:
         model_name, dim = "fake", D
@@ -268,4 +312,34 @@ def test_a_small_input_runs_on_the_callers_thread_alone(tmp_path, monkeypatch):
     assert r.added == 2 and started == []
     store.add_texts([f"t{i}" for i in range(3000)], b)
     assert {"encoderscope-tokenize-ahead", "encoderscope-embed-ahead", "encoderscope-index-add"} <= set(started)
+    store.close()
+
+
+class TokenisingBackend(HookBackend):
+    """A backend that tokenises apart (as Backend.tokenize): what reached the tokenizer."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.tokenised = []
+
+    def tokenize(self, texts):
+        self.tokenised.append(list(texts))
+        return ("tokens", list(texts))
+
+    def embed(self, texts, *a, tokens=None, **kw):
+        assert tokens == ("tokens", list(texts))      # the window's own tokens
+        return super().embed(texts, *a, **kw)
+
+
+def test_stored_texts_and_repeats_never_reach_the_tokenizer(tmp_path):
+    b = TokenisingBackend()
+    store = open_store(tmp_path, b)
+    store.add_texts(["old", "older"], b)
+    b.tokenised.clear()
+    texts = (["old"] + [f"t{i}" for i in range(30)] + ["t1", "older", "t29", "t30", "t30"]
+             + [f"t{i}" for i in range(31, 60)])
+    r = store.add_texts(texts, b, window=16)
+    seen = [t for w in b.tokenised for t in w]
+    assert sorted(seen) == sorted(f"t{i}" for i in range(60))       # each new text once
+    assert (r.added, r.duplicates) == (60, 5)
     store.close()
