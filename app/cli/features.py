@@ -232,7 +232,7 @@ def cmd_quality(args) -> int:
     dead, half = report.row("dead fraction"), report.row("dead at n/2 tokens")
     if dead.bound is not None:
         print(f"dead fraction: each feature silent on these {report.n_tokens:,} tokens fires on fewer than "
-              f"{dead.bound:.4f} of such tokens (95%, the rule of three: 3/{report.n_tokens:,}); no bootstrap "
+              f"{dead.bound:.2g} of such tokens (95%, the rule of three: 3/{report.n_tokens:,}); no bootstrap "
               "interval (a resample sees fewer distinct tokens, so more silent features)")
     print(f"dead at n/2 tokens: {half.meaning}")
     return 0
@@ -242,7 +242,7 @@ def interval_text(row) -> str:
     """A quality row's interval column: [lo, hi], the dead fraction's bound ("< b each"), or '-'."""
     if row.interval is not None:
         return f"[{row.interval[0]:.4f}, {row.interval[1]:.4f}]"
-    return "-" if row.bound is None else f"< {row.bound:.4f} each"
+    return "-" if row.bound is None else f"< {row.bound:.2g} each"
 
 
 def _index(args, sae, meta, backend):

@@ -73,10 +73,10 @@ def test_quality_json_is_the_core_report(trained_cli, setup, capsys):
     n = want.n_tokens
     dead_line = next(line for line in out.splitlines() if line.strip().startswith("dead fraction "))
     dead = rows["dead fraction"]
-    assert f"{dead.value:.4f}" in dead_line and f"< {dead.bound:.4f} each" in dead_line
+    assert f"{dead.value:.4f}" in dead_line and f"< {dead.bound:.2g} each" in dead_line
     lo, hi = rows["dead at n/2 tokens"].interval
     assert f"[{lo:.4f}, {hi:.4f}]" in next(line for line in out.splitlines() if "dead at n/2 tokens " in line)
-    assert f"fewer than {rows['dead fraction'].bound:.4f} of such tokens" in out and f"3/{n:,}" in out
+    assert f"fewer than {rows['dead fraction'].bound:.2g} of such tokens" in out and f"3/{n:,}" in out
     assert got["rows"][[r["name"] for r in got["rows"]].index("dead fraction")]["bound"] == pytest.approx(
         -math.log(0.05) / n)
 
