@@ -18,7 +18,8 @@ browse: an SAE's (``--browse-sae DIR``, else one trained here) feature index ove
     the index (FeatureIndex.load) and to open one feature's summary (top examples, histogram,
     vocabulary), median over the 20 densest features.
 ksweep: the comparison with Gao et al. 2024's normalised MSE against L0: the real corpus
-    (bench/real_corpus.py, 20,000 sentences), its sentences split as training splits them
+    (bench/real_corpus.py, 20,000 sentences; ``--ksweep-corpus FILE`` reads the file it wrote), its
+    sentences split as training splits them
     (core.features.train.held_out_mask, 10 %, seed 0); the training sentences' L3.resid activations
     collected once (the first ``--ksweep-tokens`` tokens of them, special tokens left out), and one
     SAE per k in ``--ks`` (width ``--ksweep-width``) trained on exactly those tokens, one epoch
@@ -139,14 +140,18 @@ def held_out_fvu(sae, x: torch.Tensor) -> dict:
                 "dead_fraction": round(float(((codes > 0).sum(0) == 0).float().mean()), 4)}
 
 
-def k_sweep(backend, site: str, ks, width: int, tokens: int, seed: int = 0) -> dict:
+def k_sweep(backend, site: str, ks, width: int, tokens: int, seed: int = 0, corpus: str | None = None) -> dict:
     import math
 
     import numpy as np
 
     from bench.real_corpus import build, versions
     from core.features.train import TrainConfig, held_out_mask, train_on_activations
-    texts, available = build()
+    if corpus:              # the file bench/real_corpus.py wrote (the same sentences, no rebuild)
+        texts = [t for t in Path(corpus).read_text(encoding="utf-8").splitlines() if t.strip()]
+        available = None
+    else:
+        texts, available = build()
     held = held_out_mask(len(texts), 0.1, seed)
     t = time.perf_counter()
     x_train = collect_tokens(backend, [s for s, h in zip(texts, held) if not h], site, tokens)
@@ -184,6 +189,8 @@ def main(argv=None) -> int:
     p.add_argument("--ks", default="8,16,32,64,128", help="ksweep: the k values (comma-separated)")
     p.add_argument("--ksweep-width", type=int, default=3072)
     p.add_argument("--ksweep-tokens", type=int, default=200_000)
+    p.add_argument("--ksweep-corpus", metavar="FILE", help="ksweep: the file bench/real_corpus.py wrote (default: "
+                                                         "build the corpus again)")
     args = p.parse_args(argv)
 
     from core.encoder.backends import get_backend
@@ -202,7 +209,7 @@ def main(argv=None) -> int:
                                     args.browse_sae)
     if args.only == "ksweep":          # minutes: only when asked
         out["ksweep"] = k_sweep(backend, args.site, [int(k) for k in args.ks.split(",")], args.ksweep_width,
-                                args.ksweep_tokens)
+                                args.ksweep_tokens, corpus=args.ksweep_corpus)
     out["load_average_after"] = os.getloadavg() if hasattr(os, "getloadavg") else None
     print(json.dumps(out, indent=1))
     return 0
