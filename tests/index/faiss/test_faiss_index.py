@@ -200,8 +200,8 @@ def test_an_older_8bit_ivf_file_of_wide_vectors_still_opens_and_searches(wide, t
     assert not set(fi.search(q, 10)[1].ravel().tolist()) & set(gone.tolist())
     # k_factor "auto" (a manifest written now) resolves by the codes the file holds.
     assert FaissIndex.read(tmp_path / "old.faiss", "ivf", WIDE, {}).k_factor() == IVF_K_FACTOR["sq8"]
-    # An IVF over codes the kind never writes is refused.
-    pq = faiss.IndexIDMap2(faiss.IndexRefineFlat(faiss.index_factory(WIDE, "IVF16,PQ8", faiss.METRIC_INNER_PRODUCT)))
+    # An IVF over codes the kind never writes is refused (4-bit PQ: its training takes a moment).
+    pq = faiss.IndexIDMap2(faiss.IndexRefineFlat(faiss.index_factory(WIDE, "IVF16,PQ8x4", faiss.METRIC_INNER_PRODUCT)))
     pq.train(x[:2000])
     faiss.write_index(pq, str(tmp_path / "pq.faiss"))
     with pytest.raises(ValueError, match="IndexIVFPQ"):
