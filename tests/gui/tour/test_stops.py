@@ -143,7 +143,7 @@ def test_the_causal_stop_and_step_by_steps_map_shown_and_offers_never_cut(qtbot,
     assert "Run sweep" in tour.body.text()
 
 
-def test_the_features_stop_rings_train_and_every_command_it_names_works(qtbot, make_window, tiny_store_template):
+def test_the_features_stop_rings_train_and_what_it_names_is_there(qtbot, make_window, tiny_store_template):
     w = make_window(tiny_store_template)
     titles = [s.tab for s in STOPS]
     assert titles.index("Features") == titles.index("Causal") - 1
