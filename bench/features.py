@@ -2,7 +2,8 @@
 in one run, SAE training time, and the feature browser's open time.
 
     python bench/features.py                       # all three, CPU, minilm at L3.resid
-    python bench/features.py --only collect        # collect | train | browse
+    python bench/features.py --only collect        # collect | train | browse | ksweep
+    python bench/features.py --only ksweep --ksweep-tokens 200000      # normalised MSE against L0
     python bench/features.py --train-tokens 100000 --browse-n 20000
 
 collect: tokens/second of core.features.collect.iter_activations at the site (the forward stops
@@ -16,6 +17,16 @@ browse: an SAE's (``--browse-sae DIR``, else one trained here) feature index ove
     joined in pairs and triples); the time to load
     the index (FeatureIndex.load) and to open one feature's summary (top examples, histogram,
     vocabulary), median over the 20 densest features.
+ksweep: the comparison with Gao et al. 2024's normalised MSE against L0: the real corpus
+    (bench/real_corpus.py, 20,000 sentences; ``--ksweep-corpus FILE`` reads the file it wrote), its
+    sentences split as training splits them
+    (core.features.train.held_out_mask, 10 %, seed 0); the training sentences' L3.resid activations
+    collected once (the first ``--ksweep-tokens`` tokens of them, special tokens left out), and one
+    SAE per k in ``--ks`` (width ``--ksweep-width``) trained on exactly those tokens, one epoch
+    (core.features.train.train_on_activations: the same steps as `features train`); each measured on
+    the held-out sentences' tokens (at most 30,000): normalised MSE sum||x - x_hat||^2 /
+    sum||x - mean||^2, L0, the dead fraction, and the training normalised MSE at the end; and the
+    least-squares slope of log(normalised MSE) against log(L0).
 Prints JSON. State the machine and its load (`uptime`) beside the figures (docs/benchmarks.md).
 """
 from __future__ import annotations
@@ -28,6 +39,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -105,21 +118,80 @@ def browse_time(backend, texts, site: str, tokens: int, sae_folder: str | None =
             "open_ms": round((load + statistics.median(times)) * 1000, 1)}
 
 
+def collect_tokens(backend, texts, site: str, limit: int) -> torch.Tensor:
+    """The site's activations of ``texts`` (special tokens left out), the first ``limit`` tokens, float32."""
+    from core.features.collect import iter_activations
+    got, n = [], 0
+    for batch in iter_activations(backend, texts, site, batch_size=64):
+        got.append(batch.acts.float().cpu())
+        n += len(batch.acts)
+        if n >= limit:
+            break
+    return torch.cat(got)[:limit]
+
+
+def held_out_fvu(sae, x: torch.Tensor) -> dict:
+    """Normalised MSE (against the held-out tokens' own mean), L0 and the dead fraction on ``x``."""
+    with torch.inference_mode():
+        x_hat, codes = sae(x)
+        err = (x - x_hat).double().pow(2).sum()
+        var = (x - x.mean(0)).double().pow(2).sum()
+        return {"normalised_mse": round(float(err / var), 4), "l0": round(float((codes > 0).sum(1).float().mean()), 2),
+                "dead_fraction": round(float(((codes > 0).sum(0) == 0).float().mean()), 4)}
+
+
+def k_sweep(backend, site: str, ks, width: int, tokens: int, seed: int = 0, corpus: str | None = None) -> dict:
+    import math
+
+    import numpy as np
+
+    from bench.real_corpus import build, versions
+    from core.features.train import TrainConfig, held_out_mask, train_on_activations
+    if corpus:              # the file bench/real_corpus.py wrote (the same sentences, no rebuild)
+        texts = [t for t in Path(corpus).read_text(encoding="utf-8").splitlines() if t.strip()]
+        available = None
+    else:
+        texts, available = build()
+    held = held_out_mask(len(texts), 0.1, seed)
+    t = time.perf_counter()
+    x_train = collect_tokens(backend, [s for s, h in zip(texts, held) if not h], site, tokens)
+    x_held = collect_tokens(backend, [s for s, h in zip(texts, held) if h], site, 30_000)
+    collect_s = time.perf_counter() - t
+    rows = []
+    for k in ks:
+        sae, result = train_on_activations(x_train, TrainConfig(site=site, width=width, k=k, tokens=len(x_train),
+                                                                seed=seed))
+        row = {"k": k, **held_out_fvu(sae, x_held), "train_normalised_mse": round(result.train_fvu, 4),
+               "steps": result.steps, "seconds": round(result.seconds, 1)}
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr)
+    logs = np.array([[math.log(r["l0"]), math.log(r["normalised_mse"])] for r in rows])
+    slope = float(np.polyfit(logs[:, 0], logs[:, 1], 1)[0]) if len(rows) > 1 else None
+    return {"corpus": {"sentences": len(texts), "available": available, "versions": versions()},
+            "site": site, "width": width, "train_tokens": len(x_train), "held_out_tokens": len(x_held),
+            "collect_s": round(collect_s, 1), "rows": rows,
+            "log_log_slope": None if slope is None else round(slope, 3)}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="minilm")
     p.add_argument("--site", default="L3.resid")
     p.add_argument("--device", default="cpu")
     p.add_argument("--precision", default=None)
-    p.add_argument("--only", choices=("collect", "train", "browse"))
+    p.add_argument("--only", choices=("collect", "train", "browse", "ksweep"))
     p.add_argument("--collect-n", type=int, default=2000)
     p.add_argument("--train-tokens", type=int, default=100_000)
     p.add_argument("--browse-n", type=int, default=20_000)
     p.add_argument("--browse-train-tokens", type=int, default=50_000)
     p.add_argument("--browse-sae", metavar="DIR", help="browse: an SAE folder of this model and site (else one is "
                                                        "trained on --browse-train-tokens tokens first)")
+    p.add_argument("--ks", default="8,16,32,64,128", help="ksweep: the k values (comma-separated)")
+    p.add_argument("--ksweep-width", type=int, default=3072)
+    p.add_argument("--ksweep-tokens", type=int, default=200_000)
+    p.add_argument("--ksweep-corpus", metavar="FILE", help="ksweep: the file bench/real_corpus.py wrote (default: "
+                                                         "build the corpus again)")
     args = p.parse_args(argv)
-    import torch
 
     from core.encoder.backends import get_backend
     backend = get_backend(args.model, "scratch", device=args.device, precision=args.precision)
@@ -135,6 +207,9 @@ def main(argv=None) -> int:
     if args.only in (None, "browse"):
         out["browse"] = browse_time(backend, mixed_sentences(args.browse_n), args.site, args.browse_train_tokens,
                                     args.browse_sae)
+    if args.only == "ksweep":          # minutes: only when asked
+        out["ksweep"] = k_sweep(backend, args.site, [int(k) for k in args.ks.split(",")], args.ksweep_width,
+                                args.ksweep_tokens, corpus=args.ksweep_corpus)
     out["load_average_after"] = os.getloadavg() if hasattr(os, "getloadavg") else None
     print(json.dumps(out, indent=1))
     return 0

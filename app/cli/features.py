@@ -227,10 +227,22 @@ def cmd_quality(args) -> int:
     def f(x):
         return "-" if x is None else f"{x:.4f}"
     for row in report.rows:
-        span = "-" if row.interval is None else f"[{row.interval[0]:.4f}, {row.interval[1]:.4f}]"
-        print(f"  {row.name:<20} {row.value:>8.4f} {span:>19} {f(row.floors['mean']):>12} "
+        print(f"  {row.name:<20} {row.value:>8.4f} {interval_text(row):>19} {f(row.floors['mean']):>12} "
               f"{f(row.floors['zero']):>10}  {row.better}")
+    dead, half = report.row("dead fraction"), report.row("dead at n/2 tokens")
+    if dead.bound is not None:
+        print(f"dead fraction: each feature silent on these {report.n_tokens:,} tokens fires on fewer than "
+              f"{dead.bound:.2g} of such tokens (95%, the rule of three: 3/{report.n_tokens:,}); no bootstrap "
+              "interval (a resample sees fewer distinct tokens, so more silent features)")
+    print(f"dead at n/2 tokens: {half.meaning}")
     return 0
+
+
+def interval_text(row) -> str:
+    """A quality row's interval column: [lo, hi], the dead fraction's bound ("< b each"), or '-'."""
+    if row.interval is not None:
+        return f"[{row.interval[0]:.4f}, {row.interval[1]:.4f}]"
+    return "-" if row.bound is None else f"< {row.bound:.2g} each"
 
 
 def _index(args, sae, meta, backend):

@@ -30,7 +30,7 @@ import torch
 from core.device import autocast
 from core.encoder.pooling import l2_normalize, pool
 from core.encoder.scoped_hooks import modules_path
-from core.errors import InputError
+from core.errors import Cancelled, InputError
 from core.features.collect import check_site, iter_activations, parse_feature_site, site_hooks
 from core.features.sae import SparseAutoencoder
 from core.intervene.apply import encoder_of
@@ -198,10 +198,12 @@ class FeatureSweep:
 
 
 def features_sweep(model, sae: SparseAutoencoder, meta, a: str, b: str, pooling: str | None = None,
-                   batch: int = 32) -> FeatureSweep:
+                   batch: int = 32, progress=None, should_stop=None) -> FeatureSweep:
     """For every feature active in A or B: A's run with that feature's activations set to B's
     (token by token when A and B have as many tokens, else B's mean over its tokens at each of
-    A's), A's error term kept; how far that moves A's sentence vector toward B's."""
+    A's), A's error term kept; how far that moves A's sentence vector toward B's.
+    progress(done, total, note) after each batch of features; should_stop() -> True raises
+    Cancelled before the next batch."""
     from core.features.saved import check_model
     check_model(meta, model)
     encoder = encoder_of(model)
@@ -242,6 +244,8 @@ def features_sweep(model, sae: SparseAutoencoder, meta, a: str, b: str, pooling:
     all_features = moved_toward_b(vec_a, run(every)[0], vec_b)
     effects = []
     for start in range(0, len(candidates), batch):
+        if should_stop is not None and should_stop():
+            raise Cancelled()
         chunk = candidates[start:start + batch]
         diff = (target - ca)[:, chunk]                            # (T, V)
         deltas = diff.T[:, :, None] * w_dec[chunk][:, None, :]    # (V, T, D)
@@ -251,5 +255,7 @@ def features_sweep(model, sae: SparseAutoencoder, meta, a: str, b: str, pooling:
                                          float(cb[1:-1, f].mean()) if len(cb) > 2 else float(cb[:, f].mean()),
                                          moved_toward_b(vec_a, vecs[j], vec_b),
                                          float(np.dot(vecs[j].astype(np.float64), vec_b.astype(np.float64)))))
+        if progress is not None:
+            progress(len(effects), len(candidates), "features set to B's values")
     effects.sort(key=lambda e: (-(e.toward_b if e.toward_b is not None else -np.inf), e.feature))
     return FeatureSweep(a, b, "by position" if same else "B's mean", all_features, effects)

@@ -14,6 +14,19 @@ spliced vectors against the unspliced vectors of the whole corpus (the overlap o
 query's top 10 with the clean query's). [CLS] and [SEP] keep their own activations when spliced:
 the SAE never saw them.
 
+The dead fraction has no bootstrap interval: a resample repeats sentences, sees fewer distinct
+tokens and so more silent features, and its percentiles need not bracket the value (the dead
+fraction falls as the tokens measured grow). What it gets instead:
+* a bound (the rule of three): a feature silent on all N measured tokens fires on fewer than 3/N
+  of such tokens, at 95 % (P(silent on N) = (1 - p)^N <= 0.05 means p < -ln 0.05 / N ~ 3/N);
+* the row "dead at n/2 tokens": the measured tokens, in a seeded order of their sentences, cut into
+  two disjoint halves of exactly N // 2 tokens each (HALF_ROUNDS orders); the value is the mean
+  dead fraction of the halves, the interval mean +- 1.96 sd, the sd of one half-size sample's dead
+  fraction estimated from the two disjoint halves of each order (E (a - b)^2 = 2 var, the halves
+  being two independent samples of N // 2 tokens). That is the spread of the dead fraction at
+  N/2 tokens, said at that size: at N tokens the fraction is lower, never higher, and the gap
+  between the two rows shows how much more data would revive.
+
 The held-out split is the training one (core/features/train.held_out_mask) when ``sentences``
 are the training corpus; on another corpus every sentence is unseen, and the report says so.
 """
@@ -38,20 +51,23 @@ from core.intervene.uncertainty import interval, resample_counts
 DENSE_ABOVE = 0.1        # a feature firing on more than this fraction of tokens is "dense"
 RECALL_K = 10
 ROUNDS = 400             # bootstrap resamples
+HALF_ROUNDS = 50         # seeded orders cut into two disjoint halves, for the dead fraction at n/2 tokens
+RULE_OF_THREE = 2.995732273553991    # -ln(0.05): silent on N tokens => firing rate < this / N at 95 %
 
 
 @dataclass
 class QualityRow:
     name: str
     value: float
-    interval: tuple | None          # (lo, hi) 95 %; None for the dead fraction (see evaluate_sae)
+    interval: tuple | None          # (lo, hi) 95 %; None for the dead fraction (see the module docstring)
     floors: dict                    # {"mean": value or None, "zero": value or None}
     better: str                     # "lower" or "higher"
     meaning: str                    # one line for people
+    bound: float | None = None      # the dead fraction's: each silent feature fires on < bound of tokens (95 %)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "value": self.value, "interval": self.interval, "floors": self.floors,
-                "better": self.better, "meaning": self.meaning}
+                "better": self.better, "meaning": self.meaning, "bound": self.bound}
 
 
 @dataclass
@@ -104,6 +120,7 @@ def evaluate_sae(model, sae: SparseAutoencoder, meta: SaeMeta, sentences, max_se
     tokens = np.zeros(n)
     active = np.zeros(n)
     fired = np.zeros((n, sae.width), dtype=np.float32)     # tokens of each sentence each feature fires on
+    token_sid, token_active = [], []                        # per token: its sentence, its active features
     for batch in iter_activations(model, held, meta.site, batch_size, should_stop=should_stop):
         with torch.inference_mode():
             x = batch.acts.to(device)
@@ -116,6 +133,9 @@ def evaluate_sae(model, sae: SparseAutoencoder, meta: SaeMeta, sentences, max_se
         np.add.at(tokens, sid, 1)
         np.add.at(active, sid, (codes > 0).sum(-1).cpu().numpy())
         np.add.at(fired, sid, (codes > 0).float().cpu().numpy())
+        top = torch.topk(codes, min(sae.k, sae.width), dim=-1)
+        token_active.append(torch.where(top.values > 0, top.indices, -1).cpu().numpy().astype(np.int32))
+        token_sid.append(sid)
         if progress is not None:
             progress(int(sid.max()) + 1, n, "reconstructing held-out tokens")
     mean = (sums.sum(0) / max(1.0, tokens.sum())).numpy()
@@ -135,9 +155,11 @@ def evaluate_sae(model, sae: SparseAutoencoder, meta: SaeMeta, sentences, max_se
     dense = float((fires / max(total_tokens, 1.0) > DENSE_ABOVE).mean())
     boot_fires = counts.astype(np.float32) @ fired                               # (R, width)
     boot_tokens = counts @ tokens
-    # no interval for the dead fraction: a resample repeats sentences, so it sees fewer distinct
-    # tokens and more silent features; its percentiles would not bracket the value
+    # no bootstrap interval for the dead fraction (see the module docstring): a bound, and its
+    # spread over disjoint halves at n/2 tokens
     dense_ci = interval((boot_fires / boot_tokens[:, None] > DENSE_ABOVE).mean(1))
+    half = dead_at_half(np.concatenate(token_active) if token_active else np.zeros((0, 1), np.int32),
+                        np.concatenate(token_sid) if token_sid else np.zeros(0, np.int64), sae.width, seed)
 
     # -- downstream: the sentence vector with the site spliced ------------------------------
     mean_t = torch.tensor(mean, dtype=torch.float32, device=device)
@@ -163,7 +185,13 @@ def evaluate_sae(model, sae: SparseAutoencoder, meta: SaeMeta, sentences, max_se
         QualityRow("L0", l0, l0_ci, {"mean": None, "zero": None}, "lower",
                    f"features active per token (at most k = {sae.k})"),
         QualityRow("dead fraction", dead, None, {"mean": None, "zero": None}, "lower",
-                   "features that fire on none of these tokens (fewer tokens, more of them)"),
+                   f"features that fire on none of these {int(total_tokens):,} tokens; each of them fires on "
+                   f"fewer than 3/{int(total_tokens):,} of such tokens (95 %, the rule of three)",
+                   bound=RULE_OF_THREE / total_tokens if total_tokens else None),
+        QualityRow("dead at n/2 tokens", half.value, half.interval, {"mean": None, "zero": None}, "lower",
+                   f"the dead fraction of {half.tokens:,} tokens (disjoint halves of these): its mean over "
+                   f"{HALF_ROUNDS} seeded halvings and the 95 % spread of one such sample (more tokens, "
+                   "fewer dead)"),
         QualityRow("dense fraction", dense, dense_ci, {"mean": None, "zero": None}, "lower",
                    f"features that fire on more than {DENSE_ABOVE:.0%} of these tokens"),
         QualityRow("spliced cosine", *mean_ci(cos["sae"]),
@@ -174,6 +202,36 @@ def evaluate_sae(model, sae: SparseAutoencoder, meta: SaeMeta, sentences, max_se
                    f"of the original query's top {RECALL_K} in the corpus, the share the spliced query still finds"),
     ]
     return QualityReport(meta.site, split, n, int(total_tokens), rows)
+
+
+@dataclass(frozen=True)
+class HalfDead:
+    tokens: int                     # tokens in each half (N // 2)
+    value: float                    # mean dead fraction over the halves (nan below 2 tokens)
+    interval: tuple | None          # mean +- 1.96 sd of one half's dead fraction, clipped to [0, 1]
+    halves: np.ndarray              # (HALF_ROUNDS, 2): each order's two halves' dead fractions
+
+
+def dead_at_half(active: np.ndarray, sentence_ids: np.ndarray, width: int, seed: int = 0,
+                 rounds: int = HALF_ROUNDS) -> HalfDead:
+    """The dead fraction at n/2 tokens: ``active`` (N, k) the features active on each token (-1 for
+    none), ``sentence_ids`` (N,) each token's sentence. Per round the sentences take a seeded order, the
+    tokens follow it, and the first N // 2 and the next N // 2 are the two halves."""
+    n_tokens = len(sentence_ids)
+    m = n_tokens // 2
+    if m == 0:
+        return HalfDead(0, float("nan"), None, np.zeros((0, 2)))
+    n_sentences = int(sentence_ids.max()) + 1
+    halves = np.zeros((rounds, 2))
+    for r in range(rounds):
+        rank = np.random.default_rng([seed, 11, r]).permutation(n_sentences)
+        order = np.argsort(rank[sentence_ids], kind="stable")
+        for h, part in enumerate((order[:m], order[m:2 * m])):
+            ids = active[part].ravel()
+            halves[r, h] = 1.0 - np.count_nonzero(np.bincount(ids[ids >= 0], minlength=width)) / width
+    value = float(halves.mean())
+    sd = float(np.sqrt(np.mean((halves[:, 0] - halves[:, 1]) ** 2) / 2))
+    return HalfDead(m, value, (max(0.0, value - 1.96 * sd), min(1.0, value + 1.96 * sd)), halves)
 
 
 def _top(store: np.ndarray, queries: np.ndarray) -> np.ndarray:

@@ -2,6 +2,7 @@
 each command's output against the core it words, the commands it suggests work, and bad input is
 one `error:` line."""
 import json
+import math
 import shlex
 
 import pytest
@@ -68,6 +69,16 @@ def test_quality_json_is_the_core_report(trained_cli, setup, capsys):
     assert [r["value"] for r in got["rows"]] == pytest.approx([r.value for r in want.rows], abs=1e-9)
     code, out, _ = cli_clean(capsys, "features", "quality", folder, "--corpus", corpus)
     assert "normalised MSE" in out and "site = mean" in out
+    rows = {r.name: r for r in want.rows}
+    n = want.n_tokens
+    dead_line = next(line for line in out.splitlines() if line.strip().startswith("dead fraction "))
+    dead = rows["dead fraction"]
+    assert f"{dead.value:.4f}" in dead_line and f"< {dead.bound:.2g} each" in dead_line
+    lo, hi = rows["dead at n/2 tokens"].interval
+    assert f"[{lo:.4f}, {hi:.4f}]" in next(line for line in out.splitlines() if "dead at n/2 tokens " in line)
+    assert f"fewer than {rows['dead fraction'].bound:.2g} of such tokens" in out and f"3/{n:,}" in out
+    assert got["rows"][[r["name"] for r in got["rows"]].index("dead fraction")]["bound"] == pytest.approx(
+        -math.log(0.05) / n)
 
 
 def test_show_lists_finds_and_details_features(trained_cli, setup, capsys):

@@ -155,6 +155,15 @@ def _causal_sweep(window):
     return panel.sweep_view.picture
 
 
+def _features_bar(window):
+    """The Features tab's top bar (what an SAE trains on, its folder, Train), the Feature page shown."""
+    panel = _panel(window, "Features")
+    if panel is None:
+        return None
+    panel.pages.setCurrentIndex(0)
+    return panel.bar
+
+
 def _run_panel(window):
     """The lab's Run page (app/gui/panels/train/panel.py)."""
     return _panel(window, "Train").run_panel
@@ -196,6 +205,15 @@ STOPS = (
              "the difference, and how far the sentence's vector moved. <b>Importance map</b> switches "
              "every part off in turn and measures what each one is worth.",
              _intervene_editor, _attrs(lambda w: _panel(w, "Intervene"), "apply_button")),
+    TourStop("Features", "Features: what a hidden state is made of",
+             "A hidden state is 384 numbers; a <b>sparse autoencoder</b> rewrites each token's as a few of "
+             "thousands of learned directions, <i>features</i>, most of which read as one thing (“fires on "
+             "city names”). Type a <b>Folder</b> for it and press the ringed <b>Train</b>: on the sample "
+             "corpus, at the 200,000 tokens set, a few minutes on a CPU (Cancel keeps a checkpoint, Train "
+             "resumes it). Then pick a feature in the list to see the tokens it fires on, switch it off in a "
+             "search, read its <b>Quality</b> against its floors, or ask on <b>Sweep</b> which of sentence "
+             "A's features carry it toward B.",
+             _attr(_features_bar, "train_button"), _attrs(_features_bar, "folder", "train_button")),
     TourStop("Causal", "Causal: where does the information live?",
              "Sentences <b>A</b> and <b>B</b> differ in one word. Press <b>Run sweep</b>: each cell of the "
              "ringed map patches one site of A (a layer at one token) with B's numbers and says how far "

@@ -158,3 +158,18 @@ def test_a_sweep_feature_equals_transformers_with_b_values_put_in(bert_pair, sav
         assert e.cosine_to_b == pytest.approx(float(vec @ vec_b), abs=1e-5)
     other = features_sweep(backend, sae, meta, a, "a bird.")
     assert other.alignment == "B's mean" and other.effects
+
+
+def test_a_sweep_reports_its_progress_and_stops_when_asked(bert_pair, saved):
+    from core.errors import Cancelled
+    backend, _ = bert_pair
+    sae, meta, _ = saved
+    a, b = "the cat sat on the mat.", "the dog ran in the park."
+    seen = []
+    sweep = features_sweep(backend, sae, meta, a, b, batch=4, progress=lambda d, t, note="": seen.append((d, t)))
+    n = len(sweep.effects)
+    assert seen == [(min(i + 4, n), n) for i in range(0, n, 4)]
+    asked = []
+    with pytest.raises(Cancelled):
+        features_sweep(backend, sae, meta, a, b, batch=4, should_stop=lambda: asked.append(1) or len(asked) > 2)
+    assert len(asked) == 3

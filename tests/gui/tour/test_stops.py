@@ -141,3 +141,26 @@ def test_the_causal_stop_and_step_by_steps_map_shown_and_offers_never_cut(qtbot,
     tour.go(titles.index("Causal"))
     _check_stop(qtbot, w, tour, "the causal stop")
     assert "Run sweep" in tour.body.text()
+
+
+def test_the_features_stop_rings_train_and_what_it_names_is_there(qtbot, make_window, tiny_store_template):
+    w = make_window(tiny_store_template)
+    titles = [s.tab for s in STOPS]
+    assert titles.index("Features") == titles.index("Causal") - 1
+    tour = w.show_tour()
+    tour.go(titles.index("Features"))
+    assert w.tabs.tabText(w.tabs.currentIndex()) == "Features"
+    panel = w.optional_panels["Features"]
+    panel.pages.setCurrentWidget(panel.sweep_box)        # a page left open: the stop shows the browser's
+    tour.go(titles.index("Features"))
+    assert panel.pages.currentIndex() == 0
+    _check_stop(qtbot, w, tour, "the features stop")
+    assert tour.stop.target(w) is panel.bar.train_button
+    body = tour.body.text()
+    # what it names is there: the folder box, Train, the Quality and Sweep pages, and the tokens it says are set
+    assert "<b>Folder</b>" in body and "<b>Train</b>" in body
+    assert {"Quality", "Sweep"} <= {panel.pages.tabText(i) for i in range(panel.pages.count())}
+    assert f"{panel.bar.tokens_box.value():,} tokens" in body
+    assert panel.bar.source_box.currentData() == "sample" and "sample corpus" in body
+    qtbot.mouseClick(tour.next_button, Qt.MouseButton.LeftButton)
+    assert tour.stop.tab == "Causal"

@@ -8,6 +8,7 @@ returns core.features' plain results, the same the CLI prints.
     rows_fn(index, sort, filter_dead, word)                  -> list[FeatureRow] for the feature list
     summary_fn(index, feature)                               -> core.features.browse.FeatureSummary
     quality_fn(backend, opened, source)                      -> core.features.quality.QualityReport
+    sweep_fn(backend, opened, a, b)                          -> core.features.edit.FeatureSweep
 
 ``progress(done, total, message)`` and ``cancel`` (a threading.Event) come from the worker; core
 asks ``should_stop()``, and a stop it honoured is raised as Cancelled here, so the job ends as
@@ -261,3 +262,16 @@ def edit_fn(backend, opened: OpenedSae, feature: int, mode: str, alpha: float, q
     vectors = sentence_vectors(backend, texts)
     _stopped(cancel)
     return steered_search(backend, edit, query, vectors, texts, k=k)
+
+
+# ---- the features sweep: which of A's features, set to B's values, move A toward B ---------------------
+def sweep_fn(backend, opened: OpenedSae, a: str, b: str, progress=None, cancel=None):
+    """core.features.edit.FeatureSweep of A and B (the one `encoderscope features sweep` prints), every
+    feature active in either, the most toward B first; Cancel stops before the next batch of features."""
+    from core.features.edit import features_sweep
+    if not a.strip() or not b.strip():
+        raise InputError("type both sentences: A runs, B's feature values are put into it")
+    sweep = features_sweep(backend, opened.sae, opened.meta, a, b, progress=_said(progress, "Sweep"),
+                           should_stop=_stop(cancel))
+    _stopped(cancel)
+    return sweep

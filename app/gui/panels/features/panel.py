@@ -6,7 +6,9 @@ step, the checkpoint kept), Open SAE… and Index features. Below, the feature b
 (sorted, the dead left out, or the features that fire on a word) beside the chosen feature (its top
 examples highlighted in their sentences, its activation histogram, the tokens its decoder aligns
 with and those it promotes; Ablate / Steer it in a query and see which of the corpus's hits move),
-and the Quality page (the table with its floors).
+the Quality page (the table with its floors) and the Sweep page (which of A's features, set to B's
+values, move A toward B; a row clicked shows that feature in the browser; a result whose A, B or SAE
+changed since says it is stale).
 
 Every computation runs in a worker (app/gui/workers.py) with progress and Cancel; the SAE opened
 here is the app's (app/gui/current_features.py): Step by step, Why and the Map follow it. An SAE
@@ -14,6 +16,7 @@ trained on another model is refused with the reason; a model switch closes one t
 """
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
@@ -26,10 +29,12 @@ from app.gui.panels.features.edit_view import EditBox
 from app.gui.panels.features.feature_list import FeatureList
 from app.gui.panels.features.feature_view import FeatureView
 from app.gui.panels.features.quality_view import QualityView
+from app.gui.panels.features.sweep_view import SweepBox
 from app.gui.panels.features.train_view import TrainBar
 
 LONG_JOBS = ("features.train", "features.open", "features.index", "features.quality")
 EDIT_JOB = "features.edit"
+SWEEP_JOB = "features.sweep"
 
 
 class FeaturesPanel(QtWidgets.QWidget):
@@ -38,6 +43,7 @@ class FeaturesPanel(QtWidgets.QWidget):
     feature_shown = QtCore.Signal(object)     # a FeatureSummary, after it is drawn
     quality_shown = QtCore.Signal(object)     # a QualityReport, after it is drawn
     edit_shown = QtCore.Signal(object)        # a SteeredSearch (which hits move), after it is drawn
+    sweep_shown = QtCore.Signal(object)       # a FeatureSweep, after it is drawn
     cancelled = QtCore.Signal(str)            # the job's key
     failed = QtCore.Signal(str)
 
@@ -75,8 +81,16 @@ class FeaturesPanel(QtWidgets.QWidget):
         feature_page.setStretchFactor(1, 2)
         self.quality_view = QualityView()
         self.quality_view.run_requested.connect(self.evaluate)
+        self.sweep_box = SweepBox()
+        self.sweep_box.run_requested.connect(self.sweep)
+        self.sweep_box.bar.cancel_button.clicked.connect(lambda: self.state.jobs.cancel(SWEEP_JOB))
+        self.sweep_box.feature_chosen.connect(self.choose_feature)
+        self.sweep_box.text_a.textChanged.connect(self._mark_sweep_stale)
+        self.sweep_box.text_b.textChanged.connect(self._mark_sweep_stale)
+        self.sweep_args: tuple | None = None       # (A, B, the SAE's folder) of the sweep shown
         self.pages.addTab(feature_page, "Feature")
         self.pages.addTab(self.quality_view, "Quality")
+        self.pages.addTab(self.sweep_box, "Sweep")
         split.addWidget(self.pages)
         split.setStretchFactor(0, 1)
         split.setStretchFactor(1, 3)
@@ -154,8 +168,74 @@ class FeaturesPanel(QtWidgets.QWidget):
                           label="Measuring the SAE", on_result=self._show_quality)
 
     def cancel(self) -> None:
-        for key in LONG_JOBS + (EDIT_JOB,):
+        for key in LONG_JOBS + (EDIT_JOB, SWEEP_JOB):
             self.state.jobs.cancel(key)
+
+    # ---- the sweep: which of A's features, set to B's values, move A toward B --------------------------
+    def sweep(self, a: str = "", b: str = "") -> bool:
+        opened, backend, box = self.current.opened, self.follow.backend, self.sweep_box
+        if opened is None or backend is None:
+            box.say("open or train an SAE first" if backend is not None else "Waiting for the model to load …",
+                    error=backend is not None)
+            return False
+        a = a or box.text_a.text().strip()
+        b = b or box.text_b.text().strip()
+        args = (a, b, str(opened.folder))
+        box.bar.set_running(True, "Sweep")
+        box.say(f"Setting A's features to B's values, one at a time, at {opened.site} …")
+        job = self.state.run(SWEEP_JOB, C.sweep_fn, backend, opened, a, b, label="Features sweep",
+                             on_result=lambda r: self._show_sweep(backend, opened, args, r),
+                             on_error=self._sweep_failed, on_progress=box.bar.on_progress,
+                             on_cancelled=lambda: self._sweep_cancelled(),
+                             on_finished=lambda: box.bar.set_running(self.state.jobs.is_running(SWEEP_JOB)))
+        if job is None:
+            box.bar.set_running(self.state.jobs.is_running(SWEEP_JOB))
+        return job is not None
+
+    def _show_sweep(self, backend, opened, args, sweep) -> None:
+        if backend is not self.follow.backend or opened is not self.current.opened:
+            return                                  # another model or SAE meanwhile: not this one's result
+        self.sweep_args = args
+        self.sweep_box.show_sweep(sweep, C.labels_of(opened, [e.feature for e in sweep.effects]), opened.site)
+        self._mark_sweep_stale()
+        self.sweep_shown.emit(sweep)
+
+    def _sweep_failed(self, message: str) -> None:
+        self.sweep_box.say(message, error=True)     # the last sweep shown stays
+        self.failed.emit(message)
+
+    def _sweep_cancelled(self) -> None:
+        self.sweep_box.say("Cancelled: the last sweep (if any) is kept")
+        self._mark_sweep_stale()
+        self.cancelled.emit(SWEEP_JOB)
+
+    def _mark_sweep_stale(self, *_) -> None:
+        """A sweep computed for another A, B or SAE than those now typed and open says so."""
+        shown = self.sweep_args if self.sweep_box.sweep is not None else None
+        opened = self.current.opened
+        now = (self.sweep_box.text_a.text().strip(), self.sweep_box.text_b.text().strip(),
+               str(opened.folder) if opened is not None else "")
+        if shown is None or now == shown:
+            self.sweep_box.set_stale("")
+            return
+        a, b = (html.escape(t) for t in shown[:2])
+        self.sweep_box.set_stale(f"This sweep is of A “{a}” and B “{b}” with the SAE it ran with: the inputs have "
+                                 "changed since. Press <b>Sweep</b> to compute it for the new ones.")
+
+    def choose_feature(self, feature: int) -> bool:
+        """``feature`` selected in the browser: its row in the list when listed, its page shown."""
+        opened = self.current.opened
+        if opened is None or opened.index is None:
+            self.sweep_box.say(f"feature {feature}: press Index features to browse it", error=True)
+            return False
+        self.pages.setCurrentIndex(0)
+        rows = self.feature_list.model.rows
+        at = next((r for r, row in enumerate(rows) if row.feature == int(feature)), None)
+        if at is not None and at != self.feature_list.table.currentIndex().row():
+            self.feature_list.table.selectRow(at)      # the list's choice (feature_chosen) shows it
+            self.feature_list.table.scrollTo(self.feature_list.model.index(at, 0))
+            return True
+        return self.show_feature(int(feature))
 
     def edit_feature(self, mode: str, alpha: float, query: str = "") -> bool:
         """The shown feature ablated or steered in ``query``'s forward pass: the open corpus's hits
@@ -254,6 +334,7 @@ class FeaturesPanel(QtWidgets.QWidget):
         self.current.set(opened)
         self.bar.folder.setText(str(opened.folder))
         self.quality_view.clear()
+        self._mark_sweep_stale()
         self.feature_view.clear("")
         if opened.index is None:
             self.feature_list.clear("")
@@ -297,6 +378,7 @@ class FeaturesPanel(QtWidgets.QWidget):
                 self.feature_list.clear("")
                 self.feature_view.clear("")
                 self.quality_view.clear()
+                self.sweep_box.clear("")
                 self.bar.say(f"{opened.describe()} was closed: {reason}")
         else:
             self.bar.say(f"{getattr(backend, 'model_name', '')}: train an SAE, or open one")

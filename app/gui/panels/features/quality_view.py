@@ -17,8 +17,11 @@ from app.gui.widgets.tables import read_only_table
 HEADERS = ["Measure", "SAE", "interval", "mean floor", "zero floor"]
 EXPLAIN = ("Normalised MSE is the fraction of the activations' variance the reconstruction misses; L0 the "
            "features firing per token; dead and dense the features that never fire and that fire on most "
-           "tokens; the spliced cosine and recall@10 put the reconstruction back into the network. The floors "
-           "are what replacing the site by its mean, or by zero, scores: an SAE is good as far as it beats them.")
+           "tokens. A feature silent on all n tokens fires on fewer than 3/n of them (95 %, the rule of three); "
+           "“dead at n/2 tokens” measures disjoint halves of the tokens, with the spread one half-size sample "
+           "shows: with more tokens, fewer features look dead. The spliced cosine and recall@10 put the "
+           "reconstruction back into the network. The floors are what replacing the site by its mean, or by "
+           "zero, scores: an SAE is good as far as it beats them.")
 
 
 def _number(value) -> str:
@@ -56,15 +59,18 @@ class QualityView(QtWidgets.QWidget):
 
     def show_report(self, report) -> None:
         self.caption.setText(f"{report.site} · {report.split}: {report.n_sentences:,} sentences, "
-                             f"{report.n_tokens:,} tokens · 95 % bootstrap intervals")
+                             f"{report.n_tokens:,} tokens · 95 % bootstrap intervals; the dead fraction: "
+                             "a rule-of-three bound on each silent feature's rate, and its spread at n/2 tokens")
         self.table.setRowCount(0)
         for row in report.rows:
             n = self.table.rowCount()
             self.table.insertRow(n)
             lo, hi = row.interval if row.interval is not None else (None, None)
             floors = row.floors or {}
-            cells = [row.name, _number(row.value),
-                     "–" if lo is None else f"{_number(lo)} – {_number(hi)}",
+            bound = getattr(row, "bound", None)
+            span = (f"{_number(lo)} – {_number(hi)}" if lo is not None
+                    else f"each < {_number(bound)}" if bound is not None else "–")
+            cells = [row.name, _number(row.value), span,
                      _number(floors.get("mean")), _number(floors.get("zero"))]
             for column, text in enumerate(cells):
                 item = QtWidgets.QTableWidgetItem(text)

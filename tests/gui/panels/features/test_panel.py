@@ -6,56 +6,9 @@ the Map's per-sentence values (brute force over the saved weights)."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from tests.support.feature_models import hidden_after, tiny_bert_pair, tiny_corpus
-
-SETTINGS = {"width": 64, "k": 4, "tokens": 3000, "batch": 256, "seed": 0}
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    """(the tiny MLM model, another model, transformers' BertModel of the first: the reference)."""
-    from core.encoder.backends import get_backend
-    from tests.support.tiny_models import make_tiny_distilbert
-    folder = tmp_path_factory.mktemp("features_panel")
-    ours, ref = tiny_bert_pair(folder / "pair")
-    other = get_backend(str(make_tiny_distilbert(folder / "other", n_layers=1, n_heads=2, seed=2)), "scratch",
-                        device="cpu", precision="fp32")
-    return ours, other, ref
-
-
-@pytest.fixture(scope="module")
-def corpus_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("features_corpus") / "corpus.txt"
-    path.write_text("\n".join(tiny_corpus(120)) + "\n", encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def make_panel(qtbot):
-    from app.gui.panels.features.panel import FeaturesPanel
-    from app.gui.state import AppState
-    states = []
-
-    def make(backend):
-        state = AppState()
-        states.append(state)
-        panel = FeaturesPanel(state)
-        qtbot.addWidget(panel)
-        panel.resize(1200, 800)
-        panel.show()
-        switch_model(state, backend)
-        return panel
-
-    yield make
-    for state in states:
-        state.shutdown(20_000)
-
-
-def switch_model(state, backend):
-    state.backend = backend
-    state.backend_changed.emit(backend)
+from tests.gui.panels.features.conftest import SETTINGS, switch_model
+from tests.support.feature_models import hidden_after, tiny_corpus
 
 
 def configure(panel, folder, corpus, **changes):
@@ -90,18 +43,6 @@ def train(qtbot, panel, folder, corpus, **changes):
     qtbot.waitUntil(lambda: bool(got), timeout=180_000)
     assert not isinstance(got[0], str), got[0]
     return got[0]
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, models, corpus_file):
-    """One SAE trained and indexed through the tab's worker function, shared by the read-only tests."""
-    import threading
-
-    from app.gui.panels.features import compute as C
-    folder = tmp_path_factory.mktemp("sae") / "sae"
-    settings = {**SETTINGS, "site": "L2.resid"}
-    return C.train_fn(models[0], C.Sentences("file", file=str(corpus_file)), settings, folder,
-                      progress=lambda *a: None, cancel=threading.Event())
 
 
 def test_train_writes_the_sae_and_browses_core_s_index(qtbot, make_panel, models, corpus_file, tmp_path):
@@ -203,6 +144,11 @@ def test_the_quality_table_is_the_report(qtbot, make_panel, models, trained):
     for r, row in enumerate(want.rows):
         assert table.item(r, 0).text() == row.name
         assert table.item(r, 1).text() == f"{float(row.value):.4g}"
+    dead, half = (next(r for r, row in enumerate(want.rows) if row.name == name)
+                  for name in ("dead fraction", "dead at n/2 tokens"))
+    assert table.item(dead, 2).text() == f"each < {want.rows[dead].bound:.4g}"       # the rule of three
+    lo, hi = want.rows[half].interval
+    assert table.item(half, 2).text() == f"{lo:.4g} – {hi:.4g}"
 
 
 # ---- the SAE in the other views ---------------------------------------------------------------------
