@@ -214,6 +214,14 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.mouse_proxy = pg.SignalProxy(self.scene().sigMouseMoved, rateLimit=60, slot=self._mouse_moved)
         self.scene().sigMouseClicked.connect(self._mouse_clicked)
 
+    def sizeHint(self) -> QtCore.QSize:
+        """Its minimum height, not QGraphicsView's (its scene's, i.e. its own last size): on a
+        page that scrolls, that hint made the page a little taller at each step shown and never
+        gave the height back, so a 13 x 13 matrix that fits needed a scroll. The layout's stretch
+        gives the rest of the height."""
+        hint = super().sizeHint()
+        return QtCore.QSize(hint.width(), max(self.minimumHeight(), 120))
+
     # ---- data -----------------------------------------------------------------------------
     def set_matrix(self, matrix, row_labels, col_labels=None, title: str = "", levels=None,
                    positions=None) -> None:

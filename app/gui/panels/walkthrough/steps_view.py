@@ -23,11 +23,13 @@ from app.gui.panels.walkthrough.weights_view import WeightsStrip
 from app.gui.panels.walkthrough.wide_summary import WideSummaryTable
 from app.gui.widgets.labels import rich_label
 from app.gui.widgets.matrix_heatmap import MatrixHeatmap
+from app.gui.widgets.token_axis import MAX_EXTENT_PX, MAX_LABEL_CHARS
 from core.walkthrough.steps import TOLERANCE as MATCH_LIMIT
 
 NUMBERS_MAX_ROWS = 64      # with "Numbers" on, matrices up to this many rows grow tall enough to print in
 NUMBER_ROW_PX = 26         # a row's height then (cells need MIN_CELL_PX_FOR_VALUES to be written in)
 READABLE_ROW_PX = 18       # the weighted sum's rows: never lower than a line of its labels (the page scrolls)
+PATCHED_LABEL_CHARS, PATCHED_LABEL_PX = 40, 220     # "because ← since (B)" whole, left of a patched step
 HEATMAP_CHROME_PX = 110    # a heatmap's title, column labels and margins around its rows
 # a step whose max |difference| from the model is above MATCH_LIMIT shows red
 GREEN, RED, GREY = "#1e7b34", "#c0392b", "#777777"
@@ -231,7 +233,12 @@ class StepView(QtWidgets.QWidget):
         self.heatmap.set_titles("query token" if attention else "token",
                                 "key token" if attention else "dimension",
                                 "weight" if step.name == "weights" else "value")
-        self.heatmap.show_matrix(step.values, step.row_labels, step.col_labels, title=step.title,
+        # a patched step's rows say whose numbers they hold ("[CLS] ← [CLS] (B)"): room for all of it
+        patched = any(" ← " in str(t) for t in step.row_labels or [])
+        self.heatmap.left_axis.max_chars = PATCHED_LABEL_CHARS if patched else MAX_LABEL_CHARS
+        self.heatmap.left_axis.max_extent = PATCHED_LABEL_PX if patched else MAX_EXTENT_PX
+        # no title in the plot: the step's heading above says it, and the rows get its height
+        self.heatmap.show_matrix(step.values, step.row_labels, step.col_labels, title="",
                                  signed=None if step.name != "weights" else False)
         vector = self.heatmap.matrix.shape[0] == 1
         if vector:
