@@ -90,3 +90,18 @@ def test_a_colour_bars_title_clears_its_tick_numbers(qtbot):
         assert glyphs_start >= numbers_end + 2, f"{title!r} starts at {glyphs_start:.1f}, its ticks end at " \
                                                 f"{numbers_end:.1f}"
         assert glyphs_start + QtGui.QFontMetricsF(label.font()).height() <= axis.width() + 6   # inside the bar's room
+
+
+def test_a_marked_cells_number_stays_readable(qtbot):
+    """A cut edge is marked by a frame and a cross in the cell's corner, not a cross through the
+    middle where its number is written (".925" under two strokes was unreadable)."""
+    w = HeatmapWidget()
+    qtbot.addWidget(w)
+    w.set_matrix(np.full((3, 3), 0.5), list("abc"))
+    w.set_marks([(1, 2)])
+    path = w.marks.path()
+    number = QtCore.QRectF(2 - 0.22, 1 - 0.2, 0.44, 0.4)        # where the cell's number is written
+    stroke = QtGui.QPainterPathStroker()
+    stroke.setWidth(0.02)
+    assert not stroke.createStroke(path).intersects(number)
+    assert path.boundingRect().contains(QtCore.QPointF(2.4, 0.6))     # the mark is on that cell
