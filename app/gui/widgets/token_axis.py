@@ -139,6 +139,9 @@ class TokenAxis(pg.AxisItem):
                 sign = -1 if self.orientation == "top" else 1
                 ticks.append((pen, QtCore.QPointF(x, stop), QtCore.QPointF(x, stop + sign * 3)))
                 if self.vertical_text:
+                    # the first and last labels stay whole inside the axis (a narrow first column put
+                    # half of "0" past the plot's left edge, where it was clipped)
+                    x = min(max(x, bounds.left() + h / 2), bounds.right() - h / 2)
                     rect = QtCore.QRectF(x, stop + sign * gap, w, h)     # anchor; rotated when drawn
                     flags = QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter
                 else:

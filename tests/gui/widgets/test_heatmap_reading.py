@@ -105,3 +105,24 @@ def test_a_marked_cells_number_stays_readable(qtbot):
     stroke.setWidth(0.02)
     assert not stroke.createStroke(path).intersects(number)
     assert path.boundingRect().contains(QtCore.QPointF(2.4, 0.6))     # the mark is on that cell
+
+
+def test_the_first_column_label_of_a_wide_matrix_is_whole(qtbot):
+    """384 narrow columns: the vertical label "0" of the first stays inside the axis (half of it
+    was past the plot's left edge, clipped), and so does the last."""
+    w = HeatmapWidget()
+    qtbot.addWidget(w)
+    w.resize(500, 300)
+    w.show()
+    qtbot.waitExposed(w)
+    w.set_matrix(np.zeros((4, 384)), list("abcd"), [str(j) for j in range(384)])
+    qtbot.wait(30)
+    axis = w.top_axis
+    image = QtGui.QImage(10, 10, QtGui.QImage.Format.Format_ARGB32)
+    painter = QtGui.QPainter(image)
+    texts = axis.generateDrawSpecs(painter)[2]
+    painter.end()
+    bounds = axis.mapRectFromParent(axis.geometry())
+    for rect, _flags, text, _hl in (texts[0], texts[-1]):
+        half = rect.height() / 2                 # drawn upwards, centred on rect.x()
+        assert bounds.left() <= rect.x() - half and rect.x() + half <= bounds.right(), (text, rect.x(), bounds)
