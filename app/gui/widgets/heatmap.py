@@ -120,6 +120,9 @@ class CellValues(pg.GraphicsObject):
         p.restore()
 
 
+MARK_LO = 0.24      # a marked cell's cross spans its corner from here (cell units) to the frame
+
+
 class HeatmapWidget(pg.GraphicsLayoutWidget):
     """One attention matrix: rows = queries, columns = keys, with token labels and a colour bar."""
 
@@ -214,6 +217,14 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self.mouse_proxy = pg.SignalProxy(self.scene().sigMouseMoved, rateLimit=60, slot=self._mouse_moved)
         self.scene().sigMouseClicked.connect(self._mouse_clicked)
 
+    def sizeHint(self) -> QtCore.QSize:
+        """Its minimum height, not QGraphicsView's (its scene's, i.e. its own last size): on a
+        page that scrolls, that hint made the page a little taller at each step shown and never
+        gave the height back, so a 13 x 13 matrix that fits needed a scroll. The layout's stretch
+        gives the rest of the height."""
+        hint = super().sizeHint()
+        return QtCore.QSize(hint.width(), max(self.minimumHeight(), 120))
+
     # ---- data -----------------------------------------------------------------------------
     def set_matrix(self, matrix, row_labels, col_labels=None, title: str = "", levels=None,
                    positions=None) -> None:
@@ -250,12 +261,13 @@ class HeatmapWidget(pg.GraphicsLayoutWidget):
         self._update_values()
 
     def set_marks(self, cells) -> None:
-        """A cross over each (row, column) of ``cells`` (those outside the matrix are skipped)."""
+        """A frame round each (row, column) of ``cells``, with a small cross in its top-right corner
+        (those outside the matrix are skipped): the cell's number stays readable in the middle."""
         rows, cols = self.matrix.shape
         self.marked = [(i, j) for i, j in cells if 0 <= i < rows and 0 <= j < cols]
         path = QtGui.QPainterPath()
         for i, j in self.marked:
-            for (x0, y0), (x1, y1) in (((-0.35, -0.35), (0.35, 0.35)), ((-0.35, 0.35), (0.35, -0.35))):
+            for (x0, y0), (x1, y1) in (((MARK_LO, -0.42), (0.42, -MARK_LO)), ((MARK_LO, -MARK_LO), (0.42, -0.42))):
                 path.moveTo(j + x0, i + y0)
                 path.lineTo(j + x1, i + y1)
             path.addRect(QtCore.QRectF(j - 0.45, i - 0.45, 0.9, 0.9))

@@ -8,6 +8,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui
 
 MAX_LABEL_CHARS = 16
+MAX_EXTENT_PX = 130         # pixels the label side may take at most
 
 
 def elide(text: str, n: int = MAX_LABEL_CHARS) -> str:
@@ -27,7 +28,8 @@ class TokenAxis(pg.AxisItem):
         self.labels: list[str] = []
         self.vertical_text = orientation in ("top", "bottom") if vertical_text is None else vertical_text
         self.highlight: int | None = None
-        self.max_extent = 130       # pixels the label side may take at most
+        self.max_extent = MAX_EXTENT_PX
+        self.max_chars = MAX_LABEL_CHARS    # characters a label keeps before "…"
         self.setStyle(tickLength=-4, tickTextOffset=4, autoExpandTextSpace=False)
 
     def _bold_metrics(self, font=None) -> QtGui.QFontMetrics:
@@ -39,7 +41,8 @@ class TokenAxis(pg.AxisItem):
     def set_labels(self, labels) -> None:
         fm = self._bold_metrics()
         # at most MAX_LABEL_CHARS, and never wider than the axis keeps room for (wide glyphs)
-        self.labels = [fm.elidedText(elide(t), QtCore.Qt.TextElideMode.ElideRight, self.max_extent - 14)
+        self.labels = [fm.elidedText(elide(t, self.max_chars), QtCore.Qt.TextElideMode.ElideRight,
+                                     self.max_extent - 14)
                        for t in labels]
         widest = max((fm.horizontalAdvance(t) for t in self.labels), default=10)
         extent = min(self.max_extent, widest + 14)
@@ -136,6 +139,9 @@ class TokenAxis(pg.AxisItem):
                 sign = -1 if self.orientation == "top" else 1
                 ticks.append((pen, QtCore.QPointF(x, stop), QtCore.QPointF(x, stop + sign * 3)))
                 if self.vertical_text:
+                    # the first and last labels stay whole inside the axis (a narrow first column put
+                    # half of "0" past the plot's left edge, where it was clipped)
+                    x = min(max(x, bounds.left() + h / 2), bounds.right() - h / 2)
                     rect = QtCore.QRectF(x, stop + sign * gap, w, h)     # anchor; rotated when drawn
                     flags = QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter
                 else:

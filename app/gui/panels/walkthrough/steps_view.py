@@ -23,11 +23,14 @@ from app.gui.panels.walkthrough.weights_view import WeightsStrip
 from app.gui.panels.walkthrough.wide_summary import WideSummaryTable
 from app.gui.widgets.labels import rich_label
 from app.gui.widgets.matrix_heatmap import MatrixHeatmap
+from app.gui.widgets.token_axis import MAX_EXTENT_PX, MAX_LABEL_CHARS
 from core.walkthrough.steps import TOLERANCE as MATCH_LIMIT
 
 NUMBERS_MAX_ROWS = 64      # with "Numbers" on, matrices up to this many rows grow tall enough to print in
 NUMBER_ROW_PX = 26         # a row's height then (cells need MIN_CELL_PX_FOR_VALUES to be written in)
 READABLE_ROW_PX = 18       # the weighted sum's rows: never lower than a line of its labels (the page scrolls)
+PATCHED_LABEL_CHARS, PATCHED_LABEL_PX = 40, 220     # "because ← since (B)" whole, left of a patched step
+STEP_CHROME_PX = 90       # a step heatmap's column labels and margins around its rows (no title)
 HEATMAP_CHROME_PX = 110    # a heatmap's title, column labels and margins around its rows
 # a step whose max |difference| from the model is above MATCH_LIMIT shows red
 GREEN, RED, GREY = "#1e7b34", "#c0392b", "#777777"
@@ -156,6 +159,7 @@ class StepView(QtWidgets.QWidget):
         super().__init__(parent)
         self.walkthrough = None
         self.step = None
+        self._strip = False                 # the step shown has a weight strip over its heatmap
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         head = QtWidgets.QHBoxLayout()
@@ -231,12 +235,18 @@ class StepView(QtWidgets.QWidget):
         self.heatmap.set_titles("query token" if attention else "token",
                                 "key token" if attention else "dimension",
                                 "weight" if step.name == "weights" else "value")
-        self.heatmap.show_matrix(step.values, step.row_labels, step.col_labels, title=step.title,
+        # a patched step's rows say whose numbers they hold ("[CLS] ← [CLS] (B)"): room for all of it
+        patched = any(" ← " in str(t) for t in step.row_labels or [])
+        self.heatmap.left_axis.max_chars = PATCHED_LABEL_CHARS if patched else MAX_LABEL_CHARS
+        self.heatmap.left_axis.max_extent = PATCHED_LABEL_PX if patched else MAX_EXTENT_PX
+        # no title in the plot: the step's heading above says it, and the rows get its height
+        self.heatmap.show_matrix(step.values, step.row_labels, step.col_labels, title="",
                                  signed=None if step.name != "weights" else False)
         vector = self.heatmap.matrix.shape[0] == 1
         if vector:
             self.heatmap.set_titles("", "dimension")
         self.heatmap.setMaximumHeight(190 if vector else 16777215)
+        self._strip = len(getattr(step, "weights", []) or []) == 2
         self._size_for_numbers()
         self.heatmap.set_show_values(self.numbers.isChecked())
         self._show_extra(step)
@@ -265,6 +275,10 @@ class StepView(QtWidgets.QWidget):
         rows = self.heatmap.matrix.shape[0]
         vector = rows == 1
         low = 150 if vector else 220
+        if not vector and not self._strip and rows <= NUMBERS_MAX_ROWS:
+            # every row's label readable (a 16-token softmax had every third); under a weight strip
+            # the strip shows the rows, and the step fits the page at 1200×780 instead
+            low = max(low, rows * (self.heatmap.fontMetrics().height() + 2) + STEP_CHROME_PX)
         if self.numbers.isChecked() and 1 < rows <= NUMBERS_MAX_ROWS:
             low = max(low, rows * NUMBER_ROW_PX + 150)       # + the column labels and the title
         self.heatmap.setMinimumHeight(low)

@@ -17,7 +17,7 @@ from PySide6.QtCore import Qt
 
 from app.gui.widgets.matrix_heatmap import MatrixHeatmap
 
-STRIP_HEIGHT = 170
+STRIP_HEIGHT = 140        # with a 220-px step heatmap under it, a step fits the page at 1200×780
 
 
 class WeightBox(QtWidgets.QWidget):
@@ -44,8 +44,14 @@ class WeightBox(QtWidgets.QWidget):
             self.heatmap.plot.hideAxis("left")      # a weight's rows are dimensions, not tokens
         lay.addWidget(self.title)
         lay.addWidget(self.heatmap, 1)
+        self.plain_title = ""
+
+    def title_width(self) -> int:
+        """Pixels the title needs on one line."""
+        return self.title.fontMetrics().horizontalAdvance(self.plain_title) + 8
 
     def set(self, values, row_labels, title: str, link: bool = False, tip: str = "") -> None:
+        self.plain_title = title
         self.title.setText(f"<a href='#'>{html.escape(title)}</a>" if link else html.escape(title))
         self.title.setToolTip(f"{title}: click to go to that step" if link else (tip or title))
         self.heatmap.show_matrix(values, row_labels, title="")
@@ -102,16 +108,19 @@ class WeightsStrip(QtWidgets.QFrame):
         matrix = np.ndim(weights[0].values) == 2
         self.ops[0].setText("·" if matrix else "⊙")
         layout = self.layout()
-        layout.setStretchFactor(self.first, 3 if matrix else 1)
         for box, w in ((self.first, weights[0]), (self.second, weights[1])):
             values = np.asarray(w.values)
             rows = [str(i) for i in range(values.shape[0])] if values.ndim == 2 else [w.symbol]
-            box.set(values, rows, f"{w.symbol}  {' × '.join(map(str, values.shape))}  "
-                                  f"[{values.min():.3g} … {values.max():.3g}]",
-                    tip=w.key + (f"\n{w.note}" if w.note else ""))
+            # a vector's length is the step's width (the shape line says it): only a matrix's shape
+            shape = f"{' × '.join(map(str, values.shape))} " if values.ndim == 2 else ""
+            box.set(values, rows, f"{w.symbol} {shape}[{values.min():.3g} … {values.max():.3g}]",
+                    tip=w.key + (f"\n{w.note}" if w.note else "") + f"\nshape {' × '.join(map(str, values.shape))}")
             self.heatmaps[w.symbol] = box.heatmap
         self.output_box.set(step.values, step.row_labels, f"output: {step.title}")
         self.heatmaps["output"] = self.output_box.heatmap
+        # the boxes share the row as their titles need it, so that each title fits on one line
+        for box in (self.input_box, self.first, self.second, self.output_box):
+            layout.setStretchFactor(box, box.title_width())
         self.show()
 
 

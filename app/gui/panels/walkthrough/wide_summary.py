@@ -7,7 +7,7 @@ the dimensions that carry the most, beside the heatmap whose colours are too fin
 from __future__ import annotations
 
 import numpy as np
-from PySide6 import QtWidgets
+from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 
 from core.walkthrough.numbers import is_wide, wide_summary
@@ -29,6 +29,11 @@ class WideSummaryTable(QtWidgets.QTableWidget):
         self.setMinimumHeight(140)
         self.summary = None
         self.hide()
+
+    def sizeHint(self) -> QtCore.QSize:
+        # its minimum: on a page that scrolls, a taller hint took the height the step's heatmap
+        # above needed to show whole at 1200×780 (the page's stretch still gives it any room left)
+        return QtCore.QSize(super().sizeHint().width(), self.minimumHeight())
 
     def set_step(self, step) -> None:
         values = np.asarray(step.values)

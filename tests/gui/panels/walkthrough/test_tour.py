@@ -224,7 +224,8 @@ def test_the_page_fits_1200_by_780_with_previous_and_next_visible(qtbot, make_wi
             top_left = button.mapTo(win, QtCore.QPoint(0, 0))
             assert window_rect.contains(QtCore.QRect(top_left, button.size())), (name, top_left)
             assert button.visibleRegion().boundingRect().size() == button.size(), name
-    assert panel.page.verticalScrollBar().maximum() > 0          # the step scrolls inside the page
+    panel.show_step("weights")                 # tall (the weighted sum under the weights): it scrolls in the page
+    qtbot.waitUntil(lambda: panel.page.verticalScrollBar().maximum() > 0, timeout=5_000)
 
 
 def wheel(widget, dy=-120, modifiers=QtCore.Qt.KeyboardModifier.NoModifier):
