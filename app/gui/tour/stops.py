@@ -220,7 +220,7 @@ STOPS = (
              "A's vector moved toward B's (0 → 1). Click a cell to walk that patch in Step by step. The "
              "other pages trace, attribute and cut attention edges; each says its question, and "
              "<i>what is this?</i> opens its explanation.",
-             _causal_sweep, _attrs(lambda w: getattr(_panel(w, "Causal"), "sweep_view", None), "run_button")),
+             _causal_sweep, _attrs(lambda w: getattr(_panel(w, "Causal"), "sweep_view", None), "run_button", "about")),
     TourStop("Map", "And then",
              "The ringed <b>Map</b> draws the whole corpus in 2-D, clustered: hover a point to read "
              "its sentence. <b>Train</b> trains the from-scratch encoder; <b>Step by step → Export "
