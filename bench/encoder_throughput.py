@@ -248,8 +248,12 @@ def bench_auto(texts, n_bs1: int, rounds: int = ROUNDS, bs1: bool = True):
             del contenders["bf16"]
         if bs > 1:
             contenders["hf64"] = lambda: hf_embed(hf, ours.tokenizer, sub, uncapped, False)
-        for run in contenders.values():       # warm-up
-            run()
+        warm = sub[:128]
+        for run in (lambda: auto.embed(warm, batch_size=bs), lambda: ours.embed(warm, batch_size=bs),
+                    lambda: ort_embed(session, ours, warm, bs) if session else None,
+                    lambda: bf16.embed(warm, batch_size=bs) if bf16 else None,
+                    lambda: hf_embed(hf, ours.tokenizer, warm, our_plan(ours, warm, bs), False)):
+            run()                             # warm-up
         best = dict.fromkeys(contenders, 0.0)
         for _ in range(rounds):
             for name, run in contenders.items():
@@ -411,6 +415,7 @@ def main():
                     help="only the default precision against our fp32 and bf16, transformers and onnxruntime, "
                          "batch 64 (--rounds rounds); with --quick, batch 1 too")
     ap.add_argument("--rounds", type=int, default=ROUNDS, help="alternating rounds (--auto-only)")
+    ap.add_argument("--n", type=int, default=None, help="sentences (--auto-only; default 2,000)")
     ap.add_argument("--device", default=None,
                     help="only ours vs transformers on this device, fp32 and bf16 (e.g. cuda; cpu runs the same rows)")
     args = ap.parse_args()
@@ -422,7 +427,7 @@ def main():
         bench_device(texts, args.device, 100 if args.quick else 500)
         return
     if args.auto_only:
-        n = 2000
+        n = args.n or 2000
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {n} sentences")
         bench_auto(mixed_sentences(n), 300, rounds=args.rounds, bs1=args.quick)
         return
