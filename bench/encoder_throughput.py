@@ -17,7 +17,8 @@ Ratios > 1 mean ours is faster.
 Then precision "auto" (bf16 where native) at batch 64 and batch 1 against our explicit fp32 and bf16
 (where its kernels run), transformers fp32 and onnxruntime fp32, with its min cosine against fp32;
 "auto / best explicit" must not fall below 1. Under an AVX2 limit torch's and oneDNN's kernels
-are held to AVX2, onnxruntime's are not (it has no such switch): its ratio there is an upper bound.
+are held to AVX2, onnxruntime's are not (its MLAS kernels pick AVX-512 from the CPU, no switch):
+ours / onnxruntime there is a lower bound of what a real AVX2-only CPU gives.
 Needs the bench extra: pip install 'encoderscope[bench]' (onnx, onnxruntime, onnxscript).
 """
 from __future__ import annotations
