@@ -154,7 +154,8 @@ class MilvusStore(ServerCommits, MilvusReading, Store):
         return self._hash_ids
 
     def id_of(self, text: str) -> int | None:
-        return self._existing([self._hash(text)]).get(self._hash(text))
+        key = self._hash(text)
+        return self._existing([key]).get(key)
 
     def _text_keys(self, texts) -> list:
         check_texts(texts)
