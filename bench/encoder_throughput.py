@@ -233,6 +233,8 @@ def bench_auto(texts, n_bs1: int, rounds: int = ROUNDS, bs1: bool = True):
     auto = get_backend("minilm", "scratch", precision="auto")
     refused = bf16_refusal(ours.device)
     bf16 = None if refused else get_backend("minilm", "scratch", precision="bf16")
+    if auto is ours:
+        print("auto is the fp32 model itself (the same object): any gap between their rows is the machine's noise")
     print(f"precision auto on this machine: {auto.precision} ({auto.precision_note}); "
           f"explicit bf16: {'runs' if bf16 else 'refused: ' + refused}; "
           f"aten {torch.backends.cpu.get_cpu_capability()}, ONEDNN_MAX_CPU_ISA="
