@@ -17,7 +17,6 @@ from index.milvus.schema import (
 from index.store import fingerprint as fpmod
 from index.store.adding import EMBED_WINDOW, normalize
 from index.store.errors import StoreError
-from index.store.records import split_meta
 from index.store.text_hash import hash_for_format
 
 
@@ -53,13 +52,11 @@ def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
                 vecs = normalize(backend.embed(
                     texts, pooling=fp["pooling"], batch_size=embed_batch_size, cancel=cancel,
                     progress=progress and (lambda k, _n, done=done: progress(done + k, total))))
-                rows = []
-                for r, v in zip(recs, vecs):
-                    src, line, added, extra = split_meta(r["metadata"])
-                    rows.append(store._row(r["id"], v, r["text"], new_hash(r["text"]), src, line,
-                                           added if added is not None else time.time(), extra))
-                call(c.insert, staging, data=rows, what="insert re-embedded sentences")
-                done += len(rows)
+                store._insert(store._columns([r["id"] for r in recs], texts,
+                                             [new_hash(t) for t in texts],
+                                             [r["metadata"] for r in recs], vecs, time.time()),
+                              collection=staging)
+                done += len(recs)
                 if progress:
                     progress(done, total)
             if store.loc.kind == "server":     # removed ids stay handed out (ids.py)
@@ -85,6 +82,7 @@ def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
         store._dim = int(fp["dim"])
         store._format, store._hash = FORMAT_VERSION, new_hash
         store._hash_ids = None          # hashes of the new scheme, read again when needed
+        store._writers.clear()          # a new collection under the old name: its schema read again
         store._dirty = False
         drop_marker(c, call, store._name)
         try:

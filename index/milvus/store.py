@@ -16,9 +16,12 @@ import os
 import threading
 import time
 
+import numpy as np
+
 from core.errors import InputError
 from index.milvus import lite, rebuild
 from index.milvus.calls import close_quietly
+from index.milvus.columns import Columns, chunk_bounds, column_writer
 from index.milvus.ids import QUERY_CHUNK, ServerCommits
 from index.milvus.opening import open_store
 from index.milvus.reading import MilvusReading
@@ -36,8 +39,6 @@ from index.store.errors import DuplicateText, StoreError, UnknownId
 from index.store.location import Location
 from index.store.records import split_meta
 from index.store.text_hash import hash_for_format
-
-INSERT_CHUNK = 1000          # rows per insert call (keeps gRPC messages ~2 MB at 384-d)
 
 
 # Twin of index.store.base.Store, alike: read-only properties over each one's own fields
@@ -63,6 +64,7 @@ class MilvusStore(ServerCommits, MilvusReading, Store):
         self._next_id = int(props.get(PROP + "next_id", 1))
         self._dirty = False
         self._closed = False
+        self._writers: dict = {}          # (collection, dim) -> columns.ColumnWriter or None
         # Duplicate detection: "map" keeps hash -> id in memory (Milvus Lite: this process is
         # the only one with the folder open, and a query costs a scan of every row there);
         # "query" asks the server for each batch (several writers may share a collection).
@@ -152,7 +154,8 @@ class MilvusStore(ServerCommits, MilvusReading, Store):
         return self._hash_ids
 
     def id_of(self, text: str) -> int | None:
-        return self._existing([self._hash(text)]).get(self._hash(text))
+        key = self._hash(text)
+        return self._existing([key]).get(key)
 
     def _text_keys(self, texts) -> list:
         check_texts(texts)
@@ -169,7 +172,6 @@ class MilvusStore(ServerCommits, MilvusReading, Store):
         return plan, dup_of, hashes
 
     def _store_planned(self, plan, texts, metas, vecs, result: AddResult, hashes, ids=None):
-        now = time.time()
         if ids is None:
             start = self._reserve(len(plan))
             new_ids = list(range(start, start + len(plan)))
@@ -178,21 +180,56 @@ class MilvusStore(ServerCommits, MilvusReading, Store):
             top = max(new_ids) + 1
             if top > max(self._next_id, self._free_id or 0):
                 self._set_next_id(top)
-        rows = []
-        for j, (i, id_) in enumerate(zip(plan, new_ids)):
-            source, line, added, extra = split_meta(metas[i])
-            rows.append(self._row(id_, vecs[j], texts[i], hashes[i], source, line,
-                                  added if added is not None else now, extra))
-        for s in range(0, len(rows), INSERT_CHUNK):
-            self._call(self._client.insert, self._name, data=rows[s:s + INSERT_CHUNK],
-                       what="insert sentences")
-            self._dirty = True
+        cols = self._columns(new_ids, [texts[i] for i in plan], [hashes[i] for i in plan],
+                             [metas[i] for i in plan], vecs, time.time())
+        self._insert(cols)
         if self._hash_ids is not None:
-            for r in rows:
-                self._hash_ids[r["hash"]] = r["id"]
+            self._hash_ids.update(zip(cols.hashes, cols.ids))
         for i, id_ in zip(plan, new_ids):
             result.ids[i] = id_
         result.added += len(plan)
+
+    def _columns(self, ids, texts, hashes, metas, vecs, now: float) -> Columns:
+        """The rows to write as columns (placeholders for missing values where fields cannot
+        be null); metadata is split per row only where a row has some."""
+        n = len(ids)
+        if not any(metas):
+            sources, lines, added, extras = [None] * n, [None] * n, [now] * n, [None] * n
+        else:
+            split = [split_meta(m) for m in metas]
+            sources = [None if m.source is None else cut(m.source, MAX_SOURCE_BYTES) for m in split]
+            lines = [m.row for m in split]
+            added = [now if m.added is None else m.added for m in split]
+            extras = [m.extra for m in split]
+        if self._placeholders:
+            sources = [s or "" for s in sources]
+            lines = [NO_ROW if r is None else r for r in lines]
+            extras = [e or {} for e in extras]
+        vectors = np.ascontiguousarray(np.asarray(vecs, dtype=np.float32).reshape(n, -1))
+        return Columns(list(ids), vectors, list(texts), list(hashes), sources, lines, added, extras)
+
+    def _insert(self, cols: Columns, collection: str | None = None) -> None:
+        """Write new rows, a request per chunk (columns.py), flushed later (save, close, the end
+        of add_stream)."""
+        name = collection or self._name
+        writer = self._column_writer(name, cols.vectors.shape[1])
+        for start, end in chunk_bounds(cols):
+            part = cols.part(start, end)
+            if writer is not None:
+                self._call(writer.insert, part, what="insert sentences")
+            else:
+                self._call(self._client.insert, name, data=part.as_rows(), what="insert sentences")
+            if name == self._name:
+                self._dirty = True
+
+    def _column_writer(self, name: str, dim: int):
+        """The column writer for collection `name` (its schema read once per collection and
+        dimension), or None where this pymilvus has none (columns.column_writer)."""
+        key = (name, int(dim))
+        if self._writers.get(key, False) is False:
+            schema = self._call(self._client.describe_collection, name, what="read the collection")
+            self._writers[key] = column_writer(self._client, name, schema)
+        return self._writers[key]
 
     def _row(self, id_, vector, text, hash_, source, line, added, extra) -> dict:
         """One row to write (placeholders for missing values where fields cannot be null)."""
