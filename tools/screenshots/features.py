@@ -1,6 +1,6 @@
 """The Features tab's screenshots (docs/app.md, docs/features.md): an SAE trained from the tab on minilm
-over the sample corpus, the feature browser, the quality table, a steered search, and Step by step
-listing each token's features.
+over the sample corpus, the feature browser, the quality table, a steered search, the sweep (which of
+A's features carry it toward B), and Step by step listing each token's features.
 
     xvfb-run -a .venv/bin/python -m tools.screenshots.features
 """
@@ -21,7 +21,7 @@ def main(argv=None) -> int:
     w.show_panel("Features")
     panel = w.optional_panels["Features"]
     got = {}
-    for name in ("opened", "rows_shown", "feature_shown", "quality_shown", "edit_shown", "failed"):
+    for name in ("opened", "rows_shown", "feature_shown", "quality_shown", "edit_shown", "sweep_shown", "failed"):
         getattr(panel, name).connect(lambda value, name=name: got.__setitem__(name, value))
     bar = panel.bar
     bar.width_box.setValue(1536)
@@ -49,6 +49,13 @@ def main(argv=None) -> int:
     if spin(app, until=lambda: "quality_shown" in got and not w.state.jobs.busy, timeout=900):
         spin(app, 0.3)
         save(w, "features_quality")
+    panel.pages.setCurrentWidget(panel.sweep_box)
+    panel.sweep_box.text_a.setText("a storm is coming over the hills")
+    panel.sweep_box.text_b.setText("a calm day is coming over the hills")
+    panel.sweep_box.bar.run_button.click()
+    if spin(app, until=lambda: "sweep_shown" in got and not w.state.jobs.busy, timeout=300):
+        spin(app, 0.3)
+        save(w, "features_sweep")
     walk = w.optional_panels["Step by step"]
     w.show_panel("Step by step")
     shown = []

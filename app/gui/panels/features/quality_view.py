@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 
 from app.gui.widgets.tables import read_only_table
 
-HEADERS = ["Measure", "SAE", "interval", "mean floor", "zero floor"]
+HEADERS = ["Measure", "SAE", "interval", "mean floor", "zero floor", "better"]
 EXPLAIN = ("Normalised MSE is the fraction of the activations' variance the reconstruction misses; L0 the "
            "features firing per token; dead and dense the features that never fire and that fire on most "
            "tokens. A feature silent on all n tokens fires on fewer than 3/n of them (95 %, the rule of three); "
@@ -71,10 +71,10 @@ class QualityView(QtWidgets.QWidget):
             span = (f"{_number(lo)} – {_number(hi)}" if lo is not None
                     else f"each < {_number(bound)}" if bound is not None else "–")
             cells = [row.name, _number(row.value), span,
-                     _number(floors.get("mean")), _number(floors.get("zero"))]
+                     _number(floors.get("mean")), _number(floors.get("zero")), row.better]
             for column, text in enumerate(cells):
                 item = QtWidgets.QTableWidgetItem(text)
-                if column:
+                if 0 < column < len(cells) - 1:          # numbers right, words left
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 item.setToolTip(f"{row.meaning} ({row.better} is better)")
                 self.table.setItem(n, column, item)

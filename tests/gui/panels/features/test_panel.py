@@ -144,6 +144,7 @@ def test_the_quality_table_is_the_report(qtbot, make_panel, models, trained):
     for r, row in enumerate(want.rows):
         assert table.item(r, 0).text() == row.name
         assert table.item(r, 1).text() == f"{float(row.value):.4g}"
+        assert table.item(r, table.columnCount() - 1).text() == row.better     # as the CLI's last column
     dead, half = (next(r for r, row in enumerate(want.rows) if row.name == name)
                   for name in ("dead fraction", "dead at n/2 tokens"))
     assert table.item(dead, 2).text() == f"each < {want.rows[dead].bound:.4g}"       # the rule of three
