@@ -201,10 +201,7 @@ class MilvusStore(ServerCommits, MilvusReading, Store):
             lines = [m.row for m in split]
             added = [now if m.added is None else m.added for m in split]
             extras = [m.extra for m in split]
-        if self._placeholders:
-            sources = [s or "" for s in sources]
-            lines = [NO_ROW if r is None else r for r in lines]
-            extras = [e or {} for e in extras]
+        sources, lines, extras = self._fill_missing(sources, lines, extras)
         vectors = np.ascontiguousarray(np.asarray(vecs, dtype=np.float32).reshape(n, -1))
         return Columns(list(ids), vectors, list(texts), list(hashes), sources, lines, added, extras)
 
@@ -231,13 +228,18 @@ class MilvusStore(ServerCommits, MilvusReading, Store):
             self._writers[key] = column_writer(self._client, name, schema)
         return self._writers[key]
 
+    def _fill_missing(self, sources, lines, extras):
+        """Placeholders for missing values where the collection's fields cannot be null (one
+        rule for the column writer and the single rows)."""
+        if not self._placeholders:
+            return sources, lines, extras
+        return ([s or "" for s in sources], [NO_ROW if r is None else r for r in lines],
+                [e or {} for e in extras])
+
     def _row(self, id_, vector, text, hash_, source, line, added, extra) -> dict:
         """One row to write (placeholders for missing values where fields cannot be null)."""
         source = cut(source, MAX_SOURCE_BYTES) if source is not None else None
-        if self._placeholders:
-            source = source or ""
-            line = NO_ROW if line is None else line
-            extra = extra or {}
+        (source,), (line,), (extra,) = self._fill_missing([source], [line], [extra])
         return {"id": int(id_), "vector": vector, "text": text, "hash": hash_,
                 "source": source, "row": line, "added": added, "meta": extra}
 
