@@ -186,6 +186,9 @@ def test_authentication_on_and_off(tmp_path):
         server.kill()
 
 
+N_CLI = 5000
+
+
 def _cli(*args):
     return subprocess.Popen([sys.executable, "-m", "app.cli", *map(str, args)],
                             env=child_env(), cwd=ROOT, text=True,
@@ -195,8 +198,11 @@ def _cli(*args):
 def test_cli_when_the_server_dies_mid_ingest_then_rebuild(server, tmp_path):
     """One `error:` line saying what was kept, the re-run adds the rest, `--rebuild` says what
     it did, `info --check` is clean (the packaged minilm model, as a user runs it)."""
+    # Five windows of minilm's CPU rate (~2 s each): the kill after the first commit lands with
+    # windows still to store, however fast the store's writes are (1,200 sentences, two windows,
+    # were all stored before the poll saw the first).
     corpus = tmp_path / "c.txt"
-    corpus.write_text("".join(f"Sentence number {i} about topic {i % 37}.\n" for i in range(1200)))
+    corpus.write_text("".join(f"Sentence number {i} about topic {i % 37}.\n" for i in range(N_CLI)))
     loc = f"{server.uri}?collection=cli"
     p = _cli("ingest", corpus, "--store", loc, "--quiet")
     deadline = time.monotonic() + 300
@@ -220,12 +226,12 @@ def test_cli_when_the_server_dies_mid_ingest_then_rebuild(server, tmp_path):
     again = _cli("ingest", corpus, "--store", loc, "--quiet")
     out, err = again.communicate(timeout=600)
     assert again.returncode == 0, err
-    assert "holds 1200 sentences" in out
+    assert f"holds {N_CLI} sentences" in out
     rebuilt = _cli("ingest", "--rebuild", "--pooling", "cls", "--store", loc, "--quiet")
     out, err = rebuilt.communicate(timeout=600)
     assert rebuilt.returncode == 0, err
-    assert "rebuild: re-embedded 1200 sentences with minilm (cls pooling); the store now uses it" \
+    assert f"rebuild: re-embedded {N_CLI} sentences with minilm (cls pooling); the store now uses it" \
         in err
     check = _cli("info", "--check", "--store", loc)
     _out, err = check.communicate(timeout=600)
-    assert check.returncode == 0 and "check: ok: 1200 sentences read back of 1200 rows" in err
+    assert check.returncode == 0 and f"check: ok: {N_CLI} sentences read back of {N_CLI} rows" in err
