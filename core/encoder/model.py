@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.encoder.kernels import Linear, at_least_fp32, explicit_attention_is_faster, sdpa_mask
+from core.encoder.kernels import Linear, at_least_fp32, explicit_attention_is_faster, sdpa_mask, softmax_lastdim
 from core.names import ATTENTIONS, POOLINGS
 
 
@@ -229,9 +229,14 @@ class MultiHeadSelfAttention(nn.Module):
     @staticmethod
     def attention_weights(q, k, mask):
         """softmax(Q K^T / sqrt(Dh) + mask), (B, H, T, T): the scores, scaled, masked and
-        normalised in fp32 at least, whatever the weights' precision."""
-        scores = at_least_fp32(q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-        return (scores if mask is None else scores + mask).softmax(dim=-1)
+        normalised in fp32 at least, whatever the weights' precision. Scores from bf16 (already
+        rounded to it) take the faster softmax for short rows (the same to fp32 rounding); fp32
+        ones torch's own, so that fp32 weights stay exactly what they were."""
+        scores = q @ k.transpose(-2, -1)
+        low_precision = scores.element_size() < 4
+        scores = at_least_fp32(scores) / math.sqrt(q.shape[-1])
+        scores = scores if mask is None else scores + mask
+        return softmax_lastdim(scores) if low_precision else scores.softmax(dim=-1)
 
     def heads(self, x, mask, need_weights: bool = False):
         """Every head's output side by side (B, T, D), head h in columns h*Dh ... (h+1)*Dh - 1:
