@@ -241,38 +241,36 @@ def test_packed_encoder_steps_aside_once_a_weight_changes():
         assert (hidden - ref).abs().max().item() > 1e-3
 
 
-@pytest.mark.parametrize("width", [1, 2, 9, 15, 16, 17, 40])
-def test_short_row_softmax_equals_torchs(width):
-    """core.encoder.kernels.softmax_lastdim: torch's softmax to fp32 rounding for every row width,
-    the vectorised passes below SHORT_SOFTMAX_ROW included, masked keys (the most negative float)
-    at exactly 0 and rows of large scores."""
-    g = torch.Generator().manual_seed(width)
-    x = torch.randn(3, 4, 5, width, generator=g) * 8
-    x[0, :, :, width // 2:] = torch.finfo(torch.float32).min if width > 1 else x[0, :, :, width // 2:]
-    got, want = kernels_mod.softmax_lastdim(x), x.softmax(dim=-1)
-    assert got.shape == want.shape and got.dtype == want.dtype
-    assert (got - want).abs().max().item() <= 1e-6
-    if width > 1:
-        assert (got[0, :, :, width // 2:] == 0).all()
+
+def _plain_weights(q, k, mask):
+    scores = (q @ k.transpose(-2, -1)).float() / q.shape[-1] ** 0.5
+    return (scores if mask is None else scores + mask).softmax(dim=-1)
 
 
-def test_attention_weights_take_the_short_row_softmax_in_bf16_only(monkeypatch):
-    """bf16 scores (rounded to bf16 already) go through softmax_lastdim, within 1e-6 of torch's
-    softmax of the same scores; fp32 scores through torch's softmax, bit for bit as before."""
-    g = torch.Generator().manual_seed(0)
-    q, k = (torch.randn(2, 3, 11, 8, generator=g) for _ in range(2))
-    keep = torch.ones(2, 11, dtype=torch.long)
-    keep[1, 7:] = 0
-    mask = model_mod.additive_mask(keep, torch.float32)
-    calls = []
-    real = kernels_mod.softmax_lastdim
-    monkeypatch.setattr(model_mod, "softmax_lastdim", lambda x: calls.append(x.shape) or real(x))
+@pytest.mark.parametrize("n_tokens", [1, 2, 9, 15, 16, 17])
+@pytest.mark.parametrize("masking", ["none", "padding", "causal"])
+def test_bf16_attention_over_few_keys_pads_them_and_keeps_the_weights(n_tokens, masking, monkeypatch):
+    """On a CPU in bf16, fewer than 16 keys are padded with masked keys for the softmax (torch's
+    CPU softmax takes a scalar path below 16): the weights (B, H, T, T) are torch's softmax of the
+    same bf16 scores to fp32 rounding, masked keys exactly 0; fp32 takes no padding and gives
+    torch's softmax bit for bit."""
+    g = torch.Generator().manual_seed(n_tokens)
+    q, k = (torch.randn(2, 3, n_tokens, 8, generator=g) * 2 for _ in range(2))
+    keep = torch.ones(2, n_tokens, dtype=torch.long)
+    keep[1, max(1, n_tokens - 3):] = 0
+    mask = {"none": None, "padding": model_mod.additive_mask(keep, torch.float32),
+            "causal": model_mod.attention_bias(keep, n_tokens, torch.float32, None, causal=True)}[masking]
+    padded = []
+    real = model_mod.pad_keys
+    monkeypatch.setattr(model_mod, "pad_keys", lambda m, pad, *a: padded.append(pad) or real(m, pad, *a))
     w32 = model_mod.MultiHeadSelfAttention.attention_weights(q, k, mask)
-    assert calls == []
-    assert torch.equal(w32, ((q @ k.transpose(-2, -1)) / 8 ** 0.5 + mask).softmax(dim=-1))
+    assert padded == [] and torch.equal(w32, _plain_weights(q, k, mask))
     qb, kb = q.bfloat16(), k.bfloat16()
     wb = model_mod.MultiHeadSelfAttention.attention_weights(qb, kb, mask)
-    assert calls == [(2, 3, 11, 11)] and wb.dtype == torch.float32
-    want = ((qb @ kb.transpose(-2, -1)).float() / 8 ** 0.5 + mask).softmax(dim=-1)
+    assert padded == ([16 - n_tokens] if n_tokens < 16 else [])
+    want = _plain_weights(qb, kb, mask)
+    assert wb.shape == want.shape == (2, 3, n_tokens, n_tokens) and wb.dtype == torch.float32
     assert (wb - want).abs().max().item() <= 1e-6
-    assert (wb[1, :, :, 7:] == 0).all()
+    assert torch.allclose(wb.sum(-1), torch.ones(2, 3, n_tokens))
+    if mask is not None:
+        assert (wb[mask.expand_as(wb) < 0] == 0).all()
