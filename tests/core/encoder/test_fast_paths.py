@@ -227,7 +227,8 @@ def test_packed_encoder_steps_aside_once_a_weight_changes():
     assert pack_for_cpu_inference(b.model, tune=False)
     with torch.inference_mode():
         assert b.packed.usable(input_ids)
-        assert (b.packed(input_ids, mask) - ref).abs().max().item() <= 1e-5
+        keep = mask.bool()                  # the packed path leaves padding at 0
+        assert (b.packed(input_ids, mask) - ref)[keep].abs().max().item() <= 1e-5
     # A bias alone changed (the fused Q/K/V holds a copy of it) counts as well.
     q_lin = b.encoder.transformer.layer[0].attention.q_lin
     with torch.no_grad():
@@ -274,3 +275,31 @@ def test_bf16_attention_over_few_keys_pads_them_and_keeps_the_weights(n_tokens, 
     assert torch.allclose(wb.sum(-1), torch.ones(2, 3, n_tokens))
     if mask is not None:
         assert (wb[mask.expand_as(wb) < 0] == 0).all()
+
+
+@pytest.mark.parametrize("spec,precision", [
+    (None, "fp32"), pytest.param(None, "bf16", marks=needs_cpu_bf16),
+    ("random:dim=32,layers=2,heads=2,ffn=64,attention=causal,norm=pre", "fp32")])
+def test_packed_encoder_runs_token_wise_steps_on_real_tokens_only(minilm, spec, precision, monkeypatch):
+    """A padded batch runs its Linears, GELUs and LayerNorms on the real tokens only (N rows, not
+    B x T): every real token's vector is bit for bit the one of the padded computation, the
+    padding comes back at 0, and a batch without padding is left as it is."""
+    from core.device import autocast
+    from core.encoder import packed_forward
+    b = minilm if spec is None and precision == "fp32" else get_backend(spec or "minilm", precision=precision,
+                                                                         device="cpu")
+    input_ids, mask = _batch(b)
+    assert not mask.all()
+    rows = []
+    real = packed_forward.real_tokens
+    monkeypatch.setattr(packed_forward, "real_tokens", lambda m: rows.append(1) or real(m))
+    with torch.inference_mode(), autocast(b.device, precision):
+        unpadded = b.packed(input_ids, mask)
+        assert rows == [1]
+        b.packed(input_ids[:1, :5], None)           # nothing padded: nothing to leave out
+        assert rows == [1]
+        monkeypatch.setattr(packed_forward, "real_tokens", lambda m: None)
+        padded = b.packed(input_ids, mask)
+    keep = mask.bool()
+    assert torch.equal(unpadded[keep], padded[keep])
+    assert (unpadded[~keep] == 0).all() and not (padded[~keep] == 0).all()
