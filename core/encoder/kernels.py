@@ -140,6 +140,29 @@ def sdpa_mask(mask: torch.Tensor | None, q: torch.Tensor) -> torch.Tensor | None
     return mask
 
 
+# torch's CPU softmax over rows shorter than one AVX-512 vector of floats takes a scalar path:
+# ~17 ns an element at 8-15 keys against ~1.3 at 16 (1 thread, AMD Zen 5). The explicit bf16
+# attention over fewer keys pads them to this many, the added keys masked to -inf (their weights
+# exactly 0): for a batch of 64 sentences of 9-15 tokens the attention ran 1.5-3.5x faster.
+SOFTMAX_MIN_KEYS = 16
+
+
+def key_padding(q: torch.Tensor, n_keys: int) -> int:
+    """How many masked keys the explicit attention adds to n_keys for queries q (B, H, T, Dh):
+    on a CPU in bf16 (or fp16), up to SOFTMAX_MIN_KEYS; else 0. fp32 keeps torch's softmax
+    over the real keys, so that fp32 weights stay bit for bit what they were."""
+    if q.is_cpu and q.is_floating_point() and q.element_size() < 4 and n_keys < SOFTMAX_MIN_KEYS:
+        return SOFTMAX_MIN_KEYS - n_keys
+    return 0
+
+
+def pad_keys(mask: torch.Tensor | None, pad: int, n_keys: int, device) -> torch.Tensor:
+    """The additive mask (B or 1, 1, 1 or T, n_keys), or none, widened by `pad` keys of -inf."""
+    if mask is None:
+        mask = torch.zeros(1, 1, 1, n_keys, device=device)
+    return F.pad(mask, (0, pad), value=float("-inf"))
+
+
 def at_least_fp32(t: torch.Tensor) -> torch.Tensor:
     """bf16 and fp16 as fp32, fp32 and fp64 as they are: where a softmax must not lose precision."""
     return t.float() if t.is_floating_point() and t.element_size() < 4 else t

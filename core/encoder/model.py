@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.encoder.kernels import Linear, at_least_fp32, explicit_attention_is_faster, sdpa_mask
+from core.encoder.kernels import Linear, at_least_fp32, explicit_attention_is_faster, key_padding, pad_keys, sdpa_mask
 from core.names import ATTENTIONS, POOLINGS
 
 
@@ -229,9 +229,17 @@ class MultiHeadSelfAttention(nn.Module):
     @staticmethod
     def attention_weights(q, k, mask):
         """softmax(Q K^T / sqrt(Dh) + mask), (B, H, T, T): the scores, scaled, masked and
-        normalised in fp32 at least, whatever the weights' precision."""
+        normalised in fp32 at least, whatever the weights' precision. On a CPU in bf16, fewer
+        than 16 keys get masked zero keys added for the softmax (core.encoder.kernels.key_padding:
+        the same weights to fp32 rounding, a faster kernel), cut off again in the view returned."""
+        n_keys = k.shape[-2]
+        pad = key_padding(q, n_keys)
+        if pad:
+            k = F.pad(k, (0, 0, 0, pad))
+            mask = pad_keys(mask, pad, n_keys, q.device)
         scores = at_least_fp32(q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-        return (scores if mask is None else scores + mask).softmax(dim=-1)
+        weights = (scores if mask is None else scores + mask).softmax(dim=-1)
+        return weights[..., :n_keys] if pad else weights
 
     def heads(self, x, mask, need_weights: bool = False):
         """Every head's output side by side (B, T, D), head h in columns h*Dh ... (h+1)*Dh - 1:

@@ -227,7 +227,8 @@ def test_packed_encoder_steps_aside_once_a_weight_changes():
     assert pack_for_cpu_inference(b.model, tune=False)
     with torch.inference_mode():
         assert b.packed.usable(input_ids)
-        assert (b.packed(input_ids, mask) - ref).abs().max().item() <= 1e-5
+        keep = mask.bool()                  # the packed path leaves padding at 0
+        assert (b.packed(input_ids, mask) - ref)[keep].abs().max().item() <= 1e-5
     # A bias alone changed (the fused Q/K/V holds a copy of it) counts as well.
     q_lin = b.encoder.transformer.layer[0].attention.q_lin
     with torch.no_grad():
@@ -239,3 +240,66 @@ def test_packed_encoder_steps_aside_once_a_weight_changes():
         hidden, _, _ = b._forward(input_ids, mask, None)
         assert (hidden - b.encoder(input_ids, mask).last_hidden_state).abs().max().item() == 0
         assert (hidden - ref).abs().max().item() > 1e-3
+
+
+
+def _plain_weights(q, k, mask):
+    scores = (q @ k.transpose(-2, -1)).float() / q.shape[-1] ** 0.5
+    return (scores if mask is None else scores + mask).softmax(dim=-1)
+
+
+@pytest.mark.parametrize("n_tokens", [1, 2, 9, 15, 16, 17])
+@pytest.mark.parametrize("masking", ["none", "padding", "causal"])
+def test_bf16_attention_over_few_keys_pads_them_and_keeps_the_weights(n_tokens, masking, monkeypatch):
+    """On a CPU in bf16, fewer than 16 keys are padded with masked keys for the softmax (torch's
+    CPU softmax takes a scalar path below 16): the weights (B, H, T, T) are torch's softmax of the
+    same bf16 scores to fp32 rounding, masked keys exactly 0; fp32 takes no padding and gives
+    torch's softmax bit for bit."""
+    g = torch.Generator().manual_seed(n_tokens)
+    q, k = (torch.randn(2, 3, n_tokens, 8, generator=g) * 2 for _ in range(2))
+    keep = torch.ones(2, n_tokens, dtype=torch.long)
+    keep[1, max(1, n_tokens - 3):] = 0
+    mask = {"none": None, "padding": model_mod.additive_mask(keep, torch.float32),
+            "causal": model_mod.attention_bias(keep, n_tokens, torch.float32, None, causal=True)}[masking]
+    padded = []
+    real = model_mod.pad_keys
+    monkeypatch.setattr(model_mod, "pad_keys", lambda m, pad, *a: padded.append(pad) or real(m, pad, *a))
+    w32 = model_mod.MultiHeadSelfAttention.attention_weights(q, k, mask)
+    assert padded == [] and torch.equal(w32, _plain_weights(q, k, mask))
+    qb, kb = q.bfloat16(), k.bfloat16()
+    wb = model_mod.MultiHeadSelfAttention.attention_weights(qb, kb, mask)
+    assert padded == ([16 - n_tokens] if n_tokens < 16 else [])
+    want = _plain_weights(qb, kb, mask)
+    assert wb.shape == want.shape == (2, 3, n_tokens, n_tokens) and wb.dtype == torch.float32
+    assert (wb - want).abs().max().item() <= 1e-6
+    assert torch.allclose(wb.sum(-1), torch.ones(2, 3, n_tokens))
+    if mask is not None:
+        assert (wb[mask.expand_as(wb) < 0] == 0).all()
+
+
+@pytest.mark.parametrize("spec,precision", [
+    (None, "fp32"), pytest.param(None, "bf16", marks=needs_cpu_bf16),
+    ("random:dim=32,layers=2,heads=2,ffn=64,attention=causal,norm=pre", "fp32")])
+def test_packed_encoder_runs_token_wise_steps_on_real_tokens_only(minilm, spec, precision, monkeypatch):
+    """A padded batch runs its Linears, GELUs and LayerNorms on the real tokens only (N rows, not
+    B x T): every real token's vector is bit for bit the one of the padded computation, the
+    padding comes back at 0, and a batch without padding is left as it is."""
+    from core.device import autocast
+    from core.encoder import packed_forward
+    b = minilm if spec is None and precision == "fp32" else get_backend(spec or "minilm", precision=precision,
+                                                                         device="cpu")
+    input_ids, mask = _batch(b)
+    assert not mask.all()
+    rows = []
+    real = packed_forward.real_tokens
+    monkeypatch.setattr(packed_forward, "real_tokens", lambda m: rows.append(1) or real(m))
+    with torch.inference_mode(), autocast(b.device, precision):
+        unpadded = b.packed(input_ids, mask)
+        assert rows == [1]
+        b.packed(input_ids[:1, :5], None)           # nothing padded: nothing to leave out
+        assert rows == [1]
+        monkeypatch.setattr(packed_forward, "real_tokens", lambda m: None)
+        padded = b.packed(input_ids, mask)
+    keep = mask.bool()
+    assert torch.equal(unpadded[keep], padded[keep])
+    assert (unpadded[~keep] == 0).all() and not (padded[~keep] == 0).all()
