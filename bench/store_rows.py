@@ -105,11 +105,14 @@ def write(layout: str, conn, log, window) -> None:
     conn.execute("COMMIT")
 
 
-def ingest(layout: str, texts: list, vectors: np.ndarray, window: int) -> tuple[float, float]:
+def ingest(layout: str, texts: list, vectors: np.ndarray, window: int,
+           folder: Path | None = None) -> tuple[float, float]:
     """(wall s, CPU s) of writing every row in `layout`, windows of `window` rows. A layout
     ending in "+writer" runs each window's transaction on a writer thread while the caller
-    builds the next window's rows (the SQLite calls release the GIL)."""
-    folder = Path(tempfile.mkdtemp(prefix="encoderscope-store-rows-"))
+    builds the next window's rows (the SQLite calls release the GIL). Into a new temporary
+    folder, deleted afterwards, or into `folder` (kept: what the layout wrote)."""
+    keep = folder is not None
+    folder = Path(folder) if keep else Path(tempfile.mkdtemp(prefix="encoderscope-store-rows-"))
     base = layout.removesuffix("+writer")
     try:
         conn = connect(folder)
@@ -136,7 +139,8 @@ def ingest(layout: str, texts: list, vectors: np.ndarray, window: int) -> tuple[
         conn.close()
         return wall, cpu
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def main(argv=None) -> int:
