@@ -14,7 +14,7 @@ index/store/text_hash.py), one transaction a window, and differs only in where t
            BLOB in a side table, one BLAKE2b over it (SQLite still writes them twice: WAL, then
            the checkpoint into store.db)
   file     the row without its vector; the window's vectors appended to a file and fsync'd
-           before the COMMIT (written once)
+           before the COMMIT (written once), the block's BLAKE2b in a side table
   +writer  the same, each window's transaction on a writer thread while the caller builds the
            next window's rows (hashes, checksums): how much the SQLite work can overlap
 
@@ -47,6 +47,7 @@ from index.store.text_hash import text_hash  # noqa: E402
 LAYOUTS = ("rows", "rows+writer", "blocks", "file", "file+writer")
 BLOCKS = "CREATE TABLE blocks (first INTEGER PRIMARY KEY, n INTEGER NOT NULL, data BLOB NOT NULL, " \
          "checksum BLOB NOT NULL)"
+LOG_BLOCKS = "CREATE TABLE log_blocks (first INTEGER PRIMARY KEY, n INTEGER NOT NULL, checksum BLOB NOT NULL)"
 INSERT = "INSERT INTO sentences(id, hash, text, source, row, added, meta, vector, checksum) " \
          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
@@ -64,6 +65,7 @@ def connect(folder: Path) -> sqlite3.Connection:
         raise SystemExit("error: the store's schema changed: update bench/store_rows.py's layouts")
     conn.executescript(nullable)
     conn.execute(BLOCKS)
+    conn.execute(LOG_BLOCKS)
     return conn
 
 
@@ -99,9 +101,12 @@ def write(layout: str, conn, log, window) -> None:
         conn.execute("INSERT INTO blocks VALUES (?, ?, ?, ?)",
                      (ids[0], len(ids), data, hashlib.blake2b(data, digest_size=16).digest()))
     elif layout == "file":
-        log.write(memoryview(vecs).cast("B"))
+        data = memoryview(vecs).cast("B")
+        log.write(data)
         log.flush()
         os.fsync(log.fileno())
+        conn.execute("INSERT INTO log_blocks VALUES (?, ?, ?)",
+                     (ids[0], len(ids), hashlib.blake2b(data, digest_size=16).digest()))
     conn.execute("COMMIT")
 
 

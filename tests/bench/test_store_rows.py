@@ -40,6 +40,10 @@ def test_each_layout_writes_every_row_and_vector(layout, data, tmp_path):
         assert [r[4] for r in rows] == head_checksums(range(1, N + 1), texts)
         if layout.startswith("file"):
             got = np.fromfile(tmp_path / "vectors.f32", np.float32).reshape(-1, DIM)
+            blocks = conn.execute("SELECT first, n, checksum FROM log_blocks ORDER BY first").fetchall()
+            assert [(b[0], b[1]) for b in blocks] == [(s + 1, min(WINDOW, N - s)) for s in range(0, N, WINDOW)]
+            assert [b[2] for b in blocks] == [hashlib.blake2b(got[s:s + WINDOW].tobytes(), digest_size=16).digest()
+                                              for s in range(0, N, WINDOW)]
         else:
             blocks = conn.execute("SELECT first, n, data, checksum FROM blocks ORDER BY first").fetchall()
             assert [b[0] for b in blocks] == list(range(1, N + 1, WINDOW))
