@@ -172,6 +172,8 @@ class SentenceDB:
         return StoreError(f"{self.path}: {msg}")
 
     def begin(self):
+        if self._checkpoints is not None:
+            self._checkpoints.before_write()      # the log then restarts: it stays one window long
         self._q("BEGIN IMMEDIATE")
 
     def commit(self):

@@ -10,10 +10,16 @@ sqlite3 module releases the GIL while SQLite runs.
 
 Crash safety is SQLite's own: a checkpoint only copies committed pages and the log is kept until
 they are synced in store.db, so a process killed during one loses nothing committed (the next
-open replays the log). Back-pressure: a new checkpoint first waits for the one before, so the
-log grows by at most the commits made while one checkpoint runs. A checkpoint that fails
-(a full disk) gives the job back to the writer's COMMIT (SQLite's own autocheckpoint) and the
-log keeps everything meanwhile.
+open replays the log). A checkpoint that fails (a full disk) gives the job back to the writer's
+COMMIT (SQLite's own autocheckpoint) and the log keeps everything meanwhile.
+
+The log's size: SQLite writes a transaction's pages from the start of store.db-wal again only if,
+when the transaction begins, every page in the log has been copied into store.db. So the writer
+waits for the checkpoint in flight before it begins its next write (``before_write``): the
+checkpoint overlaps the work between two commits (an ingest's next window is hashed and
+planned), and the log stays about one window long. Without that wait the log never restarted
+while an ingest ran: 365 MB for 300,000 rows of 384-d against 25 MB with it, and each new
+page of it written into fresh memory.
 """
 from __future__ import annotations
 
@@ -38,8 +44,9 @@ def helper_connection(path: str) -> sqlite3.Connection:
 class BackgroundCheckpoints:
     """Checkpoints of `conn`'s database on a helper thread with its own connection.
 
-    ``after_commit()`` on the writer's thread after each COMMIT; ``wait()`` before the writer
-    checkpoints or closes itself; ``close()`` waits and closes the helper's connection."""
+    ``after_commit()`` on the writer's thread after each COMMIT; ``before_write()`` before it
+    begins a write transaction; ``wait()`` before the writer checkpoints or closes itself;
+    ``close()`` waits and closes the helper's connection."""
 
     def __init__(self, conn: sqlite3.Connection, path, rows: int | None = None):
         self._writer = conn
@@ -71,6 +78,12 @@ class BackgroundCheckpoints:
         self._thread = threading.Thread(target=self._checkpoint, daemon=True,
                                         name="encoderscope-wal-checkpoint")
         self._thread.start()
+
+    def before_write(self) -> None:
+        """The checkpoint in flight finished first, so that the transaction about to begin
+        writes the log from its start again (SQLite restarts a fully copied log)."""
+        if self._thread is not None:
+            self.wait()
 
     def _checkpoint(self) -> None:
         try:
