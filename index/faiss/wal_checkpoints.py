@@ -82,8 +82,7 @@ class BackgroundCheckpoints:
     def before_write(self) -> None:
         """The checkpoint in flight finished first, so that the transaction about to begin
         writes the log from its start again (SQLite restarts a fully copied log)."""
-        if self._thread is not None:
-            self.wait()
+        self.wait()
 
     def _checkpoint(self) -> None:
         try:
