@@ -5,9 +5,11 @@ dimension, metric, index kind and parameters, which state of the sentence databa
 covers (store id, generation, count, highest id) and a checksum of itself (manifest_sha256). It
 is written last, atomically, so a snapshot exists exactly when the manifest points to it.
 
-Format 2 (this code) requires the self-checksum and the store id (the database's, so another
-store's manifest and index are recognised as foreign). Format 1 manifests (older Encoderscope)
-are still read, their checksum optional, and are replaced by format 2 on the next save.
+Format 2 requires the self-checksum and the store id (the database's, so another store's
+manifest and index are recognised as foreign). Format 3 (this code) is format 2 for a store whose
+vectors live in the vector log (index/faiss/vector_log.py): older Encoderscope refuses it instead
+of reading rows without their vectors. Format 1 and 2 manifests (older Encoderscope) are still
+read, a format 1 checksum optional, and are replaced by format 3 on a writer's open.
 """
 from __future__ import annotations
 
@@ -23,8 +25,8 @@ from index.store.durability import atomic_write, read_regular
 from index.store.errors import StoreCorrupted
 
 FORMAT = "encoderscope-store"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)          # 1: before store ids and required checksums
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)       # 1: before store ids and required checksums; 2: before the vector log
 MANIFEST_NAME = "manifest.json"
 CHECKSUM_KEY = "manifest_sha256"    # sha256 of the manifest's other fields (canonical JSON)
 MAX_MANIFEST_BYTES = 1 << 20        # a real manifest is about 1 KiB

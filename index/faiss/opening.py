@@ -9,6 +9,7 @@ from core.errors import InputError
 from index.faiss.faiss_index import REQUESTS
 from index.faiss.manifest import MANIFEST_NAME, UnsupportedFormat
 from index.faiss.sentences import DB_NAME, SIDE_FILES, SentenceDB
+from index.faiss.vector_log import LOG_NAME
 from index.faiss.snapshot import RebuildNeeded, check_against_db, load_snapshot, set_damaged_aside
 from index.faiss.torn import clear_torn, refuse_torn, torn_at_creation
 from index.store import fingerprint as fpmod
@@ -57,7 +58,7 @@ def open_store(cls, folder: Path, *, writable: bool, create: bool, fingerprint, 
         # a torn creation's database files are its own, removed under the lock below
         own = ("lock", WHITENING_FILE, *((DB_NAME, *(DB_NAME + s for s in SIDE_FILES)) if torn else ()))
         strangers = [p.name for p in folder.iterdir() if p.name not in own
-                     and not p.name.startswith(".")]
+                     and not p.name.startswith(".") and not (torn and LOG_NAME.fullmatch(p.name))]
         if strangers:
             raise StoreError(f"{folder} is not empty and holds no store; choose an empty or "
                              "new folder for the store")
@@ -87,8 +88,9 @@ def open_store(cls, folder: Path, *, writable: bool, create: bool, fingerprint, 
                        "generation": 0, "structural_generation": 0, "format_version": 1})
         if writable:
             db.stage_drop()               # an interrupted rebuild's staged vectors
-            if db.needs_upgrade():        # a store written before row checksums
+            if db.needs_upgrade():        # a store written before row checksums or the vector log
                 db.upgrade()
+            db.open_log_for_writing()
         store = cls(folder, db, lock)
         if (whitening is not None and writable and store._fp.get("whitening") != whitening.digest()
                 and is_whitened(store._fp) and db.count() == 0):

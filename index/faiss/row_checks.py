@@ -1,7 +1,8 @@
 """Row checks of the sentence database: a checksum per row and what damage looks like.
 
 SentenceDB (index/faiss/sentences.py) holds a RowChecker as ``db.rows``. A row's checksum covers its id, text,
-source, row, metadata and vector; besides it, the text hash must be the text's (duplicate
+source, row, metadata and vector (for a row whose vector is in the vector log: its slot and its
+vector's digest, index/faiss/vector_log.py); besides it, the text hash must be the text's (duplicate
 detection relies on it) and the vector must be finite and unit length. Damaged rows are named
 by id; a repair moves them to the table `damaged` (kept, so their texts can be ingested again).
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from index.faiss.paging import id_pages
+from index.faiss.vector_log import vector_digests
 from index.store.errors import StoreCorrupted
 from index.store.records import make_record
 from index.store.text_hash import text_hash
@@ -52,6 +54,23 @@ def row_checksum(id_, text, source, line, meta_json, vector_bytes) -> bytes:
     return hashlib.blake2b(head + b"\0" + bytes(vector_bytes), digest_size=16).digest()
 
 
+def slotted_checksum(id_, text, source, line, meta_json, slot, digest) -> bytes:
+    """The checksum of a row whose vector is in the vector log (index/faiss/vector_log.py): its
+    head, its slot and its vector's digest (a flipped bit in the log shows as this row's)."""
+    head = checksum_head(id_, text, source, line, meta_json)
+    return hashlib.blake2b(head + b"\1" + int(slot).to_bytes(8, "little") + bytes(digest),
+                           digest_size=16).digest()
+
+
+def slotted_checksums(ids, texts, sources, lines, metas_json, slots, digests) -> list[bytes]:
+    """slotted_checksum of many rows at once (digests: (n, 16) uint8, vector_log.vector_digests)."""
+    blake2b, raw = hashlib.blake2b, bytes(memoryview(digests).cast("B")) if len(digests) else b""
+    parts = [raw[j:j + 16] for j in range(0, len(raw), 16)]
+    return [blake2b(checksum_head(i, t, s, n, m) + b"\1" + int(k).to_bytes(8, "little") + d,
+                    digest_size=16).digest()
+            for i, t, s, n, m, k, d in zip(ids, texts, sources, lines, metas_json, slots, parts)]
+
+
 def row_checksums(ids, texts, sources, lines, metas_json, blobs) -> list[bytes]:
     """row_checksum of many rows at once (columns as lists, blobs each row's vector bytes)."""
     blake2b = hashlib.blake2b
@@ -63,6 +82,7 @@ def row_checksums(ids, texts, sources, lines, metas_json, blobs) -> list[bytes]:
 class DamagedRow:
     id: int         # the sentence id
     reason: str     # what failed: checksum, vector length, norm, metadata
+    vector: bytes | None = None     # its vector as read from the vector log (kept when set aside)
 
 
 def read_record(row, path=None) -> dict:
@@ -86,11 +106,14 @@ class RowChecker:
     function (SQL, args) -> cursor, the database's path (for messages), whether its rows carry
     checksums, and its row count."""
 
-    def __init__(self, query: Callable, path: Path, has_checksums: Callable[[], bool], count: Callable[[], int]):
+    def __init__(self, query: Callable, path: Path, has_checksums: Callable[[], bool], count: Callable[[], int],
+                 has_slots: Callable[[], bool] = lambda: False, log: Callable = lambda: None):
         self._q = query
         self.path = path
         self._has_checksums = has_checksums
         self._count = count
+        self._has_slots = has_slots
+        self._log = log
 
     @property
     def has_checksums(self) -> bool:
@@ -104,28 +127,54 @@ class RowChecker:
             for r in rows:
                 reason = self._row_problem(r, dim)
                 if reason:
-                    bad.append(DamagedRow(int(r[0]), reason))
+                    bad.append(DamagedRow(int(r[0]), reason, r[6] if r[9] is not None else None))
         return bad
 
     def _row_batches(self, ids, batch):
-        cols = f"{ROW_COLUMNS}, vector" + (", checksum" if self.has_checksums else ", NULL") + ", hash"
+        """Rows of (ROW_COLUMNS, vector bytes, checksum, hash, slot, digest): a vector in the
+        log read from there (None where the log has lost it), with its digest."""
+        cols = f"{ROW_COLUMNS}, vector" + (", checksum" if self.has_checksums else ", NULL") + ", hash" \
+            + (", slot" if self._has_slots() else ", NULL")
         if ids is not None:
             ids = [int(i) for i in ids]
             for i in range(0, len(ids), CHUNK):
                 part = ids[i:i + CHUNK]
-                yield self._q(f"SELECT {cols} FROM sentences WHERE id IN "
-                              f"({','.join('?' * len(part))})", part).fetchall()
+                yield self._resolved(self._q(f"SELECT {cols} FROM sentences WHERE id IN "
+                                             f"({','.join('?' * len(part))})", part).fetchall())
             return
-        yield from id_pages(self._q, f"SELECT {cols} FROM sentences", batch)
+        for rows in id_pages(self._q, f"SELECT {cols} FROM sentences", batch):
+            yield self._resolved(rows)
+
+    def _resolved(self, rows) -> list:
+        slotted = [j for j, r in enumerate(rows) if r[9] is not None]
+        out = [(*r, None) for r in rows]
+        if not slotted:
+            return out
+        log = self._log()
+        if log is None:
+            vecs, missing = None, np.ones(len(slotted), bool)
+        else:
+            vecs, missing = log.read([rows[j][9] for j in slotted])
+        digests = vector_digests(vecs) if vecs is not None else None
+        for k, j in enumerate(slotted):
+            blob = None if missing[k] else vecs[k].tobytes()
+            out[j] = (*rows[j][:6], blob, *rows[j][7:10], None if blob is None else digests[k].tobytes())
+        return out
 
     @staticmethod
     def _row_problem(r, dim: int) -> str | None:
-        id_, text, source, line, _added, meta_json, blob, checksum, hash_ = r
+        id_, text, source, line, _added, meta_json, blob, checksum, hash_, slot, digest = r
         if not isinstance(text, str):
             return "text is not readable"
         if hash_ != text_hash(text):     # duplicate detection relies on it
             return "text hash mismatch (text or hash changed on disk)"
-        if checksum is not None and (not isinstance(blob, bytes) or bytes(checksum) != row_checksum(
+        if slot is not None:
+            if blob is None:
+                return "vector missing from the vector log (the file was cut short)"
+            if checksum is None or bytes(checksum) != slotted_checksum(
+                    id_, text, source, line, meta_json, slot, digest):
+                return "checksum mismatch (text, metadata or vector changed on disk)"
+        elif checksum is not None and (not isinstance(blob, bytes) or bytes(checksum) != row_checksum(
                 id_, text, source, line, meta_json, blob)):
             return "checksum mismatch (text, metadata or vector changed on disk)"
         if not isinstance(blob, bytes) or len(blob) != 4 * dim:
@@ -172,8 +221,8 @@ class RowChecker:
         self._q(DAMAGED_SCHEMA)
         now = time.time()
         for d in damaged:
-            self._q(f"INSERT INTO damaged SELECT {ROW_COLUMNS}, vector, ?, ? FROM sentences WHERE id=?",
-                    (d.reason, now, d.id))
+            self._q(f"INSERT INTO damaged SELECT {ROW_COLUMNS}, COALESCE(?, vector), ?, ? FROM "
+                    "sentences WHERE id=?", (d.vector, d.reason, now, d.id))
             self._q("DELETE FROM sentences WHERE id=?", (d.id,))
 
     def unchecked_count(self) -> int:

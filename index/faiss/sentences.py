@@ -1,18 +1,21 @@
 """The sentence database (SQLite): the source of truth for texts, metadata and vectors.
 
 One row per distinct text: id (never reused), text, a 16-byte hash for duplicate detection,
-source file, line/row, time added, optional JSON metadata, the float32 vector as a BLOB (so
-the FAISS index can always be rebuilt without the model) and a checksum of the row (id, text,
-source, row, metadata, vector), so damage inside the file that SQLite's own checks cannot see
-(a flipped bit in a text or a vector) is found and named by row id. WAL journal +
+source file, line/row, time added, optional JSON metadata, the float32 vector's slot in the
+vector log beside it (index/faiss/vector_log.py; so the FAISS index can always be rebuilt
+without the model) and a checksum of the row (id, text, source, row, metadata, slot and a
+digest of the vector), so damage inside the files that SQLite's own checks cannot see (a
+flipped bit in a text or a vector) is found and named by row id. Rows written before the log
+(schema 2) keep their vector in the row, as a BLOB, and are read from there. WAL journal +
 synchronous=FULL: a committed transaction survives a crash. A writer's checkpoints (the log
 copied into store.db) run on a helper thread, not inside its commits
 (index/faiss/wal_checkpoints.py). `generation` counts committed changes; the manifest records
 which generation its index snapshot covers. `store_id` (random, set at creation) ties the
 manifest and index snapshot to this database.
 
-Databases written before row checksums (schema 1) still open; a writer adds the column and
-fills it on open (upgrade()).
+Databases written before row checksums (schema 1) or the vector log (schema 2) still open; a
+writer brings them up to this schema on open (upgrade()): checksums filled in, the slot column
+and an empty log added (old rows keep their vectors where they are).
 """
 from __future__ import annotations
 
@@ -33,9 +36,12 @@ from index.faiss.new_rows import NewRows
 from index.faiss.paging import id_pages
 from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecker, row_checksum, row_checksums
 from index.faiss.row_checks import read_record as _record
+from index.faiss.row_checks import slotted_checksum, slotted_checksums
+from index.faiss.vector_log import LOG_NAME, VectorLog, log_file_name, vector_digests
 from index.faiss.wal_checkpoints import BackgroundCheckpoints
 from index.store.durability import INTACT, check_regular
 from index.store.errors import StoreCorrupted, StoreError, StoreWriteFailed
+from index.store.files import remove_own
 from index.store.text_hash import text_hash  # one text hash for both stores
 
 DB_NAME = "store.db"
@@ -52,15 +58,18 @@ CREATE TABLE IF NOT EXISTS sentences (
     added    REAL NOT NULL,
     meta     TEXT,
     vector   BLOB NOT NULL,
-    checksum BLOB
+    checksum BLOB,
+    slot     INTEGER
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
-SCHEMA_VERSION = 2     # 1: no checksum column
+SCHEMA_VERSION = 3     # 1: no checksum column; 2: vectors in the rows (no slot, no log)
+NO_VECTOR = b""        # the vector column of a row whose vector is in the log
 _UNREADABLE = object()
 _META_TYPES = {"fingerprint": dict, "dim": int, "index_request": str, "index_params": dict,
                "hnsw_threshold": int, "generation": int, "structural_generation": int,
-               "format_version": int, "schema_version": int, "store_id": str}
+               "format_version": int, "schema_version": int, "store_id": str,
+               "vector_log": dict, "vector_slots": int}
 QUICK_CHECK_MAX_BYTES = 256 << 20
 
 
@@ -178,6 +187,9 @@ class SentenceDB:
 
     def commit(self):
         self._q("COMMIT")
+        if self._log is not None:
+            self._log.commit()
+        self._end_log_switch(committed=True)
         if self._checkpoints is not None:
             self._checkpoints.after_commit()
 
@@ -202,6 +214,9 @@ class SentenceDB:
             self.conn.execute("ROLLBACK")
         except sqlite3.Error:
             pass
+        if self._log is not None:
+            self._log.rollback()
+        self._end_log_switch(committed=False)
 
     @contextmanager
     def read_snapshot(self, enabled: bool = True):
@@ -242,13 +257,15 @@ class SentenceDB:
 
     def create(self, meta: dict) -> None:
         self._q("PRAGMA journal_mode=WAL")
+        store_id = new_store_id()
         with self.transaction():
             for stmt in SCHEMA.strip().split(";"):
                 if stmt.strip():
                     self._q(stmt)
-            for k, v in {**meta, "store_id": new_store_id(), "schema_version": SCHEMA_VERSION}.items():
+            for k, v in {**meta, "store_id": store_id, "schema_version": SCHEMA_VERSION}.items():
                 self.set_meta(k, v)
-        self._has_checksums = True
+            self._has_checksums = self._has_slots = True
+            self._new_log(store_id, int(meta["dim"]))
 
     @property
     def has_checksums(self) -> bool:
@@ -262,20 +279,35 @@ class SentenceDB:
     def store_id(self) -> str | None:
         return self.get_meta("store_id")
 
+    @property
+    def has_slots(self) -> bool:
+        """Whether rows may name a slot in the vector log (schema 3)."""
+        if getattr(self, "_has_slots", None) is None:
+            cols = {r[1] for r in self._q("PRAGMA table_info(sentences)")}
+            self._has_slots = "slot" in cols
+        return self._has_slots
+
     def needs_upgrade(self) -> bool:
-        if not self.has_checksums or self.store_id is None:
+        if not self.has_checksums or self.store_id is None or not self.has_slots \
+                or self.get_meta("vector_log") is None:
             return True
         return self._q("SELECT 1 FROM sentences WHERE checksum IS NULL LIMIT 1").fetchone() is not None
 
     def upgrade(self, batch: int = 5000) -> None:
-        """Bring a schema 1 database (or rows an older writer added) up to this schema: add
-        the checksum column, checksum every row without one, give the store an id."""
+        """Bring a schema 1 or 2 database (or rows an older writer added) up to this schema:
+        add the checksum column, checksum every row without one, give the store an id, add the
+        slot column and an empty vector log (old rows keep their vectors in the row)."""
         with self.transaction():
             if not self.has_checksums:
                 self._q("ALTER TABLE sentences ADD COLUMN checksum BLOB")
                 self._has_checksums = True
             if self.store_id is None:
                 self.set_meta("store_id", new_store_id())
+            if not self.has_slots:
+                self._q("ALTER TABLE sentences ADD COLUMN slot INTEGER")
+                self._has_slots = True
+            if self.get_meta("vector_log") is None:
+                self._new_log(self.store_id, int(self.get_meta("dim")))
             self.set_meta("schema_version", SCHEMA_VERSION)
             while True:
                 rows = self._q(f"SELECT {ROW_COLUMNS}, vector FROM sentences WHERE checksum IS NULL "
@@ -383,8 +415,21 @@ class SentenceDB:
             ids = [int(i) for i in ids]
             if len(ids) != n or len(set(ids)) != len(ids) or min(ids) < first:
                 raise ValueError(f"ids to keep must be distinct and at least {first}")
-        blobs = rows.blobs()
         added = [time.time()] * n
+        log = self._writable_log()
+        if log is not None:
+            vectors = np.ascontiguousarray(rows.vectors, dtype=np.float32)
+            first = log.append(vectors)       # on disk before the COMMIT that names the slots
+            slots = range(first, first + n)
+            sums = slotted_checksums(ids, rows.texts, rows.sources, rows.lines, rows.metas_json,
+                                     slots, vector_digests(vectors))
+            self._q("INSERT INTO sentences(id, hash, text, source, row, added, meta, vector, "
+                    "checksum, slot) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    zip(ids, rows.hashes, rows.texts, rows.sources, rows.lines, added,
+                        rows.metas_json, [NO_VECTOR] * n, sums, slots), many=True)
+            self.set_meta("vector_slots", log.pending)
+            return ids
+        blobs = rows.blobs()
         columns = [ids, rows.hashes, rows.texts, rows.sources, rows.lines, added, rows.metas_json, blobs]
         if self.has_checksums:
             columns.append(row_checksums(ids, rows.texts, rows.sources, rows.lines,
@@ -409,21 +454,37 @@ class SentenceDB:
         return gone
 
     def update(self, id_, text, vec) -> None:
-        blob = np.ascontiguousarray(vec, dtype=np.float32).tobytes()
-        self._q("UPDATE sentences SET text=?, hash=?, vector=?, added=? WHERE id=?",
-                (text, text_hash(text), blob, time.time(), int(id_)))
-        source, line, meta_json = self._q("SELECT source, row, meta FROM sentences WHERE id=?",
-                                          (int(id_),)).fetchone()
-        self._set_checksum(int(id_), text, source, line, meta_json, blob)
+        self._q("UPDATE sentences SET text=?, hash=?, added=? WHERE id=?",
+                (text, text_hash(text), time.time(), int(id_)))
+        self.set_vectors([(id_, vec)])
 
     def set_vectors(self, pairs) -> None:
-        """Replace the vectors of existing rows: (id, float32 vector) pairs. In a transaction."""
-        for id_, vec in pairs:
-            blob = np.ascontiguousarray(vec, dtype=np.float32).tobytes()
-            self._q("UPDATE sentences SET vector=? WHERE id=?", (blob, int(id_)))
-            text, source, line, meta_json = self._q(
-                "SELECT text, source, row, meta FROM sentences WHERE id=?", (int(id_),)).fetchone()
-            self._set_checksum(int(id_), text, source, line, meta_json, blob)
+        """Replace the vectors of existing rows: (id, float32 vector) pairs. In a transaction.
+        With the log, the new vectors take new slots (the old ones go dead)."""
+        pairs = [(int(i), np.ascontiguousarray(v, dtype=np.float32).reshape(-1)) for i, v in pairs]
+        if not pairs:
+            return
+        log = self._writable_log()
+        if log is not None:
+            vectors = np.stack([v for _, v in pairs])
+            first = log.append(vectors)
+            digests = vector_digests(vectors)
+        for k, (id_, vec) in enumerate(pairs):
+            row = self._q("SELECT text, source, row, meta FROM sentences WHERE id=?", (id_,)).fetchone()
+            if row is None:
+                continue
+            text, source, line, meta_json = row
+            if log is None:
+                blob = vec.tobytes()
+                self._q("UPDATE sentences SET vector=? WHERE id=?", (blob, id_))
+                self._set_checksum(id_, text, source, line, meta_json, blob)
+                continue
+            slot = first + k
+            self._q("UPDATE sentences SET vector=?, slot=?, checksum=? WHERE id=?",
+                    (NO_VECTOR, slot, slotted_checksum(id_, text, source, line, meta_json, slot,
+                                                       digests[k]), id_))
+        if log is not None:
+            self.set_meta("vector_slots", log.pending)
 
     # -- staging (rebuild with another model: the switch is one transaction) ----------------
     def stage_start(self) -> None:
@@ -444,6 +505,9 @@ class SentenceDB:
         """Give every staged row its new vector and drop the rows that were not staged (added
         or removed meanwhile can't happen: the caller holds the writer lock). In a transaction."""
         self._q("DELETE FROM sentences WHERE id NOT IN (SELECT id FROM _rebuild)")
+        if self.has_slots:     # every vector changes (its dimension may too): a new, dense log
+            first = self._q("SELECT vector FROM _rebuild LIMIT 1").fetchone()
+            self._switch_log(len(first[0]) // 4 if first else int(self.get_meta("dim")))
         for rows in id_pages(self._q, "SELECT id, vector FROM _rebuild", batch):
             self.set_vectors((i, np.frombuffer(v, np.float32)) for i, v in rows)
 
@@ -470,16 +534,142 @@ class SentenceDB:
             yield from ((int(a), b) for a, b in rows)
 
     def vectors(self, dim: int, after_id: int = 0, batch: int = 20000):
-        """Yield (ids int64, vectors float32 (n, dim)) for rows with id > after_id, in id order."""
-        for rows in id_pages(self._q, "SELECT id, vector FROM sentences", batch, after=after_id):
+        """Yield (ids int64, vectors float32 (n, dim)) for rows with id > after_id, in id order
+        (from the vector log, or the row for rows written before it)."""
+        select = f"SELECT id, vector, {'slot' if self.has_slots else 'NULL'} FROM sentences"
+        log = self.vector_log()
+        for rows in id_pages(self._q, select, batch, after=after_id):
             ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            wrong = [int(r[0]) for r in rows if not isinstance(r[1], bytes) or len(r[1]) != dim * 4]
+            slotted = [j for j, r in enumerate(rows) if r[2] is not None]
+            inline = [j for j, r in enumerate(rows) if r[2] is None] if len(slotted) < len(rows) else []
+            wrong = [int(rows[j][0]) for j in inline
+                     if not isinstance(rows[j][1], bytes) or len(rows[j][1]) != dim * 4]
+            if slotted and (log is None or log.dim != dim):
+                wrong += [int(rows[j][0]) for j in slotted]
             if wrong:
                 raise StoreCorrupted(f"the sentence database {self.path} is damaged: the vectors "
                                      f"of rows {wrong[:20]} do not have dimension {dim}",
                                      path=self.path, remedy="repair", damaged_ids=wrong)
-            buf = b"".join(r[1] for r in rows)
-            yield ids, np.frombuffer(buf, dtype=np.float32).reshape(len(rows), dim)
+            if not inline:
+                vecs, missing = log.read([r[2] for r in rows])
+            else:
+                vecs = np.empty((len(rows), dim), np.float32)
+                vecs[inline] = np.frombuffer(b"".join(rows[j][1] for j in inline),
+                                             dtype=np.float32).reshape(len(inline), dim)
+                missing = np.zeros(len(rows), bool)
+                if slotted:
+                    vecs[slotted], missing[slotted] = log.read([rows[j][2] for j in slotted])
+            if missing.any():
+                gone = ids[missing].tolist()
+                raise StoreCorrupted(f"the vector log of {self.path.parent} is damaged: it has lost "
+                                     f"the vectors of rows {gone[:20]}; repairing the store sets "
+                                     "them aside (their texts can be ingested again)",
+                                     path=log.path, remedy="repair", damaged_ids=gone)
+            yield ids, vecs
+
+    # -- the vector log (index/faiss/vector_log.py) -----------------------------------------
+    _log: VectorLog | None = None
+    _log_writer = False            # this connection's process holds the writer lock
+    _log_switch = None             # (old, new) while a transaction moves every vector to a new log
+
+    def _log_meta(self) -> dict | None:
+        meta = self.get_meta("vector_log")
+        if meta is None:
+            return None
+        if not (isinstance(meta.get("file"), str) and LOG_NAME.fullmatch(meta["file"])
+                and type(meta.get("dim")) is int and 0 < meta["dim"] < 1 << 16):
+            raise StoreCorrupted(f"the sentence database {self.path} is damaged: its setting "
+                                 "'vector_log' is unreadable; restore it from a backup",
+                                 path=self.path, remedy="restore")
+        return meta
+
+    def vector_log(self):
+        """The vector log the database names (None: a schema 2 database, vectors in the rows).
+        A reader's view follows the writer's commits: its committed count is the database's."""
+        if not self.has_slots:
+            return None
+        if self._log_writer and self._log is not None:
+            return self._log           # the writer's own count is the database's
+        meta = self._log_meta()
+        if meta is None:
+            return None
+        committed = int(self.get_meta("vector_slots", 0))
+        if self._log is None or self._log.path.name != meta["file"]:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+            self._log = VectorLog.open(self.path.parent / meta["file"], self.store_id,
+                                       meta["dim"], committed, writable=self._log_writer)
+        else:
+            self._log.set_committed(committed)
+        return self._log
+
+    def open_log_for_writing(self) -> None:
+        """This process holds the writer lock: open the log to append (its uncommitted tail,
+        a window a kill cut off before its COMMIT, is cut) and remove logs nobody names."""
+        if self._log is not None and not self._log.writable:
+            self._log.close()
+            self._log = None
+        self._log_writer = True
+        log = self.vector_log()
+        named = log.path.name if log is not None else None
+        for path in self.path.parent.glob("vectors-*.f32"):
+            if LOG_NAME.fullmatch(path.name) and path.name != named:
+                remove_own(path)     # a rebuild's or creation's log that never committed
+
+    def _writable_log(self):
+        return self.vector_log() if self._log_writer and self.has_slots else None
+
+    def _new_log(self, store_id: str, dim: int, number: int = 1) -> VectorLog:
+        """Create an empty log and name it (inside the transaction that commits it)."""
+        name = log_file_name(number)
+        log = VectorLog.create(self.path.parent / name, store_id, dim)
+        self.set_meta("vector_log", {"file": name, "dim": int(dim)})
+        self.set_meta("vector_slots", 0)
+        self._log, self._log_writer = log, True
+        return log
+
+    def _switch_log(self, dim: int) -> None:
+        """Inside a transaction: new appends go to a new log (of `dim`), which the database
+        names once it commits; the old one is removed then (kept if it rolls back)."""
+        old = self.vector_log()
+        number = int(old.path.name[8:18]) + 1 if old is not None else 1
+        new = self._new_log(self.store_id, dim, number)
+        self._log_switch = (old, new)
+
+    def _end_log_switch(self, committed: bool) -> None:
+        if self._log_switch is None:
+            return
+        old, new = self._log_switch
+        self._log_switch = None
+        gone = old if committed else new
+        self._log = new if committed else old
+        if gone is not None:
+            gone.close()
+            remove_own(gone.path)
+
+    def log_problem(self) -> StoreCorrupted | None:
+        """A vector log shorter than the rows it holds (cut, or damaged): what to say, or None."""
+        log = self.vector_log()
+        if log is None or not log.short_by():
+            return None
+        on_disk = log.slots_on_disk()
+        lost = int(self._q("SELECT COUNT(*) FROM sentences WHERE slot >= ?", (on_disk,)).fetchone()[0])
+        if not lost:
+            return None
+        return StoreCorrupted(
+            f"the vector log {log.path} is shorter than the database says: the vectors of {lost} "
+            "sentence(s) are gone (the file was cut or damaged); repairing the store sets those "
+            "sentences aside (their texts are kept, to be ingested again) and rebuilds the index "
+            "from the rest", path=log.path, remedy="repair")
+
+    def fit_log_to_file(self) -> None:
+        """Inside a repair's transaction, after the rows past a cut log's end were set aside:
+        the committed count becomes what the file holds."""
+        log = self._writable_log()
+        if log is not None and log.short_by():
+            log.set_committed(log.slots_on_disk())
+            self.set_meta("vector_slots", log.committed)
 
     def checkpoint(self) -> None:
         """Fold the WAL into the database file (best effort: a reader may hold it)."""
@@ -493,6 +683,8 @@ class SentenceDB:
     def close(self) -> None:
         if self._checkpoints is not None:
             self._checkpoints.close()
+        if self._log is not None:
+            self._log.close()
         try:
             self.conn.close()
         except sqlite3.Error:
@@ -501,4 +693,5 @@ class SentenceDB:
     @cached_property
     def rows(self) -> RowChecker:
         """Checks of this database's rows (checksums, vectors, metadata) and setting damaged ones aside."""
-        return RowChecker(self._q, self.path, lambda: self.has_checksums, self.count)
+        return RowChecker(self._q, self.path, lambda: self.has_checksums, self.count,
+                          has_slots=lambda: self.has_slots, log=self.vector_log)

@@ -20,6 +20,7 @@ import numpy as np
 from index.faiss.faiss_index import IVF_FP16_SCORE_ERROR, MARKING_KINDS, FaissIndex
 from index.faiss.manifest import (
     MANIFEST_NAME,
+    FORMAT_VERSION,
     Manifest,
     read_manifest,
     sha256_file,
@@ -86,7 +87,9 @@ def load_snapshot(db, folder: Path, fingerprint: dict, dim: int) -> LoadedSnapsh
                                  f"{man.count} vectors, its index file {index.ntotal}",
                                  path=folder / MANIFEST_NAME, remedy="repair")
     # A format 1 manifest (no store id): a writer replaces it on open.
-    return LoadedSnapshot(index, gen, man.generation if man.store_id is not None else -1)
+    # An older format's manifest (no store id; or before the vector log): a writer replaces it on open.
+    current = man.store_id is not None and man.format_version == FORMAT_VERSION
+    return LoadedSnapshot(index, gen, man.generation if current else -1)
 
 
 def check_against_db(db, folder: Path, index: FaissIndex, dim: int, full: bool = False,
@@ -95,6 +98,9 @@ def check_against_db(db, folder: Path, index: FaissIndex, dim: int, full: bool =
     them (a sample of `sample` rows spread over the ids, or all with full=True); the rows
     compared pass their checksum (with full=True, what was checked goes into `report`).
     StoreCorrupted otherwise."""
+    problem = db.log_problem()
+    if problem is not None:
+        raise problem
     db_ids = db.all_ids()
     if not np.array_equal(np.sort(index.ids()), db_ids):
         raise StoreCorrupted(
@@ -142,6 +148,7 @@ def set_damaged_aside(db, folder: Path, dim: int, report: dict) -> None:
     if damaged:
         with db.transaction():
             db.rows.set_aside(damaged)
+            db.fit_log_to_file()     # slots past a cut log's end: their rows were just set aside
             db.bump(structural=True)
     report.update(rows=db.count() + len(damaged), damaged=[d.id for d in damaged],
                   set_aside=[d.id for d in damaged], rebuilt=True)

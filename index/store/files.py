@@ -22,7 +22,7 @@ from index.store.errors import StoreError
 # Names a store owns in its folder; `index-*.faiss` snapshots are matched by pattern.
 FAISS_FILES = ("lock", "store.db", "store.db-wal", "store.db-shm", "store.db-journal",
                "manifest.json", "whitening.safetensors", "incomplete-migrate")
-FAISS_PATTERNS = ("index-*.faiss",)
+FAISS_PATTERNS = ("index-*.faiss", "vectors-*.f32")
 LITE_FILES = ("lock", "encoderscope-milvus.json", "unclean", "incomplete-migrate", "milvus.db")
 
 

@@ -25,6 +25,27 @@ def reference_checksum(id_, text, source, line, meta_json, blob) -> bytes:
     return hashlib.blake2b(head + b"\0" + bytes(blob), digest_size=16).digest()
 
 
+def reference_digest(blob: bytes) -> bytes:
+    """The vector log's digest in plain integers: two sums of the float32 words times odd
+    64-bit weights (SHAKE-128 of a fixed string, little-endian), modulo 2**64."""
+    words = [int.from_bytes(blob[i:i + 4], "little") for i in range(0, len(blob), 4)]
+    raw = hashlib.shake_128(b"encoderscope vector digest 1").digest(len(words) * 16)
+    out = b""
+    for lane in range(2):
+        weights = [int.from_bytes(raw[16 * i + 8 * lane:16 * i + 8 * lane + 8], "little") | 1
+                   for i in range(len(words))]
+        out += (sum(w * a for w, a in zip(words, weights)) % 2 ** 64).to_bytes(8, "little")
+    return out
+
+
+def reference_slotted_checksum(id_, text, source, line, meta_json, slot, blob) -> bytes:
+    """A row whose vector is in the log: blake2b-128 of the JSON head, 0x01, the slot (8 bytes,
+    little-endian) and the vector's digest."""
+    head = json.dumps([int(id_), text, source, line, meta_json]).encode("utf-8")
+    return hashlib.blake2b(head + b"\1" + int(slot).to_bytes(8, "little") + reference_digest(blob),
+                           digest_size=16).digest()
+
+
 @pytest.mark.parametrize("text", ODD)
 @pytest.mark.parametrize("source,line,meta", [(None, None, None), ("a \"b\".txt", 7, '{"lang": "fr"}'),
                                               ("日本.txt", 0, None), (None, 123456789012, "{}")])
@@ -43,11 +64,16 @@ def test_rows_written_a_window_at_a_time_verify_against_the_json_checksum_on_dis
     with VectorStore.open(tmp_path / "s", writable=True, create=True, fingerprint=b.fingerprint()) as s:
         s.add_texts(texts, b, metadata=metas, window=16)
     c = sqlite3.connect(tmp_path / "s" / "store.db")
-    rows = c.execute("SELECT id, text, source, row, meta, vector, checksum, hash FROM sentences").fetchall()
+    rows = c.execute("SELECT id, text, source, row, meta, vector, checksum, hash, slot FROM sentences").fetchall()
+    log_name = json.loads(c.execute("SELECT value FROM meta WHERE key='vector_log'").fetchone()[0])["file"]
     c.close()
+    log = (tmp_path / "s" / log_name).read_bytes()
     assert len(rows) == len(texts)
-    for id_, text, source, line, meta, blob, checksum, h in rows:
-        assert checksum == reference_checksum(id_, text, source, line, meta, blob)
+    for id_, text, source, line, meta, blob, checksum, h, slot in rows:
+        assert blob == b"" and slot == id_ - 1          # the vector is in the log, at its slot
+        vector = log[64 + slot * 32:64 + (slot + 1) * 32]
+        np.testing.assert_array_equal(np.frombuffer(vector, np.float32), b.embed([text])[0])
+        assert checksum == reference_slotted_checksum(id_, text, source, line, meta, slot, vector)
         assert h == hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
     with VectorStore.open(tmp_path / "s", verify=True) as s:      # every row checked on open
         assert [r["text"] for r in s.iter()] == texts
