@@ -125,6 +125,8 @@ def _whiten_afresh(cls, store, folder, db, lock, model_fp, whitening):
     with db.transaction():
         db.set_meta("fingerprint", fpd)
         db.set_meta("dim", int(fpd["dim"]))
+        if db.has_slots:
+            db.switch_log(int(fpd["dim"]))     # the whitened dimension may differ
     return cls(folder, db, lock)
 
 

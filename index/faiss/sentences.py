@@ -507,7 +507,7 @@ class SentenceDB:
         self._q("DELETE FROM sentences WHERE id NOT IN (SELECT id FROM _rebuild)")
         if self.has_slots:     # every vector changes (its dimension may too): a new, dense log
             first = self._q("SELECT vector FROM _rebuild LIMIT 1").fetchone()
-            self._switch_log(len(first[0]) // 4 if first else int(self.get_meta("dim")))
+            self.switch_log(len(first[0]) // 4 if first else int(self.get_meta("dim")))
         for rows in id_pages(self._q, "SELECT id, vector FROM _rebuild", batch):
             self.set_vectors((i, np.frombuffer(v, np.float32)) for i, v in rows)
 
@@ -629,7 +629,7 @@ class SentenceDB:
         self._log, self._log_writer = log, True
         return log
 
-    def _switch_log(self, dim: int) -> None:
+    def switch_log(self, dim: int) -> None:
         """Inside a transaction: new appends go to a new log (of `dim`), which the database
         names once it commits; the old one is removed then (kept if it rolls back)."""
         old = self.vector_log()

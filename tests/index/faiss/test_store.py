@@ -398,10 +398,10 @@ def test_repair_never_overwrites_another_format_version(tmp_path):
     folder, man, x = _corrupt_store(tmp_path)
     mf = folder / "manifest.json"
     d = json.loads(mf.read_text())
-    d.update(format_version=3, manifest_sha256=None)
+    d.update(format_version=4, manifest_sha256=None)
     mf.write_text(json.dumps(d))
     before = snapshot_files(folder)
-    with pytest.raises(StoreCorrupted, match="format version 3") as e:
+    with pytest.raises(StoreCorrupted, match="format version 4") as e:
         VectorStore.open(folder, writable=True, repair=True)
     assert e.value.remedy is None
     assert snapshot_files(folder) == before
@@ -417,7 +417,7 @@ def test_store_files_follow_the_umask(tmp_path):
     folder = tmp_path / "s"
     modes = {p.name.split("-")[0]: p.stat().st_mode & 0o777 for p in folder.iterdir()
              if p.name != "lock"}
-    assert modes == {"store.db": 0o644, "index": 0o644, "manifest.json": 0o644}, modes
+    assert modes == {"store.db": 0o644, "index": 0o644, "manifest.json": 0o644, "vectors": 0o644}, modes
     assert not list(folder.glob(".*.tmp"))
 
 

@@ -145,7 +145,8 @@ def test_bit_flips_in_texts_and_vectors_are_found_by_id(tmp_path, capsys):
     # One flipped bit in a text and one in a vector's exponent, written straight into the file.
     _flip_in_file(db, b"alpha text number 007", lambda r, at: r.__setitem__(at + 1, r[at + 1] ^ 0x01))
     target = vec("alpha text number 012").tobytes()
-    _flip_in_file(db, target, lambda r, at: r.__setitem__(at + 3, r[at + 3] ^ 0x40))
+    (log,) = folder.glob("vectors-*.f32")           # the vectors live in the vector log
+    _flip_in_file(log, target, lambda r, at: r.__setitem__(at + 3, r[at + 3] ^ 0x40))
     c = sqlite3.connect(db)
     assert c.execute("PRAGMA quick_check").fetchone()[0] == "ok"     # SQLite sees nothing
     assert c.execute("SELECT text FROM sentences WHERE id=8").fetchone()[0] == "ampha text number 007"
@@ -164,6 +165,9 @@ def test_bit_flips_in_texts_and_vectors_are_found_by_id(tmp_path, capsys):
     assert len(recs) == 38
     c = sqlite3.connect(db)
     assert sorted(r[0] for r in c.execute("SELECT id FROM damaged")) == bad   # kept, not deleted
+    flipped = bytearray(target)
+    flipped[3] ^= 0x40
+    assert c.execute("SELECT vector FROM damaged WHERE id=13").fetchone()[0] == bytes(flipped)
     c.close()
     assert cli(["info", "--check", "--store", folder], capsys)[0] == 0
 
@@ -219,7 +223,7 @@ def test_format1_store_opens_searches_the_same_and_is_upgraded(tmp_path):
     VectorStore.open(folder, writable=True).close()  # the next writer upgrades it
     assert "checksum" in columns()
     man = read_manifest(folder)
-    assert man.format_version == 2 and man.store_id
+    assert man.format_version == 3 and man.store_id
     same_results()
     VectorStore.open(folder, verify=True).close()    # every row now has a checksum that holds
     c = sqlite3.connect(folder / "store.db")
@@ -349,7 +353,7 @@ def test_odd_manifests_give_one_error_never_a_traceback_or_hang(tmp_path, damage
         else:
             assert rc == 0, err
     assert_verified(folder)
-    assert read_manifest(folder).format_version == 2
+    assert read_manifest(folder).format_version == 3
 
 
 def test_the_app_words_the_repair_as_its_own_action(tmp_path, capsys):
