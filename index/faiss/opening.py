@@ -9,9 +9,9 @@ from core.errors import InputError
 from index.faiss.faiss_index import REQUESTS
 from index.faiss.manifest import MANIFEST_NAME, UnsupportedFormat
 from index.faiss.sentences import DB_NAME, SIDE_FILES, SentenceDB
-from index.faiss.vector_log import LOG_NAME
 from index.faiss.snapshot import RebuildNeeded, check_against_db, load_snapshot, set_damaged_aside
 from index.faiss.torn import clear_torn, refuse_torn, torn_at_creation
+from index.faiss.vector_log import LOG_NAME
 from index.store import fingerprint as fpmod
 from index.store.durability import WriterLock, check_regular, move_aside, remove_stale_temps, write_failed
 from index.store.errors import StoreCorrupted, StoreError, StoreNotFound

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from index.faiss.paging import id_pages
-from index.faiss.vector_log import vector_digests
+from index.faiss.vector_log import vector_digests, word_digests
 from index.store.errors import StoreCorrupted
 from index.store.records import make_record
 from index.store.text_hash import text_hash
@@ -54,21 +54,28 @@ def row_checksum(id_, text, source, line, meta_json, vector_bytes) -> bytes:
     return hashlib.blake2b(head + b"\0" + bytes(vector_bytes), digest_size=16).digest()
 
 
-def slotted_checksum(id_, text, source, line, meta_json, slot, digest) -> bytes:
-    """The checksum of a row whose vector is in the vector log (index/faiss/vector_log.py): its
-    head, its slot and its vector's digest (a flipped bit in the log shows as this row's)."""
-    head = checksum_head(id_, text, source, line, meta_json)
-    return hashlib.blake2b(head + b"\1" + int(slot).to_bytes(8, "little") + bytes(digest),
-                           digest_size=16).digest()
-
-
-def slotted_checksums(ids, texts, sources, lines, metas_json, slots, digests) -> list[bytes]:
-    """slotted_checksum of many rows at once (digests: (n, 16) uint8, vector_log.vector_digests)."""
-    blake2b, raw = hashlib.blake2b, bytes(memoryview(digests).cast("B")) if len(digests) else b""
-    parts = [raw[j:j + 16] for j in range(0, len(raw), 16)]
-    return [blake2b(checksum_head(i, t, s, n, m) + b"\1" + int(k).to_bytes(8, "little") + d,
-                    digest_size=16).digest()
-            for i, t, s, n, m, k, d in zip(ids, texts, sources, lines, metas_json, slots, parts)]
+def log_row_checksums(ids, hashes, sources, lines, metas_json, slots, digests) -> list[bytes]:
+    """The checksums of rows whose vectors are in the vector log (index/faiss/vector_log.py),
+    a window at once: word_digests of a 64-byte record per row (id, text hash, slot, the
+    vector's digest, and a BLAKE2b of source, row and metadata where a row has any). The text
+    is covered through its hash, which every check recomputes from the text; a flipped bit in
+    the log changes the vector's digest, so it shows as its row's. No per-row hash for a row
+    without metadata: the checksums of a window cost one NumPy pass."""
+    n = len(ids)
+    if not n:
+        return []
+    rec = np.zeros((n, 64), np.uint8)
+    rec[:, 0:8] = np.asarray(ids, "<i8").reshape(n, 1).view(np.uint8)
+    rec[:, 8:24] = np.frombuffer(b"".join(hashes), np.uint8).reshape(n, 16)
+    rec[:, 24:32] = np.asarray(slots, "<i8").reshape(n, 1).view(np.uint8)
+    rec[:, 32:48] = digests
+    for j, (s, k, m) in enumerate(zip(sources, lines, metas_json)):
+        if s is not None or k is not None or m is not None:
+            extra = f"[{_json_or_null(s)}, {'null' if k is None else int(k)}, {_json_or_null(m)}]"
+            rec[j, 48:64] = np.frombuffer(hashlib.blake2b(extra.encode("ascii"), digest_size=16).digest(), np.uint8)
+    sums = word_digests(rec.view("<u4"))
+    raw = sums.tobytes()
+    return [raw[j:j + 16] for j in range(0, len(raw), 16)]
 
 
 def row_checksums(ids, texts, sources, lines, metas_json, blobs) -> list[bytes]:
@@ -155,15 +162,19 @@ class RowChecker:
             vecs, missing = None, np.ones(len(slotted), bool)
         else:
             vecs, missing = log.read([rows[j][9] for j in slotted])
-        digests = vector_digests(vecs) if vecs is not None else None
+            r = [rows[j] for j in slotted]
+            hashes = [h if isinstance(h, bytes) and len(h) == 16 else bytes(16) for h in (x[8] for x in r)]
+            expected = log_row_checksums([x[0] for x in r], hashes, [x[2] for x in r],
+                                         [x[3] for x in r], [x[5] for x in r], [x[9] for x in r],
+                                         vector_digests(vecs))
         for k, j in enumerate(slotted):
             blob = None if missing[k] else vecs[k].tobytes()
-            out[j] = (*rows[j][:6], blob, *rows[j][7:10], None if blob is None else digests[k].tobytes())
+            out[j] = (*rows[j][:6], blob, *rows[j][7:10], None if blob is None else expected[k])
         return out
 
     @staticmethod
     def _row_problem(r, dim: int) -> str | None:
-        id_, text, source, line, _added, meta_json, blob, checksum, hash_, slot, digest = r
+        id_, text, source, line, _added, meta_json, blob, checksum, hash_, slot, expected = r
         if not isinstance(text, str):
             return "text is not readable"
         if hash_ != text_hash(text):     # duplicate detection relies on it
@@ -171,8 +182,7 @@ class RowChecker:
         if slot is not None:
             if blob is None:
                 return "vector missing from the vector log (the file was cut short)"
-            if checksum is None or bytes(checksum) != slotted_checksum(
-                    id_, text, source, line, meta_json, slot, digest):
+            if checksum is None or bytes(checksum) != expected:
                 return "checksum mismatch (text, metadata or vector changed on disk)"
         elif checksum is not None and (not isinstance(blob, bytes) or bytes(checksum) != row_checksum(
                 id_, text, source, line, meta_json, blob)):

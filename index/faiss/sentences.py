@@ -34,9 +34,8 @@ import numpy as np
 from core.files import platform_os
 from index.faiss.new_rows import NewRows
 from index.faiss.paging import id_pages
-from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecker, row_checksum, row_checksums
+from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecker, log_row_checksums, row_checksum, row_checksums
 from index.faiss.row_checks import read_record as _record
-from index.faiss.row_checks import slotted_checksum, slotted_checksums
 from index.faiss.vector_log import LOG_NAME, VectorLog, log_file_name, vector_digests
 from index.faiss.wal_checkpoints import BackgroundCheckpoints
 from index.store.durability import INTACT, check_regular
@@ -421,7 +420,7 @@ class SentenceDB:
             vectors = np.ascontiguousarray(rows.vectors, dtype=np.float32)
             first = log.append(vectors)       # on disk before the COMMIT that names the slots
             slots = range(first, first + n)
-            sums = slotted_checksums(ids, rows.texts, rows.sources, rows.lines, rows.metas_json,
+            sums = log_row_checksums(ids, rows.hashes, rows.sources, rows.lines, rows.metas_json,
                                      slots, vector_digests(vectors))
             self._q("INSERT INTO sentences(id, hash, text, source, row, added, meta, vector, "
                     "checksum, slot) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -465,26 +464,33 @@ class SentenceDB:
         if not pairs:
             return
         log = self._writable_log()
-        if log is not None:
-            vectors = np.stack([v for _, v in pairs])
-            first = log.append(vectors)
-            digests = vector_digests(vectors)
-        for k, (id_, vec) in enumerate(pairs):
-            row = self._q("SELECT text, source, row, meta FROM sentences WHERE id=?", (id_,)).fetchone()
-            if row is None:
-                continue
-            text, source, line, meta_json = row
-            if log is None:
-                blob = vec.tobytes()
-                self._q("UPDATE sentences SET vector=? WHERE id=?", (blob, id_))
-                self._set_checksum(id_, text, source, line, meta_json, blob)
-                continue
-            slot = first + k
-            self._q("UPDATE sentences SET vector=?, slot=?, checksum=? WHERE id=?",
-                    (NO_VECTOR, slot, slotted_checksum(id_, text, source, line, meta_json, slot,
-                                                       digests[k]), id_))
-        if log is not None:
-            self.set_meta("vector_slots", log.pending)
+        if log is None:
+            for id_, vec in pairs:
+                row = self._q("SELECT text, source, row, meta FROM sentences WHERE id=?", (id_,)).fetchone()
+                if row is not None:
+                    blob = vec.tobytes()
+                    self._q("UPDATE sentences SET vector=? WHERE id=?", (blob, id_))
+                    self._set_checksum(id_, *row, blob)
+            return
+        heads = {}
+        for i in range(0, len(pairs), CHUNK):
+            part = [id_ for id_, _ in pairs[i:i + CHUNK]]
+            heads.update((int(r[0]), r[1:]) for r in self._q(
+                f"SELECT id, hash, source, row, meta FROM sentences WHERE id IN "
+                f"({','.join('?' * len(part))})", part))
+        pairs = [(id_, vec) for id_, vec in pairs if id_ in heads]
+        if not pairs:
+            return
+        vectors = np.stack([v for _, v in pairs])
+        first = log.append(vectors)
+        ids = [id_ for id_, _ in pairs]
+        slots = range(first, first + len(ids))
+        h = [heads[i] for i in ids]
+        sums = log_row_checksums(ids, [x[0] for x in h], [x[1] for x in h], [x[2] for x in h],
+                                 [x[3] for x in h], slots, vector_digests(vectors))
+        self._q("UPDATE sentences SET vector=?, slot=?, checksum=? WHERE id=?",
+                [(NO_VECTOR, k, c, i) for i, k, c in zip(ids, slots, sums)], many=True)
+        self.set_meta("vector_slots", log.pending)
 
     # -- staging (rebuild with another model: the switch is one transaction) ----------------
     def stage_start(self) -> None:

@@ -19,8 +19,8 @@ import numpy as np
 
 from index.faiss.faiss_index import IVF_FP16_SCORE_ERROR, MARKING_KINDS, FaissIndex
 from index.faiss.manifest import (
-    MANIFEST_NAME,
     FORMAT_VERSION,
+    MANIFEST_NAME,
     Manifest,
     read_manifest,
     sha256_file,

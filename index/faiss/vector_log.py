@@ -68,17 +68,21 @@ def _digest_weights(dim: int) -> np.ndarray:
     return np.frombuffer(raw, dtype="<u8").reshape(dim, 2) | np.uint64(1)
 
 
-def vector_digests(vectors: np.ndarray) -> np.ndarray:
-    """(n, 16) uint8: per row two sums of its float32 words times odd 64-bit weights, modulo
-    2**64. Flipping any one bit of word i changes a sum by +-2**b * w_i, never 0 modulo 2**64
-    (w_i odd, b < 32): every single-bit flip shows; one window costs one integer matmul."""
-    v = np.ascontiguousarray(vectors, dtype=np.float32)
-    n, dim = v.shape
+def word_digests(words: np.ndarray) -> np.ndarray:
+    """(n, 16) uint8: per row of 32-bit words, two sums of the words times odd 64-bit weights,
+    modulo 2**64. Flipping any one bit of word i changes a sum by +-2**b * w_i, never 0 modulo
+    2**64 (w_i odd, b < 32): every single-bit flip shows; a window costs one integer matmul."""
+    n, k = words.shape
     if not n:
         return np.zeros((0, DIGEST_BYTES), np.uint8)
-    words = v.view(np.uint32).astype(np.uint64)
-    sums = words @ _digest_weights(dim)            # integer matmul: wraps modulo 2**64
+    sums = words.astype(np.uint64) @ _digest_weights(k)     # integer matmul: wraps modulo 2**64
     return np.ascontiguousarray(sums.astype("<u8")).view(np.uint8).reshape(n, DIGEST_BYTES)
+
+
+def vector_digests(vectors: np.ndarray) -> np.ndarray:
+    """(n, 16) uint8: word_digests of each float32 row's bits."""
+    v = np.ascontiguousarray(vectors, dtype=np.float32)
+    return word_digests(v.view(np.uint32))
 
 
 class VectorLog:

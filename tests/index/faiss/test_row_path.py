@@ -26,8 +26,8 @@ def reference_checksum(id_, text, source, line, meta_json, blob) -> bytes:
 
 
 def reference_digest(blob: bytes) -> bytes:
-    """The vector log's digest in plain integers: two sums of the float32 words times odd
-    64-bit weights (SHAKE-128 of a fixed string, little-endian), modulo 2**64."""
+    """The vector log's digest in plain integers: two sums of the 32-bit little-endian words
+    times odd 64-bit weights (SHAKE-128 of a fixed string, little-endian), modulo 2**64."""
     words = [int.from_bytes(blob[i:i + 4], "little") for i in range(0, len(blob), 4)]
     raw = hashlib.shake_128(b"encoderscope vector digest 1").digest(len(words) * 16)
     out = b""
@@ -38,12 +38,15 @@ def reference_digest(blob: bytes) -> bytes:
     return out
 
 
-def reference_slotted_checksum(id_, text, source, line, meta_json, slot, blob) -> bytes:
-    """A row whose vector is in the log: blake2b-128 of the JSON head, 0x01, the slot (8 bytes,
-    little-endian) and the vector's digest."""
-    head = json.dumps([int(id_), text, source, line, meta_json]).encode("utf-8")
-    return hashlib.blake2b(head + b"\1" + int(slot).to_bytes(8, "little") + reference_digest(blob),
-                           digest_size=16).digest()
+def reference_log_row_checksum(id_, text_hash, source, line, meta_json, slot, blob) -> bytes:
+    """A row whose vector is in the log: the digest of a 64-byte record of its id, text hash,
+    slot (8 bytes each little-endian for the numbers), its vector's digest, and blake2b-128 of
+    the JSON of [source, row, metadata] (16 zero bytes when all three are null)."""
+    extra = bytes(16) if source is None and line is None and meta_json is None else \
+        hashlib.blake2b(json.dumps([source, line, meta_json]).encode(), digest_size=16).digest()
+    record = (int(id_).to_bytes(8, "little") + text_hash + int(slot).to_bytes(8, "little")
+              + reference_digest(blob) + extra)
+    return reference_digest(record)
 
 
 @pytest.mark.parametrize("text", ODD)
@@ -73,7 +76,7 @@ def test_rows_written_a_window_at_a_time_verify_against_the_json_checksum_on_dis
         assert blob == b"" and slot == id_ - 1          # the vector is in the log, at its slot
         vector = log[64 + slot * 32:64 + (slot + 1) * 32]
         np.testing.assert_array_equal(np.frombuffer(vector, np.float32), b.embed([text])[0])
-        assert checksum == reference_slotted_checksum(id_, text, source, line, meta, slot, vector)
+        assert checksum == reference_log_row_checksum(id_, h, source, line, meta, slot, vector)
         assert h == hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
     with VectorStore.open(tmp_path / "s", verify=True) as s:      # every row checked on open
         assert [r["text"] for r in s.iter()] == texts

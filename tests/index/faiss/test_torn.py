@@ -104,8 +104,10 @@ def test_tables_only_in_the_write_ahead_log_are_a_store_not_a_torn_one(tmp_path,
     src.execute("DETACH made")
     copy = tmp_path / "copy"
     copy.mkdir()
-    for name in ("store.db", "store.db-wal", *(p.name for p in made.glob("vectors-*.f32"))):
-        (copy / name).write_bytes(((store if name.startswith("store") else made) / name).read_bytes())  # as a kill -9 leaves them: no checkpoint
+    for name in ("store.db", "store.db-wal"):    # as a kill -9 leaves them: no checkpoint
+        (copy / name).write_bytes((store / name).read_bytes())
+    for log in made.glob("vectors-*.f32"):        # the vector log beside them
+        (copy / log.name).write_bytes(log.read_bytes())
     src.close()
     conn.close()
     assert (copy / "store.db").stat().st_size <= 4096 < (copy / "store.db-wal").stat().st_size
