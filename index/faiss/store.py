@@ -2,8 +2,10 @@
 search, a manifest tying them together. See docs/api-contract.md for the backend it embeds with.
 
 Folder layout:
-    store.db (+ -wal, -shm)   sentences, metadata, float32 vectors, row checksums, store id,
+    store.db (+ -wal, -shm)   sentences, metadata, each row's vector slot, row checksums, store id,
                               generation counter (index/faiss/sentences.py, index/faiss/row_checks.py)
+    vectors-<n>.f32           the float32 vectors, one slot each, appended a window at a time
+                              (index/faiss/vector_log.py); rows of older stores hold theirs inline
     index-<generation>.faiss  the FAISS snapshot named by the manifest
     manifest.json             format, store id, fingerprint, dim, metric, index kind + params,
                               count, generation covered, index file name/size/sha256
@@ -18,7 +20,8 @@ database's vector for that id, so a foreign, older or damaged part gives StoreCo
 remedy "repair"), never a wrong result (index/faiss/snapshot.py). Only regular files are opened (no
 FIFO can block); OS write errors (a full disk) are one StoreWriteFailed (index/store/durability.py).
 
-Durability: every batch of added sentences is one SQLite transaction (WAL, synchronous=FULL); the
+Durability: every batch of added sentences is one SQLite transaction (WAL, synchronous=FULL),
+its vectors appended to the log and fsync'd before it commits; the
 in-memory index takes the batch's vectors beside the commit and is rebuilt from the database if
 either fails.
 `save()` writes the FAISS snapshot to a new file (temp + fsync + rename), then the manifest (same

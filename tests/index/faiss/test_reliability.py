@@ -35,7 +35,7 @@ from tests.support.paths import ROOT, child_env
 D = 16
 FP = {"model": "fake", "weights_sha256": "f" * 64, "pooling": "mean", "dim": D, "normalized": True}
 N_ROWS = 150          # more than the 64 rows an open compares: damage can hide from the sample
-TARGETS = ("db", "wal", "manifest", "index", "lock")
+TARGETS = ("db", "wal", "manifest", "index", "lock", "log")
 OPS = ("truncate", "flip", "zero", "delete", "empty", "junk", "folder", "fifo", "swap")
 
 
@@ -72,9 +72,11 @@ def bases(tmp_path_factory):
 
 
 def _part(folder: Path, target: str) -> Path:
-    if target == "index":
-        found = sorted(folder.glob("index-*.faiss"))
-        return found[0] if found else folder / "index-0000000001.faiss"
+    if target in ("index", "log"):
+        pattern, first = ("index-*.faiss", "index-0000000001.faiss") if target == "index" else \
+            ("vectors-*.f32", "vectors-0000000001.f32")
+        found = sorted(folder.glob(pattern))
+        return found[0] if found else folder / first
     return folder / {"db": "store.db", "wal": "store.db-wal", "manifest": "manifest.json",
                      "lock": "lock"}[target]
 
