@@ -183,6 +183,30 @@ def test_remove_and_update_text_on_old_inline_rows(tmp_path):
         assert 7 not in [h.id for h in old]          # its old vector is gone from the index
 
 
+def test_reindex_and_a_rebuild_with_another_model_over_both_kinds(tmp_path):
+    """reindex reads both kinds; a rebuild with another model (another dimension) moves every
+    row, old inline rows too, into a new log, and the old log goes."""
+    from tests.support.store_backends import FakeBackend
+    folder = upgraded_with_new_rows(tmp_path)
+    with VectorStore.open(folder, writable=True) as s:
+        s.reindex("hnsw")
+    with VectorStore.open(folder, verify=True) as s:
+        assert s.index_kind == "hnsw" and s.check_report["damaged"] == []
+        assert len(assert_own_vectors_and_found(s)) == len(OLD_IDS) + 10
+    other = FakeBackend(name="other", dim=24)
+    with VectorStore.open(folder, writable=True) as s:
+        s.rebuild(other)
+    assert meta(folder, "vector_log") == {"file": "vectors-0000000002.f32", "dim": 24}
+    assert sorted(p.name for p in folder.glob("vectors-*.f32")) == ["vectors-0000000002.f32"]
+    assert sql(folder, "SELECT COUNT(*) FROM sentences WHERE slot IS NULL OR vector != x''") == [(0,)]
+    with VectorStore.open(folder, verify=True) as s:
+        assert s.check_report["damaged"] == []
+        ids, vecs = s.vectors()
+        texts = {r["id"]: r["text"] for r in s.iter()}
+        assert list(ids) == OLD_IDS + list(range(41, 51))
+        np.testing.assert_array_equal(vecs, other.embed([texts[int(i)] for i in ids]))
+
+
 # ---------------------------------------------------------------- damage in either kind
 def _flip(path, needle: bytes, offset: int, mask: int):
     raw = bytearray(path.read_bytes())
