@@ -132,6 +132,21 @@ def test_a_writer_upgrades_it_and_old_rows_keep_their_inline_vectors(tmp_path):
         assert list(assert_own_vectors_and_found(s)) == OLD_IDS
 
 
+def test_an_upgrade_cut_off_before_its_commit_is_done_again(tmp_path):
+    """A kill after the upgrade made its log file, before the COMMIT naming it: the database is
+    still schema 2 (a reader ignores the file), and the next writer makes the log afresh."""
+    folder = copy_fixture(tmp_path)
+    (folder / "vectors-0000000001.f32").write_bytes(b"half-written" * 10)
+    searches_as_recorded(folder)
+    with VectorStore.open(folder, writable=True) as s:
+        s.add(NEW_TEXTS[:2], np.stack([vec(t) for t in NEW_TEXTS[:2]]))
+    assert meta(folder, "vector_log")["file"] == "vectors-0000000001.f32"
+    assert (folder / "vectors-0000000001.f32").stat().st_size == HEADER_BYTES + 2 * 4 * D
+    with VectorStore.open(folder, verify=True) as s:
+        assert s.check_report["damaged"] == []
+        assert list(assert_own_vectors_and_found(s)) == OLD_IDS + [41, 42]
+
+
 def test_after_the_upgrade_new_rows_go_to_the_log_and_both_kinds_read_and_verify(tmp_path):
     folder = upgraded_with_new_rows(tmp_path)
     rows = dict((i, (slot, vector)) for i, slot, vector in
@@ -229,6 +244,10 @@ def test_bit_flips_in_an_inline_vector_and_a_log_vector_are_found_by_id_and_set_
     rc, _out, err = cli(["info", "--repair", "--store", folder], capsys)
     assert rc == 0 and f"set aside 2 damaged rows (id {inline_id}, {logged_id})" in err, err
     assert sorted(r[0] for r in sql(folder, "SELECT id FROM damaged")) == [inline_id, logged_id]
+    for id_, text in ((inline_id, "format two sentence number 11"), (logged_id, NEW_TEXTS[3])):
+        flipped = bytearray(vec(text).tobytes())     # kept as read, from the row or the log
+        flipped[3] ^= 0x40
+        assert sql(folder, "SELECT vector FROM damaged WHERE id=?", (id_,)) == [(bytes(flipped),)]
     assert cli(["info", "--check", "--store", folder], capsys)[0] == 0
     with VectorStore.open(folder, verify=True) as s:
         ids = assert_own_vectors_and_found(s)
