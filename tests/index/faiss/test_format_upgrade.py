@@ -111,6 +111,21 @@ def test_format2_store_opens_read_only_searches_as_recorded_and_nothing_changes(
     assert "slot" not in {r[1] for r in sql(folder, "PRAGMA table_info(sentences)")}
 
 
+@pytest.mark.parametrize("state", ["as_written", "upgraded_with_new_rows"])
+def test_on_read_only_media_both_kinds_read(tmp_path, monkeypatch, state):
+    """A shared corpus on a read-only mount: SQLite opens it immutable, the log read-only."""
+    from index.faiss import sentences
+    folder = copy_fixture(tmp_path) if state == "as_written" else upgraded_with_new_rows(tmp_path)
+    before = files_of(folder)
+    monkeypatch.setattr(sentences, "on_read_only_media", lambda path: True)
+    monkeypatch.setattr(sentences, "mounted_read_only", lambda folder: True)
+    with VectorStore.open(folder, verify=True) as s:
+        assert s.check_report["damaged"] == []
+        n = len(assert_own_vectors_and_found(s))
+    assert n == len(OLD_IDS) + (0 if state == "as_written" else 10)
+    assert files_of(folder) == before
+
+
 # ---------------------------------------------------------------- a writer: upgraded
 def test_a_writer_upgrades_it_and_old_rows_keep_their_inline_vectors(tmp_path):
     folder = copy_fixture(tmp_path)
