@@ -269,10 +269,15 @@ class SentenceDB:
     @property
     def has_checksums(self) -> bool:
         """Whether the rows carry checksums (schema 2); a schema 1 database until upgrade()."""
-        if getattr(self, "_has_checksums", None) is None:
-            cols = {r[1] for r in self._q("PRAGMA table_info(sentences)")}
-            self._has_checksums = "checksum" in cols
+        if not getattr(self, "_has_checksums", None):    # only "yes" is kept: see _has_column
+            self._has_checksums = self._has_column("checksum")
         return self._has_checksums
+
+    def _has_column(self, name: str) -> bool:
+        """Whether the table of sentences has this column now. A column once added stays, but
+        until then a writer in another process may upgrade the database under a reader: the
+        reader asks again rather than read the writer's new rows as an older schema's."""
+        return name in {r[1] for r in self._q("PRAGMA table_info(sentences)")}
 
     @property
     def store_id(self) -> str | None:
@@ -281,9 +286,8 @@ class SentenceDB:
     @property
     def has_slots(self) -> bool:
         """Whether rows may name a slot in the vector log (schema 3)."""
-        if getattr(self, "_has_slots", None) is None:
-            cols = {r[1] for r in self._q("PRAGMA table_info(sentences)")}
-            self._has_slots = "slot" in cols
+        if not getattr(self, "_has_slots", None):        # only "yes" is kept: see _has_column
+            self._has_slots = self._has_column("slot")
         return self._has_slots
 
     def needs_upgrade(self) -> bool:
