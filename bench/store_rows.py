@@ -60,7 +60,7 @@ def connect(folder: Path) -> sqlite3.Connection:
     conn.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
     conn.execute("PRAGMA wal_autocheckpoint=0")
     # The vector column as a vectors-out layout would have it: NULL when the vector is elsewhere.
-    nullable = SCHEMA.replace("vector   BLOB NOT NULL", "vector   BLOB")
+    nullable = SCHEMA.replace("inline_vector BLOB NOT NULL", "vector BLOB")
     if nullable == SCHEMA:
         raise SystemExit("error: the store's schema changed: update bench/store_rows.py's layouts")
     conn.executescript(nullable)

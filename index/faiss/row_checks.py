@@ -114,13 +114,15 @@ class RowChecker:
     checksums, and its row count."""
 
     def __init__(self, query: Callable, path: Path, has_checksums: Callable[[], bool], count: Callable[[], int],
-                 has_slots: Callable[[], bool] = lambda: False, log: Callable = lambda: None):
+                 has_slots: Callable[[], bool] = lambda: False, log: Callable = lambda: None,
+                 vector_column: Callable[[], str] = lambda: "vector"):
         self._q = query
         self.path = path
         self._has_checksums = has_checksums
         self._count = count
         self._has_slots = has_slots
         self._log = log
+        self._vcol = vector_column
 
     @property
     def has_checksums(self) -> bool:
@@ -140,7 +142,7 @@ class RowChecker:
     def _row_batches(self, ids, batch):
         """Rows of (ROW_COLUMNS, vector bytes, checksum, hash, slot, digest): a vector in the
         log read from there (None where the log has lost it), with its digest."""
-        cols = f"{ROW_COLUMNS}, vector" + (", checksum" if self.has_checksums else ", NULL") + ", hash" \
+        cols = f"{ROW_COLUMNS}, {self._vcol()}" + (", checksum" if self.has_checksums else ", NULL") + ", hash" \
             + (", slot" if self._has_slots() else ", NULL")
         if ids is not None:
             ids = [int(i) for i in ids]
@@ -231,7 +233,7 @@ class RowChecker:
         self._q(DAMAGED_SCHEMA)
         now = time.time()
         for d in damaged:
-            self._q(f"INSERT INTO damaged SELECT {ROW_COLUMNS}, COALESCE(?, vector), ?, ? FROM "
+            self._q(f"INSERT INTO damaged SELECT {ROW_COLUMNS}, COALESCE(?, {self._vcol()}), ?, ? FROM "
                     "sentences WHERE id=?", (d.vector, d.reason, now, d.id))
             self._q("DELETE FROM sentences WHERE id=?", (d.id,))
 

@@ -56,14 +56,18 @@ CREATE TABLE IF NOT EXISTS sentences (
     row      INTEGER,
     added    REAL NOT NULL,
     meta     TEXT,
-    vector   BLOB NOT NULL,
+    inline_vector BLOB NOT NULL,
     checksum BLOB,
     slot     INTEGER
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 SCHEMA_VERSION = 3     # 1: no checksum column; 2: vectors in the rows (no slot, no log)
-NO_VECTOR = b""        # the vector column of a row whose vector is in the log
+NO_VECTOR = b""        # the inline vector of a row whose vector is in the log
+# Schema 3 renames the row's `vector` column to `inline_vector`: code that knows only schema 2
+# then fails on the column ("no such column": restore) instead of reading a log row's empty
+# vector as damage and setting the row aside, even where no format 3 manifest stops it first.
+INLINE, OLD_INLINE = "inline_vector", "vector"
 _UNREADABLE = object()
 _META_TYPES = {"fingerprint": dict, "dim": int, "index_request": str, "index_params": dict,
                "hnsw_threshold": int, "generation": int, "structural_generation": int,
@@ -290,6 +294,11 @@ class SentenceDB:
             self._has_slots = self._has_column("slot")
         return self._has_slots
 
+    @property
+    def vcol(self) -> str:
+        """The column of a row's own vector: `inline_vector` (schema 3), `vector` before."""
+        return INLINE if self.has_slots else OLD_INLINE
+
     def needs_upgrade(self) -> bool:
         if not self.has_checksums or self.store_id is None or not self.has_slots \
                 or self.get_meta("vector_log") is None:
@@ -308,12 +317,13 @@ class SentenceDB:
                 self.set_meta("store_id", new_store_id())
             if not self.has_slots:
                 self._q("ALTER TABLE sentences ADD COLUMN slot INTEGER")
+                self._q(f"ALTER TABLE sentences RENAME COLUMN {OLD_INLINE} TO {INLINE}")
                 self._has_slots = True
             if self.get_meta("vector_log") is None:
                 self._new_log(self.store_id, int(self.get_meta("dim")))
             self.set_meta("schema_version", SCHEMA_VERSION)
             while True:
-                rows = self._q(f"SELECT {ROW_COLUMNS}, vector FROM sentences WHERE checksum IS NULL "
+                rows = self._q(f"SELECT {ROW_COLUMNS}, {self.vcol} FROM sentences WHERE checksum IS NULL "
                                "LIMIT ?", (batch,)).fetchall()
                 if not rows:
                     break
@@ -426,7 +436,7 @@ class SentenceDB:
             slots = range(first, first + n)
             sums = log_row_checksums(ids, rows.hashes, rows.sources, rows.lines, rows.metas_json,
                                      slots, vector_digests(vectors))
-            self._q("INSERT INTO sentences(id, hash, text, source, row, added, meta, vector, "
+            self._q(f"INSERT INTO sentences(id, hash, text, source, row, added, meta, {INLINE}, "
                     "checksum, slot) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     zip(ids, rows.hashes, rows.texts, rows.sources, rows.lines, added,
                         rows.metas_json, [NO_VECTOR] * n, sums, slots), many=True)
@@ -437,10 +447,10 @@ class SentenceDB:
         if self.has_checksums:
             columns.append(row_checksums(ids, rows.texts, rows.sources, rows.lines,
                                          rows.metas_json, blobs))
-            self._q("INSERT INTO sentences(id, hash, text, source, row, added, meta, vector, checksum) "
+            self._q(f"INSERT INTO sentences(id, hash, text, source, row, added, meta, {self.vcol}, checksum) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", zip(*columns), many=True)
         else:
-            self._q("INSERT INTO sentences(id, hash, text, source, row, added, meta, vector) "
+            self._q(f"INSERT INTO sentences(id, hash, text, source, row, added, meta, {self.vcol}) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", zip(*columns), many=True)
         return ids
 
@@ -473,7 +483,7 @@ class SentenceDB:
                 row = self._q("SELECT text, source, row, meta FROM sentences WHERE id=?", (id_,)).fetchone()
                 if row is not None:
                     blob = vec.tobytes()
-                    self._q("UPDATE sentences SET vector=? WHERE id=?", (blob, id_))
+                    self._q(f"UPDATE sentences SET {self.vcol}=? WHERE id=?", (blob, id_))
                     self._set_checksum(id_, *row, blob)
             return
         heads = {}
@@ -492,7 +502,7 @@ class SentenceDB:
         h = [heads[i] for i in ids]
         sums = log_row_checksums(ids, [x[0] for x in h], [x[1] for x in h], [x[2] for x in h],
                                  [x[3] for x in h], slots, vector_digests(vectors))
-        self._q("UPDATE sentences SET vector=?, slot=?, checksum=? WHERE id=?",
+        self._q(f"UPDATE sentences SET {INLINE}=?, slot=?, checksum=? WHERE id=?",
                 [(NO_VECTOR, k, c, i) for i, k, c in zip(ids, slots, sums)], many=True)
         self.set_meta("vector_slots", log.pending)
 
@@ -546,7 +556,7 @@ class SentenceDB:
     def vectors(self, dim: int, after_id: int = 0, batch: int = 20000):
         """Yield (ids int64, vectors float32 (n, dim)) for rows with id > after_id, in id order
         (from the vector log, or the row for rows written before it)."""
-        select = f"SELECT id, vector, {'slot' if self.has_slots else 'NULL'} FROM sentences"
+        select = f"SELECT id, {self.vcol}, {'slot' if self.has_slots else 'NULL'} FROM sentences"
         log = self.vector_log()
         for rows in id_pages(self._q, select, batch, after=after_id):
             ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -704,4 +714,5 @@ class SentenceDB:
     def rows(self) -> RowChecker:
         """Checks of this database's rows (checksums, vectors, metadata) and setting damaged ones aside."""
         return RowChecker(self._q, self.path, lambda: self.has_checksums, self.count,
-                          has_slots=lambda: self.has_slots, log=self.vector_log)
+                          has_slots=lambda: self.has_slots, log=self.vector_log,
+                          vector_column=lambda: self.vcol)

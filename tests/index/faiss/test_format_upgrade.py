@@ -139,7 +139,7 @@ def test_a_writer_upgrades_it_and_old_rows_keep_their_inline_vectors(tmp_path):
     assert (folder / log_meta["file"]).stat().st_size == HEADER_BYTES     # holds 0 slots
     man = read_manifest(folder)
     assert man.format_version == 3 and man.store_id == store_id and man.count == len(OLD_IDS)
-    rows = sql(folder, "SELECT id, slot, length(vector) FROM sentences ORDER BY id")
+    rows = sql(folder, "SELECT id, slot, length(inline_vector) FROM sentences ORDER BY id")
     assert rows == [(i, None, 4 * D) for i in OLD_IDS]     # old rows stay where they were
     searches_as_recorded(folder)
     with VectorStore.open(folder, verify=True) as s:
@@ -191,7 +191,7 @@ def test_rows_the_format2_code_committed_after_its_last_save_are_caught_up(tmp_p
     VectorStore.open(folder, writable=True).close()           # a writer upgrades and saves
     man = read_manifest(folder)
     assert (man.format_version, man.count, man.max_id) == (3, len(OLD_IDS) + 1, 41)
-    assert sql(folder, "SELECT slot, length(vector) FROM sentences WHERE id=41") == [(None, 4 * D)]
+    assert sql(folder, "SELECT slot, length(inline_vector) FROM sentences WHERE id=41") == [(None, 4 * D)]
     with VectorStore.open(folder, verify=True) as s:
         assert list(assert_own_vectors_and_found(s)) == OLD_IDS + [41]
 
@@ -199,7 +199,7 @@ def test_rows_the_format2_code_committed_after_its_last_save_are_caught_up(tmp_p
 def test_after_the_upgrade_new_rows_go_to_the_log_and_both_kinds_read_and_verify(tmp_path):
     folder = upgraded_with_new_rows(tmp_path)
     rows = dict((i, (slot, vector)) for i, slot, vector in
-                sql(folder, "SELECT id, slot, vector FROM sentences"))
+                sql(folder, "SELECT id, slot, inline_vector FROM sentences"))
     assert [rows[i][0] for i in range(41, 51)] == list(range(10))        # in the log, in order
     assert all(rows[i][1] == b"" for i in range(41, 51))
     assert all(rows[i][0] is None and len(rows[i][1]) == 4 * D for i in OLD_IDS)
@@ -234,7 +234,7 @@ def test_remove_and_update_text_on_old_inline_rows(tmp_path):
     with VectorStore.open(folder, writable=True) as s:
         assert s.remove([2, 45]) == [2, 45]          # one inline row, one in the log
         s.update_text(7, edited, vec(edited))        # an inline row: its new vector goes to the log
-    assert sql(folder, "SELECT slot, vector FROM sentences WHERE id=7") == [(10, b"")]
+    assert sql(folder, "SELECT slot, inline_vector FROM sentences WHERE id=7") == [(10, b"")]
     assert sql(folder, "SELECT COUNT(*) FROM sentences WHERE id IN (2, 45)") == [(0,)]
     assert meta(folder, "vector_slots") == 11
     with VectorStore.open(folder, verify=True) as s:
@@ -262,7 +262,7 @@ def test_reindex_and_a_rebuild_with_another_model_over_both_kinds(tmp_path):
         s.rebuild(other)
     assert meta(folder, "vector_log") == {"file": "vectors-0000000002.f32", "dim": 24}
     assert sorted(p.name for p in folder.glob("vectors-*.f32")) == ["vectors-0000000002.f32"]
-    assert sql(folder, "SELECT COUNT(*) FROM sentences WHERE slot IS NULL OR vector != x''") == [(0,)]
+    assert sql(folder, "SELECT COUNT(*) FROM sentences WHERE slot IS NULL OR inline_vector != x''") == [(0,)]
     with VectorStore.open(folder, verify=True) as s:
         assert s.check_report["damaged"] == []
         ids, vecs = s.vectors()
@@ -319,6 +319,26 @@ def test_a_reader_of_formats_1_and_2_refuses_the_upgraded_store(tmp_path, monkey
     assert files_of(folder) == before
 
 
+def test_the_format2_codes_own_queries_fail_on_an_upgraded_database(tmp_path):
+    """Where no format 3 manifest stops the format 2 code (a kill between the upgrade's commit
+    and its save, a manifest moved aside), its queries of a row's vector fail on the renamed
+    column ("no such column": it says restore and writes nothing) instead of reading a log row's
+    empty vector as damage and setting the row aside. These are f809474's SQL strings."""
+    folder = upgraded_with_new_rows(tmp_path)
+    old_sql = ["SELECT id, vector FROM sentences WHERE id > 0 ORDER BY id LIMIT 10",
+               "SELECT id, text, source, row, added, meta, vector, checksum, hash FROM sentences "
+               "WHERE id > 0 ORDER BY id LIMIT 10",
+               "INSERT INTO sentences(id, hash, text, source, row, added, meta, vector, checksum) "
+               "VALUES (99, x'00', 't', NULL, NULL, 0, NULL, x'00', NULL)"]
+    c = sqlite3.connect(folder / "store.db")
+    try:
+        for q in old_sql:
+            with pytest.raises(sqlite3.OperationalError, match="no such column: vector|has no column named vector"):
+                c.execute(q)
+    finally:
+        c.close()
+
+
 # ---------------------------------------------------------------- migrate
 @pytest.mark.parametrize("source", ["as_written", "upgraded_with_new_rows"])
 def test_migrate_from_a_format2_store_copies_every_rows_own_vector(tmp_path, source):
@@ -333,7 +353,7 @@ def test_migrate_from_a_format2_store_copies_every_rows_own_vector(tmp_path, sou
         assert list(assert_own_vectors_and_found(d)) == want
     # the copy is a format 3 store: every vector in its log
     assert sql(tmp_path / "dst", "SELECT COUNT(*) FROM sentences WHERE slot IS NULL "
-                                 "OR vector != x''") == [(0,)]
+                                 "OR inline_vector != x''") == [(0,)]
     assert read_manifest(tmp_path / "dst").format_version == 3
 
 

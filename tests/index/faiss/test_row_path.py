@@ -67,7 +67,8 @@ def test_rows_written_a_window_at_a_time_verify_against_the_json_checksum_on_dis
     with VectorStore.open(tmp_path / "s", writable=True, create=True, fingerprint=b.fingerprint()) as s:
         s.add_texts(texts, b, metadata=metas, window=16)
     c = sqlite3.connect(tmp_path / "s" / "store.db")
-    rows = c.execute("SELECT id, text, source, row, meta, vector, checksum, hash, slot FROM sentences").fetchall()
+    rows = c.execute("SELECT id, text, source, row, meta, inline_vector, checksum, hash, slot "
+                     "FROM sentences").fetchall()
     log_name = json.loads(c.execute("SELECT value FROM meta WHERE key='vector_log'").fetchone()[0])["file"]
     c.close()
     log = (tmp_path / "s" / log_name).read_bytes()
