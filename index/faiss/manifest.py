@@ -51,7 +51,8 @@ class Manifest:
     dim: int                          # vector dimension
     index_kind: str                   # flat | hnsw | sq8
     index_params: dict = field(default_factory=dict)   # FAISS settings of that kind
-    index_file: str | None = None     # index-<generation>.faiss in the store folder
+    index_file: str | None = None     # index-<generation>.faiss in the store folder (None: a flat
+                                      # index, built from the vector log on open; format 3)
     index_bytes: int = 0              # its size
     index_sha256: str | None = None   # its checksum
     count: int = 0                    # live vectors in the snapshot
@@ -121,6 +122,11 @@ def _invalid_field(d: dict, version: int) -> str | None:
     }
     if version >= 2:
         checks["store_id"] = lambda v: isinstance(v, str) and 8 <= len(v) <= 64
+    if version >= 3 and d.get("index_kind") == "flat" and d.get("index_file") is None:
+        # a flat index is the vector log itself: built from the database on open, no file
+        checks["index_file"] = lambda v: v is None
+        checks["index_sha256"] = lambda v: v is None
+        checks["index_bytes"] = lambda v: v == 0
     for key, ok in checks.items():
         if key not in d:
             return f"no {key}"

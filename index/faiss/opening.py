@@ -125,7 +125,7 @@ def _whiten_afresh(cls, store, folder, db, lock, model_fp, whitening):
     with db.transaction():
         db.set_meta("fingerprint", fpd)
         db.set_meta("dim", int(fpd["dim"]))
-        if db.has_slots:
+        if db.vector_log() is not None:
             db.switch_log(int(fpd["dim"]))     # the whitened dimension may differ
     return cls(folder, db, lock)
 

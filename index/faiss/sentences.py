@@ -64,6 +64,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 SCHEMA_VERSION = 3     # 1: no checksum column; 2: vectors in the rows (no slot, no log)
 NO_VECTOR = b""        # the inline vector of a row whose vector is in the log
+LOG_MIN_ROWS = 256     # a transaction of fewer vectors keeps them in their rows
 # Schema 3 renames the row's `vector` column to `inline_vector`: code that knows only schema 2
 # then fails on the column ("no such column": restore) instead of reading a log row's empty
 # vector as damage and setting the row aside, even where no format 3 manifest stops it first.
@@ -268,7 +269,7 @@ class SentenceDB:
             for k, v in {**meta, "store_id": store_id, "schema_version": SCHEMA_VERSION}.items():
                 self.set_meta(k, v)
             self._has_checksums = self._has_slots = True
-            self._new_log(store_id, int(meta["dim"]))
+            self._log_writer = True       # the log itself comes with the first large window
 
     @property
     def has_checksums(self) -> bool:
@@ -300,15 +301,15 @@ class SentenceDB:
         return INLINE if self.has_slots else OLD_INLINE
 
     def needs_upgrade(self) -> bool:
-        if not self.has_checksums or self.store_id is None or not self.has_slots \
-                or self.get_meta("vector_log") is None:
+        if not self.has_checksums or self.store_id is None or not self.has_slots:
             return True
         return self._q("SELECT 1 FROM sentences WHERE checksum IS NULL LIMIT 1").fetchone() is not None
 
     def upgrade(self, batch: int = 5000) -> None:
         """Bring a schema 1 or 2 database (or rows an older writer added) up to this schema:
         add the checksum column, checksum every row without one, give the store an id, add the
-        slot column and an empty vector log (old rows keep their vectors in the row)."""
+        slot column (old rows keep their vectors in the row; the log comes with the first
+        large window)."""
         with self.transaction():
             if not self.has_checksums:
                 self._q("ALTER TABLE sentences ADD COLUMN checksum BLOB")
@@ -319,8 +320,6 @@ class SentenceDB:
                 self._q("ALTER TABLE sentences ADD COLUMN slot INTEGER")
                 self._q(f"ALTER TABLE sentences RENAME COLUMN {OLD_INLINE} TO {INLINE}")
                 self._has_slots = True
-            if self.get_meta("vector_log") is None:
-                self._new_log(self.store_id, int(self.get_meta("dim")))
             self.set_meta("schema_version", SCHEMA_VERSION)
             while True:
                 rows = self._q(f"SELECT {ROW_COLUMNS}, {self.vcol} FROM sentences WHERE checksum IS NULL "
@@ -429,7 +428,7 @@ class SentenceDB:
             if len(ids) != n or len(set(ids)) != len(ids) or min(ids) < first:
                 raise ValueError(f"ids to keep must be distinct and at least {first}")
         added = [time.time()] * n
-        log = self._writable_log()
+        log = self._log_for(n, rows.vectors.shape[1])
         if log is not None:
             vectors = np.ascontiguousarray(rows.vectors, dtype=np.float32)
             first = log.append(vectors)       # on disk before the COMMIT that names the slots
@@ -477,13 +476,14 @@ class SentenceDB:
         pairs = [(int(i), np.ascontiguousarray(v, dtype=np.float32).reshape(-1)) for i, v in pairs]
         if not pairs:
             return
-        log = self._writable_log()
+        log = self._log_for(len(pairs), len(pairs[0][1]))
         if log is None:
             for id_, vec in pairs:
                 row = self._q("SELECT text, source, row, meta FROM sentences WHERE id=?", (id_,)).fetchone()
                 if row is not None:
                     blob = vec.tobytes()
-                    self._q(f"UPDATE sentences SET {self.vcol}=? WHERE id=?", (blob, id_))
+                    self._q(f"UPDATE sentences SET {self.vcol}=?{', slot=NULL' if self.has_slots else ''} "
+                            "WHERE id=?", (blob, id_))      # back in its row: its log slot goes dead
                     self._set_checksum(id_, *row, blob)
             return
         heads = {}
@@ -525,7 +525,7 @@ class SentenceDB:
         """Give every staged row its new vector and drop the rows that were not staged (added
         or removed meanwhile can't happen: the caller holds the writer lock). In a transaction."""
         self._q("DELETE FROM sentences WHERE id NOT IN (SELECT id FROM _rebuild)")
-        if self.has_slots:     # every vector changes (its dimension may too): a new, dense log
+        if self.vector_log() is not None:    # every vector changes (their width may too): a new log
             first = self._q("SELECT vector FROM _rebuild LIMIT 1").fetchone()
             self.switch_log(len(first[0]) // 4 if first else int(self.get_meta("dim")))
         for rows in id_pages(self._q, "SELECT id, vector FROM _rebuild", batch):
@@ -640,6 +640,18 @@ class SentenceDB:
     def _writable_log(self):
         return self.vector_log() if self._log_writer and self.has_slots else None
 
+    def _log_for(self, n: int, dim: int):
+        """Where a transaction writing `n` vectors puts them: the log (made now if the store has
+        none yet), or None (in their rows: fewer than LOG_MIN_ROWS, whose own fsync of the log
+        would cost more than SQLite writing them, so a small ingest pays one fsync as before)."""
+        if n < LOG_MIN_ROWS or not (self._log_writer and self.has_slots):
+            return None
+        log = self.vector_log()
+        if log is None:
+            self.switch_log(dim)
+            log = self._log
+        return log
+
     def _new_log(self, store_id: str, dim: int, number: int = 1) -> VectorLog:
         """Create an empty log and name it (inside the transaction that commits it)."""
         name = log_file_name(number)
@@ -651,7 +663,8 @@ class SentenceDB:
 
     def switch_log(self, dim: int) -> None:
         """Inside a transaction: new appends go to a new log (of `dim`), which the database
-        names once it commits; the old one is removed then (kept if it rolls back)."""
+        names once it commits; the old one (if any) is removed then. A rollback removes the
+        new one and keeps the old."""
         old = self.vector_log()
         number = int(old.path.name[8:18]) + 1 if old is not None else 1
         new = self._new_log(self.store_id, dim, number)

@@ -62,13 +62,11 @@ def load_snapshot(db, folder: Path, fingerprint: dict, dim: int) -> LoadedSnapsh
             f"(store id {man.store_id[:12]}, the database's is {str(db.store_id)[:12]}); the "
             "sentences are safe in the database, and repairing the store rebuilds the index "
             "from them", path=folder / MANIFEST_NAME, remedy="repair")
+    if man.index_file is None:
+        return _flat_from_db(db, man, fingerprint, dim)
     index = read_index(folder, man)
     gen = db.generation
-    if man.generation > gen:
-        raise StoreCorrupted(
-            f"the index snapshot (generation {man.generation}) is newer than the sentence "
-            f"database {db.path} (generation {gen}): the database was replaced by an older "
-            "copy; repairing the store reindexes that copy", path=db.path, remedy="repair")
+    _not_older(db, man, gen)
     if man.fingerprint != fingerprint or int(man.dim) != dim:
         raise RebuildNeeded()     # a crash after a rebuild's commit, before its save
     if man.generation < gen:
@@ -90,6 +88,25 @@ def load_snapshot(db, folder: Path, fingerprint: dict, dim: int) -> LoadedSnapsh
     # An older format's manifest (no store id; or before the vector log): a writer replaces it on open.
     current = man.store_id is not None and man.format_version == FORMAT_VERSION
     return LoadedSnapshot(index, gen, man.generation if current else -1)
+
+
+def _not_older(db, man: Manifest, gen: int) -> None:
+    if man.generation > gen:
+        raise StoreCorrupted(
+            f"the index snapshot (generation {man.generation}) is newer than the sentence "
+            f"database {db.path} (generation {gen}): the database was replaced by an older "
+            "copy; repairing the store reindexes that copy", path=db.path, remedy="repair")
+
+
+def _flat_from_db(db, man: Manifest, fingerprint: dict, dim: int) -> LoadedSnapshot:
+    """A flat index over the vector log (a manifest naming no file): built from the database,
+    current at once; the manifest still says which store, model and generation it covered."""
+    from index.faiss.rebuild import index_from_db
+    gen = db.generation
+    _not_older(db, man, gen)
+    if man.fingerprint != fingerprint or int(man.dim) != dim or man.index_kind != "flat":
+        raise RebuildNeeded()
+    return LoadedSnapshot(index_from_db(db, dim, "flat", man.index_params), gen, man.generation)
 
 
 def check_against_db(db, folder: Path, index: FaissIndex, dim: int, full: bool = False,

@@ -16,24 +16,31 @@ def index_file_name(generation: int) -> str:
 
 def write_snapshot(folder: Path, index: FaissIndex, db, gen: int, fingerprint: dict, dim: int,
                    encoders) -> None:
-    """Write `index` as the snapshot of database generation `gen`, and the manifest naming it."""
-    name = index_file_name(gen)
-    path = folder / name
-    check_regular(path, "index file")               # no folder/FIFO in the way
+    """Write `index` as the snapshot of database generation `gen`, and the manifest naming it.
+    A flat index over a vector log is not written: it holds nothing the log does not (each
+    vector as it is), so the manifest names no file and an open builds it from the database."""
     check_regular(folder / MANIFEST_NAME, "manifest")
-    try:
-        size = atomic_write_with(path, index.write)
-    except OSError as e:
-        raise write_failed(path, e, f"the index snapshot {path}") from None
+    name = path = None
+    size, digest = 0, None
+    if not (index.kind == "flat" and db.has_slots):
+        name = index_file_name(gen)
+        path = folder / name
+        check_regular(path, "index file")               # no folder/FIFO in the way
+        try:
+            size = atomic_write_with(path, index.write)
+        except OSError as e:
+            raise write_failed(path, e, f"the index snapshot {path}") from None
+        digest = sha256_file(path)
     man = Manifest(fingerprint=fingerprint, dim=dim, index_kind=index.kind,
                    index_params=index.params, index_file=name, index_bytes=size,
-                   index_sha256=sha256_file(path), count=index.ntotal,
+                   index_sha256=digest, count=index.ntotal,
                    max_id=db.max_id(), generation=gen, store_id=db.store_id,
                    encoders=encoders)
     try:
         write_manifest(folder, man)
     except OSError as e:
-        _unlink_quietly(path)     # the snapshot nobody points to
+        if path is not None:
+            _unlink_quietly(path)     # the snapshot nobody points to
         raise write_failed(folder / MANIFEST_NAME, e,
                            f"the manifest {folder / MANIFEST_NAME}") from None
     for old in folder.glob("index-*.faiss"):

@@ -60,7 +60,14 @@ def test_the_checksum_is_the_json_one_for_odd_texts_and_metadata(text, source, l
     assert row_checksums([42], [text], [source], [line], [meta], [memoryview(blob)]) == [want]
 
 
-def test_rows_written_a_window_at_a_time_verify_against_the_json_checksum_on_disk(tmp_path):
+@pytest.mark.parametrize("in_log", [True, False], ids=["log", "inline"])
+def test_rows_written_a_window_at_a_time_verify_against_the_json_checksum_on_disk(tmp_path, monkeypatch, in_log):
+    """Windows of 16 rows: with the log's threshold at 1 they go to the vector log (checksum of
+    the record, vector at its slot); at the real threshold (256) they stay in their rows
+    (the JSON checksum over the inline vector, as format 2 wrote it)."""
+    import index.faiss.sentences as sentences_mod
+    if in_log:
+        monkeypatch.setattr(sentences_mod, "LOG_MIN_ROWS", 1)
     b = FakeBackend(dim=8)
     texts = [t for t in ODD if "\ud800" not in t] + [f"t{i}" for i in range(50)]   # SQLite takes UTF-8
     metas = [{"source": "f.txt", "row": i, "lang": "x" * (i % 3)} if i % 2 else None for i in range(len(texts))]
@@ -69,15 +76,21 @@ def test_rows_written_a_window_at_a_time_verify_against_the_json_checksum_on_dis
     c = sqlite3.connect(tmp_path / "s" / "store.db")
     rows = c.execute("SELECT id, text, source, row, meta, inline_vector, checksum, hash, slot "
                      "FROM sentences").fetchall()
-    log_name = json.loads(c.execute("SELECT value FROM meta WHERE key='vector_log'").fetchone()[0])["file"]
+    named = c.execute("SELECT value FROM meta WHERE key='vector_log'").fetchone()
     c.close()
-    log = (tmp_path / "s" / log_name).read_bytes()
+    assert (named is not None) == in_log and len(list((tmp_path / "s").glob("vectors-*"))) == in_log
+    log = (tmp_path / "s" / json.loads(named[0])["file"]).read_bytes() if in_log else None
     assert len(rows) == len(texts)
     for id_, text, source, line, meta, blob, checksum, h, slot in rows:
-        assert blob == b"" and slot == id_ - 1          # the vector is in the log, at its slot
-        vector = log[64 + slot * 32:64 + (slot + 1) * 32]
+        if in_log:
+            assert blob == b"" and slot == id_ - 1          # the vector is in the log, at its slot
+            vector = log[64 + slot * 32:64 + (slot + 1) * 32]
+            assert checksum == reference_log_row_checksum(id_, h, source, line, meta, slot, vector)
+        else:
+            assert slot is None
+            vector = blob
+            assert checksum == reference_checksum(id_, text, source, line, meta, blob)
         np.testing.assert_array_equal(np.frombuffer(vector, np.float32), b.embed([text])[0])
-        assert checksum == reference_log_row_checksum(id_, h, source, line, meta, slot, vector)
         assert h == hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
     with VectorStore.open(tmp_path / "s", verify=True) as s:      # every row checked on open
         assert [r["text"] for r in s.iter()] == texts

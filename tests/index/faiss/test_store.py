@@ -325,7 +325,7 @@ def test_default_store_dir_is_user_data(monkeypatch, tmp_path):
 
 # ---------------------------------------------------------------- corruption
 def _corrupt_store(tmp_path):
-    store, x = make(tmp_path, 200)
+    store, x = make(tmp_path, 200, index="hnsw")    # a kind with a snapshot file (flat has none)
     store.close()
     folder = tmp_path / "s"
     return folder, read_manifest(folder), x
@@ -411,7 +411,7 @@ def test_store_files_follow_the_umask(tmp_path):
     """Index and manifest are as readable as store.db (temp files are not left 0600)."""
     old = os.umask(0o022)
     try:
-        make(tmp_path, 5)[0].close()
+        make(tmp_path, 300, index="hnsw")[0].close()     # hnsw: a snapshot file; 300 rows: a log
     finally:
         os.umask(old)
     folder = tmp_path / "s"
@@ -474,3 +474,49 @@ def test_no_pickle_no_qt_in_index():
         src = p.read_text()
         assert not re.search(r"^\s*(import|from)\s+(pickle|cPickle|dill|joblib)", src, re.M), p
         assert not re.search(r"^\s*(import|from)\s+(PySide6|PyQt\d|pyqtgraph)", src, re.M), p
+
+
+# ---------------------------------------------------------------- a flat index over the vector log
+def test_a_flat_index_is_built_from_the_log_and_never_written_as_a_second_copy(tmp_path):
+    store, x = make(tmp_path, 60)
+    store.reindex("hnsw")                   # a kind with a snapshot file first...
+    folder = tmp_path / "s"
+    assert len(list(folder.glob("index-*.faiss"))) == 1
+    store.reindex("flat")                   # ...then flat: the file goes, the manifest names none
+    store.close()
+    assert not list(folder.glob("index-*.faiss"))
+    man = read_manifest(folder)
+    assert (man.index_kind, man.index_file, man.index_sha256, man.index_bytes, man.count) == \
+        ("flat", None, None, 0, 60)
+    with VectorStore.open(folder, verify=True) as r:       # built from the database, checked whole
+        assert r.index_kind == "flat" and r.check_report["damaged"] == []
+        assert r.index_ids().tolist() == list(range(1, 61))
+        hit = r.search(x[7], k=1)[0][0]
+        assert (hit.text, round(hit.score, 5)) == ("sentence 7", 1.0)
+    # Committed after the last save (a writer cut off before it): a reader is current at once.
+    w = VectorStore.open(folder, writable=True)
+    w.add(["one more sentence"], x[:1] * -1)
+    with VectorStore.open(folder) as r:
+        assert r.count() == 61 and r.search(-x[0], k=1)[0][0].text == "one more sentence"
+    w.close()
+    assert read_manifest(folder).count == 61 and not list(folder.glob("index-*.faiss"))
+
+
+def test_small_windows_keep_their_vectors_in_their_rows_large_ones_go_to_the_log(tmp_path):
+    """A transaction of fewer than LOG_MIN_ROWS vectors pays no fsync of a log (a small ingest
+    costs what it did before the log); a large one appends to the log. Both kinds read back."""
+    from index.faiss.sentences import LOG_MIN_ROWS
+    store, x = make(tmp_path, 2)
+    folder = tmp_path / "s"
+    assert not list(folder.glob("vectors-*.f32"))
+    big = clustered(LOG_MIN_ROWS, D, seed=3)
+    store.add([f"large window {i}" for i in range(LOG_MIN_ROWS)], big)
+    store.close()
+    (log,) = folder.glob("vectors-*.f32")
+    c = sqlite3.connect(folder / "store.db")
+    kinds = c.execute("SELECT slot IS NULL, COUNT(*) FROM sentences GROUP BY 1 ORDER BY 1").fetchall()
+    c.close()
+    assert kinds == [(0, LOG_MIN_ROWS), (1, 2)] and log.stat().st_size == 64 + LOG_MIN_ROWS * D * 4
+    with VectorStore.open(folder, verify=True) as r:
+        ids, vecs = r.vectors()
+        np.testing.assert_array_equal(vecs, np.concatenate([x, big]))

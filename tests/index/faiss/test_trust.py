@@ -68,7 +68,7 @@ def swap_parts(src, dst):
 
 
 # ---------------------------------------------------------------- item 2: foreign / older parts
-@pytest.mark.parametrize("legacy,kind", [(False, "flat"), (True, "flat"), (True, "ivf")])
+@pytest.mark.parametrize("legacy,kind", [(False, "flat"), (True, "hnsw"), (True, "ivf")])
 def test_another_stores_index_and_manifest_are_refused_and_repair_rebuilds(tmp_path, legacy, kind, capsys):
     # ivf keeps fp16 vectors: its comparison allows fp16's rounding and no more.
     a = make(tmp_path / "a", texts_of("alpha"), kind)
@@ -145,8 +145,7 @@ def test_bit_flips_in_texts_and_vectors_are_found_by_id(tmp_path, capsys):
     # One flipped bit in a text and one in a vector's exponent, written straight into the file.
     _flip_in_file(db, b"alpha text number 007", lambda r, at: r.__setitem__(at + 1, r[at + 1] ^ 0x01))
     target = vec("alpha text number 012").tobytes()
-    (log,) = folder.glob("vectors-*.f32")           # the vectors live in the vector log
-    _flip_in_file(log, target, lambda r, at: r.__setitem__(at + 3, r[at + 3] ^ 0x40))
+    _flip_in_file(db, target, lambda r, at: r.__setitem__(at + 3, r[at + 3] ^ 0x40))   # 40 rows: inline
     c = sqlite3.connect(db)
     assert c.execute("PRAGMA quick_check").fetchone()[0] == "ok"     # SQLite sees nothing
     assert c.execute("SELECT text FROM sentences WHERE id=8").fetchone()[0] == "ampha text number 007"
@@ -234,7 +233,7 @@ def test_format1_store_opens_searches_the_same_and_is_upgraded(tmp_path):
 # ---------------------------------------------------------------- item 6: disk full
 def test_disk_full_while_saving_is_one_error_line_and_nothing_is_lost(tmp_path, monkeypatch, capsys):
     import faiss
-    folder = make(tmp_path / "s", texts_of("alpha"))
+    folder = make(tmp_path / "s", texts_of("alpha"), "hnsw")   # a kind with a snapshot file
     before = assert_verified(folder)
     real = faiss.write_index
 
@@ -305,7 +304,7 @@ def _edit_manifest(folder, **changes):
 @pytest.mark.parametrize("damage", ["hnsw_no_checksum", "no_checksum", "folder", "fifo",
                                     "huge", "bad_types", "index_is_fifo", "lock_is_folder"])
 def test_odd_manifests_give_one_error_never_a_traceback_or_hang(tmp_path, damage, capsys):
-    folder = make(tmp_path / "s", texts_of("alpha"))
+    folder = make(tmp_path / "s", texts_of("alpha"), "hnsw" if damage == "index_is_fifo" else "flat")
     mf = folder / "manifest.json"
     if damage == "hnsw_no_checksum":
         _edit_manifest(folder, index_kind="hnsw")
