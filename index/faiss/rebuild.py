@@ -15,9 +15,11 @@ SQ8_RETRAIN_BELOW = 20_000  # retrain the quantiser while it has seen fewer vect
 IVF_REBUILD_GROWTH = 2      # re-partition an ivf index once the store doubles past its build
 
 
-def index_from_db(db, dim: int, kind: str, params: dict, progress=None, cancel=None) -> FaissIndex:
-    """The FAISS index of the vectors stored in the database (a cancel raises Cancelled)."""
-    n = db.count()
+def index_from_db(db, dim: int, kind: str, params: dict, progress=None, cancel=None,
+                  size_hint: int | None = None) -> FaissIndex:
+    """The FAISS index of the vectors stored in the database (a cancel raises Cancelled).
+    size_hint: about how many rows there are (the manifest's count: no COUNT(*) scan)."""
+    n = db.count() if size_hint is None else max(0, int(size_hint))
     # Filled in place: chunks joined at the end would hold every vector twice.
     ids = np.empty(n, np.int64)
     vecs = np.empty((n, dim), np.float32)
@@ -25,8 +27,9 @@ def index_from_db(db, dim: int, kind: str, params: dict, progress=None, cancel=N
     for part_ids, part_vecs in db.vectors(dim):
         end = filled + len(part_ids)
         if end > n:     # rows committed since count() (another connection): make room
-            ids = np.resize(ids, end)
-            vecs = np.resize(vecs, (end, dim))
+            n = max(end, 2 * n)
+            ids = np.resize(ids, n)
+            vecs = np.resize(vecs, (n, dim))
         ids[filled:end], vecs[filled:end] = part_ids, part_vecs
         filled = end
     ids, vecs = ids[:filled], vecs[:filled]

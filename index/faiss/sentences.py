@@ -25,6 +25,7 @@ import os
 import secrets
 import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
@@ -419,26 +420,26 @@ class SentenceDB:
         n = len(rows)
         if not n:
             return []
-        # AUTOINCREMENT: past every id the table ever had (sqlite_sequence), as SQLite would number them
-        first = 1 + self.highest_id_ever()
-        if ids is None:
-            ids = list(range(first, first + n))
-        else:
-            ids = [int(i) for i in ids]
-            if len(ids) != n or len(set(ids)) != len(ids) or min(ids) < first:
-                raise ValueError(f"ids to keep must be distinct and at least {first}")
+        ids = self.new_ids(n, ids)
         added = [time.time()] * n
         log = self._log_for(n, rows.vectors.shape[1])
         if log is not None:
             vectors = np.ascontiguousarray(rows.vectors, dtype=np.float32)
-            first = log.append(vectors)       # on disk before the COMMIT that names the slots
-            slots = range(first, first + n)
-            sums = log_row_checksums(ids, rows.hashes, rows.sources, rows.lines, rows.metas_json,
-                                     slots, vector_digests(vectors))
-            self._q(f"INSERT INTO sentences(id, hash, text, source, row, added, meta, {INLINE}, "
-                    "checksum, slot) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    zip(ids, rows.hashes, rows.texts, rows.sources, rows.lines, added,
-                        rows.metas_json, [NO_VECTOR] * n, sums, slots), many=True)
+            first = log.reserve(n)
+            # The vectors go to disk (write + fsync: no GIL) while this thread builds and
+            # inserts the rows naming them; both are done before the COMMIT.
+            writing = self._log_writer_thread().submit(log.write, first, vectors)
+            try:
+                slots = range(first, first + n)
+                sums = log_row_checksums(ids, rows.hashes, rows.sources, rows.lines,
+                                         rows.metas_json, slots, vector_digests(vectors))
+                self._q(f"INSERT INTO sentences(id, hash, text, source, row, added, meta, {INLINE}, "
+                        "checksum, slot) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        zip(ids, rows.hashes, rows.texts, rows.sources, rows.lines, added,
+                            rows.metas_json, [NO_VECTOR] * n, sums, slots), many=True)
+            finally:
+                wait([writing])
+            writing.result()              # its error (a full disk) fails the transaction
             self.set_meta("vector_slots", log.pending)
             return ids
         blobs = rows.blobs()
@@ -451,6 +452,18 @@ class SentenceDB:
         else:
             self._q(f"INSERT INTO sentences(id, hash, text, source, row, added, meta, {self.vcol}) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", zip(*columns), many=True)
+        return ids
+
+    def new_ids(self, n: int, ids=None) -> list[int]:
+        """The ids `n` new rows take (inside the transaction that inserts them): the next ones,
+        past every id the table ever had (AUTOINCREMENT's sqlite_sequence), as SQLite would
+        number them; or `ids` (a migrate copy keeps its source's), checked to be such ids."""
+        first = 1 + self.highest_id_ever()
+        if ids is None:
+            return list(range(first, first + n))
+        ids = [int(i) for i in ids]
+        if len(ids) != n or len(set(ids)) != len(ids) or min(ids) < first:
+            raise ValueError(f"ids to keep must be distinct and at least {first}")
         return ids
 
     def _set_checksum(self, id_, text, source, line, meta_json, blob) -> None:
@@ -637,6 +650,13 @@ class SentenceDB:
             if LOG_NAME.fullmatch(path.name) and path.name != named:
                 remove_own(path)     # a rebuild's or creation's log that never committed
 
+    _log_pool: ThreadPoolExecutor | None = None
+
+    def _log_writer_thread(self) -> ThreadPoolExecutor:
+        if self._log_pool is None:
+            self._log_pool = ThreadPoolExecutor(1, thread_name_prefix="encoderscope-vector-log")
+        return self._log_pool
+
     def _writable_log(self):
         return self.vector_log() if self._log_writer and self.has_slots else None
 
@@ -716,6 +736,8 @@ class SentenceDB:
     def close(self) -> None:
         if self._checkpoints is not None:
             self._checkpoints.close()
+        if self._log_pool is not None:
+            self._log_pool.shutdown()
         if self._log is not None:
             self._log.close()
         try:

@@ -106,7 +106,8 @@ def _flat_from_db(db, man: Manifest, fingerprint: dict, dim: int) -> LoadedSnaps
     _not_older(db, man, gen)
     if man.fingerprint != fingerprint or int(man.dim) != dim or man.index_kind != "flat":
         raise RebuildNeeded()
-    return LoadedSnapshot(index_from_db(db, dim, "flat", man.index_params), gen, man.generation)
+    index = index_from_db(db, dim, "flat", man.index_params, size_hint=man.count)
+    return LoadedSnapshot(index, gen, man.generation)
 
 
 def check_against_db(db, folder: Path, index: FaissIndex, dim: int, full: bool = False,

@@ -234,7 +234,8 @@ class VectorStore(Store):
 
     def _commit_rows(self, plan, rows: NewRows, result: AddResult, keep=None):
         """Insert the rows in one transaction; their vectors go into the index at once, on a
-        helper thread while SQLite's COMMIT writes and syncs them (both release the GIL). The
+        helper thread while the rows are inserted and SQLite's COMMIT writes and syncs them
+        (the add and the disk work release the GIL). The
         database stays the truth: if the commit fails, or the add does, the index is rebuilt
         from the database before its next use (a failing add fails again there, and says so)."""
         if not len(rows):
@@ -243,10 +244,11 @@ class VectorStore(Store):
         adding = None
         try:
             with db.transaction():
-                ids = db.insert(rows, keep)
-                gen = db.bump()
+                ids = db.new_ids(len(rows), keep)
                 if not self._stale and len(rows) >= INDEX_ADD_BESIDE:
                     adding = _IndexAdd(self._index, ids, rows.vectors)
+                db.insert(rows, ids)
+                gen = db.bump()
             if adding is None and not self._stale:
                 adding = _IndexAdd(self._index, ids, rows.vectors, now=True)
             if adding is not None and adding.finish() is not None:

@@ -187,10 +187,22 @@ class VectorLog:
     def append(self, vectors: np.ndarray) -> int:
         """Write rows after every slot written so far in this transaction and fsync them;
         their first slot. Call inside the transaction that will name them."""
+        first = self.reserve(len(vectors))
+        self.write(first, vectors)
+        return first
+
+    def reserve(self, n: int) -> int:
+        """The first of `n` slots after every slot reserved so far (write() fills them: the
+        caller may write them on another thread while it builds the rows naming them)."""
+        first = self._pending
+        self._pending = first + int(n)
+        return first
+
+    def write(self, first: int, vectors: np.ndarray) -> None:
+        """Write rows at reserved slots first.. and fsync them (before the COMMIT naming them)."""
         v = np.ascontiguousarray(vectors, dtype=np.float32)
         if v.ndim != 2 or v.shape[1] != self.dim:
             raise ValueError(f"vectors of shape {v.shape}, the log holds {self.dim}-d rows")
-        first = self._pending
         with self._io:
             try:
                 self._file.seek(HEADER_BYTES + first * self.width)
@@ -200,8 +212,6 @@ class VectorLog:
                 os.fsync(self._file.fileno())     # on disk before the COMMIT that names them
             except OSError as e:
                 raise write_failed(self.path, e, f"the vector log {self.path}") from None
-        self._pending = first + len(v)
-        return first
 
     @property
     def pending(self) -> int:
