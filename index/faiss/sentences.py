@@ -78,6 +78,15 @@ _META_TYPES = {"fingerprint": dict, "dim": int, "index_request": str, "index_par
 QUICK_CHECK_MAX_BYTES = 256 << 20
 
 
+def _remove_quietly(path: Path) -> None:
+    """Remove a log nobody names, best effort: on Windows a reader may still hold it open
+    (the next writer's open removes it then); the commit that retired it has landed."""
+    try:
+        remove_own(path)
+    except OSError:
+        pass
+
+
 def new_store_id() -> str:
     return secrets.token_hex(16)
 
@@ -648,7 +657,7 @@ class SentenceDB:
         named = log.path.name if log is not None else None
         for path in self.path.parent.glob("vectors-*.f32"):
             if LOG_NAME.fullmatch(path.name) and path.name != named:
-                remove_own(path)     # a rebuild's or creation's log that never committed
+                _remove_quietly(path)   # a rebuild's or first window's log that never committed
 
     _log_pool: ThreadPoolExecutor | None = None
 
@@ -699,7 +708,7 @@ class SentenceDB:
         self._log = new if committed else old
         if gone is not None:
             gone.close()
-            remove_own(gone.path)
+            _remove_quietly(gone.path)
 
     def log_problem(self) -> StoreCorrupted | None:
         """A vector log shorter than the rows it holds (cut, or damaged): what to say, or None."""
