@@ -1,12 +1,13 @@
-"""VectorStore: sentences and vectors in SQLite (the source of truth), a FAISS index snapshot for
-search, a manifest tying them together. See docs/api-contract.md for the backend it embeds with.
+"""VectorStore: sentences in SQLite and their vectors in a log beside it (the source of truth), a
+FAISS index snapshot for search, a manifest tying them together. See docs/api-contract.md for the backend it embeds with.
 
 Folder layout:
     store.db (+ -wal, -shm)   sentences, metadata, each row's vector slot, row checksums, store id,
                               generation counter (index/faiss/sentences.py, index/faiss/row_checks.py)
     vectors-<n>.f32           the float32 vectors, one slot each, appended a window at a time
                               (index/faiss/vector_log.py); rows of older stores hold theirs inline
-    index-<generation>.faiss  the FAISS snapshot named by the manifest
+    index-<generation>.faiss  the FAISS snapshot named by the manifest (a flat index has none: it
+                              holds nothing the log does not, and an open builds it from there)
     manifest.json             format, store id, fingerprint, dim, metric, index kind + params,
                               count, generation covered, index file name/size/sha256
     lock                      flock'ed by the one writer; holds its pid
