@@ -136,8 +136,9 @@ class VectorLog:
         log = cls(path, fd, dim, committed, writable)
         try:
             log._check_header(store_id)
-            if writable and log.slots_on_disk() > committed:
-                log._file.truncate(HEADER_BYTES + committed * log.width)
+            end = HEADER_BYTES + committed * log.width
+            if writable and os.fstat(fd).st_size > end:     # whole slots or a torn part of one
+                log._file.truncate(end)
         except BaseException:
             log.close()
             raise
