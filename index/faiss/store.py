@@ -1,5 +1,6 @@
 """VectorStore: sentences in SQLite and their vectors in a log beside it (the source of truth), a
-FAISS index snapshot for search, a manifest tying them together. See docs/api-contract.md for the backend it embeds with.
+FAISS index snapshot for search, a manifest tying them together. See docs/api-contract.md for the
+backend it embeds with.
 
 Folder layout:
     store.db (+ -wal, -shm)   sentences, metadata, each row's vector slot, row checksums, store id,
