@@ -9,12 +9,15 @@ settings: WAL, synchronous=FULL, a 64 MiB page cache, autocheckpoint off and one
 checkpoint at the end inside the clock; index/faiss/row_checks.py's checksums;
 index/store/text_hash.py), one transaction a window, and differs only in where the vectors go:
 
-  rows     today's format: each row holds its vector (1.5 kB at 384-d), checksum over both
+  rows     format 2 (before the vector log): each row holds its vector (1.5 kB at 384-d),
+           checksum over both
   blocks   the row without its vector, checksum over the rest; the window's vectors as one
            BLOB in a side table, one BLAKE2b over it (SQLite still writes them twice: WAL, then
            the checkpoint into store.db)
   file     the row without its vector; the window's vectors appended to a file and fsync'd
-           before the COMMIT (written once), the block's BLAKE2b in a side table
+           before the COMMIT (written once), the block's BLAKE2b in a side table (the study
+           for format 3's vector log, index/faiss/vector_log.py, which the store now writes:
+           its checksums differ, and `bench/ingest_host.py` measures the store itself)
   +writer  the same, each window's transaction on a writer thread while the caller builds the
            next window's rows (hashes, checksums): how much the SQLite work can overlap
 
