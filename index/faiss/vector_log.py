@@ -132,8 +132,9 @@ class VectorLog:
         log = cls(path, fd, dim, committed, writable)
         try:
             log._check_header(store_id)
-            if writable and log.slots_on_disk() > committed:
-                log._file.truncate(HEADER_BYTES + committed * log.width)
+            end = HEADER_BYTES + committed * log.width    # a part slot past it is a tail too
+            if writable and os.fstat(log._file.fileno()).st_size > end:
+                log._file.truncate(end)
         except BaseException:
             log.close()
             raise

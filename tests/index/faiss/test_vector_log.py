@@ -227,3 +227,127 @@ def test_a_log_of_another_store_or_dimension_is_refused(tmp_path):
     with pytest.raises(StoreCorrupted, match="4-d vectors, the database 8-d"):
         VectorLog.open(path, SID, 8, committed=0, writable=False)
     VectorLog.open(path, SID, 4, committed=0, writable=True).close()
+
+
+# ---------------------------------------------------------------- 3. killed between fsync and COMMIT
+KILLED_AFTER_APPEND = textwrap.dedent("""
+    import os, signal, sys
+    sys.path.insert(0, {root!r})
+    import numpy as np
+    from index.faiss.store import VectorStore
+    from index.faiss.vector_log import VectorLog
+    from tests.support.fake_vectors import text_vector
+
+    D = {dim}
+    FP = {{"model": "fake", "weights_sha256": "f" * 64, "pooling": "mean", "dim": D,
+           "normalized": True}}
+    folder, kill_at = sys.argv[1], int(sys.argv[2])
+    real_append, calls = VectorLog.append, []
+
+    def append_then_die(self, vectors):
+        first = real_append(self, vectors)          # written and fsync'd
+        calls.append(first)
+        if len(calls) == kill_at:                   # before the COMMIT that names the slots
+            os.kill(os.getpid(), signal.SIGKILL)
+        return first
+
+    VectorLog.append = append_then_die
+    store = VectorStore.open(folder, writable=True, create=True, fingerprint=FP)
+    for w in range(kill_at):
+        texts = [f"window {{w}} sentence {{j}}" for j in range(10 + w)]
+        store.add(texts, np.stack([text_vector(t, D) for t in texts]))
+        print("ACK", w, len(texts), flush=True)
+""")
+
+
+@POSIX_ONLY
+def test_killed_between_the_logs_fsync_and_the_commit(tmp_path, capsys):
+    folder = tmp_path / "s"
+    script = tmp_path / "child.py"
+    script.write_text(KILLED_AFTER_APPEND.format(root=str(ROOT), dim=D))
+    r = subprocess.run([sys.executable, str(script), str(folder), "4"], capture_output=True,
+                       text=True, timeout=120, env=child_env(OMP_NUM_THREADS="1"), check=False)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    acked = [ln.split() for ln in r.stdout.splitlines()]
+    assert [int(a[1]) for a in acked] == [0, 1, 2]           # windows 0-2 committed, 3 killed
+    committed = sum(int(a[2]) for a in acked)                # 10 + 11 + 12 rows, one slot each
+    want = {f"window {w} sentence {j}" for w in range(3) for j in range(10 + w)}
+    size = log_path(folder).stat().st_size
+    assert size == HEADER_BYTES + (committed + 13) * WIDTH   # the killed window's 13 slots on disk
+
+    recs = assert_verified(folder)                           # a reader: acknowledged rows only
+    assert set(recs.values()) == want
+    assert db_meta(folder, "vector_slots") == committed
+    assert log_path(folder).stat().st_size == size           # a reader leaves the tail alone
+    rc, _out, err = cli(capsys, "info", "--check", "--store", folder)
+    assert rc == 0, err
+
+    with VectorStore.open(folder, writable=True) as w:       # the writer cuts the tail
+        assert log_path(folder).stat().st_size == HEADER_BYTES + committed * WIDTH
+        more = texts_of("after the kill", 20)
+        w.add(more, np.stack([vec(t) for t in more]))
+    assert set(assert_verified(folder).values()) == want | set(more)
+    slots = slots_of(folder)
+    assert sorted(slots.values()) == list(range(committed + 20))   # the cut slots taken anew
+    assert log_path(folder).stat().st_size == HEADER_BYTES + (committed + 20) * WIDTH
+
+
+# ---------------------------------------------------------------- 4. a torn append
+@pytest.mark.parametrize("garbage", [7, 2 * WIDTH + 5], ids=["part-slot", "slots-and-a-part"])
+def test_a_torn_append_is_ignored_by_readers_and_cut_by_a_writer(tmp_path, capsys, garbage):
+    texts = texts_of("alpha")
+    folder = make(tmp_path / "s", texts)
+    path = log_path(folder)
+    clean = path.read_bytes()
+    assert len(clean) == HEADER_BYTES + len(texts) * WIDTH
+    with open(path, "ab") as f:                  # what a crash mid-write leaves at the end
+        f.write(np.random.default_rng(0).bytes(garbage))
+    torn = path.read_bytes()
+    assert set(assert_verified(folder).values()) == set(texts)     # readers: nothing wrong
+    assert path.read_bytes() == torn                                 # and nothing written
+    with VectorStore.open(folder, writable=True) as w:
+        assert path.read_bytes() == clean                           # the writer cuts the tail
+        w.add(["one more"], vec("one more")[None])
+    rc, _out, err = cli(capsys, "info", "--check", "--store", folder)
+    assert rc == 0 and not error_lines(err), err
+    assert set(assert_verified(folder).values()) == {*texts, "one more"}
+    c = sqlite3.connect(folder / "store.db")
+    assert c.execute("SELECT name FROM sqlite_master WHERE name='damaged'").fetchone() is None
+    c.close()
+
+
+# ---------------------------------------------------------------- 5. a log cut short
+@pytest.mark.parametrize("extra", [0, 5], ids=["on-a-slot", "mid-slot"])
+def test_a_log_cut_short_is_repaired_by_setting_the_lost_rows_aside(tmp_path, capsys, extra):
+    texts = texts_of("alpha")
+    folder = make(tmp_path / "s", texts)
+    path = log_path(folder)
+    k = 3
+    kept = len(texts) - k
+    with open(path, "r+b") as f:
+        f.truncate(HEADER_BYTES + kept * WIDTH + extra)
+    before = files_state(folder)
+    with pytest.raises(StoreCorrupted, match="shorter than the database says") as e:
+        VectorStore.open(folder)
+    assert e.value.remedy == "repair"
+    rc, _out, err = cli(capsys, "info", "--check", "--store", folder)
+    assert rc == 2 and len(error_lines(err)) == 1 and "info --repair" in error_lines(err)[0], err
+    assert files_state(folder) == before                  # a check changes nothing
+    rc, _out, err = cli(capsys, "info", "--repair", "--store", folder)
+    assert rc == 0, err
+    lost = list(range(kept + 1, len(texts) + 1))          # ids count from 1, slots from 0
+    c = sqlite3.connect(folder / "store.db")
+    damaged = dict(c.execute("SELECT id, text FROM damaged"))
+    c.close()
+    assert damaged == {i: texts[i - 1] for i in lost}     # exactly those, their texts kept
+    assert db_meta(folder, "vector_slots") == kept        # fitted to the file
+    assert set(assert_verified(folder).values()) == set(texts[:kept])
+    rc, _out, err = cli(capsys, "info", "--check", "--store", folder)
+    assert rc == 0, err
+    more = texts_of("after the repair", 10) + texts[kept:]     # the lost texts ingested again
+    with VectorStore.open(folder, writable=True) as w:
+        assert w.add(more, np.stack([vec(t) for t in more])).added == len(more)
+    assert set(assert_verified(folder).values()) == set(texts) | set(more)
+    assert sorted(slots_of(folder).values()) == list(range(kept + len(more)))
+    rc, _out, err = cli(capsys, "info", "--check", "--store", folder)
+    assert rc == 0, err
