@@ -18,6 +18,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -351,3 +352,72 @@ def test_a_log_cut_short_is_repaired_by_setting_the_lost_rows_aside(tmp_path, ca
     assert sorted(slots_of(folder).values()) == list(range(kept + len(more)))
     rc, _out, err = cli(capsys, "info", "--check", "--store", folder)
     assert rc == 0, err
+
+
+# ---------------------------------------------------------------- 6. a missing, foreign or damaged log
+LOG_DAMAGE = ["missing", "foreign", "flip-magic", "flip-dim", "flip-store-id", "flip-digest",
+              "folder", "fifo"]
+
+
+def _damage_log(tmp_path, folder, damage):
+    path = log_path(folder)
+    if damage == "missing":
+        path.unlink()
+    elif damage == "foreign":            # another store's log, of the same name and size
+        other = make(tmp_path / "other", texts_of("alpha"))
+        shutil.copy(log_path(other), path)
+    elif damage.startswith("flip-"):     # one bit of the header
+        at = {"magic": 2, "dim": 12, "store-id": 30, "digest": 60}[damage[5:]]
+        raw = bytearray(path.read_bytes())
+        raw[at] ^= 0x04
+        path.write_bytes(bytes(raw))
+    elif damage == "folder":
+        path.unlink()
+        path.mkdir()
+    elif damage == "fifo":
+        path.unlink()
+        os.mkfifo(path)
+
+
+@contextmanager
+def no_hang(seconds=60):
+    """Fail, never block, where opening a FIFO would wait for a writer forever (POSIX: the
+    alarm's exception ends the blocking open)."""
+    if not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def hung(*_):
+        raise TimeoutError(f"hung for {seconds} s")
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("damage", LOG_DAMAGE)
+def test_a_missing_foreign_or_damaged_log_is_one_error_and_changes_nothing(tmp_path, capsys, damage):
+    if damage == "fifo" and sys.platform == "win32":
+        pytest.skip("FIFOs are POSIX: Windows has none")
+    folder = make(tmp_path / "s", texts_of("alpha"))
+    _damage_log(tmp_path, folder, damage)
+    before = files_state(folder)
+    commands = [["info", "--store", folder], ["info", "--check", "--store", folder],
+                ["info", "--repair", "--store", folder]]
+    for writable in (False, True):
+        with pytest.raises(StoreCorrupted) as e, no_hang():
+            VectorStore.open(folder, writable=writable)
+        assert e.value.remedy == "restore", e.value
+        assert files_state(folder) == before
+    for argv in commands:
+        with no_hang():
+            rc, _out, err = cli(capsys, *argv)
+        lines = error_lines(err)
+        assert rc == 2 and len(lines) == 1 and err.startswith("error:"), (argv, err)
+        assert "vector log" in lines[0] and "restore" in lines[0] and "info --repair" not in lines[0]
+        assert files_state(folder) == before, argv
+    assert sorted(p.name for p in folder.glob("vectors-*")) == \
+        ([] if damage == "missing" else [log_file_name(1)])      # no new log made either
