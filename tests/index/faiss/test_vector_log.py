@@ -421,3 +421,52 @@ def test_a_missing_foreign_or_damaged_log_is_one_error_and_changes_nothing(tmp_p
         assert files_state(folder) == before, argv
     assert sorted(p.name for p in folder.glob("vectors-*")) == \
         ([] if damage == "missing" else [log_file_name(1)])      # no new log made either
+
+
+# ---------------------------------------------------------------- 7. updates and removals
+def test_an_update_takes_a_new_slot_and_a_removal_leaves_the_slots(tmp_path):
+    texts = texts_of("alpha", 10)
+    folder = make(tmp_path / "s", texts)
+    path = log_path(folder)
+    assert slots_of(folder) == {i: i - 1 for i in range(1, 11)}
+    with VectorStore.open(folder, writable=True) as w:
+        w.update_text(3, "a replaced text", vec("a replaced text"))
+        assert path.stat().st_size == HEADER_BYTES + 11 * WIDTH
+        w.remove([5])
+        w.update_text(7, "another replaced text", vec("another replaced text"))
+        assert path.stat().st_size == HEADER_BYTES + 12 * WIDTH
+    slots = slots_of(folder)
+    assert slots[3] == 10 and slots[7] == 11 and 5 not in slots
+    assert db_meta(folder, "vector_slots") == 12
+    raw = path.read_bytes()
+
+    def at(slot):
+        return raw[HEADER_BYTES + slot * WIDTH:HEADER_BYTES + (slot + 1) * WIDTH]
+    assert at(2) == vec(texts[2]).tobytes()                # the old slot: dead, not written over
+    assert at(10) == vec("a replaced text").tobytes()
+    assert at(4) == vec(texts[4]).tobytes()                # the removed row's slot stays
+    recs = assert_verified(folder)
+    assert recs[3] == "a replaced text" and 5 not in recs and len(recs) == 9
+
+
+def test_a_reader_opened_before_updates_never_scores_another_rows_vector(tmp_path):
+    texts = texts_of("alpha", 30)
+    folder = make(tmp_path / "s", texts)
+    reader = VectorStore.open(folder)
+    queries = [vec(t) for t in texts[:12]]
+    with VectorStore.open(folder, writable=True) as w:
+        for round_ in range(3):
+            for i in range(1 + round_, 13, 3):             # rows 1..12 change texts and slots
+                w.update_text(i, f"round {round_} row {i}", vec(f"round {round_} row {i}"))
+            w.remove([20 + round_])
+            w.add([f"added in round {round_}"], vec(f"added in round {round_}")[None])
+            for q in queries:                              # the reader searches in between
+                for hit in reader.search(q, k=5)[0]:
+                    # the score is the query's cosine with the hit's own text's vector
+                    assert hit.score == pytest.approx(float(vec(hit.text) @ q), abs=1e-5), hit
+                    assert reader.get([hit.id])[hit.id]["text"] == hit.text
+    for round_ in range(3):
+        top = reader.search(vec(f"added in round {round_}"), k=1)[0][0]
+        assert top.text == f"added in round {round_}" and top.score > 0.9999
+    reader.close()
+    assert_verified(folder)
