@@ -501,13 +501,13 @@ class SentenceDB:
                                   [(int(i), np.ascontiguousarray(v, np.float32).tobytes())
                                    for i, v in zip(ids, vectors)])
 
-    def apply_staged(self, batch: int = 5000) -> None:
-        """Give every staged row its new vector and drop the rows that were not staged (added
-        or removed meanwhile can't happen: the caller holds the writer lock). In a transaction."""
+    def apply_staged(self, dim: int, batch: int = 5000) -> None:
+        """Give every staged row its new vector (of `dim`, the new model's: an empty store's
+        too) and drop the rows that were not staged (added or removed meanwhile can't happen:
+        the caller holds the writer lock). In a transaction."""
         self._q("DELETE FROM sentences WHERE id NOT IN (SELECT id FROM _rebuild)")
         if self.has_slots:     # every vector changes (its dimension may too): a new, dense log
-            first = self._q("SELECT vector FROM _rebuild LIMIT 1").fetchone()
-            self.switch_log(len(first[0]) // 4 if first else int(self.get_meta("dim")))
+            self.switch_log(int(dim))
         for rows in id_pages(self._q, "SELECT id, vector FROM _rebuild", batch):
             self.set_vectors((i, np.frombuffer(v, np.float32)) for i, v in rows)
 

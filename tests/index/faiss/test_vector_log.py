@@ -10,7 +10,6 @@ place) through the store API and the CLI, and the files on disk before and after
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import signal
@@ -470,3 +469,124 @@ def test_a_reader_opened_before_updates_never_scores_another_rows_vector(tmp_pat
         assert top.text == f"added in round {round_}" and top.score > 0.9999
     reader.close()
     assert_verified(folder)
+
+
+# ---------------------------------------------------------------- 8. rebuild with another model
+def _fake_store(folder, backend, texts):
+    with VectorStore.open(folder, writable=True, create=True, fingerprint=backend.fingerprint()) as s:
+        s.add_texts(texts, backend, window=16)
+    return folder
+
+
+def _header_dim(path) -> int:
+    return int.from_bytes(path.read_bytes()[12:16], "little")
+
+
+def test_a_rebuild_moves_every_vector_into_a_new_log(tmp_path):
+    a, b = FakeBackend("model-a", D, "a" * 64), FakeBackend("model-b", 24, "b" * 64)
+    texts = texts_of("alpha", 50)
+    folder = _fake_store(tmp_path / "s", a, texts)
+    with VectorStore.open(folder, writable=True) as w:
+        w.update_text(2, "a replaced text", backend=a)       # a dead slot in the old log
+        w.remove([9])
+        w.rebuild(b, batch_size=16)
+    path = log_path(folder)                                   # the old log is gone
+    assert path.name == log_file_name(2) and _header_dim(path) == 24
+    assert path.stat().st_size == HEADER_BYTES + 49 * 4 * 24  # dense: one slot per row
+    assert db_meta(folder, "vector_log") == {"file": log_file_name(2), "dim": 24}
+    assert db_meta(folder, "vector_slots") == 49
+    assert sorted(slots_of(folder).values()) == list(range(49))
+    recs = assert_verified(folder, dim=24, embed=lambda t: b.embed([t])[0])
+    assert recs[2] == "a replaced text" and 9 not in recs and len(recs) == 49
+    with VectorStore.open(folder, writable=True) as w:        # appends go on in the new log
+        w.add_texts(["after the rebuild"], b)
+    assert path.stat().st_size == HEADER_BYTES + 50 * 4 * 24
+    assert_verified(folder, dim=24, embed=lambda t: b.embed([t])[0])
+
+
+def test_a_cancelled_or_failed_rebuild_keeps_the_old_log(tmp_path, monkeypatch):
+    from index.faiss.sentences import SentenceDB
+    a, b = FakeBackend("model-a", D, "a" * 64), FakeBackend("model-b", 24, "b" * 64)
+    texts = texts_of("alpha", 50)
+    folder = _fake_store(tmp_path / "s", a, texts)
+    old = log_path(folder).read_bytes()
+    embed_a = lambda t: a.embed([t])[0]        # noqa: E731
+    b.cancel_after = 30                        # cancelled while the second chunk is embedded
+    with VectorStore.open(folder, writable=True) as w, pytest.raises(Cancelled):
+        w.rebuild(b, batch_size=16)
+    assert [p.name for p in folder.glob("vectors-*")] == [log_file_name(1)]
+    assert log_path(folder).read_bytes() == old
+    assert assert_verified(folder, embed=embed_a) and db_meta(folder, "vector_log")["dim"] == D
+
+    b.cancel_after = None                      # a failure inside the switch's transaction
+    real = SentenceDB.set_meta
+
+    def failing(self, key, value):
+        if key == "encoders":                  # after every vector went into the new log
+            assert len(list(folder.glob("vectors-*"))) == 2
+            raise OSError("the disk failed")
+        return real(self, key, value)
+    monkeypatch.setattr(SentenceDB, "set_meta", failing)
+    with VectorStore.open(folder, writable=True) as w, pytest.raises(OSError, match="disk failed"):
+        w.rebuild(b, batch_size=16)
+    monkeypatch.setattr(SentenceDB, "set_meta", real)
+    assert [p.name for p in folder.glob("vectors-*")] == [log_file_name(1)]   # the new one removed
+    assert log_path(folder).read_bytes() == old
+    assert set(assert_verified(folder, embed=embed_a).values()) == set(texts)
+
+
+KILLED_IN_THE_SWITCH = textwrap.dedent("""
+    import os, signal, sys
+    sys.path.insert(0, {root!r})
+    from index.faiss.sentences import SentenceDB
+    from index.faiss.store import VectorStore
+    from tests.support.store_backends import FakeBackend
+
+    real = SentenceDB.set_meta
+
+    def die_on_encoders(self, key, value):
+        if key == "encoders":              # every vector in the new log, nothing committed
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(self, key, value)
+
+    SentenceDB.set_meta = die_on_encoders
+    store = VectorStore.open(sys.argv[1], writable=True)
+    store.rebuild(FakeBackend("model-b", 24, "b" * 64), batch_size=16)
+""")
+
+
+@POSIX_ONLY
+def test_a_rebuild_killed_in_its_switch_leaves_the_old_log_and_no_stray_one(tmp_path):
+    a = FakeBackend("model-a", D, "a" * 64)
+    texts = texts_of("alpha", 50)
+    folder = _fake_store(tmp_path / "s", a, texts)
+    old = log_path(folder).read_bytes()
+    script = tmp_path / "child.py"
+    script.write_text(KILLED_IN_THE_SWITCH.format(root=str(ROOT)))
+    r = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True,
+                       timeout=120, env=child_env(OMP_NUM_THREADS="1"), check=False)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    stray = folder / log_file_name(2)
+    assert stray.is_file() and _header_dim(stray) == 24       # the kill left it
+    embed_a = lambda t: a.embed([t])[0]        # noqa: E731
+    assert set(assert_verified(folder, embed=embed_a).values()) == set(texts)   # a reader: old model
+    assert stray.is_file()                                    # a reader removes nothing
+    VectorStore.open(folder, writable=True).close()
+    assert [p.name for p in folder.glob("vectors-*")] == [log_file_name(1)]
+    assert log_path(folder).read_bytes() == old
+    assert set(assert_verified(folder, embed=embed_a).values()) == set(texts)
+
+
+@pytest.mark.parametrize("rows", [0, 2], ids=["never-filled", "emptied"])
+def test_an_empty_store_rebuilt_with_another_dimension_takes_its_texts(tmp_path, rows):
+    """No staged vector tells the new log's dimension: the new model's is used."""
+    a, b = FakeBackend("model-a", D, "a" * 64), FakeBackend("model-b", 24, "b" * 64)
+    folder = _fake_store(tmp_path / "s", a, texts_of("alpha", rows))
+    with VectorStore.open(folder, writable=True) as w:
+        w.remove(list(range(1, rows + 1)))
+        w.rebuild(b)
+        w.add_texts(["after the rebuild"], b)
+    assert db_meta(folder, "vector_log") == {"file": log_file_name(2), "dim": 24}
+    assert _header_dim(log_path(folder)) == 24
+    recs = assert_verified(folder, dim=24, embed=lambda t: b.embed([t])[0])
+    assert list(recs.values()) == ["after the rebuild"]
