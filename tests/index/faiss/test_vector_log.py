@@ -538,9 +538,18 @@ def test_a_cancelled_or_failed_rebuild_keeps_the_old_log(tmp_path, monkeypatch):
 KILLED_IN_THE_SWITCH = textwrap.dedent("""
     import os, signal, sys
     sys.path.insert(0, {root!r})
+    import numpy as np
     from index.faiss.sentences import SentenceDB
-    from index.faiss.store import VectorStore
-    from tests.support.store_backends import FakeBackend
+    from index.faiss.store import VectorStore      # numpy + faiss + sqlite only: starts fast
+    from tests.support.fake_vectors import text_vector
+
+    class Model24:                         # a fake model of another dimension, without torch
+        def fingerprint(self, pooling="mean"):
+            return {{"model": "model-b", "weights_sha256": "b" * 64, "pooling": pooling,
+                     "dim": 24, "normalized": True}}
+
+        def embed(self, texts, pooling="mean", **_):
+            return np.stack([text_vector(t, 24) for t in texts])
 
     real = SentenceDB.set_meta
 
@@ -551,7 +560,7 @@ KILLED_IN_THE_SWITCH = textwrap.dedent("""
 
     SentenceDB.set_meta = die_on_encoders
     store = VectorStore.open(sys.argv[1], writable=True)
-    store.rebuild(FakeBackend("model-b", 24, "b" * 64), batch_size=16)
+    store.rebuild(Model24(), batch_size=16)
 """)
 
 
