@@ -169,6 +169,8 @@ class RowChecker:
         if hash_ != text_hash(text):     # duplicate detection relies on it
             return "text hash mismatch (text or hash changed on disk)"
         if slot is not None:
+            if type(slot) is not int:
+                return "its slot in the vector log is not a number"
             if blob is None:
                 return "vector missing from the vector log (the file was cut short)"
             if checksum is None or bytes(checksum) != slotted_checksum(

@@ -353,6 +353,28 @@ def test_a_log_cut_short_is_repaired_by_setting_the_lost_rows_aside(tmp_path, ca
     assert rc == 0, err
 
 
+
+@pytest.mark.parametrize("slot", ["'abc'", "X'00'", "1e30", "2.5", "-1", "NULL", "3", "99999"])
+def test_a_rows_damaged_slot_names_that_row_and_repair_sets_it_aside(tmp_path, capsys, slot):
+    """Text, a blob, a fraction or a huge number where a slot belongs, another row's slot, one
+    past the end, none: that row is named (never a traceback), and repair sets it aside."""
+    texts = texts_of("alpha")
+    folder = make(tmp_path / "s", texts)
+    c = sqlite3.connect(folder / "store.db")
+    c.execute(f"UPDATE sentences SET slot={slot} WHERE id=5")
+    c.commit()
+    c.close()
+    with pytest.raises(StoreCorrupted) as e:
+        VectorStore.open(folder, verify=True)
+    assert e.value.damaged_ids == [5] and e.value.remedy == "repair"
+    rc, _out, err = cli(capsys, "info", "--check", "--store", folder)
+    (line,) = error_lines(err)
+    assert rc == 2 and "(id 5)" in line and "info --repair" in line, err
+    rc, _out, err = cli(capsys, "info", "--repair", "--store", folder)
+    assert rc == 0 and "set aside 1 damaged row (id 5)" in err, err
+    assert set(assert_verified(folder).values()) == set(texts) - {texts[4]}
+    assert cli(capsys, "info", "--check", "--store", folder)[0] == 0
+
 # ---------------------------------------------------------------- 6. a missing, foreign or damaged log
 LOG_DAMAGE = ["missing", "foreign", "flip-magic", "flip-dim", "flip-store-id", "flip-digest",
               "folder", "fifo"]
