@@ -37,7 +37,7 @@ from index.faiss.paging import id_pages
 from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecker, row_checksum, row_checksums
 from index.faiss.row_checks import read_record as _record
 from index.faiss.row_checks import slotted_checksum, slotted_checksums
-from index.faiss.vector_log import LOG_NAME, VectorLog, log_file_name, vector_digests
+from index.faiss.vector_log import HEADER_BYTES, LOG_NAME, VectorLog, log_file_name, vector_digests
 from index.faiss.wal_checkpoints import BackgroundCheckpoints
 from index.store.durability import INTACT, check_regular
 from index.store.errors import StoreCorrupted, StoreError, StoreWriteFailed
@@ -598,8 +598,11 @@ class SentenceDB:
             if self._log is not None:
                 self._log.close()
                 self._log = None
-            self._log = VectorLog.open(self.path.parent / meta["file"], self.store_id,
-                                       meta["dim"], committed, writable=self._log_writer)
+            path = self.path.parent / meta["file"]
+            if self._log_writer:      # the writer cuts the log to this count: never a named slot
+                committed = self._slots_named(path, meta["dim"], committed)
+            self._log = VectorLog.open(path, self.store_id, meta["dim"], committed,
+                                       writable=self._log_writer)
         else:
             self._log.set_committed(committed)
         return self._log
@@ -612,10 +615,27 @@ class SentenceDB:
             self._log = None
         self._log_writer = True
         log = self.vector_log()
+        if log is not None and log.committed != self.get_meta("vector_slots", 0):
+            with self.transaction():               # readers follow the count the rows name
+                self.set_meta("vector_slots", log.committed)
         named = log.path.name if log is not None else None
         for path in self.path.parent.glob("vectors-*.f32"):
             if LOG_NAME.fullmatch(path.name) and path.name != named:
                 remove_own(path)     # a rebuild's or creation's log that never committed
+
+    def _slots_named(self, path: Path, dim: int, committed: int) -> int:
+        """The committed count a writer's open may cut the log to: `vector_slots`, raised past
+        every slot a row names (a damaged setting must not cost their vectors). The rows are
+        scanned only when the file holds more than the setting says (after a crash)."""
+        committed = max(0, committed)
+        try:
+            longer = path.stat().st_size > HEADER_BYTES + committed * 4 * int(dim)
+        except OSError:
+            return committed                       # VectorLog.open says what is wrong
+        if not longer:
+            return committed
+        top = self._q("SELECT MAX(slot) FROM sentences WHERE typeof(slot)='integer'").fetchone()[0]
+        return committed if top is None else max(committed, int(top) + 1)
 
     def _writable_log(self):
         return self.vector_log() if self._log_writer and self.has_slots else None

@@ -10,6 +10,7 @@ place) through the store API and the CLI, and the files on disk before and after
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -374,6 +375,31 @@ def test_a_rows_damaged_slot_names_that_row_and_repair_sets_it_aside(tmp_path, c
     assert rc == 0 and "set aside 1 damaged row (id 5)" in err, err
     assert set(assert_verified(folder).values()) == set(texts) - {texts[4]}
     assert cli(capsys, "info", "--check", "--store", folder)[0] == 0
+
+
+@pytest.mark.parametrize("slots", [10, 0, -3], ids=["lower", "zero", "negative"])
+def test_a_damaged_committed_count_never_costs_a_vector(tmp_path, capsys, slots):
+    """`vector_slots` changed on disk to less than the rows name (the rows' checksums cannot
+    cover it): the writer's open must not cut the vectors past it, so repair loses nothing."""
+    texts = texts_of("alpha")
+    folder = make(tmp_path / "s", texts)
+    intact = log_path(folder).read_bytes()
+    c = sqlite3.connect(folder / "store.db")
+    c.execute("UPDATE meta SET value=? WHERE key='vector_slots'", (json.dumps(slots),))
+    c.commit()
+    c.close()
+    rc, _out, err = cli(capsys, "info", "--check", "--store", folder)
+    assert rc in (0, 2) and len(error_lines(err)) == rc // 2, err
+    rc, _out, err = cli(capsys, "info", "--repair", "--store", folder)
+    assert rc == 0 and "set aside" not in err, err
+    assert log_path(folder).read_bytes() == intact                  # not one vector cut
+    assert db_meta(folder, "vector_slots") == len(texts)            # what the rows name
+    assert set(assert_verified(folder).values()) == set(texts)      # readers too
+    assert cli(capsys, "info", "--check", "--store", folder)[0] == 0
+    with VectorStore.open(folder, writable=True) as w:
+        w.add(["one more"], vec("one more")[None])
+    assert slots_of(folder)[len(texts) + 1] == len(texts)           # appended after them
+    assert set(assert_verified(folder).values()) == {*texts, "one more"}
 
 # ---------------------------------------------------------------- 6. a missing, foreign or damaged log
 LOG_DAMAGE = ["missing", "foreign", "flip-magic", "flip-dim", "flip-store-id", "flip-digest",
