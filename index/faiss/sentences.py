@@ -326,7 +326,10 @@ class SentenceDB:
         StoreCorrupted), so opening a big store for one search stays fast."""
         size = self.path.stat().st_size if self.path.exists() else 0
         if full or size <= scan_limit:
-            row = self._q("PRAGMA integrity_check" if full else "PRAGMA quick_check").fetchone()
+            try:      # the check's rows are read as fetched: a damaged page raises here too
+                row = self._q("PRAGMA integrity_check" if full else "PRAGMA quick_check").fetchone()
+            except sqlite3.DatabaseError as e:
+                raise self._corrupt(e) from None
             if row is None or row[0] != "ok":
                 raise self._corrupt(row[0] if row else "integrity check failed")
         names = {r[0] for r in self._q("SELECT name FROM sqlite_master WHERE type='table'")}

@@ -470,6 +470,38 @@ def test_a_missing_foreign_or_damaged_log_is_one_error_and_changes_nothing(tmp_p
         ([] if damage == "missing" else [log_file_name(1)])      # no new log made either
 
 
+
+def test_another_stores_database_in_the_logs_folder_says_restore_not_repair(tmp_path, capsys):
+    """store.db swapped for another store's: the log is not the database's, which no repair can
+    mend; the advice is to restore (and repair, if run, says so and changes nothing)."""
+    folder = make(tmp_path / "s", texts_of("alpha"))
+    other = make(tmp_path / "other", texts_of("beta"))
+    for suffix in ("-wal", "-shm"):
+        (folder / f"store.db{suffix}").unlink(missing_ok=True)
+    shutil.copy(other / "store.db", folder / "store.db")
+    before = files_state(folder)
+    for argv in (["info"], ["info", "--check"], ["info", "--repair"]):
+        rc, _out, err = cli(capsys, *argv, "--store", folder)
+        (line,) = error_lines(err)
+        assert rc == 2 and "another store" in line and "restore" in line, err
+        assert "info --repair" not in line, line
+        assert files_state(folder) == before
+
+
+@pytest.mark.parametrize("page", [1, 3])
+def test_a_zeroed_database_page_is_one_error_never_a_traceback(tmp_path, capsys, page):
+    folder = make(tmp_path / "s", texts_of("alpha", 300))
+    raw = bytearray((folder / "store.db").read_bytes())
+    raw[page * 4096:(page + 1) * 4096] = bytes(4096)       # what SQLite's quick_check trips on
+    (folder / "store.db").write_bytes(bytes(raw))
+    with pytest.raises(StoreCorrupted) as e:
+        VectorStore.open(folder)
+    assert e.value.remedy == "restore"
+    for argv in (["info"], ["info", "--check"], ["info", "--repair"]):
+        rc, _out, err = cli(capsys, *argv, "--store", folder)
+        (line,) = error_lines(err)
+        assert rc == 2 and "damaged" in line and "restore" in line, err
+
 # ---------------------------------------------------------------- 7. updates and removals
 def test_an_update_takes_a_new_slot_and_a_removal_leaves_the_slots(tmp_path):
     texts = texts_of("alpha", 10)
