@@ -90,6 +90,15 @@ def mounted_read_only(folder: Path) -> bool:
     return platform_os.mounted_read_only(folder)
 
 
+def _remove_unnamed(path: Path) -> None:
+    """Remove a log the database no longer names, best effort: on Windows a reader still holding
+    it open keeps it (the delete fails); the next writer's open removes it."""
+    try:
+        remove_own(path)
+    except OSError:
+        pass
+
+
 class SentenceDB:
     def __init__(self, folder: Path, readonly: bool = False):
         self.path = Path(folder) / DB_NAME
@@ -624,7 +633,7 @@ class SentenceDB:
         named = log.path.name if log is not None else None
         for path in self.path.parent.glob("vectors-*.f32"):
             if LOG_NAME.fullmatch(path.name) and path.name != named:
-                remove_own(path)     # a rebuild's or creation's log that never committed
+                _remove_unnamed(path)    # a rebuild's or creation's log that never committed
 
     def _slots_named(self, path: Path, dim: int, committed: int) -> int:
         """The committed count a writer's open may cut the log to: `vector_slots`, raised past
@@ -669,7 +678,7 @@ class SentenceDB:
         self._log = new if committed else old
         if gone is not None:
             gone.close()
-            remove_own(gone.path)
+            _remove_unnamed(gone.path)
 
     def log_problem(self) -> StoreCorrupted | None:
         """A vector log shorter than the rows it holds (cut, or damaged): what to say, or None."""

@@ -679,3 +679,30 @@ def test_an_empty_store_rebuilt_with_another_dimension_takes_its_texts(tmp_path,
     assert _header_dim(log_path(folder)) == 24
     recs = assert_verified(folder, dim=24, embed=lambda t: b.embed([t])[0])
     assert list(recs.values()) == ["after the rebuild"]
+
+
+def test_an_old_log_a_reader_still_holds_is_removed_later(tmp_path, monkeypatch):
+    """On Windows a file another process holds open cannot be deleted: the rebuild still
+    succeeds, and a later writer's open removes the old log."""
+    import index.faiss.sentences as sentences_mod
+    a, b = FakeBackend("model-a", D, "a" * 64), FakeBackend("model-b", 24, "b" * 64)
+    texts = texts_of("alpha", 30)
+    folder = _fake_store(tmp_path / "s", a, texts)
+    real = sentences_mod.remove_own
+
+    def held_open(path):
+        if Path(path).name == log_file_name(1):
+            raise PermissionError(13, "The process cannot access the file because it is being "
+                                      "used by another process", str(path))
+        real(path)
+    monkeypatch.setattr(sentences_mod, "remove_own", held_open)
+    with VectorStore.open(folder, writable=True) as w:
+        w.rebuild(b, batch_size=16)
+        w.add_texts(["after the rebuild"], b)
+    VectorStore.open(folder, writable=True).close()          # still held: kept, no error
+    assert sorted(p.name for p in folder.glob("vectors-*")) == [log_file_name(1), log_file_name(2)]
+    monkeypatch.setattr(sentences_mod, "remove_own", real)   # the reader let go
+    VectorStore.open(folder, writable=True).close()
+    assert [p.name for p in folder.glob("vectors-*")] == [log_file_name(2)]
+    recs = assert_verified(folder, dim=24, embed=lambda t: b.embed([t])[0])
+    assert set(recs.values()) == {*texts, "after the rebuild"}
