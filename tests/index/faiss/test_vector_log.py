@@ -706,3 +706,35 @@ def test_an_old_log_a_reader_still_holds_is_removed_later(tmp_path, monkeypatch)
     assert [p.name for p in folder.glob("vectors-*")] == [log_file_name(2)]
     recs = assert_verified(folder, dim=24, embed=lambda t: b.embed([t])[0])
     assert set(recs.values()) == {*texts, "after the rebuild"}
+
+
+def test_a_reader_racing_a_log_switch_reads_rows_and_log_as_one_view(tmp_path):
+    """A writer's rebuild commits a new log between a reader's read of its rows (their slots in
+    the old log) and its look at the log: the reader must read those slots from the log they
+    name, not from the new one (a false alarm of damage, or another row's vector)."""
+    a = FakeBackend("model-a", D, "a" * 64)
+    texts = texts_of("alpha", 30)
+    folder = _fake_store(tmp_path / "s", a, texts)
+    with VectorStore.open(folder, writable=True) as w:
+        w.update_text(3, "a replaced text", backend=a)    # its slot 30: a dead slot before it
+    reader = VectorStore.open(folder)
+    writer = VectorStore.open(folder, writable=True)
+    real, fired = reader._db.rows._log, []
+
+    def switch_first():
+        if not fired:                                     # between the rows' read and this
+            fired.append(1)
+            writer.rebuild(a, batch_size=16)              # the same model: a new, dense log
+        return real()
+    reader._db.rows._log = switch_first
+    q = a.embed(["a replaced text"])[0]
+    try:
+        for _ in range(2):                                # across the switch, then after it
+            hits = reader.search(q, k=5)[0]
+            assert hits[0].text == "a replaced text" and hits[0].score > 0.9999
+            for hit in hits:
+                assert hit.score == pytest.approx(float(a.embed([hit.text])[0] @ q), abs=1e-5)
+        assert fired and [p.name for p in folder.glob("vectors-*")] == [log_file_name(2)]
+    finally:
+        reader.close()
+        writer.close()
