@@ -45,7 +45,12 @@ def vec(text, dim=D):
     return text_vector(text, dim)
 
 
-def texts_of(prefix, n=40):
+# Windows of this many rows go to the log whatever the store's rule for small transactions
+# (which may keep a few vectors in their rows): every test here writes at least one.
+N = 300
+
+
+def texts_of(prefix, n=N):
     return [f"{prefix} text number {i:03d}" for i in range(n)]
 
 
@@ -255,7 +260,7 @@ KILLED_AFTER_APPEND = textwrap.dedent("""
     VectorLog.append = append_then_die
     store = VectorStore.open(folder, writable=True, create=True, fingerprint=FP)
     for w in range(kill_at):
-        texts = [f"window {{w}} sentence {{j}}" for j in range(10 + w)]
+        texts = [f"window {{w}} sentence {{j}}" for j in range({n} + w)]
         store.add(texts, np.stack([text_vector(t, D) for t in texts]))
         print("ACK", w, len(texts), flush=True)
 """)
@@ -265,16 +270,16 @@ KILLED_AFTER_APPEND = textwrap.dedent("""
 def test_killed_between_the_logs_fsync_and_the_commit(tmp_path, capsys):
     folder = tmp_path / "s"
     script = tmp_path / "child.py"
-    script.write_text(KILLED_AFTER_APPEND.format(root=str(ROOT), dim=D))
+    script.write_text(KILLED_AFTER_APPEND.format(root=str(ROOT), dim=D, n=N))
     r = subprocess.run([sys.executable, str(script), str(folder), "4"], capture_output=True,
                        text=True, timeout=120, env=child_env(OMP_NUM_THREADS="1"), check=False)
     assert r.returncode == -signal.SIGKILL, r.stderr
     acked = [ln.split() for ln in r.stdout.splitlines()]
     assert [int(a[1]) for a in acked] == [0, 1, 2]           # windows 0-2 committed, 3 killed
-    committed = sum(int(a[2]) for a in acked)                # 10 + 11 + 12 rows, one slot each
-    want = {f"window {w} sentence {j}" for w in range(3) for j in range(10 + w)}
+    committed = sum(int(a[2]) for a in acked)                # N, N + 1, N + 2 rows: a slot each
+    want = {f"window {w} sentence {j}" for w in range(3) for j in range(N + w)}
     size = log_path(folder).stat().st_size
-    assert size == HEADER_BYTES + (committed + 13) * WIDTH   # the killed window's 13 slots on disk
+    assert size == HEADER_BYTES + (committed + N + 3) * WIDTH    # the killed window's slots too
 
     recs = assert_verified(folder)                           # a reader: acknowledged rows only
     assert set(recs.values()) == want
@@ -285,12 +290,12 @@ def test_killed_between_the_logs_fsync_and_the_commit(tmp_path, capsys):
 
     with VectorStore.open(folder, writable=True) as w:       # the writer cuts the tail
         assert log_path(folder).stat().st_size == HEADER_BYTES + committed * WIDTH
-        more = texts_of("after the kill", 20)
+        more = texts_of("after the kill")
         w.add(more, np.stack([vec(t) for t in more]))
     assert set(assert_verified(folder).values()) == want | set(more)
     slots = slots_of(folder)
-    assert sorted(slots.values()) == list(range(committed + 20))   # the cut slots taken anew
-    assert log_path(folder).stat().st_size == HEADER_BYTES + (committed + 20) * WIDTH
+    assert sorted(slots.values()) == list(range(committed + N))    # the cut slots taken anew
+    assert log_path(folder).stat().st_size == HEADER_BYTES + (committed + N) * WIDTH
 
 
 # ---------------------------------------------------------------- 4. a torn append
@@ -345,7 +350,7 @@ def test_a_log_cut_short_is_repaired_by_setting_the_lost_rows_aside(tmp_path, ca
     assert set(assert_verified(folder).values()) == set(texts[:kept])
     rc, _out, err = cli(capsys, "info", "--check", "--store", folder)
     assert rc == 0, err
-    more = texts_of("after the repair", 10) + texts[kept:]     # the lost texts ingested again
+    more = texts_of("after the repair") + texts[kept:]     # the lost texts ingested again
     with VectorStore.open(folder, writable=True) as w:
         assert w.add(more, np.stack([vec(t) for t in more])).added == len(more)
     assert set(assert_verified(folder).values()) == set(texts) | set(more)
@@ -396,10 +401,12 @@ def test_a_damaged_committed_count_never_costs_a_vector(tmp_path, capsys, slots)
     assert db_meta(folder, "vector_slots") == len(texts)            # what the rows name
     assert set(assert_verified(folder).values()) == set(texts)      # readers too
     assert cli(capsys, "info", "--check", "--store", folder)[0] == 0
+    more = texts_of("more")
     with VectorStore.open(folder, writable=True) as w:
-        w.add(["one more"], vec("one more")[None])
-    assert slots_of(folder)[len(texts) + 1] == len(texts)           # appended after them
-    assert set(assert_verified(folder).values()) == {*texts, "one more"}
+        w.add(more, np.stack([vec(t) for t in more]))
+    slots = slots_of(folder)
+    assert [slots[len(texts) + 1 + k] for k in range(N)] == list(range(len(texts), len(texts) + N))
+    assert set(assert_verified(folder).values()) == {*texts, *more}     # appended after them
 
 # ---------------------------------------------------------------- 6. a missing, foreign or damaged log
 LOG_DAMAGE = ["missing", "foreign", "flip-magic", "flip-dim", "flip-store-id", "flip-digest",
@@ -490,7 +497,7 @@ def test_another_stores_database_in_the_logs_folder_says_restore_not_repair(tmp_
 
 @pytest.mark.parametrize("page", [1, 3])
 def test_a_zeroed_database_page_is_one_error_never_a_traceback(tmp_path, capsys, page):
-    folder = make(tmp_path / "s", texts_of("alpha", 300))
+    folder = make(tmp_path / "s", texts_of("alpha"))
     raw = bytearray((folder / "store.db").read_bytes())
     raw[page * 4096:(page + 1) * 4096] = bytes(4096)       # what SQLite's quick_check trips on
     (folder / "store.db").write_bytes(bytes(raw))
@@ -503,33 +510,36 @@ def test_a_zeroed_database_page_is_one_error_never_a_traceback(tmp_path, capsys,
         assert rc == 2 and "damaged" in line and "restore" in line, err
 
 # ---------------------------------------------------------------- 7. updates and removals
-def test_an_update_takes_a_new_slot_and_a_removal_leaves_the_slots(tmp_path):
-    texts = texts_of("alpha", 10)
+def test_an_update_leaves_its_old_slot_dead_and_a_removal_leaves_the_slots(tmp_path):
+    texts = texts_of("alpha")
     folder = make(tmp_path / "s", texts)
     path = log_path(folder)
-    assert slots_of(folder) == {i: i - 1 for i in range(1, 11)}
+    assert slots_of(folder) == {i: i - 1 for i in range(1, N + 1)}
+    before = path.read_bytes()
     with VectorStore.open(folder, writable=True) as w:
         w.update_text(3, "a replaced text", vec("a replaced text"))
-        assert path.stat().st_size == HEADER_BYTES + 11 * WIDTH
         w.remove([5])
         w.update_text(7, "another replaced text", vec("another replaced text"))
-        assert path.stat().st_size == HEADER_BYTES + 12 * WIDTH
-    slots = slots_of(folder)
-    assert slots[3] == 10 and slots[7] == 11 and 5 not in slots
-    assert db_meta(folder, "vector_slots") == 12
     raw = path.read_bytes()
-
-    def at(slot):
-        return raw[HEADER_BYTES + slot * WIDTH:HEADER_BYTES + (slot + 1) * WIDTH]
-    assert at(2) == vec(texts[2]).tobytes()                # the old slot: dead, not written over
-    assert at(10) == vec("a replaced text").tobytes()
-    assert at(4) == vec(texts[4]).tobytes()                # the removed row's slot stays
+    assert raw[:len(before)] == before        # no slot written over: the old ones stay, dead
+    slots = slots_of(folder)
+    assert 5 not in slots and all(slots[i] == i - 1 for i in slots if i not in (3, 7))
+    # An updated row takes the next slot (the log grows by one), or goes back into its row
+    # where the store keeps one-row transactions there (its slot cleared).
+    grown = (len(raw) - len(before)) // WIDTH
+    assert len(raw) == len(before) + grown * WIDTH
+    taken = [slots[3], slots[7]]
+    assert [k for k in taken if k is not None] == list(range(N, N + grown))
+    assert db_meta(folder, "vector_slots") == N + grown
+    for k, text in zip(taken, ["a replaced text", "another replaced text"]):
+        if k is not None:
+            assert raw[HEADER_BYTES + k * WIDTH:HEADER_BYTES + (k + 1) * WIDTH] == vec(text).tobytes()
     recs = assert_verified(folder)
-    assert recs[3] == "a replaced text" and 5 not in recs and len(recs) == 9
+    assert recs[3] == "a replaced text" and 5 not in recs and len(recs) == N - 1
 
 
 def test_a_reader_opened_before_updates_never_scores_another_rows_vector(tmp_path):
-    texts = texts_of("alpha", 30)
+    texts = texts_of("alpha")
     folder = make(tmp_path / "s", texts)
     reader = VectorStore.open(folder)
     queries = [vec(t) for t in texts[:12]]
@@ -554,7 +564,7 @@ def test_a_reader_opened_before_updates_never_scores_another_rows_vector(tmp_pat
 # ---------------------------------------------------------------- 8. rebuild with another model
 def _fake_store(folder, backend, texts):
     with VectorStore.open(folder, writable=True, create=True, fingerprint=backend.fingerprint()) as s:
-        s.add_texts(texts, backend, window=16)
+        s.add_texts(texts, backend)
     return folder
 
 
@@ -564,7 +574,7 @@ def _header_dim(path) -> int:
 
 def test_a_rebuild_moves_every_vector_into_a_new_log(tmp_path):
     a, b = FakeBackend("model-a", D, "a" * 64), FakeBackend("model-b", 24, "b" * 64)
-    texts = texts_of("alpha", 50)
+    texts = texts_of("alpha")
     folder = _fake_store(tmp_path / "s", a, texts)
     with VectorStore.open(folder, writable=True) as w:
         w.update_text(2, "a replaced text", backend=a)       # a dead slot in the old log
@@ -572,22 +582,22 @@ def test_a_rebuild_moves_every_vector_into_a_new_log(tmp_path):
         w.rebuild(b, batch_size=16)
     path = log_path(folder)                                   # the old log is gone
     assert path.name == log_file_name(2) and _header_dim(path) == 24
-    assert path.stat().st_size == HEADER_BYTES + 49 * 4 * 24  # dense: one slot per row
+    assert path.stat().st_size == HEADER_BYTES + (N - 1) * 4 * 24   # dense: a slot per row
     assert db_meta(folder, "vector_log") == {"file": log_file_name(2), "dim": 24}
-    assert db_meta(folder, "vector_slots") == 49
-    assert sorted(slots_of(folder).values()) == list(range(49))
+    assert db_meta(folder, "vector_slots") == N - 1
+    assert sorted(slots_of(folder).values()) == list(range(N - 1))
     recs = assert_verified(folder, dim=24, embed=lambda t: b.embed([t])[0])
-    assert recs[2] == "a replaced text" and 9 not in recs and len(recs) == 49
+    assert recs[2] == "a replaced text" and 9 not in recs and len(recs) == N - 1
     with VectorStore.open(folder, writable=True) as w:        # appends go on in the new log
-        w.add_texts(["after the rebuild"], b)
-    assert path.stat().st_size == HEADER_BYTES + 50 * 4 * 24
+        w.add_texts(texts_of("after the rebuild"), b)
+    assert path.stat().st_size == HEADER_BYTES + (2 * N - 1) * 4 * 24
     assert_verified(folder, dim=24, embed=lambda t: b.embed([t])[0])
 
 
 def test_a_cancelled_or_failed_rebuild_keeps_the_old_log(tmp_path, monkeypatch):
     from index.faiss.sentences import SentenceDB
     a, b = FakeBackend("model-a", D, "a" * 64), FakeBackend("model-b", 24, "b" * 64)
-    texts = texts_of("alpha", 50)
+    texts = texts_of("alpha")
     folder = _fake_store(tmp_path / "s", a, texts)
     old = log_path(folder).read_bytes()
     embed_a = lambda t: a.embed([t])[0]        # noqa: E731
@@ -647,7 +657,7 @@ KILLED_IN_THE_SWITCH = textwrap.dedent("""
 @POSIX_ONLY
 def test_a_rebuild_killed_in_its_switch_leaves_the_old_log_and_no_stray_one(tmp_path):
     a = FakeBackend("model-a", D, "a" * 64)
-    texts = texts_of("alpha", 50)
+    texts = texts_of("alpha")
     folder = _fake_store(tmp_path / "s", a, texts)
     old = log_path(folder).read_bytes()
     script = tmp_path / "child.py"
@@ -666,19 +676,20 @@ def test_a_rebuild_killed_in_its_switch_leaves_the_old_log_and_no_stray_one(tmp_
     assert set(assert_verified(folder, embed=embed_a).values()) == set(texts)
 
 
-@pytest.mark.parametrize("rows", [0, 2], ids=["never-filled", "emptied"])
+@pytest.mark.parametrize("rows", [0, N], ids=["never-filled", "emptied"])
 def test_an_empty_store_rebuilt_with_another_dimension_takes_its_texts(tmp_path, rows):
     """No staged vector tells the new log's dimension: the new model's is used."""
     a, b = FakeBackend("model-a", D, "a" * 64), FakeBackend("model-b", 24, "b" * 64)
     folder = _fake_store(tmp_path / "s", a, texts_of("alpha", rows))
+    more = texts_of("after the rebuild")
     with VectorStore.open(folder, writable=True) as w:
         w.remove(list(range(1, rows + 1)))
         w.rebuild(b)
-        w.add_texts(["after the rebuild"], b)
-    assert db_meta(folder, "vector_log") == {"file": log_file_name(2), "dim": 24}
-    assert _header_dim(log_path(folder)) == 24
+        w.add_texts(more, b)
+    assert db_meta(folder, "vector_log")["dim"] == 24
+    assert [_header_dim(p) for p in folder.glob("vectors-*")] == [24]
     recs = assert_verified(folder, dim=24, embed=lambda t: b.embed([t])[0])
-    assert list(recs.values()) == ["after the rebuild"]
+    assert sorted(recs.values()) == sorted(more)
 
 
 def test_an_old_log_a_reader_still_holds_is_removed_later(tmp_path, monkeypatch):
@@ -686,7 +697,7 @@ def test_an_old_log_a_reader_still_holds_is_removed_later(tmp_path, monkeypatch)
     succeeds, and a later writer's open removes the old log."""
     import index.faiss.sentences as sentences_mod
     a, b = FakeBackend("model-a", D, "a" * 64), FakeBackend("model-b", 24, "b" * 64)
-    texts = texts_of("alpha", 30)
+    texts = texts_of("alpha")
     folder = _fake_store(tmp_path / "s", a, texts)
     real = sentences_mod.remove_own
 
@@ -713,10 +724,10 @@ def test_a_reader_racing_a_log_switch_reads_rows_and_log_as_one_view(tmp_path):
     the old log) and its look at the log: the reader must read those slots from the log they
     name, not from the new one (a false alarm of damage, or another row's vector)."""
     a = FakeBackend("model-a", D, "a" * 64)
-    texts = texts_of("alpha", 30)
+    texts = texts_of("alpha")
     folder = _fake_store(tmp_path / "s", a, texts)
     with VectorStore.open(folder, writable=True) as w:
-        w.update_text(3, "a replaced text", backend=a)    # its slot 30: a dead slot before it
+        w.remove([1])                  # slot 0 dead: in the new, dense log every slot moves
     reader = VectorStore.open(folder)
     writer = VectorStore.open(folder, writable=True)
     real, fired = reader._db.rows._log, []
@@ -727,11 +738,11 @@ def test_a_reader_racing_a_log_switch_reads_rows_and_log_as_one_view(tmp_path):
             writer.rebuild(a, batch_size=16)              # the same model: a new, dense log
         return real()
     reader._db.rows._log = switch_first
-    q = a.embed(["a replaced text"])[0]
+    q = a.embed([texts[9]])[0]
     try:
         for _ in range(2):                                # across the switch, then after it
             hits = reader.search(q, k=5)[0]
-            assert hits[0].text == "a replaced text" and hits[0].score > 0.9999
+            assert hits[0].text == texts[9] and hits[0].score > 0.9999
             for hit in hits:
                 assert hit.score == pytest.approx(float(a.embed([hit.text])[0] @ q), abs=1e-5)
         assert fired and [p.name for p in folder.glob("vectors-*")] == [log_file_name(2)]
