@@ -91,6 +91,8 @@ def open_store(cls, folder: Path, *, writable: bool, create: bool, fingerprint, 
             if db.needs_upgrade():        # a store written before row checksums or the vector log
                 db.upgrade()
             db.open_log_for_writing()
+        else:     # a missing or foreign log is said first: no repair of the snapshot mends it
+            db.vector_log()
         store = cls(folder, db, lock)
         if (whitening is not None and writable and store._fp.get("whitening") != whitening.digest()
                 and is_whitened(store._fp) and db.count() == 0):

@@ -87,7 +87,7 @@ def rebuild(store, backend, pooling=None, *, batch_size: int = EMBED_WINDOW,
                 done += _rebuild_chunk(store, chunk, backend, fp, embed_batch_size, cancel,
                                        done, total, progress)
             with db.transaction():
-                db.apply_staged()
+                db.apply_staged(int(fp["dim"]))
                 db.set_meta("fingerprint", fp)
                 db.set_meta("dim", int(fp["dim"]))
                 db.set_meta("encoders", [encoder_of(backend)])

@@ -167,8 +167,9 @@ class RowChecker:
             r = [rows[j] for j in slotted]
             hashes = [h if isinstance(h, bytes) and len(h) == 16 else bytes(16) for h in (x[8] for x in r)]
             expected = log_row_checksums([x[0] for x in r], hashes, [x[2] for x in r],
-                                         [x[3] for x in r], [x[5] for x in r], [x[9] for x in r],
-                                         vector_digests(vecs))
+                                         [x[3] for x in r], [x[5] for x in r],
+                                         [x[9] if type(x[9]) is int and -1 <= x[9] < 1 << 63 else -1
+                                          for x in r], vector_digests(vecs))    # a damaged slot: -1
         for k, j in enumerate(slotted):
             blob = None if missing[k] else vecs[k].tobytes()
             out[j] = (*rows[j][:6], blob, *rows[j][7:10], None if blob is None else expected[k])
@@ -182,6 +183,8 @@ class RowChecker:
         if hash_ != text_hash(text):     # duplicate detection relies on it
             return "text hash mismatch (text or hash changed on disk)"
         if slot is not None:
+            if type(slot) is not int:
+                return "its slot in the vector log is not a number"
             if blob is None:
                 return "vector missing from the vector log (the file was cut short)"
             if checksum is None or bytes(checksum) != expected:

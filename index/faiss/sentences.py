@@ -37,7 +37,7 @@ from index.faiss.new_rows import NewRows
 from index.faiss.paging import id_pages
 from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecker, log_row_checksums, row_checksum, row_checksums
 from index.faiss.row_checks import read_record as _record
-from index.faiss.vector_log import LOG_NAME, VectorLog, log_file_name, vector_digests
+from index.faiss.vector_log import HEADER_BYTES, LOG_NAME, VectorLog, log_file_name, vector_digests
 from index.faiss.wal_checkpoints import BackgroundCheckpoints
 from index.store.durability import INTACT, check_regular
 from index.store.errors import StoreCorrupted, StoreError, StoreWriteFailed
@@ -348,7 +348,10 @@ class SentenceDB:
         StoreCorrupted), so opening a big store for one search stays fast."""
         size = self.path.stat().st_size if self.path.exists() else 0
         if full or size <= scan_limit:
-            row = self._q("PRAGMA integrity_check" if full else "PRAGMA quick_check").fetchone()
+            try:      # the check's rows are read as fetched: a damaged page raises here too
+                row = self._q("PRAGMA integrity_check" if full else "PRAGMA quick_check").fetchone()
+            except sqlite3.DatabaseError as e:
+                raise self._corrupt(e) from None
             if row is None or row[0] != "ok":
                 raise self._corrupt(row[0] if row else "integrity check failed")
         names = {r[0] for r in self._q("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -543,13 +546,13 @@ class SentenceDB:
                                   [(int(i), np.ascontiguousarray(v, np.float32).tobytes())
                                    for i, v in zip(ids, vectors)])
 
-    def apply_staged(self, batch: int = 5000) -> None:
-        """Give every staged row its new vector and drop the rows that were not staged (added
-        or removed meanwhile can't happen: the caller holds the writer lock). In a transaction."""
+    def apply_staged(self, dim: int, batch: int = 5000) -> None:
+        """Give every staged row its new vector (of `dim`, the new model's: an empty store's
+        too) and drop the rows that were not staged (added or removed meanwhile can't happen:
+        the caller holds the writer lock). In a transaction."""
         self._q("DELETE FROM sentences WHERE id NOT IN (SELECT id FROM _rebuild)")
         if self.vector_log() is not None:    # every vector changes (their width may too): a new log
-            first = self._q("SELECT vector FROM _rebuild LIMIT 1").fetchone()
-            self.switch_log(len(first[0]) // 4 if first else int(self.get_meta("dim")))
+            self.switch_log(int(dim))
         for rows in id_pages(self._q, "SELECT id, vector FROM _rebuild", batch):
             self.set_vectors((i, np.frombuffer(v, np.float32)) for i, v in rows)
 
@@ -640,8 +643,11 @@ class SentenceDB:
             if self._log is not None:
                 self._log.close()
                 self._log = None
-            self._log = VectorLog.open(self.path.parent / meta["file"], self.store_id,
-                                       meta["dim"], committed, writable=self._log_writer)
+            path = self.path.parent / meta["file"]
+            if self._log_writer:      # the writer cuts the log to this count: never a named slot
+                committed = self._slots_named(path, meta["dim"], committed)
+            self._log = VectorLog.open(path, self.store_id, meta["dim"], committed,
+                                       writable=self._log_writer)
         else:
             self._log.set_committed(committed)
         return self._log
@@ -654,6 +660,9 @@ class SentenceDB:
             self._log = None
         self._log_writer = True
         log = self.vector_log()
+        if log is not None and log.committed != self.get_meta("vector_slots", 0):
+            with self.transaction():               # readers follow the count the rows name
+                self.set_meta("vector_slots", log.committed)
         named = log.path.name if log is not None else None
         for path in self.path.parent.glob("vectors-*.f32"):
             if LOG_NAME.fullmatch(path.name) and path.name != named:
@@ -665,6 +674,20 @@ class SentenceDB:
         if self._log_pool is None:
             self._log_pool = ThreadPoolExecutor(1, thread_name_prefix="encoderscope-vector-log")
         return self._log_pool
+
+    def _slots_named(self, path: Path, dim: int, committed: int) -> int:
+        """The committed count a writer's open may cut the log to: `vector_slots`, raised past
+        every slot a row names (a damaged setting must not cost their vectors). The rows are
+        scanned only when the file holds more than the setting says (after a crash)."""
+        committed = max(0, committed)
+        try:
+            longer = path.stat().st_size > HEADER_BYTES + committed * 4 * int(dim)
+        except OSError:
+            return committed                       # VectorLog.open says what is wrong
+        if not longer:
+            return committed
+        top = self._q("SELECT MAX(slot) FROM sentences WHERE typeof(slot)='integer'").fetchone()[0]
+        return committed if top is None else max(committed, int(top) + 1)
 
     def _writable_log(self):
         return self.vector_log() if self._log_writer and self.has_slots else None

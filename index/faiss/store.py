@@ -374,7 +374,10 @@ class VectorStore(Store):
                     self._rebuild_index()
                 scores, ids = self._index.search(q, k)
                 wanted = {int(i) for i in ids.ravel() if i >= 0}
-                rows = self._db.rows.with_vectors(wanted, self._dim) if wanted else {}
+                # A reader reads the rows and the log they name as one view (a writer's rebuild
+                # may switch logs between the two).
+                with self._db.read_snapshot(enabled=self._lock is None):
+                    rows = self._db.rows.with_vectors(wanted, self._dim) if wanted else {}
                 try:
                     found = exact_scores(self.folder, self._index, q, scores, ids, rows)
                     break

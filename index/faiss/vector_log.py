@@ -85,6 +85,15 @@ def vector_digests(vectors: np.ndarray) -> np.ndarray:
     return word_digests(v.view(np.uint32))
 
 
+def _slot_numbers(slots) -> np.ndarray:
+    """int64 slots; one that is not an int64 (text, a blob, a fraction or a huge number in a
+    damaged row) becomes -1, which no slot is."""
+    try:
+        return np.asarray(slots, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return np.array([s if type(s) is int and -1 <= s < 1 << 63 else -1 for s in slots], np.int64)
+
+
 class VectorLog:
     """One open vector log. A writer appends; everyone reads. Not shared between processes
     except through the file: the database says which slots are committed."""
@@ -136,8 +145,8 @@ class VectorLog:
         log = cls(path, fd, dim, committed, writable)
         try:
             log._check_header(store_id)
-            end = HEADER_BYTES + committed * log.width
-            if writable and os.fstat(fd).st_size > end:     # whole slots or a torn part of one
+            end = HEADER_BYTES + committed * log.width    # a part slot past it is a tail too
+            if writable and os.fstat(log._file.fileno()).st_size > end:
                 log._file.truncate(end)
         except BaseException:
             log.close()
@@ -235,9 +244,9 @@ class VectorLog:
     # -- reading -------------------------------------------------------------------------------
     def read(self, slots) -> tuple[np.ndarray, np.ndarray]:
         """(vectors (n, dim) float32, missing (n,) bool): the rows at `slots`; a slot past the
-        committed end or the file's end is missing (its row zero). Consecutive slots are read
-        in one piece."""
-        slots = np.asarray(slots, dtype=np.int64)
+        committed end or the file's end, or not a whole number (a damaged row's), is missing
+        (its row zero). Consecutive slots are read in one piece."""
+        slots = _slot_numbers(slots)
         out = np.zeros((len(slots), self.dim), np.float32)
         missing = (slots < 0) | (slots >= self._end)
         inside = np.flatnonzero(~missing)
