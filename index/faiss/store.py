@@ -52,10 +52,11 @@ from index.faiss.snapshot import (
     exact_scores,
 )
 from index.faiss.snapshot_write import write_snapshot
+from index.store import fingerprint as fpmod
 from index.store.adding import EMBED_WINDOW, AddResult, check_texts, plan_unique
 from index.store.base import Hit, Store
 from index.store.durability import WriterLock
-from index.store.errors import DuplicateText, StoreCorrupted, StoreError, UnknownId
+from index.store.errors import DuplicateText, ModelMismatch, StoreCorrupted, StoreError, UnknownId
 from index.store.location import default_store_dir
 from index.store.text_hash import text_hash
 from index.store.whitening import describe_whitening, is_whitened
@@ -125,7 +126,20 @@ class VectorStore(Store):
 
     # ---- loading and checking the snapshot (index/faiss/opening.py) -------------------------
     def _load(self, repair: bool = False, verify: bool = False) -> None:
+        self._same_model_as_stored()
         load_checked(self, repair=repair, verify=verify)
+
+    def _same_model_as_stored(self) -> None:
+        """A reader catching up with a writer: the database still holds vectors of the model
+        this store was opened with. A writer's rebuild with another model would otherwise load
+        the new vectors under the old model's queries (same width: wrong hits, silently)."""
+        stored = self._db.get_meta("fingerprint")
+        if stored is not None and fpmod.as_dict(stored) != fpmod.as_dict(self._fp):
+            raise ModelMismatch(
+                f"the store at {self.folder} was re-embedded with {fpmod.describe(stored)} by "
+                f"a writer while this reader had it open with {fpmod.describe(self._fp)}; "
+                "nothing was read from the new vectors: open the store again",
+                store_model=stored.get("model"), other_model=self._fp.get("model"), again=True)
 
     def verify(self) -> dict:
         """Check every row and every index vector against the database (what `info --check`

@@ -749,3 +749,28 @@ def test_a_reader_racing_a_log_switch_reads_rows_and_log_as_one_view(tmp_path):
     finally:
         reader.close()
         writer.close()
+
+
+def test_a_reader_open_across_a_rebuild_with_another_model_of_the_same_width_says_so(tmp_path):
+    """A writer re-embeds the store with another model of the same width while a reader has it
+    open: the reader's next search must not score the new vectors against the old model's query
+    (wrong hits, silently); it says the store changed and to open it again."""
+    from index.store.errors import ModelMismatch
+    a, b = FakeBackend("model-a", D, "a" * 64), FakeBackend("model-b", D, "b" * 64)
+    texts = texts_of("alpha")
+    folder = _fake_store(tmp_path / "s", a, texts)
+    reader = VectorStore.open(folder)
+    try:
+        q = a.embed([texts[9]])[0]
+        assert reader.search(q, k=1)[0][0].text == texts[9]
+        with VectorStore.open(folder, writable=True) as w:
+            w.rebuild(b, batch_size=16)
+            w.add_texts(["one more after the rebuild"], b)
+        with pytest.raises(ModelMismatch, match="re-embedded with .*open the store again") as e:
+            reader.search(q, k=1)
+        assert e.value.again
+    finally:
+        reader.close()
+    with VectorStore.open(folder) as again:          # opened again: the new model's store
+        hit = again.search(b.embed([texts[9]])[0], k=1)[0][0]
+        assert hit.text == texts[9] and hit.score > 0.9999
