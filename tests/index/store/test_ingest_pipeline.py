@@ -178,10 +178,13 @@ def test_a_text_added_by_another_thread_after_a_windows_look_up_is_not_stored_tw
             other.add_texts(["t25", "t26"], FakeBackend(dim=D))
     b = HookBackend(hook=sneak_in)
     store = other = open_store(tmp_path, b)
-    queries = []
-    store._db.conn.set_trace_callback(queries.append)
+    # The SQL is recorded in Python, not with SQLite's trace callback: that callback needs the
+    # GIL inside sqlite3_step, while the other thread holds the GIL waiting for the connection
+    # to bind its own statement (a deadlock of the test, not of the store).
+    queries, query = [], store._db._q
+    store._db._q = lambda sql, *a, **k: queries.append(sql) or query(sql, *a, **k)
     r = store.add_texts([f"t{i}" for i in range(60)], b, window=20)
-    store._db.conn.set_trace_callback(None)
+    store._db._q = query
     texts = [t["text"] for t in store.iter()]
     assert sorted(texts) == sorted(f"t{i}" for i in range(60)) and len(texts) == 60
     assert (r.added, r.duplicates) == (58, 2)
