@@ -100,7 +100,10 @@ def test_rebuild_alone_needs_a_store(tmp_path, run):
     assert "FILE" in one_error_line(run(["ingest", "--store", "nothing-here"], tmp_path))
 
 
-def test_damaged_index_suggests_a_repair_that_works(tmp_path, store, run):
+def test_damaged_index_suggests_a_repair_that_works(tmp_path, store, models, run):
+    # hnsw: a kind with a snapshot file (a flat index of a format 3 store has none)
+    run(["ingest", "s.txt", "--model", models[0], "--store", "store", "--index", "hnsw", "--quiet"],
+        tmp_path, check=True)
     index = next(p for p in store.iterdir() if p.name.startswith("index") or p.suffix == ".faiss")
     index.unlink()
     message = one_error_line(run(["search", "cat", "--store", "store"], tmp_path))

@@ -83,6 +83,8 @@ def _part(folder: Path, target: str) -> Path:
 
 def damage(folder: Path, other: Path, target: str, op: str, rng: random.Random) -> str:
     path = _part(folder, target)
+    if path.is_dir() and op in ("truncate", "flip", "zero", "junk"):
+        shutil.rmtree(path)     # a folder put there by the pair's first damage: bytes now
     raw = path.read_bytes() if path.is_file() else b""
     if op == "truncate":
         path.write_bytes(raw[:rng.randrange(len(raw))] if raw else b"")
