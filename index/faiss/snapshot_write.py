@@ -17,8 +17,9 @@ def index_file_name(generation: int) -> str:
 def write_snapshot(folder: Path, index: FaissIndex, db, gen: int, fingerprint: dict, dim: int,
                    encoders) -> None:
     """Write `index` as the snapshot of database generation `gen`, and the manifest naming it.
-    A flat index over a vector log is not written: it holds nothing the log does not (each
-    vector as it is), so the manifest names no file and an open builds it from the database."""
+    A flat index of a format 3 store is not written: it holds nothing the database and its
+    vector log do not (each vector as it is, inline or in the log), so the manifest names no
+    file and an open builds it from the database."""
     check_regular(folder / MANIFEST_NAME, "manifest")
     name = path = None
     size, digest = 0, None
