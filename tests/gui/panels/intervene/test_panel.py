@@ -155,7 +155,9 @@ def test_a_running_map_cancels_and_the_window_keeps_ticking(qtbot, make_panel, m
             assert ticked.wait(20), "the GUI thread did not tick while the map was computed"
             parts.append(done)
             if done == 3:
-                panel.importance_view.cancel_requested.emit()     # as Cancel does (thread-safe: an Event)
+                panel.importance_view.cancel_requested.emit()     # as Cancel does
+                # queued to the GUI thread: wait for it to set the job's event before the next part
+                assert cancel.wait(20), "the GUI thread did not pass Cancel on to the job"
             progress(done, total, *a)
         return real(backend, metric, seed, cache_dir, each, cancel)
 
@@ -164,7 +166,7 @@ def test_a_running_map_cancels_and_the_window_keeps_ticking(qtbot, make_panel, m
         panel.compute_map("spearman", 0)
     timer.stop()
     total = 2 * 4 + 2 * 2
-    assert 3 <= len(parts) < total and panel.importance_view.map is None
+    assert 3 <= len(parts) < total and panel.importance_view.map is None     # cancel is checked per layer
     assert "Cancelled" in panel.importance_view.info.text()
 
 
