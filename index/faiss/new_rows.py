@@ -40,9 +40,17 @@ class NewRows:
 
 def planned_rows(plan, texts, hashes, metas, vectors) -> NewRows:
     """The rows of texts[i] for i in plan (vectors: theirs, in plan order)."""
+    if len(plan) == len(texts):       # plan is increasing: every index, the usual window
+        chosen_texts, chosen_hashes, chosen_metas = list(texts), list(hashes), metas
+    else:
+        chosen_texts, chosen_hashes = [texts[i] for i in plan], [hashes[i] for i in plan]
+        chosen_metas = [metas[i] for i in plan]
+    if not any(chosen_metas):         # no metadata: no per-row work
+        none = [None] * len(plan)
+        return NewRows(chosen_texts, chosen_hashes, none, list(none), list(none),
+                       np.ascontiguousarray(vectors, dtype=np.float32))
     sources, lines, metas_json = [], [], []
-    for i in plan:
-        meta = metas[i]
+    for meta in chosen_metas:
         if not meta:
             sources.append(None)
             lines.append(None)
@@ -52,5 +60,5 @@ def planned_rows(plan, texts, hashes, metas, vectors) -> NewRows:
         sources.append(source)
         lines.append(line)
         metas_json.append(json.dumps(extra) if extra else None)
-    return NewRows([texts[i] for i in plan], [hashes[i] for i in plan], sources, lines,
-                   metas_json, np.ascontiguousarray(vectors, dtype=np.float32))
+    return NewRows(chosen_texts, chosen_hashes, sources, lines, metas_json,
+                   np.ascontiguousarray(vectors, dtype=np.float32))

@@ -55,6 +55,12 @@ def row_checksum(id_, text, source, line, meta_json, vector_bytes) -> bytes:
 
 
 def log_row_checksums(ids, hashes, sources, lines, metas_json, slots, digests) -> list[bytes]:
+    """log_row_checksum_block, one 16-byte checksum per row."""
+    raw = log_row_checksum_block(ids, hashes, sources, lines, metas_json, slots, digests)
+    return [raw[j:j + 16] for j in range(0, len(raw), 16)]
+
+
+def log_row_checksum_block(ids, hashes, sources, lines, metas_json, slots, digests) -> bytes:
     """The checksums of rows whose vectors are in the vector log (index/faiss/vector_log.py),
     a window at once: word_digests of a 64-byte record per row (id, text hash, slot, the
     vector's digest, and a BLAKE2b of source, row and metadata where a row has any). The text
@@ -63,7 +69,7 @@ def log_row_checksums(ids, hashes, sources, lines, metas_json, slots, digests) -
     without metadata: the checksums of a window cost one NumPy pass."""
     n = len(ids)
     if not n:
-        return []
+        return b""
     rec = np.zeros((n, 64), np.uint8)
     rec[:, 0:8] = np.asarray(ids, "<i8").reshape(n, 1).view(np.uint8)
     rec[:, 8:24] = np.frombuffer(b"".join(hashes), np.uint8).reshape(n, 16)
@@ -73,9 +79,7 @@ def log_row_checksums(ids, hashes, sources, lines, metas_json, slots, digests) -
         if s is not None or k is not None or m is not None:
             extra = f"[{_json_or_null(s)}, {'null' if k is None else int(k)}, {_json_or_null(m)}]"
             rec[j, 48:64] = np.frombuffer(hashlib.blake2b(extra.encode("ascii"), digest_size=16).digest(), np.uint8)
-    sums = word_digests(rec.view("<u4"))
-    raw = sums.tobytes()
-    return [raw[j:j + 16] for j in range(0, len(raw), 16)]
+    return word_digests(rec.view("<u4")).tobytes()
 
 
 def row_checksums(ids, texts, sources, lines, metas_json, blobs) -> list[bytes]:

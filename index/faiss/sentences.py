@@ -33,9 +33,18 @@ from pathlib import Path
 import numpy as np
 
 from core.files import platform_os
+from index.faiss import window_sql
 from index.faiss.new_rows import NewRows
 from index.faiss.paging import id_pages
-from index.faiss.row_checks import CHUNK, ROW_COLUMNS, RowChecker, log_row_checksums, row_checksum, row_checksums
+from index.faiss.row_checks import (
+    CHUNK,
+    ROW_COLUMNS,
+    RowChecker,
+    log_row_checksum_block,
+    log_row_checksums,
+    row_checksum,
+    row_checksums,
+)
 from index.faiss.row_checks import read_record as _record
 from index.faiss.vector_log import HEADER_BYTES, LOG_NAME, VectorLog, log_file_name, vector_digests
 from index.faiss.wal_checkpoints import BackgroundCheckpoints
@@ -47,7 +56,6 @@ from index.store.text_hash import text_hash  # one text hash for both stores
 DB_NAME = "store.db"
 SIDE_FILES = ("-wal", "-shm", "-journal")   # SQLite's files beside store.db
 PAGE_CACHE_KIB = 64 << 10   # SQLite's page cache for this connection (grows only as used)
-HASHES_PER_QUERY = 4096     # the duplicate check of a whole ingest window in one query
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sentences (
     id       INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -403,15 +411,11 @@ class SentenceDB:
                            dtype=np.int64)
 
     def existing_ids(self, hashes) -> dict[bytes, int]:
-        """hash -> id of the given hashes that are stored: one query for up to a window's worth
-        (HASHES_PER_QUERY; SQLite takes 32,766 parameters since 3.32)."""
-        found = {}
+        """hash -> id of the given hashes that are stored: one query (index/faiss/window_sql.py)."""
         hashes = list(hashes)
-        for i in range(0, len(hashes), HASHES_PER_QUERY):
-            part = hashes[i:i + HASHES_PER_QUERY]
-            q = f"SELECT hash, id FROM sentences WHERE hash IN ({','.join('?' * len(part))})"
-            found.update((h, int(id_)) for h, id_ in self._q(q, part))
-        return found
+        if not hashes:
+            return {}
+        return {h: int(id_) for h, id_ in self._q(window_sql.FIND_HASHES, (window_sql.hash_block(hashes), len(hashes)))}
 
     def id_of(self, text: str) -> int | None:
         row = self._q("SELECT id FROM sentences WHERE hash=?", (text_hash(text),)).fetchone()
@@ -443,12 +447,9 @@ class SentenceDB:
             writing = self._log_writer_thread().submit(log.write, first, vectors)
             try:
                 slots = range(first, first + n)
-                sums = log_row_checksums(ids, rows.hashes, rows.sources, rows.lines,
-                                         rows.metas_json, slots, vector_digests(vectors))
-                self._q(f"INSERT INTO sentences(id, hash, text, source, row, added, meta, {INLINE}, "
-                        "checksum, slot) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        zip(ids, rows.hashes, rows.texts, rows.sources, rows.lines, added,
-                            rows.metas_json, [NO_VECTOR] * n, sums, slots), many=True)
+                sums = log_row_checksum_block(ids, rows.hashes, rows.sources, rows.lines,
+                                              rows.metas_json, slots, vector_digests(vectors))
+                self._insert_log_rows(ids, rows, added[0], sums, first)
             finally:
                 wait([writing])
             writing.result()              # its error (a full disk) fails the transaction
@@ -465,6 +466,24 @@ class SentenceDB:
             self._q(f"INSERT INTO sentences(id, hash, text, source, row, added, meta, {self.vcol}) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", zip(*columns), many=True)
         return ids
+
+    def _insert_log_rows(self, ids, rows: NewRows, added: float, sums: bytes, first_slot: int) -> None:
+        """The rows of a log window, in one statement (index/faiss/window_sql.py) where SQLite
+        gives back every value exactly, else row by row."""
+        n = len(ids)
+        packed = window_sql.rows_json(ids, rows.texts, rows.sources, rows.lines, rows.metas_json)
+        if packed is None:
+            self._q(f"INSERT INTO sentences(id, hash, text, source, row, added, meta, {INLINE}, "
+                    "checksum, slot) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    zip(ids, rows.hashes, rows.texts, rows.sources, rows.lines, [added] * n, rows.metas_json,
+                        [NO_VECTOR] * n, [sums[j:j + 16] for j in range(0, len(sums), 16)],
+                        range(first_slot, first_slot + n)), many=True)
+            return
+        sql, body = packed
+        inserted = self._q(sql, {"rows": body, "first": ids[0], "hashes": window_sql.hash_block(rows.hashes),
+                                 "sums": sums, "added": added, "slot": first_slot, "empty": NO_VECTOR}).rowcount
+        if inserted != n:       # cannot happen: then nothing of this transaction is kept
+            raise RuntimeError(f"SQLite inserted {inserted} of a window's {n} rows")
 
     def new_ids(self, n: int, ids=None) -> list[int]:
         """The ids `n` new rows take (inside the transaction that inserts them): the next ones,

@@ -58,7 +58,7 @@ from index.store.base import Hit, Store
 from index.store.durability import WriterLock
 from index.store.errors import DuplicateText, ModelMismatch, StoreCorrupted, StoreError, UnknownId
 from index.store.location import default_store_dir
-from index.store.text_hash import text_hash
+from index.store.text_hash import text_hashes
 from index.store.whitening import describe_whitening, is_whitened
 from index.store.whitening import load as load_whitening
 
@@ -219,7 +219,7 @@ class VectorStore(Store):
     # ---------------------------------------------------------------------------------------
     def _text_keys(self, texts) -> list:
         check_texts(texts)
-        return [text_hash(t) for t in texts]
+        return text_hashes(texts)
 
     def _change_mark(self) -> int:
         """The database's generation: every committed change moves it (add_stream reuses a

@@ -109,8 +109,9 @@ class _Window:
     texts handed to the encoder."""
 
     def __init__(self, items, store):
-        self.texts = [t for t, _ in items]
-        self.metas = [m for _, m in items]
+        """items: each a text, or (text, metadata)."""
+        self.texts = [x if isinstance(x, str) else x[0] for x in items]
+        self.metas = [None if isinstance(x, str) else x[1] for x in items]
         self.keys = store._text_keys(self.texts)
         self.text_set = set(self.texts)
         self.new: list = []
@@ -171,6 +172,7 @@ def add_stream(store, items, backend, *, pooling=None, batch_size: int | None = 
     the store's lock, ahead on helper threads (index/store/embed_ahead.py), committed in input
     order batch_size at a time."""
     from collections import deque
+    from itertools import islice
 
     from core.encoder.backends import EmbedStats
     from index.store.embed_ahead import EmbedAhead, EmbedNow
@@ -243,13 +245,11 @@ def add_stream(store, items, backend, *, pooling=None, batch_size: int | None = 
             result.ids.extend(part.ids)
 
     def windows():
-        pending = []
-        for item in items:
-            pending.append((item, None) if isinstance(item, str) else item)
-            if len(pending) >= window:     # read as each window fills: it may have grown
-                yield _Window(pending, store)
-                pending = []
-        if pending:
+        source = iter(items)
+        while True:
+            pending = list(islice(source, window))     # read as each window is wanted: it may have grown
+            if not pending:
+                return
             yield _Window(pending, store)
 
     def share_of(base, size):

@@ -103,8 +103,8 @@ def test_each_text_is_hashed_once_and_a_window_is_one_commit(tmp_path, monkeypat
     s = VectorStore.open(tmp_path / "s", writable=True, create=True, fingerprint=b.fingerprint())
     s.add_texts(["seed"], b)
     hashed = []
-    real = store_mod.text_hash
-    monkeypatch.setattr(store_mod, "text_hash", lambda t: hashed.append(t) or real(t))
+    real = store_mod.text_hashes
+    monkeypatch.setattr(store_mod, "text_hashes", lambda ts: hashed.extend(ts) or real(ts))
     statements = []
     s._db.conn.set_trace_callback(statements.append)
     texts = [f"t{i}" for i in range(300)] + ["seed", "t5"]
@@ -115,7 +115,7 @@ def test_each_text_is_hashed_once_and_a_window_is_one_commit(tmp_path, monkeypat
     # three windows of new rows, one commit each; the fourth holds only repeats: none
     assert sum(q.strip().upper() == "COMMIT" for q in statements) == 3
     inserts = [q for q in statements if q.startswith("INSERT INTO sentences")]
-    assert len(inserts) == 300                      # executemany: one traced statement per row
+    assert len(inserts) == 300       # windows under LOG_MIN_ROWS go by executemany: a traced statement a row
     s.close()
 
 

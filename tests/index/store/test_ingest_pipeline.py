@@ -144,7 +144,7 @@ def test_the_duplicate_check_is_one_query_per_window_not_one_per_text(tmp_path):
     r = store.add_texts(texts, b, batch_size=100, window=200)        # all 600 stored already
     store._db.conn.set_trace_callback(None)
     assert r.duplicates == 600 and r.added == 0
-    looks = [q for q in queries if "FROM sentences WHERE hash" in q]
+    looks = [q for q in queries if "JOIN sentences AS s ON s.hash" in q]
     # one look before a window is embedded; its commits reuse it (nothing else changed the store)
     assert len(looks) == 3, looks[:3]
     store.close()
@@ -159,7 +159,7 @@ def test_new_rows_commit_on_one_look_up_per_window_with_repeats_across_windows(t
     store._db.conn.set_trace_callback(queries.append)
     r = store.add_texts(texts, b, batch_size=7, window=20)
     store._db.conn.set_trace_callback(None)
-    looks = [q for q in queries if "FROM sentences WHERE hash" in q]
+    looks = [q for q in queries if "JOIN sentences AS s ON s.hash" in q]
     assert len(looks) == 5                      # 83 texts, windows of 20: five windows, one look each
     rows = list(store.iter())
     assert [t["text"] for t in rows] == ["old"] + [t for t in dict.fromkeys(texts) if t != "old"]
@@ -190,7 +190,7 @@ def test_a_text_added_by_another_thread_after_a_windows_look_up_is_not_stored_tw
     assert (r.added, r.duplicates) == (58, 2)
     by_text = {t["text"]: t["id"] for t in store.iter()}
     assert r.ids == [by_text[f"t{i}"] for i in range(60)]
-    looks = [q for q in queries if "FROM sentences WHERE hash" in q]
+    looks = [q for q in queries if "JOIN sentences AS s ON s.hash" in q]
     assert len(looks) >= 4          # three windows' look-ups, and window 1's again at its commit
     store.close()
 

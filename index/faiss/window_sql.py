@@ -1,0 +1,63 @@
+"""A window's rows in one SQLite statement each way: the INSERT of the rows whose vectors are in
+the vector log, and the look-up of a window's text hashes.
+
+`executemany` binds and steps one row at a time and takes Python's GIL back for each. One
+``INSERT ... SELECT ... FROM json_each(?)`` binds the window once and steps once, with the GIL
+released for all of it, so the log's write, the FAISS add and the next window's Python work run
+beside it: 100,000 rows went in 2x faster (docs/benchmarks.md, "One statement a window"). The
+look-up reads the hashes from one blob the same way.
+
+    sql, body = rows_json(ids, texts, sources, lines, metas_json)   # None: go row by row
+    conn.execute(sql, {"rows": body, "first": ids[0], "hashes": hash_block(hashes), "sums": sums,
+                       "added": time.time(), "slot": first_slot, "empty": b""})
+    conn.execute(FIND_HASHES, (hash_block(hashes), len(hashes)))   # -> (hash, id) rows
+"""
+from __future__ import annotations
+
+import json
+
+HASH_BYTES = 16         # index/store/text_hash.py's BLAKE2b-128 (and a log row's checksum)
+INT64 = (-(1 << 63), (1 << 63) - 1)
+
+# :rows is the JSON; :hashes and :sums the rows' text hashes and checksums, 16 bytes a row in row
+# order; :added the time added; :slot the first row's log slot (the slots run on); :empty the
+# inline vector of a log row. json_each yields the rows in array order.
+_INSERT = ("INSERT INTO sentences(id, hash, text, source, row, added, meta, inline_vector, checksum, slot) "
+           "SELECT {id}, substr(:hashes, r.key * 16 + 1, 16), {text}, {source}, {row}, :added, {meta}, :empty, "
+           "substr(:sums, r.key * 16 + 1, 16), :slot + r.key FROM json_each(:rows) AS r")
+# The usual window (new ids one after another, no source, row or metadata): the texts alone,
+# ids from :first on. 40 % less JSON to write than whole rows.
+INSERT_TEXTS = _INSERT.format(id=":first + r.key", text="r.value", source="NULL", row="NULL", meta="NULL")
+# Any other: [id, text, source, row, meta] a row.
+INSERT_ROWS = _INSERT.format(id="r.value->>0", text="r.value->>1", source="r.value->>2", row="r.value->>3",
+                             meta="r.value->>4")
+
+# ?1 the hashes, 16 bytes each; ?2 how many. The numbers 0 .. ?2 - 1 from a recursive CTE, each
+# hash cut from the blob and found through the hash column's index.
+FIND_HASHES = (
+    "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?2) "
+    "SELECT s.hash, s.id FROM k JOIN sentences AS s ON s.hash = substr(?1, k.i * 16 + 1, 16)")
+
+
+def hash_block(hashes) -> bytes:
+    """The hashes end to end (each must be HASH_BYTES long: a slice of the block is one hash)."""
+    if not set(map(len, hashes)) <= {HASH_BYTES}:
+        raise ValueError(f"text hashes are {HASH_BYTES} bytes each")
+    return b"".join(hashes)
+
+
+def rows_json(ids, texts, sources, lines, metas_json) -> tuple[str, str] | None:
+    """(statement, its :rows JSON) for these rows, or None where SQLite would not give every value
+    back exactly: its JSON cuts a text at an escaped NUL, and turns an integer past 64 bits into
+    a REAL (executemany keeps the first and refuses the second, as it always did)."""
+    n = len(ids)
+    plain = (n > 0 and list(ids) == list(range(ids[0], ids[0] + n)) and sources.count(None) == n
+             and lines.count(None) == n and metas_json.count(None) == n)
+    if any("\0" in t for t in texts) or not plain and (
+            any(k is not None and not INT64[0] <= k <= INT64[1] for k in lines)
+            or any(s is not None and "\0" in s for s in (*sources, *metas_json))):
+        return None
+    # ensure_ascii=False: the text goes to SQLite as the UTF-8 it is. A lone surrogate then fails
+    # to encode, as it does when executemany binds it (with escapes, SQLite would take it in).
+    rows = texts if plain else list(zip(ids, texts, sources, lines, metas_json))
+    return (INSERT_TEXTS if plain else INSERT_ROWS), json.dumps(rows, ensure_ascii=False)

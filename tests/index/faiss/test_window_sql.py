@@ -1,0 +1,158 @@
+"""A log window's rows in one statement (index/faiss/window_sql.py): every column of every row is
+what the row-by-row executemany writes for the same input, byte for byte; what SQLite's JSON
+cannot carry exactly (a NUL, an integer past 64 bits) goes row by row; a lone surrogate fails as
+it did and keeps the store as it was; the one-blob hash look-up finds what a plain query finds."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from index.faiss import window_sql
+from index.faiss.store import VectorStore
+from index.store.text_hash import text_hash, text_hashes
+from tests.support.fake_vectors import text_vector
+
+D = 16
+FP = {"model": "fake", "weights_sha256": "f" * 64, "pooling": "mean", "dim": D, "normalized": True}
+NASTY = ["tab\there", 'q"uote \\back/slash', "\u2028 line\u2029seps", "émoji 😀 e\u0301", "\x01\x1f\x7f ctl",
+         "\ufeffbom", "\U0010ffff top", "cr\r\nlf", "x" * 5000, "ünïcödé", "  spaced  ", "[1, 2]", "null",
+         "{\"json\": true}", "\\u0000 as six characters"]
+COLUMNS = "id, hash, text, source, row, meta, inline_vector, checksum, slot"
+
+
+def texts_for(n=300):
+    """n distinct texts, NASTY among them: a window large enough for the vector log."""
+    return NASTY + [f"plain text {i}" for i in range(n - len(NASTY))]
+
+
+def metadata_for(texts):
+    """Every kind: none, empty, source only, row only, user keys, all of them."""
+    kinds = [None, {}, {"source": "a.txt"}, {"row": 7}, {"lang": "fr", "n": [1, 2]},
+             {"source": "b.csv", "row": 2 ** 62, "note": "émoji 😀", "added": 5.0}]
+    return [kinds[i % len(kinds)] for i in range(len(texts))]
+
+
+def rows_of(folder):
+    c = sqlite3.connect(Path(folder) / "store.db")
+    try:
+        return c.execute(f"SELECT {COLUMNS} FROM sentences ORDER BY id").fetchall()
+    finally:
+        c.close()
+
+
+def build(folder, texts, metadata=None, ids=None, statements=None):
+    """The rows of a new store of `texts`; `statements` gets the one-statement INSERTs it ran."""
+    if statements is not None:
+        real = window_sql.rows_json
+
+        def spy(*a):
+            packed = real(*a)
+            statements.append(packed and packed[0])
+            return packed
+        window_sql.rows_json = spy
+    try:
+        with VectorStore.open(folder, writable=True, create=True, fingerprint=FP) as s:
+            s.add(texts, np.stack([text_vector(t, D) for t in texts]), metadata, ids=ids)
+            s.verify()
+    finally:
+        if statements is not None:
+            window_sql.rows_json = real
+    return rows_of(folder)
+
+
+def row_by_row(monkeypatch):
+    """The store with one-statement windows switched off: its rows are the reference."""
+    monkeypatch.setattr(window_sql, "rows_json", lambda *a: None)
+
+
+@pytest.mark.parametrize("with_metadata", [False, True], ids=["plain", "metadata"])
+def test_one_statement_writes_what_executemany_writes(tmp_path, monkeypatch, with_metadata):
+    texts = texts_for()
+    meta = metadata_for(texts) if with_metadata else None
+    ran = []
+    got = build(tmp_path / "one", texts, meta, statements=ran)
+    assert ran == [window_sql.INSERT_ROWS if with_metadata else window_sql.INSERT_TEXTS]
+    assert {r[8] is not None for r in got} == {True}        # every row's vector is in the log
+    with monkeypatch.context() as m:
+        row_by_row(m)
+        want = build(tmp_path / "many", texts, meta)
+    assert got == want
+    assert [r[2] for r in got] == texts
+    with VectorStore.open(tmp_path / "one") as s:
+        records = list(s.iter())
+    assert [r["text"] for r in records] == texts
+    if with_metadata:
+        assert records[5]["metadata"]["row"] == 2 ** 62 and records[4]["metadata"]["n"] == [1, 2]
+
+
+def test_kept_ids_with_gaps_go_in_as_given(tmp_path, monkeypatch):
+    texts = texts_for()
+    ids = [10 + 3 * i for i in range(len(texts))]
+    ran = []
+    got = build(tmp_path / "one", texts, ids=ids, statements=ran)
+    assert ran == [window_sql.INSERT_ROWS] and [r[0] for r in got] == ids
+    with monkeypatch.context() as m:
+        row_by_row(m)
+        assert build(tmp_path / "many", texts, ids=ids) == got
+
+
+def test_what_sqlite_json_cannot_carry_goes_row_by_row(tmp_path):
+    ids, n = list(range(1, 4)), 3
+    none = [None] * n
+    assert window_sql.rows_json(ids, ["a", "b\x00c", "d"], none, none, none) is None
+    assert window_sql.rows_json(ids, ["a", "b", "c"], none, [1, 2 ** 63, None], none) is None
+    assert window_sql.rows_json(ids, ["a", "b", "c"], ["s\x00", None, None], none, none) is None
+    # a backslash and "u0000" in a text (or in metadata's JSON, which escapes a NUL so) is no NUL
+    assert window_sql.rows_json(ids, ["\\u0000", "b", "c"], none, none, ['{"k": "\\u0000"}', None, None])
+    sql, _ = window_sql.rows_json(ids, ["a", "b", "c"], none, none, none)
+    assert sql == window_sql.INSERT_TEXTS
+    sql, _ = window_sql.rows_json([1, 2, 4], ["a", "b", "c"], none, none, none)
+    assert sql == window_sql.INSERT_ROWS
+    # and a window with a NUL in a text is stored exactly, row by row
+    texts = texts_for()
+    texts[7] = "before\x00after"
+    got = build(tmp_path / "nul", texts)
+    assert got[7][2] == "before\x00after" and got[7][8] is not None
+
+
+def test_a_lone_surrogate_fails_as_it_did_and_keeps_the_store(tmp_path, monkeypatch):
+    texts = texts_for()
+    folder = tmp_path / "s"
+    kept = build(folder, texts)
+    bad = [f"second {i}" for i in range(300)]
+    bad[3] = "lone \ud800 surrogate"
+    vectors = np.stack([text_vector(f"v{i}", D) for i in range(len(bad))])
+    errors = []
+    for one_statement in (True, False):
+        with monkeypatch.context() as m:
+            if not one_statement:
+                row_by_row(m)
+            with VectorStore.open(folder, writable=True) as s:
+                with pytest.raises(UnicodeEncodeError) as e:
+                    s.add(bad, vectors)
+                errors.append(type(e.value))
+                assert s.count() == len(texts)
+        assert rows_of(folder) == kept
+    assert errors == [UnicodeEncodeError, UnicodeEncodeError]
+
+
+def test_the_hash_look_up_finds_what_a_plain_query_finds(tmp_path):
+    texts = texts_for()
+    build(tmp_path / "s", texts)
+    asked = text_hashes(texts[::2] + [f"absent {i}" for i in range(50)] + texts[:3])
+    with VectorStore.open(tmp_path / "s") as s:
+        got = s._db.existing_ids(asked)
+        c = s._db.conn
+        want = {h: i for h in set(asked) for (i,) in c.execute("SELECT id FROM sentences WHERE hash=?", (h,))}
+        assert got == want and len(want) == len(set(texts[::2] + texts[:3]))
+        assert s._db.existing_ids([]) == {}
+        with pytest.raises(ValueError):
+            s._db.existing_ids([b"short"])
+
+
+def test_text_hashes_are_text_hash_each():
+    texts = NASTY + ["lone \ud800 surrogate", ""]
+    assert text_hashes(texts) == [text_hash(t) for t in texts]
