@@ -85,7 +85,7 @@ def open_store(cls, location, *, writable: bool, create: bool, fingerprint, inde
             after_crash_check(store)
         if fingerprint is not None:
             fpmod.check(store._fp, fingerprint, "your vectors and queries",
-                        where=f"at {loc}", **store.mismatch_remedy(fingerprint))
+                        where=f"at {loc}", remedy=lambda: store.mismatch_remedy(fingerprint))
         return store
     except BaseException:
         if client is not None:

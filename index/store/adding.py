@@ -179,7 +179,7 @@ def add_stream(store, items, backend, *, pooling=None, batch_size: int | None = 
     store._need_writer()
     fp = backend.fingerprint(pooling=pooling or store.pooling)
     fpmod.check(store.model_fingerprint_dict, fp, f"texts embedded with {backend.model_name}",
-                where=f"at {store.where}", **store.mismatch_remedy(fp))
+                where=f"at {store.where}", remedy=lambda: store.mismatch_remedy(fp))
     pooling = fp.pooling
     had_vectors = store.count() > 0
     result = result if result is not None else AddResult(ids=[])
