@@ -471,7 +471,8 @@ class SentenceDB:
         """The rows of a log window, in one statement (index/faiss/window_sql.py) where SQLite
         gives back every value exactly, else row by row."""
         n = len(ids)
-        packed = window_sql.rows_json(ids, rows.texts, rows.sources, rows.lines, rows.metas_json)
+        packed = (window_sql.rows_json(ids, rows.texts, rows.sources, rows.lines, rows.metas_json)
+                  if self._json_each else None)
         if packed is None:
             self._q(f"INSERT INTO sentences(id, hash, text, source, row, added, meta, {INLINE}, "
                     "checksum, slot) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -484,6 +485,10 @@ class SentenceDB:
                                  "sums": sums, "added": added, "slot": first_slot, "empty": NO_VECTOR}).rowcount
         if inserted != n:       # cannot happen: then nothing of this transaction is kept
             raise RuntimeError(f"SQLite inserted {inserted} of a window's {n} rows")
+
+    @cached_property
+    def _json_each(self) -> bool:
+        return window_sql.available(self.conn)
 
     def new_ids(self, n: int, ids=None) -> list[int]:
         """The ids `n` new rows take (inside the transaction that inserts them): the next ones,

@@ -7,14 +7,16 @@ released for all of it, so the log's write, the FAISS add and the next window's 
 beside it: 100,000 rows went in 2x faster (docs/benchmarks.md, "One statement a window"). The
 look-up reads the hashes from one blob the same way.
 
-    sql, body = rows_json(ids, texts, sources, lines, metas_json)   # None: go row by row
-    conn.execute(sql, {"rows": body, "first": ids[0], "hashes": hash_block(hashes), "sums": sums,
-                       "added": time.time(), "slot": first_slot, "empty": b""})
+    if available(conn):                                             # else row by row
+        sql, body = rows_json(ids, texts, sources, lines, metas_json)   # None: row by row
+        conn.execute(sql, {"rows": body, "first": ids[0], "hashes": hash_block(hashes), "sums": sums,
+                           "added": time.time(), "slot": first_slot, "empty": b""})
     conn.execute(FIND_HASHES, (hash_block(hashes), len(hashes)))   # -> (hash, id) rows
 """
 from __future__ import annotations
 
 import json
+import sqlite3
 
 HASH_BYTES = 16         # index/store/text_hash.py's BLAKE2b-128 (and a log row's checksum)
 INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -29,14 +31,25 @@ _INSERT = ("INSERT INTO sentences(id, hash, text, source, row, added, meta, inli
 # ids from :first on. 40 % less JSON to write than whole rows.
 INSERT_TEXTS = _INSERT.format(id=":first + r.key", text="r.value", source="NULL", row="NULL", meta="NULL")
 # Any other: [id, text, source, row, meta] a row.
-INSERT_ROWS = _INSERT.format(id="r.value->>0", text="r.value->>1", source="r.value->>2", row="r.value->>3",
-                             meta="r.value->>4")
+# json_extract, not ->> (SQLite 3.38): a Python linked to an older system SQLite runs it too.
+INSERT_ROWS = _INSERT.format(**{column: f"json_extract(r.value, '$[{k}]')"
+                                for k, column in enumerate(("id", "text", "source", "row", "meta"))})
 
 # ?1 the hashes, 16 bytes each; ?2 how many. The numbers 0 .. ?2 - 1 from a recursive CTE, each
 # hash cut from the blob and found through the hash column's index.
 FIND_HASHES = (
     "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?2) "
     "SELECT s.hash, s.id FROM k JOIN sentences AS s ON s.hash = substr(?1, k.i * 16 + 1, 16)")
+
+
+def available(conn) -> bool:
+    """Whether this SQLite has json_each (JSON1: built in since 3.38, optional before): where it
+    has not, a window's rows go in row by row."""
+    try:
+        conn.execute("SELECT key, value FROM json_each('[\"a\"]')").fetchall()
+        return True
+    except sqlite3.OperationalError:
+        return False
 
 
 def hash_block(hashes) -> bytes:

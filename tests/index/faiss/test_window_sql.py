@@ -156,3 +156,17 @@ def test_the_hash_look_up_finds_what_a_plain_query_finds(tmp_path):
 def test_text_hashes_are_text_hash_each():
     texts = NASTY + ["lone \ud800 surrogate", ""]
     assert text_hashes(texts) == [text_hash(t) for t in texts]
+
+
+def test_a_sqlite_without_json_each_goes_row_by_row(tmp_path, monkeypatch):
+    class NoJson:
+        def execute(self, sql):
+            raise sqlite3.OperationalError("no such table: json_each")
+    assert window_sql.available(NoJson()) is False
+    assert window_sql.available(sqlite3.connect(":memory:")) is True
+    texts = texts_for()
+    meta = metadata_for(texts)
+    want = build(tmp_path / "one", texts, meta)
+    monkeypatch.setattr(window_sql, "available", lambda conn: False)
+    ran = []
+    assert build(tmp_path / "many", texts, meta, statements=ran) == want and ran == []
