@@ -75,10 +75,19 @@ def log_row_checksum_block(ids, hashes, sources, lines, metas_json, slots, diges
     rec[:, 8:24] = np.frombuffer(b"".join(hashes), np.uint8).reshape(n, 16)
     rec[:, 24:32] = np.asarray(slots, "<i8").reshape(n, 1).view(np.uint8)
     rec[:, 32:48] = digests
+    rows, extras = [], []
+    quoted = {None: "null"}     # a window's rows mostly share one source: quoted once
+    blake2b = hashlib.blake2b
     for j, (s, k, m) in enumerate(zip(sources, lines, metas_json)):
         if s is not None or k is not None or m is not None:
-            extra = f"[{_json_or_null(s)}, {'null' if k is None else int(k)}, {_json_or_null(m)}]"
-            rec[j, 48:64] = np.frombuffer(hashlib.blake2b(extra.encode("ascii"), digest_size=16).digest(), np.uint8)
+            q = quoted.get(s)
+            if q is None:
+                q = quoted[s] = _json_string(s)
+            extra = f"[{q}, {'null' if k is None else int(k)}, {_json_or_null(m)}]"
+            rows.append(j)
+            extras.append(blake2b(extra.encode("ascii"), digest_size=16).digest())
+    if rows:
+        rec[rows, 48:64] = np.frombuffer(b"".join(extras), np.uint8).reshape(len(rows), 16)
     return word_digests(rec.view("<u4")).tobytes()
 
 

@@ -25,15 +25,15 @@ INT64 = (-(1 << 63), (1 << 63) - 1)
 # order; :added the time added; :slot the first row's log slot (the slots run on); :empty the
 # inline vector of a log row. json_each yields the rows in array order.
 _INSERT = ("INSERT INTO sentences(id, hash, text, source, row, added, meta, inline_vector, checksum, slot) "
-           "SELECT {id}, substr(:hashes, r.key * 16 + 1, 16), {text}, {source}, {row}, :added, {meta}, :empty, "
-           "substr(:sums, r.key * 16 + 1, 16), :slot + r.key FROM json_each(:rows) AS r")
-# The usual window (new ids one after another, no source, row or metadata): the texts alone,
-# ids from :first on. 40 % less JSON to write than whole rows.
-INSERT_TEXTS = _INSERT.format(id=":first + r.key", text="r.value", source="NULL", row="NULL", meta="NULL")
-# Any other: [id, text, source, row, meta] a row.
-# json_extract, not ->> (SQLite 3.38): a Python linked to an older system SQLite runs it too.
+           "SELECT :first + r.key, substr(:hashes, r.key * 16 + 1, 16), {text}, {source}, {row}, :added, {meta}, "
+           ":empty, substr(:sums, r.key * 16 + 1, 16), :slot + r.key FROM json_each(:rows) AS r")
+# New ids one after another (every window but a migrate copy's), from :first on. The usual
+# window (no source, row or metadata) sends its texts alone: 40 % less JSON than whole rows.
+INSERT_TEXTS = _INSERT.format(text="r.value", source="NULL", row="NULL", meta="NULL")
+# Else [text, source, row, meta] a row; json_extract, not ->> (SQLite 3.38): a Python linked to
+# an older system SQLite runs it too.
 INSERT_ROWS = _INSERT.format(**{column: f"json_extract(r.value, '$[{k}]')"
-                                for k, column in enumerate(("id", "text", "source", "row", "meta"))})
+                                for k, column in enumerate(("text", "source", "row", "meta"))})
 
 # ?1 the hashes, 16 bytes each; ?2 how many. The numbers 0 .. ?2 - 1 from a recursive CTE, each
 # hash cut from the blob and found through the hash column's index.
@@ -60,17 +60,18 @@ def hash_block(hashes) -> bytes:
 
 
 def rows_json(ids, texts, sources, lines, metas_json) -> tuple[str, str] | None:
-    """(statement, its :rows JSON) for these rows, or None where SQLite would not give every value
-    back exactly: its JSON cuts a text at an escaped NUL, and turns an integer past 64 bits into
-    a REAL (executemany keeps the first and refuses the second, as it always did)."""
+    """(statement, its :rows JSON) for these rows, or None where they go row by row: ids that do
+    not run on one after another (a migrate copy keeps its source's), and what SQLite would not
+    give back exactly (its JSON cuts a text at an escaped NUL, and turns an integer past 64 bits
+    into a REAL; executemany keeps the first and refuses the second, as it always did)."""
     n = len(ids)
-    plain = (n > 0 and list(ids) == list(range(ids[0], ids[0] + n)) and sources.count(None) == n
-             and lines.count(None) == n and metas_json.count(None) == n)
-    if any("\0" in t for t in texts) or not plain and (
-            any(k is not None and not INT64[0] <= k <= INT64[1] for k in lines)
-            or any(s is not None and "\0" in s for s in (*sources, *metas_json))):
+    if not n or list(ids) != list(range(ids[0], ids[0] + n)) or any("\0" in t for t in texts):
+        return None
+    plain = sources.count(None) == n and lines.count(None) == n and metas_json.count(None) == n
+    if not plain and (any(k is not None and not INT64[0] <= k <= INT64[1] for k in lines)
+                      or any(s is not None and "\0" in s for s in (*sources, *metas_json))):
         return None
     # ensure_ascii=False: the text goes to SQLite as the UTF-8 it is. A lone surrogate then fails
     # to encode, as it does when executemany binds it (with escapes, SQLite would take it in).
-    rows = texts if plain else list(zip(ids, texts, sources, lines, metas_json))
+    rows = texts if plain else list(zip(texts, sources, lines, metas_json))
     return (INSERT_TEXTS if plain else INSERT_ROWS), json.dumps(rows, ensure_ascii=False)

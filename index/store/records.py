@@ -16,20 +16,27 @@ class SplitMeta(NamedTuple):
     extra: dict | None      # the other keys (user metadata), None when there are none
 
 
+_COLUMNS = frozenset(("source", "row", "added"))
+
+
 def split_meta(meta) -> SplitMeta:
     """A metadata dict (or None) -> its columns."""
     if not meta:
         return SplitMeta(None, None, None, None)
-    meta = dict(meta)
-    source = meta.pop("source", None)
-    row = meta.pop("row", None)
-    added = meta.pop("added", None)
+    if type(meta) is dict and meta.keys() <= _COLUMNS:     # a reader's usual metadata: no copy
+        source, row, added, extra = meta.get("source"), meta.get("row"), meta.get("added"), None
+    else:
+        meta = dict(meta)
+        source = meta.pop("source", None)
+        row = meta.pop("row", None)
+        added = meta.pop("added", None)
+        extra = meta or None
     try:
         added = float(added) if added is not None else None
     except (TypeError, ValueError):
         added = None        # not a time: the store stamps the row with the time it is added
     return SplitMeta(str(source) if source is not None else None,
-                     int(row) if row is not None else None, added, meta or None)
+                     int(row) if row is not None else None, added, extra)
 
 
 def make_record(id_, text: str, source, row, added, extra: dict | None) -> dict:

@@ -1,6 +1,6 @@
 """A log window's rows in one statement (index/faiss/window_sql.py): every column of every row is
 what the row-by-row executemany writes for the same input, byte for byte; what SQLite's JSON
-cannot carry exactly (a NUL, an integer past 64 bits) goes row by row; a lone surrogate fails as
+cannot carry exactly (a NUL, an integer past 64 bits) and kept ids go row by row; a lone surrogate fails as
 it did and keeps the store as it was; the one-blob hash look-up finds what a plain query finds."""
 from __future__ import annotations
 
@@ -88,12 +88,12 @@ def test_one_statement_writes_what_executemany_writes(tmp_path, monkeypatch, wit
         assert records[5]["metadata"]["row"] == 2 ** 62 and records[4]["metadata"]["n"] == [1, 2]
 
 
-def test_kept_ids_with_gaps_go_in_as_given(tmp_path, monkeypatch):
+def test_kept_ids_with_gaps_go_in_as_given_row_by_row(tmp_path, monkeypatch):
     texts = texts_for()
     ids = [10 + 3 * i for i in range(len(texts))]
     ran = []
     got = build(tmp_path / "one", texts, ids=ids, statements=ran)
-    assert ran == [window_sql.INSERT_ROWS] and [r[0] for r in got] == ids
+    assert ran == [None] and [r[0] for r in got] == ids
     with monkeypatch.context() as m:
         row_by_row(m)
         assert build(tmp_path / "many", texts, ids=ids) == got
@@ -109,7 +109,8 @@ def test_what_sqlite_json_cannot_carry_goes_row_by_row(tmp_path):
     assert window_sql.rows_json(ids, ["\\u0000", "b", "c"], none, none, ['{"k": "\\u0000"}', None, None])
     sql, _ = window_sql.rows_json(ids, ["a", "b", "c"], none, none, none)
     assert sql == window_sql.INSERT_TEXTS
-    sql, _ = window_sql.rows_json([1, 2, 4], ["a", "b", "c"], none, none, none)
+    assert window_sql.rows_json([1, 2, 4], ["a", "b", "c"], none, none, none) is None
+    sql, _ = window_sql.rows_json([5, 6, 7], ["a", "b", "c"], none, [1, None, 3], none)
     assert sql == window_sql.INSERT_ROWS
     # and a window with a NUL in a text is stored exactly, row by row
     texts = texts_for()
