@@ -9,6 +9,8 @@ Rows, each into a new FAISS store (flat), add_stream then close() (save and the 
 checkpoint inside the clock), start-up outside it:
   null encoder   random unit vectors (a bank drawn once) under the real model's identity
                  (fingerprint, dimension): the store path alone
+  null, file and line   the same with each text's file and line, as the CLI's readers give them
+                 (the source and row columns; a checksum of them per row)
   tokenise       the model's tokenizer alone over the same texts, a window at a time
   simulated R/s  real tokenisation, then a sleep of n / R seconds (it releases the GIL, as a
                  GPU's wait does), then random unit vectors: ingest against an encoder of R/s
@@ -196,6 +198,9 @@ def measure(model: str, n: int, rates, rounds: int = 1, milvus_n: int = 0) -> di
     out["load_before"] = load_average()
     null = NullEncoder(real)
     out["null"] = max(ingest_rate(null, texts) for _ in range(rounds))
+    # as the CLI's readers hand them: each text with its file and line (source and row columns)
+    items = [(t, {"source": "corpus.txt", "row": i + 1}) for i, t in enumerate(texts)]
+    out["null_sourced"] = max(ingest_rate(null, items) for _ in range(rounds))
     out["tokenise"] = max(tokenise_rate(real, texts) for _ in range(rounds))
     out["simulated"] = {}
     for rate in rates:
@@ -218,6 +223,9 @@ def report(r: dict, before: dict | None = None) -> str:
              + (f"; before: load {b['load_before']} -> {b['load_after']}, best of {b['rounds']} "
                 "alternating rounds each" if b else "")]
     lines.append(f"  null encoder          {r['null']:>9,.0f} s/s" + cmp("null", r["null"], b.get("null")))
+    if r.get("null_sourced"):
+        lines.append(f"  null, file and line   {r['null_sourced']:>9,.0f} s/s"
+                     + cmp("null_sourced", r["null_sourced"], b.get("null_sourced")))
     lines.append(f"  tokenise alone        {r['tokenise']:>9,.0f} s/s"
                  + cmp("tok", r["tokenise"], b.get("tokenise")))
     for rate, got in r["simulated"].items():
@@ -238,7 +246,7 @@ def report(r: dict, before: dict | None = None) -> str:
 def best_of(runs: list[dict]) -> dict:
     """Each row's best over runs of one tree (time rows: the least); loads: the range seen."""
     out = dict(runs[0])
-    for key in ("null", "tokenise", "milvus_null"):
+    for key in ("null", "null_sourced", "tokenise", "milvus_null"):
         if key in out:
             out[key] = max(r[key] for r in runs)
     out["simulated"] = {k: max(r["simulated"][k] for r in runs) for k in out["simulated"]}
