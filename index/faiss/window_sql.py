@@ -20,6 +20,10 @@ import sqlite3
 
 HASH_BYTES = 16         # index/store/text_hash.py's BLAKE2b-128 (and a log row's checksum)
 INT64 = (-(1 << 63), (1 << 63) - 1)
+# SQLite binds no string past SQLITE_LIMIT_LENGTH (10**9 bytes by default). A window of long
+# documents could make one: past this many characters (4 UTF-8 bytes at most each) its rows go
+# in row by row, each well under the limit.
+MAX_JSON_CHARS = 200_000_000
 
 # :rows is the JSON; :hashes and :sums the rows' text hashes and checksums, 16 bytes a row in row
 # order; :added the time added; :slot the first row's log slot (the slots run on); :empty the
@@ -61,9 +65,10 @@ def hash_block(hashes) -> bytes:
 
 def rows_json(ids, texts, sources, lines, metas_json) -> tuple[str, str] | None:
     """(statement, its :rows JSON) for these rows, or None where they go row by row: ids that do
-    not run on one after another (a migrate copy keeps its source's), and what SQLite would not
-    give back exactly (its JSON cuts a text at an escaped NUL, and turns an integer past 64 bits
-    into a REAL; executemany keeps the first and refuses the second, as it always did)."""
+    not run on one after another (a migrate copy keeps its source's), a window too long for one
+    string (MAX_JSON_CHARS), and what SQLite would not give back exactly (its JSON cuts a text at
+    an escaped NUL, and turns an integer past 64 bits into a REAL; executemany keeps the first and
+    refuses the second, as it always did)."""
     n = len(ids)
     if not n or list(ids) != list(range(ids[0], ids[0] + n)) or any("\0" in t for t in texts):
         return None
@@ -74,4 +79,5 @@ def rows_json(ids, texts, sources, lines, metas_json) -> tuple[str, str] | None:
     # ensure_ascii=False: the text goes to SQLite as the UTF-8 it is. A lone surrogate then fails
     # to encode, as it does when executemany binds it (with escapes, SQLite would take it in).
     rows = texts if plain else list(zip(texts, sources, lines, metas_json))
-    return (INSERT_TEXTS if plain else INSERT_ROWS), json.dumps(rows, ensure_ascii=False)
+    body = json.dumps(rows, ensure_ascii=False)
+    return None if len(body) > MAX_JSON_CHARS else ((INSERT_TEXTS if plain else INSERT_ROWS), body)

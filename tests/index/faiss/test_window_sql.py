@@ -171,3 +171,11 @@ def test_a_sqlite_without_json_each_goes_row_by_row(tmp_path, monkeypatch):
     monkeypatch.setattr(window_sql, "available", lambda conn: False)
     ran = []
     assert build(tmp_path / "many", texts, meta, statements=ran) == want and ran == []
+
+
+def test_a_window_too_long_for_one_string_goes_row_by_row(tmp_path, monkeypatch):
+    texts = texts_for()
+    want = build(tmp_path / "one", texts)
+    monkeypatch.setattr(window_sql, "MAX_JSON_CHARS", sum(map(len, texts)))     # under the JSON's length
+    ran = []
+    assert build(tmp_path / "many", texts, statements=ran) == want and ran == [None]
