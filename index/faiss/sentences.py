@@ -437,7 +437,7 @@ class SentenceDB:
         if not n:
             return []
         ids = self.new_ids(n, ids)
-        added = [time.time()] * n
+        added = time.time()
         log = self._log_for(n, rows.vectors.shape[1])
         if log is not None:
             vectors = np.ascontiguousarray(rows.vectors, dtype=np.float32)
@@ -449,14 +449,14 @@ class SentenceDB:
                 slots = range(first, first + n)
                 sums = log_row_checksum_block(ids, rows.hashes, rows.sources, rows.lines,
                                               rows.metas_json, slots, vector_digests(vectors))
-                self._insert_log_rows(ids, rows, added[0], sums, first)
+                self._insert_log_rows(ids, rows, added, sums, first)
             finally:
                 wait([writing])
             writing.result()              # its error (a full disk) fails the transaction
             self.set_meta("vector_slots", log.pending)
             return ids
         blobs = rows.blobs()
-        columns = [ids, rows.hashes, rows.texts, rows.sources, rows.lines, added, rows.metas_json, blobs]
+        columns = [ids, rows.hashes, rows.texts, rows.sources, rows.lines, [added] * n, rows.metas_json, blobs]
         if self.has_checksums:
             columns.append(row_checksums(ids, rows.texts, rows.sources, rows.lines,
                                          rows.metas_json, blobs))

@@ -16,15 +16,15 @@ def _utf8(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
-def text_hash(text: str) -> bytes:
-    """16-byte BLAKE2b digest of the text."""
-    return hashlib.blake2b(_utf8(text), digest_size=16).digest()
-
-
 def text_hashes(texts) -> list[bytes]:
-    """text_hash of each text: the same digests, one loop (an ingest hashes every text it reads)."""
+    """text_hash of each text, in one loop (an ingest hashes every text it reads)."""
     blake2b = hashlib.blake2b
-    return [blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).digest() for t in texts]
+    return [blake2b(_utf8(t), digest_size=16).digest() for t in texts]
+
+
+def text_hash(text: str) -> bytes:
+    """16-byte BLAKE2b digest of the UTF-8 text (lone surrogates kept)."""
+    return text_hashes((text,))[0]
 
 
 def text_hash_hex(text: str) -> str:

@@ -1,7 +1,8 @@
 """A log window's rows in one statement (index/faiss/window_sql.py): every column of every row is
 what the row-by-row executemany writes for the same input, byte for byte; what SQLite's JSON
-cannot carry exactly (a NUL, an integer past 64 bits) and kept ids go row by row; a lone surrogate fails as
-it did and keeps the store as it was; the one-blob hash look-up finds what a plain query finds."""
+cannot carry exactly (a NUL, an integer past 64 bits), kept ids and an over-long window go row by
+row; a lone surrogate fails as it did and keeps the store as it was; the one-blob hash look-up
+finds what a plain query finds."""
 from __future__ import annotations
 
 import sqlite3
@@ -154,9 +155,13 @@ def test_the_hash_look_up_finds_what_a_plain_query_finds(tmp_path):
             s._db.existing_ids([b"short"])
 
 
-def test_text_hashes_are_text_hash_each():
+def test_text_hashes_are_blake2b_of_the_utf8_each():
+    """Stored hashes on disk depend on these bytes: checked against hashlib and one pinned digest."""
+    import hashlib
     texts = NASTY + ["lone \ud800 surrogate", ""]
-    assert text_hashes(texts) == [text_hash(t) for t in texts]
+    want = [hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).digest() for t in texts]
+    assert text_hashes(texts) == want == [text_hash(t) for t in texts]
+    assert text_hash("the cat sat").hex() == "e6e0a7cd0f71ba0a05316cbe1c0bd696"
 
 
 def test_a_sqlite_without_json_each_goes_row_by_row(tmp_path, monkeypatch):
