@@ -13,6 +13,8 @@ loaded only when something asks for it (pairs, token names, fill-mask, training,
 One encoding either way: `ModelTokenizer.encode` is the pipeline's `encode_batch_fast` with the
 truncation transformers sets for ``truncation=True, max_length=...`` (longest_first, stride 0,
 the tokenizer's truncation side), or, for a folder whose copy failed the check, that call.
+From TWIN_FROM texts on, the pipeline's plain-text twin (core.encoder.ascii_twin) takes the
+texts that are all printable ASCII: the same ids, proven on check texts before it is used.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from core.encoder.ascii_twin import pipeline_encode, twin_of
 from core.encoder.transformers_import import from_transformers, transformers_lock
 from core.errors import ModelUnavailable
 from core.files import cache_file as cache_file_io
@@ -46,6 +49,8 @@ CACHE_MAX_BYTES = 256 << 20            # a 250k-piece multilingual vocabulary is
 # What the kept pipeline must tokenise exactly as transformers did before it is trusted: cases,
 # accents, scripts, emoji, spacing, control and zero-width characters, special-token spellings,
 # numbers and punctuation, and a text long enough to be cut at any model's max_length.
+# Texts in one encode() from which the plain-text twin is worth building (ascii_twin).
+TWIN_FROM = 64
 CHECK_TEXTS = (
     "The quick brown fox jumps over the lazy dog.",
     "HELLO World, hello WORLD! MiXeD CaSe",
@@ -211,6 +216,7 @@ class ModelTokenizer:
         self.vocab_size = vocab_size
         self._hf = None
         self._lock = threading.Lock()
+        self._twin = None           # None: not built yet; False: this pipeline has none
         check_has_tokenizer(self.folder)
         key = cache_key(self.folder)
         kept = read_cached(key)
@@ -251,7 +257,18 @@ class ModelTokenizer:
         """Token ids with specials, cut to max_length; and the indices of texts that were cut."""
         if self._pipeline is None:
             return self._encode_hf(texts)
-        return self._encode_with(self._pipeline, texts)
+        twin = self._twin
+        if twin is None and len(texts) >= TWIN_FROM:
+            twin = self._build_twin()
+        return twin.encode(texts) if twin else pipeline_encode(self._pipeline, texts)
+
+    def _build_twin(self):
+        """The pipeline's plain-text twin (core.encoder.ascii_twin), built once on first need:
+        its ~60 ms of building and checking would lengthen a cold start's one-query search."""
+        with self._lock:
+            if self._twin is None:
+                self._twin = twin_of(self._pipeline, CHECK_TEXTS) or False
+            return self._twin
 
     def template_mask(self, text: str, length: int) -> list[bool]:
         """Which of the text's first `length` tokens (as encode() gives them) the tokenizer's
@@ -262,18 +279,6 @@ class ModelTokenizer:
             mask = self.hf(text, add_special_tokens=True, truncation=True, max_length=self.max_length,
                            return_special_tokens_mask=True)["special_tokens_mask"]
         return [bool(m) for m in mask[:length]]
-
-    @staticmethod
-    def _encode_with(pipeline, texts):
-        # encode_batch_fast: the same ids and cuts without the character offsets embedding never
-        # reads (8,192 mixed sentences, 2 cores at load ~5: 40k vs 33k sentences/s, ids equal)
-        encode = getattr(pipeline, "encode_batch_fast", pipeline.encode_batch)
-        ids, cut = [], []
-        for i, enc in enumerate(encode(texts, add_special_tokens=True)):
-            ids.append(enc.ids)
-            if enc.overflowing:
-                cut.append(i)
-        return ids, cut
 
     def _encode_hf(self, texts):
         enc = self.hf(texts, add_special_tokens=True, truncation=True, max_length=self.max_length,
@@ -305,7 +310,7 @@ class ModelTokenizer:
             log.info("the tokenizer of %s cannot be kept: %s", self.folder, e)
             return None
         texts = list(CHECK_TEXTS)
-        if self._encode_with(copy, texts) != self._encode_hf(texts):
+        if pipeline_encode(copy, texts) != self._encode_hf(texts):
             log.warning("the tokenizer of %s is not kept: its serialised pipeline tokenises "
                         "differently from transformers' tokenizer", self.folder)
             return None
