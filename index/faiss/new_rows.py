@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from index.store.records import split_meta
+from index.store.records import COLUMNS, split_meta
 
 
 @dataclass
@@ -49,6 +49,9 @@ def planned_rows(plan, texts, hashes, metas, vectors) -> NewRows:
         none = [None] * len(plan)
         return NewRows(chosen_texts, chosen_hashes, none, list(none), list(none),
                        np.ascontiguousarray(vectors, dtype=np.float32))
+    columns = _reader_columns(chosen_metas)
+    if columns is not None:
+        return NewRows(chosen_texts, chosen_hashes, *columns, np.ascontiguousarray(vectors, dtype=np.float32))
     sources, lines, metas_json = [], [], []
     for meta in chosen_metas:
         if not meta:
@@ -62,3 +65,16 @@ def planned_rows(plan, texts, hashes, metas, vectors) -> NewRows:
         metas_json.append(json.dumps(extra) if extra else None)
     return NewRows(chosen_texts, chosen_hashes, sources, lines, metas_json,
                    np.ascontiguousarray(vectors, dtype=np.float32))
+
+
+def _reader_columns(metas) -> tuple[list, list, list] | None:
+    """(sources, lines, metas_json) without a call per row where every row's metadata is what a
+    reader gives (a dict of a str source and an int row, `added` at most, which this store
+    stamps itself): split_meta's columns for them; else None."""
+    if not set(map(type, metas)) <= {dict} or not all(m.keys() <= COLUMNS for m in metas):
+        return None
+    sources = [m.get("source") for m in metas]
+    lines = [m.get("row") for m in metas]
+    if not set(map(type, sources)) <= {str, type(None)} or not set(map(type, lines)) <= {int, type(None)}:
+        return None
+    return sources, lines, [None] * len(metas)

@@ -480,8 +480,8 @@ class SentenceDB:
                         [NO_VECTOR] * n, [sums[j:j + 16] for j in range(0, len(sums), 16)],
                         range(first_slot, first_slot + n)), many=True)
             return
-        sql, body = packed
-        inserted = self._q(sql, {"rows": body, "first": ids[0], "hashes": window_sql.hash_block(rows.hashes),
+        sql, params = packed
+        inserted = self._q(sql, {**params, "first": ids[0], "hashes": window_sql.hash_block(rows.hashes),
                                  "sums": sums, "added": added, "slot": first_slot, "empty": NO_VECTOR}).rowcount
         if inserted != n:       # cannot happen: then nothing of this transaction is kept
             raise RuntimeError(f"SQLite inserted {inserted} of a window's {n} rows")

@@ -8,8 +8,8 @@ beside it: 100,000 rows went in 2x faster (docs/benchmarks.md, "One statement a 
 look-up reads the hashes from one blob the same way.
 
     if available(conn):                                             # else row by row
-        sql, body = rows_json(ids, texts, sources, lines, metas_json)   # None: row by row
-        conn.execute(sql, {"rows": body, "first": ids[0], "hashes": hash_block(hashes), "sums": sums,
+        sql, params = rows_json(ids, texts, sources, lines, metas_json)   # None: row by row
+        conn.execute(sql, {**params, "first": ids[0], "hashes": hash_block(hashes), "sums": sums,
                            "added": time.time(), "slot": first_slot, "empty": b""})
     conn.execute(FIND_HASHES, (hash_block(hashes), len(hashes)))   # -> (hash, id) rows
 """
@@ -31,9 +31,11 @@ MAX_JSON_CHARS = 200_000_000
 _INSERT = ("INSERT INTO sentences(id, hash, text, source, row, added, meta, inline_vector, checksum, slot) "
            "SELECT :first + r.key, substr(:hashes, r.key * 16 + 1, 16), {text}, {source}, {row}, :added, {meta}, "
            ":empty, substr(:sums, r.key * 16 + 1, 16), :slot + r.key FROM json_each(:rows) AS r")
-# New ids one after another (every window but a migrate copy's), from :first on. The usual
-# window (no source, row or metadata) sends its texts alone: half the encoding time of rows.
-INSERT_TEXTS = _INSERT.format(text="r.value", source="NULL", row="NULL", meta="NULL")
+# New ids one after another (every window but a migrate copy's), from :first on. A window of
+# one source (or none) whose rows are none or run on one after another (a file read line by
+# line), with no metadata, sends its texts alone: half the encoding time of rows. :source is
+# that source and :line the first row (NULL for none: NULL + key is NULL).
+INSERT_RUN = _INSERT.format(text="r.value", source=":source", row=":line + r.key", meta="NULL")
 # Else [text, source, row, meta] a row; json_extract, not ->> (SQLite 3.38): a Python linked to
 # an older system SQLite runs it too.
 INSERT_ROWS = _INSERT.format(**{column: f"json_extract(r.value, '$[{k}]')"
@@ -63,21 +65,39 @@ def hash_block(hashes) -> bytes:
     return b"".join(hashes)
 
 
-def rows_json(ids, texts, sources, lines, metas_json) -> tuple[str, str] | None:
-    """(statement, its :rows JSON) for these rows, or None where they go row by row: ids that do
-    not run on one after another (a migrate copy keeps its source's), a window too long for one
-    string (MAX_JSON_CHARS), and what SQLite would not give back exactly (its JSON cuts a text at
-    an escaped NUL, and turns an integer past 64 bits into a REAL; executemany keeps the first and
-    refuses the second, as it always did)."""
+def rows_json(ids, texts, sources, lines, metas_json) -> tuple[str, dict] | None:
+    """(statement, its :rows JSON and its other parameters) for these rows, or None where they go
+    row by row: ids that do not run on one after another (a migrate copy keeps its source's), a
+    window too long for one string (MAX_JSON_CHARS), and what SQLite would not give back exactly
+    (its JSON cuts a text at an escaped NUL, and turns an integer past 64 bits into a REAL;
+    executemany keeps the first and refuses the second, as it always did)."""
     n = len(ids)
     if not n or list(ids) != list(range(ids[0], ids[0] + n)) or any("\0" in t for t in texts):
         return None
-    plain = sources.count(None) == n and lines.count(None) == n and metas_json.count(None) == n
-    if not plain and (any(k is not None and not INT64[0] <= k <= INT64[1] for k in lines)
-                      or any(s is not None and "\0" in s for s in (*sources, *metas_json))):
+    run = _run(sources, lines, metas_json)
+    if run is None and (any(k is not None and not INT64[0] <= k <= INT64[1] for k in lines)
+                        or any(s is not None and "\0" in s for s in (*sources, *metas_json))):
         return None
     # ensure_ascii=False: the text goes to SQLite as the UTF-8 it is. A lone surrogate then fails
     # to encode, as it does when executemany binds it (with escapes, SQLite would take it in).
-    rows = texts if plain else list(zip(texts, sources, lines, metas_json))
+    rows = texts if run else list(zip(texts, sources, lines, metas_json))
     body = json.dumps(rows, ensure_ascii=False)
-    return None if len(body) > MAX_JSON_CHARS else ((INSERT_TEXTS if plain else INSERT_ROWS), body)
+    if len(body) > MAX_JSON_CHARS:
+        return None
+    if run:
+        return INSERT_RUN, {"rows": body, "source": run[0], "line": run[1]}
+    return INSERT_ROWS, {"rows": body}
+
+
+def _run(sources, lines, metas_json) -> tuple | None:
+    """(source, first row) where INSERT_RUN writes these columns exactly: no metadata, one
+    source or none (without a NUL), and rows that are none or run on from the first in 64 bits."""
+    n = len(sources)
+    source, first = sources[0], lines[0]
+    if metas_json.count(None) != n or sources.count(source) != n or (source is not None and "\0" in source):
+        return None
+    if first is None:
+        return (source, None) if lines.count(None) == n else None
+    if type(first) is not int or not INT64[0] <= first <= INT64[1] - n or lines != list(range(first, first + n)):
+        return None
+    return source, first

@@ -16,14 +16,14 @@ class SplitMeta(NamedTuple):
     extra: dict | None      # the other keys (user metadata), None when there are none
 
 
-_COLUMNS = frozenset(("source", "row", "added"))
+COLUMNS = frozenset(("source", "row", "added"))    # the keys kept as columns
 
 
 def split_meta(meta) -> SplitMeta:
     """A metadata dict (or None) -> its columns."""
     if not meta:
         return SplitMeta(None, None, None, None)
-    if type(meta) is dict and meta.keys() <= _COLUMNS:     # a reader's usual metadata: no copy
+    if type(meta) is dict and meta.keys() <= COLUMNS:     # a reader's usual metadata: no copy
         source, row, added, extra = meta.get("source"), meta.get("row"), meta.get("added"), None
     else:
         meta = dict(meta)

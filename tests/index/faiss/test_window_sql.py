@@ -75,7 +75,7 @@ def test_one_statement_writes_what_executemany_writes(tmp_path, monkeypatch, wit
     meta = metadata_for(texts) if with_metadata else None
     ran = []
     got = build(tmp_path / "one", texts, meta, statements=ran)
-    assert ran == [window_sql.INSERT_ROWS if with_metadata else window_sql.INSERT_TEXTS]
+    assert ran == [window_sql.INSERT_ROWS if with_metadata else window_sql.INSERT_RUN]
     assert {r[8] is not None for r in got} == {True}        # every row's vector is in the log
     with monkeypatch.context() as m:
         row_by_row(m)
@@ -109,7 +109,7 @@ def test_what_sqlite_json_cannot_carry_goes_row_by_row(tmp_path):
     # a backslash and "u0000" in a text (or in metadata's JSON, which escapes a NUL so) is no NUL
     assert window_sql.rows_json(ids, ["\\u0000", "b", "c"], none, none, ['{"k": "\\u0000"}', None, None])
     sql, _ = window_sql.rows_json(ids, ["a", "b", "c"], none, none, none)
-    assert sql == window_sql.INSERT_TEXTS
+    assert sql == window_sql.INSERT_RUN
     assert window_sql.rows_json([1, 2, 4], ["a", "b", "c"], none, none, none) is None
     sql, _ = window_sql.rows_json([5, 6, 7], ["a", "b", "c"], none, [1, None, 3], none)
     assert sql == window_sql.INSERT_ROWS
@@ -184,3 +184,70 @@ def test_a_window_too_long_for_one_string_goes_row_by_row(tmp_path, monkeypatch)
     monkeypatch.setattr(window_sql, "MAX_JSON_CHARS", sum(map(len, texts)))     # under the JSON's length
     ran = []
     assert build(tmp_path / "many", texts, statements=ran) == want and ran == [None]
+
+
+def _general(monkeypatch):
+    """Row by row, and the general per-row metadata split and checksum extras: the reference for
+    the one-file shortcuts (new_rows._reader_columns, row_checks._one_file_extras)."""
+    from index.faiss import new_rows, row_checks
+    row_by_row(monkeypatch)
+    monkeypatch.setattr(new_rows, "_reader_columns", lambda metas: None)
+    monkeypatch.setattr(row_checks, "_one_file_extras", lambda *a: None)
+
+
+FILES = {
+    "one file, line by line": lambda i: {"source": "dir/corpus \"ü\".txt", "row": i + 1},
+    "one file, from a large row": lambda i: {"source": "big.csv", "row": 2 ** 62 + i},
+    "one file, negative rows": lambda i: {"source": "neg.txt", "row": i - 150},
+    "one file, no rows": lambda i: {"source": "a.txt"},
+    "one file, lines with gaps": lambda i: {"source": "gaps.txt", "row": 2 * i + 1},
+    "two files": lambda i: {"source": "a.txt" if i < 150 else "b.txt", "row": i % 150 + 1},
+    "rows only": lambda i: {"row": i + 1},
+    "one file, added stamped": lambda i: {"source": "s.txt", "row": i + 1, "added": 1.5},
+    "a row as text": lambda i: {"source": "s.txt", "row": str(i + 1)},
+    "a row as bool": lambda i: {"source": "s.txt", "row": i % 2 == 0},
+    "run to the last int64": lambda i: {"source": "end.txt", "row": 2 ** 63 - 300 + i},
+    "an empty source": lambda i: {"source": "", "row": i + 1},
+    "a source as a path": lambda i: {"source": Path("d") / "x.txt", "row": i + 1},
+}
+RUNS = {"one file, line by line", "one file, from a large row", "one file, negative rows",
+        "one file, no rows", "rows only", "one file, added stamped", "a row as text", "an empty source",
+        "a source as a path"}
+
+
+@pytest.mark.parametrize("kind", list(FILES))
+def test_a_files_rows_write_what_the_general_path_writes(tmp_path, monkeypatch, kind):
+    texts = texts_for()
+    meta = [FILES[kind](i) for i in range(len(texts))]
+    ran = []
+    got = build(tmp_path / "one", texts, meta, statements=ran)
+    assert ran == [window_sql.INSERT_RUN if kind in RUNS else window_sql.INSERT_ROWS]
+    with monkeypatch.context() as m:
+        _general(m)
+        want = build(tmp_path / "many", texts, meta)
+    assert got == want
+    assert [r[4] for r in got] == [None if "row" not in x else int(x["row"]) for x in meta]
+
+
+def test_the_one_file_checksum_extras_are_the_general_loops():
+    from index.faiss import row_checks
+    n = 40
+    ids, hashes = list(range(1, n + 1)), text_hashes([f"t{i}" for i in range(n)])
+    slots, digests = list(range(n)), np.arange(n * 16, dtype=np.uint8).reshape(n, 16)
+    for source in ("corpus.txt", "q\"uo\\te ü 😀", ""):
+        for lines in (list(range(1, n + 1)), [2 ** 63 - 1 - i for i in range(n)], [-5] * n):
+            args = (ids, hashes, [source] * n, lines, [None] * n, slots, digests)
+            assert row_checks._one_file_extras(*args[2:5]) is not None
+            fast = row_checks.log_row_checksum_block(*args)
+            real = row_checks._one_file_extras
+            row_checks._one_file_extras = lambda *a: None
+            try:
+                assert row_checks.log_row_checksum_block(*args) == fast
+            finally:
+                row_checks._one_file_extras = real
+    none = [None] * n
+    assert row_checks._one_file_extras(none, list(range(n)), none) is None
+    assert row_checks._one_file_extras(["a"] * n, [1] * (n - 1) + [None], none) is None
+    assert row_checks._one_file_extras(["a"] * n, [True] * n, none) is None
+    assert row_checks._one_file_extras(["a"] * (n - 1) + ["b"], list(range(n)), none) is None
+    assert row_checks._one_file_extras(["a"] * n, list(range(n)), ["{}"] + none[1:]) is None
