@@ -46,11 +46,11 @@ CACHE_FORMAT = "encoderscope-tokenizer-pipeline/2"
 CACHE_KEEP = 32
 CACHE_NAME = r"[0-9a-f]{32}\.json"     # cache_file(): the only names this cache writes, or prunes
 CACHE_MAX_BYTES = 256 << 20            # a 250k-piece multilingual vocabulary is ~20 MB
+# Texts in one encode() from which the plain-text twin is worth building (ascii_twin).
+TWIN_FROM = 64
 # What the kept pipeline must tokenise exactly as transformers did before it is trusted: cases,
 # accents, scripts, emoji, spacing, control and zero-width characters, special-token spellings,
 # numbers and punctuation, and a text long enough to be cut at any model's max_length.
-# Texts in one encode() from which the plain-text twin is worth building (ascii_twin).
-TWIN_FROM = 64
 CHECK_TEXTS = (
     "The quick brown fox jumps over the lazy dog.",
     "HELLO World, hello WORLD! MiXeD CaSe",

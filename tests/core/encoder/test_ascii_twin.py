@@ -7,7 +7,7 @@ import string
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.encoder import ascii_twin
@@ -103,20 +103,15 @@ PLAIN = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), 
 ANY = st.one_of(PLAIN, st.text(max_size=60))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.fixture(scope="module")
+def minilm_tok(folders):
+    return tk.ModelTokenizer(folders["minilm"], MAX)
+
+
+@settings(max_examples=40, deadline=None)
 @given(st.lists(ANY, min_size=tk.TWIN_FROM, max_size=tk.TWIN_FROM + 8))
-def test_any_window_tokenises_as_transformers_does(folders, texts):
-    mt = _minilm(folders)
-    assert mt.encode(texts) == mt._encode_hf(texts)
-
-
-_KEPT = {}
-
-
-def _minilm(folders):
-    if "minilm" not in _KEPT:
-        _KEPT["minilm"] = tk.ModelTokenizer(folders["minilm"], MAX)
-    return _KEPT["minilm"]
+def test_any_window_tokenises_as_transformers_does(minilm_tok, texts):
+    assert minilm_tok.encode(texts) == minilm_tok._encode_hf(texts)
 
 
 def test_plain_is_printable_ascii_only():
