@@ -80,11 +80,11 @@ def rows_json(ids, texts, sources, lines, metas_json) -> tuple[str, dict] | None
         return None
     # ensure_ascii=False: the text goes to SQLite as the UTF-8 it is. A lone surrogate then fails
     # to encode, as it does when executemany binds it (with escapes, SQLite would take it in).
-    rows = texts if run else list(zip(texts, sources, lines, metas_json))
+    rows = texts if run is not None else list(zip(texts, sources, lines, metas_json))
     body = json.dumps(rows, ensure_ascii=False)
     if len(body) > MAX_JSON_CHARS:
         return None
-    if run:
+    if run is not None:
         return INSERT_RUN, {"rows": body, "source": run[0], "line": run[1]}
     return INSERT_ROWS, {"rows": body}
 
