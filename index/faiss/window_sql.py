@@ -32,10 +32,15 @@ _INSERT = ("INSERT INTO sentences(id, hash, text, source, row, added, meta, inli
            "SELECT :first + r.key, substr(:hashes, r.key * 16 + 1, 16), {text}, {source}, {row}, :added, {meta}, "
            ":empty, substr(:sums, r.key * 16 + 1, 16), :slot + r.key FROM json_each(:rows) AS r")
 # New ids one after another (every window but a migrate copy's), from :first on. A window of
-# one source (or none) whose rows are none or run on one after another (a file read line by
-# line), with no metadata, sends its texts alone: half the encoding time of rows. :source is
-# that source and :line the first row (NULL for none: NULL + key is NULL).
-INSERT_RUN = _INSERT.format(text="r.value", source=":source", row=":line + r.key", meta="NULL")
+# one source (or none) and no metadata (plain texts, a file's lines) sends its texts alone: half
+# the encoding time of rows. :source is that source; :lines each row's number in ROW_WIDTH ASCII
+# bytes (sign and zeros, as f"{k:020d}"), NO_ROW for none: a blob, which substr cuts in constant
+# time (a text's substr counts characters from its start), and CAST reads as text.
+ROW_WIDTH = 20                  # any int64 in decimal, its sign included
+NO_ROW = b" " * ROW_WIDTH
+INSERT_TEXTS = _INSERT.format(
+    text="r.value", source=":source", meta="NULL",
+    row=f"CAST(NULLIF(substr(:lines, r.key * {ROW_WIDTH} + 1, {ROW_WIDTH}), X'{NO_ROW.hex()}') AS INTEGER)")
 # Else [text, source, row, meta] a row; json_extract, not ->> (SQLite 3.38): a Python linked to
 # an older system SQLite runs it too.
 INSERT_ROWS = _INSERT.format(**{column: f"json_extract(r.value, '$[{k}]')"
@@ -74,30 +79,34 @@ def rows_json(ids, texts, sources, lines, metas_json) -> tuple[str, dict] | None
     n = len(ids)
     if not n or list(ids) != list(range(ids[0], ids[0] + n)) or any("\0" in t for t in texts):
         return None
-    run = _run(sources, lines, metas_json)
-    if run is None and (any(k is not None and not INT64[0] <= k <= INT64[1] for k in lines)
+    one = _one_source(sources, lines, metas_json)
+    if one is None and (any(k is not None and not INT64[0] <= k <= INT64[1] for k in lines)
                         or any(s is not None and "\0" in s for s in (*sources, *metas_json))):
         return None
     # ensure_ascii=False: the text goes to SQLite as the UTF-8 it is. A lone surrogate then fails
     # to encode, as it does when executemany binds it (with escapes, SQLite would take it in).
-    rows = texts if run is not None else list(zip(texts, sources, lines, metas_json))
+    rows = texts if one is not None else list(zip(texts, sources, lines, metas_json))
     body = json.dumps(rows, ensure_ascii=False)
     if len(body) > MAX_JSON_CHARS:
         return None
-    if run is not None:
-        return INSERT_RUN, {"rows": body, "source": run[0], "line": run[1]}
+    if one is not None:
+        return INSERT_TEXTS, {"rows": body, "source": one[0], "lines": one[1]}
     return INSERT_ROWS, {"rows": body}
 
 
-def _run(sources, lines, metas_json) -> tuple | None:
-    """(source, first row) where INSERT_RUN writes these columns exactly: no metadata, one
-    source or none (without a NUL), and rows that are none or run on from the first in 64 bits."""
+def _one_source(sources, lines, metas_json) -> tuple[str | None, bytes] | None:
+    """(source, :lines) where INSERT_TEXTS writes these columns exactly: no metadata, one source
+    or none (without a NUL), and rows that are none or integers within 64 bits."""
     n = len(sources)
-    source, first = sources[0], lines[0]
+    source = sources[0]
     if metas_json.count(None) != n or sources.count(source) != n or (source is not None and "\0" in source):
         return None
-    if first is None:
-        return (source, None) if lines.count(None) == n else None
-    if type(first) is not int or not INT64[0] <= first <= INT64[1] - n or lines != list(range(first, first + n)):
+    if lines.count(None) == n:
+        return source, NO_ROW * n
+    if not set(map(type, lines)) <= {int, type(None)}:
         return None
-    return source, first
+    present = lines if None not in lines else [k for k in lines if k is not None]
+    if not INT64[0] <= min(present) <= max(present) <= INT64[1]:
+        return None
+    blank = NO_ROW.decode("ascii")
+    return source, "".join([blank if k is None else f"{k:020d}" for k in lines]).encode("ascii")

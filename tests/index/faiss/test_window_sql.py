@@ -75,7 +75,7 @@ def test_one_statement_writes_what_executemany_writes(tmp_path, monkeypatch, wit
     meta = metadata_for(texts) if with_metadata else None
     ran = []
     got = build(tmp_path / "one", texts, meta, statements=ran)
-    assert ran == [window_sql.INSERT_ROWS if with_metadata else window_sql.INSERT_RUN]
+    assert ran == [window_sql.INSERT_ROWS if with_metadata else window_sql.INSERT_TEXTS]
     assert {r[8] is not None for r in got} == {True}        # every row's vector is in the log
     with monkeypatch.context() as m:
         row_by_row(m)
@@ -109,9 +109,11 @@ def test_what_sqlite_json_cannot_carry_goes_row_by_row(tmp_path):
     # a backslash and "u0000" in a text (or in metadata's JSON, which escapes a NUL so) is no NUL
     assert window_sql.rows_json(ids, ["\\u0000", "b", "c"], none, none, ['{"k": "\\u0000"}', None, None])
     sql, _ = window_sql.rows_json(ids, ["a", "b", "c"], none, none, none)
-    assert sql == window_sql.INSERT_RUN
+    assert sql == window_sql.INSERT_TEXTS
     assert window_sql.rows_json([1, 2, 4], ["a", "b", "c"], none, none, none) is None
-    sql, _ = window_sql.rows_json([5, 6, 7], ["a", "b", "c"], none, [1, None, 3], none)
+    sql, params = window_sql.rows_json([5, 6, 7], ["a", "b", "c"], none, [1, None, 3], none)
+    assert sql == window_sql.INSERT_TEXTS and params["lines"] == f"{1:020d}{' ' * 20}{3:020d}".encode()
+    sql, _ = window_sql.rows_json([5, 6, 7], ["a", "b", "c"], ["x", None, None], [1, None, 3], none)
     assert sql == window_sql.INSERT_ROWS
     # and a window with a NUL in a text is stored exactly, row by row
     texts = texts_for()
@@ -207,12 +209,12 @@ FILES = {
     "a row as text": lambda i: {"source": "s.txt", "row": str(i + 1)},
     "a row as bool": lambda i: {"source": "s.txt", "row": i % 2 == 0},
     "run to the last int64": lambda i: {"source": "end.txt", "row": 2 ** 63 - 300 + i},
+    "from the first int64": lambda i: {"source": "start.txt", "row": -2 ** 63 + i},
+    "some rows missing": lambda i: {"source": "s.txt", "row": i + 1} if i % 3 else {"source": "s.txt"},
     "an empty source": lambda i: {"source": "", "row": i + 1},
     "a source as a path": lambda i: {"source": Path("d") / "x.txt", "row": i + 1},
 }
-RUNS = {"one file, line by line", "one file, from a large row", "one file, negative rows",
-        "one file, no rows", "rows only", "one file, added stamped", "a row as text", "an empty source",
-        "a source as a path"}
+ONE_SOURCE = set(FILES) - {"two files"}     # what goes in as texts alone (INSERT_TEXTS)
 
 
 @pytest.mark.parametrize("kind", list(FILES))
@@ -221,7 +223,7 @@ def test_a_files_rows_write_what_the_general_path_writes(tmp_path, monkeypatch, 
     meta = [FILES[kind](i) for i in range(len(texts))]
     ran = []
     got = build(tmp_path / "one", texts, meta, statements=ran)
-    assert ran == [window_sql.INSERT_RUN if kind in RUNS else window_sql.INSERT_ROWS]
+    assert ran == [window_sql.INSERT_TEXTS if kind in ONE_SOURCE else window_sql.INSERT_ROWS]
     with monkeypatch.context() as m:
         _general(m)
         want = build(tmp_path / "many", texts, meta)
