@@ -124,7 +124,7 @@ def _pipeline(folders, kind="minilm"):
     return tk.ModelTokenizer(folders[kind], MAX)._pipeline
 
 
-def test_a_right_template_and_truncation_side_is_copied(folders):
+def test_the_truncation_side_is_copied(folders):
     from tokenizers import Tokenizer
     pipeline = Tokenizer.from_str(_pipeline(folders, "distilbert").to_str())   # every word one token
     pipeline.enable_truncation(max_length=MAX, direction="left")
@@ -137,6 +137,19 @@ def test_a_right_template_and_truncation_side_is_copied(folders):
     kept = WORDS[10:MAX + 10][-(MAX - 2):]          # the last MAX - 2 words: cut from the left
     assert ids[0] == [vocab["[CLS]"], *(vocab[w] for w in kept), vocab["[SEP]"]]
     assert cut == list(range(0, len(texts), 2))
+
+
+def test_a_bert_processing_template_has_a_twin_too(folders):
+    """Older BERT tokenizer files carry BertProcessing rather than TemplateProcessing."""
+    from tokenizers import Tokenizer, processors
+    pipeline = Tokenizer.from_str(_pipeline(folders).to_str())
+    vocab = pipeline.get_vocab()
+    pipeline.post_processor = processors.BertProcessing(("[SEP]", vocab["[SEP]"]), ("[CLS]", vocab["[CLS]"]))
+    pipeline.enable_truncation(max_length=MAX)
+    twin = ascii_twin.twin_of(pipeline)
+    texts = mixed_texts(300, seed=7)
+    assert twin is not None and (twin.first, twin.last) == (vocab["[CLS]"], vocab["[SEP]"])
+    assert twin.encode(texts) == ascii_twin.pipeline_encode(pipeline, texts)
 
 
 def test_no_twin_for_another_normaliser_or_template(folders):
