@@ -7,10 +7,14 @@ each encoding to add [CLS] and [SEP]. On text whose every character is printable
 (U+0020-U+007E) the normaliser is exactly a lowercase (or nothing, for a cased model): there is
 no control or whitespace but the space to clean, no Chinese character, no accent. So the twin
 is the same pipeline with that normaliser, no post-processor and truncation two tokens shorter,
-and the template's two special ids are added here. Every other step (added tokens, the
-pre-tokenizer, WordPiece, truncation side and strategy) is the pipeline's own.
+and the template's two special ids are added here. The BertPreTokenizer (split on whitespace,
+then again around each punctuation character, each pass copying every piece with its
+alignments) is, on printable ASCII, one regex: runs of letters and digits, and each other
+character but the space alone (ASCII_BERT_PIECES). Every other step (added tokens, WordPiece,
+truncation side and strategy) is the pipeline's own.
 One core, 30,000 mixed sentences: 21,800 sentences/s through the pipeline, 39,200 through the
-twin (tokenizers 0.23.3, AMD EPYC).
+twin with the pipeline's pre-tokenizer (tokenizers 0.23.3, AMD EPYC); the regex split takes
+the twin from 68,900 to 89,400/s on two cores.
 
 `twin_of(pipeline, check_texts)` gives None for a pipeline it cannot prove this of: another
 normaliser, another template, or a twin that tokenises one of the check texts differently.
@@ -36,6 +40,11 @@ OWN_CHECKS = (
     "x" * 150 + " " + "ab" * 60 + " " + "9" * 120,
     "Don't STOP me now, I'm having SUCH a good time: 100% (really) #1 @home ~2x.",
 )
+
+
+# BertPreTokenizer's pieces of printable ASCII: its whitespace there is the space alone, and its
+# punctuation (is_ascii_punctuation) every other character that is not a letter or a digit.
+ASCII_BERT_PIECES = r"[A-Za-z0-9]+|[^A-Za-z0-9 ]"
 
 
 def is_plain(text: str) -> bool:
@@ -119,7 +128,7 @@ def pipeline_encode(pipeline, texts) -> tuple[list[list[int]], list[int]]:
 
 def twin_of(pipeline, check_texts=()) -> AsciiTwin | None:
     """The pipeline with its twin, or None when the twin's shortcut is not exact for it."""
-    from tokenizers import Tokenizer, normalizers
+    from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
     try:
         spec = json.loads(pipeline.to_str())
         norm, trunc = spec.get("normalizer") or {}, pipeline.truncation
@@ -131,6 +140,9 @@ def twin_of(pipeline, check_texts=()) -> AsciiTwin | None:
         twin = Tokenizer.from_str(pipeline.to_str())
         twin.normalizer = normalizers.Lowercase() if norm.get("lowercase") else None
         twin.post_processor = None
+        if spec.get("pre_tokenizer") == {"type": "BertPreTokenizer"}:
+            # the matches are the pieces (invert) and the spaces between them go (removed)
+            twin.pre_tokenizer = pre_tokenizers.Split(Regex(ASCII_BERT_PIECES), "removed", invert=True)
         twin.no_padding()
         twin.enable_truncation(max_length=trunc["max_length"] - 2, stride=0,
                                strategy=trunc["strategy"], direction=trunc["direction"])

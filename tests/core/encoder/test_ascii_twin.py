@@ -3,6 +3,7 @@ tokenizer (the independent reference) for every text, plain or not, in any mix a
 it is not used for a pipeline it cannot prove exact."""
 from __future__ import annotations
 
+import json
 import string
 
 import numpy as np
@@ -193,3 +194,29 @@ def test_encode_keeps_the_pipeline_for_small_calls_and_builds_the_twin_once(fold
     assert first
     mt.encode(["one text"])
     assert mt._twin is first
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(PLAIN, st.text(alphabet=" .a_Z9!'-[]", max_size=40)))
+def test_the_ascii_split_gives_the_bert_pre_tokenizers_pieces(text):
+    """Pieces and their offsets, against the BertPreTokenizer itself, on any printable ASCII."""
+    from tokenizers import Regex, pre_tokenizers
+    split = pre_tokenizers.Split(Regex(ascii_twin.ASCII_BERT_PIECES), "removed", invert=True)
+    assert split.pre_tokenize_str(text) == pre_tokenizers.BertPreTokenizer().pre_tokenize_str(text)
+
+
+def test_the_twin_splits_by_regex_only_where_the_pipeline_has_a_bert_pre_tokenizer(folders):
+    from tokenizers import Tokenizer, pre_tokenizers
+    pipeline = Tokenizer.from_str(_pipeline(folders).to_str())
+    pipeline.enable_truncation(max_length=MAX)
+    texts = mixed_texts(300, seed=11)
+    twin = ascii_twin.twin_of(pipeline)
+    assert twin is not None and json.loads(twin.twin.to_str())["pre_tokenizer"]["type"] == "Split"
+    assert twin.encode(texts) == ascii_twin.pipeline_encode(pipeline, texts)
+    # another pre-tokenizer (whitespace only: "a.b" stays one piece) is the twin's own too
+    other = Tokenizer.from_str(pipeline.to_str())
+    other.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    twin = ascii_twin.twin_of(other)
+    assert twin is not None and json.loads(twin.twin.to_str())["pre_tokenizer"] == {"type": "WhitespaceSplit"}
+    assert twin.encode(texts) == ascii_twin.pipeline_encode(other, texts)
+    assert twin.encode(texts) != ascii_twin.pipeline_encode(pipeline, texts)
