@@ -153,6 +153,7 @@ def ingest_rate(encoder, texts, folder=None, engine: str = "faiss", **add) -> fl
     location = str(where) if engine == "faiss" else f"milvus-lite:{where}.db"
     try:
         store = open_store(location, writable=True, create=True, fingerprint=encoder.fingerprint())
+        as_the_cli_does()
         t = time.perf_counter()
         result = store.add_stream(texts, encoder, **add)
         store.close()       # save() and the final WAL checkpoint: all the ingest's disk work
@@ -162,6 +163,16 @@ def ingest_rate(encoder, texts, folder=None, engine: str = "faiss", **add) -> fl
         return rate
     finally:
         shutil.rmtree(where.parent, ignore_errors=True)
+
+
+def as_the_cli_does() -> None:
+    """`encoderscope ingest` freezes what is alive before it ingests (core/long_lived.py): so do
+    the rows here, where the tree has it (not a tree from before, given to --before)."""
+    try:
+        from core.long_lived import freeze_long_lived
+    except ImportError:
+        return
+    freeze_long_lived(collect=False)
 
 
 def tokenise_rate(backend, texts, window: int = WINDOW) -> float:

@@ -59,10 +59,12 @@ def ingest_rate(backend, texts, folder: Path | None = None, **add) -> float:
     """Sentences/second of add_stream(texts, **add) into a new FAISS store and save(); the store
     is opened before the clock starts and removed afterwards. ``add``: add_stream's options
     (window, batch_size)."""
+    from core.long_lived import freeze_long_lived
     from index.faiss.store import VectorStore
     where = Path(tempfile.mkdtemp(prefix="encoderscope-ingest-", dir=folder)) / "store"
     try:
         store = VectorStore.open(where, writable=True, create=True, fingerprint=backend.fingerprint())
+        freeze_long_lived(collect=False)        # as `encoderscope ingest` does (core/long_lived.py)
         t = time.perf_counter()
         result = store.add_stream(texts, backend, **add)
         store.save()

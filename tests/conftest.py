@@ -1,3 +1,4 @@
+import gc
 import os
 import shutil
 import tempfile
@@ -100,6 +101,15 @@ GUARDED = {"tests.index.store.test_contract", "tests.index.store.test_portable_l
            "tests.cli.test_store", "tests.cli.test_store_repair", "tests.cli.test_train", "tests.cli.test_whiten",
            "tests.core.train.test_train", "tests.core.train.test_runs", "tests.core.train.test_experiments",
            "tests.core.walkthrough.test_notebook_export", "tests.core.files.test_folder_lock_file"}
+
+
+@pytest.fixture(autouse=True)
+def thaw_after_each_test():
+    """The CLI's bulk commands and the app freeze what is alive (core/long_lived.py), which a
+    process of one command or one app ends anyway; tests run many in one process, so each
+    starts with nothing frozen by the one before."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,7 @@ from app.cli.ingest_files import read_inputs, report_inputs
 from app.cli.options import add_index_option, add_store_option, backend_for, store_backend, store_location
 from core.encoder.sources import DEFAULT_MODEL
 from core.errors import InputError, Terminated
+from core.long_lived import freeze_long_lived
 
 
 def _add_model_options(p, store_default: bool = False):
@@ -114,6 +115,9 @@ def cmd_ingest(args) -> int:
     if opened is None:
         raise InputError(f"there is no store at {loc} to rebuild")
     store, backend, pooling = opened.store, opened.backend, opened.pooling
+    # The model, the store and the rows read are alive until this process ends: out of the cyclic
+    # GC's full collections, which would walk them all every few windows (core/long_lived.py)
+    freeze_long_lived(collect=False)
     result = door.Ingested(ids=[])
     reindexed = False
     try:

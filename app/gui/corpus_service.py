@@ -24,9 +24,10 @@ from app.gui.corpus_jobs import (
 )
 from app.gui.logs import log
 from app.gui.settings import stores_dir
-from app.gui.state import ModelChoice, freeze_long_lived
+from app.gui.state import ModelChoice
 from core.assets import sample_corpus
 from core.errors import EncoderscopeError, InputError
+from core.long_lived import freeze_long_lived
 
 SAMPLE_CORPUS: Path | None = None   # the corpus a new sample store is filled with; None: the bundled one
 SAMPLE_STORE = "sample"

@@ -38,7 +38,6 @@ Signals:
 """
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -48,6 +47,7 @@ from app.gui.logs import log
 from app.gui.wording import BACKEND_LABELS
 from app.gui.workers import Job, JobRunner
 from core.encoder.sources import DEFAULT_MODEL
+from core.long_lived import freeze_long_lived
 
 
 @dataclass(frozen=True)
@@ -83,19 +83,6 @@ def load_backend_fn(choice: ModelChoice, progress=None, cancel=None):
     if progress:
         progress(1, 1, f"Loaded {choice.model}")
     return backend
-
-
-def freeze_long_lived() -> None:
-    """Move every object alive now out of the cyclic GC's reach.
-
-    torch + transformers + a loaded corpus are millions of objects; a full collection then takes
-    ~300 ms with the GIL held, which freezes the UI thread even when a worker triggered it.
-    Called after a model or a corpus finished loading. Objects frozen earlier are thawed and
-    collected first, so a model or corpus that was replaced since is freed, not kept for good.
-    """
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()
 
 
 class AppState(QObject):

@@ -1,6 +1,7 @@
 """`encoderscope ingest/search/info/remove` end to end with the real minilm model."""
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -265,3 +266,15 @@ def test_a_store_of_one_sentence_holds_1_sentence(tmp_path, tiny_model, capsys):
     code, out, err = cli(["ingest", str(tmp_path / "one.txt"), "--store", str(tmp_path / "s"),
                               "--model", str(tiny_model), "--quiet"], capsys)
     assert code == 0 and "holds 1 sentence" in out and "1 sentences" not in out, (out, err)
+
+
+def test_ingest_leaves_the_model_the_store_and_the_rows_read_out_of_full_collections(
+        tmp_path, inputs, tiny_model, capsys):
+    """Alive until the process ends: a full collection during the ingest would walk them all."""
+    assert gc.get_freeze_count() == 0
+    rc, _, err = cli(["ingest", inputs["txt"], "--store", tmp_path / "s", "--model", tiny_model,
+                      "--quiet"], capsys)
+    assert rc == 0, err
+    from app.cli import store as store_cmd
+    assert gc.get_freeze_count() > 0
+    assert not any(o is store_cmd.cmd_ingest for o in gc.get_objects()), "the command's module is frozen"
