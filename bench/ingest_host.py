@@ -16,7 +16,8 @@ checkpoint inside the clock), start-up outside it:
                  GPU's wait does), then random unit vectors: ingest against an encoder of R/s
   2 sentences    a new store, add_stream of 2 sentences, save, close: the small case (ms)
   Milvus Lite    (--milvus-lite N) the null encoder into a Milvus Lite store, N sentences
-Each as sentences/s and, for the simulated encoders, as a ratio to R. --before TREE runs the
+Each as sentences/s and, for the simulated encoders, as a ratio to R and to min(R, tokenise
+alone): a host whose cores tokenise slower than R cannot ingest faster than they tokenise. --before TREE runs the
 same rows on TREE's code, both trees in child processes taking turns (--rounds times, each row
 the best of its tree's rounds), and prints new / before for each.
 The encoders are importable (tools/gpu_check.py).
@@ -241,7 +242,10 @@ def report(r: dict, before: dict | None = None) -> str:
                  + cmp("tok", r["tokenise"], b.get("tokenise")))
     for rate, got in r["simulated"].items():
         old = (b.get("simulated") or {}).get(rate)
-        lines.append(f"  simulated {int(rate):>7,}/s   {got:>9,.0f} s/s  {got / int(rate):4.2f}x of it"
+        # the most this host could ingest with that encoder: its rate, or tokenising's if slower
+        bound = min(int(rate), r["tokenise"])
+        lines.append(f"  simulated {int(rate):>7,}/s   {got:>9,.0f} s/s  {got / int(rate):4.2f}x of it, "
+                     f"{got / bound:4.2f}x of min(it, tokenise)"
                      + (f"   before {old:>9,.0f} ({old / int(rate):4.2f}x)  new / before {got / old:5.2f}"
                         if old else ""))
     if r.get("milvus_null"):
