@@ -17,9 +17,10 @@ checkpoint inside the clock), start-up outside it:
   2 sentences    a new store, add_stream of 2 sentences, save, close: the small case (ms)
   Milvus Lite    (--milvus-lite N) the null encoder into a Milvus Lite store, N sentences
 Each as sentences/s and, for the simulated encoders, as a ratio to R and to min(R, tokenise
-alone): a host whose cores tokenise slower than R cannot ingest faster than they tokenise. --before TREE runs the
-same rows on TREE's code, both trees in child processes taking turns (--rounds times, each row
-the best of its tree's rounds), and prints new / before for each.
+alone): a host whose cores tokenise slower than R cannot ingest faster than they tokenise.
+--before TREE runs the same rows on TREE's code, both trees in child processes taking turns
+(--rounds times, each row the best of its tree's rounds), and prints new / before for each.
+Each ingest row first freezes what is alive, as `encoderscope ingest` does (core/long_lived.py).
 The encoders are importable (tools/gpu_check.py).
 """
 from __future__ import annotations
