@@ -8,11 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import Cancelled
+from core.long_lived import freeze_long_lived
 
 # Sentences committed per transaction. The store embeds a window of up to index.store.base.EMBED_WINDOW
 # sentences (those it does not hold yet) without holding its lock, then commits them this many
 # at a time: searches wait only for a commit, never for the encoder.
 CHUNK = 64
+# Texts from which an ingest is bulk: its rows are frozen out of full collections (a typed
+# sentence's are not: freezing each small add would keep its garbage cycles until the next load).
+FREEZE_FROM = 1024
 
 
 @dataclass
@@ -86,7 +90,13 @@ def ingest_job(store, backend, pooling, texts, metadata=None, skipped=(), progre
     def report(done, total, note):
         progress(done, total, (note[0].upper() + note[1:] + " …") if note else
                  label if done < total else "Saving the index …")
-    added = door.ingest(store, list(zip(texts, metadata)), backend, pooling=pooling, batch_size=chunk,
+    items = list(zip(texts, metadata))
+    if total >= FREEZE_FROM:
+        # A bulk import's rows live as long as its job: out of the cyclic GC's full collections,
+        # which would walk them with the GIL held and stall the UI thread (core/long_lived.py);
+        # the app's next load thaws and collects them
+        freeze_long_lived(collect=False)
+    added = door.ingest(store, items, backend, pooling=pooling, batch_size=chunk,
                           progress=report, cancel=cancel)
     committed = len(added.ids)
     return IngestResult(ids=added.ids, texts=texts[:committed], added=added.added,
