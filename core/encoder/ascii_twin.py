@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import logging
 
+from core.encoder import word_cache
+
 log = logging.getLogger(__name__)
 
 # Texts the twin must tokenise exactly as the pipeline does before it is used, besides the
@@ -80,9 +82,10 @@ class AsciiTwin:
     """The pipeline and its twin: `encode` sends plain texts to the twin and the rest to the
     pipeline, and gives the pipeline's ids and cut indices (ModelTokenizer.encode's contract)."""
 
-    def __init__(self, pipeline, twin, first: int, last: int):
+    def __init__(self, pipeline, twin, first: int, last: int, words=None):
         self.pipeline, self.twin = pipeline, twin
         self.first, self.last = first, last
+        self.words = words      # a word_cache.WordCache in front of the twin, or None
 
     def encode(self, texts: list[str]) -> tuple[list[list[int]], list[int]]:
         plain = [is_plain(t) for t in texts]
@@ -104,6 +107,17 @@ class AsciiTwin:
         return pipeline_encode(self.pipeline, texts)
 
     def _twin_encode(self, texts):
+        if self.words is None:
+            return self._rust_encode(texts)
+        ids, cut, held = self.words.encode(texts)
+        if held:        # texts with an added token's spelling: the twin itself
+            got, got_cut = self._rust_encode([texts[i] for i in held])
+            for i, row in zip(held, got):
+                ids[i] = row
+            cut = sorted(cut + [held[j] for j in got_cut])
+        return ids, cut
+
+    def _rust_encode(self, texts):
         first, last = self.first, self.last
         ids, cut = [], []
         for i, enc in enumerate(self.twin.encode_batch_fast(texts, add_special_tokens=True)):
@@ -126,8 +140,10 @@ def pipeline_encode(pipeline, texts) -> tuple[list[list[int]], list[int]]:
     return ids, cut
 
 
-def twin_of(pipeline, check_texts=()) -> AsciiTwin | None:
-    """The pipeline with its twin, or None when the twin's shortcut is not exact for it."""
+def twin_of(pipeline, check_texts=(), words: bool | None = None) -> AsciiTwin | None:
+    """The pipeline with its twin, or None when the twin's shortcut is not exact for it.
+    words: put a word cache (core.encoder.word_cache) in front of the twin, where it is exact;
+    None: where it is the faster path on this machine (word_cache.worth_it)."""
     from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
     try:
         spec = json.loads(pipeline.to_str())
@@ -147,14 +163,20 @@ def twin_of(pipeline, check_texts=()) -> AsciiTwin | None:
         twin.enable_truncation(max_length=trunc["max_length"] - 2, stride=0,
                                strategy=trunc["strategy"], direction=trunc["direction"])
         twin.encode_special_tokens = pipeline.encode_special_tokens
+        if words is None:
+            words = word_cache.worth_it()
+        cache = word_cache.WordCache.of(twin, *ends) if words else None
     except Exception as e:      # a pipeline this cannot read or copy: it keeps the pipeline alone
         log.info("no plain-text twin for this tokenizer: %s", e)
         return None
-    pair = AsciiTwin(pipeline, twin, *ends)
+    pair = AsciiTwin(pipeline, twin, *ends, cache)
     n = trunc["max_length"]
     texts = [t for t in (*check_texts, *OWN_CHECKS) if is_plain(t)]
     texts += ["a " * (n - 3), "a " * (n - 2), "a " * (n - 1), "word, " * n]     # around the cut
-    if pair._twin_encode(texts) != pipeline_encode(pipeline, texts):
+    # together (a [MASK] among them sends the window to the twin itself) and one by one (the
+    # word cache's path, where there is one, for every text without an added token)
+    if pair._twin_encode(texts) != pipeline_encode(pipeline, texts) or any(
+            pair._twin_encode([t]) != pipeline_encode(pipeline, [t]) for t in texts):
         log.warning("no plain-text twin for this tokenizer: it tokenises a check text differently")
         return None
     return pair

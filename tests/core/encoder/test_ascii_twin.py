@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.encoder import ascii_twin
+from core.encoder import ascii_twin, word_cache
 from core.encoder import tokenizer as tk
 from core.encoder.sources import resolve
 from tests.support.tiny_models import WORDS, make_tiny_bert, write_vocab
@@ -79,8 +79,15 @@ def mixed_texts(n: int, seed: int) -> list[str]:
     return out
 
 
+@pytest.fixture(params=[True, False], ids=["word cache", "twin alone"])
+def words(request, monkeypatch):
+    """Both of the twin's paths, whichever this machine's CPU count would pick."""
+    monkeypatch.setattr(word_cache, "worth_it", lambda: request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("kind", ["minilm", "distilbert", "vocab_only", "cased"])
-def test_the_twin_gives_transformers_ids_for_a_mixed_corpus(folders, data_dir, kind, monkeypatch):
+def test_the_twin_gives_transformers_ids_for_a_mixed_corpus(folders, data_dir, kind, words, monkeypatch):
     mt = tk.ModelTokenizer(folders[kind], MAX)
     texts = mixed_texts(3000, seed=len(kind))
     reference = mt._encode_hf(texts)
@@ -94,6 +101,7 @@ def test_the_twin_gives_transformers_ids_for_a_mixed_corpus(folders, data_dir, k
         got_ids += ids
         got_cut += [s + i for i in cut]
     assert mt._twin, "the twin should be built for this BERT pipeline"
+    assert (mt._twin.words is not None) == words
     assert sum(calls) > 2000, "most texts are plain: the twin should have taken them"
     assert sum(ascii_twin.is_plain(t) for t in texts) < len(texts), "the corpus must mix kinds"
     assert (got_ids, got_cut) == reference
@@ -105,14 +113,22 @@ ANY = st.one_of(PLAIN, st.text(max_size=60))
 
 
 @pytest.fixture(scope="module")
-def minilm_tok(folders):
-    return tk.ModelTokenizer(folders["minilm"], MAX)
+def minilm_toks(folders):
+    """minilm's tokenizer with its twin built, with the word cache and without."""
+    out = {}
+    for cached in (True, False):
+        mt = tk.ModelTokenizer(folders["minilm"], MAX)
+        mt._twin = ascii_twin.twin_of(mt._pipeline, tk.CHECK_TEXTS, words=cached)
+        assert (mt._twin.words is not None) == cached
+        out[cached] = mt
+    return out
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(ANY, min_size=tk.TWIN_FROM, max_size=tk.TWIN_FROM + 8))
-def test_any_window_tokenises_as_transformers_does(minilm_tok, texts):
-    assert minilm_tok.encode(texts) == minilm_tok._encode_hf(texts)
+@given(st.lists(ANY, min_size=tk.TWIN_FROM, max_size=tk.TWIN_FROM + 8), st.booleans())
+def test_any_window_tokenises_as_transformers_does(minilm_toks, texts, cached):
+    mt = minilm_toks[cached]
+    assert mt.encode(texts) == mt._encode_hf(texts)
 
 
 def test_plain_is_printable_ascii_only():
@@ -125,13 +141,15 @@ def _pipeline(folders, kind="minilm"):
     return tk.ModelTokenizer(folders[kind], MAX)._pipeline
 
 
-def test_the_truncation_side_is_copied(folders):
+@pytest.mark.parametrize("cached", [True, False], ids=["word cache", "twin alone"])
+def test_the_truncation_side_is_copied(folders, cached):
     from tokenizers import Tokenizer
     pipeline = Tokenizer.from_str(_pipeline(folders, "distilbert").to_str())   # every word one token
     pipeline.enable_truncation(max_length=MAX, direction="left")
-    twin = ascii_twin.twin_of(pipeline)
+    twin = ascii_twin.twin_of(pipeline, words=cached)
     texts = [" ".join(WORDS[:MAX + 10]), "a short one"] * 40
     assert twin is not None and twin.twin.truncation["direction"] == "left"
+    assert (twin.words is not None) == cached
     ids, cut = twin.encode(texts)
     assert (ids, cut) == ascii_twin.pipeline_encode(pipeline, texts)
     vocab = pipeline.get_vocab()
