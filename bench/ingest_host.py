@@ -177,6 +177,18 @@ def as_the_cli_does() -> None:
     freeze_long_lived(collect=False)
 
 
+def tokenising_path(backend) -> str:
+    """How the backend's tokenizer takes a window of plain texts on this machine: the twin's
+    word cache or the twin's Rust threads (core/encoder/word_cache.py), with the usable CPUs."""
+    from core.encoder import word_cache
+    twin = getattr(backend.model_tokenizer, "_twin", None)
+    if not twin:
+        return "the tokenizer's pipeline"
+    cpus = word_cache.usable_cpus()
+    how = "the twin's word cache" if getattr(twin, "words", None) is not None else "the twin's Rust threads"
+    return f"{how} ({cpus} usable CPUs)"
+
+
 def tokenise_rate(backend, texts, window: int = WINDOW) -> float:
     t = time.perf_counter()
     for s in range(0, len(texts), window):
@@ -208,6 +220,10 @@ def measure(model: str, n: int, rates, rounds: int = 1, milvus_n: int = 0) -> di
     texts = mixed_unique(n)
     real.model_tokenizer.encode(texts[:256])       # warm-up
     out = {"n": n, "model": model, "cpu": cpu_name(), "cores": os.cpu_count()}
+    try:
+        out["tokenising"] = tokenising_path(real)
+    except ImportError:         # a tree from before the word cache (--before)
+        out["tokenising"] = "the twin's Rust threads"
     out["load_before"] = load_average()
     null = NullEncoder(real)
     out["null"] = max(ingest_rate(null, texts) for _ in range(rounds))
@@ -235,6 +251,8 @@ def report(r: dict, before: dict | None = None) -> str:
              f"load {r['load_before']} -> {r['load_after']}"
              + (f"; before: load {b['load_before']} -> {b['load_after']}, best of {b['rounds']} "
                 "alternating rounds each" if b else "")]
+    lines.append(f"  tokenising: {r.get('tokenising', '?')}"
+                 + (f"; before: {b.get('tokenising', '?')}" if b else ""))
     lines.append(f"  null encoder          {r['null']:>9,.0f} s/s" + cmp("null", r["null"], b.get("null")))
     if r.get("null_sourced"):
         lines.append(f"  null, file and line   {r['null_sourced']:>9,.0f} s/s"

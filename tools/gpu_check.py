@@ -242,7 +242,7 @@ def host_rows(backend, distinct: list[str], embed_rate: float, precision: str) -
     return [("store path, null encoder (add_stream + save)", "vs our embed", precision, "-", null_rate, embed_rate,
              f"{n} distinct sentences, random unit vectors under minilm's identity"),
             ("tokenise alone", "vs our embed", precision, "-", tok_rate, embed_rate,
-             f"{n} distinct sentences, windows of {ingest_host.WINDOW}")]
+             f"{n} distinct sentences, windows of {ingest_host.WINDOW}, by {ingest_host.tokenising_path(backend)}")]
 
 
 def ingest_rows(device: torch.device, texts: list[str], precision: str, rounds: int = 2) -> list:

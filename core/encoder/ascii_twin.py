@@ -165,7 +165,7 @@ def twin_of(pipeline, check_texts=(), words: bool | None = None) -> AsciiTwin | 
         twin.encode_special_tokens = pipeline.encode_special_tokens
         if words is None:
             words = word_cache.worth_it()
-        cache = word_cache.WordCache.of(twin, *ends) if words else None
+        cache = word_cache.WordCache.of(twin, *ends, spec.get("pre_tokenizer")) if words else None
     except Exception as e:      # a pipeline this cannot read or copy: it keeps the pipeline alone
         log.info("no plain-text twin for this tokenizer: %s", e)
         return None

@@ -9,8 +9,8 @@ around it, and a text's ids (before truncation) are its words' ids joined.
 Why, and where: the Rust twin spends ~24 us of CPU on a 23-word sentence, spread over rayon's
 threads with the GIL released; the lookups cost ~6 us, all of it in Python with the GIL held.
 On two cores, where the CPU is what runs out, tokenising in the ingest pipeline then leaves the
-store its core: the simulated 100,000/s ingest went 42,900 -> 61,400 sentences/s (AMD EPYC,
-2 cores). On more cores the twin's threads are the faster path and the GIL the scarcer thing,
+store its core: the simulated 100,000/s ingest went 45,800 -> 64,900 sentences/s (AMD EPYC,
+2 cores, bench/ingest_host.py). On more cores the twin's threads are the faster path and the GIL the scarcer thing,
 so the twin uses this only where the process can run on at most WORD_CACHE_CPUS CPUs.
 
     cache = WordCache.of(twin)           # None where the shortcut is not exact for the twin
@@ -24,7 +24,7 @@ import os
 from itertools import chain
 
 WORD_CACHE_CPUS = 2         # the most CPUs the process may run on for the cache to be used
-MAX_WORDS = 100_000         # words kept (about 20 MB); past it the cache starts again
+MAX_WORDS = 50_000          # words kept (10-15 MB); past it the cache starts again
 # Pre-tokenizers that drop spaces and never make a piece across one: a text's pieces are then
 # its space-separated words' pieces, in turn.
 SPACE_SPLITTING = ({"type": "BertPreTokenizer"}, {"type": "WhitespaceSplit"})
@@ -56,13 +56,15 @@ class WordCache:
         self.words: dict[str, tuple[int, ...]] = {}
 
     @classmethod
-    def of(cls, twin, first: int, last: int) -> WordCache | None:
+    def of(cls, twin, first: int, last: int, pre_tokenizer: dict | None) -> WordCache | None:
         """The cache for the twin, or None where a word's ids could depend on its neighbours
-        (another pre-tokenizer or model) or truncation cuts otherwise than at one end."""
+        (another pre-tokenizer or model) or truncation cuts otherwise than at one end.
+        pre_tokenizer: the pipeline's, as its JSON has it (the twin's own may be a regex twin
+        of it: ascii_twin.ASCII_BERT_PIECES)."""
         from tokenizers import Tokenizer
         spec = json.loads(twin.to_str())
         trunc = twin.truncation
-        if spec.get("pre_tokenizer") not in SPACE_SPLITTING and not _is_ascii_bert_split(spec):
+        if pre_tokenizer not in SPACE_SPLITTING:
             return None
         if (spec.get("model") or {}).get("type") != "WordPiece" or not trunc:
             return None
@@ -125,10 +127,3 @@ class WordCache:
             cache[word] = tuple(enc.ids)
         return cache
 
-
-def _is_ascii_bert_split(spec: dict) -> bool:
-    """The twin's own regex split of printable ASCII (ascii_twin.ASCII_BERT_PIECES)."""
-    from core.encoder.ascii_twin import ASCII_BERT_PIECES
-    pre = spec.get("pre_tokenizer") or {}
-    return (pre.get("type") == "Split" and pre.get("pattern") == {"Regex": ASCII_BERT_PIECES}
-            and pre.get("behavior") == "Removed" and pre.get("invert") is True)
