@@ -180,11 +180,11 @@ def as_the_cli_does() -> None:
 def tokenising_path(backend) -> str:
     """How the backend's tokenizer takes a window of plain texts on this machine: the twin's
     word cache or the twin's Rust threads (core/encoder/word_cache.py), with the usable CPUs."""
-    from core.encoder import word_cache
+    from core.files import platform_os
     twin = getattr(backend.model_tokenizer, "_twin", None)
     if not twin:
         return "the tokenizer's pipeline"
-    cpus = word_cache.usable_cpus()
+    cpus = platform_os.usable_cpus()
     how = "the twin's word cache" if getattr(twin, "words", None) is not None else "the twin's Rust threads"
     return f"{how} ({cpus} usable CPUs)"
 
@@ -222,7 +222,7 @@ def measure(model: str, n: int, rates, rounds: int = 1, milvus_n: int = 0) -> di
     out = {"n": n, "model": model, "cpu": cpu_name(), "cores": os.cpu_count()}
     try:
         out["tokenising"] = tokenising_path(real)
-    except ImportError:         # a tree from before the word cache (--before)
+    except (ImportError, AttributeError):      # a tree from before the word cache (--before)
         out["tokenising"] = "the twin's Rust threads"
     out["load_before"] = load_average()
     null = NullEncoder(real)

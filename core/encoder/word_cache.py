@@ -20,21 +20,15 @@ so the twin uses this only where the process can run on at most WORD_CACHE_CPUS 
 from __future__ import annotations
 
 import json
-import os
 from itertools import chain
+
+from core.files.platform_os import usable_cpus
 
 WORD_CACHE_CPUS = 2         # the most CPUs the process may run on for the cache to be used
 MAX_WORDS = 50_000          # words kept (10-15 MB); past it the cache starts again
 # Pre-tokenizers that drop spaces and never make a piece across one: a text's pieces are then
 # its space-separated words' pieces, in turn.
 SPACE_SPLITTING = ({"type": "BertPreTokenizer"}, {"type": "WhitespaceSplit"})
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity where the platform says it, else all)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def worth_it() -> bool:

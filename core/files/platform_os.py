@@ -25,8 +25,8 @@ process has it open: that one keeps it. Linux deletes open files, so the "window
 emulates that refusal (WindowsLock.opening).
 
 Processes: `pid_alive` (os.kill(pid, 0) would *terminate* the process on Windows),
-`process_argv` (Linux /proc; None elsewhere: the caller names the pid only). Also the CPU's name
-and the umask without /proc, a read-only mount without statvfs, and the signals that stop a
+`process_argv` (Linux /proc; None elsewhere: the caller names the pid only). Also the CPU's name,
+the CPUs a process may use, and the umask without /proc, a read-only mount without statvfs, and the signals that stop a
 command (Ctrl-C everywhere, SIGTERM where the OS delivers it).
 """
 from __future__ import annotations
@@ -297,6 +297,13 @@ def process_argv(pid: int) -> list[str] | None:
     except OSError:
         return None
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on: its affinity where the platform has one (Linux), else all."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def cpu_name() -> str:

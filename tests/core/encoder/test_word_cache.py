@@ -151,10 +151,12 @@ def test_the_cache_is_used_where_the_process_has_few_cpus(minilm_pipeline, monke
 
 def test_usable_cpus_is_the_affinity_where_there_is_one(monkeypatch):
     import os
+
+    from core.files import platform_os
     if hasattr(os, "sched_getaffinity"):
-        assert word_cache.usable_cpus() == len(os.sched_getaffinity(0))
+        assert platform_os.usable_cpus() == len(os.sched_getaffinity(0))
     monkeypatch.delattr(os, "sched_getaffinity", raising=False)      # macOS and Windows
     monkeypatch.setattr(os, "cpu_count", lambda: 12)
-    assert word_cache.usable_cpus() == 12
+    assert platform_os.usable_cpus() == 12
     monkeypatch.setattr(os, "cpu_count", lambda: None)
-    assert word_cache.usable_cpus() == 1
+    assert platform_os.usable_cpus() == 1
