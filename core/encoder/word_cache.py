@@ -20,7 +20,6 @@ so the twin uses this only where the process can run on at most WORD_CACHE_CPUS 
 from __future__ import annotations
 
 import json
-from itertools import chain
 
 from core.files.platform_os import usable_cpus
 
@@ -77,24 +76,41 @@ class WordCache:
         """(ids, cut indices, held indices) of plain texts. A held text has None for its ids: it
         holds an added token's spelling, which the tokenizer matches before it splits words
         (even across a space), so the caller tokenises it otherwise."""
-        low = [t.lower() for t in texts]
+        joined = "\n".join(texts)          # one lower() and one split for the window
+        low = joined.lower()
+        lines = (low if self.lowercase else joined).split("\n")
+        if len(lines) != len(texts):
+            raise ValueError("the word cache takes plain texts only (no newline)")
         held = []
-        if any(a in "\n".join(low) for a in self.added):
-            held = [i for i, t in enumerate(low) if any(a in t for a in self.added)]
-        words = [t.split() for t in (low if self.lowercase else texts)]
-        for i in held:
-            words[i] = None
-        cache = self._learn(words)
+        if any(a in low for a in self.added):
+            held = [i for i, t in enumerate(texts) if any(a in t.lower() for a in self.added)]
+            for i in held:
+                lines[i] = None
+        # Each row is built from the words known; a new word leaves a hole (row, place, word)
+        # that is filled once the window's new words are tokenised, in one batch.
         first, last, n, left = self.first, self.last, self.max_length, self.left
-        get = cache.__getitem__
-        ids, cut = [], []
-        for i, text_words in enumerate(words):
-            if text_words is None:
+        get = self.words.get
+        ids, holes = [], []
+        for i, line in enumerate(lines):
+            if line is None:
                 ids.append(None)
                 continue
             row = [first]
-            for w in text_words:
-                row += get(w)
+            for w in line.split():
+                got = get(w)
+                if got is None:
+                    holes.append((i, len(row), w))
+                else:
+                    row += got
+            ids.append(row)
+        if holes:
+            learned = self._learn({w for _, _, w in holes}, lines)
+            for i, at, w in reversed(holes):        # from the end: earlier places stay put
+                ids[i][at:at] = learned[w]
+        cut = []
+        for i, row in enumerate(ids):
+            if row is None:
+                continue
             if len(row) > n + 1:
                 if left:
                     del row[1:len(row) - n]
@@ -102,22 +118,20 @@ class WordCache:
                     del row[n + 1:]
                 cut.append(i)
             row.append(last)
-            ids.append(row)
         return ids, cut, held
 
-    def _learn(self, words: list[list[str]]) -> dict:
-        """The cache with every word of the window in it: new ones tokenised in one batch."""
+    def _learn(self, new: set[str], lines: list) -> dict:
+        """The cache with the window's new words in it, tokenised in one batch. Past MAX_WORDS
+        it starts again from the window's own words (what comes next likely shares them)."""
         cache = self.words
-        words = [w for w in words if w is not None]
-        new = set(chain.from_iterable(words)).difference(cache)
-        if not new:
-            return cache
         if len(cache) + len(new) > MAX_WORDS:
-            # start again rather than grow: another thread keeps the dict it holds
-            cache = self.words = {}
-            new = set(chain.from_iterable(words))
+            old, cache = cache, {}
+            for line in lines:
+                for w in line.split() if line is not None else ():
+                    if w in old:
+                        cache[w] = old[w]
+            self.words = cache      # another thread keeps the dict it holds
         new = list(new)
         for word, enc in zip(new, self.whole.encode_batch_fast(new, add_special_tokens=False)):
             cache[word] = tuple(enc.ids)
         return cache
-

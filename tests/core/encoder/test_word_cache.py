@@ -72,12 +72,15 @@ def test_past_its_limit_the_cache_starts_again_and_stays_exact(minilm_pipeline, 
     monkeypatch.setattr(word_cache, "MAX_WORDS", 60)
     twin = ascii_twin.twin_of(minilm_pipeline, words=True)
     texts = plain(mixed_texts(600, seed=5))
+    counting = twin.words.whole = Counting(twin.words.whole)
     largest = held = 0
     for s in range(0, len(texts), 20):
         window = texts[s:s + 20]
         assert twin.encode(window) == ascii_twin.pipeline_encode(minilm_pipeline, window)
         largest = max(largest, len(twin.words.words))
+        counting.asked.clear()
         held += len(twin.words.encode(window)[2])
+        assert not counting.asked, "a window's words should be kept, also right after a restart"
     assert held < len(texts) / 2, "most texts should have been the cache's"
     words_in_a_window = max(len({w for t in texts[s:s + 20] for w in t.lower().split()})
                             for s in range(0, len(texts), 20))
