@@ -4,6 +4,7 @@ and the pipeline are when the encoder takes no time, or a known time.
     python bench/ingest_host.py                          # 100,000 mixed sentences, minilm's identity
     python bench/ingest_host.py --n 20000 --rates 100000
     python bench/ingest_host.py --before /work/main      # also the same rows on another tree, same run
+    python bench/ingest_host.py --tokenise-paths --rounds 3   # the twin with and without its word cache
 
 Rows, each into a new FAISS store (flat), add_stream then close() (save and the WAL's last
 checkpoint inside the clock), start-up outside it:
@@ -196,6 +197,52 @@ def tokenise_rate(backend, texts, window: int = WINDOW) -> float:
     return len(texts) / (time.perf_counter() - t)
 
 
+def prose(n: int) -> tuple[list[str], int]:
+    """n plain English sentences drawn with repeats from Python's own documentation (pydoc's
+    topics: a real vocabulary, unlike the sample corpus's), and how many distinct ones there are."""
+    import pydoc_data.topics
+    import re
+
+    from core.encoder.ascii_twin import is_plain
+    text = " ".join(pydoc_data.topics.topics.values())
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if len(s.split()) >= 4]
+    sentences = list(dict.fromkeys(s for s in sentences if is_plain(s)))
+    rng = np.random.default_rng(0)
+    return [sentences[i] for i in rng.integers(0, len(sentences), n)], len(sentences)
+
+
+def tokenise_paths(model: str, n: int, rounds: int = 3) -> str:
+    """Tokenising alone through the twin with and without its word cache (core/encoder/
+    word_cache.py), on the sample corpus's numbered sentences and on prose: texts/s, CPU per
+    text (all threads) and the calling thread's CPU per text (what holds the GIL)."""
+    from core.encoder import ascii_twin
+    from core.encoder import tokenizer as tk
+    from core.encoder.backends import get_backend
+    pipeline = get_backend(model, "scratch", device="cpu", precision="fp32").model_tokenizer._pipeline
+    twins = {cached: ascii_twin.twin_of(pipeline, tk.CHECK_TEXTS, words=cached) for cached in (False, True)}
+    drawn, distinct = prose(n)
+    lines = [f"tokenising alone, {cpu_name()}, load {load_average()}, windows of {WINDOW}"]
+    for name, texts in (("sample corpus, numbered", mixed_unique(n)),
+                        (f"pydoc prose ({distinct:,} distinct sentences)", drawn)):
+        texts = [t for t in texts if ascii_twin.is_plain(t)]
+        windows = [texts[s:s + WINDOW] for s in range(0, len(texts), WINDOW)]
+        words = sum(len(t.split()) for t in texts) / len(texts)
+        lines.append(f"  {name}: {len(texts):,} texts, {words:.1f} words each")
+        for _ in range(rounds):
+            for cached, twin in twins.items():
+                if twin.words is not None:
+                    twin.words.words = {}           # each round from an empty cache
+                t, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
+                for window in windows:
+                    twin.encode(window)
+                wall = time.perf_counter() - t
+                per = 1e6 / len(texts)
+                lines.append(f"    {'word cache' if cached else 'twin alone':10s} {len(texts) / wall:>9,.0f}/s  "
+                             f"CPU {(time.process_time() - cpu) * per:5.1f} us/text  "
+                             f"calling thread {(time.thread_time() - own) * per:5.1f} us/text")
+    return "\n".join(lines)
+
+
 def small_ms(encoder, reps: int = 15) -> float:
     """Median ms of: create a store, add_stream 2 sentences, save, close."""
     from index.faiss.store import VectorStore
@@ -302,7 +349,12 @@ def main(argv=None) -> int:
     ap.add_argument("--before", default=None, help="another tree (e.g. /work/main): its rows too, same run")
     ap.add_argument("--tree", default=None, help="measure this tree's code (what --before runs)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--tokenise-paths", action="store_true",
+                    help="only tokenising alone through the twin with and without its word cache")
     args = ap.parse_args(argv)
+    if args.tokenise_paths:
+        print(tokenise_paths(args.model, args.n, max(1, args.rounds)))
+        return 0
     rates = [int(x) for x in args.rates.split(",") if x]
     if not args.before:
         r = measure(args.model, args.n, rates, args.rounds, args.milvus_lite)
