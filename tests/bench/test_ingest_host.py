@@ -26,7 +26,7 @@ def test_the_tokenising_path_is_named(monkeypatch):
     from core.encoder.backends import get_backend
     backend = get_backend("minilm", "scratch", device="cpu", precision="fp32")
     for cached, name in ((True, "the twin's word cache"), (False, "the twin's Rust threads")):
-        monkeypatch.setattr(word_cache, "worth_it", lambda: cached)
+        monkeypatch.setattr(word_cache, "worth_it", lambda cached=cached: cached)
         backend.model_tokenizer._twin = None
         backend.model_tokenizer.encode(["a plain sentence"] * 64)
         assert ingest_host.tokenising_path(backend).startswith(name)
