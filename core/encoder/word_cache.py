@@ -6,16 +6,17 @@ one (BertPreTokenizer, WhitespaceSplit), a text's pieces are its space-separated
 in turn. WordPiece tokenises each piece on its own. So a word's ids do not depend on the text
 around it, and a text's ids (before truncation) are its words' ids joined.
 
-Why, and where: the Rust twin spends ~24 us of CPU on a 23-word sentence, spread over rayon's
-threads with the GIL released; the lookups cost ~6 us, all of it in Python with the GIL held.
-On two cores, where the CPU is what runs out, tokenising in the ingest pipeline then leaves the
-store its core: the simulated 100,000/s ingest went 45,800 -> 64,900 sentences/s (AMD EPYC,
-2 cores, bench/ingest_host.py). On more cores the twin's threads are the faster path and the GIL the scarcer thing,
-so the twin uses this only where the process can run on at most WORD_CACHE_CPUS CPUs.
+Why, and where: the Rust twin spends ~28 us of CPU on a 23-word sentence, spread over rayon's
+threads with the GIL released; the cache ~11 us, most of it in Python with the GIL held (on
+prose, 2.5 us against 14, and no more GIL than the twin). On two cores, where the CPU is what
+runs out, the ingest pipeline's tokenising then leaves the store its core: the simulated
+100,000/s ingest ran 1.25x (1.05-1.43x by the hour; AMD EPYC, 2 cores, bench/ingest_host.py).
+On more cores the twin's threads scale and the GIL is the scarcer thing, so the twin uses this
+only where the process can run on at most WORD_CACHE_CPUS CPUs.
 
-    cache = WordCache.of(twin)           # None where the shortcut is not exact for the twin
-    ids, cut, held = cache.encode(texts) # the twin's ids with [first] and [last], cuts, and the
-                                         # texts it left to the caller (their ids are None)
+    cache = WordCache.of(twin, first, last, pipeline_pre_tokenizer)   # None where not exact
+    ids, cut, held = cache.encode(texts)   # [first] ids [last] and the cuts, as the twin's; the
+                                           # held texts (ids None) are left to the caller
 """
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ emulates that refusal (WindowsLock.opening).
 
 Processes: `pid_alive` (os.kill(pid, 0) would *terminate* the process on Windows),
 `process_argv` (Linux /proc; None elsewhere: the caller names the pid only). Also the CPU's name,
-the CPUs a process may use, and the umask without /proc, a read-only mount without statvfs, and the signals that stop a
-command (Ctrl-C everywhere, SIGTERM where the OS delivers it).
+the CPUs a process may use, the umask without /proc, a read-only mount without statvfs, and the
+signals that stop a command (Ctrl-C everywhere, SIGTERM where the OS delivers it).
 """
 from __future__ import annotations
 
